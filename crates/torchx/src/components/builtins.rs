@@ -1,0 +1,508 @@
+//! The 11 builtin components, with TorchX's names, parameters, defaults and AppDefs.
+
+use std::collections::BTreeMap;
+
+use super::{Component, ComponentArgs, ComponentEnv, Param, ParamDefault as D, ParamType as T};
+use crate::error::{Error, Result};
+use crate::specs::{named_resource, parse_mounts, resource, AppDef, Mount, Resource, Role, DEFAULT_IMAGE, NONE};
+use crate::text::{shell_join, shell_quote};
+
+fn p(name: &str, ty: T, default: D, help: &str) -> Param {
+    Param::new(name, ty, default, help)
+}
+fn v(s: &str) -> D {
+    D::Value(s.to_string())
+}
+fn image(help: &str) -> Param {
+    p("image", T::Str, v(DEFAULT_IMAGE), help)
+}
+fn resource_params() -> Vec<Param> {
+    vec![
+        p("cpu", T::Int, v("1"), "number of cpus per replica"),
+        p("gpu", T::Int, v("0"), "number of gpus per replica"),
+        p("memMB", T::Int, v("1024"), "cpu memory in MB per replica"),
+        p("h", T::Str, D::Absent, "a registered named resource (if specified takes precedence over cpu, gpu, memMB)"),
+    ]
+}
+const ENV_HELP: &str = "environment varibles to be passed to the run (e.g. ENV1=v1,ENV2=v2,ENV3=v3)";
+const MOUNTS_HELP: &str = "mounts to mount into the worker environment/container (ex. type=<bind/volume>,src=/host,dst=/job[,readonly]). See scheduler documentation for more info.";
+
+fn args_resource(a: &ComponentArgs) -> Result<Resource> {
+    resource(a.opt_int("cpu"), a.opt_int("gpu"), a.opt_int("memMB"), a.opt_str("h"))
+}
+
+fn args_mounts(a: &ComponentArgs, env: &ComponentEnv) -> Result<Vec<Mount>> {
+    match a.list("mounts") {
+        Some(m) if !m.is_empty() => parse_mounts(m, env.home.as_deref()),
+        _ => Ok(Vec::new()),
+    }
+}
+
+fn loglevel(env: &mut BTreeMap<String, String>, cenv: &ComponentEnv) {
+    env.entry("LOGLEVEL".into()).or_insert_with(|| cenv.loglevel.clone().unwrap_or_else(|| "WARNING".into()));
+}
+
+fn replicas(a: &ComponentArgs) -> Result<u32> {
+    let n = a.int("num_replicas");
+    u32::try_from(n).ok().filter(|n| *n > 0).ok_or_else(|| Error::arg(format!("`--num_replicas` must be a positive integer, got {n}")))
+}
+
+/// Names of the builtin components.
+pub fn builtin_names() -> Vec<String> {
+    all().into_iter().map(|c| c.name).collect()
+}
+
+pub(super) fn all() -> Vec<Component> {
+    vec![
+        Component::native("dist.ddp", DDP_DOC, ddp_params(), ddp),
+        Component::native("dist.spmd", SPMD_DOC, spmd_params(), spmd),
+        Component::native(
+            "metrics.tensorboard",
+            "This component runs a Tensorboard server which will render the logs specified by logdir.\n\nSince Tensorboard runs as a service you need to specify the termination conditions. This consists of a timeout as well as an optional ``exit_on_file`` which will cause the service to quit when that path is created.",
+            vec![
+                p("logdir", T::Str, D::Required, "fsspec path to the Tensorboard logs"),
+                image("image to use"),
+                p("timeout", T::Float, v("3600.0"), "maximum time to run before exiting (seconds)"),
+                p("port", T::Int, v("6006"), "the port to serve on"),
+                p("start_on_file", T::Str, v(""), "start the server when the fsspec path is created"),
+                p("exit_on_file", T::Str, v(""), "shutdown the server when the fsspec path is created"),
+            ],
+            tensorboard,
+        ),
+        Component::native(
+            "serve.torchserve",
+            "Deploys the provided model to the given torchserve management API endpoint.",
+            vec![
+                p("model_path", T::Str, D::Required, "The fsspec path to the model archive file."),
+                p("management_api", T::Str, D::Required, "The URL to the root of the torchserve management API."),
+                image("Container to use."),
+                p("params", T::Dict, D::Absent, "torchserve parameters. See https://pytorch.org/serve/management_api.html#register-a-model"),
+                p("dryrun", T::Bool, v("False"), "Start the app, but does not perform actual work"),
+            ],
+            torchserve,
+        ),
+        Component::native(
+            "utils.binary",
+            "Test component",
+            [
+                vec![
+                    p("args", T::VarArgs, D::Absent, "arguments passed to the program in sys.argv[1:]"),
+                    p("entrypoint", T::Str, D::Required, "the binary to run"),
+                    p("name", T::Str, v("torchx_utils_binary"), "name of the job"),
+                    p("num_replicas", T::Int, v("1"), "number of copies to run (each on its own container)"),
+                ],
+                resource_params(),
+            ]
+            .concat(),
+            binary,
+        ),
+        Component::native(
+            "utils.booth",
+            "Evaluates the booth function, ``f(x1, x2) = (x1 + 2*x2 - 7)^2 + (2*x1 + x2 - 5)^2``.\n\nOutput result is accessible via ``FsspecResultTracker(outdir)[trial_idx]``",
+            vec![
+                p("x1", T::Float, D::Required, "x1"),
+                p("x2", T::Float, D::Required, "x2"),
+                p("trial_idx", T::Int, v("0"), "ignore if not running hpo"),
+                p("tracker_base", T::Str, v("/tmp/torchx-util-booth"), "URI of the tracker's base output directory (e.g. s3://foo/bar)"),
+                image("the image that contains the booth app"),
+            ],
+            booth,
+        ),
+        Component::native(
+            "utils.copy",
+            "copy copies the file from src to dst. src and dst can be any valid fsspec url.\n\nThis does not support recursive copies or directories.",
+            vec![
+                p("src", T::Str, D::Required, "the source fsspec file location"),
+                p("dst", T::Str, D::Required, "the destination fsspec file location"),
+                image("the image that contains the copy app"),
+            ],
+            copy,
+        ),
+        Component::native(
+            "utils.echo",
+            "Echos a message to stdout (calls echo)",
+            vec![
+                p("msg", T::Str, v("hello world"), "message to echo"),
+                image("image to use"),
+                p("num_replicas", T::Int, v("1"), "number of replicas to run"),
+            ],
+            echo,
+        ),
+        Component::native(
+            "utils.python",
+            "Runs ``python`` with the specified module, command or script on the specified image and host. Use ``--`` to separate component args and program args (e.g. ``torchx run utils.python --m foo.main -- --args to --main``)",
+            [
+                vec![
+                    p("args", T::VarArgs, D::Absent, "arguments passed to the program in sys.argv[1:] (ignored with `--c`)"),
+                    p("m", T::Str, D::Absent, "run library module as a script"),
+                    p("c", T::Str, D::Absent, "program passed as string (may error if scheduler has a length limit on args)"),
+                    p("script", T::Str, D::Absent, ".py script to run"),
+                    image("image to run on"),
+                    p("name", T::Str, v("torchx_utils_python"), "name of the job"),
+                ],
+                resource_params(),
+                vec![p("num_replicas", T::Int, v("1"), "number of copies to run (each on its own container)")],
+            ]
+            .concat(),
+            python,
+        ),
+        Component::native(
+            "utils.sh",
+            "Runs the provided command via sh. Currently sh does not support environment variable substitution.",
+            [
+                vec![
+                    p("args", T::VarArgs, D::Absent, "bash arguments"),
+                    image("image to use"),
+                    p("num_replicas", T::Int, v("1"), "number of replicas to run"),
+                ],
+                resource_params(),
+                vec![
+                    p("env", T::Dict, D::Absent, ENV_HELP),
+                    p("max_retries", T::Int, v("0"), "the number of scheduler retries allowed"),
+                    p("mounts", T::List, D::Absent, MOUNTS_HELP),
+                    p("entrypoint", T::Str, D::Absent, "the entrypoint to use for the command (defaults to sh)"),
+                ],
+            ]
+            .concat(),
+            sh,
+        ),
+        Component::native(
+            "utils.touch",
+            "Touches a file (calls touch)",
+            vec![p("file", T::Str, D::Required, "file to create"), image("the image to use")],
+            touch,
+        ),
+    ]
+}
+
+fn single(name: &str, role: Role) -> AppDef {
+    AppDef::new(name, vec![role])
+}
+
+fn echo(a: &ComponentArgs, _: &ComponentEnv) -> Result<AppDef> {
+    let role = Role::new("echo", a.str("image")).with_entrypoint("echo").with_args([a.str("msg")]).with_replicas(replicas(a)?).with_resource(Resource::new(1, 0, 1024));
+    Ok(single("echo", role))
+}
+
+fn touch(a: &ComponentArgs, _: &ComponentEnv) -> Result<AppDef> {
+    let role = Role::new("touch", a.str("image")).with_entrypoint("touch").with_args([a.str("file")]).with_resource(Resource::new(1, 0, 1024));
+    Ok(single("touch", role))
+}
+
+fn sh(a: &ComponentArgs, cenv: &ComponentEnv) -> Result<AppDef> {
+    let escaped: Vec<String> = a.varargs.iter().map(|s| shell_quote(s)).collect();
+    let mut env = a.dict("env").cloned().unwrap_or_default();
+    loglevel(&mut env, cenv);
+    let (entrypoint, args) = match a.opt_str("entrypoint") {
+        Some(e) => (e.to_string(), escaped),
+        None => ("sh".to_string(), vec!["-c".to_string(), escaped.join(" ")]),
+    };
+    let mut role = Role::new("sh", a.str("image")).with_entrypoint(entrypoint).with_args(args).with_replicas(replicas(a)?).with_resource(args_resource(a)?);
+    role.env = env;
+    role.max_retries = non_negative(a, "max_retries")?;
+    role.mounts = args_mounts(a, cenv)?;
+    Ok(single("sh", role))
+}
+
+fn non_negative(a: &ComponentArgs, name: &str) -> Result<u32> {
+    let n = a.int(name);
+    u32::try_from(n).map_err(|_| Error::arg(format!("`--{name}` must be zero or more, got {n}")))
+}
+
+fn python(a: &ComponentArgs, _: &ComponentEnv) -> Result<AppDef> {
+    let (m, c, script) = (a.opt_str("m"), a.opt_str("c"), a.opt_str("script"));
+    let mut cmd: Vec<String> = match (m, c, script) {
+        (Some(m), None, None) => vec!["-m".into(), m.into()],
+        (None, Some(c), None) => vec!["-c".into(), c.into()],
+        (None, None, Some(s)) => vec![s.into()],
+        _ => return Err(Error::arg("component `utils.python`: exactly one of `-m`, `-c` and `--script` needs to be specified")),
+    };
+    cmd.extend(a.varargs.iter().cloned());
+    let mut role = Role::new("python", a.str("image")).with_entrypoint("python").with_args(cmd).with_replicas(replicas(a)?).with_resource(args_resource(a)?);
+    if let Some(m) = m {
+        role.env.insert("HYDRA_MAIN_MODULE".into(), m.into());
+    }
+    Ok(single(a.str("name"), role))
+}
+
+fn binary(a: &ComponentArgs, _: &ComponentEnv) -> Result<AppDef> {
+    let role = Role::new("binary", NONE).with_entrypoint(a.str("entrypoint")).with_args(a.varargs.clone()).with_replicas(replicas(a)?).with_resource(args_resource(a)?);
+    Ok(single(a.str("name"), role))
+}
+
+fn copy(a: &ComponentArgs, _: &ComponentEnv) -> Result<AppDef> {
+    let role = Role::new("torchx-utils-copy", a.str("image"))
+        .with_entrypoint("python")
+        .with_args(["-m", "torchx.apps.utils.copy_main", "--src", a.str("src"), "--dst", a.str("dst")])
+        .with_resource(Resource::new(1, 0, 1024));
+    Ok(single("torchx-utils-copy", role))
+}
+
+/// Python's `str(float)` for the values components print.
+fn py_float(f: f64) -> String {
+    format!("{f:?}")
+}
+
+fn booth(a: &ComponentArgs, _: &ComponentEnv) -> Result<AppDef> {
+    let role = Role::new("torchx-utils-booth", a.str("image"))
+        .with_entrypoint("python")
+        .with_args([
+            "-m".to_string(),
+            "torchx.apps.utils.booth_main".into(),
+            "--x1".into(),
+            py_float(a.float("x1")),
+            "--x2".into(),
+            py_float(a.float("x2")),
+            "--trial_idx".into(),
+            a.int("trial_idx").to_string(),
+            "--tracker_base".into(),
+            a.str("tracker_base").into(),
+        ])
+        .with_resource(Resource::new(1, 0, 1024));
+    Ok(single("torchx-utils-booth", role))
+}
+
+fn torchserve(a: &ComponentArgs, _: &ComponentEnv) -> Result<AppDef> {
+    let mut args = vec!["-m".to_string(), "torchx.apps.serve.serve".into(), "--model_path".into(), a.str("model_path").into(), "--management_api".into(), a.str("management_api").into()];
+    for (k, v) in a.dict("params").into_iter().flatten() {
+        args.push(format!("--{k}"));
+        args.push(v.clone());
+    }
+    if a.bool("dryrun") {
+        args.push("--dryrun".into());
+    }
+    let mut role = Role::new("worker", a.str("image")).with_entrypoint("python").with_args(args).with_resource(Resource::new(1, 0, 1024));
+    role.port_map.insert("model-download".into(), 8222);
+    Ok(single("torchx-torchserve", role))
+}
+
+fn tensorboard(a: &ComponentArgs, _: &ComponentEnv) -> Result<AppDef> {
+    let port = u16::try_from(a.int("port")).map_err(|_| Error::arg(format!("component `metrics.tensorboard`: `--port` must be a port number (0-65535), got {}", a.int("port"))))?;
+    let mut role = Role::new("tensorboard", a.str("image")).with_entrypoint("python").with_args([
+        "-m".to_string(),
+        "torchx.apps.utils.process_monitor".into(),
+        "--timeout".into(),
+        py_float(a.float("timeout")),
+        "--start_on_file".into(),
+        a.str("start_on_file").into(),
+        "--exit_on_file".into(),
+        a.str("exit_on_file").into(),
+        "--".into(),
+        "tensorboard".into(),
+        "--bind_all".into(),
+        "--port".into(),
+        port.to_string(),
+        "--logdir".into(),
+        a.str("logdir").into(),
+    ]);
+    role.port_map.insert("http".into(), port);
+    Ok(single("tensorboard", role))
+}
+
+const DDP_DOC: &str = "Distributed data parallel style application (one role, multi-replica). Uses `torch.distributed.run` to launch and coordinate PyTorch worker processes. Defaults to using ``c10d`` rendezvous backend on rendezvous_endpoint ``$rank_0_host:$rdzv_port``. Note that ``rdzv_port`` parameter is ignored when running on single node, and instead we use port 0 which instructs torchelastic to chose a free random port on the host.\n\nNote: (cpu, gpu, memMB) parameters are mutually exclusive with ``h`` (named resource) where ``h`` takes precedence if specified for setting resource requirements.";
+
+const SPMD_DOC: &str = "Creates an AppDef for a Single-Process-Multiple-Data (SPMD) style application: `n x m` (set via `-j nxm`) copies of the same program, where `n` is the number of nodes and `m` the number of processes on each node. For GPU hosts, `-j n` infers `m` from the GPU count of the host type `-h`.\n\nUsage (by script): torchx run dist.spmd -j 2x8 -h aws_p4d.24xlarge --name my_experiment/trial_1 --script path/to/my/trainer.py -foo bar";
+
+fn dist_common() -> Vec<Param> {
+    vec![
+        p("script_args", T::VarArgs, D::Absent, "arguments to the main module"),
+        p("script", T::Str, D::Absent, "script or binary to run within the image"),
+        p("m", T::Str, D::Absent, "the python module path to run"),
+        image("image (e.g. docker)"),
+        p("name", T::Str, v("/"), "job name override in the following format: ``{experimentname}/{runname}`` or ``{experimentname}/`` or ``/{runname}`` or ``{runname}``. Uses the script or module name if ``{runname}`` not specified."),
+    ]
+}
+
+fn ddp_params() -> Vec<Param> {
+    [
+        dist_common(),
+        vec![
+            p("h", T::Str, D::Absent, "a registered named resource (if specified takes precedence over cpu, gpu, memMB)"),
+            p("cpu", T::Int, v("2"), "number of cpus per replica"),
+            p("gpu", T::Int, v("0"), "number of gpus per replica"),
+            p("memMB", T::Int, v("1024"), "cpu memory in MB per replica"),
+            p("j", T::Str, v("1x2"), "[{min_nnodes}:]{nnodes}x{nproc_per_node}, for gpu hosts, nproc_per_node must not exceed num gpus"),
+            p("env", T::Dict, D::Absent, ENV_HELP),
+            p("max_retries", T::Int, v("0"), "the number of scheduler retries allowed"),
+            p("rdzv_port", T::Int, v("29500"), "the port on rank0's host to use for hosting the c10d store used for rendezvous. Only takes effect when running multi-node."),
+            p("rdzv_backend", T::Str, v("c10d"), "the rendezvous backend to use. Only takes effect when running multi-node."),
+            p("rdzv_conf", T::Str, D::Absent, "the additional rendezvous configuration to use (ex. join_timeout=600,close_timeout=600,timeout=600)."),
+            p("mounts", T::List, D::Absent, MOUNTS_HELP),
+            p("debug", T::Bool, v("False"), "whether to run with preset debug flags enabled"),
+            p("tee", T::Int, v("3"), "tees the specified std stream(s) to console + file. 0: none, 1: stdout, 2: stderr, 3: both"),
+        ],
+    ]
+    .concat()
+}
+
+fn spmd_params() -> Vec<Param> {
+    [
+        dist_common(),
+        vec![
+            p("h", T::Str, v("gpu.small"), "the type of host to run on (e.g. aws_p4d.24xlarge). Must be one of the registered named resources"),
+            p("j", T::Str, v("1x1"), "{nnodes}x{nproc_per_node}. For GPU hosts omitting nproc_per_node will infer it from the GPU count on the host"),
+            p("env", T::Dict, D::Absent, ENV_HELP),
+            p("max_retries", T::Int, v("0"), "the number of scheduler retries allowed"),
+            p("mounts", T::List, D::Absent, MOUNTS_HELP),
+            p("debug", T::Bool, v("False"), "whether to run with preset debug flags enabled"),
+        ],
+    ]
+    .concat()
+}
+
+/// The result of parsing `-j`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Nnodes {
+    /// Minimum nodes.
+    pub min_nnodes: u32,
+    /// Maximum nodes.
+    pub max_nnodes: u32,
+    /// Processes per node.
+    pub nproc_per_node: u32,
+    /// The `--nnodes` value passed to torchrun (`2` or `1:2`).
+    pub nnodes_rep: String,
+}
+
+/// Parses `-j`: `{min}:{max}x{nproc}`, `{n}x{nproc}` or `{nproc}`.
+pub fn parse_nnodes(j: &str) -> Result<Nnodes> {
+    let bad = || Error::arg(format!("Invalid format for -j, usage example: 1:2x4 or 1x4 or 4. Given: {j}"));
+    let num = |s: &str| -> Result<u32> {
+        if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(bad());
+        }
+        s.parse::<u32>().map_err(|_| bad())
+    };
+    let parsed = match j.split_once('x') {
+        Some((nodes, nproc)) => {
+            let nproc = num(nproc)?;
+            match nodes.split_once(':') {
+                Some((min, max)) => Nnodes { min_nnodes: num(min)?, max_nnodes: num(max)?, nproc_per_node: nproc, nnodes_rep: nodes.to_string() },
+                None => {
+                    let n = num(nodes)?;
+                    Nnodes { min_nnodes: n, max_nnodes: n, nproc_per_node: nproc, nnodes_rep: nodes.to_string() }
+                }
+            }
+        }
+        None => Nnodes { min_nnodes: 1, max_nnodes: 1, nproc_per_node: num(j)?, nnodes_rep: "1".into() },
+    };
+    if parsed.max_nnodes == 0 {
+        return Err(Error::arg(format!("Invalid -j {j}: the number of nodes must be at least 1")));
+    }
+    if parsed.min_nnodes > parsed.max_nnodes {
+        return Err(Error::arg(format!("Invalid -j {j}: the minimum number of nodes ({}) exceeds the maximum ({})", parsed.min_nnodes, parsed.max_nnodes)));
+    }
+    Ok(parsed)
+}
+
+/// TorchX's `StructuredNameArgument`: (experiment, run) from `--name`, `-m` and `--script`.
+fn structured_name(name: &str, m: Option<&str>, script: Option<&str>) -> (String, String) {
+    let (mut experiment, mut run) = match name.find('/') {
+        None => (String::new(), name.to_string()),
+        Some(idx) => (name[..idx].to_string(), name[idx + 1..].to_string()),
+    };
+    if run.is_empty() {
+        run = match (m, script) {
+            (Some(m), _) => m.rsplit('.').next().unwrap_or(m).to_string(),
+            (_, Some(s)) => stem(s),
+            _ => String::new(),
+        };
+    }
+    if experiment.is_empty() {
+        experiment = "default-experiment".into();
+    }
+    (experiment, run)
+}
+
+fn stem(path: &str) -> String {
+    let file = path.rsplit('/').next().unwrap_or(path);
+    match file.rfind('.') {
+        Some(i) if i > 0 => file[..i].to_string(),
+        _ => file.to_string(),
+    }
+}
+
+const DEBUG_FLAGS: [(&str, &str); 4] = [
+    ("CUDA_LAUNCH_BLOCKING", "1"),
+    ("NCCL_DESYNC_DEBUG", "1"),
+    ("TORCH_DISTRIBUTED_DEBUG", "DETAIL"),
+    ("TORCH_SHOW_CPP_STACKTRACES", "1"),
+];
+
+fn ddp(a: &ComponentArgs, cenv: &ComponentEnv) -> Result<AppDef> {
+    ddp_with(a, cenv, a.str("j"))
+}
+
+fn ddp_with(a: &ComponentArgs, cenv: &ComponentEnv, j: &str) -> Result<AppDef> {
+    let (script, m) = (a.opt_str("script"), a.opt_str("m"));
+    if script.is_some() == m.is_some() {
+        return Err(Error::arg("exactly one of --script and -m must be specified"));
+    }
+    let nn = parse_nnodes(j)?;
+    let rdzv_port = u16::try_from(a.opt_int("rdzv_port").unwrap_or(29500)).map_err(|_| Error::arg(format!("`--rdzv_port` must be a port number (0-65535), got {}", a.int("rdzv_port"))))?;
+    let rdzv_backend = a.opt_str("rdzv_backend").unwrap_or("c10d");
+    let rdzv_endpoint = if nn.max_nnodes == 1 { "localhost:0".to_string() } else { format!("$${{${{rank0_env}}:=localhost}}:{rdzv_port}") };
+    let (experiment, run) = structured_name(a.str("name"), m, script);
+    let mut env = a.dict("env").cloned().unwrap_or_default();
+    env.insert("TORCHX_TRACKING_EXPERIMENT_NAME".into(), experiment);
+    env.insert("TORCHX_TRACKING_RUN_NAME".into(), run.clone());
+    loglevel(&mut env, cenv);
+    if a.bool("debug") {
+        env.extend(DEBUG_FLAGS.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+    }
+    let tee = a.opt_int("tee").unwrap_or(3).to_string();
+    let mut head = vec!["torchrun".to_string(), "--rdzv_backend".into(), rdzv_backend.into()];
+    if let Some(conf) = a.opt_str("rdzv_conf") {
+        head.extend(["--rdzv_conf".to_string(), conf.to_string()]);
+    }
+    let mut tail = vec!["--rdzv_id".to_string(), "${app_id}".into(), "--nnodes".into(), nn.nnodes_rep.clone(), "--nproc_per_node".into(), nn.nproc_per_node.to_string(), "--tee".into(), tee, "--role".into(), String::new()];
+    if rdzv_backend == "static" {
+        tail.extend(["--node_rank".to_string(), "${replica_id}".into()]);
+    }
+    match (script, m) {
+        (Some(s), _) => tail.push(s.into()),
+        (_, Some(m)) => tail.extend(["-m".to_string(), m.into()]),
+        _ => {}
+    }
+    tail.extend(a.varargs.iter().cloned());
+    // The endpoint stays unquoted so that the shell expands the rank-0 host variable.
+    let cmd = format!("{} --rdzv_endpoint {rdzv_endpoint} {}", shell_join(&head), shell_join(&tail));
+    let role_name = match (script, m) {
+        (Some(s), _) => stem(s),
+        (_, Some(m)) => m.rsplit('.').next().unwrap_or(m).to_string(),
+        _ => unreachable!("checked above"),
+    };
+    let resource = match a.opt_str("h") {
+        Some(h) => named_resource(h)?,
+        None => args_resource(a)?,
+    };
+    let mut role = Role::new(role_name, a.str("image")).with_entrypoint("bash").with_args(["-c".to_string(), cmd]).with_replicas(nn.max_nnodes).with_resource(resource);
+    role.min_replicas = Some(nn.min_nnodes);
+    role.env = env;
+    role.port_map.insert("c10d".into(), rdzv_port);
+    role.max_retries = non_negative(a, "max_retries")?;
+    role.mounts = args_mounts(a, cenv)?;
+    Ok(single(&run, role))
+}
+
+fn spmd(a: &ComponentArgs, cenv: &ComponentEnv) -> Result<AppDef> {
+    let h = a.str("h");
+    let gpus = named_resource(h)?.gpu;
+    let j = a.str("j");
+    let nums: Vec<&str> = j.split('x').collect();
+    let j = match nums.as_slice() {
+        [n] => {
+            if gpus <= 0 {
+                return Err(Error::arg(format!("nproc_per_node cannot be inferred from GPU count. `{h}` is not a GPU instance. You must specify `-j $nnodes x $nproc_per_node` (e.g. `-j {n}x8`)")));
+            }
+            format!("{n}x{gpus}")
+        }
+        [n, nproc] => {
+            if gpus > 0 && nproc.parse::<i64>().ok() != Some(gpus) {
+                log::warn!("In `-j {j}` you specified nproc_per_node={nproc} which does not equal the number of GPUs on a {h}: {gpus}. This may lead to under-utilization or an error.");
+            }
+            format!("{n}x{nproc}")
+        }
+        _ => return Err(Error::arg(format!("Invalid format for -j, usage example: 2x8 or 2. Given: {j}"))),
+    };
+    ddp_with(a, cenv, &j)
+}

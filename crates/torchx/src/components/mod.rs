@@ -1,0 +1,466 @@
+//! Components: functions from command-line style arguments to an [`AppDef`].
+//!
+//! A component declares typed parameters; [`Component::parse_args`] handles TorchX's argument
+//! conventions (every parameter is `--name` with `-x` for one-letter names, `-h` is an ordinary
+//! parameter and only `--help` asks for help, bools take a value, varargs follow the first
+//! positional or `--`), and [`Component::help`] is generated from the declarations.
+//!
+//! Architecture invariant: no I/O here except [`find_component`] reading component files;
+//! environment facts reach builders through [`ComponentEnv`].
+
+mod builtins;
+mod file;
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use crate::error::{did_you_mean, Error, Result};
+use crate::opts::{parse_kv, parse_list};
+use crate::specs::AppDef;
+
+pub use builtins::{builtin_names, parse_nnodes, Nnodes};
+pub use file::{load_app_file, load_file_component};
+
+/// A parameter's type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ParamType {
+    /// `str`.
+    Str,
+    /// `int`.
+    Int,
+    /// `float`.
+    Float,
+    /// `bool` (given as a value: `--debug True`; a bare `--debug` means true).
+    Bool,
+    /// `List[str]`, comma-separated.
+    List,
+    /// `Dict[str, str]`, `K=V,K2=V2`.
+    Dict,
+    /// `*args`: everything after the first positional or `--`.
+    VarArgs,
+}
+
+impl ParamType {
+    fn name(self) -> &'static str {
+        match self {
+            ParamType::Str => "str",
+            ParamType::Int => "int",
+            ParamType::Float => "float",
+            ParamType::Bool => "bool",
+            ParamType::List => "list",
+            ParamType::Dict => "dict",
+            ParamType::VarArgs => "args",
+        }
+    }
+
+    /// Parses a type name used in component files.
+    pub fn parse(s: &str) -> Result<ParamType> {
+        Ok(match s {
+            "str" | "string" => ParamType::Str,
+            "int" | "integer" => ParamType::Int,
+            "float" => ParamType::Float,
+            "bool" | "boolean" => ParamType::Bool,
+            "list" => ParamType::List,
+            "dict" => ParamType::Dict,
+            "args" | "varargs" => ParamType::VarArgs,
+            _ => {
+                return Err(Error::arg(format!(
+                    "unknown parameter type `{s}`, must be one of: str, int, float, bool, list, dict, args"
+                )))
+            }
+        })
+    }
+}
+
+/// A parameter's default.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ParamDefault {
+    /// Must be given.
+    Required,
+    /// Optional, absent by default.
+    Absent,
+    /// This value (in command-line form).
+    Value(String),
+}
+
+/// A component parameter.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Param {
+    /// Its name (`--name`).
+    pub name: String,
+    /// Its type.
+    pub ty: ParamType,
+    /// Its default.
+    pub default: ParamDefault,
+    /// Its help text.
+    pub help: String,
+}
+
+impl Param {
+    fn new(name: &str, ty: ParamType, default: ParamDefault, help: &str) -> Param {
+        Param { name: name.into(), ty, default, help: help.into() }
+    }
+}
+
+/// A typed argument value.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ArgValue {
+    /// A string.
+    Str(String),
+    /// An integer.
+    Int(i64),
+    /// A float.
+    Float(f64),
+    /// A bool.
+    Bool(bool),
+    /// A list.
+    List(Vec<String>),
+    /// A map.
+    Dict(BTreeMap<String, String>),
+}
+
+impl ArgValue {
+    /// The value as a string for templates.
+    pub fn to_template_string(&self) -> String {
+        match self {
+            ArgValue::Str(s) => s.clone(),
+            ArgValue::Int(i) => i.to_string(),
+            ArgValue::Float(f) => format!("{f:?}"),
+            ArgValue::Bool(b) => if *b { "True".into() } else { "False".into() },
+            ArgValue::List(l) => l.join(","),
+            ArgValue::Dict(d) => d.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(","),
+        }
+    }
+}
+
+/// Parsed, typed arguments of a component.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ComponentArgs {
+    /// Parameter name → value (absent optionals are missing).
+    pub values: BTreeMap<String, ArgValue>,
+    /// `*args`.
+    pub varargs: Vec<String>,
+}
+
+impl ComponentArgs {
+    /// A string argument.
+    pub fn opt_str(&self, name: &str) -> Option<&str> {
+        match self.values.get(name) {
+            Some(ArgValue::Str(s)) => Some(s),
+            _ => None,
+        }
+    }
+    /// A required string argument (declared with a default or as required).
+    pub fn str(&self, name: &str) -> &str {
+        self.opt_str(name).unwrap_or_default()
+    }
+    /// An int argument.
+    pub fn opt_int(&self, name: &str) -> Option<i64> {
+        match self.values.get(name) {
+            Some(ArgValue::Int(i)) => Some(*i),
+            _ => None,
+        }
+    }
+    /// An int argument with a declared default.
+    pub fn int(&self, name: &str) -> i64 {
+        self.opt_int(name).unwrap_or_default()
+    }
+    /// A float argument.
+    pub fn float(&self, name: &str) -> f64 {
+        match self.values.get(name) {
+            Some(ArgValue::Float(f)) => *f,
+            Some(ArgValue::Int(i)) => *i as f64,
+            _ => 0.0,
+        }
+    }
+    /// A bool argument.
+    pub fn bool(&self, name: &str) -> bool {
+        matches!(self.values.get(name), Some(ArgValue::Bool(true)))
+    }
+    /// A list argument.
+    pub fn list(&self, name: &str) -> Option<&[String]> {
+        match self.values.get(name) {
+            Some(ArgValue::List(l)) => Some(l),
+            _ => None,
+        }
+    }
+    /// A map argument.
+    pub fn dict(&self, name: &str) -> Option<&BTreeMap<String, String>> {
+        match self.values.get(name) {
+            Some(ArgValue::Dict(d)) => Some(d),
+            _ => None,
+        }
+    }
+}
+
+/// Facts from the environment that builders may use (gathered by the caller, keeping builders
+/// pure).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ComponentEnv {
+    /// `$LOGLEVEL`.
+    pub loglevel: Option<String>,
+    /// `$HOME`, for `~` in mounts.
+    pub home: Option<String>,
+}
+
+impl ComponentEnv {
+    /// Reads the environment.
+    pub fn from_process() -> ComponentEnv {
+        ComponentEnv { loglevel: std::env::var("LOGLEVEL").ok(), home: std::env::var("HOME").ok() }
+    }
+}
+
+type NativeBuild = fn(&ComponentArgs, &ComponentEnv) -> Result<AppDef>;
+
+#[derive(Debug, Clone)]
+enum Build {
+    Native(NativeBuild),
+    Template(Box<serde_json::Value>),
+}
+
+/// A component: declared parameters plus a builder.
+#[derive(Debug, Clone)]
+pub struct Component {
+    /// Its name (`utils.echo`, `path.yaml:name`).
+    pub name: String,
+    /// Its description (first line is the summary).
+    pub description: String,
+    /// Its parameters.
+    pub params: Vec<Param>,
+    /// Where it comes from (`builtin` or a file path).
+    pub origin: String,
+    build: Build,
+}
+
+/// Why parsing component arguments stopped.
+#[derive(Debug)]
+pub enum ParseOutcome {
+    /// Arguments parsed.
+    Args(ComponentArgs),
+    /// `--help` was given.
+    Help,
+}
+
+impl Component {
+    fn native(name: &str, description: &str, params: Vec<Param>, build: NativeBuild) -> Component {
+        Component { name: name.into(), description: description.into(), params, origin: "builtin".into(), build: Build::Native(build) }
+    }
+
+    fn param(&self, flag: &str) -> Option<&Param> {
+        self.params.iter().find(|p| p.ty != ParamType::VarArgs && p.name == flag)
+    }
+
+    fn varargs(&self) -> Option<&Param> {
+        self.params.iter().find(|p| p.ty == ParamType::VarArgs)
+    }
+
+    fn err(&self, msg: impl std::fmt::Display) -> Error {
+        Error::arg(format!("component `{}`: {msg}", self.name))
+    }
+
+    /// Parses command-line style arguments. `defaults` (from `[component:<name>]`) override the
+    /// declared defaults.
+    pub fn parse_args<S: AsRef<str>>(&self, tokens: &[S], defaults: &BTreeMap<String, String>) -> Result<ParseOutcome> {
+        let tokens: Vec<&str> = tokens.iter().map(AsRef::as_ref).collect();
+        for key in defaults.keys() {
+            if self.params.iter().all(|p| &p.name != key) {
+                return Err(self.err(format!(
+                    "[component:{}] in .torchxconfig sets unknown parameter `{key}`.{} Valid parameters: {}",
+                    self.name,
+                    did_you_mean(key, self.params.iter().map(|p| p.name.as_str())),
+                    self.param_names()
+                )));
+            }
+        }
+        let mut raw: BTreeMap<String, String> = BTreeMap::new();
+        let mut varargs: Vec<String> = Vec::new();
+        let mut i = 0;
+        while i < tokens.len() {
+            let tok = tokens[i];
+            if tok == "--help" {
+                return Ok(ParseOutcome::Help);
+            }
+            if tok == "--" || !tok.starts_with('-') || tok == "-" {
+                let start = if tok == "--" { i + 1 } else { i };
+                if self.varargs().is_none() {
+                    let extra = tokens[start..].join(" ");
+                    if extra.is_empty() {
+                        break;
+                    }
+                    return Err(self.err(format!("unexpected argument(s) `{extra}`; it takes only --options ({})", self.param_names())));
+                }
+                varargs = tokens[start..].iter().map(|s| s.to_string()).collect();
+                break;
+            }
+            let stripped = tok.strip_prefix("--").unwrap_or_else(|| &tok[1..]);
+            let (flag, inline) = match stripped.split_once('=') {
+                Some((f, v)) => (f, Some(v.to_string())),
+                None => (stripped, None),
+            };
+            let single_dash = !tok.starts_with("--");
+            let param = self.param(flag).filter(|p| !single_dash || p.name.chars().count() == 1).ok_or_else(|| {
+                self.err(format!(
+                    "unknown argument `{tok}`.{} Valid parameters: {}",
+                    did_you_mean(flag, self.params.iter().filter(|p| p.ty != ParamType::VarArgs).map(|p| p.name.as_str())),
+                    self.param_names()
+                ))
+            })?;
+            if raw.contains_key(&param.name) {
+                return Err(self.err(format!("parameter `--{}` is given more than once", param.name)));
+            }
+            let value = match inline {
+                Some(v) => v,
+                None if param.ty == ParamType::Bool && tokens.get(i + 1).is_none_or(|n| n.starts_with('-')) => "True".into(),
+                None => {
+                    i += 1;
+                    tokens.get(i).map(|s| s.to_string()).ok_or_else(|| self.err(format!("`{tok}` expects a value ({})", param.ty.name())))?
+                }
+            };
+            raw.insert(param.name.clone(), value);
+            i += 1;
+        }
+        let mut args = ComponentArgs::default();
+        for p in &self.params {
+            if p.ty == ParamType::VarArgs {
+                if varargs.is_empty() {
+                    if let Some(d) = defaults.get(&p.name) {
+                        varargs = d.split_whitespace().map(str::to_string).collect();
+                    } else if let ParamDefault::Value(d) = &p.default {
+                        varargs = d.split_whitespace().map(str::to_string).collect();
+                    }
+                }
+                continue;
+            }
+            let value = match raw.remove(&p.name).or_else(|| defaults.get(&p.name).cloned()) {
+                Some(v) => v,
+                None => match &p.default {
+                    ParamDefault::Value(v) => v.clone(),
+                    ParamDefault::Absent => continue,
+                    ParamDefault::Required => {
+                        return Err(self.err(format!("missing required parameter `--{}` ({})", p.name, p.help)));
+                    }
+                },
+            };
+            args.values.insert(p.name.clone(), self.decode(p, &value)?);
+        }
+        args.varargs = varargs;
+        Ok(ParseOutcome::Args(args))
+    }
+
+    fn decode(&self, p: &Param, value: &str) -> Result<ArgValue> {
+        let bad = |what: &str| self.err(format!("`--{}` expects {what}, got `{value}`", p.name));
+        Ok(match p.ty {
+            ParamType::Str | ParamType::VarArgs => ArgValue::Str(value.to_string()),
+            ParamType::Int => ArgValue::Int(value.trim().parse().map_err(|_| bad("an integer"))?),
+            ParamType::Float => ArgValue::Float(value.trim().parse().map_err(|_| bad("a number"))?),
+            ParamType::Bool => match value.to_ascii_lowercase().as_str() {
+                "true" | "1" | "yes" | "on" => ArgValue::Bool(true),
+                "false" | "0" | "no" | "off" => ArgValue::Bool(false),
+                _ => return Err(bad("True or False")),
+            },
+            ParamType::List => ArgValue::List(parse_list(value)),
+            ParamType::Dict => ArgValue::Dict(
+                parse_kv(value)
+                    .map_err(|e| self.err(format!("`--{}`: {e} (expected K1=V1,K2=V2)", p.name)))?
+                    .into_iter()
+                    .collect(),
+            ),
+        })
+    }
+
+    fn param_names(&self) -> String {
+        self.params
+            .iter()
+            .map(|p| if p.ty == ParamType::VarArgs { format!("[{}...]", p.name) } else { format!("--{}", p.name) })
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// Builds the AppDef.
+    pub fn build(&self, args: &ComponentArgs, env: &ComponentEnv) -> Result<AppDef> {
+        let app = match &self.build {
+            Build::Native(f) => f(args, env)?,
+            Build::Template(t) => file::instantiate(self, t, args)?,
+        };
+        Ok(app)
+    }
+
+    /// Parses `tokens` and builds; `Ok(None)` when `--help` was asked.
+    pub fn materialize<S: AsRef<str>>(&self, tokens: &[S], defaults: &BTreeMap<String, String>, env: &ComponentEnv) -> Result<Option<AppDef>> {
+        match self.parse_args(tokens, defaults)? {
+            ParseOutcome::Help => Ok(None),
+            ParseOutcome::Args(a) => self.build(&a, env).map(Some),
+        }
+    }
+
+    /// The generated `--help` text.
+    pub fn help(&self, defaults: &BTreeMap<String, String>) -> String {
+        let mut usage = format!("usage: torchx run <run args...> {}", self.name);
+        for p in &self.params {
+            let meta = p.name.to_uppercase();
+            let flag = if p.name.chars().count() == 1 { format!("-{}", p.name) } else { format!("--{}", p.name) };
+            let item = match (p.ty, &p.default) {
+                (ParamType::VarArgs, _) => format!(" ...{meta}"),
+                (_, ParamDefault::Required) if !defaults.contains_key(&p.name) => format!(" {flag} {meta}"),
+                _ => format!(" [{flag} {meta}]"),
+            };
+            usage.push_str(&item);
+        }
+        let mut out = format!("{usage}\n\n{}\n\narguments:\n", self.description.trim());
+        for p in &self.params {
+            let flags = match (p.ty, p.name.chars().count()) {
+                (ParamType::VarArgs, _) => p.name.clone(),
+                (_, 1) => format!("-{0} {1}, --{0} {1}", p.name, p.name.to_uppercase()),
+                _ => format!("--{} {}", p.name, p.name.to_uppercase()),
+            };
+            let note = match (defaults.get(&p.name), &p.default) {
+                (Some(d), _) => format!(" (default: {d}, from .torchxconfig)"),
+                (None, ParamDefault::Required) => " (required)".into(),
+                (None, ParamDefault::Absent) => " (default: None)".into(),
+                (None, ParamDefault::Value(v)) => format!(" (default: {v})"),
+            };
+            let _ = writeln!(out, "  {flags:<28} {}{note} [{}]", p.help, p.ty.name());
+        }
+        out
+    }
+}
+
+/// The builtin components, sorted by name.
+pub fn builtins() -> Vec<Component> {
+    builtins::all()
+}
+
+/// What a component name on the command line refers to.
+#[derive(Debug, Clone)]
+pub enum ComponentRef {
+    /// A builtin or file component.
+    Component(Component),
+    /// A declarative AppDef file (`./app.yaml`, `./app.json`).
+    AppFile(AppDef),
+}
+
+/// Finds a component: `path:name` is a component in a YAML/TOML file, a `.yaml`/`.yml`/`.json`
+/// path is an AppDef file, anything else a builtin.
+pub fn find_component(name: &str) -> Result<ComponentRef> {
+    if let Some((path, func)) = name.rsplit_once(':') {
+        return load_file_component(path, func, name).map(ComponentRef::Component);
+    }
+    if [".yaml", ".yml", ".json"].iter().any(|e| name.ends_with(e)) {
+        return load_app_file(name).map(ComponentRef::AppFile);
+    }
+    let all = builtins();
+    if let Some(c) = all.iter().find(|c| c.name == name) {
+        return Ok(ComponentRef::Component(c.clone()));
+    }
+    Err(Error::not_found(
+        "component",
+        name,
+        format!(
+            ".{} Run `torchx builtins` for the builtin components, or name a file: `./app.yaml` (an AppDef) or `path.toml:name` / `path.yaml:name` (a parameterised component)",
+            did_you_mean(name, all.iter().map(|c| c.name.as_str()))
+        ),
+    ))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,25 @@
+//! torchx: a universal job launcher for PyTorch applications.
+//!
+//! Write one portable job spec ([`specs::AppDef`]) and run it on any [`scheduler::Scheduler`]
+//! through a [`runner::Runner`]. Builtin [`components`] build common AppDefs from command-line
+//! style arguments. See ARCHITECTURE.md for the map of the code and its invariants.
+//!
+//! Schedulers compiled into this build:
+//! * `local_cwd`: local processes in the current directory, visible from every shell.
+#![warn(missing_docs)]
+
+pub mod components;
+pub mod config;
+pub mod error;
+pub mod opts;
+pub mod runner;
+pub mod scheduler;
+pub mod schedulers;
+pub mod specs;
+pub mod text;
+
+pub use error::{Error, ErrorKind, Result};
+pub use runner::Runner;
+
+/// The version of this crate.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -1,0 +1,321 @@
+//! The [`Runner`]: dry-run, run, status, wait, cancel, delete, describe, list and logs over any
+//! registered scheduler, addressed by app handles.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::components::{find_component, ComponentEnv, ComponentRef};
+use crate::config::TorchxConfig;
+use crate::error::{Error, Result};
+use crate::opts::Cfg;
+use crate::scheduler::{random_id, DryRunContext, LogLines, LogQuery, Registry, Scheduler};
+use crate::specs::{make_app_handle, parse_app_handle, AppDef, AppHandle, AppStatus, DryRunInfo, ListAppResponse, Workspace};
+
+/// Extra inputs of a run besides the app, scheduler and options.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RunArgs {
+    /// A workspace to build into every role that has none of its own.
+    pub workspace: Option<Workspace>,
+    /// The tracker parent run id (`TORCHX_PARENT_RUN_ID` in the environment overrides it).
+    pub parent_run_id: Option<String>,
+}
+
+/// What building a component gave: an app, or the component's help text.
+#[derive(Debug)]
+pub enum ComponentOutcome<T> {
+    /// The result.
+    Done(T),
+    /// `--help` was asked; this is the help text.
+    Help(String),
+}
+
+/// Runs apps on schedulers. Schedulers are created lazily, once per name.
+#[derive(Debug)]
+pub struct Runner {
+    session_name: String,
+    session_id: String,
+    registry: Registry,
+    config: TorchxConfig,
+    schedulers: Mutex<BTreeMap<String, Arc<dyn Scheduler>>>,
+}
+
+impl Runner {
+    /// A runner with session name `torchx`, the given schedulers and config.
+    pub fn new(registry: Registry, config: TorchxConfig) -> Runner {
+        let session_id = std::env::var("TORCHX_INTERNAL_SESSION_ID").unwrap_or_else(|_| random_id());
+        Runner { session_name: "torchx".into(), session_id, registry, config, schedulers: Mutex::new(BTreeMap::new()) }
+    }
+
+    /// Sets the session name used in handles.
+    pub fn with_session_name(mut self, name: impl Into<String>) -> Runner {
+        self.session_name = name.into();
+        self
+    }
+
+    /// The session name.
+    pub fn session_name(&self) -> &str {
+        &self.session_name
+    }
+
+    /// The scheduler registry.
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
+    /// The config files in effect.
+    pub fn config(&self) -> &TorchxConfig {
+        &self.config
+    }
+
+    /// The scheduler `name`, created on first use.
+    pub fn scheduler(&self, name: &str) -> Result<Arc<dyn Scheduler>> {
+        let mut cache = self.schedulers.lock().map_err(|_| Error::backend(name, "scheduler cache poisoned"))?;
+        if let Some(s) = cache.get(name) {
+            return Ok(Arc::clone(s));
+        }
+        let s = self.registry.create(name)?;
+        cache.insert(name.to_string(), Arc::clone(&s));
+        Ok(s)
+    }
+
+    /// Parses `-cfg` for `scheduler` and fills gaps from the `[scheduler]` config sections.
+    /// Returns the options and warnings (unknown keys in config files).
+    pub fn cfg_from_str(&self, scheduler: &str, cfg: &str) -> Result<(Cfg, Vec<String>)> {
+        let opts = self.scheduler(scheduler)?.run_opts();
+        let mut parsed = opts.parse_cli(cfg)?;
+        let warnings = self.config.apply_scheduler(scheduler, &opts, &mut parsed)?;
+        Ok((parsed, warnings))
+    }
+
+    fn tracker_env(&self) -> Vec<(String, String)> {
+        let mut trackers = self.config.trackers();
+        if let Ok(names) = std::env::var("TORCHX_TRACKERS") {
+            trackers = names.split(',').filter(|n| !n.is_empty()).map(|n| (n.to_string(), None)).collect();
+        }
+        let mut env = Vec::new();
+        if !trackers.is_empty() {
+            env.push(("TORCHX_TRACKERS".into(), trackers.iter().map(|t| t.0.as_str()).collect::<Vec<_>>().join(",")));
+        }
+        for (name, config) in trackers {
+            let var = format!("TORCHX_TRACKER_{}_CONFIG", name.to_uppercase());
+            if let Some(c) = std::env::var(&var).ok().or(config) {
+                env.push((var, c));
+            }
+        }
+        env
+    }
+
+    /// Validates `app`, injects TorchX's env vars (`TORCHX_JOB_ID`, session and tracker vars),
+    /// resolves `cfg` and renders the native request. No job is submitted.
+    pub fn dryrun(&self, mut app: AppDef, scheduler: &str, cfg: &Cfg, args: &RunArgs) -> Result<DryRunInfo> {
+        app.validate()?;
+        let sched = self.scheduler(scheduler)?;
+        let resolved = sched.run_opts().resolve(cfg)?;
+        let wants_workspace = args.workspace.is_some() || app.roles.iter().any(|r| r.workspace.is_some());
+        if wants_workspace && !sched.capabilities().workspace {
+            return Err(Error::unsupported(scheduler, "workspaces (it runs in the current directory; drop --workspace)"));
+        }
+        let parent = std::env::var("TORCHX_PARENT_RUN_ID").ok().or_else(|| args.parent_run_id.clone());
+        let trackers = self.tracker_env();
+        for role in &mut app.roles {
+            role.env.insert("TORCHX_JOB_ID".into(), format!("{scheduler}://{}/${{app_id}}", self.session_name));
+            role.env.insert("TORCHX_INTERNAL_SESSION_ID".into(), self.session_id.clone());
+            if let Some(p) = &parent {
+                role.env.insert("TORCHX_PARENT_RUN_ID".into(), p.clone());
+            }
+            for (k, v) in &trackers {
+                role.env.insert(k.clone(), v.clone());
+            }
+            if role.workspace.is_none() {
+                role.workspace.clone_from(&args.workspace);
+            }
+        }
+        let cwd = std::env::current_dir().map_err(|e| Error::io("reading the current directory", e))?;
+        let ctx = DryRunContext::new(&self.session_name, random_id(), cwd);
+        let request = sched.submit_dryrun(&app, &resolved, &ctx)?;
+        Ok(DryRunInfo { app, scheduler: scheduler.to_string(), cfg: resolved, request })
+    }
+
+    /// Builds a component from command-line style arguments (applying `[component:<name>]`
+    /// defaults), or returns its help.
+    pub fn build_component(&self, component: &str, args: &[String]) -> Result<ComponentOutcome<AppDef>> {
+        match find_component(component)? {
+            ComponentRef::AppFile(app) => {
+                if args.iter().any(|a| a == "--help") {
+                    return Ok(ComponentOutcome::Help(format!("{component} is an AppDef file; it takes no arguments.\n")));
+                }
+                if !args.is_empty() {
+                    return Err(Error::arg(format!("`{component}` is an AppDef file and takes no arguments, got: {}", args.join(" "))));
+                }
+                Ok(ComponentOutcome::Done(app))
+            }
+            ComponentRef::Component(c) => {
+                let defaults = self.config.component_defaults()?.remove(component).unwrap_or_default();
+                match c.materialize(args, &defaults, &ComponentEnv::from_process())? {
+                    Some(app) => Ok(ComponentOutcome::Done(app)),
+                    None => Ok(ComponentOutcome::Help(c.help(&defaults))),
+                }
+            }
+        }
+    }
+
+    /// [`build_component`](Self::build_component) then [`dryrun`](Self::dryrun).
+    pub fn dryrun_component(&self, component: &str, args: &[String], scheduler: &str, cfg: &Cfg, run: &RunArgs) -> Result<ComponentOutcome<DryRunInfo>> {
+        Ok(match self.build_component(component, args)? {
+            ComponentOutcome::Done(app) => ComponentOutcome::Done(self.dryrun(app, scheduler, cfg, run)?),
+            ComponentOutcome::Help(h) => ComponentOutcome::Help(h),
+        })
+    }
+
+    /// Submits a dry-run result; returns the app handle.
+    pub async fn schedule(&self, info: &DryRunInfo) -> Result<String> {
+        let sched = self.scheduler(&info.scheduler)?;
+        let app_id = sched.schedule(info).await?;
+        Ok(make_app_handle(&info.scheduler, &self.session_name, &app_id))
+    }
+
+    /// Dry-runs and schedules `app`; returns the handle.
+    pub async fn run(&self, app: AppDef, scheduler: &str, cfg: &Cfg, args: &RunArgs) -> Result<String> {
+        let info = self.dryrun(app, scheduler, cfg, args)?;
+        self.schedule(&info).await
+    }
+
+    /// Builds, dry-runs and schedules a component; returns the handle.
+    pub async fn run_component(&self, component: &str, args: &[String], scheduler: &str, cfg: &Cfg, run: &RunArgs) -> Result<ComponentOutcome<String>> {
+        Ok(match self.dryrun_component(component, args, scheduler, cfg, run)? {
+            ComponentOutcome::Done(info) => ComponentOutcome::Done(self.schedule(&info).await?),
+            ComponentOutcome::Help(h) => ComponentOutcome::Help(h),
+        })
+    }
+
+    fn route(&self, handle: &str) -> Result<(AppHandle, Arc<dyn Scheduler>)> {
+        let h = parse_app_handle(handle)?;
+        let s = self.scheduler(&h.scheduler)?;
+        Ok((h, s))
+    }
+
+    /// The app's status, `None` if the scheduler does not know it.
+    pub async fn status(&self, handle: &str) -> Result<Option<AppStatus>> {
+        let (h, s) = self.route(handle)?;
+        Ok(s.describe(&h.app_id).await?.map(|d| d.to_status()))
+    }
+
+    /// Polls until the app is terminal (or unknown, giving `None`). With a timeout, an app still
+    /// running at the deadline is a [`Error::Timeout`].
+    pub async fn wait(&self, handle: &str, interval: Duration, timeout: Option<Duration>) -> Result<Option<AppStatus>> {
+        let start = Instant::now();
+        loop {
+            let status = self.status(handle).await?;
+            match status {
+                None => return Ok(None),
+                Some(s) if s.is_terminal() => return Ok(Some(s)),
+                Some(s) => {
+                    if let Some(t) = timeout {
+                        if start.elapsed() >= t {
+                            return Err(Error::Timeout(format!("{handle} is still {} after waiting {:.1}s", s.state, t.as_secs_f64())));
+                        }
+                    }
+                }
+            }
+            tokio::time::sleep(interval).await;
+        }
+    }
+
+    fn unknown_app(&self, h: &AppHandle) -> Error {
+        Error::not_found("app", h.to_string(), format!(": it does not exist or has been removed from {}'s data plane", h.scheduler))
+    }
+
+    /// Cancels the app if it is not finished. Unknown apps are [`Error::NotFound`].
+    pub async fn cancel(&self, handle: &str) -> Result<()> {
+        let (h, s) = self.route(handle)?;
+        match s.describe(&h.app_id).await? {
+            None => Err(self.unknown_app(&h)),
+            Some(d) if d.state.is_terminal() => Ok(()),
+            Some(_) => s.cancel(&h.app_id).await,
+        }
+    }
+
+    /// Deletes the app (cancelling it first if running).
+    pub async fn delete(&self, handle: &str) -> Result<()> {
+        let (h, s) = self.route(handle)?;
+        if !s.capabilities().delete {
+            return Err(Error::unsupported(s.name(), "delete"));
+        }
+        if s.describe(&h.app_id).await?.is_none() {
+            return Err(self.unknown_app(&h));
+        }
+        s.delete(&h.app_id).await
+    }
+
+    /// The app as the scheduler knows it.
+    pub async fn describe(&self, handle: &str) -> Result<Option<AppDef>> {
+        let (h, s) = self.route(handle)?;
+        Ok(s.describe(&h.app_id).await?.map(|d| {
+            let mut app = AppDef::new(h.app_id.clone(), d.roles);
+            app.metadata = d.metadata;
+            app
+        }))
+    }
+
+    /// The apps `scheduler` knows, with handles filled in.
+    pub async fn list(&self, scheduler: &str) -> Result<Vec<ListAppResponse>> {
+        let s = self.scheduler(scheduler)?;
+        if !s.capabilities().list {
+            return Err(Error::unsupported(scheduler, "list"));
+        }
+        let mut apps = s.list().await?;
+        for a in &mut apps {
+            a.app_handle = make_app_handle(scheduler, &self.session_name, &a.app_id);
+        }
+        Ok(apps)
+    }
+
+    /// The log lines of replica `k` of `role`, filtered by the query's regex.
+    pub async fn log_lines(&self, handle: &str, role: &str, k: u32, query: &LogQuery) -> Result<Box<dyn LogLines>> {
+        let (h, s) = self.route(handle)?;
+        if s.describe(&h.app_id).await?.is_none() {
+            return Err(self.unknown_app(&h));
+        }
+        let caps = s.capabilities();
+        if !caps.logs {
+            return Err(Error::unsupported(s.name(), "logs"));
+        }
+        if query.streams.is_some_and(|st| st != crate::specs::Stream::Combined) && !caps.log_streams {
+            return Err(Error::unsupported(s.name(), "per-stream logs (only combined)"));
+        }
+        let lines = s.log_iter(&h.app_id, role, k, query).await?;
+        Ok(match &query.regex {
+            Some(re) => Box::new(Filtered { inner: lines, regex: re.clone() }),
+            None => lines,
+        })
+    }
+
+    /// Closes every scheduler created so far.
+    pub async fn close(&self) {
+        let scheds: Vec<Arc<dyn Scheduler>> = match self.schedulers.lock() {
+            Ok(mut c) => std::mem::take(&mut *c).into_values().collect(),
+            Err(_) => Vec::new(),
+        };
+        for s in scheds {
+            s.close().await;
+        }
+    }
+}
+
+struct Filtered {
+    inner: Box<dyn LogLines>,
+    regex: regex::Regex,
+}
+
+#[async_trait::async_trait]
+impl LogLines for Filtered {
+    async fn next_line(&mut self) -> Result<Option<String>> {
+        while let Some(line) = self.inner.next_line().await? {
+            if self.regex.is_match(&line) {
+                return Ok(Some(line));
+            }
+        }
+        Ok(None)
+    }
+}

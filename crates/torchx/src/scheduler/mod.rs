@@ -1,0 +1,155 @@
+//! API boundary: the [`Scheduler`] trait every backend implements, its [`Capabilities`], log
+//! queries and the scheduler registry.
+
+mod ids;
+mod registry;
+
+use std::any::Any;
+use std::fmt::Debug;
+use std::path::PathBuf;
+use std::time::SystemTime;
+
+use async_trait::async_trait;
+use regex::Regex;
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+use crate::opts::{Cfg, RunOpts};
+use crate::specs::{AppDef, DescribeAppResponse, DryRunInfo, ListAppResponse, Stream};
+
+pub use ids::{encode_id, random_id, random_u64};
+pub use registry::{Registry, SchedulerFactory};
+
+/// What a scheduler supports. Operations it does not support return [`Error::Unsupported`], and
+/// the conformance suite picks its checks from these flags.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct Capabilities {
+    /// `describe` reports per-replica states.
+    pub describe_replicas: bool,
+    /// `list` works.
+    pub list: bool,
+    /// `cancel` works.
+    pub cancel: bool,
+    /// `delete` works.
+    pub delete: bool,
+    /// `log_iter` works.
+    pub logs: bool,
+    /// Logs can be read per stream (stdout/stderr) as well as combined.
+    pub log_streams: bool,
+    /// Logs honour since/until.
+    pub log_since_until: bool,
+    /// Logs can be followed until the app ends.
+    pub log_tail: bool,
+    /// Role workspaces are built into the role's image/dir.
+    pub workspace: bool,
+    /// Mounts are honoured.
+    pub mounts: bool,
+    /// `max_retries` is honoured.
+    pub retries: bool,
+    /// Apps with several roles work.
+    pub multi_role: bool,
+}
+
+/// A scheduler's native request, as rendered by `submit_dryrun`.
+pub trait NativeRequest: Debug + Send + Sync + Any {
+    /// The human-readable form printed by `torchx run --dryrun`.
+    fn render(&self) -> String;
+    /// The JSON form printed by `torchx run --dryrun --json`.
+    fn to_json(&self) -> serde_json::Value;
+    /// For downcasting in `schedule`.
+    fn as_any(&self) -> &dyn Any;
+}
+
+/// Downcasts a dry-run request to the scheduler's own request type.
+pub fn downcast_request<'a, T: 'static>(info: &'a DryRunInfo, scheduler: &str) -> Result<&'a T> {
+    info.request.as_any().downcast_ref::<T>().ok_or_else(|| {
+        Error::backend(scheduler, format!("dry-run info was made by scheduler `{}`, not `{scheduler}`", info.scheduler))
+    })
+}
+
+/// Everything `submit_dryrun` may depend on besides the app and options, gathered beforehand so
+/// that dry runs are pure and deterministic.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct DryRunContext {
+    /// The runner's session name.
+    pub session_name: String,
+    /// A random id for building unique app ids (`{name}-{unique}`).
+    pub unique: String,
+    /// The working directory of the submitter.
+    pub cwd: PathBuf,
+}
+
+impl DryRunContext {
+    /// A context with the given session, unique id and working directory.
+    pub fn new(session_name: impl Into<String>, unique: impl Into<String>, cwd: impl Into<PathBuf>) -> Self {
+        DryRunContext { session_name: session_name.into(), unique: unique.into(), cwd: cwd.into() }
+    }
+
+    /// TorchX's `make_unique(name)`.
+    pub fn make_unique(&self, name: &str) -> String {
+        format!("{name}-{}", self.unique)
+    }
+}
+
+/// Which log lines to return.
+#[derive(Debug, Clone, Default)]
+pub struct LogQuery {
+    /// Keep only lines matching this regex.
+    pub regex: Option<Regex>,
+    /// Only lines written at or after this time.
+    pub since: Option<SystemTime>,
+    /// Only lines written before this time.
+    pub until: Option<SystemTime>,
+    /// Keep following until the app ends.
+    pub should_tail: bool,
+    /// Which stream (None = the scheduler's default).
+    pub streams: Option<Stream>,
+}
+
+/// An async iterator of log lines (each without its trailing newline).
+#[async_trait]
+pub trait LogLines: Send {
+    /// The next line, `None` at the end.
+    async fn next_line(&mut self) -> Result<Option<String>>;
+}
+
+/// A job scheduler backend. Object-safe; one instance per scheduler name per runner.
+///
+/// Contract: `submit_dryrun` does no I/O and is deterministic for the same inputs. `describe`
+/// returns `Ok(None)` for an app it does not know. Operations a scheduler does not support
+/// return [`Error::Unsupported`].
+#[async_trait]
+pub trait Scheduler: Debug + Send + Sync {
+    /// The registry name (`local_cwd`, ...).
+    fn name(&self) -> &str;
+    /// What it supports.
+    fn capabilities(&self) -> Capabilities;
+    /// Its run option schema.
+    fn run_opts(&self) -> RunOpts;
+    /// Renders the native request. Pure: no I/O, deterministic given its inputs.
+    fn submit_dryrun(&self, app: &AppDef, cfg: &Cfg, ctx: &DryRunContext) -> Result<Box<dyn NativeRequest>>;
+    /// Submits a dry-run result; returns the scheduler's app id.
+    async fn schedule(&self, info: &DryRunInfo) -> Result<String>;
+    /// The app's status, `None` if the scheduler does not know it.
+    async fn describe(&self, app_id: &str) -> Result<Option<DescribeAppResponse>>;
+    /// The apps the scheduler knows.
+    async fn list(&self) -> Result<Vec<ListAppResponse>> {
+        Err(Error::unsupported(self.name(), "list"))
+    }
+    /// Stops the app (no-op if already finished).
+    async fn cancel(&self, app_id: &str) -> Result<()>;
+    /// Removes the app and what the scheduler keeps of it (stopping it first).
+    async fn delete(&self, app_id: &str) -> Result<()> {
+        let _ = app_id;
+        Err(Error::unsupported(self.name(), "delete"))
+    }
+    /// The log lines of replica `k` of `role`.
+    async fn log_iter(&self, app_id: &str, role: &str, k: u32, query: &LogQuery) -> Result<Box<dyn LogLines>> {
+        let _ = (app_id, role, k, query);
+        Err(Error::unsupported(self.name(), "logs"))
+    }
+    /// Releases resources.
+    async fn close(&self) {}
+}

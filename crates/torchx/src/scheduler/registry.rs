@@ -1,0 +1,82 @@
+//! The scheduler registry: names → factories, constructed lazily on first use.
+
+use std::sync::Arc;
+
+use super::Scheduler;
+use crate::error::{did_you_mean, Error, Result};
+
+/// Builds a scheduler. Must be cheap: backend clients are created on first use, not here.
+pub type SchedulerFactory = fn() -> Result<Arc<dyn Scheduler>>;
+
+/// Registered schedulers, in order (the first is the default).
+#[derive(Clone)]
+pub struct Registry {
+    entries: Vec<(String, &'static str, SchedulerFactory)>,
+}
+
+impl std::fmt::Debug for Registry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.entries.iter().map(|e| &e.0)).finish()
+    }
+}
+
+impl Registry {
+    /// An empty registry.
+    pub fn empty() -> Registry {
+        Registry { entries: Vec::new() }
+    }
+
+    /// The builtin schedulers compiled into this build.
+    pub fn builtin() -> Registry {
+        let mut r = Registry::empty();
+        r.register(
+            crate::schedulers::local_cwd::NAME,
+            "Runs replicas as local processes in the current directory",
+            crate::schedulers::local_cwd::create,
+        );
+        r
+    }
+
+    /// Adds (or replaces) a scheduler.
+    pub fn register(&mut self, name: impl Into<String>, description: &'static str, factory: SchedulerFactory) {
+        let name = name.into();
+        if let Some(e) = self.entries.iter_mut().find(|e| e.0 == name) {
+            *e = (name, description, factory);
+        } else {
+            self.entries.push((name, description, factory));
+        }
+    }
+
+    /// Names in registration order.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.entries.iter().map(|e| e.0.as_str())
+    }
+
+    /// The one-line description of a scheduler.
+    pub fn description(&self, name: &str) -> Option<&'static str> {
+        self.entries.iter().find(|e| e.0 == name).map(|e| e.1)
+    }
+
+    /// The default scheduler (the first registered).
+    pub fn default_name(&self) -> Option<&str> {
+        self.names().next()
+    }
+
+    /// Builds the scheduler `name`.
+    pub fn create(&self, name: &str) -> Result<Arc<dyn Scheduler>> {
+        match self.entries.iter().find(|e| e.0 == name) {
+            Some(e) => (e.2)(),
+            None => Err(self.unknown(name)),
+        }
+    }
+
+    /// The error for an unknown scheduler name.
+    pub fn unknown(&self, name: &str) -> Error {
+        let names: Vec<&str> = self.names().collect();
+        Error::not_found(
+            "scheduler",
+            name,
+            format!(".{} Use one of: {}", did_you_mean(name, names.iter().copied()), names.join(", ")),
+        )
+    }
+}

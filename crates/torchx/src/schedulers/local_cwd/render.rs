@@ -1,0 +1,203 @@
+//! Pure rendering of an AppDef into the processes to start (TorchX's `PopenRequest`).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::opts::LocalCwdOpts;
+use crate::scheduler::{DryRunContext, NativeRequest};
+use crate::specs::{AppDef, MacroValues, Role};
+
+/// The env var holding rank 0's host.
+pub const RANK0_ENV: &str = "TORCHX_RANK0_HOST";
+
+/// One process to start.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReplicaParam {
+    /// The command line (entrypoint first).
+    pub args: Vec<String>,
+    /// Environment added to the submitter's.
+    pub env: BTreeMap<String, String>,
+    /// stdout log file.
+    pub stdout: PathBuf,
+    /// stderr log file.
+    pub stderr: PathBuf,
+    /// Combined log file.
+    pub combined: PathBuf,
+    /// Working directory.
+    pub cwd: PathBuf,
+}
+
+/// The processes of one role.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RoleParams {
+    /// The role name.
+    pub role: String,
+    /// GPUs per replica (for CUDA_VISIBLE_DEVICES assignment at launch).
+    pub gpus_per_replica: i64,
+    /// One entry per replica.
+    pub replicas: Vec<ReplicaParam>,
+}
+
+/// The processes of an app, by role.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PopenRequest {
+    /// The app id.
+    pub app_id: String,
+    /// The app's log directory.
+    pub log_dir: PathBuf,
+    /// Whether to assign CUDA_VISIBLE_DEVICES at launch.
+    pub auto_set_cuda_visible_devices: bool,
+    /// The roles, in order.
+    pub roles: Vec<RoleParams>,
+}
+
+impl NativeRequest for PopenRequest {
+    fn render(&self) -> String {
+        serde_norway::to_string(self).unwrap_or_default()
+    }
+    fn to_json(&self) -> serde_json::Value {
+        serde_json::to_value(self).unwrap_or_default()
+    }
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
+/// Joins PATH fragments, skipping empty ones.
+pub fn join_path<'a>(parts: impl IntoIterator<Item = Option<&'a str>>) -> String {
+    parts.into_iter().flatten().filter(|p| !p.is_empty()).collect::<Vec<_>>().join(":")
+}
+
+/// The log directory of an app: `{base}/{session}/{app_id}`.
+pub fn app_log_dir(base: &Path, session: &str, app_id: &str) -> PathBuf {
+    base.join(session).join(app_id)
+}
+
+/// Renders the processes for `app`. `default_log_base` is used when `log_dir` is unset.
+pub fn render(app: &AppDef, opts: &LocalCwdOpts, ctx: &DryRunContext, default_log_base: &Path) -> PopenRequest {
+    let app_id = ctx.make_unique(&app.name);
+    let base = opts.log_dir.as_ref().map(PathBuf::from).unwrap_or_else(|| default_log_base.to_path_buf());
+    let log_dir = app_log_dir(&base, &ctx.session_name, &app_id);
+    let cwd = ctx.cwd.display().to_string();
+    let mut roles = Vec::new();
+    for role in &app.roles {
+        let mut role = role.clone();
+        let role_path = role.env.get("PATH").map(String::as_str);
+        let path = if opts.prepend_cwd {
+            join_path([Some(cwd.as_str()), role_path])
+        } else {
+            join_path([role_path, Some(cwd.as_str())])
+        };
+        role.env.insert("PATH".into(), path);
+        let replicas = (0..role.num_replicas).map(|i| replica(&role, i, &app_id, &cwd, &log_dir, ctx)).collect();
+        roles.push(RoleParams { role: role.name.clone(), gpus_per_replica: role.resource.gpu.max(0), replicas });
+    }
+    PopenRequest { app_id, log_dir, auto_set_cuda_visible_devices: opts.auto_set_cuda_visible_devices, roles }
+}
+
+fn replica(role: &Role, i: u32, app_id: &str, cwd: &str, log_dir: &Path, ctx: &DryRunContext) -> ReplicaParam {
+    let values = MacroValues {
+        img_root: cwd.to_string(),
+        app_id: app_id.to_string(),
+        replica_id: i.to_string(),
+        rank0_env: RANK0_ENV.to_string(),
+    };
+    let r = values.apply(role);
+    let dir = log_dir.join(&role.name).join(i.to_string());
+    let mut env = r.env;
+    env.insert(RANK0_ENV.into(), "localhost".into());
+    env.entry("TORCHELASTIC_ERROR_FILE".into()).or_insert_with(|| dir.join("error.json").display().to_string());
+    env.entry("PET_LOG_DIR".into())
+        .or_insert_with(|| log_dir.join("torchelastic").join(&role.name).display().to_string());
+    let mut args = vec![r.entrypoint];
+    args.extend(r.args);
+    ReplicaParam {
+        args,
+        env,
+        stdout: dir.join("stdout.log"),
+        stderr: dir.join("stderr.log"),
+        combined: dir.join("combined.log"),
+        cwd: ctx.cwd.clone(),
+    }
+}
+
+/// Contiguous GPU ranges per replica in role order (`0,1`, `2,3`, ...), or `None` when more GPUs
+/// are requested than `device_count`.
+pub fn cuda_assignments(req: &PopenRequest, device_count: i64) -> Option<Vec<Vec<String>>> {
+    let total: i64 = req.roles.iter().map(|r| r.replicas.len() as i64 * r.gpus_per_replica).sum();
+    if total == 0 || total > device_count {
+        return None;
+    }
+    let mut next = 0i64;
+    let mut out = Vec::new();
+    for role in &req.roles {
+        let mut role_out = Vec::new();
+        for _ in &role.replicas {
+            let ids: Vec<String> = (next..next + role.gpus_per_replica).map(|g| g.to_string()).collect();
+            next += role.gpus_per_replica;
+            role_out.push(ids.join(","));
+        }
+        out.push(role_out);
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::specs::Resource;
+
+    fn ctx() -> DryRunContext {
+        DryRunContext::new("torchx", "abc123", "/work/proj")
+    }
+
+    fn opts(log_dir: Option<&str>, prepend_cwd: bool) -> LocalCwdOpts {
+        LocalCwdOpts { log_dir: log_dir.map(String::from), prepend_cwd, auto_set_cuda_visible_devices: false }
+    }
+
+    fn app() -> AppDef {
+        let mut r = Role::new("trainer", "img").with_entrypoint("python").with_args(["${img_root}/t.py", "--id", "${app_id}", "--rank", "${replica_id}", "--rdzv", "$${${rank0_env}:=x}"]);
+        r.num_replicas = 2;
+        r.env.insert("PATH".into(), "/opt/bin".into());
+        r.env.insert("FOO".into(), "${app_id}".into());
+        AppDef::new("app", vec![r])
+    }
+
+    #[test]
+    fn snapshot_and_macros() {
+        let req = render(&app(), &opts(Some("/logs"), false), &ctx(), Path::new("/state"));
+        assert_eq!(req.app_id, "app-abc123");
+        let r1 = &req.roles[0].replicas[1];
+        assert_eq!(r1.args, ["python", "/work/proj/t.py", "--id", "app-abc123", "--rank", "1", "--rdzv", "${TORCHX_RANK0_HOST:=x}"]);
+        assert_eq!(r1.env["PATH"], "/opt/bin:/work/proj");
+        assert_eq!(r1.env["FOO"], "app-abc123");
+        assert_eq!(r1.env["TORCHX_RANK0_HOST"], "localhost");
+        assert_eq!(r1.stdout, Path::new("/logs/torchx/app-abc123/trainer/1/stdout.log"));
+        insta::assert_snapshot!(req.render());
+    }
+
+    #[test]
+    fn prepend_cwd_orders_path() {
+        let req = render(&app(), &opts(None, true), &ctx(), Path::new("/state"));
+        assert_eq!(req.roles[0].replicas[0].env["PATH"], "/work/proj:/opt/bin");
+        assert_eq!(req.log_dir, Path::new("/state/torchx/app-abc123"));
+    }
+
+    #[test]
+    fn deterministic() {
+        let a = render(&app(), &opts(None, false), &ctx(), Path::new("/s")).render();
+        let b = render(&app(), &opts(None, false), &ctx(), Path::new("/s")).render();
+        assert_eq!(a, b);
+    }
+
+    #[test]
+    fn cuda() {
+        let mut a = app();
+        a.roles[0].resource = Resource::new(1, 2, 10);
+        let req = render(&a, &opts(None, false), &ctx(), Path::new("/s"));
+        assert_eq!(cuda_assignments(&req, 4), Some(vec![vec!["0,1".to_string(), "2,3".to_string()]]));
+        assert_eq!(cuda_assignments(&req, 3), None);
+    }
+}

@@ -1,0 +1,4 @@
+//! Builtin schedulers. Each has the same inner shape: `opts.rs` (typed run options),
+//! `render.rs` (pure AppDef → native request), an I/O part, and state mapping.
+
+pub mod local_cwd;

@@ -1,0 +1,423 @@
+//! The portable job spec: [`AppDef`], [`Role`], [`Resource`] and friends.
+//!
+//! Architecture invariant: nothing in this module does I/O. Parsing and validation are pure.
+
+mod handle;
+mod macros;
+mod mounts;
+mod resource;
+mod status;
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+
+pub use handle::{make_app_handle, parse_app_handle, AppHandle};
+pub use macros::{substitute, MacroValues};
+pub use mounts::{parse_mounts, Mount};
+pub use resource::{named_resource, named_resource_names, resource, Resource, GIB};
+pub use status::{
+    AppState, AppStatus, DescribeAppResponse, ListAppResponse, ReplicaStatus, RoleStatus, Stream,
+};
+
+/// TorchX's marker for a value that was never set (`"<MISSING>"`).
+pub const MISSING: &str = "<MISSING>";
+/// TorchX's marker for "no value" (`"<NONE>"`).
+pub const NONE: &str = "<NONE>";
+
+/// The default container image of builtin components.
+pub const DEFAULT_IMAGE: &str = "ghcr.io/pytorch/torchx:0.7.0";
+
+/// What to restart when a replica fails and retries remain.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum RetryPolicy {
+    /// Restart only the failed replica.
+    Replica,
+    /// Restart every replica of the application (the default).
+    #[default]
+    Application,
+    /// Restart every replica of the failed replica's role.
+    Role,
+}
+
+impl RetryPolicy {
+    /// The policy's canonical name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RetryPolicy::Replica => "REPLICA",
+            RetryPolicy::Application => "APPLICATION",
+            RetryPolicy::Role => "ROLE",
+        }
+    }
+}
+
+impl std::str::FromStr for RetryPolicy {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s.to_ascii_uppercase().as_str() {
+            "REPLICA" => Ok(RetryPolicy::Replica),
+            "APPLICATION" => Ok(RetryPolicy::Application),
+            "ROLE" => Ok(RetryPolicy::Role),
+            _ => Err(Error::arg(format!(
+                "invalid retry policy `{s}`, must be one of: REPLICA, APPLICATION, ROLE"
+            ))),
+        }
+    }
+}
+
+/// Local directories shipped with a role: local path → sub-directory of the remote root
+/// (empty = the root itself).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Workspace {
+    /// Local path → remote sub-directory.
+    pub projects: BTreeMap<String, String>,
+}
+
+impl Workspace {
+    /// Parses TorchX's workspace string: a single path, or a `src:dst;src2` list / YAML mapping.
+    pub fn parse(s: &str) -> Result<Workspace> {
+        let s = s.trim();
+        if s.is_empty() {
+            return Err(Error::arg("workspace must not be empty"));
+        }
+        let mut projects = BTreeMap::new();
+        if s.starts_with('{') {
+            let map: BTreeMap<String, Option<String>> = serde_norway::from_str(s)
+                .map_err(|e| Error::arg(format!("invalid workspace mapping `{s}`: {e}")))?;
+            for (k, v) in map {
+                projects.insert(k, v.unwrap_or_default());
+            }
+        } else {
+            for part in s.split(';').filter(|p| !p.is_empty()) {
+                match part.split_once(':') {
+                    Some((src, dst)) => projects.insert(src.to_string(), dst.to_string()),
+                    None => projects.insert(part.to_string(), String::new()),
+                };
+            }
+        }
+        Ok(Workspace { projects })
+    }
+
+    /// True when this is a single project copied to the remote root.
+    pub fn is_unmapped_single_project(&self) -> bool {
+        self.projects.len() == 1 && self.projects.values().all(String::is_empty)
+    }
+}
+
+impl fmt::Display for Workspace {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let parts: Vec<String> = self
+            .projects
+            .iter()
+            .map(|(k, v)| if v.is_empty() { k.clone() } else { format!("{k}:{v}") })
+            .collect();
+        f.write_str(&parts.join(";"))
+    }
+}
+
+impl Serialize for Workspace {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.serialize_str(&self.to_string())
+    }
+}
+
+impl<'de> Deserialize<'de> for Workspace {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Repr {
+            Str(String),
+            Map(BTreeMap<String, Option<String>>),
+        }
+        match Repr::deserialize(d)? {
+            Repr::Str(s) => Workspace::parse(&s).map_err(serde::de::Error::custom),
+            Repr::Map(m) => Ok(Workspace {
+                projects: m.into_iter().map(|(k, v)| (k, v.unwrap_or_default())).collect(),
+            }),
+        }
+    }
+}
+
+fn is_default<T: Default + PartialEq>(v: &T) -> bool {
+    *v == T::default()
+}
+fn default_replicas() -> u32 {
+    1
+}
+fn is_one(v: &u32) -> bool {
+    *v == 1
+}
+fn default_entrypoint() -> String {
+    MISSING.to_string()
+}
+
+/// A set of identical replicas of one program.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Role {
+    /// The role's name, unique within the app.
+    pub name: String,
+    /// The image (container image, or directory for local schedulers).
+    pub image: String,
+    /// The program to run.
+    #[serde(default = "default_entrypoint")]
+    pub entrypoint: String,
+    /// Its arguments (macros are substituted).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub args: Vec<String>,
+    /// Environment variables (values have macros substituted).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
+    /// How many replicas to run.
+    #[serde(default = "default_replicas", skip_serializing_if = "is_one")]
+    pub num_replicas: u32,
+    /// The minimum replicas for elastic jobs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_replicas: Option<u32>,
+    /// How many times to retry on failure.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub max_retries: u32,
+    /// What a retry restarts.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub retry_policy: RetryPolicy,
+    /// Resources per replica.
+    #[serde(default = "Resource::null", skip_serializing_if = "Resource::is_null")]
+    pub resource: Resource,
+    /// Named ports.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub port_map: BTreeMap<String, u16>,
+    /// Free-form metadata (string values have macros substituted).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub metadata: BTreeMap<String, serde_json::Value>,
+    /// Mounts.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mounts: Vec<Mount>,
+    /// Local files to ship with this role (built into its image by workspace-aware schedulers).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<Workspace>,
+}
+
+impl Role {
+    /// A role with defaults: entrypoint `<MISSING>`, 1 replica, no resource.
+    pub fn new(name: impl Into<String>, image: impl Into<String>) -> Role {
+        Role {
+            name: name.into(),
+            image: image.into(),
+            entrypoint: MISSING.to_string(),
+            args: Vec::new(),
+            env: BTreeMap::new(),
+            num_replicas: 1,
+            min_replicas: None,
+            max_retries: 0,
+            retry_policy: RetryPolicy::default(),
+            resource: Resource::null(),
+            port_map: BTreeMap::new(),
+            metadata: BTreeMap::new(),
+            mounts: Vec::new(),
+            workspace: None,
+        }
+    }
+
+    /// Sets the entrypoint.
+    pub fn with_entrypoint(mut self, e: impl Into<String>) -> Role {
+        self.entrypoint = e.into();
+        self
+    }
+
+    /// Sets the arguments.
+    pub fn with_args<I: IntoIterator<Item = S>, S: Into<String>>(mut self, args: I) -> Role {
+        self.args = args.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Sets the resource.
+    pub fn with_resource(mut self, r: Resource) -> Role {
+        self.resource = r;
+        self
+    }
+
+    /// Sets the number of replicas.
+    pub fn with_replicas(mut self, n: u32) -> Role {
+        self.num_replicas = n;
+        self
+    }
+}
+
+/// An application: one or more roles launched together.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AppDef {
+    /// The app's name (schedulers derive the app id from it).
+    pub name: String,
+    /// Its roles.
+    #[serde(default)]
+    pub roles: Vec<Role>,
+    /// Free-form metadata.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub metadata: BTreeMap<String, String>,
+}
+
+impl AppDef {
+    /// An app with the given name and roles.
+    pub fn new(name: impl Into<String>, roles: Vec<Role>) -> AppDef {
+        AppDef { name: name.into(), roles, metadata: BTreeMap::new() }
+    }
+
+    /// Checks what every scheduler needs: a name, at least one role, unique non-empty role names,
+    /// an entrypoint and at least one replica per role, and `min_replicas <= num_replicas`.
+    pub fn validate(&self) -> Result<()> {
+        if self.name.trim().is_empty() {
+            return Err(Error::spec("app name must not be empty"));
+        }
+        if self.roles.is_empty() {
+            return Err(Error::spec(format!(
+                "No roles for app: {}. Did you forget to add roles to AppDef?",
+                self.name
+            )));
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        for role in &self.roles {
+            if role.name.trim().is_empty() {
+                return Err(Error::spec(format!("app `{}` has a role with an empty name", self.name)));
+            }
+            if !seen.insert(role.name.as_str()) {
+                return Err(Error::spec(format!(
+                    "role name `{}` is used twice in app `{}`; role names must be unique",
+                    role.name, self.name
+                )));
+            }
+            if role.entrypoint.is_empty() || role.entrypoint == MISSING {
+                return Err(Error::spec(format!("No entrypoint for role: {}", role.name)));
+            }
+            if role.num_replicas == 0 {
+                return Err(Error::spec(format!(
+                    "Non-positive replicas for role: {}",
+                    role.name
+                )));
+            }
+            if let Some(min) = role.min_replicas {
+                if min > role.num_replicas {
+                    return Err(Error::spec(format!(
+                        "role `{}`: min_replicas ({min}) must not exceed num_replicas ({})",
+                        role.name, role.num_replicas
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Parses an AppDef from YAML (JSON is YAML too).
+    pub fn from_yaml(text: &str) -> Result<AppDef> {
+        serde_norway::from_str(text).map_err(|e| Error::spec(format!("invalid AppDef: {e}")))
+    }
+
+    /// Parses an AppDef from JSON.
+    pub fn from_json(text: &str) -> Result<AppDef> {
+        serde_json::from_str(text).map_err(|e| Error::spec(format!("invalid AppDef: {e}")))
+    }
+
+    /// Serialises to YAML.
+    pub fn to_yaml(&self) -> String {
+        serde_norway::to_string(self).unwrap_or_default()
+    }
+
+    /// Serialises to pretty JSON.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).unwrap_or_default()
+    }
+}
+
+/// The scheduler's native request, rendered by `submit_dryrun`, plus what produced it.
+#[derive(Debug)]
+pub struct DryRunInfo {
+    /// The app as submitted (after the runner's env injection).
+    pub app: AppDef,
+    /// The scheduler's name.
+    pub scheduler: String,
+    /// The resolved run options.
+    pub cfg: crate::opts::Cfg,
+    /// The native request.
+    pub request: Box<dyn crate::scheduler::NativeRequest>,
+}
+
+impl fmt::Display for DryRunInfo {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.request.render())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn echo() -> AppDef {
+        AppDef::new(
+            "echo",
+            vec![Role::new("echo", "img").with_entrypoint("echo").with_args(["hi"])],
+        )
+    }
+
+    #[test]
+    fn yaml_and_json_round_trip() {
+        let mut app = echo();
+        app.roles[0].mounts.push(Mount::Bind {
+            src_path: "/a".into(),
+            dst_path: "/b".into(),
+            read_only: true,
+        });
+        app.roles[0].resource = Resource::new(1, 0, 1024);
+        app.roles[0].workspace = Some(Workspace::parse("a:b;c").unwrap());
+        assert_eq!(AppDef::from_yaml(&app.to_yaml()).unwrap(), app);
+        assert_eq!(AppDef::from_json(&app.to_json()).unwrap(), app);
+        insta::assert_snapshot!(app.to_yaml());
+    }
+
+    #[test]
+    fn minimal_yaml_gets_defaults() {
+        let app = AppDef::from_yaml("name: x\nroles:\n- {name: r, image: i, entrypoint: e}\n").unwrap();
+        assert_eq!(app.roles[0].num_replicas, 1);
+        assert_eq!(app.roles[0].resource, Resource::null());
+        assert_eq!(app.roles[0].retry_policy, RetryPolicy::Application);
+    }
+
+    #[test]
+    fn unknown_field_is_rejected_with_its_name() {
+        let err = AppDef::from_yaml("name: x\nroles:\n- {name: r, image: i, entrypiont: e}\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("unknown field `entrypiont`"), "{err}");
+    }
+
+    #[test]
+    fn validation() {
+        let mut app = echo();
+        app.validate().unwrap();
+        app.roles.push(app.roles[0].clone());
+        assert!(app.validate().unwrap_err().to_string().contains("used twice"));
+        let mut app = echo();
+        app.roles[0].entrypoint = MISSING.into();
+        assert_eq!(app.validate().unwrap_err().to_string(), "No entrypoint for role: echo");
+        let app = AppDef::new("x", vec![]);
+        assert_eq!(
+            app.validate().unwrap_err().to_string(),
+            "No roles for app: x. Did you forget to add roles to AppDef?"
+        );
+    }
+
+    #[test]
+    fn workspace_strings() {
+        let w = Workspace::parse("/a").unwrap();
+        assert!(w.is_unmapped_single_project());
+        assert_eq!(w.to_string(), "/a");
+        let w = Workspace::parse("a:x;b").unwrap();
+        assert_eq!(w.to_string(), "a:x;b");
+        let w = Workspace::parse("{a: x, b: null}").unwrap();
+        assert_eq!(w.to_string(), "a:x;b");
+        assert!(Workspace::parse("").is_err());
+    }
+}

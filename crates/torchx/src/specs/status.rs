@@ -1,0 +1,467 @@
+//! Application and replica states, and the `torchx status` text and JSON formats.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+use super::{Role, NONE};
+use crate::error::{Error, Result};
+
+/// The state of an app or of one replica. The integer values are TorchX's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum AppState {
+    /// Not submitted yet.
+    Unsubmitted = 0,
+    /// Accepted by the scheduler.
+    Submitted = 1,
+    /// Waiting for resources.
+    Pending = 2,
+    /// Running.
+    Running = 3,
+    /// Finished successfully.
+    Succeeded = 4,
+    /// Finished with an error.
+    Failed = 5,
+    /// Stopped by a user.
+    Cancelled = 6,
+    /// The scheduler reported something we cannot map.
+    Unknown = 7,
+}
+
+impl AppState {
+    /// All states in TorchX order.
+    pub const ALL: [AppState; 8] = [
+        AppState::Unsubmitted,
+        AppState::Submitted,
+        AppState::Pending,
+        AppState::Running,
+        AppState::Succeeded,
+        AppState::Failed,
+        AppState::Cancelled,
+        AppState::Unknown,
+    ];
+
+    /// SUCCEEDED, FAILED or CANCELLED.
+    pub fn is_terminal(self) -> bool {
+        matches!(self, AppState::Succeeded | AppState::Failed | AppState::Cancelled)
+    }
+
+    /// Terminal or RUNNING.
+    pub fn is_started(self) -> bool {
+        self.is_terminal() || self == AppState::Running
+    }
+
+    /// The upper-case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AppState::Unsubmitted => "UNSUBMITTED",
+            AppState::Submitted => "SUBMITTED",
+            AppState::Pending => "PENDING",
+            AppState::Running => "RUNNING",
+            AppState::Succeeded => "SUCCEEDED",
+            AppState::Failed => "FAILED",
+            AppState::Cancelled => "CANCELLED",
+            AppState::Unknown => "UNKNOWN",
+        }
+    }
+
+    /// TorchX's `repr`: `"RUNNING (3)"`.
+    pub fn repr(self) -> String {
+        format!("{} ({})", self.as_str(), self as i32)
+    }
+}
+
+impl fmt::Display for AppState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for AppState {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        AppState::ALL.into_iter().find(|st| st.as_str().eq_ignore_ascii_case(s)).ok_or_else(|| {
+            let names: Vec<&str> = AppState::ALL.iter().map(|s| s.as_str()).collect();
+            Error::arg(format!("invalid state `{s}`, must be one of: {}", names.join(", ")))
+        })
+    }
+}
+
+/// The log streams of a replica.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Stream {
+    /// Standard output.
+    Stdout,
+    /// Standard error.
+    Stderr,
+    /// Both, interleaved.
+    Combined,
+}
+
+impl Stream {
+    /// The lower-case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Stream::Stdout => "stdout",
+            Stream::Stderr => "stderr",
+            Stream::Combined => "combined",
+        }
+    }
+}
+
+impl std::str::FromStr for Stream {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "stdout" => Ok(Stream::Stdout),
+            "stderr" => Ok(Stream::Stderr),
+            "combined" => Ok(Stream::Combined),
+            _ => Err(Error::arg(format!(
+                "invalid stream `{s}`, must be one of: stdout, stderr, combined"
+            ))),
+        }
+    }
+}
+
+/// The status of one replica.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReplicaStatus {
+    /// The replica index within its role.
+    pub id: u32,
+    /// Its state.
+    pub state: AppState,
+    /// Its role's name.
+    pub role: String,
+    /// Where it runs.
+    pub hostname: String,
+    /// A torchelastic error JSON, or `<NONE>`.
+    pub structured_error_msg: String,
+}
+
+impl ReplicaStatus {
+    /// A replica status without an error message.
+    pub fn new(id: u32, state: AppState, role: impl Into<String>, hostname: impl Into<String>) -> Self {
+        ReplicaStatus { id, state, role: role.into(), hostname: hostname.into(), structured_error_msg: NONE.into() }
+    }
+
+    fn to_json(&self) -> Value {
+        json!({
+            "id": self.id,
+            "state": self.state as i32,
+            "role": self.role,
+            "hostname": self.hostname,
+            "structured_error_msg": self.structured_error_msg,
+        })
+    }
+}
+
+/// The statuses of one role's replicas.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RoleStatus {
+    /// The role's name.
+    pub role: String,
+    /// Its replicas.
+    pub replicas: Vec<ReplicaStatus>,
+}
+
+impl RoleStatus {
+    /// TorchX's `RoleStatus.to_json()` (replica states as integers).
+    pub fn to_json(&self) -> Value {
+        json!({"role": self.role, "replicas": self.replicas.iter().map(ReplicaStatus::to_json).collect::<Vec<_>>()})
+    }
+}
+
+/// The status of an app as `torchx status` shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AppStatus {
+    /// The app's state.
+    pub state: AppState,
+    /// How many times the app (or its replicas) were restarted.
+    pub num_restarts: i64,
+    /// A scheduler message.
+    pub msg: String,
+    /// A torchelastic error JSON, or `<NONE>`.
+    pub structured_error_msg: String,
+    /// A URL to look at the app, if any.
+    pub ui_url: Option<String>,
+    /// Per-role replica statuses.
+    pub roles: Vec<RoleStatus>,
+}
+
+impl AppStatus {
+    /// A status with only a state.
+    pub fn new(state: AppState) -> AppStatus {
+        AppStatus { state, num_restarts: 0, msg: String::new(), structured_error_msg: NONE.into(), ui_url: None, roles: Vec::new() }
+    }
+
+    /// True when the state is terminal.
+    pub fn is_terminal(&self) -> bool {
+        self.state.is_terminal()
+    }
+
+    /// `Ok(())` when SUCCEEDED; otherwise an error saying the job did not succeed.
+    pub fn raise_for_status(&self) -> std::result::Result<(), AppStatusError> {
+        if self.state == AppState::Succeeded {
+            Ok(())
+        } else {
+            Err(AppStatusError { status: self.clone() })
+        }
+    }
+
+    fn filtered<'a>(&'a self, filter_roles: &'a [String]) -> impl Iterator<Item = &'a RoleStatus> + 'a {
+        self.roles.iter().filter(move |r| filter_roles.is_empty() || filter_roles.contains(&r.role))
+    }
+
+    /// TorchX's `AppStatus.to_json()` (top-level state by name, replica states as integers).
+    pub fn to_json(&self, filter_roles: &[String]) -> Value {
+        json!({
+            "state": self.state.as_str(),
+            "num_restarts": self.num_restarts,
+            "roles": self.filtered(filter_roles).map(RoleStatus::to_json).collect::<Vec<_>>(),
+            "msg": self.msg,
+            "structured_error_msg": self.structured_error_msg,
+            "url": self.ui_url,
+        })
+    }
+
+    /// TorchX's `AppStatus.format()`, the text of `torchx status`.
+    pub fn format(&self, filter_roles: &[String]) -> String {
+        let mut roles = String::new();
+        for role in self.filtered(filter_roles) {
+            let mut replicas: Vec<&ReplicaStatus> = role.replicas.iter().collect();
+            replicas.sort_by_key(|r| r.id);
+            for r in replicas {
+                let marker = if r.id == 0 { '*' } else { ' ' };
+                roles.push_str(&format!("\n {marker}{}[{}]:{}", r.role, r.id, format_replica(r)));
+            }
+        }
+        format!(
+            "AppStatus:\n    State: {}\n    Num Restarts: {}\n    Roles: {roles}\n    Msg: {}\n    Structured Error Msg: {}\n    UI URL: {}\n    ",
+            self.state,
+            self.num_restarts,
+            self.msg,
+            self.structured_error_msg,
+            self.ui_url.as_deref().unwrap_or("None"),
+        )
+    }
+}
+
+fn format_replica(r: &ReplicaStatus) -> String {
+    if r.structured_error_msg == NONE {
+        let mut data = r.state.to_string();
+        if matches!(r.state, AppState::Cancelled | AppState::Failed) {
+            data.push_str(" (no reply file)");
+        }
+        return data;
+    }
+    let Ok(err) = serde_json::from_str::<Value>(&r.structured_error_msg) else {
+        return r.structured_error_msg.clone();
+    };
+    let message = err["message"]["message"].as_str().unwrap_or_default();
+    let timestamp = match &err["message"]["extraInfo"]["timestamp"] {
+        Value::String(s) => s.parse::<i64>().unwrap_or(0),
+        v => v.as_i64().unwrap_or(0),
+    };
+    let exitcode = match &err["message"]["errorCode"] {
+        Value::Null => "<N/A>".to_string(),
+        Value::Number(n) if n.as_i64() == Some(0) => "<N/A>".to_string(),
+        Value::String(s) if s.is_empty() => "<N/A>".to_string(),
+        Value::String(s) => s.clone(),
+        v => v.to_string(),
+    };
+    format!(
+        "{} (exitcode: {exitcode})\n        timestamp: {}\n        hostname: {}\n    {}",
+        r.state,
+        format_utc(timestamp),
+        r.hostname,
+        wrap_error_message(message, "    error_msg: ", 80)
+    )
+}
+
+/// TorchX's `_format_error_message`: keeps the interesting part of RPC and nested exceptions and
+/// wraps at spaces after `width` characters.
+fn wrap_error_message(msg: &str, header: &str, width: usize) -> String {
+    let mut msg = msg.to_string();
+    if let Some(pos) = msg.find("\nException") {
+        msg.truncate(pos);
+        if let Some(start) = msg.rfind('\n') {
+            msg = msg[start + 1..].to_string();
+        }
+    }
+    let chars: Vec<char> = msg.chars().collect();
+    let mut lines = Vec::new();
+    let mut header = header.to_string();
+    let mut length = 0usize;
+    for i in 0..=chars.len() {
+        if i == chars.len() || (chars[i] == ' ' && length >= width) {
+            let line: String = chars[i - length..i].iter().collect();
+            lines.push(format!("{header}{line}"));
+            header = " ".repeat(header.len());
+            length = 0;
+        }
+        length += 1;
+    }
+    lines.join("\n")
+}
+
+/// `YYYY-MM-DD HH:MM:SS` in UTC for a unix timestamp.
+pub(crate) fn format_utc(secs: i64) -> String {
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    // Howard Hinnant's civil-from-days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}", rem / 3600, rem % 3600 / 60, rem % 60)
+}
+
+/// Returned by [`AppStatus::raise_for_status`] when the app did not succeed.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("job did not succeed: {}", status.state)]
+pub struct AppStatusError {
+    /// The status that was not SUCCEEDED.
+    pub status: AppStatus,
+}
+
+/// What a scheduler knows about an app.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DescribeAppResponse {
+    /// The scheduler's app id.
+    pub app_id: String,
+    /// The app's state.
+    pub state: AppState,
+    /// Restarts so far.
+    pub num_restarts: i64,
+    /// A scheduler message (e.g. why it failed).
+    pub msg: String,
+    /// A torchelastic error JSON, or `<NONE>`.
+    pub structured_error_msg: String,
+    /// A URL to look at the app.
+    pub ui_url: Option<String>,
+    /// Scheduler metadata.
+    pub metadata: BTreeMap<String, String>,
+    /// Per-role replica statuses.
+    pub roles_statuses: Vec<RoleStatus>,
+    /// The roles as the scheduler knows them.
+    pub roles: Vec<Role>,
+}
+
+impl DescribeAppResponse {
+    /// A response with the given id and state and nothing else.
+    pub fn new(app_id: impl Into<String>, state: AppState) -> Self {
+        DescribeAppResponse {
+            app_id: app_id.into(),
+            state,
+            num_restarts: 0,
+            msg: String::new(),
+            structured_error_msg: NONE.into(),
+            ui_url: None,
+            metadata: BTreeMap::new(),
+            roles_statuses: Vec::new(),
+            roles: Vec::new(),
+        }
+    }
+
+    /// The [`AppStatus`] view of this response.
+    pub fn to_status(&self) -> AppStatus {
+        AppStatus {
+            state: self.state,
+            num_restarts: self.num_restarts,
+            msg: self.msg.clone(),
+            structured_error_msg: self.structured_error_msg.clone(),
+            ui_url: self.ui_url.clone(),
+            roles: self.roles_statuses.clone(),
+        }
+    }
+}
+
+/// One row of `torchx list`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ListAppResponse {
+    /// The scheduler's app id.
+    pub app_id: String,
+    /// The app's state.
+    pub state: AppState,
+    /// The full handle (filled in by the runner).
+    pub app_handle: String,
+    /// The app's name, if known.
+    pub name: String,
+    /// Start time (unix seconds), if known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub start_time: Option<f64>,
+    /// End time (unix seconds), if known and finished.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub end_time: Option<f64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status() -> AppStatus {
+        AppStatus {
+            state: AppState::Running,
+            num_restarts: 0,
+            msg: "hi".into(),
+            structured_error_msg: NONE.into(),
+            ui_url: Some("http://x".into()),
+            roles: vec![RoleStatus {
+                role: "trainer".into(),
+                replicas: vec![
+                    ReplicaStatus::new(1, AppState::Failed, "trainer", "h1"),
+                    ReplicaStatus::new(0, AppState::Running, "trainer", "h0"),
+                ],
+            }],
+        }
+    }
+
+    #[test]
+    fn format_matches_torchx() {
+        let want = "AppStatus:\n    State: RUNNING\n    Num Restarts: 0\n    Roles: \n *trainer[0]:RUNNING\n  trainer[1]:FAILED (no reply file)\n    Msg: hi\n    Structured Error Msg: <NONE>\n    UI URL: http://x\n    ";
+        assert_eq!(status().format(&[]), want);
+        let filtered = status().format(&["other".to_string()]);
+        assert!(filtered.contains("    Roles: \n    Msg"), "{filtered}");
+    }
+
+    #[test]
+    fn format_torchelastic_error() {
+        let mut s = status();
+        s.roles[0].replicas[1].structured_error_msg = json!({
+            "message": {"message": "RuntimeError: boom\nException raised", "extraInfo": {"timestamp": "1700000000"}, "errorCode": null}
+        })
+        .to_string();
+        insta::assert_snapshot!(s.format(&[]));
+    }
+
+    #[test]
+    fn json_matches_torchx() {
+        assert_eq!(
+            status().to_json(&[]),
+            json!({"state": "RUNNING", "num_restarts": 0, "roles": [{"role": "trainer", "replicas": [
+                {"id": 1, "state": 5, "role": "trainer", "hostname": "h1", "structured_error_msg": "<NONE>"},
+                {"id": 0, "state": 3, "role": "trainer", "hostname": "h0", "structured_error_msg": "<NONE>"}]}],
+                "msg": "hi", "structured_error_msg": "<NONE>", "url": "http://x"})
+        );
+    }
+
+    #[test]
+    fn states() {
+        assert_eq!(AppState::Running.repr(), "RUNNING (3)");
+        assert!(AppState::Cancelled.is_terminal() && !AppState::Unknown.is_terminal());
+        assert!(AppState::Running.is_started() && !AppState::Pending.is_started());
+        assert_eq!("succeeded".parse::<AppState>().unwrap(), AppState::Succeeded);
+        assert!(status().raise_for_status().unwrap_err().to_string() == "job did not succeed: RUNNING");
+        assert_eq!(format_utc(0), "1970-01-01 00:00:00");
+        assert_eq!(format_utc(1_700_000_000), "2023-11-14 22:13:20");
+    }
+}

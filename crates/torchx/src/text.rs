@@ -1,0 +1,33 @@
+//! Small text helpers shared by renderers.
+
+/// Python's `shlex.quote`: safe strings unchanged, others single-quoted.
+pub fn shell_quote(s: &str) -> String {
+    if s.is_empty() {
+        return "''".into();
+    }
+    let safe = s.bytes().all(|b| b.is_ascii_alphanumeric() || b"_@%+=:,./-".contains(&b));
+    if safe {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', "'\"'\"'"))
+    }
+}
+
+/// Python's `shlex.join`.
+pub fn shell_join<S: AsRef<str>>(args: &[S]) -> String {
+    args.iter().map(|a| shell_quote(a.as_ref())).collect::<Vec<_>>().join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quote_like_python() {
+        assert_eq!(shell_quote(""), "''");
+        assert_eq!(shell_quote("main.py"), "main.py");
+        assert_eq!(shell_quote("${app_id}"), "'${app_id}'");
+        assert_eq!(shell_quote("it's"), "'it'\"'\"'s'");
+        assert_eq!(shell_join(&["a b", "c"]), "'a b' c");
+    }
+}
