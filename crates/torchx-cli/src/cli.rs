@@ -1,0 +1,262 @@
+//! Argument definitions and dispatch.
+
+use clap::{Args, CommandFactory, Parser, Subcommand};
+
+use crate::commands;
+use crate::exit_codes;
+use crate::output;
+
+/// torchx: launch PyTorch jobs on any scheduler from one job spec.
+#[derive(Debug, Parser)]
+#[command(name = "torchx", version, about, long_about = None, max_term_width = 100)]
+pub struct Cli {
+    /// Log level: DEBUG, INFO, WARNING, ERROR (default: $LOGLEVEL or WARNING).
+    #[arg(long = "log_level", alias = "log-level", global = true)]
+    pub log_level: Option<String>,
+    /// Verbose errors (cause chain) and debug logs.
+    #[arg(short, long, global = true)]
+    pub verbose: bool,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run a component or AppDef file on a scheduler.
+    Run(RunArgs),
+    /// List the builtin components.
+    Builtins(BuiltinsArgs),
+    /// Show the status of an app.
+    Status(StatusArgs),
+    /// Show the AppDef of an app as the scheduler knows it.
+    Describe(HandleArgs),
+    /// List the apps a scheduler knows.
+    List(ListArgs),
+    /// Print the logs of an app's replicas.
+    Log(LogArgs),
+    /// Cancel an app.
+    Cancel(HandleArgs),
+    /// Delete an app (cancelling it first) and what the scheduler keeps of it.
+    Delete(HandleArgs),
+    /// Show the run options of schedulers.
+    Runopts(RunoptsArgs),
+    /// Write a .torchxconfig template.
+    Configure(ConfigureArgs),
+    /// Print shell completions.
+    Completions(CompletionsArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The scheduler to run on (default: [cli:run] scheduler in .torchxconfig, else local_cwd).
+    #[arg(short = 's', long)]
+    pub scheduler: Option<String>,
+    /// Scheduler run options: k1=v1,k2=v2 (lists with ; or ,). Also -cfg.
+    #[arg(long = "cfg", alias = "scheduler_args", value_name = "CFG")]
+    pub cfg: Vec<String>,
+    /// Print the AppDef and the scheduler's native request; submit nothing.
+    #[arg(long)]
+    pub dryrun: bool,
+    /// Wait for the app to finish (local schedulers always wait).
+    #[arg(long)]
+    pub wait: bool,
+    /// Stream the logs while waiting (implies --wait).
+    #[arg(long)]
+    pub log: bool,
+    /// Give up waiting after this many seconds (exit code 7; the app keeps running).
+    #[arg(long, value_name = "SECONDS")]
+    pub timeout: Option<f64>,
+    /// Local directory to ship with the job (schedulers that support workspaces).
+    #[arg(long)]
+    pub workspace: Option<String>,
+    /// Tracker parent run id.
+    #[arg(long = "parent_run_id", alias = "parent-run-id")]
+    pub parent_run_id: Option<String>,
+    /// Machine-readable output (the dry run, or the handle and final status).
+    #[arg(long)]
+    pub json: bool,
+    /// The component (utils.echo, ./app.yaml, ./c.toml:name) followed by its arguments.
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "COMPONENT_AND_ARGS")]
+    pub component_and_args: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct BuiltinsArgs {
+    /// Print the definition of one builtin.
+    #[arg(long)]
+    pub print: Option<String>,
+    /// JSON output.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// The app handle: scheduler://session/app_id.
+    pub app_handle: String,
+    /// Only these roles (comma-separated).
+    #[arg(long)]
+    pub roles: Option<String>,
+    /// JSON output.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct HandleArgs {
+    /// The app handle: scheduler://session/app_id.
+    pub app_handle: String,
+    /// JSON output.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// The scheduler (default: local_cwd).
+    #[arg(short = 's', long)]
+    pub scheduler: Option<String>,
+    /// Only apps in this state (e.g. RUNNING, SUCCEEDED).
+    #[arg(long)]
+    pub state: Option<String>,
+    /// At most this many apps (newest first).
+    #[arg(long)]
+    pub limit: Option<usize>,
+    /// JSON output.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct LogArgs {
+    /// scheduler://[session]/app_id[/role[/replica_ids,...]]
+    pub identifier: String,
+    /// Only lines matching this regex.
+    #[arg(long)]
+    pub regex: Option<String>,
+    /// Follow the logs until the app ends.
+    #[arg(short = 't', long)]
+    pub tail: bool,
+    /// stdout, stderr or combined.
+    #[arg(long)]
+    pub streams: Option<String>,
+    /// Only lines since this time (unix seconds, or a duration ago such as 10m, 2h).
+    #[arg(long)]
+    pub since: Option<String>,
+    /// Only lines until this time (same formats as --since).
+    #[arg(long)]
+    pub until: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct RunoptsArgs {
+    /// The scheduler (default: all).
+    pub scheduler: Option<String>,
+    /// JSON output.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ConfigureArgs {
+    /// Schedulers to include (comma-separated; default: all).
+    #[arg(short = 's', long)]
+    pub schedulers: Option<String>,
+    /// Print to stdout instead of writing ./.torchxconfig.
+    #[arg(long)]
+    pub print: bool,
+    /// Include optional options with their defaults.
+    #[arg(short = 'a', long)]
+    pub all: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// bash, zsh, fish, elvish or powershell.
+    pub shell: clap_complete::Shell,
+}
+
+/// TorchX spells the run-options flag `-cfg`; clap shorts are one character, so rewrite it.
+fn normalise_args(args: impl Iterator<Item = String>) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut in_component = false;
+    let mut seen_run = false;
+    for a in args {
+        if in_component {
+            out.push(a);
+            continue;
+        }
+        if seen_run && !a.starts_with('-') && out.last().is_none_or(|p: &String| !takes_value(p)) {
+            in_component = true;
+        }
+        if a == "run" && !seen_run {
+            seen_run = true;
+        }
+        if let Some(rest) = a.strip_prefix("-cfg") {
+            if rest.is_empty() || rest.starts_with('=') {
+                out.push(format!("--cfg{rest}"));
+                continue;
+            }
+        }
+        out.push(a);
+    }
+    out
+}
+
+fn takes_value(flag: &str) -> bool {
+    matches!(flag, "-s" | "--scheduler" | "-cfg" | "--cfg" | "--scheduler_args" | "--workspace" | "--parent_run_id" | "--parent-run-id" | "--timeout" | "--log_level" | "--log-level")
+}
+
+pub fn main() -> i32 {
+    let args = normalise_args(std::env::args());
+    let cli = match Cli::try_parse_from(args) {
+        Ok(c) => c,
+        Err(e) => {
+            let code = if e.use_stderr() { exit_codes::USAGE } else { exit_codes::OK };
+            let _ = e.print();
+            return code;
+        }
+    };
+    let level = if cli.verbose { Some("DEBUG".to_string()) } else { cli.log_level.clone().or_else(|| std::env::var("LOGLEVEL").ok()) };
+    output::init_logger(level.as_deref().unwrap_or("WARNING"));
+    let result = match cli.command {
+        Command::Run(a) => commands::run::run(a),
+        Command::Builtins(a) => commands::info::builtins(a),
+        Command::Status(a) => commands::query::status(a),
+        Command::Describe(a) => commands::query::describe(a),
+        Command::List(a) => commands::query::list(a),
+        Command::Log(a) => commands::query::log(a),
+        Command::Cancel(a) => commands::query::cancel(a),
+        Command::Delete(a) => commands::query::delete(a),
+        Command::Runopts(a) => commands::info::runopts(a),
+        Command::Configure(a) => commands::info::configure(a),
+        Command::Completions(a) => {
+            clap_complete::generate(a.shell, &mut Cli::command(), "torchx", &mut std::io::stdout());
+            Ok(exit_codes::OK)
+        }
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            output::print_error(&e, cli.verbose || std::env::var_os("RUST_BACKTRACE").is_some());
+            exit_codes::for_error(e.kind())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cfg_flag_is_rewritten_only_before_the_component() {
+        let a = |v: &[&str]| normalise_args(v.iter().map(|s| s.to_string()));
+        assert_eq!(a(&["torchx", "run", "-cfg", "a=b", "utils.sh", "-cfg"]), ["torchx", "run", "--cfg", "a=b", "utils.sh", "-cfg"]);
+        assert_eq!(a(&["torchx", "run", "-s", "local_cwd", "-cfg=a=b", "x"]), ["torchx", "run", "-s", "local_cwd", "--cfg=a=b", "x"]);
+    }
+
+    #[test]
+    fn clap_definition_is_valid() {
+        Cli::command().debug_assert();
+    }
+}

@@ -1,0 +1,76 @@
+//! Informational commands: builtins, runopts, configure.
+
+use torchx::components::{builtins as builtin_components, find_component, ComponentEnv, ComponentRef};
+use torchx::config::{dump, write_config};
+use torchx::{Error, Result};
+
+use crate::cli::{BuiltinsArgs, ConfigureArgs, RunoptsArgs};
+use crate::exit_codes;
+use crate::output::print_json;
+
+pub fn builtins(a: BuiltinsArgs) -> Result<i32> {
+    if let Some(name) = a.print {
+        let ComponentRef::Component(c) = find_component(&name)? else {
+            return Err(Error::arg(format!("`{name}` is an AppDef file, not a component")));
+        };
+        print!("{}", c.help(&Default::default()));
+        // The AppDef with default arguments, when the component has no required parameters.
+        if let Ok(Some(app)) = c.materialize::<&str>(&[], &Default::default(), &ComponentEnv::from_process()) {
+            println!("\nAppDef with the default arguments:\n{}", app.to_yaml());
+        }
+        return Ok(exit_codes::OK);
+    }
+    let all = builtin_components();
+    if a.json {
+        let items: Vec<serde_json::Value> = all.iter().map(|c| serde_json::json!({"name": c.name, "description": c.description.lines().next().unwrap_or_default(), "origin": c.origin})).collect();
+        print_json(&serde_json::Value::Array(items));
+        return Ok(exit_codes::OK);
+    }
+    println!("Found {} builtin components:", all.len());
+    for (i, c) in all.iter().enumerate() {
+        println!(" {:2}. {}", i + 1, c.name);
+    }
+    Ok(exit_codes::OK)
+}
+
+pub fn runopts(a: RunoptsArgs) -> Result<i32> {
+    let runner = super::runner_without_config();
+    let names: Vec<String> = match a.scheduler {
+        Some(s) => vec![s],
+        None => runner.registry().names().map(String::from).collect(),
+    };
+    let mut json = serde_json::Map::new();
+    for name in names {
+        let opts = runner.scheduler(&name)?.run_opts();
+        if a.json {
+            json.insert(name, opts.to_json());
+        } else {
+            println!("{name}:\n{opts}\n");
+        }
+    }
+    if a.json {
+        print_json(&serde_json::Value::Object(json));
+    }
+    Ok(exit_codes::OK)
+}
+
+pub fn configure(a: ConfigureArgs) -> Result<i32> {
+    let runner = super::runner_without_config();
+    let names: Vec<String> = match &a.schedulers {
+        Some(s) => s.split(',').map(str::trim).filter(|s| !s.is_empty()).map(String::from).collect(),
+        None => runner.registry().names().map(String::from).collect(),
+    };
+    let mut schemas = Vec::new();
+    for n in &names {
+        schemas.push((n.as_str(), runner.scheduler(n)?.run_opts()));
+    }
+    let text = dump(&schemas, !a.all);
+    if a.print {
+        print!("{text}");
+    } else {
+        let cwd = std::env::current_dir().map_err(|e| Error::io("reading the current directory", e))?;
+        let path = write_config(&cwd, &text)?;
+        eprintln!("wrote {}", path.display());
+    }
+    Ok(exit_codes::OK)
+}

@@ -1,0 +1,212 @@
+//! Commands about existing apps: status, describe, list, log, cancel, delete.
+
+use std::io::Write;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use regex::Regex;
+use torchx::scheduler::LogQuery;
+use torchx::specs::{parse_app_handle, AppState, Stream};
+use torchx::{Error, Result};
+
+use crate::cli::{HandleArgs, ListArgs, LogArgs, StatusArgs};
+use crate::exit_codes;
+use crate::output::print_json;
+
+fn unknown(handle: &str) -> Error {
+    match parse_app_handle(handle) {
+        Ok(h) => Error::not_found("app", handle, format!(": AppDef {} does not exist or has been removed from {}'s data plane", h.app_id, h.scheduler)),
+        Err(e) => e,
+    }
+}
+
+pub fn status(a: StatusArgs) -> Result<i32> {
+    let runner = super::runner_without_config();
+    let status = super::block_on(runner.status(&a.app_handle))?.ok_or_else(|| unknown(&a.app_handle))?;
+    let roles: Vec<String> = a.roles.as_deref().map(|r| r.split(',').map(str::trim).filter(|s| !s.is_empty()).map(String::from).collect()).unwrap_or_default();
+    if a.json {
+        print_json(&status.to_json(&roles));
+    } else {
+        println!("{}", status.format(&roles));
+    }
+    Ok(exit_codes::OK)
+}
+
+pub fn describe(a: HandleArgs) -> Result<i32> {
+    let runner = super::runner_without_config();
+    let app = super::block_on(runner.describe(&a.app_handle))?.ok_or_else(|| unknown(&a.app_handle))?;
+    if a.json {
+        print_json(&serde_json::to_value(&app).unwrap_or_default());
+    } else {
+        print!("{}", app.to_yaml());
+    }
+    Ok(exit_codes::OK)
+}
+
+fn fmt_time(t: Option<f64>) -> String {
+    t.map(|t| torchx_time(t as i64)).unwrap_or_else(|| "-".into())
+}
+
+fn torchx_time(secs: i64) -> String {
+    // UTC, sortable.
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
+}
+
+fn fmt_duration(start: Option<f64>, end: Option<f64>) -> String {
+    let Some(start) = start else { return "-".into() };
+    let end = end.unwrap_or_else(|| SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(start));
+    let s = (end - start).max(0.0);
+    if s < 60.0 { format!("{s:.1}s") } else if s < 3600.0 { format!("{}m{:02}s", (s / 60.0) as u64, (s % 60.0) as u64) } else { format!("{}h{:02}m", (s / 3600.0) as u64, ((s % 3600.0) / 60.0) as u64) }
+}
+
+pub fn list(a: ListArgs) -> Result<i32> {
+    let runner = super::runner_without_config();
+    let scheduler = a.scheduler.clone().unwrap_or_else(|| runner.registry().default_name().unwrap_or("local_cwd").to_string());
+    let state: Option<AppState> = a.state.as_deref().map(str::parse).transpose()?;
+    let mut apps = super::block_on(runner.list(&scheduler))?;
+    apps.retain(|app| state.is_none_or(|s| app.state == s));
+    if let Some(n) = a.limit {
+        apps.truncate(n);
+    }
+    if a.json {
+        print_json(&serde_json::to_value(&apps).unwrap_or_default());
+        return Ok(exit_codes::OK);
+    }
+    let rows: Vec<[String; 5]> = apps
+        .iter()
+        .map(|x| [x.app_handle.clone(), x.name.clone(), x.state.to_string(), fmt_time(x.start_time), fmt_duration(x.start_time, if x.state.is_terminal() { x.end_time } else { None })])
+        .collect();
+    let header = ["APP HANDLE", "APP NAME", "APP STATUS", "START", "DURATION"].map(String::from);
+    let mut widths = header.clone().map(|h| h.len());
+    for r in &rows {
+        for (w, c) in widths.iter_mut().zip(r) {
+            *w = (*w).max(c.len());
+        }
+    }
+    let mut out = std::io::stdout().lock();
+    for r in std::iter::once(&header).chain(&rows) {
+        let line: Vec<String> = r.iter().zip(widths).map(|(c, w)| format!("{c:<w$}")).collect();
+        let _ = writeln!(out, "{}", line.join("  ").trim_end());
+    }
+    Ok(exit_codes::OK)
+}
+
+/// A point in time: unix seconds, or a duration ago (`30s`, `10m`, `2h`, `1d`).
+fn parse_time(flag: &str, s: &str) -> Result<SystemTime> {
+    let bad = || Error::arg(format!("--{flag} `{s}` is not a time: give unix seconds (1700000000) or a duration ago (30s, 10m, 2h, 1d)"));
+    if let Ok(secs) = s.parse::<f64>() {
+        return Ok(UNIX_EPOCH + Duration::from_secs_f64(secs.max(0.0)));
+    }
+    let (num, unit) = s.split_at(s.len().saturating_sub(1));
+    let n: f64 = num.parse().map_err(|_| bad())?;
+    let mult = match unit {
+        "s" => 1.0,
+        "m" => 60.0,
+        "h" => 3600.0,
+        "d" => 86400.0,
+        _ => return Err(bad()),
+    };
+    SystemTime::now().checked_sub(Duration::from_secs_f64((n * mult).max(0.0))).ok_or_else(bad)
+}
+
+pub fn log(a: LogArgs) -> Result<i32> {
+    let re = Regex::new(r"^\w+://[^/]*/[^/]+(/[^/]+(/(\d+,?)+)?)?$").expect("valid regex");
+    if !re.is_match(&a.identifier) {
+        return Err(Error::arg(format!("`{}` is not of the form SCHEDULER://[SESSION_NAME]/APP_ID/[ROLE_NAME/[REPLICA_IDS,...]]", a.identifier)));
+    }
+    let (scheme, rest) = a.identifier.split_once("://").unwrap_or_default();
+    let parts: Vec<&str> = rest.split('/').collect();
+    let session = if parts[0].is_empty() { "default" } else { parts[0] };
+    let handle = format!("{scheme}://{session}/{}", parts[1]);
+    let query = LogQuery {
+        regex: a.regex.as_deref().map(Regex::new).transpose().map_err(|e| Error::arg(format!("--regex: {e}")))?,
+        since: a.since.as_deref().map(|s| parse_time("since", s)).transpose()?,
+        until: a.until.as_deref().map(|s| parse_time("until", s)).transpose()?,
+        should_tail: a.tail,
+        streams: a.streams.as_deref().map(str::parse::<Stream>).transpose()?,
+    };
+    let runner = std::rc::Rc::new(super::runner_without_config());
+    let query = std::rc::Rc::new(query);
+    super::block_on(async {
+        let app = runner.describe(&handle).await?.ok_or_else(|| unknown(&handle))?;
+        let mut targets: Vec<(String, u32)> = Vec::new();
+        let role_filter = parts.get(2).copied();
+        for role in &app.roles {
+            if role_filter.is_some_and(|r| r != role.name) {
+                continue;
+            }
+            match parts.get(3) {
+                Some(ids) => {
+                    for id in ids.split(',').filter(|s| !s.is_empty()) {
+                        let k: u32 = id.parse().map_err(|_| Error::arg(format!("replica id `{id}` is not a number")))?;
+                        if k >= role.num_replicas {
+                            return Err(Error::not_found("replica", format!("{}/{k}", role.name), format!(": role {} has {} replica(s)", role.name, role.num_replicas)));
+                        }
+                        targets.push((role.name.clone(), k));
+                    }
+                }
+                None => targets.extend((0..role.num_replicas).map(|k| (role.name.clone(), k))),
+            }
+        }
+        if let (Some(r), true) = (role_filter, targets.is_empty()) {
+            let names: Vec<&str> = app.roles.iter().map(|x| x.name.as_str()).collect();
+            return Err(Error::not_found("role", r, format!(" in {handle}; its roles are: {}", names.join(", "))));
+        }
+        let mut tasks = Vec::new();
+        for (role, k) in targets {
+            let (runner, query, handle) = (runner.clone(), query.clone(), handle.clone());
+            tasks.push(async move {
+                let mut lines = runner.log_lines(&handle, &role, k, &query).await?;
+                while let Some(line) = lines.next_line().await? {
+                    let _ = writeln!(std::io::stdout().lock(), "{role}/{k} {line}");
+                }
+                Ok::<(), Error>(())
+            });
+        }
+        // Follow every replica at once when tailing; otherwise print them in order.
+        if a.tail {
+            let mut set = tokio::task::JoinSet::new();
+            let local = tokio::task::LocalSet::new();
+            let results = local.run_until(async {
+                for t in tasks {
+                    set.spawn_local(t);
+                }
+                let mut out = Vec::new();
+                while let Some(r) = set.join_next().await {
+                    out.push(r.map_err(|e| Error::backend("log", e.to_string()))?);
+                }
+                Ok::<_, Error>(out)
+            }).await?;
+            results.into_iter().collect::<Result<Vec<()>>>()?;
+        } else {
+            for t in tasks {
+                t.await?;
+            }
+        }
+        Ok(exit_codes::OK)
+    })
+}
+
+pub fn cancel(a: HandleArgs) -> Result<i32> {
+    let runner = super::runner_without_config();
+    super::block_on(runner.cancel(&a.app_handle))?;
+    log::info!("cancelled {}", a.app_handle);
+    Ok(exit_codes::OK)
+}
+
+pub fn delete(a: HandleArgs) -> Result<i32> {
+    let runner = super::runner_without_config();
+    super::block_on(runner.delete(&a.app_handle))?;
+    log::info!("deleted {}", a.app_handle);
+    Ok(exit_codes::OK)
+}

@@ -1,0 +1,133 @@
+//! `torchx run`.
+
+use std::io::Write;
+use std::sync::Arc;
+use std::time::Duration;
+
+use torchx::runner::{ComponentOutcome, RunArgs as LibRunArgs};
+use torchx::scheduler::LogQuery;
+use torchx::specs::{AppState, AppStatus, DryRunInfo, Workspace};
+use torchx::{Error, Result, Runner};
+
+use crate::cli::RunArgs;
+use crate::exit_codes;
+use crate::output::print_json;
+
+pub fn run(a: RunArgs) -> Result<i32> {
+    let runner = super::runner()?;
+    let cli_run = runner.config().cli_run();
+    let default_scheduler = runner.registry().default_name().unwrap_or("local_cwd").to_string();
+    let scheduler = a.scheduler.clone().or(cli_run.scheduler.clone()).unwrap_or(default_scheduler);
+    if a.cfg.len() > 1 {
+        return Err(Error::config("-cfg/--cfg was given more than once; give all options once, as k1=v1,k2=v2"));
+    }
+    let (cfg, warnings) = runner.cfg_from_str(&scheduler, a.cfg.first().map_or("", String::as_str))?;
+    for w in warnings {
+        log::warn!("{w}");
+    }
+    let mut tokens: Vec<String> = a.component_and_args.clone();
+    if tokens.first().map(String::as_str) == Some("--") {
+        tokens.remove(0);
+    }
+    let (component, args) = match tokens.first() {
+        Some(first) if !first.starts_with('-') => (first.clone(), tokens[1..].to_vec()),
+        _ => match cli_run.component.clone() {
+            Some(c) => (c, tokens),
+            None => return Err(Error::arg("missing component name, either provide it from the CLI or in .torchxconfig ([cli:run] component = ...); run `torchx builtins` to list components")),
+        },
+    };
+    let workspace = match (&a.workspace, &cli_run.workspace) {
+        (Some(w), _) if w.is_empty() => None,
+        (Some(w), _) => Some(Workspace::parse(w)?),
+        // A config-file default applies only where workspaces are supported.
+        (None, Some(w)) if !w.is_empty() && runner.scheduler(&scheduler)?.capabilities().workspace => Some(Workspace::parse(w)?),
+        _ => None,
+    };
+    let lib_args = LibRunArgs { workspace, parent_run_id: a.parent_run_id.clone() };
+    let info = match runner.dryrun_component(&component, &args, &scheduler, &cfg, &lib_args)? {
+        ComponentOutcome::Help(h) => {
+            print!("{h}");
+            return Ok(exit_codes::OK);
+        }
+        ComponentOutcome::Done(info) => info,
+    };
+    if a.dryrun {
+        print_dryrun(&info, a.json);
+        return Ok(exit_codes::OK);
+    }
+    let is_local = scheduler.starts_with("local");
+    let runner = Arc::new(runner);
+    super::block_on(submit_and_wait(runner, info, is_local || a.wait || a.log, is_local || a.log, a.timeout, a.json))
+}
+
+fn print_dryrun(info: &DryRunInfo, json: bool) {
+    if json {
+        print_json(&serde_json::json!({
+            "scheduler": info.scheduler,
+            "app": info.app,
+            "cfg": info.cfg,
+            "request": info.request.to_json(),
+        }));
+    } else {
+        println!("\n=== APPLICATION ===\n{}\n=== SCHEDULER REQUEST ===\n{}", info.app.to_yaml(), info.request.render());
+    }
+}
+
+async fn submit_and_wait(runner: Arc<Runner>, info: DryRunInfo, wait: bool, stream_logs: bool, timeout: Option<f64>, json: bool) -> Result<i32> {
+    let handle = runner.schedule(&info).await?;
+    if !json {
+        println!("{handle}");
+        let _ = std::io::stdout().flush();
+    }
+    if !wait {
+        if json {
+            print_json(&serde_json::json!({"handle": handle}));
+        }
+        return Ok(exit_codes::OK);
+    }
+    let mut log_tasks = tokio::task::JoinSet::new();
+    if stream_logs {
+        for role in &info.app.roles {
+            for k in 0..role.num_replicas {
+                let (runner, handle, role) = (Arc::clone(&runner), handle.clone(), role.name.clone());
+                log_tasks.spawn(async move { stream_replica(&runner, &handle, &role, k).await });
+            }
+        }
+    }
+    let poll = if info.scheduler.starts_with("local") { Duration::from_millis(20) } else { Duration::from_secs(1) };
+    let wait = runner.wait(&handle, poll, timeout.map(Duration::from_secs_f64));
+    let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).map_err(|e| Error::io("installing the SIGTERM handler", e))?;
+    let status = tokio::select! {
+        s = wait => s?,
+        _ = tokio::signal::ctrl_c() => return interrupted(&runner, &handle).await,
+        _ = sigterm.recv() => return interrupted(&runner, &handle).await,
+    };
+    while let Some(res) = log_tasks.join_next().await {
+        if let Ok(Err(e)) = res {
+            log::warn!("logs of {handle}: {e}");
+        }
+    }
+    let status = status.unwrap_or_else(|| AppStatus::new(AppState::Unknown));
+    if json {
+        print_json(&serde_json::json!({"handle": handle, "status": status.to_json(&[])}));
+    } else if status.state != AppState::Succeeded {
+        eprintln!("torchx: job {handle} did not succeed: {}{}", status.state, if status.msg.is_empty() { String::new() } else { format!(" ({})", status.msg) });
+    }
+    Ok(if status.state == AppState::Succeeded { exit_codes::OK } else { exit_codes::JOB_FAILED })
+}
+
+async fn interrupted(runner: &Runner, handle: &str) -> Result<i32> {
+    eprintln!("torchx: interrupted, cancelling {handle}");
+    runner.cancel(handle).await?;
+    Ok(exit_codes::INTERRUPTED)
+}
+
+async fn stream_replica(runner: &Runner, handle: &str, role: &str, k: u32) -> Result<()> {
+    let query = LogQuery { should_tail: true, ..LogQuery::default() };
+    let mut lines = runner.log_lines(handle, role, k, &query).await?;
+    while let Some(line) = lines.next_line().await? {
+        let mut err = std::io::stderr().lock();
+        let _ = writeln!(err, "{role}/{k} {line}");
+    }
+    Ok(())
+}

@@ -1,0 +1,53 @@
+//! Terminal output: the logger and error rendering. Only this crate writes to the terminal.
+
+use std::io::Write;
+
+/// A minimal stderr logger: `torchx LEVEL message`.
+struct Logger {
+    level: log::LevelFilter,
+}
+
+impl log::Log for Logger {
+    fn enabled(&self, m: &log::Metadata<'_>) -> bool {
+        m.level() <= self.level
+    }
+    fn log(&self, r: &log::Record<'_>) {
+        if self.enabled(r.metadata()) {
+            let _ = writeln!(std::io::stderr(), "torchx {:<7} {}", r.level(), r.args());
+        }
+    }
+    fn flush(&self) {}
+}
+
+/// Installs the logger at `level` (a `log` level name or TorchX's WARNING/CRITICAL).
+pub fn init_logger(level: &str) {
+    let level = match level.to_ascii_uppercase().as_str() {
+        "DEBUG" => log::LevelFilter::Debug,
+        "INFO" => log::LevelFilter::Info,
+        "ERROR" | "CRITICAL" => log::LevelFilter::Error,
+        "TRACE" => log::LevelFilter::Trace,
+        _ => log::LevelFilter::Warn,
+    };
+    if log::set_boxed_logger(Box::new(Logger { level })).is_ok() {
+        log::set_max_level(level);
+    }
+}
+
+/// Prints an error as one line (plus its source chain when verbose).
+pub fn print_error(err: &torchx::Error, verbose: bool) {
+    let mut stderr = std::io::stderr().lock();
+    let _ = writeln!(stderr, "torchx: error: {err}");
+    if verbose {
+        let mut source = std::error::Error::source(err);
+        while let Some(s) = source {
+            let _ = writeln!(stderr, "  caused by: {s}");
+            source = s.source();
+        }
+        let _ = writeln!(stderr, "  kind: {}", err.kind());
+    }
+}
+
+/// Prints `value` as pretty JSON on stdout.
+pub fn print_json(value: &serde_json::Value) {
+    println!("{}", serde_json::to_string_pretty(value).unwrap_or_default());
+}
