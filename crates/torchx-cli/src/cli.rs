@@ -76,7 +76,11 @@ pub struct RunArgs {
     #[arg(long)]
     pub json: bool,
     /// The component (utils.echo, ./app.yaml, ./c.toml:name) followed by its arguments.
-    #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "COMPONENT_AND_ARGS")]
+    #[arg(
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "COMPONENT_AND_ARGS"
+    )]
     pub component_and_args: Vec<String>,
 }
 
@@ -204,7 +208,19 @@ fn normalise_args(args: impl Iterator<Item = String>) -> Vec<String> {
 }
 
 fn takes_value(flag: &str) -> bool {
-    matches!(flag, "-s" | "--scheduler" | "-cfg" | "--cfg" | "--scheduler_args" | "--workspace" | "--parent_run_id" | "--parent-run-id" | "--timeout" | "--log_level" | "--log-level")
+    matches!(
+        flag,
+        "-s" | "--scheduler"
+            | "-cfg"
+            | "--cfg"
+            | "--scheduler_args"
+            | "--workspace"
+            | "--parent_run_id"
+            | "--parent-run-id"
+            | "--timeout"
+            | "--log_level"
+            | "--log-level"
+    )
 }
 
 pub fn main() -> i32 {
@@ -212,12 +228,22 @@ pub fn main() -> i32 {
     let cli = match Cli::try_parse_from(args) {
         Ok(c) => c,
         Err(e) => {
-            let code = if e.use_stderr() { exit_codes::USAGE } else { exit_codes::OK };
+            let code = if e.use_stderr() {
+                exit_codes::USAGE
+            } else {
+                exit_codes::OK
+            };
             let _ = e.print();
             return code;
         }
     };
-    let level = if cli.verbose { Some("DEBUG".to_string()) } else { cli.log_level.clone().or_else(|| std::env::var("LOGLEVEL").ok()) };
+    let level = if cli.verbose {
+        Some("DEBUG".to_string())
+    } else {
+        cli.log_level
+            .clone()
+            .or_else(|| std::env::var("LOGLEVEL").ok())
+    };
     output::init_logger(level.as_deref().unwrap_or("WARNING"));
     let result = match cli.command {
         Command::Run(a) => commands::run::run(a),
@@ -231,14 +257,22 @@ pub fn main() -> i32 {
         Command::Runopts(a) => commands::info::runopts(a),
         Command::Configure(a) => commands::info::configure(a),
         Command::Completions(a) => {
-            clap_complete::generate(a.shell, &mut Cli::command(), "torchx", &mut std::io::stdout());
+            clap_complete::generate(
+                a.shell,
+                &mut Cli::command(),
+                "torchx",
+                &mut std::io::stdout(),
+            );
             Ok(exit_codes::OK)
         }
     };
     match result {
         Ok(code) => code,
         Err(e) => {
-            output::print_error(&e, cli.verbose || std::env::var_os("RUST_BACKTRACE").is_some());
+            output::print_error(
+                &e,
+                cli.verbose || std::env::var_os("RUST_BACKTRACE").is_some(),
+            );
             exit_codes::for_error(e.kind())
         }
     }
@@ -251,8 +285,14 @@ mod tests {
     #[test]
     fn cfg_flag_is_rewritten_only_before_the_component() {
         let a = |v: &[&str]| normalise_args(v.iter().map(|s| s.to_string()));
-        assert_eq!(a(&["torchx", "run", "-cfg", "a=b", "utils.sh", "-cfg"]), ["torchx", "run", "--cfg", "a=b", "utils.sh", "-cfg"]);
-        assert_eq!(a(&["torchx", "run", "-s", "local_cwd", "-cfg=a=b", "x"]), ["torchx", "run", "-s", "local_cwd", "--cfg=a=b", "x"]);
+        assert_eq!(
+            a(&["torchx", "run", "-cfg", "a=b", "utils.sh", "-cfg"]),
+            ["torchx", "run", "--cfg", "a=b", "utils.sh", "-cfg"]
+        );
+        assert_eq!(
+            a(&["torchx", "run", "-s", "local_cwd", "-cfg=a=b", "x"]),
+            ["torchx", "run", "-s", "local_cwd", "--cfg=a=b", "x"]
+        );
     }
 
     #[test]

@@ -49,5 +49,8 @@ pub fn print_error(err: &torchx::Error, verbose: bool) {
 
 /// Prints `value` as pretty JSON on stdout.
 pub fn print_json(value: &serde_json::Value) {
-    println!("{}", serde_json::to_string_pretty(value).unwrap_or_default());
+    println!(
+        "{}",
+        serde_json::to_string_pretty(value).unwrap_or_default()
+    );
 }

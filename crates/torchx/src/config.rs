@@ -41,7 +41,10 @@ impl Ini {
 /// or `key: v`, full-line `#`/`;` comments, indented continuation lines, `%%` and `%(key)s`
 /// interpolation, duplicate sections or keys are errors.
 pub fn parse_ini(text: &str, origin: &str) -> Result<Ini> {
-    let mut ini = Ini { origin: origin.to_string(), sections: Vec::new() };
+    let mut ini = Ini {
+        origin: origin.to_string(),
+        sections: Vec::new(),
+    };
     let err = |line: usize, msg: String| Error::config(format!("{origin}:{line}: {msg}"));
     let mut last_key: Option<(usize, usize)> = None; // (section idx, key idx) for continuations
     for (n, raw) in text.lines().enumerate() {
@@ -74,18 +77,27 @@ pub fn parse_ini(text: &str, origin: &str) -> Result<Ini> {
             continue;
         }
         let Some(pos) = trimmed.find(['=', ':']) else {
-            return Err(err(lineno, format!("expected `key = value`, got `{trimmed}`")));
+            return Err(err(
+                lineno,
+                format!("expected `key = value`, got `{trimmed}`"),
+            ));
         };
         let key = trimmed[..pos].trim();
         let value = trimmed[pos + 1..].trim();
         if key.is_empty() {
-            return Err(err(lineno, format!("missing key before `{}`", &trimmed[pos..pos + 1])));
+            return Err(err(
+                lineno,
+                format!("missing key before `{}`", &trimmed[pos..pos + 1]),
+            ));
         }
         let Some(section) = ini.sections.last_mut() else {
             return Err(err(lineno, format!("`{key}` is outside of any [section]")));
         };
         if section.1.iter().any(|(k, _)| k == key) {
-            return Err(err(lineno, format!("key `{key}` appears twice in section [{}]", section.0)));
+            return Err(err(
+                lineno,
+                format!("key `{key}` appears twice in section [{}]", section.0),
+            ));
         }
         section.1.push((key.to_string(), value.to_string()));
         let key_idx = section.1.len() - 1;
@@ -100,15 +112,18 @@ fn interpolate(ini: &mut Ini) -> Result<()> {
     for (name, pairs) in &mut ini.sections {
         let scope = snapshot.section(name).unwrap_or_default();
         for (key, value) in pairs.iter_mut() {
-            *value = expand(value, &scope, 0).map_err(|m| {
-                Error::config(format!("{}: [{name}] {key}: {m}", snapshot.origin))
-            })?;
+            *value = expand(value, &scope, 0)
+                .map_err(|m| Error::config(format!("{}: [{name}] {key}: {m}", snapshot.origin)))?;
         }
     }
     Ok(())
 }
 
-fn expand(value: &str, scope: &[(String, String)], depth: usize) -> std::result::Result<String, String> {
+fn expand(
+    value: &str,
+    scope: &[(String, String)],
+    depth: usize,
+) -> std::result::Result<String, String> {
     if depth > 10 {
         return Err("interpolation is nested too deeply".into());
     }
@@ -121,7 +136,9 @@ fn expand(value: &str, scope: &[(String, String)], depth: usize) -> std::result:
             out.push('%');
             rest = r;
         } else if let Some(r) = after.strip_prefix('(') {
-            let end = r.find(")s").ok_or_else(|| format!("bad interpolation syntax in `{value}` (write %% for a literal %)"))?;
+            let end = r.find(")s").ok_or_else(|| {
+                format!("bad interpolation syntax in `{value}` (write %% for a literal %)")
+            })?;
             let name = &r[..end];
             let (_, v) = scope
                 .iter()
@@ -130,7 +147,9 @@ fn expand(value: &str, scope: &[(String, String)], depth: usize) -> std::result:
             out.push_str(&expand(v, scope, depth + 1)?);
             rest = &r[end + 2..];
         } else {
-            return Err(format!("`%` must be followed by `%` or `(name)s` in `{value}` (write %% for a literal %)"));
+            return Err(format!(
+                "`%` must be followed by `%` or `(name)s` in `{value}` (write %% for a literal %)"
+            ));
         }
     }
     out.push_str(rest);
@@ -151,7 +170,10 @@ pub fn find_configs() -> Result<Vec<PathBuf>> {
         return Ok(vec![path]);
     }
     let mut out = Vec::new();
-    let dirs = [std::env::var_os("HOME").map(PathBuf::from), std::env::current_dir().ok()];
+    let dirs = [
+        std::env::var_os("HOME").map(PathBuf::from),
+        std::env::current_dir().ok(),
+    ];
     for dir in dirs.into_iter().flatten() {
         let p = dir.join(".torchxconfig");
         if p.is_file() && !out.contains(&p) {
@@ -184,7 +206,8 @@ impl TorchxConfig {
     pub fn load(paths: &[PathBuf]) -> Result<TorchxConfig> {
         let mut files = Vec::new();
         for p in paths {
-            let text = std::fs::read_to_string(p).map_err(|e| Error::io(format!("reading {}", p.display()), e))?;
+            let text = std::fs::read_to_string(p)
+                .map_err(|e| Error::io(format!("reading {}", p.display()), e))?;
             files.push(parse_ini(&text, &p.display().to_string())?);
         }
         Ok(TorchxConfig { files })
@@ -209,7 +232,10 @@ impl TorchxConfig {
     }
 
     /// All sections named `prefix:name`, keyed by name.
-    pub fn sections_with_prefix(&self, prefix: &str) -> Result<BTreeMap<String, Vec<(String, String)>>> {
+    pub fn sections_with_prefix(
+        &self,
+        prefix: &str,
+    ) -> Result<BTreeMap<String, Vec<(String, String)>>> {
         let mut names = Vec::new();
         for ini in &self.files {
             for (section, _) in &ini.sections {
@@ -226,22 +252,33 @@ impl TorchxConfig {
                 }
             }
         }
-        Ok(names.into_iter().map(|n| {
-            let pairs = self.section(&format!("{prefix}:{n}"));
-            (n, pairs)
-        }).collect())
+        Ok(names
+            .into_iter()
+            .map(|n| {
+                let pairs = self.section(&format!("{prefix}:{n}"));
+                (n, pairs)
+            })
+            .collect())
     }
 
     /// Fills `cfg` from the `[scheduler]` section; returns warnings for unknown keys.
-    pub fn apply_scheduler(&self, scheduler: &str, opts: &RunOpts, cfg: &mut crate::opts::Cfg) -> Result<Vec<String>> {
+    pub fn apply_scheduler(
+        &self,
+        scheduler: &str,
+        opts: &RunOpts,
+        cfg: &mut crate::opts::Cfg,
+    ) -> Result<Vec<String>> {
         let section = self.section(scheduler);
         if let Some((k, _)) = section.iter().find(|(_, v)| v.starts_with("#FIXME")) {
             return Err(Error::config(format!(
                 "`{k}` in the [{scheduler}] section of .torchxconfig is still the `#FIXME` placeholder written by `torchx configure`; set a value"
             )));
         }
-        opts.fill_from_config(cfg, &section)
-            .map(|w| w.into_iter().map(|m| format!(".torchxconfig [{scheduler}]: {m} (ignored)")).collect())
+        opts.fill_from_config(cfg, &section).map(|w| {
+            w.into_iter()
+                .map(|m| format!(".torchxconfig [{scheduler}]: {m} (ignored)"))
+                .collect()
+        })
     }
 
     /// `[component:<name>]` defaults, keyed by component name.
@@ -268,7 +305,11 @@ impl TorchxConfig {
         self.section("torchx:tracker")
             .into_iter()
             .map(|(name, _)| {
-                let config = self.section(&format!("tracker:{name}")).into_iter().find(|(k, _)| k == "config").map(|(_, v)| v);
+                let config = self
+                    .section(&format!("tracker:{name}"))
+                    .into_iter()
+                    .find(|(k, _)| k == "config")
+                    .map(|(_, v)| v);
                 (name, config)
             })
             .collect()
@@ -285,7 +326,11 @@ pub fn dump(schedulers: &[(&str, RunOpts)], required_only: bool) -> String {
         for o in opts.iter() {
             let value = if o.required {
                 let ph = format!("#FIXME:({}) {}", o.ty.name(), o.help);
-                if ph.chars().count() <= 60 { ph } else { format!("{}...", ph.chars().take(60).collect::<String>()) }
+                if ph.chars().count() <= 60 {
+                    ph
+                } else {
+                    format!("{}...", ph.chars().take(60).collect::<String>())
+                }
             } else if required_only {
                 continue;
             } else {
@@ -322,7 +367,11 @@ mod tests {
         assert_eq!(local[0], ("log_dir".into(), "/tmp/x".into()));
         assert_eq!(local[1], ("prepend_cwd".into(), "True".into()));
         assert_eq!(local[2], ("shared".into(), "s".into()));
-        let ddp: BTreeMap<_, _> = ini.section("component:dist.ddp").unwrap().into_iter().collect();
+        let ddp: BTreeMap<_, _> = ini
+            .section("component:dist.ddp")
+            .unwrap()
+            .into_iter()
+            .collect();
         assert_eq!(ddp["env"], "A=1,B=2");
         assert_eq!(ddp["script_args"], "--lr\n0.1");
         assert_eq!(ddp["pct"], "50%");
@@ -336,19 +385,30 @@ mod tests {
     fn first_file_wins() {
         let home = parse_ini("[s]\na = home\n", "home").unwrap();
         let cwd = parse_ini("[s]\na = cwd\nb = cwd\n", "cwd").unwrap();
-        let cfg = TorchxConfig { files: vec![home, cwd] };
-        assert_eq!(cfg.section("s"), vec![("a".into(), "home".into()), ("b".into(), "cwd".into())]);
+        let cfg = TorchxConfig {
+            files: vec![home, cwd],
+        };
+        assert_eq!(
+            cfg.section("s"),
+            vec![("a".into(), "home".into()), ("b".into(), "cwd".into())]
+        );
     }
 
     #[test]
     fn errors_say_where() {
         let e = |t: &str| parse_ini(t, "f").unwrap_err().to_string();
         assert_eq!(e("a = 1\n"), "f:1: `a` is outside of any [section]");
-        assert_eq!(e("[s]\na = 1\na = 2\n"), "f:3: key `a` appears twice in section [s]");
+        assert_eq!(
+            e("[s]\na = 1\na = 2\n"),
+            "f:3: key `a` appears twice in section [s]"
+        );
         assert_eq!(e("[s]\n[s]\n"), "f:2: section `[s]` appears twice");
         assert_eq!(e("[s\n"), "f:1: malformed section header `[s`");
         assert_eq!(e("[s]\njunk\n"), "f:2: expected `key = value`, got `junk`");
         assert_eq!(e("[s]\na = 50%\n"), "f: [s] a: `%` must be followed by `%` or `(name)s` in `50%` (write %% for a literal %)");
-        assert_eq!(e("[s]\na = %(b)s\n"), "f: [s] a: `%(b)s` refers to a key that is not set");
+        assert_eq!(
+            e("[s]\na = %(b)s\n"),
+            "f: [s] a: `%(b)s` refers to a key that is not set"
+        );
     }
 }

@@ -128,22 +128,35 @@ impl Error {
 
     /// Shorthand for [`Error::NotFound`].
     pub fn not_found(what: &'static str, name: impl Into<String>, hint: impl Into<String>) -> Self {
-        Error::NotFound { what, name: name.into(), hint: hint.into() }
+        Error::NotFound {
+            what,
+            name: name.into(),
+            hint: hint.into(),
+        }
     }
 
     /// Shorthand for [`Error::Backend`].
     pub fn backend(scheduler: impl Into<String>, message: impl Into<String>) -> Self {
-        Error::Backend { scheduler: scheduler.into(), message: message.into() }
+        Error::Backend {
+            scheduler: scheduler.into(),
+            message: message.into(),
+        }
     }
 
     /// Shorthand for [`Error::Unsupported`].
     pub fn unsupported(scheduler: impl Into<String>, operation: impl Into<String>) -> Self {
-        Error::Unsupported { scheduler: scheduler.into(), operation: operation.into() }
+        Error::Unsupported {
+            scheduler: scheduler.into(),
+            operation: operation.into(),
+        }
     }
 
     /// Wraps an I/O error with what was being done.
     pub fn io(context: impl Into<String>, source: std::io::Error) -> Self {
-        Error::Io { context: context.into(), source }
+        Error::Io {
+            context: context.into(),
+            source,
+        }
     }
 }
 
@@ -177,7 +190,9 @@ fn edit_distance(a: &str, b: &str) -> usize {
 
 /// `" Did you mean `x`?"` when a near candidate exists, else "".
 pub fn did_you_mean<'a>(given: &str, candidates: impl IntoIterator<Item = &'a str>) -> String {
-    nearest(given, candidates).map(|c| format!(" Did you mean `{c}`?")).unwrap_or_default()
+    nearest(given, candidates)
+        .map(|c| format!(" Did you mean `{c}`?"))
+        .unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -186,8 +201,14 @@ mod tests {
 
     #[test]
     fn suggests_typos_only() {
-        assert_eq!(nearest("log_dri", ["log_dir", "prepend_cwd"]), Some("log_dir"));
+        assert_eq!(
+            nearest("log_dri", ["log_dir", "prepend_cwd"]),
+            Some("log_dir")
+        );
         assert_eq!(nearest("zzzzzzz", ["log_dir", "prepend_cwd"]), None);
-        assert_eq!(nearest("gpu.smal", ["gpu.small", "gpu.medium"]), Some("gpu.small"));
+        assert_eq!(
+            nearest("gpu.smal", ["gpu.small", "gpu.medium"]),
+            Some("gpu.small")
+        );
     }
 }

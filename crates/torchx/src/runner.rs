@@ -10,7 +10,10 @@ use crate::config::TorchxConfig;
 use crate::error::{Error, Result};
 use crate::opts::Cfg;
 use crate::scheduler::{random_id, DryRunContext, LogLines, LogQuery, Registry, Scheduler};
-use crate::specs::{make_app_handle, parse_app_handle, AppDef, AppHandle, AppStatus, DryRunInfo, ListAppResponse, Workspace};
+use crate::specs::{
+    make_app_handle, parse_app_handle, AppDef, AppHandle, AppStatus, DryRunInfo, ListAppResponse,
+    Workspace,
+};
 
 /// Extra inputs of a run besides the app, scheduler and options.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -43,8 +46,15 @@ pub struct Runner {
 impl Runner {
     /// A runner with session name `torchx`, the given schedulers and config.
     pub fn new(registry: Registry, config: TorchxConfig) -> Runner {
-        let session_id = std::env::var("TORCHX_INTERNAL_SESSION_ID").unwrap_or_else(|_| random_id());
-        Runner { session_name: "torchx".into(), session_id, registry, config, schedulers: Mutex::new(BTreeMap::new()) }
+        let session_id =
+            std::env::var("TORCHX_INTERNAL_SESSION_ID").unwrap_or_else(|_| random_id());
+        Runner {
+            session_name: "torchx".into(),
+            session_id,
+            registry,
+            config,
+            schedulers: Mutex::new(BTreeMap::new()),
+        }
     }
 
     /// Sets the session name used in handles.
@@ -70,7 +80,10 @@ impl Runner {
 
     /// The scheduler `name`, created on first use.
     pub fn scheduler(&self, name: &str) -> Result<Arc<dyn Scheduler>> {
-        let mut cache = self.schedulers.lock().map_err(|_| Error::backend(name, "scheduler cache poisoned"))?;
+        let mut cache = self
+            .schedulers
+            .lock()
+            .map_err(|_| Error::backend(name, "scheduler cache poisoned"))?;
         if let Some(s) = cache.get(name) {
             return Ok(Arc::clone(s));
         }
@@ -91,11 +104,22 @@ impl Runner {
     fn tracker_env(&self) -> Vec<(String, String)> {
         let mut trackers = self.config.trackers();
         if let Ok(names) = std::env::var("TORCHX_TRACKERS") {
-            trackers = names.split(',').filter(|n| !n.is_empty()).map(|n| (n.to_string(), None)).collect();
+            trackers = names
+                .split(',')
+                .filter(|n| !n.is_empty())
+                .map(|n| (n.to_string(), None))
+                .collect();
         }
         let mut env = Vec::new();
         if !trackers.is_empty() {
-            env.push(("TORCHX_TRACKERS".into(), trackers.iter().map(|t| t.0.as_str()).collect::<Vec<_>>().join(",")));
+            env.push((
+                "TORCHX_TRACKERS".into(),
+                trackers
+                    .iter()
+                    .map(|t| t.0.as_str())
+                    .collect::<Vec<_>>()
+                    .join(","),
+            ));
         }
         for (name, config) in trackers {
             let var = format!("TORCHX_TRACKER_{}_CONFIG", name.to_uppercase());
@@ -108,19 +132,35 @@ impl Runner {
 
     /// Validates `app`, injects TorchX's env vars (`TORCHX_JOB_ID`, session and tracker vars),
     /// resolves `cfg` and renders the native request. No job is submitted.
-    pub fn dryrun(&self, mut app: AppDef, scheduler: &str, cfg: &Cfg, args: &RunArgs) -> Result<DryRunInfo> {
+    pub fn dryrun(
+        &self,
+        mut app: AppDef,
+        scheduler: &str,
+        cfg: &Cfg,
+        args: &RunArgs,
+    ) -> Result<DryRunInfo> {
         app.validate()?;
         let sched = self.scheduler(scheduler)?;
         let resolved = sched.run_opts().resolve(cfg)?;
-        let wants_workspace = args.workspace.is_some() || app.roles.iter().any(|r| r.workspace.is_some());
+        let wants_workspace =
+            args.workspace.is_some() || app.roles.iter().any(|r| r.workspace.is_some());
         if wants_workspace && !sched.capabilities().workspace {
-            return Err(Error::unsupported(scheduler, "workspaces (it runs in the current directory; drop --workspace)"));
+            return Err(Error::unsupported(
+                scheduler,
+                "workspaces (it runs in the current directory; drop --workspace)",
+            ));
         }
-        let parent = std::env::var("TORCHX_PARENT_RUN_ID").ok().or_else(|| args.parent_run_id.clone());
+        let parent = std::env::var("TORCHX_PARENT_RUN_ID")
+            .ok()
+            .or_else(|| args.parent_run_id.clone());
         let trackers = self.tracker_env();
         for role in &mut app.roles {
-            role.env.insert("TORCHX_JOB_ID".into(), format!("{scheduler}://{}/${{app_id}}", self.session_name));
-            role.env.insert("TORCHX_INTERNAL_SESSION_ID".into(), self.session_id.clone());
+            role.env.insert(
+                "TORCHX_JOB_ID".into(),
+                format!("{scheduler}://{}/${{app_id}}", self.session_name),
+            );
+            role.env
+                .insert("TORCHX_INTERNAL_SESSION_ID".into(), self.session_id.clone());
             if let Some(p) = &parent {
                 role.env.insert("TORCHX_PARENT_RUN_ID".into(), p.clone());
             }
@@ -131,27 +171,46 @@ impl Runner {
                 role.workspace.clone_from(&args.workspace);
             }
         }
-        let cwd = std::env::current_dir().map_err(|e| Error::io("reading the current directory", e))?;
+        let cwd =
+            std::env::current_dir().map_err(|e| Error::io("reading the current directory", e))?;
         let ctx = DryRunContext::new(&self.session_name, random_id(), cwd);
         let request = sched.submit_dryrun(&app, &resolved, &ctx)?;
-        Ok(DryRunInfo { app, scheduler: scheduler.to_string(), cfg: resolved, request })
+        Ok(DryRunInfo {
+            app,
+            scheduler: scheduler.to_string(),
+            cfg: resolved,
+            request,
+        })
     }
 
     /// Builds a component from command-line style arguments (applying `[component:<name>]`
     /// defaults), or returns its help.
-    pub fn build_component(&self, component: &str, args: &[String]) -> Result<ComponentOutcome<AppDef>> {
+    pub fn build_component(
+        &self,
+        component: &str,
+        args: &[String],
+    ) -> Result<ComponentOutcome<AppDef>> {
         match find_component(component)? {
             ComponentRef::AppFile(app) => {
                 if args.iter().any(|a| a == "--help") {
-                    return Ok(ComponentOutcome::Help(format!("{component} is an AppDef file; it takes no arguments.\n")));
+                    return Ok(ComponentOutcome::Help(format!(
+                        "{component} is an AppDef file; it takes no arguments.\n"
+                    )));
                 }
                 if !args.is_empty() {
-                    return Err(Error::arg(format!("`{component}` is an AppDef file and takes no arguments, got: {}", args.join(" "))));
+                    return Err(Error::arg(format!(
+                        "`{component}` is an AppDef file and takes no arguments, got: {}",
+                        args.join(" ")
+                    )));
                 }
                 Ok(ComponentOutcome::Done(app))
             }
             ComponentRef::Component(c) => {
-                let defaults = self.config.component_defaults()?.remove(component).unwrap_or_default();
+                let defaults = self
+                    .config
+                    .component_defaults()?
+                    .remove(component)
+                    .unwrap_or_default();
                 match c.materialize(args, &defaults, &ComponentEnv::from_process())? {
                     Some(app) => Ok(ComponentOutcome::Done(app)),
                     None => Ok(ComponentOutcome::Help(c.help(&defaults))),
@@ -161,9 +220,18 @@ impl Runner {
     }
 
     /// [`build_component`](Self::build_component) then [`dryrun`](Self::dryrun).
-    pub fn dryrun_component(&self, component: &str, args: &[String], scheduler: &str, cfg: &Cfg, run: &RunArgs) -> Result<ComponentOutcome<DryRunInfo>> {
+    pub fn dryrun_component(
+        &self,
+        component: &str,
+        args: &[String],
+        scheduler: &str,
+        cfg: &Cfg,
+        run: &RunArgs,
+    ) -> Result<ComponentOutcome<DryRunInfo>> {
         Ok(match self.build_component(component, args)? {
-            ComponentOutcome::Done(app) => ComponentOutcome::Done(self.dryrun(app, scheduler, cfg, run)?),
+            ComponentOutcome::Done(app) => {
+                ComponentOutcome::Done(self.dryrun(app, scheduler, cfg, run)?)
+            }
             ComponentOutcome::Help(h) => ComponentOutcome::Help(h),
         })
     }
@@ -172,21 +240,40 @@ impl Runner {
     pub async fn schedule(&self, info: &DryRunInfo) -> Result<String> {
         let sched = self.scheduler(&info.scheduler)?;
         let app_id = sched.schedule(info).await?;
-        Ok(make_app_handle(&info.scheduler, &self.session_name, &app_id))
+        Ok(make_app_handle(
+            &info.scheduler,
+            &self.session_name,
+            &app_id,
+        ))
     }
 
     /// Dry-runs and schedules `app`; returns the handle.
-    pub async fn run(&self, app: AppDef, scheduler: &str, cfg: &Cfg, args: &RunArgs) -> Result<String> {
+    pub async fn run(
+        &self,
+        app: AppDef,
+        scheduler: &str,
+        cfg: &Cfg,
+        args: &RunArgs,
+    ) -> Result<String> {
         let info = self.dryrun(app, scheduler, cfg, args)?;
         self.schedule(&info).await
     }
 
     /// Builds, dry-runs and schedules a component; returns the handle.
-    pub async fn run_component(&self, component: &str, args: &[String], scheduler: &str, cfg: &Cfg, run: &RunArgs) -> Result<ComponentOutcome<String>> {
-        Ok(match self.dryrun_component(component, args, scheduler, cfg, run)? {
-            ComponentOutcome::Done(info) => ComponentOutcome::Done(self.schedule(&info).await?),
-            ComponentOutcome::Help(h) => ComponentOutcome::Help(h),
-        })
+    pub async fn run_component(
+        &self,
+        component: &str,
+        args: &[String],
+        scheduler: &str,
+        cfg: &Cfg,
+        run: &RunArgs,
+    ) -> Result<ComponentOutcome<String>> {
+        Ok(
+            match self.dryrun_component(component, args, scheduler, cfg, run)? {
+                ComponentOutcome::Done(info) => ComponentOutcome::Done(self.schedule(&info).await?),
+                ComponentOutcome::Help(h) => ComponentOutcome::Help(h),
+            },
+        )
     }
 
     fn route(&self, handle: &str) -> Result<(AppHandle, Arc<dyn Scheduler>)> {
@@ -203,7 +290,12 @@ impl Runner {
 
     /// Polls until the app is terminal (or unknown, giving `None`). With a timeout, an app still
     /// running at the deadline is a [`Error::Timeout`].
-    pub async fn wait(&self, handle: &str, interval: Duration, timeout: Option<Duration>) -> Result<Option<AppStatus>> {
+    pub async fn wait(
+        &self,
+        handle: &str,
+        interval: Duration,
+        timeout: Option<Duration>,
+    ) -> Result<Option<AppStatus>> {
         let start = Instant::now();
         loop {
             let status = self.status(handle).await?;
@@ -213,7 +305,11 @@ impl Runner {
                 Some(s) => {
                     if let Some(t) = timeout {
                         if start.elapsed() >= t {
-                            return Err(Error::Timeout(format!("{handle} is still {} after waiting {:.1}s", s.state, t.as_secs_f64())));
+                            return Err(Error::Timeout(format!(
+                                "{handle} is still {} after waiting {:.1}s",
+                                s.state,
+                                t.as_secs_f64()
+                            )));
                         }
                     }
                 }
@@ -223,7 +319,14 @@ impl Runner {
     }
 
     fn unknown_app(&self, h: &AppHandle) -> Error {
-        Error::not_found("app", h.to_string(), format!(": it does not exist or has been removed from {}'s data plane", h.scheduler))
+        Error::not_found(
+            "app",
+            h.to_string(),
+            format!(
+                ": it does not exist or has been removed from {}'s data plane",
+                h.scheduler
+            ),
+        )
     }
 
     /// Cancels the app if it is not finished. Unknown apps are [`Error::NotFound`].
@@ -272,7 +375,13 @@ impl Runner {
     }
 
     /// The log lines of replica `k` of `role`, filtered by the query's regex.
-    pub async fn log_lines(&self, handle: &str, role: &str, k: u32, query: &LogQuery) -> Result<Box<dyn LogLines>> {
+    pub async fn log_lines(
+        &self,
+        handle: &str,
+        role: &str,
+        k: u32,
+        query: &LogQuery,
+    ) -> Result<Box<dyn LogLines>> {
         let (h, s) = self.route(handle)?;
         if s.describe(&h.app_id).await?.is_none() {
             return Err(self.unknown_app(&h));
@@ -281,12 +390,22 @@ impl Runner {
         if !caps.logs {
             return Err(Error::unsupported(s.name(), "logs"));
         }
-        if query.streams.is_some_and(|st| st != crate::specs::Stream::Combined) && !caps.log_streams {
-            return Err(Error::unsupported(s.name(), "per-stream logs (only combined)"));
+        if query
+            .streams
+            .is_some_and(|st| st != crate::specs::Stream::Combined)
+            && !caps.log_streams
+        {
+            return Err(Error::unsupported(
+                s.name(),
+                "per-stream logs (only combined)",
+            ));
         }
         let lines = s.log_iter(&h.app_id, role, k, query).await?;
         Ok(match &query.regex {
-            Some(re) => Box::new(Filtered { inner: lines, regex: re.clone() }),
+            Some(re) => Box::new(Filtered {
+                inner: lines,
+                regex: re.clone(),
+            }),
             None => lines,
         })
     }

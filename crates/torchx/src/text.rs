@@ -5,7 +5,9 @@ pub fn shell_quote(s: &str) -> String {
     if s.is_empty() {
         return "''".into();
     }
-    let safe = s.bytes().all(|b| b.is_ascii_alphanumeric() || b"_@%+=:,./-".contains(&b));
+    let safe = s
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b"_@%+=:,./-".contains(&b));
     if safe {
         s.to_string()
     } else {
@@ -15,7 +17,10 @@ pub fn shell_quote(s: &str) -> String {
 
 /// Python's `shlex.join`.
 pub fn shell_join<S: AsRef<str>>(args: &[S]) -> String {
-    args.iter().map(|a| shell_quote(a.as_ref())).collect::<Vec<_>>().join(" ")
+    args.iter()
+        .map(|a| shell_quote(a.as_ref()))
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 #[cfg(test)]

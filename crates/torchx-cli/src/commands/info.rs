@@ -1,6 +1,8 @@
 //! Informational commands: builtins, runopts, configure.
 
-use torchx::components::{builtins as builtin_components, find_component, ComponentEnv, ComponentRef};
+use torchx::components::{
+    builtins as builtin_components, find_component, ComponentEnv, ComponentRef,
+};
 use torchx::config::{dump, write_config};
 use torchx::{Error, Result};
 
@@ -11,11 +13,15 @@ use crate::output::print_json;
 pub fn builtins(a: BuiltinsArgs) -> Result<i32> {
     if let Some(name) = a.print {
         let ComponentRef::Component(c) = find_component(&name)? else {
-            return Err(Error::arg(format!("`{name}` is an AppDef file, not a component")));
+            return Err(Error::arg(format!(
+                "`{name}` is an AppDef file, not a component"
+            )));
         };
         print!("{}", c.help(&Default::default()));
         // The AppDef with default arguments, when the component has no required parameters.
-        if let Ok(Some(app)) = c.materialize::<&str>(&[], &Default::default(), &ComponentEnv::from_process()) {
+        if let Ok(Some(app)) =
+            c.materialize::<&str>(&[], &Default::default(), &ComponentEnv::from_process())
+        {
             println!("\nAppDef with the default arguments:\n{}", app.to_yaml());
         }
         return Ok(exit_codes::OK);
@@ -57,7 +63,12 @@ pub fn runopts(a: RunoptsArgs) -> Result<i32> {
 pub fn configure(a: ConfigureArgs) -> Result<i32> {
     let runner = super::runner_without_config();
     let names: Vec<String> = match &a.schedulers {
-        Some(s) => s.split(',').map(str::trim).filter(|s| !s.is_empty()).map(String::from).collect(),
+        Some(s) => s
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(String::from)
+            .collect(),
         None => runner.registry().names().map(String::from).collect(),
     };
     let mut schemas = Vec::new();
@@ -68,7 +79,8 @@ pub fn configure(a: ConfigureArgs) -> Result<i32> {
     if a.print {
         print!("{text}");
     } else {
-        let cwd = std::env::current_dir().map_err(|e| Error::io("reading the current directory", e))?;
+        let cwd =
+            std::env::current_dir().map_err(|e| Error::io("reading the current directory", e))?;
         let path = write_config(&cwd, &text)?;
         eprintln!("wrote {}", path.display());
     }

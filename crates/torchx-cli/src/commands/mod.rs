@@ -20,5 +20,9 @@ pub fn runner_without_config() -> Runner {
 
 /// A single-threaded tokio runtime, built only by commands that talk to a scheduler.
 pub fn block_on<F: std::future::Future>(f: F) -> F::Output {
-    tokio::runtime::Builder::new_current_thread().enable_all().build().expect("tokio runtime").block_on(f)
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime")
+        .block_on(f)
 }

@@ -14,15 +14,33 @@ use crate::output::print_json;
 
 fn unknown(handle: &str) -> Error {
     match parse_app_handle(handle) {
-        Ok(h) => Error::not_found("app", handle, format!(": AppDef {} does not exist or has been removed from {}'s data plane", h.app_id, h.scheduler)),
+        Ok(h) => Error::not_found(
+            "app",
+            handle,
+            format!(
+                ": AppDef {} does not exist or has been removed from {}'s data plane",
+                h.app_id, h.scheduler
+            ),
+        ),
         Err(e) => e,
     }
 }
 
 pub fn status(a: StatusArgs) -> Result<i32> {
     let runner = super::runner_without_config();
-    let status = super::block_on(runner.status(&a.app_handle))?.ok_or_else(|| unknown(&a.app_handle))?;
-    let roles: Vec<String> = a.roles.as_deref().map(|r| r.split(',').map(str::trim).filter(|s| !s.is_empty()).map(String::from).collect()).unwrap_or_default();
+    let status =
+        super::block_on(runner.status(&a.app_handle))?.ok_or_else(|| unknown(&a.app_handle))?;
+    let roles: Vec<String> = a
+        .roles
+        .as_deref()
+        .map(|r| {
+            r.split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(String::from)
+                .collect()
+        })
+        .unwrap_or_default();
     if a.json {
         print_json(&status.to_json(&roles));
     } else {
@@ -33,7 +51,8 @@ pub fn status(a: StatusArgs) -> Result<i32> {
 
 pub fn describe(a: HandleArgs) -> Result<i32> {
     let runner = super::runner_without_config();
-    let app = super::block_on(runner.describe(&a.app_handle))?.ok_or_else(|| unknown(&a.app_handle))?;
+    let app =
+        super::block_on(runner.describe(&a.app_handle))?.ok_or_else(|| unknown(&a.app_handle))?;
     if a.json {
         print_json(&serde_json::to_value(&app).unwrap_or_default());
     } else {
@@ -43,7 +62,8 @@ pub fn describe(a: HandleArgs) -> Result<i32> {
 }
 
 fn fmt_time(t: Option<f64>) -> String {
-    t.map(|t| torchx_time(t as i64)).unwrap_or_else(|| "-".into())
+    t.map(|t| torchx_time(t as i64))
+        .unwrap_or_else(|| "-".into())
 }
 
 fn torchx_time(secs: i64) -> String {
@@ -59,19 +79,47 @@ fn torchx_time(secs: i64) -> String {
     let d = doy - (153 * mp + 2) / 5 + 1;
     let m = if mp < 10 { mp + 3 } else { mp - 9 };
     let y = yoe + era * 400 + i64::from(m <= 2);
-    format!("{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
 }
 
 fn fmt_duration(start: Option<f64>, end: Option<f64>) -> String {
-    let Some(start) = start else { return "-".into() };
-    let end = end.unwrap_or_else(|| SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(start));
+    let Some(start) = start else {
+        return "-".into();
+    };
+    let end = end.unwrap_or_else(|| {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_secs_f64())
+            .unwrap_or(start)
+    });
     let s = (end - start).max(0.0);
-    if s < 60.0 { format!("{s:.1}s") } else if s < 3600.0 { format!("{}m{:02}s", (s / 60.0) as u64, (s % 60.0) as u64) } else { format!("{}h{:02}m", (s / 3600.0) as u64, ((s % 3600.0) / 60.0) as u64) }
+    if s < 60.0 {
+        format!("{s:.1}s")
+    } else if s < 3600.0 {
+        format!("{}m{:02}s", (s / 60.0) as u64, (s % 60.0) as u64)
+    } else {
+        format!(
+            "{}h{:02}m",
+            (s / 3600.0) as u64,
+            ((s % 3600.0) / 60.0) as u64
+        )
+    }
 }
 
 pub fn list(a: ListArgs) -> Result<i32> {
     let runner = super::runner_without_config();
-    let scheduler = a.scheduler.clone().unwrap_or_else(|| runner.registry().default_name().unwrap_or("local_cwd").to_string());
+    let scheduler = a.scheduler.clone().unwrap_or_else(|| {
+        runner
+            .registry()
+            .default_name()
+            .unwrap_or("local_cwd")
+            .to_string()
+    });
     let state: Option<AppState> = a.state.as_deref().map(str::parse).transpose()?;
     let mut apps = super::block_on(runner.list(&scheduler))?;
     apps.retain(|app| state.is_none_or(|s| app.state == s));
@@ -84,7 +132,22 @@ pub fn list(a: ListArgs) -> Result<i32> {
     }
     let rows: Vec<[String; 5]> = apps
         .iter()
-        .map(|x| [x.app_handle.clone(), x.name.clone(), x.state.to_string(), fmt_time(x.start_time), fmt_duration(x.start_time, if x.state.is_terminal() { x.end_time } else { None })])
+        .map(|x| {
+            [
+                x.app_handle.clone(),
+                x.name.clone(),
+                x.state.to_string(),
+                fmt_time(x.start_time),
+                fmt_duration(
+                    x.start_time,
+                    if x.state.is_terminal() {
+                        x.end_time
+                    } else {
+                        None
+                    },
+                ),
+            ]
+        })
         .collect();
     let header = ["APP HANDLE", "APP NAME", "APP STATUS", "START", "DURATION"].map(String::from);
     let mut widths = header.clone().map(|h| h.len());
@@ -95,7 +158,11 @@ pub fn list(a: ListArgs) -> Result<i32> {
     }
     let mut out = std::io::stdout().lock();
     for r in std::iter::once(&header).chain(&rows) {
-        let line: Vec<String> = r.iter().zip(widths).map(|(c, w)| format!("{c:<w$}")).collect();
+        let line: Vec<String> = r
+            .iter()
+            .zip(widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect();
         let _ = writeln!(out, "{}", line.join("  ").trim_end());
     }
     Ok(exit_codes::OK)
@@ -103,7 +170,9 @@ pub fn list(a: ListArgs) -> Result<i32> {
 
 /// A point in time: unix seconds, or a duration ago (`30s`, `10m`, `2h`, `1d`).
 fn parse_time(flag: &str, s: &str) -> Result<SystemTime> {
-    let bad = || Error::arg(format!("--{flag} `{s}` is not a time: give unix seconds (1700000000) or a duration ago (30s, 10m, 2h, 1d)"));
+    let bad = || {
+        Error::arg(format!("--{flag} `{s}` is not a time: give unix seconds (1700000000) or a duration ago (30s, 10m, 2h, 1d)"))
+    };
     if let Ok(secs) = s.parse::<f64>() {
         return Ok(UNIX_EPOCH + Duration::from_secs_f64(secs.max(0.0)));
     }
@@ -116,7 +185,9 @@ fn parse_time(flag: &str, s: &str) -> Result<SystemTime> {
         "d" => 86400.0,
         _ => return Err(bad()),
     };
-    SystemTime::now().checked_sub(Duration::from_secs_f64((n * mult).max(0.0))).ok_or_else(bad)
+    SystemTime::now()
+        .checked_sub(Duration::from_secs_f64((n * mult).max(0.0)))
+        .ok_or_else(bad)
 }
 
 pub fn log(a: LogArgs) -> Result<i32> {
@@ -126,19 +197,39 @@ pub fn log(a: LogArgs) -> Result<i32> {
     }
     let (scheme, rest) = a.identifier.split_once("://").unwrap_or_default();
     let parts: Vec<&str> = rest.split('/').collect();
-    let session = if parts[0].is_empty() { "default" } else { parts[0] };
+    let session = if parts[0].is_empty() {
+        "default"
+    } else {
+        parts[0]
+    };
     let handle = format!("{scheme}://{session}/{}", parts[1]);
     let query = LogQuery {
-        regex: a.regex.as_deref().map(Regex::new).transpose().map_err(|e| Error::arg(format!("--regex: {e}")))?,
-        since: a.since.as_deref().map(|s| parse_time("since", s)).transpose()?,
-        until: a.until.as_deref().map(|s| parse_time("until", s)).transpose()?,
+        regex: a
+            .regex
+            .as_deref()
+            .map(Regex::new)
+            .transpose()
+            .map_err(|e| Error::arg(format!("--regex: {e}")))?,
+        since: a
+            .since
+            .as_deref()
+            .map(|s| parse_time("since", s))
+            .transpose()?,
+        until: a
+            .until
+            .as_deref()
+            .map(|s| parse_time("until", s))
+            .transpose()?,
         should_tail: a.tail,
         streams: a.streams.as_deref().map(str::parse::<Stream>).transpose()?,
     };
     let runner = std::rc::Rc::new(super::runner_without_config());
     let query = std::rc::Rc::new(query);
     super::block_on(async {
-        let app = runner.describe(&handle).await?.ok_or_else(|| unknown(&handle))?;
+        let app = runner
+            .describe(&handle)
+            .await?
+            .ok_or_else(|| unknown(&handle))?;
         let mut targets: Vec<(String, u32)> = Vec::new();
         let role_filter = parts.get(2).copied();
         for role in &app.roles {
@@ -148,9 +239,18 @@ pub fn log(a: LogArgs) -> Result<i32> {
             match parts.get(3) {
                 Some(ids) => {
                     for id in ids.split(',').filter(|s| !s.is_empty()) {
-                        let k: u32 = id.parse().map_err(|_| Error::arg(format!("replica id `{id}` is not a number")))?;
+                        let k: u32 = id.parse().map_err(|_| {
+                            Error::arg(format!("replica id `{id}` is not a number"))
+                        })?;
                         if k >= role.num_replicas {
-                            return Err(Error::not_found("replica", format!("{}/{k}", role.name), format!(": role {} has {} replica(s)", role.name, role.num_replicas)));
+                            return Err(Error::not_found(
+                                "replica",
+                                format!("{}/{k}", role.name),
+                                format!(
+                                    ": role {} has {} replica(s)",
+                                    role.name, role.num_replicas
+                                ),
+                            ));
                         }
                         targets.push((role.name.clone(), k));
                     }
@@ -160,7 +260,11 @@ pub fn log(a: LogArgs) -> Result<i32> {
         }
         if let (Some(r), true) = (role_filter, targets.is_empty()) {
             let names: Vec<&str> = app.roles.iter().map(|x| x.name.as_str()).collect();
-            return Err(Error::not_found("role", r, format!(" in {handle}; its roles are: {}", names.join(", "))));
+            return Err(Error::not_found(
+                "role",
+                r,
+                format!(" in {handle}; its roles are: {}", names.join(", ")),
+            ));
         }
         let mut tasks = Vec::new();
         for (role, k) in targets {
@@ -177,16 +281,18 @@ pub fn log(a: LogArgs) -> Result<i32> {
         if a.tail {
             let mut set = tokio::task::JoinSet::new();
             let local = tokio::task::LocalSet::new();
-            let results = local.run_until(async {
-                for t in tasks {
-                    set.spawn_local(t);
-                }
-                let mut out = Vec::new();
-                while let Some(r) = set.join_next().await {
-                    out.push(r.map_err(|e| Error::backend("log", e.to_string()))?);
-                }
-                Ok::<_, Error>(out)
-            }).await?;
+            let results = local
+                .run_until(async {
+                    for t in tasks {
+                        set.spawn_local(t);
+                    }
+                    let mut out = Vec::new();
+                    while let Some(r) = set.join_next().await {
+                        out.push(r.map_err(|e| Error::backend("log", e.to_string()))?);
+                    }
+                    Ok::<_, Error>(out)
+                })
+                .await?;
             results.into_iter().collect::<Result<Vec<()>>>()?;
         } else {
             for t in tasks {

@@ -16,12 +16,23 @@ use crate::output::print_json;
 pub fn run(a: RunArgs) -> Result<i32> {
     let runner = super::runner()?;
     let cli_run = runner.config().cli_run();
-    let default_scheduler = runner.registry().default_name().unwrap_or("local_cwd").to_string();
-    let scheduler = a.scheduler.clone().or(cli_run.scheduler.clone()).unwrap_or(default_scheduler);
+    let default_scheduler = runner
+        .registry()
+        .default_name()
+        .unwrap_or("local_cwd")
+        .to_string();
+    let scheduler = a
+        .scheduler
+        .clone()
+        .or(cli_run.scheduler.clone())
+        .unwrap_or(default_scheduler);
     if a.cfg.len() > 1 {
-        return Err(Error::config("-cfg/--cfg was given more than once; give all options once, as k1=v1,k2=v2"));
+        return Err(Error::config(
+            "-cfg/--cfg was given more than once; give all options once, as k1=v1,k2=v2",
+        ));
     }
-    let (cfg, warnings) = runner.cfg_from_str(&scheduler, a.cfg.first().map_or("", String::as_str))?;
+    let (cfg, warnings) =
+        runner.cfg_from_str(&scheduler, a.cfg.first().map_or("", String::as_str))?;
     for w in warnings {
         log::warn!("{w}");
     }
@@ -40,10 +51,17 @@ pub fn run(a: RunArgs) -> Result<i32> {
         (Some(w), _) if w.is_empty() => None,
         (Some(w), _) => Some(Workspace::parse(w)?),
         // A config-file default applies only where workspaces are supported.
-        (None, Some(w)) if !w.is_empty() && runner.scheduler(&scheduler)?.capabilities().workspace => Some(Workspace::parse(w)?),
+        (None, Some(w))
+            if !w.is_empty() && runner.scheduler(&scheduler)?.capabilities().workspace =>
+        {
+            Some(Workspace::parse(w)?)
+        }
         _ => None,
     };
-    let lib_args = LibRunArgs { workspace, parent_run_id: a.parent_run_id.clone() };
+    let lib_args = LibRunArgs {
+        workspace,
+        parent_run_id: a.parent_run_id.clone(),
+    };
     let info = match runner.dryrun_component(&component, &args, &scheduler, &cfg, &lib_args)? {
         ComponentOutcome::Help(h) => {
             print!("{h}");
@@ -57,7 +75,14 @@ pub fn run(a: RunArgs) -> Result<i32> {
     }
     let is_local = scheduler.starts_with("local");
     let runner = Arc::new(runner);
-    super::block_on(submit_and_wait(runner, info, is_local || a.wait || a.log, is_local || a.log, a.timeout, a.json))
+    super::block_on(submit_and_wait(
+        runner,
+        info,
+        is_local || a.wait || a.log,
+        is_local || a.log,
+        a.timeout,
+        a.json,
+    ))
 }
 
 fn print_dryrun(info: &DryRunInfo, json: bool) {
@@ -69,11 +94,22 @@ fn print_dryrun(info: &DryRunInfo, json: bool) {
             "request": info.request.to_json(),
         }));
     } else {
-        println!("\n=== APPLICATION ===\n{}\n=== SCHEDULER REQUEST ===\n{}", info.app.to_yaml(), info.request.render());
+        println!(
+            "\n=== APPLICATION ===\n{}\n=== SCHEDULER REQUEST ===\n{}",
+            info.app.to_yaml(),
+            info.request.render()
+        );
     }
 }
 
-async fn submit_and_wait(runner: Arc<Runner>, info: DryRunInfo, wait: bool, stream_logs: bool, timeout: Option<f64>, json: bool) -> Result<i32> {
+async fn submit_and_wait(
+    runner: Arc<Runner>,
+    info: DryRunInfo,
+    wait: bool,
+    stream_logs: bool,
+    timeout: Option<f64>,
+    json: bool,
+) -> Result<i32> {
     let handle = runner.schedule(&info).await?;
     if !json {
         println!("{handle}");
@@ -89,14 +125,20 @@ async fn submit_and_wait(runner: Arc<Runner>, info: DryRunInfo, wait: bool, stre
     if stream_logs {
         for role in &info.app.roles {
             for k in 0..role.num_replicas {
-                let (runner, handle, role) = (Arc::clone(&runner), handle.clone(), role.name.clone());
+                let (runner, handle, role) =
+                    (Arc::clone(&runner), handle.clone(), role.name.clone());
                 log_tasks.spawn(async move { stream_replica(&runner, &handle, &role, k).await });
             }
         }
     }
-    let poll = if info.scheduler.starts_with("local") { Duration::from_millis(20) } else { Duration::from_secs(1) };
+    let poll = if info.scheduler.starts_with("local") {
+        Duration::from_millis(20)
+    } else {
+        Duration::from_secs(1)
+    };
     let wait = runner.wait(&handle, poll, timeout.map(Duration::from_secs_f64));
-    let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).map_err(|e| Error::io("installing the SIGTERM handler", e))?;
+    let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .map_err(|e| Error::io("installing the SIGTERM handler", e))?;
     let status = tokio::select! {
         s = wait => s?,
         _ = tokio::signal::ctrl_c() => return interrupted(&runner, &handle).await,
@@ -111,9 +153,21 @@ async fn submit_and_wait(runner: Arc<Runner>, info: DryRunInfo, wait: bool, stre
     if json {
         print_json(&serde_json::json!({"handle": handle, "status": status.to_json(&[])}));
     } else if status.state != AppState::Succeeded {
-        eprintln!("torchx: job {handle} did not succeed: {}{}", status.state, if status.msg.is_empty() { String::new() } else { format!(" ({})", status.msg) });
+        eprintln!(
+            "torchx: job {handle} did not succeed: {}{}",
+            status.state,
+            if status.msg.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", status.msg)
+            }
+        );
     }
-    Ok(if status.state == AppState::Succeeded { exit_codes::OK } else { exit_codes::JOB_FAILED })
+    Ok(if status.state == AppState::Succeeded {
+        exit_codes::OK
+    } else {
+        exit_codes::JOB_FAILED
+    })
 }
 
 async fn interrupted(runner: &Runner, handle: &str) -> Result<i32> {
@@ -123,7 +177,10 @@ async fn interrupted(runner: &Runner, handle: &str) -> Result<i32> {
 }
 
 async fn stream_replica(runner: &Runner, handle: &str, role: &str, k: u32) -> Result<()> {
-    let query = LogQuery { should_tail: true, ..LogQuery::default() };
+    let query = LogQuery {
+        should_tail: true,
+        ..LogQuery::default()
+    };
     let mut lines = runner.log_lines(handle, role, k, &query).await?;
     while let Some(line) = lines.next_line().await? {
         let mut err = std::io::stderr().lock();

@@ -4,7 +4,9 @@ use std::collections::BTreeMap;
 
 use super::{Component, ComponentArgs, ComponentEnv, Param, ParamDefault as D, ParamType as T};
 use crate::error::{Error, Result};
-use crate::specs::{named_resource, parse_mounts, resource, AppDef, Mount, Resource, Role, DEFAULT_IMAGE, NONE};
+use crate::specs::{
+    named_resource, parse_mounts, resource, AppDef, Mount, Resource, Role, DEFAULT_IMAGE, NONE,
+};
 use crate::text::{shell_join, shell_quote};
 
 fn p(name: &str, ty: T, default: D, help: &str) -> Param {
@@ -21,14 +23,25 @@ fn resource_params() -> Vec<Param> {
         p("cpu", T::Int, v("1"), "number of cpus per replica"),
         p("gpu", T::Int, v("0"), "number of gpus per replica"),
         p("memMB", T::Int, v("1024"), "cpu memory in MB per replica"),
-        p("h", T::Str, D::Absent, "a registered named resource (if specified takes precedence over cpu, gpu, memMB)"),
+        p(
+            "h",
+            T::Str,
+            D::Absent,
+            "a registered named resource (if specified takes precedence over cpu, gpu, memMB)",
+        ),
     ]
 }
-const ENV_HELP: &str = "environment varibles to be passed to the run (e.g. ENV1=v1,ENV2=v2,ENV3=v3)";
+const ENV_HELP: &str =
+    "environment varibles to be passed to the run (e.g. ENV1=v1,ENV2=v2,ENV3=v3)";
 const MOUNTS_HELP: &str = "mounts to mount into the worker environment/container (ex. type=<bind/volume>,src=/host,dst=/job[,readonly]). See scheduler documentation for more info.";
 
 fn args_resource(a: &ComponentArgs) -> Result<Resource> {
-    resource(a.opt_int("cpu"), a.opt_int("gpu"), a.opt_int("memMB"), a.opt_str("h"))
+    resource(
+        a.opt_int("cpu"),
+        a.opt_int("gpu"),
+        a.opt_int("memMB"),
+        a.opt_str("h"),
+    )
 }
 
 fn args_mounts(a: &ComponentArgs, env: &ComponentEnv) -> Result<Vec<Mount>> {
@@ -39,12 +52,17 @@ fn args_mounts(a: &ComponentArgs, env: &ComponentEnv) -> Result<Vec<Mount>> {
 }
 
 fn loglevel(env: &mut BTreeMap<String, String>, cenv: &ComponentEnv) {
-    env.entry("LOGLEVEL".into()).or_insert_with(|| cenv.loglevel.clone().unwrap_or_else(|| "WARNING".into()));
+    env.entry("LOGLEVEL".into())
+        .or_insert_with(|| cenv.loglevel.clone().unwrap_or_else(|| "WARNING".into()));
 }
 
 fn replicas(a: &ComponentArgs) -> Result<u32> {
     let n = a.int("num_replicas");
-    u32::try_from(n).ok().filter(|n| *n > 0).ok_or_else(|| Error::arg(format!("`--num_replicas` must be a positive integer, got {n}")))
+    u32::try_from(n).ok().filter(|n| *n > 0).ok_or_else(|| {
+        Error::arg(format!(
+            "`--num_replicas` must be a positive integer, got {n}"
+        ))
+    })
 }
 
 /// Names of the builtin components.
@@ -180,12 +198,19 @@ fn single(name: &str, role: Role) -> AppDef {
 }
 
 fn echo(a: &ComponentArgs, _: &ComponentEnv) -> Result<AppDef> {
-    let role = Role::new("echo", a.str("image")).with_entrypoint("echo").with_args([a.str("msg")]).with_replicas(replicas(a)?).with_resource(Resource::new(1, 0, 1024));
+    let role = Role::new("echo", a.str("image"))
+        .with_entrypoint("echo")
+        .with_args([a.str("msg")])
+        .with_replicas(replicas(a)?)
+        .with_resource(Resource::new(1, 0, 1024));
     Ok(single("echo", role))
 }
 
 fn touch(a: &ComponentArgs, _: &ComponentEnv) -> Result<AppDef> {
-    let role = Role::new("touch", a.str("image")).with_entrypoint("touch").with_args([a.str("file")]).with_resource(Resource::new(1, 0, 1024));
+    let role = Role::new("touch", a.str("image"))
+        .with_entrypoint("touch")
+        .with_args([a.str("file")])
+        .with_resource(Resource::new(1, 0, 1024));
     Ok(single("touch", role))
 }
 
@@ -197,7 +222,11 @@ fn sh(a: &ComponentArgs, cenv: &ComponentEnv) -> Result<AppDef> {
         Some(e) => (e.to_string(), escaped),
         None => ("sh".to_string(), vec!["-c".to_string(), escaped.join(" ")]),
     };
-    let mut role = Role::new("sh", a.str("image")).with_entrypoint(entrypoint).with_args(args).with_replicas(replicas(a)?).with_resource(args_resource(a)?);
+    let mut role = Role::new("sh", a.str("image"))
+        .with_entrypoint(entrypoint)
+        .with_args(args)
+        .with_replicas(replicas(a)?)
+        .with_resource(args_resource(a)?);
     role.env = env;
     role.max_retries = non_negative(a, "max_retries")?;
     role.mounts = args_mounts(a, cenv)?;
@@ -218,7 +247,11 @@ fn python(a: &ComponentArgs, _: &ComponentEnv) -> Result<AppDef> {
         _ => return Err(Error::arg("component `utils.python`: exactly one of `-m`, `-c` and `--script` needs to be specified")),
     };
     cmd.extend(a.varargs.iter().cloned());
-    let mut role = Role::new("python", a.str("image")).with_entrypoint("python").with_args(cmd).with_replicas(replicas(a)?).with_resource(args_resource(a)?);
+    let mut role = Role::new("python", a.str("image"))
+        .with_entrypoint("python")
+        .with_args(cmd)
+        .with_replicas(replicas(a)?)
+        .with_resource(args_resource(a)?);
     if let Some(m) = m {
         role.env.insert("HYDRA_MAIN_MODULE".into(), m.into());
     }
@@ -226,14 +259,25 @@ fn python(a: &ComponentArgs, _: &ComponentEnv) -> Result<AppDef> {
 }
 
 fn binary(a: &ComponentArgs, _: &ComponentEnv) -> Result<AppDef> {
-    let role = Role::new("binary", NONE).with_entrypoint(a.str("entrypoint")).with_args(a.varargs.clone()).with_replicas(replicas(a)?).with_resource(args_resource(a)?);
+    let role = Role::new("binary", NONE)
+        .with_entrypoint(a.str("entrypoint"))
+        .with_args(a.varargs.clone())
+        .with_replicas(replicas(a)?)
+        .with_resource(args_resource(a)?);
     Ok(single(a.str("name"), role))
 }
 
 fn copy(a: &ComponentArgs, _: &ComponentEnv) -> Result<AppDef> {
     let role = Role::new("torchx-utils-copy", a.str("image"))
         .with_entrypoint("python")
-        .with_args(["-m", "torchx.apps.utils.copy_main", "--src", a.str("src"), "--dst", a.str("dst")])
+        .with_args([
+            "-m",
+            "torchx.apps.utils.copy_main",
+            "--src",
+            a.str("src"),
+            "--dst",
+            a.str("dst"),
+        ])
         .with_resource(Resource::new(1, 0, 1024));
     Ok(single("torchx-utils-copy", role))
 }
@@ -263,7 +307,14 @@ fn booth(a: &ComponentArgs, _: &ComponentEnv) -> Result<AppDef> {
 }
 
 fn torchserve(a: &ComponentArgs, _: &ComponentEnv) -> Result<AppDef> {
-    let mut args = vec!["-m".to_string(), "torchx.apps.serve.serve".into(), "--model_path".into(), a.str("model_path").into(), "--management_api".into(), a.str("management_api").into()];
+    let mut args = vec![
+        "-m".to_string(),
+        "torchx.apps.serve.serve".into(),
+        "--model_path".into(),
+        a.str("model_path").into(),
+        "--management_api".into(),
+        a.str("management_api").into(),
+    ];
     for (k, v) in a.dict("params").into_iter().flatten() {
         args.push(format!("--{k}"));
         args.push(v.clone());
@@ -271,30 +322,40 @@ fn torchserve(a: &ComponentArgs, _: &ComponentEnv) -> Result<AppDef> {
     if a.bool("dryrun") {
         args.push("--dryrun".into());
     }
-    let mut role = Role::new("worker", a.str("image")).with_entrypoint("python").with_args(args).with_resource(Resource::new(1, 0, 1024));
+    let mut role = Role::new("worker", a.str("image"))
+        .with_entrypoint("python")
+        .with_args(args)
+        .with_resource(Resource::new(1, 0, 1024));
     role.port_map.insert("model-download".into(), 8222);
     Ok(single("torchx-torchserve", role))
 }
 
 fn tensorboard(a: &ComponentArgs, _: &ComponentEnv) -> Result<AppDef> {
-    let port = u16::try_from(a.int("port")).map_err(|_| Error::arg(format!("component `metrics.tensorboard`: `--port` must be a port number (0-65535), got {}", a.int("port"))))?;
-    let mut role = Role::new("tensorboard", a.str("image")).with_entrypoint("python").with_args([
-        "-m".to_string(),
-        "torchx.apps.utils.process_monitor".into(),
-        "--timeout".into(),
-        py_float(a.float("timeout")),
-        "--start_on_file".into(),
-        a.str("start_on_file").into(),
-        "--exit_on_file".into(),
-        a.str("exit_on_file").into(),
-        "--".into(),
-        "tensorboard".into(),
-        "--bind_all".into(),
-        "--port".into(),
-        port.to_string(),
-        "--logdir".into(),
-        a.str("logdir").into(),
-    ]);
+    let port = u16::try_from(a.int("port")).map_err(|_| {
+        Error::arg(format!(
+            "component `metrics.tensorboard`: `--port` must be a port number (0-65535), got {}",
+            a.int("port")
+        ))
+    })?;
+    let mut role = Role::new("tensorboard", a.str("image"))
+        .with_entrypoint("python")
+        .with_args([
+            "-m".to_string(),
+            "torchx.apps.utils.process_monitor".into(),
+            "--timeout".into(),
+            py_float(a.float("timeout")),
+            "--start_on_file".into(),
+            a.str("start_on_file").into(),
+            "--exit_on_file".into(),
+            a.str("exit_on_file").into(),
+            "--".into(),
+            "tensorboard".into(),
+            "--bind_all".into(),
+            "--port".into(),
+            port.to_string(),
+            "--logdir".into(),
+            a.str("logdir").into(),
+        ]);
     role.port_map.insert("http".into(), port);
     Ok(single("tensorboard", role))
 }
@@ -365,7 +426,11 @@ pub struct Nnodes {
 
 /// Parses `-j`: `{min}:{max}x{nproc}`, `{n}x{nproc}` or `{nproc}`.
 pub fn parse_nnodes(j: &str) -> Result<Nnodes> {
-    let bad = || Error::arg(format!("Invalid format for -j, usage example: 1:2x4 or 1x4 or 4. Given: {j}"));
+    let bad = || {
+        Error::arg(format!(
+            "Invalid format for -j, usage example: 1:2x4 or 1x4 or 4. Given: {j}"
+        ))
+    };
     let num = |s: &str| -> Result<u32> {
         if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
             return Err(bad());
@@ -376,20 +441,40 @@ pub fn parse_nnodes(j: &str) -> Result<Nnodes> {
         Some((nodes, nproc)) => {
             let nproc = num(nproc)?;
             match nodes.split_once(':') {
-                Some((min, max)) => Nnodes { min_nnodes: num(min)?, max_nnodes: num(max)?, nproc_per_node: nproc, nnodes_rep: nodes.to_string() },
+                Some((min, max)) => Nnodes {
+                    min_nnodes: num(min)?,
+                    max_nnodes: num(max)?,
+                    nproc_per_node: nproc,
+                    nnodes_rep: nodes.to_string(),
+                },
                 None => {
                     let n = num(nodes)?;
-                    Nnodes { min_nnodes: n, max_nnodes: n, nproc_per_node: nproc, nnodes_rep: nodes.to_string() }
+                    Nnodes {
+                        min_nnodes: n,
+                        max_nnodes: n,
+                        nproc_per_node: nproc,
+                        nnodes_rep: nodes.to_string(),
+                    }
                 }
             }
         }
-        None => Nnodes { min_nnodes: 1, max_nnodes: 1, nproc_per_node: num(j)?, nnodes_rep: "1".into() },
+        None => Nnodes {
+            min_nnodes: 1,
+            max_nnodes: 1,
+            nproc_per_node: num(j)?,
+            nnodes_rep: "1".into(),
+        },
     };
     if parsed.max_nnodes == 0 {
-        return Err(Error::arg(format!("Invalid -j {j}: the number of nodes must be at least 1")));
+        return Err(Error::arg(format!(
+            "Invalid -j {j}: the number of nodes must be at least 1"
+        )));
     }
     if parsed.min_nnodes > parsed.max_nnodes {
-        return Err(Error::arg(format!("Invalid -j {j}: the minimum number of nodes ({}) exceeds the maximum ({})", parsed.min_nnodes, parsed.max_nnodes)));
+        return Err(Error::arg(format!(
+            "Invalid -j {j}: the minimum number of nodes ({}) exceeds the maximum ({})",
+            parsed.min_nnodes, parsed.max_nnodes
+        )));
     }
     Ok(parsed)
 }
@@ -435,26 +520,56 @@ fn ddp(a: &ComponentArgs, cenv: &ComponentEnv) -> Result<AppDef> {
 fn ddp_with(a: &ComponentArgs, cenv: &ComponentEnv, j: &str) -> Result<AppDef> {
     let (script, m) = (a.opt_str("script"), a.opt_str("m"));
     if script.is_some() == m.is_some() {
-        return Err(Error::arg("exactly one of --script and -m must be specified"));
+        return Err(Error::arg(
+            "exactly one of --script and -m must be specified",
+        ));
     }
     let nn = parse_nnodes(j)?;
-    let rdzv_port = u16::try_from(a.opt_int("rdzv_port").unwrap_or(29500)).map_err(|_| Error::arg(format!("`--rdzv_port` must be a port number (0-65535), got {}", a.int("rdzv_port"))))?;
+    let rdzv_port = u16::try_from(a.opt_int("rdzv_port").unwrap_or(29500)).map_err(|_| {
+        Error::arg(format!(
+            "`--rdzv_port` must be a port number (0-65535), got {}",
+            a.int("rdzv_port")
+        ))
+    })?;
     let rdzv_backend = a.opt_str("rdzv_backend").unwrap_or("c10d");
-    let rdzv_endpoint = if nn.max_nnodes == 1 { "localhost:0".to_string() } else { format!("$${{${{rank0_env}}:=localhost}}:{rdzv_port}") };
+    let rdzv_endpoint = if nn.max_nnodes == 1 {
+        "localhost:0".to_string()
+    } else {
+        format!("$${{${{rank0_env}}:=localhost}}:{rdzv_port}")
+    };
     let (experiment, run) = structured_name(a.str("name"), m, script);
     let mut env = a.dict("env").cloned().unwrap_or_default();
     env.insert("TORCHX_TRACKING_EXPERIMENT_NAME".into(), experiment);
     env.insert("TORCHX_TRACKING_RUN_NAME".into(), run.clone());
     loglevel(&mut env, cenv);
     if a.bool("debug") {
-        env.extend(DEBUG_FLAGS.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+        env.extend(
+            DEBUG_FLAGS
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string())),
+        );
     }
     let tee = a.opt_int("tee").unwrap_or(3).to_string();
-    let mut head = vec!["torchrun".to_string(), "--rdzv_backend".into(), rdzv_backend.into()];
+    let mut head = vec![
+        "torchrun".to_string(),
+        "--rdzv_backend".into(),
+        rdzv_backend.into(),
+    ];
     if let Some(conf) = a.opt_str("rdzv_conf") {
         head.extend(["--rdzv_conf".to_string(), conf.to_string()]);
     }
-    let mut tail = vec!["--rdzv_id".to_string(), "${app_id}".into(), "--nnodes".into(), nn.nnodes_rep.clone(), "--nproc_per_node".into(), nn.nproc_per_node.to_string(), "--tee".into(), tee, "--role".into(), String::new()];
+    let mut tail = vec![
+        "--rdzv_id".to_string(),
+        "${app_id}".into(),
+        "--nnodes".into(),
+        nn.nnodes_rep.clone(),
+        "--nproc_per_node".into(),
+        nn.nproc_per_node.to_string(),
+        "--tee".into(),
+        tee,
+        "--role".into(),
+        String::new(),
+    ];
     if rdzv_backend == "static" {
         tail.extend(["--node_rank".to_string(), "${replica_id}".into()]);
     }
@@ -465,7 +580,11 @@ fn ddp_with(a: &ComponentArgs, cenv: &ComponentEnv, j: &str) -> Result<AppDef> {
     }
     tail.extend(a.varargs.iter().cloned());
     // The endpoint stays unquoted so that the shell expands the rank-0 host variable.
-    let cmd = format!("{} --rdzv_endpoint {rdzv_endpoint} {}", shell_join(&head), shell_join(&tail));
+    let cmd = format!(
+        "{} --rdzv_endpoint {rdzv_endpoint} {}",
+        shell_join(&head),
+        shell_join(&tail)
+    );
     let role_name = match (script, m) {
         (Some(s), _) => stem(s),
         (_, Some(m)) => m.rsplit('.').next().unwrap_or(m).to_string(),
@@ -475,7 +594,11 @@ fn ddp_with(a: &ComponentArgs, cenv: &ComponentEnv, j: &str) -> Result<AppDef> {
         Some(h) => named_resource(h)?,
         None => args_resource(a)?,
     };
-    let mut role = Role::new(role_name, a.str("image")).with_entrypoint("bash").with_args(["-c".to_string(), cmd]).with_replicas(nn.max_nnodes).with_resource(resource);
+    let mut role = Role::new(role_name, a.str("image"))
+        .with_entrypoint("bash")
+        .with_args(["-c".to_string(), cmd])
+        .with_replicas(nn.max_nnodes)
+        .with_resource(resource);
     role.min_replicas = Some(nn.min_nnodes);
     role.env = env;
     role.port_map.insert("c10d".into(), rdzv_port);
@@ -502,7 +625,11 @@ fn spmd(a: &ComponentArgs, cenv: &ComponentEnv) -> Result<AppDef> {
             }
             format!("{n}x{nproc}")
         }
-        _ => return Err(Error::arg(format!("Invalid format for -j, usage example: 2x8 or 2. Given: {j}"))),
+        _ => {
+            return Err(Error::arg(format!(
+                "Invalid format for -j, usage example: 2x8 or 2. Given: {j}"
+            )))
+        }
     };
     ddp_with(a, cenv, &j)
 }

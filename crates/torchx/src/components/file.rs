@@ -16,7 +16,11 @@ use crate::specs::AppDef;
 fn read(path: &str) -> Result<String> {
     std::fs::read_to_string(path).map_err(|e| {
         if e.kind() == std::io::ErrorKind::NotFound {
-            Error::not_found("file", path, ". For a list of available builtins run `torchx builtins`".to_string())
+            Error::not_found(
+                "file",
+                path,
+                ". For a list of available builtins run `torchx builtins`".to_string(),
+            )
         } else {
             Error::io(format!("reading {path}"), e)
         }
@@ -26,36 +30,52 @@ fn read(path: &str) -> Result<String> {
 /// Reads an AppDef from a `.yaml`/`.yml`/`.json` file.
 pub fn load_app_file(path: &str) -> Result<AppDef> {
     let text = read(path)?;
-    let app = if path.ends_with(".json") { AppDef::from_json(&text) } else { AppDef::from_yaml(&text) };
+    let app = if path.ends_with(".json") {
+        AppDef::from_json(&text)
+    } else {
+        AppDef::from_yaml(&text)
+    };
     app.map_err(|e| Error::spec(format!("{path}: {e}")))
 }
 
 fn parse_doc(path: &str, text: &str) -> Result<Value> {
     if path.ends_with(".toml") {
-        let v: toml::Value = toml::from_str(text).map_err(|e| Error::spec(format!("{path}: invalid TOML: {e}")))?;
+        let v: toml::Value =
+            toml::from_str(text).map_err(|e| Error::spec(format!("{path}: invalid TOML: {e}")))?;
         serde_json::to_value(v).map_err(|e| Error::spec(format!("{path}: {e}")))
-    } else if path.ends_with(".yaml") || path.ends_with(".yml") || path.ends_with(".json") {
-        serde_norway::from_str(text).map_err(|e| Error::spec(format!("{path}: invalid YAML: {e}")))
     } else {
-        Err(Error::arg(format!(
-            "component file `{path}` must end in .toml, .yaml, .yml or .json (Python component files are not supported)"
-        )))
+        serde_norway::from_str(text).map_err(|e| Error::spec(format!("{path}: invalid YAML: {e}")))
     }
 }
 
 /// Loads component `func` from the file at `path`.
 pub fn load_file_component(path: &str, func: &str, full_name: &str) -> Result<Component> {
     if path.is_empty() || func.is_empty() {
-        return Err(Error::arg(format!("`{full_name}` is not of the form `path:name` (e.g. ./components.toml:train)")));
+        return Err(Error::arg(format!(
+            "`{full_name}` is not of the form `path:name` (e.g. ./components.toml:train)"
+        )));
+    }
+    if ![".toml", ".yaml", ".yml", ".json"]
+        .iter()
+        .any(|e| path.ends_with(e))
+    {
+        return Err(Error::arg(format!(
+            "component file `{path}` must end in .toml, .yaml, .yml or .json (Python component files are not supported)"
+        )));
     }
     let doc = parse_doc(path, &read(path)?)?;
-    let table = doc.as_object().ok_or_else(|| Error::spec(format!("{path}: expected a mapping of component names")))?;
+    let table = doc
+        .as_object()
+        .ok_or_else(|| Error::spec(format!("{path}: expected a mapping of component names")))?;
     let Some(def) = table.get(func) else {
         let names: Vec<&str> = table.keys().map(String::as_str).collect();
         return Err(Error::not_found(
             "component",
             full_name,
-            format!(": Function {func} does not exist in file {path}; it defines: {}", names.join(", ")),
+            format!(
+                ": Function {func} does not exist in file {path}; it defines: {}",
+                names.join(", ")
+            ),
         ));
     };
     component_from_value(def, full_name, path)
@@ -63,40 +83,84 @@ pub fn load_file_component(path: &str, func: &str, full_name: &str) -> Result<Co
 
 fn component_from_value(def: &Value, name: &str, path: &str) -> Result<Component> {
     let err = |m: String| Error::spec(format!("{path}: component `{name}`: {m}"));
-    let obj = def.as_object().ok_or_else(|| err("expected a mapping with `app` (and optional `params`, `description`)".into()))?;
+    let obj = def.as_object().ok_or_else(|| {
+        err("expected a mapping with `app` (and optional `params`, `description`)".into())
+    })?;
     for key in obj.keys() {
         if !["description", "params", "app"].contains(&key.as_str()) {
-            return Err(err(format!("unknown key `{key}`, expected: description, params, app")));
+            return Err(err(format!(
+                "unknown key `{key}`, expected: description, params, app"
+            )));
         }
     }
-    let app = obj.get("app").ok_or_else(|| err("missing `app`".into()))?.clone();
+    let app = obj
+        .get("app")
+        .ok_or_else(|| err("missing `app`".into()))?
+        .clone();
     let mut params = Vec::new();
     if let Some(ps) = obj.get("params") {
-        let ps = ps.as_object().ok_or_else(|| err("`params` must be a mapping".into()))?;
+        let ps = ps
+            .as_object()
+            .ok_or_else(|| err("`params` must be a mapping".into()))?;
         for (pname, spec) in ps {
-            let spec = spec.as_object().ok_or_else(|| err(format!("parameter `{pname}` must be a mapping with `type`")))?;
+            let spec = spec
+                .as_object()
+                .ok_or_else(|| err(format!("parameter `{pname}` must be a mapping with `type`")))?;
             for key in spec.keys() {
                 if !["type", "default", "help", "optional"].contains(&key.as_str()) {
                     return Err(err(format!("parameter `{pname}`: unknown key `{key}`, expected: type, default, help, optional")));
                 }
             }
-            let ty = ParamType::parse(spec.get("type").and_then(Value::as_str).unwrap_or("str")).map_err(|e| err(format!("parameter `{pname}`: {e}")))?;
+            let ty = ParamType::parse(spec.get("type").and_then(Value::as_str).unwrap_or("str"))
+                .map_err(|e| err(format!("parameter `{pname}`: {e}")))?;
             let default = match spec.get("default") {
-                None if spec.get("optional").and_then(Value::as_bool) == Some(true) || ty == ParamType::VarArgs => ParamDefault::Absent,
+                None if spec.get("optional").and_then(Value::as_bool) == Some(true)
+                    || ty == ParamType::VarArgs =>
+                {
+                    ParamDefault::Absent
+                }
                 None => ParamDefault::Required,
                 Some(Value::Null) => ParamDefault::Absent,
                 Some(Value::String(s)) => ParamDefault::Value(s.clone()),
-                Some(Value::Bool(b)) => ParamDefault::Value(if *b { "True".into() } else { "False".into() }),
-                Some(Value::Array(items)) => ParamDefault::Value(items.iter().map(scalar).collect::<Vec<_>>().join(",")),
-                Some(Value::Object(map)) => ParamDefault::Value(map.iter().map(|(k, v)| format!("{k}={}", scalar(v))).collect::<Vec<_>>().join(",")),
+                Some(Value::Bool(b)) => {
+                    ParamDefault::Value(if *b { "True".into() } else { "False".into() })
+                }
+                Some(Value::Array(items)) => {
+                    ParamDefault::Value(items.iter().map(scalar).collect::<Vec<_>>().join(","))
+                }
+                Some(Value::Object(map)) => ParamDefault::Value(
+                    map.iter()
+                        .map(|(k, v)| format!("{k}={}", scalar(v)))
+                        .collect::<Vec<_>>()
+                        .join(","),
+                ),
                 Some(other) => ParamDefault::Value(other.to_string()),
             };
-            let help = spec.get("help").and_then(Value::as_str).unwrap_or_default().to_string();
-            params.push(Param { name: pname.clone(), ty, default, help });
+            let help = spec
+                .get("help")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string();
+            params.push(Param {
+                name: pname.clone(),
+                ty,
+                default,
+                help,
+            });
         }
     }
-    let description = obj.get("description").and_then(Value::as_str).unwrap_or("(no description)").to_string();
-    let comp = Component { name: name.to_string(), description, params, origin: path.to_string(), build: Build::Template(Box::new(app)) };
+    let description = obj
+        .get("description")
+        .and_then(Value::as_str)
+        .unwrap_or("(no description)")
+        .to_string();
+    let comp = Component {
+        name: name.to_string(),
+        description,
+        params,
+        origin: path.to_string(),
+        build: Build::Template(Box::new(app)),
+    };
     // Catch template mistakes (unknown {{names}}) at load time, not only when a value is missing.
     check_template(&comp, comp_template(&comp))?;
     Ok(comp)
@@ -149,12 +213,17 @@ fn check_template(c: &Component, v: &Value) -> Result<()> {
 }
 
 pub(super) fn instantiate(c: &Component, template: &Value, args: &ComponentArgs) -> Result<AppDef> {
-    let value = fill(c, template, args);
-    let app: AppDef = serde_json::from_value(value).map_err(|e| Error::spec(format!("{}: component `{}` produced an invalid AppDef: {e}", c.origin, c.name)))?;
+    let value = fill(template, args);
+    let app: AppDef = serde_json::from_value(value).map_err(|e| {
+        Error::spec(format!(
+            "{}: component `{}` produced an invalid AppDef: {e}",
+            c.origin, c.name
+        ))
+    })?;
     Ok(app)
 }
 
-fn fill(c: &Component, v: &Value, args: &ComponentArgs) -> Value {
+fn fill(v: &Value, args: &ComponentArgs) -> Value {
     match v {
         Value::String(s) => {
             let ph = placeholders(s);
@@ -169,8 +238,12 @@ fn fill(c: &Component, v: &Value, args: &ComponentArgs) -> Value {
             }
             let mut out = s.clone();
             for name in ph {
-                let val = args.values.get(name).map(|v| v.to_template_string()).unwrap_or_default();
-                out = out.replace(&format!("{{{{{name}}}}}", ), &val);
+                let val = args
+                    .values
+                    .get(name)
+                    .map(|v| v.to_template_string())
+                    .unwrap_or_default();
+                out = out.replace(&format!("{{{{{name}}}}}",), &val);
             }
             Value::String(out)
         }
@@ -179,17 +252,24 @@ fn fill(c: &Component, v: &Value, args: &ComponentArgs) -> Value {
             for item in items {
                 if let Value::String(s) = item {
                     let ph = placeholders(s);
-                    if ph.len() == 1 && ph[0].starts_with('*') && s.trim() == format!("{{{{{}}}}}", ph[0]) {
+                    if ph.len() == 1
+                        && ph[0].starts_with('*')
+                        && s.trim() == format!("{{{{{}}}}}", ph[0])
+                    {
                         out.extend(args.varargs.iter().cloned().map(Value::String));
                         continue;
                     }
                 }
-                out.push(fill(c, item, args));
+                out.push(fill(item, args));
             }
             Value::Array(out)
         }
         Value::Object(map) => {
-            let filled: serde_json::Map<String, Value> = map.iter().map(|(k, v)| (k.clone(), fill(c, v, args))).filter(|(_, v)| !v.is_null()).collect();
+            let filled: serde_json::Map<String, Value> = map
+                .iter()
+                .map(|(k, v)| (k.clone(), fill(v, args)))
+                .filter(|(_, v)| !v.is_null())
+                .collect();
             Value::Object(filled)
         }
         other => other.clone(),

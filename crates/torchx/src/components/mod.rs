@@ -98,7 +98,12 @@ pub struct Param {
 
 impl Param {
     fn new(name: &str, ty: ParamType, default: ParamDefault, help: &str) -> Param {
-        Param { name: name.into(), ty, default, help: help.into() }
+        Param {
+            name: name.into(),
+            ty,
+            default,
+            help: help.into(),
+        }
     }
 }
 
@@ -126,9 +131,19 @@ impl ArgValue {
             ArgValue::Str(s) => s.clone(),
             ArgValue::Int(i) => i.to_string(),
             ArgValue::Float(f) => format!("{f:?}"),
-            ArgValue::Bool(b) => if *b { "True".into() } else { "False".into() },
+            ArgValue::Bool(b) => {
+                if *b {
+                    "True".into()
+                } else {
+                    "False".into()
+                }
+            }
             ArgValue::List(l) => l.join(","),
-            ArgValue::Dict(d) => d.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(","),
+            ArgValue::Dict(d) => d
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join(","),
         }
     }
 }
@@ -206,7 +221,10 @@ pub struct ComponentEnv {
 impl ComponentEnv {
     /// Reads the environment.
     pub fn from_process() -> ComponentEnv {
-        ComponentEnv { loglevel: std::env::var("LOGLEVEL").ok(), home: std::env::var("HOME").ok() }
+        ComponentEnv {
+            loglevel: std::env::var("LOGLEVEL").ok(),
+            home: std::env::var("HOME").ok(),
+        }
     }
 }
 
@@ -243,11 +261,19 @@ pub enum ParseOutcome {
 
 impl Component {
     fn native(name: &str, description: &str, params: Vec<Param>, build: NativeBuild) -> Component {
-        Component { name: name.into(), description: description.into(), params, origin: "builtin".into(), build: Build::Native(build) }
+        Component {
+            name: name.into(),
+            description: description.into(),
+            params,
+            origin: "builtin".into(),
+            build: Build::Native(build),
+        }
     }
 
     fn param(&self, flag: &str) -> Option<&Param> {
-        self.params.iter().find(|p| p.ty != ParamType::VarArgs && p.name == flag)
+        self.params
+            .iter()
+            .find(|p| p.ty != ParamType::VarArgs && p.name == flag)
     }
 
     fn varargs(&self) -> Option<&Param> {
@@ -260,7 +286,11 @@ impl Component {
 
     /// Parses command-line style arguments. `defaults` (from `[component:<name>]`) override the
     /// declared defaults.
-    pub fn parse_args<S: AsRef<str>>(&self, tokens: &[S], defaults: &BTreeMap<String, String>) -> Result<ParseOutcome> {
+    pub fn parse_args<S: AsRef<str>>(
+        &self,
+        tokens: &[S],
+        defaults: &BTreeMap<String, String>,
+    ) -> Result<ParseOutcome> {
         let tokens: Vec<&str> = tokens.iter().map(AsRef::as_ref).collect();
         for key in defaults.keys() {
             if self.params.iter().all(|p| &p.name != key) {
@@ -287,7 +317,10 @@ impl Component {
                     if extra.is_empty() {
                         break;
                     }
-                    return Err(self.err(format!("unexpected argument(s) `{extra}`; it takes only --options ({})", self.param_names())));
+                    return Err(self.err(format!(
+                        "unexpected argument(s) `{extra}`; it takes only --options ({})",
+                        self.param_names()
+                    )));
                 }
                 varargs = tokens[start..].iter().map(|s| s.to_string()).collect();
                 break;
@@ -298,22 +331,40 @@ impl Component {
                 None => (stripped, None),
             };
             let single_dash = !tok.starts_with("--");
-            let param = self.param(flag).filter(|p| !single_dash || p.name.chars().count() == 1).ok_or_else(|| {
-                self.err(format!(
-                    "unknown argument `{tok}`.{} Valid parameters: {}",
-                    did_you_mean(flag, self.params.iter().filter(|p| p.ty != ParamType::VarArgs).map(|p| p.name.as_str())),
-                    self.param_names()
-                ))
-            })?;
+            let param = self
+                .param(flag)
+                .filter(|p| !single_dash || p.name.chars().count() == 1)
+                .ok_or_else(|| {
+                    self.err(format!(
+                        "unknown argument `{tok}`.{} Valid parameters: {}",
+                        did_you_mean(
+                            flag,
+                            self.params
+                                .iter()
+                                .filter(|p| p.ty != ParamType::VarArgs)
+                                .map(|p| p.name.as_str())
+                        ),
+                        self.param_names()
+                    ))
+                })?;
             if raw.contains_key(&param.name) {
-                return Err(self.err(format!("parameter `--{}` is given more than once", param.name)));
+                return Err(self.err(format!(
+                    "parameter `--{}` is given more than once",
+                    param.name
+                )));
             }
             let value = match inline {
                 Some(v) => v,
-                None if param.ty == ParamType::Bool && tokens.get(i + 1).is_none_or(|n| n.starts_with('-')) => "True".into(),
+                None if param.ty == ParamType::Bool
+                    && tokens.get(i + 1).is_none_or(|n| n.starts_with('-')) =>
+                {
+                    "True".into()
+                }
                 None => {
                     i += 1;
-                    tokens.get(i).map(|s| s.to_string()).ok_or_else(|| self.err(format!("`{tok}` expects a value ({})", param.ty.name())))?
+                    tokens.get(i).map(|s| s.to_string()).ok_or_else(|| {
+                        self.err(format!("`{tok}` expects a value ({})", param.ty.name()))
+                    })?
                 }
             };
             raw.insert(param.name.clone(), value);
@@ -331,13 +382,19 @@ impl Component {
                 }
                 continue;
             }
-            let value = match raw.remove(&p.name).or_else(|| defaults.get(&p.name).cloned()) {
+            let value = match raw
+                .remove(&p.name)
+                .or_else(|| defaults.get(&p.name).cloned())
+            {
                 Some(v) => v,
                 None => match &p.default {
                     ParamDefault::Value(v) => v.clone(),
                     ParamDefault::Absent => continue,
                     ParamDefault::Required => {
-                        return Err(self.err(format!("missing required parameter `--{}` ({})", p.name, p.help)));
+                        return Err(self.err(format!(
+                            "missing required parameter `--{}` ({})",
+                            p.name, p.help
+                        )));
                     }
                 },
             };
@@ -371,7 +428,13 @@ impl Component {
     fn param_names(&self) -> String {
         self.params
             .iter()
-            .map(|p| if p.ty == ParamType::VarArgs { format!("[{}...]", p.name) } else { format!("--{}", p.name) })
+            .map(|p| {
+                if p.ty == ParamType::VarArgs {
+                    format!("[{}...]", p.name)
+                } else {
+                    format!("--{}", p.name)
+                }
+            })
             .collect::<Vec<_>>()
             .join(", ")
     }
@@ -386,7 +449,12 @@ impl Component {
     }
 
     /// Parses `tokens` and builds; `Ok(None)` when `--help` was asked.
-    pub fn materialize<S: AsRef<str>>(&self, tokens: &[S], defaults: &BTreeMap<String, String>, env: &ComponentEnv) -> Result<Option<AppDef>> {
+    pub fn materialize<S: AsRef<str>>(
+        &self,
+        tokens: &[S],
+        defaults: &BTreeMap<String, String>,
+        env: &ComponentEnv,
+    ) -> Result<Option<AppDef>> {
         match self.parse_args(tokens, defaults)? {
             ParseOutcome::Help => Ok(None),
             ParseOutcome::Args(a) => self.build(&a, env).map(Some),
@@ -398,10 +466,16 @@ impl Component {
         let mut usage = format!("usage: torchx run <run args...> {}", self.name);
         for p in &self.params {
             let meta = p.name.to_uppercase();
-            let flag = if p.name.chars().count() == 1 { format!("-{}", p.name) } else { format!("--{}", p.name) };
+            let flag = if p.name.chars().count() == 1 {
+                format!("-{}", p.name)
+            } else {
+                format!("--{}", p.name)
+            };
             let item = match (p.ty, &p.default) {
                 (ParamType::VarArgs, _) => format!(" ...{meta}"),
-                (_, ParamDefault::Required) if !defaults.contains_key(&p.name) => format!(" {flag} {meta}"),
+                (_, ParamDefault::Required) if !defaults.contains_key(&p.name) => {
+                    format!(" {flag} {meta}")
+                }
                 _ => format!(" [{flag} {meta}]"),
             };
             usage.push_str(&item);

@@ -18,9 +18,15 @@ pub fn parse_kv(arg: &str) -> Result<Vec<(String, String)>> {
         }
         out
     };
-    let chunks: Vec<&str> = processed.split('=').map(str::trim).filter(|s| !s.is_empty()).collect();
+    let chunks: Vec<&str> = processed
+        .split('=')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .collect();
     if chunks.len() < 2 {
-        return Err(Error::arg(format!("`{arg}` does not have at least one `key=value` pair")));
+        return Err(Error::arg(format!(
+            "`{arg}` does not have at least one `key=value` pair"
+        )));
     }
     let mut pairs = Vec::new();
     let mut key = restore(chunks[0]);
@@ -84,7 +90,8 @@ fn extract_quoted(arg: &str) -> (String, Vec<String>) {
 
 fn unquote(val: &str) -> String {
     let quoted = val.len() >= 2
-        && ((val.starts_with('\'') && val.ends_with('\'')) || (val.starts_with('"') && val.ends_with('"')));
+        && ((val.starts_with('\'') && val.ends_with('\''))
+            || (val.starts_with('"') && val.ends_with('"')));
     if quoted {
         val[1..val.len() - 1].to_string()
     } else {
@@ -94,7 +101,11 @@ fn unquote(val: &str) -> String {
 
 /// TorchX's `to_list`: split on `,`, strip, drop empties.
 pub fn parse_list(s: &str) -> Vec<String> {
-    s.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_string).collect()
+    s.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+        .collect()
 }
 
 #[cfg(test)]
@@ -105,7 +116,10 @@ mod tests {
         parse_kv(s).unwrap()
     }
     fn p(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     }
 
     #[test]
@@ -128,18 +142,37 @@ mod tests {
         assert_eq!(d("FOO=v1;v2,BAR=v3"), p(&[("FOO", "v1;v2"), ("BAR", "v3")]));
         assert_eq!(
             d("foo=bar1,bar2,bar3,my_key=my_value,new_foo=new_bar1,new_bar2"),
-            p(&[("foo", "bar1,bar2,bar3"), ("my_key", "my_value"), ("new_foo", "new_bar1,new_bar2")])
+            p(&[
+                ("foo", "bar1,bar2,bar3"),
+                ("my_key", "my_value"),
+                ("new_foo", "new_bar1,new_bar2")
+            ])
         );
-        assert_eq!(d("key1=value1,,foo=bar"), p(&[("key1", "value1,"), ("foo", "bar")]));
+        assert_eq!(
+            d("key1=value1,,foo=bar"),
+            p(&[("key1", "value1,"), ("foo", "bar")])
+        );
         assert_eq!(d("A=1,,B=2"), p(&[("A", "1,"), ("B", "2")]));
-        assert_eq!(d("FOO=\"value with = and , and ;\""), p(&[("FOO", "value with = and , and ;")]));
+        assert_eq!(
+            d("FOO=\"value with = and , and ;\""),
+            p(&[("FOO", "value with = and , and ;")])
+        );
         assert_eq!(d("a='x=1',b=\"y;z\""), p(&[("a", "x=1"), ("b", "y;z")]));
         assert_eq!(d(" a = 1 , b = 2 "), p(&[("a", "1"), ("b", "2")]));
     }
 
     #[test]
     fn malformed() {
-        for bad in ["FOO", "FOO,", "FOO;", "FOO=", "A=", "FOO=;BAR=v1", "=v", "a=1=2,=3"] {
+        for bad in [
+            "FOO",
+            "FOO,",
+            "FOO;",
+            "FOO=",
+            "A=",
+            "FOO=;BAR=v1",
+            "=v",
+            "a=1=2,=3",
+        ] {
             assert!(parse_kv(bad).is_err(), "{bad}");
         }
         assert_eq!(

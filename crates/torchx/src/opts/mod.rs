@@ -42,11 +42,20 @@ impl CfgValue {
             CfgValue::Float(f) => format!("{f:?}"),
             CfgValue::Str(s) => s.clone(),
             CfgValue::List(l) => {
-                format!("[{}]", l.iter().map(|s| format!("'{s}'")).collect::<Vec<_>>().join(", "))
+                format!(
+                    "[{}]",
+                    l.iter()
+                        .map(|s| format!("'{s}'"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
             }
             CfgValue::Dict(d) => format!(
                 "{{{}}}",
-                d.iter().map(|(k, v)| format!("'{k}': '{v}'")).collect::<Vec<_>>().join(", ")
+                d.iter()
+                    .map(|(k, v)| format!("'{k}': '{v}'"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ),
         }
     }
@@ -55,7 +64,11 @@ impl CfgValue {
     pub fn config_repr(&self) -> String {
         match self {
             CfgValue::List(l) => l.join(";"),
-            CfgValue::Dict(d) => d.iter().map(|(k, v)| format!("{k}:{v}")).collect::<Vec<_>>().join(";"),
+            CfgValue::Dict(d) => d
+                .iter()
+                .map(|(k, v)| format!("{k}:{v}"))
+                .collect::<Vec<_>>()
+                .join(";"),
             other => other.python_repr(),
         }
     }
@@ -123,7 +136,12 @@ impl OptType {
 
     fn parse_dict(key: &str, s: &str) -> Result<BTreeMap<String, String>> {
         let mut out = BTreeMap::new();
-        for pair in s.replace(',', ";").split(';').map(str::trim).filter(|p| !p.is_empty()) {
+        for pair in s
+            .replace(',', ";")
+            .split(';')
+            .map(str::trim)
+            .filter(|p| !p.is_empty())
+        {
             let Some((k, v)) = pair.split_once(':') else {
                 return Err(Error::config(format!(
                     "Run option: {key}, entry `{pair}` is not of the form `key:value` (e.g. {key}=k1:v1;k2:v2)"
@@ -140,9 +158,15 @@ impl OptType {
             OptType::Str => CfgValue::Str(s.to_string()),
             OptType::Int => CfgValue::Int(s.trim().parse().map_err(|_| self.mismatch(key, s))?),
             OptType::Float => CfgValue::Float(s.trim().parse().map_err(|_| self.mismatch(key, s))?),
-            OptType::Bool => CfgValue::Bool(Self::parse_bool(s.trim()).ok_or_else(|| self.mismatch(key, s))?),
+            OptType::Bool => {
+                CfgValue::Bool(Self::parse_bool(s.trim()).ok_or_else(|| self.mismatch(key, s))?)
+            }
             OptType::List => CfgValue::List(
-                s.replace(';', ",").split(',').filter(|p| !p.is_empty()).map(str::to_string).collect(),
+                s.replace(';', ",")
+                    .split(',')
+                    .filter(|p| !p.is_empty())
+                    .map(str::to_string)
+                    .collect(),
             ),
             OptType::Dict => CfgValue::Dict(Self::parse_dict(key, s)?),
         })
@@ -151,9 +175,12 @@ impl OptType {
     /// Casts a `.torchxconfig` value to this type. Lists split on `;` only, as in TorchX.
     pub fn cast_config(self, key: &str, s: &str) -> Result<CfgValue> {
         match self {
-            OptType::List => {
-                Ok(CfgValue::List(s.split(';').filter(|p| !p.is_empty()).map(str::to_string).collect()))
-            }
+            OptType::List => Ok(CfgValue::List(
+                s.split(';')
+                    .filter(|p| !p.is_empty())
+                    .map(str::to_string)
+                    .collect(),
+            )),
             _ => self.cast_cli(key, s),
         }
     }
@@ -192,7 +219,13 @@ pub struct OptSpec {
 
 impl OptSpec {
     /// A spec; aliases are derived from the name.
-    pub fn new(name: &'static str, ty: OptType, required: bool, default: Option<CfgValue>, help: String) -> OptSpec {
+    pub fn new(
+        name: &'static str,
+        ty: OptType,
+        required: bool,
+        default: Option<CfgValue>,
+        help: String,
+    ) -> OptSpec {
         let mut aliases = Vec::new();
         let snake = name.replace('-', "_");
         let camel = to_camel(&snake);
@@ -201,7 +234,14 @@ impl OptSpec {
                 aliases.push(a);
             }
         }
-        OptSpec { name, aliases, ty, required, default, help }
+        OptSpec {
+            name,
+            aliases,
+            ty,
+            required,
+            default,
+            help,
+        }
     }
 
     fn matches(&self, key: &str) -> bool {
@@ -259,7 +299,11 @@ impl RunOpts {
 
     fn unknown_key(&self, key: &str) -> Error {
         let names: Vec<&str> = self.opts.iter().map(|o| o.name).collect();
-        let valid = if names.is_empty() { "(this scheduler takes no options)".to_string() } else { names.join(", ") };
+        let valid = if names.is_empty() {
+            "(this scheduler takes no options)".to_string()
+        } else {
+            names.join(", ")
+        };
         Error::config(format!(
             "unknown run option `{key}`.{} Valid options are: {valid}",
             did_you_mean(key, names.iter().copied())
@@ -303,7 +347,9 @@ impl RunOpts {
 
     /// Parses JSON run options (`{"k": v}`), casting strings to the declared types.
     pub fn parse_json(&self, v: &serde_json::Value) -> Result<Cfg> {
-        let obj = v.as_object().ok_or_else(|| Error::config("run options must be a JSON object"))?;
+        let obj = v
+            .as_object()
+            .ok_or_else(|| Error::config("run options must be a JSON object"))?;
         let mut typed = Vec::new();
         for (key, value) in obj {
             let spec = self.get(key).ok_or_else(|| self.unknown_key(key))?;
@@ -323,7 +369,11 @@ impl RunOpts {
 
     /// Fills options absent from `cfg` from a config file section. Unknown keys and the literal
     /// `None` are skipped; unknown keys are returned as warnings.
-    pub fn fill_from_config(&self, cfg: &mut Cfg, section: &[(String, String)]) -> Result<Vec<String>> {
+    pub fn fill_from_config(
+        &self,
+        cfg: &mut Cfg,
+        section: &[(String, String)],
+    ) -> Result<Vec<String>> {
         let mut warnings = Vec::new();
         for (key, raw) in section {
             let Some(spec) = self.get(key) else {
@@ -403,9 +453,20 @@ impl fmt::Display for RunOpts {
                 let default = if o.required {
                     String::new()
                 } else {
-                    format!(", {}", o.default.as_ref().map_or("None".into(), CfgValue::python_repr))
+                    format!(
+                        ", {}",
+                        o.default
+                            .as_ref()
+                            .map_or("None".into(), CfgValue::python_repr)
+                    )
                 };
-                write!(f, "\n        {}={} ({}{default})", o.name, o.name.to_uppercase(), o.ty.name())?;
+                write!(
+                    f,
+                    "\n        {}={} ({}{default})",
+                    o.name,
+                    o.name.to_uppercase(),
+                    o.ty.name()
+                )?;
                 write!(f, "\n            {}", o.help)?;
             }
         }
@@ -469,7 +530,12 @@ pub trait TypedOpts: Sized {
 
 /// Joins doc-comment lines into one help string.
 pub fn join_doc(lines: &[&str]) -> String {
-    lines.iter().map(|l| l.trim()).filter(|l| !l.is_empty()).collect::<Vec<_>>().join(" ")
+    lines
+        .iter()
+        .map(|l| l.trim())
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// Declares a typed run options struct. Help comes from each field's doc comment; a field of
@@ -596,7 +662,12 @@ mod tests {
     fn parse_and_resolve() {
         let s = schema();
         let cfg = s
-            .resolve(&s.parse_cli("queue=q,maxRetries=3,subnets=a;b,env=A:1,B:2,mail_user=x@y,ratio=0.5").unwrap())
+            .resolve(
+                &s.parse_cli(
+                    "queue=q,maxRetries=3,subnets=a;b,env=A:1,B:2,mail_user=x@y,ratio=0.5",
+                )
+                .unwrap(),
+            )
             .unwrap();
         let o = TestOpts::from_cfg(&cfg).unwrap();
         assert_eq!(o.queue, "q");
@@ -616,7 +687,10 @@ mod tests {
             Ok(c) => panic!("{cli} accepted: {c:?}"),
             Err(e) => e.to_string(),
         };
-        assert_eq!(e("namespace=x"), "Required run option: queue, must be provided and not `None`");
+        assert_eq!(
+            e("namespace=x"),
+            "Required run option: queue, must be provided and not `None`"
+        );
         assert_eq!(
             e("queue=q,max_retries=three"),
             "Run option: max_retries, must be of type: int (an integer such as 3), but was: `three`"
@@ -638,7 +712,10 @@ mod tests {
             e("queue=q,env=A"),
             "Run option: env, entry `A` is not of the form `key:value` (e.g. env=k1:v1;k2:v2)"
         );
-        assert_eq!(e("queue="), "invalid run options: `queue=` does not have at least one `key=value` pair");
+        assert_eq!(
+            e("queue="),
+            "invalid run options: `queue=` does not have at least one `key=value` pair"
+        );
     }
 
     #[test]
@@ -667,7 +744,10 @@ mod tests {
         ];
         let warnings = s.fill_from_config(&mut cfg, &section).unwrap();
         assert_eq!(cfg["queue"], CfgValue::Str("cli".into()));
-        assert_eq!(cfg["subnets"], CfgValue::List(vec!["a,b".into(), "c".into()]));
+        assert_eq!(
+            cfg["subnets"],
+            CfgValue::List(vec!["a,b".into(), "c".into()])
+        );
         assert!(!cfg.contains_key("ratio"));
         assert_eq!(warnings.len(), 1);
         assert!(warnings[0].starts_with("unknown run option `bogus`"));

@@ -27,7 +27,9 @@ pub fn random_u64() -> u64 {
         }
     }
     // No /dev/urandom: mix time and pid (ids still differ between processes and calls).
-    let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
     (t.as_nanos() as u64) ^ (u64::from(std::process::id()) << 32) ^ 0x9E37_79B9_7F4A_7C15
 }
 
@@ -48,7 +50,10 @@ mod tests {
     #[test]
     fn golden_matches_torchx() {
         // TorchX: os.urandom returning bytes(range(8)) gives "fzfjxlmln9".
-        assert_eq!(encode_id(u64::from_be_bytes([0, 1, 2, 3, 4, 5, 6, 7])), "fzfjxlmln9");
+        assert_eq!(
+            encode_id(u64::from_be_bytes([0, 1, 2, 3, 4, 5, 6, 7])),
+            "fzfjxlmln9"
+        );
         assert!(!random_id().contains('8'));
         assert_ne!(random_id(), random_id());
     }

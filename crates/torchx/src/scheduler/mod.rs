@@ -64,7 +64,13 @@ pub trait NativeRequest: Debug + Send + Sync + Any {
 /// Downcasts a dry-run request to the scheduler's own request type.
 pub fn downcast_request<'a, T: 'static>(info: &'a DryRunInfo, scheduler: &str) -> Result<&'a T> {
     info.request.as_any().downcast_ref::<T>().ok_or_else(|| {
-        Error::backend(scheduler, format!("dry-run info was made by scheduler `{}`, not `{scheduler}`", info.scheduler))
+        Error::backend(
+            scheduler,
+            format!(
+                "dry-run info was made by scheduler `{}`, not `{scheduler}`",
+                info.scheduler
+            ),
+        )
     })
 }
 
@@ -83,8 +89,16 @@ pub struct DryRunContext {
 
 impl DryRunContext {
     /// A context with the given session, unique id and working directory.
-    pub fn new(session_name: impl Into<String>, unique: impl Into<String>, cwd: impl Into<PathBuf>) -> Self {
-        DryRunContext { session_name: session_name.into(), unique: unique.into(), cwd: cwd.into() }
+    pub fn new(
+        session_name: impl Into<String>,
+        unique: impl Into<String>,
+        cwd: impl Into<PathBuf>,
+    ) -> Self {
+        DryRunContext {
+            session_name: session_name.into(),
+            unique: unique.into(),
+            cwd: cwd.into(),
+        }
     }
 
     /// TorchX's `make_unique(name)`.
@@ -129,7 +143,12 @@ pub trait Scheduler: Debug + Send + Sync {
     /// Its run option schema.
     fn run_opts(&self) -> RunOpts;
     /// Renders the native request. Pure: no I/O, deterministic given its inputs.
-    fn submit_dryrun(&self, app: &AppDef, cfg: &Cfg, ctx: &DryRunContext) -> Result<Box<dyn NativeRequest>>;
+    fn submit_dryrun(
+        &self,
+        app: &AppDef,
+        cfg: &Cfg,
+        ctx: &DryRunContext,
+    ) -> Result<Box<dyn NativeRequest>>;
     /// Submits a dry-run result; returns the scheduler's app id.
     async fn schedule(&self, info: &DryRunInfo) -> Result<String>;
     /// The app's status, `None` if the scheduler does not know it.
@@ -146,7 +165,13 @@ pub trait Scheduler: Debug + Send + Sync {
         Err(Error::unsupported(self.name(), "delete"))
     }
     /// The log lines of replica `k` of `role`.
-    async fn log_iter(&self, app_id: &str, role: &str, k: u32, query: &LogQuery) -> Result<Box<dyn LogLines>> {
+    async fn log_iter(
+        &self,
+        app_id: &str,
+        role: &str,
+        k: u32,
+        query: &LogQuery,
+    ) -> Result<Box<dyn LogLines>> {
         let _ = (app_id, role, k, query);
         Err(Error::unsupported(self.name(), "logs"))
     }

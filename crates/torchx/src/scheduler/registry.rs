@@ -16,14 +16,18 @@ pub struct Registry {
 
 impl std::fmt::Debug for Registry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_list().entries(self.entries.iter().map(|e| &e.0)).finish()
+        f.debug_list()
+            .entries(self.entries.iter().map(|e| &e.0))
+            .finish()
     }
 }
 
 impl Registry {
     /// An empty registry.
     pub fn empty() -> Registry {
-        Registry { entries: Vec::new() }
+        Registry {
+            entries: Vec::new(),
+        }
     }
 
     /// The builtin schedulers compiled into this build.
@@ -38,7 +42,12 @@ impl Registry {
     }
 
     /// Adds (or replaces) a scheduler.
-    pub fn register(&mut self, name: impl Into<String>, description: &'static str, factory: SchedulerFactory) {
+    pub fn register(
+        &mut self,
+        name: impl Into<String>,
+        description: &'static str,
+        factory: SchedulerFactory,
+    ) {
         let name = name.into();
         if let Some(e) = self.entries.iter_mut().find(|e| e.0 == name) {
             *e = (name, description, factory);
@@ -76,7 +85,11 @@ impl Registry {
         Error::not_found(
             "scheduler",
             name,
-            format!(".{} Use one of: {}", did_you_mean(name, names.iter().copied()), names.join(", ")),
+            format!(
+                ".{} Use one of: {}",
+                did_you_mean(name, names.iter().copied()),
+                names.join(", ")
+            ),
         )
     }
 }

@@ -20,7 +20,11 @@ pub struct AppHandle {
 
 impl fmt::Display for AppHandle {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}://{}/{}", self.scheduler, self.session_name, self.app_id)
+        write!(
+            f,
+            "{}://{}/{}",
+            self.scheduler, self.session_name, self.app_id
+        )
     }
 }
 
@@ -43,8 +47,11 @@ pub fn parse_app_handle(handle: &str) -> Result<AppHandle> {
     let re = RE.get_or_init(|| {
         Regex::new(r"^(?P<scheduler>.+)://(?P<session>.*)/(?P<app_id>.+)$").expect("valid regex")
     });
-    let malformed =
-        || Error::arg(format!("{handle} is not of the form: <scheduler_backend>://<session_name>/<app_id>"));
+    let malformed = || {
+        Error::arg(format!(
+            "{handle} is not of the form: <scheduler_backend>://<session_name>/<app_id>"
+        ))
+    };
     if handle.chars().any(char::is_control) {
         return Err(malformed());
     }
@@ -69,14 +76,23 @@ mod tests {
     #[test]
     fn torchx_edge_cases() {
         let t = |a: &str, b: &str, c: &str| (a.to_string(), b.to_string(), c.to_string());
-        assert_eq!(parts("local_cwd://torchx/echo-abc"), t("local_cwd", "torchx", "echo-abc"));
+        assert_eq!(
+            parts("local_cwd://torchx/echo-abc"),
+            t("local_cwd", "torchx", "echo-abc")
+        );
         assert_eq!(parts("k8s:///foo"), t("k8s", "", "foo"));
         assert_eq!(parts("a://b/c/d"), t("a", "b/c", "d"));
         assert_eq!(parts("a://b://c/d"), t("a://b", "c", "d"));
-        assert_eq!(parts("kubernetes://session/default:app-1"), t("kubernetes", "session", "default:app-1"));
+        assert_eq!(
+            parts("kubernetes://session/default:app-1"),
+            t("kubernetes", "session", "default:app-1")
+        );
         for bad in ["x://y/", "foo", "://a/b", "a:/b/c", "", "a://b/c\nd"] {
             let e = parse_app_handle(bad).unwrap_err().to_string();
-            assert!(e.ends_with("is not of the form: <scheduler_backend>://<session_name>/<app_id>"), "{bad}: {e}");
+            assert!(
+                e.ends_with("is not of the form: <scheduler_backend>://<session_name>/<app_id>"),
+                "{bad}: {e}"
+            );
         }
     }
 }

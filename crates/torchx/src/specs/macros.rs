@@ -144,7 +144,10 @@ mod tests {
             ("a$", "a$"),
             ("$1 ${ app_id} ${app_id", "$1 ${ app_id} ${app_id"),
             ("${img_root}/bin:${replica_id}", "/img/bin:2"),
-            ("$${${rank0_env}:=localhost}:29500", "${TORCHX_RANK0_HOST:=localhost}:29500"),
+            (
+                "$${${rank0_env}:=localhost}:29500",
+                "${TORCHX_RANK0_HOST:=localhost}:29500",
+            ),
             ("${base_img_root}", "DEPRECATED"),
             ("héllo ${app_id} ünï", "héllo app-123 ünï"),
         ];
@@ -158,13 +161,19 @@ mod tests {
         let mut role = Role::new("r-${app_id}", "${img_root}").with_entrypoint("${app_id}");
         role.args = vec!["--id".into(), "${app_id}".into()];
         role.env.insert("${app_id}".into(), "$replica_id".into());
-        role.metadata.insert("k".into(), serde_json::json!({"a": ["${app_id}", 1], "b": "$$"}));
+        role.metadata.insert(
+            "k".into(),
+            serde_json::json!({"a": ["${app_id}", 1], "b": "$$"}),
+        );
         let out = values().apply(&role);
         assert_eq!(out.name, "r-${app_id}");
         assert_eq!(out.image, "${img_root}");
         assert_eq!(out.entrypoint, "${app_id}");
         assert_eq!(out.args, vec!["--id", "app-123"]);
         assert_eq!(out.env["${app_id}"], "2");
-        assert_eq!(out.metadata["k"], serde_json::json!({"a": ["app-123", 1], "b": "$"}));
+        assert_eq!(
+            out.metadata["k"],
+            serde_json::json!({"a": ["app-123", 1], "b": "$"})
+        );
     }
 }

@@ -113,7 +113,13 @@ impl fmt::Display for Workspace {
         let parts: Vec<String> = self
             .projects
             .iter()
-            .map(|(k, v)| if v.is_empty() { k.clone() } else { format!("{k}:{v}") })
+            .map(|(k, v)| {
+                if v.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{k}:{v}")
+                }
+            })
             .collect();
         f.write_str(&parts.join(";"))
     }
@@ -136,7 +142,10 @@ impl<'de> Deserialize<'de> for Workspace {
         match Repr::deserialize(d)? {
             Repr::Str(s) => Workspace::parse(&s).map_err(serde::de::Error::custom),
             Repr::Map(m) => Ok(Workspace {
-                projects: m.into_iter().map(|(k, v)| (k, v.unwrap_or_default())).collect(),
+                projects: m
+                    .into_iter()
+                    .map(|(k, v)| (k, v.unwrap_or_default()))
+                    .collect(),
             }),
         }
     }
@@ -264,7 +273,11 @@ pub struct AppDef {
 impl AppDef {
     /// An app with the given name and roles.
     pub fn new(name: impl Into<String>, roles: Vec<Role>) -> AppDef {
-        AppDef { name: name.into(), roles, metadata: BTreeMap::new() }
+        AppDef {
+            name: name.into(),
+            roles,
+            metadata: BTreeMap::new(),
+        }
     }
 
     /// Checks what every scheduler needs: a name, at least one role, unique non-empty role names,
@@ -282,7 +295,10 @@ impl AppDef {
         let mut seen = std::collections::BTreeSet::new();
         for role in &self.roles {
             if role.name.trim().is_empty() {
-                return Err(Error::spec(format!("app `{}` has a role with an empty name", self.name)));
+                return Err(Error::spec(format!(
+                    "app `{}` has a role with an empty name",
+                    self.name
+                )));
             }
             if !seen.insert(role.name.as_str()) {
                 return Err(Error::spec(format!(
@@ -291,7 +307,10 @@ impl AppDef {
                 )));
             }
             if role.entrypoint.is_empty() || role.entrypoint == MISSING {
-                return Err(Error::spec(format!("No entrypoint for role: {}", role.name)));
+                return Err(Error::spec(format!(
+                    "No entrypoint for role: {}",
+                    role.name
+                )));
             }
             if role.num_replicas == 0 {
                 return Err(Error::spec(format!(
@@ -358,7 +377,9 @@ mod tests {
     fn echo() -> AppDef {
         AppDef::new(
             "echo",
-            vec![Role::new("echo", "img").with_entrypoint("echo").with_args(["hi"])],
+            vec![Role::new("echo", "img")
+                .with_entrypoint("echo")
+                .with_args(["hi"])],
         )
     }
 
@@ -379,7 +400,8 @@ mod tests {
 
     #[test]
     fn minimal_yaml_gets_defaults() {
-        let app = AppDef::from_yaml("name: x\nroles:\n- {name: r, image: i, entrypoint: e}\n").unwrap();
+        let app =
+            AppDef::from_yaml("name: x\nroles:\n- {name: r, image: i, entrypoint: e}\n").unwrap();
         assert_eq!(app.roles[0].num_replicas, 1);
         assert_eq!(app.roles[0].resource, Resource::null());
         assert_eq!(app.roles[0].retry_policy, RetryPolicy::Application);
@@ -398,10 +420,17 @@ mod tests {
         let mut app = echo();
         app.validate().unwrap();
         app.roles.push(app.roles[0].clone());
-        assert!(app.validate().unwrap_err().to_string().contains("used twice"));
+        assert!(app
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("used twice"));
         let mut app = echo();
         app.roles[0].entrypoint = MISSING.into();
-        assert_eq!(app.validate().unwrap_err().to_string(), "No entrypoint for role: echo");
+        assert_eq!(
+            app.validate().unwrap_err().to_string(),
+            "No entrypoint for role: echo"
+        );
         let app = AppDef::new("x", vec![]);
         assert_eq!(
             app.validate().unwrap_err().to_string(),

@@ -88,11 +88,18 @@ pub fn parse_mounts<S: AsRef<str>>(opts: &[S], home: Option<&str>) -> Result<Vec
 }
 
 fn to_mount(opts: &[(&'static str, String)], home: Option<&str>) -> Result<Mount> {
-    let get = |k: &str| opts.iter().rev().find(|(key, _)| *key == k).map(|(_, v)| v.clone());
+    let get = |k: &str| {
+        opts.iter()
+            .rev()
+            .find(|(key, _)| *key == k)
+            .map(|(_, v)| v.clone())
+    };
     let typ = get("type").unwrap_or_default();
     let required = |k: &str| {
         get(k).filter(|v| !v.is_empty()).ok_or_else(|| {
-            Error::arg(format!("mount of type={typ} is missing `{k}=` (e.g. type=bind,src=/a,dst=/b)"))
+            Error::arg(format!(
+                "mount of type={typ} is missing `{k}=` (e.g. type=bind,src=/a,dst=/b)"
+            ))
         })
     };
     let read_only = get("readonly").is_some();
@@ -102,19 +109,33 @@ fn to_mount(opts: &[(&'static str, String)], home: Option<&str>) -> Result<Mount
             if let (Some(home), Some(rest)) = (home, src_path.strip_prefix('~')) {
                 src_path = format!("{home}{rest}");
             }
-            Ok(Mount::Bind { src_path, dst_path: required("dst")?, read_only })
+            Ok(Mount::Bind {
+                src_path,
+                dst_path: required("dst")?,
+                read_only,
+            })
         }
-        "volume" => Ok(Mount::Volume { src: required("src")?, dst_path: required("dst")?, read_only }),
+        "volume" => Ok(Mount::Volume {
+            src: required("src")?,
+            dst_path: required("dst")?,
+            read_only,
+        }),
         "device" => {
             let src_path = required("src")?;
-            let dst_path = get("dst").filter(|d| !d.is_empty()).unwrap_or_else(|| src_path.clone());
+            let dst_path = get("dst")
+                .filter(|d| !d.is_empty())
+                .unwrap_or_else(|| src_path.clone());
             let permissions = get("perm").unwrap_or_else(default_perm);
             if let Some(c) = permissions.chars().find(|c| !"rwm".contains(*c)) {
                 return Err(Error::arg(format!(
                     "device mount perm=`{permissions}`: `{c}` is not a valid permission flag, must be one of r,w,m"
                 )));
             }
-            Ok(Mount::Device { src_path, dst_path, permissions })
+            Ok(Mount::Device {
+                src_path,
+                dst_path,
+                permissions,
+            })
         }
         other => Err(Error::arg(format!(
             "invalid mount type `{other}`, must be one of: bind, volume, device"
@@ -137,22 +158,53 @@ mod tests {
         assert_eq!(
             m,
             vec![
-                Mount::Bind { src_path: "/home/u/a".into(), dst_path: "/b".into(), read_only: true },
-                Mount::Volume { src: "v".into(), dst_path: "/c".into(), read_only: false },
-                Mount::Device { src_path: "/dev/fuse".into(), dst_path: "/dev/fuse".into(), permissions: "rwm".into() },
+                Mount::Bind {
+                    src_path: "/home/u/a".into(),
+                    dst_path: "/b".into(),
+                    read_only: true
+                },
+                Mount::Volume {
+                    src: "v".into(),
+                    dst_path: "/c".into(),
+                    read_only: false
+                },
+                Mount::Device {
+                    src_path: "/dev/fuse".into(),
+                    dst_path: "/dev/fuse".into(),
+                    permissions: "rwm".into()
+                },
             ]
         );
         let m = parse("type=device,src=/dev/a,dst=/dev/b,perm=r").unwrap();
-        assert_eq!(m, vec![Mount::Device { src_path: "/dev/a".into(), dst_path: "/dev/b".into(), permissions: "r".into() }]);
+        assert_eq!(
+            m,
+            vec![Mount::Device {
+                src_path: "/dev/a".into(),
+                dst_path: "/dev/b".into(),
+                permissions: "r".into()
+            }]
+        );
     }
 
     #[test]
     fn errors() {
         let e = |s| parse(s).unwrap_err().to_string();
-        assert_eq!(e("src=/a,type=bind"), "mount option `src=/a`: type must be specified first (e.g. type=bind,src=/a,dst=/b)");
+        assert_eq!(
+            e("src=/a,type=bind"),
+            "mount option `src=/a`: type must be specified first (e.g. type=bind,src=/a,dst=/b)"
+        );
         assert_eq!(e("type=bind,foo=1"), "unknown mount option `foo`, must be one of: type, destination, dst, target, read_only, readonly, source, src, perm");
-        assert_eq!(e("type=nfs,src=a,dst=b"), "invalid mount type `nfs`, must be one of: bind, volume, device");
-        assert_eq!(e("type=bind,src=/a"), "mount of type=bind is missing `dst=` (e.g. type=bind,src=/a,dst=/b)");
-        assert_eq!(e("type=device,src=/dev/a,perm=rx"), "device mount perm=`rx`: `x` is not a valid permission flag, must be one of r,w,m");
+        assert_eq!(
+            e("type=nfs,src=a,dst=b"),
+            "invalid mount type `nfs`, must be one of: bind, volume, device"
+        );
+        assert_eq!(
+            e("type=bind,src=/a"),
+            "mount of type=bind is missing `dst=` (e.g. type=bind,src=/a,dst=/b)"
+        );
+        assert_eq!(
+            e("type=device,src=/dev/a,perm=rx"),
+            "device mount perm=`rx`: `x` is not a valid permission flag, must be one of r,w,m"
+        );
     }
 }

@@ -39,7 +39,13 @@ pub struct Resource {
 impl Resource {
     /// A resource with the given cpu, gpu and memory (MB).
     pub fn new(cpu: i64, gpu: i64, mem_mb: i64) -> Resource {
-        Resource { cpu, gpu, mem_mb, capabilities: BTreeMap::new(), devices: BTreeMap::new() }
+        Resource {
+            cpu,
+            gpu,
+            mem_mb,
+            capabilities: BTreeMap::new(),
+            devices: BTreeMap::new(),
+        }
     }
 
     /// TorchX's `NULL_RESOURCE`: nothing specified.
@@ -54,12 +60,17 @@ impl Resource {
 
     /// The instance type capability, if set.
     pub fn instance_type(&self) -> Option<&str> {
-        self.capabilities.get(INSTANCE_TYPE).and_then(|v| v.as_str())
+        self.capabilities
+            .get(INSTANCE_TYPE)
+            .and_then(|v| v.as_str())
     }
 
     fn aws(cpu: i64, gpu: i64, gib: i64, itype: &str, devices: &[(&str, i64)]) -> Resource {
         let mut r = Resource::new(cpu, gpu, gib * AWS_GIB);
-        r.capabilities.insert(INSTANCE_TYPE.into(), serde_json::Value::String(itype.into()));
+        r.capabilities.insert(
+            INSTANCE_TYPE.into(),
+            serde_json::Value::String(itype.into()),
+        );
         r.devices = devices.iter().map(|(k, v)| (k.to_string(), *v)).collect();
         r
     }
@@ -69,7 +80,14 @@ const EFA1: &[(&str, i64)] = &[(EFA_DEVICE, 1)];
 
 /// (name, cpu, gpu, GiB or MB, instance type, devices); generic entries have no instance type and
 /// give MB directly.
-type Entry = (&'static str, i64, i64, i64, &'static str, &'static [(&'static str, i64)]);
+type Entry = (
+    &'static str,
+    i64,
+    i64,
+    i64,
+    &'static str,
+    &'static [(&'static str, i64)],
+);
 
 const GENERIC: &[Entry] = &[
     ("gpu.small", 8, 1, 32 * GIB, "", &[]),
@@ -92,10 +110,38 @@ const AWS: &[Entry] = &[
     ("aws_p3.8xlarge", 32, 4, 244, "p3.8xlarge", &[]),
     ("aws_p3.16xlarge", 64, 8, 488, "p3.16xlarge", &[]),
     ("aws_p3dn.24xlarge", 96, 8, 768, "p3dn.24xlarge", EFA1),
-    ("aws_p4d.24xlarge", 96, 8, 1152, "p4d.24xlarge", &[(EFA_DEVICE, 4)]),
-    ("aws_p4de.24xlarge", 96, 8, 1152, "p4de.24xlarge", &[(EFA_DEVICE, 4)]),
-    ("aws_p5.48xlarge", 192, 8, 2048, "p5.48xlarge", &[(EFA_DEVICE, 32)]),
-    ("aws_p5en.48xlarge", 192, 8, 2048, "p5en.48xlarge", &[(EFA_DEVICE, 16)]),
+    (
+        "aws_p4d.24xlarge",
+        96,
+        8,
+        1152,
+        "p4d.24xlarge",
+        &[(EFA_DEVICE, 4)],
+    ),
+    (
+        "aws_p4de.24xlarge",
+        96,
+        8,
+        1152,
+        "p4de.24xlarge",
+        &[(EFA_DEVICE, 4)],
+    ),
+    (
+        "aws_p5.48xlarge",
+        192,
+        8,
+        2048,
+        "p5.48xlarge",
+        &[(EFA_DEVICE, 32)],
+    ),
+    (
+        "aws_p5en.48xlarge",
+        192,
+        8,
+        2048,
+        "p5en.48xlarge",
+        &[(EFA_DEVICE, 16)],
+    ),
     ("aws_g4dn.xlarge", 4, 1, 16, "g4dn.xlarge", &[]),
     ("aws_g4dn.2xlarge", 8, 1, 32, "g4dn.2xlarge", &[]),
     ("aws_g4dn.4xlarge", 16, 1, 64, "g4dn.4xlarge", &[]),
@@ -117,19 +163,79 @@ const AWS: &[Entry] = &[
     ("aws_g6e.8xlarge", 32, 1, 256, "g6e.8xlarge", &[]),
     ("aws_g6e.16xlarge", 64, 1, 512, "g6e.16xlarge", &[]),
     ("aws_g6e.12xlarge", 48, 4, 384, "g6e.12xlarge", &[]),
-    ("aws_g6e.24xlarge", 96, 4, 768, "g6e.24xlarge", &[(EFA_DEVICE, 2)]),
-    ("aws_g6e.48xlarge", 192, 8, 1536, "g6e.48xlarge", &[(EFA_DEVICE, 4)]),
-    ("aws_trn1.2xlarge", 8, 0, 32, "trn1.2xlarge", &[(NEURON_DEVICE, 1)]),
-    ("aws_trn1.32xlarge", 128, 0, 512, "trn1.32xlarge", &[(EFA_DEVICE, 8), (NEURON_DEVICE, 16)]),
-    ("aws_inf2.xlarge", 4, 0, 16, "inf2.xlarge", &[(NEURON_DEVICE, 1)]),
-    ("aws_inf2.8xlarge", 32, 0, 128, "inf2.8xlarge", &[(NEURON_DEVICE, 1)]),
-    ("aws_inf2.24xlarge", 96, 0, 384, "inf2.24xlarge", &[(NEURON_DEVICE, 6)]),
-    ("aws_inf2.48xlarge", 192, 0, 768, "inf2.48xlarge", &[(NEURON_DEVICE, 12)]),
+    (
+        "aws_g6e.24xlarge",
+        96,
+        4,
+        768,
+        "g6e.24xlarge",
+        &[(EFA_DEVICE, 2)],
+    ),
+    (
+        "aws_g6e.48xlarge",
+        192,
+        8,
+        1536,
+        "g6e.48xlarge",
+        &[(EFA_DEVICE, 4)],
+    ),
+    (
+        "aws_trn1.2xlarge",
+        8,
+        0,
+        32,
+        "trn1.2xlarge",
+        &[(NEURON_DEVICE, 1)],
+    ),
+    (
+        "aws_trn1.32xlarge",
+        128,
+        0,
+        512,
+        "trn1.32xlarge",
+        &[(EFA_DEVICE, 8), (NEURON_DEVICE, 16)],
+    ),
+    (
+        "aws_inf2.xlarge",
+        4,
+        0,
+        16,
+        "inf2.xlarge",
+        &[(NEURON_DEVICE, 1)],
+    ),
+    (
+        "aws_inf2.8xlarge",
+        32,
+        0,
+        128,
+        "inf2.8xlarge",
+        &[(NEURON_DEVICE, 1)],
+    ),
+    (
+        "aws_inf2.24xlarge",
+        96,
+        0,
+        384,
+        "inf2.24xlarge",
+        &[(NEURON_DEVICE, 6)],
+    ),
+    (
+        "aws_inf2.48xlarge",
+        192,
+        0,
+        768,
+        "inf2.48xlarge",
+        &[(NEURON_DEVICE, 12)],
+    ),
 ];
 
 /// Every builtin named resource name, generic first, then AWS, then `NULL`/`MISSING`.
 pub fn named_resource_names() -> impl Iterator<Item = &'static str> {
-    GENERIC.iter().chain(AWS).map(|e| e.0).chain(["NULL", "MISSING"])
+    GENERIC
+        .iter()
+        .chain(AWS)
+        .map(|e| e.0)
+        .chain(["NULL", "MISSING"])
 }
 
 /// Looks up a builtin named resource (a fresh value each call).
@@ -156,7 +262,12 @@ pub fn named_resource(name: &str) -> Result<Resource> {
 
 /// TorchX's `resource(cpu, gpu, memMB, h)`: `h` (a named resource) wins; otherwise unset or zero
 /// values fall back to cpu=2, gpu=0, memMB=1024 (TorchX uses `or`, so 0 cpu becomes 2).
-pub fn resource(cpu: Option<i64>, gpu: Option<i64>, mem_mb: Option<i64>, h: Option<&str>) -> Result<Resource> {
+pub fn resource(
+    cpu: Option<i64>,
+    gpu: Option<i64>,
+    mem_mb: Option<i64>,
+    h: Option<&str>,
+) -> Result<Resource> {
     if let Some(h) = h {
         return named_resource(h);
     }
@@ -181,8 +292,14 @@ mod tests {
         assert_eq!(named_resource("aws_g6e.48xlarge").unwrap().mem_mb, 1509888);
         let r = named_resource("aws_trn1.32xlarge").unwrap();
         assert_eq!((r.devices[EFA_DEVICE], r.devices[NEURON_DEVICE]), (8, 16));
-        assert_eq!(named_resource("gpu.small").unwrap(), Resource::new(8, 1, 32768));
-        assert_eq!(named_resource("cpu.nano").unwrap(), Resource::new(1, 0, 512));
+        assert_eq!(
+            named_resource("gpu.small").unwrap(),
+            Resource::new(8, 1, 32768)
+        );
+        assert_eq!(
+            named_resource("cpu.nano").unwrap(),
+            Resource::new(1, 0, 512)
+        );
         assert_eq!(named_resource("NULL").unwrap(), Resource::null());
         assert_eq!(named_resource_names().count(), 10 + 40 + 2);
     }
@@ -192,7 +309,14 @@ mod tests {
         let table: Vec<String> = named_resource_names()
             .map(|n| {
                 let r = named_resource(n).unwrap();
-                format!("{n} {} {} {} {:?} {:?}", r.cpu, r.gpu, r.mem_mb, r.instance_type(), r.devices)
+                format!(
+                    "{n} {} {} {} {:?} {:?}",
+                    r.cpu,
+                    r.gpu,
+                    r.mem_mb,
+                    r.instance_type(),
+                    r.devices
+                )
             })
             .collect();
         insta::assert_snapshot!(table.join("\n"));
@@ -201,13 +325,25 @@ mod tests {
     #[test]
     fn unknown_suggests() {
         let e = named_resource("gpu.smal").unwrap_err().to_string();
-        assert!(e.starts_with("named resource `gpu.smal` not found. Did you mean `gpu.small`?"), "{e}");
+        assert!(
+            e.starts_with("named resource `gpu.smal` not found. Did you mean `gpu.small`?"),
+            "{e}"
+        );
     }
 
     #[test]
     fn resource_helper() {
-        assert_eq!(resource(None, None, None, None).unwrap(), Resource::new(2, 0, 1024));
-        assert_eq!(resource(Some(0), Some(1), None, None).unwrap(), Resource::new(2, 1, 1024));
-        assert_eq!(resource(Some(4), None, None, Some("gpu.small")).unwrap(), Resource::new(8, 1, 32768));
+        assert_eq!(
+            resource(None, None, None, None).unwrap(),
+            Resource::new(2, 0, 1024)
+        );
+        assert_eq!(
+            resource(Some(0), Some(1), None, None).unwrap(),
+            Resource::new(2, 1, 1024)
+        );
+        assert_eq!(
+            resource(Some(4), None, None, Some("gpu.small")).unwrap(),
+            Resource::new(8, 1, 32768)
+        );
     }
 }

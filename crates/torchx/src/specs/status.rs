@@ -46,7 +46,10 @@ impl AppState {
 
     /// SUCCEEDED, FAILED or CANCELLED.
     pub fn is_terminal(self) -> bool {
-        matches!(self, AppState::Succeeded | AppState::Failed | AppState::Cancelled)
+        matches!(
+            self,
+            AppState::Succeeded | AppState::Failed | AppState::Cancelled
+        )
     }
 
     /// Terminal or RUNNING.
@@ -83,10 +86,16 @@ impl fmt::Display for AppState {
 impl std::str::FromStr for AppState {
     type Err = Error;
     fn from_str(s: &str) -> Result<Self> {
-        AppState::ALL.into_iter().find(|st| st.as_str().eq_ignore_ascii_case(s)).ok_or_else(|| {
-            let names: Vec<&str> = AppState::ALL.iter().map(|s| s.as_str()).collect();
-            Error::arg(format!("invalid state `{s}`, must be one of: {}", names.join(", ")))
-        })
+        AppState::ALL
+            .into_iter()
+            .find(|st| st.as_str().eq_ignore_ascii_case(s))
+            .ok_or_else(|| {
+                let names: Vec<&str> = AppState::ALL.iter().map(|s| s.as_str()).collect();
+                Error::arg(format!(
+                    "invalid state `{s}`, must be one of: {}",
+                    names.join(", ")
+                ))
+            })
     }
 }
 
@@ -144,8 +153,19 @@ pub struct ReplicaStatus {
 
 impl ReplicaStatus {
     /// A replica status without an error message.
-    pub fn new(id: u32, state: AppState, role: impl Into<String>, hostname: impl Into<String>) -> Self {
-        ReplicaStatus { id, state, role: role.into(), hostname: hostname.into(), structured_error_msg: NONE.into() }
+    pub fn new(
+        id: u32,
+        state: AppState,
+        role: impl Into<String>,
+        hostname: impl Into<String>,
+    ) -> Self {
+        ReplicaStatus {
+            id,
+            state,
+            role: role.into(),
+            hostname: hostname.into(),
+            structured_error_msg: NONE.into(),
+        }
     }
 
     fn to_json(&self) -> Value {
@@ -195,7 +215,14 @@ pub struct AppStatus {
 impl AppStatus {
     /// A status with only a state.
     pub fn new(state: AppState) -> AppStatus {
-        AppStatus { state, num_restarts: 0, msg: String::new(), structured_error_msg: NONE.into(), ui_url: None, roles: Vec::new() }
+        AppStatus {
+            state,
+            num_restarts: 0,
+            msg: String::new(),
+            structured_error_msg: NONE.into(),
+            ui_url: None,
+            roles: Vec::new(),
+        }
     }
 
     /// True when the state is terminal.
@@ -208,12 +235,19 @@ impl AppStatus {
         if self.state == AppState::Succeeded {
             Ok(())
         } else {
-            Err(AppStatusError { status: self.clone() })
+            Err(AppStatusError {
+                status: self.clone(),
+            })
         }
     }
 
-    fn filtered<'a>(&'a self, filter_roles: &'a [String]) -> impl Iterator<Item = &'a RoleStatus> + 'a {
-        self.roles.iter().filter(move |r| filter_roles.is_empty() || filter_roles.contains(&r.role))
+    fn filtered<'a>(
+        &'a self,
+        filter_roles: &'a [String],
+    ) -> impl Iterator<Item = &'a RoleStatus> + 'a {
+        self.roles
+            .iter()
+            .filter(move |r| filter_roles.is_empty() || filter_roles.contains(&r.role))
     }
 
     /// TorchX's `AppStatus.to_json()` (top-level state by name, replica states as integers).
@@ -236,7 +270,12 @@ impl AppStatus {
             replicas.sort_by_key(|r| r.id);
             for r in replicas {
                 let marker = if r.id == 0 { '*' } else { ' ' };
-                roles.push_str(&format!("\n {marker}{}[{}]:{}", r.role, r.id, format_replica(r)));
+                roles.push_str(&format!(
+                    "\n {marker}{}[{}]:{}",
+                    r.role,
+                    r.id,
+                    format_replica(r)
+                ));
             }
         }
         format!(
@@ -322,7 +361,12 @@ pub(crate) fn format_utc(secs: i64) -> String {
     let d = doy - (153 * mp + 2) / 5 + 1;
     let m = if mp < 10 { mp + 3 } else { mp - 9 };
     let y = yoe + era * 400 + i64::from(m <= 2);
-    format!("{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}", rem / 3600, rem % 3600 / 60, rem % 60)
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
 }
 
 /// Returned by [`AppStatus::raise_for_status`] when the app did not succeed.
@@ -459,8 +503,13 @@ mod tests {
         assert_eq!(AppState::Running.repr(), "RUNNING (3)");
         assert!(AppState::Cancelled.is_terminal() && !AppState::Unknown.is_terminal());
         assert!(AppState::Running.is_started() && !AppState::Pending.is_started());
-        assert_eq!("succeeded".parse::<AppState>().unwrap(), AppState::Succeeded);
-        assert!(status().raise_for_status().unwrap_err().to_string() == "job did not succeed: RUNNING");
+        assert_eq!(
+            "succeeded".parse::<AppState>().unwrap(),
+            AppState::Succeeded
+        );
+        assert!(
+            status().raise_for_status().unwrap_err().to_string() == "job did not succeed: RUNNING"
+        );
         assert_eq!(format_utc(0), "1970-01-01 00:00:00");
         assert_eq!(format_utc(1_700_000_000), "2023-11-14 22:13:20");
     }

@@ -13,7 +13,7 @@ mod sys;
 
 use std::collections::BTreeMap;
 use std::fs::{self, File, OpenOptions};
-use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
@@ -27,8 +27,13 @@ pub use state::{derive_state, AppRecord, Liveness, ReplicaRecord, RoleRecord};
 
 use crate::error::{Error, Result};
 use crate::opts::{Cfg, RunOpts, TypedOpts};
-use crate::scheduler::{downcast_request, Capabilities, DryRunContext, LogLines, LogQuery, NativeRequest, Scheduler};
-use crate::specs::{AppDef, DescribeAppResponse, DryRunInfo, ListAppResponse, ReplicaStatus, RoleStatus, Stream, NONE};
+use crate::scheduler::{
+    downcast_request, Capabilities, DryRunContext, LogLines, LogQuery, NativeRequest, Scheduler,
+};
+use crate::specs::{
+    AppDef, DescribeAppResponse, DryRunInfo, ListAppResponse, ReplicaStatus, RoleStatus, Stream,
+    NONE,
+};
 
 /// The registry name.
 pub const NAME: &str = "local_cwd";
@@ -61,7 +66,10 @@ pub struct LocalCwdScheduler {
 }
 
 fn now() -> f64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
 }
 
 fn io_err(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> Error {
@@ -73,13 +81,18 @@ fn io_err(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> Error {
 fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     let tmp = path.with_extension(format!("tmp{}", std::process::id()));
     let mut f = File::create(&tmp).map_err(io_err(format!("writing {}", tmp.display())))?;
-    f.write_all(bytes).map_err(io_err(format!("writing {}", tmp.display())))?;
+    f.write_all(bytes)
+        .map_err(io_err(format!("writing {}", tmp.display())))?;
     fs::rename(&tmp, path).map_err(io_err(format!("renaming {}", tmp.display())))
 }
 
 fn create_private_dir(dir: &Path) -> Result<()> {
     use std::os::unix::fs::DirBuilderExt;
-    fs::DirBuilder::new().recursive(true).mode(0o700).create(dir).map_err(io_err(format!("creating {}", dir.display())))
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(io_err(format!("creating {}", dir.display())))
 }
 
 impl LocalCwdScheduler {
@@ -106,9 +119,9 @@ impl LocalCwdScheduler {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(Error::io(format!("reading {}", path.display()), e)),
         };
-        serde_json::from_str(&text)
-            .map(Some)
-            .map_err(|e| Error::backend(NAME, format!("corrupt app record {}: {e}", path.display())))
+        serde_json::from_str(&text).map(Some).map_err(|e| {
+            Error::backend(NAME, format!("corrupt app record {}: {e}", path.display()))
+        })
     }
 
     fn liveness(&self, rec: &AppRecord) -> Liveness {
@@ -119,7 +132,11 @@ impl LocalCwdScheduler {
             .flat_map(|r| &r.replicas)
             .filter(|r| !r.finished())
             .any(|r| r.pid.is_some_and(|p| sys::pid_alive(p, r.pid_start)));
-        Liveness { cancelled, owner_alive: sys::pid_alive(rec.owner_pid, rec.owner_start), any_unfinished_alive }
+        Liveness {
+            cancelled,
+            owner_alive: sys::pid_alive(rec.owner_pid, rec.owner_start),
+            any_unfinished_alive,
+        }
     }
 
     fn describe_record(&self, rec: &AppRecord) -> DescribeAppResponse {
@@ -128,8 +145,14 @@ impl LocalCwdScheduler {
         resp.msg = msg;
         resp.ui_url = Some(format!("file://{}", rec.log_dir));
         resp.roles = rec.app.roles.clone();
-        resp.metadata.insert("created".into(), format!("{:.3}", rec.created));
-        let ended = rec.roles.iter().flat_map(|r| &r.replicas).filter_map(|r| r.ended).fold(None, |a: Option<f64>, e| Some(a.map_or(e, |a| a.max(e))));
+        resp.metadata
+            .insert("created".into(), format!("{:.3}", rec.created));
+        let ended = rec
+            .roles
+            .iter()
+            .flat_map(|r| &r.replicas)
+            .filter_map(|r| r.ended)
+            .fold(None, |a: Option<f64>, e| Some(a.map_or(e, |a| a.max(e))));
         if let (true, Some(e)) = (state.is_terminal(), ended) {
             resp.metadata.insert("ended".into(), format!("{e:.3}"));
         }
@@ -138,7 +161,12 @@ impl LocalCwdScheduler {
         for role in &rec.roles {
             let mut replicas = Vec::new();
             for r in &role.replicas {
-                let mut status = ReplicaStatus::new(r.id, state::replica_state(r, state), &role.role, "localhost");
+                let mut status = ReplicaStatus::new(
+                    r.id,
+                    state::replica_state(r, state),
+                    &role.role,
+                    "localhost",
+                );
                 if let Ok(meta) = fs::metadata(&r.error_file) {
                     if let Ok(text) = fs::read_to_string(&r.error_file) {
                         status.structured_error_msg = text.clone();
@@ -147,10 +175,16 @@ impl LocalCwdScheduler {
                 }
                 replicas.push(status);
             }
-            resp.roles_statuses.push(RoleStatus { role: role.role.clone(), replicas });
+            resp.roles_statuses.push(RoleStatus {
+                role: role.role.clone(),
+                replicas,
+            });
         }
         errors.sort_by_key(|e| e.0);
-        resp.structured_error_msg = errors.into_iter().next().map_or_else(|| NONE.to_string(), |e| e.1);
+        resp.structured_error_msg = errors
+            .into_iter()
+            .next()
+            .map_or_else(|| NONE.to_string(), |e| e.1);
         resp
     }
 
@@ -158,7 +192,11 @@ impl LocalCwdScheduler {
         let app_dir = self.app_dir(&req.app_id)?;
         create_private_dir(&self.apps_dir())?;
         fs::create_dir(&app_dir).map_err(io_err(format!("creating {}", app_dir.display())))?;
-        let cuda = if req.auto_set_cuda_visible_devices { cuda_assignments(req, gpu_count()) } else { None };
+        let cuda = if req.auto_set_cuda_visible_devices {
+            cuda_assignments(req, gpu_count())
+        } else {
+            None
+        };
         let me = std::process::id();
         let mut record = AppRecord {
             app_id: req.app_id.clone(),
@@ -172,7 +210,10 @@ impl LocalCwdScheduler {
         };
         let mut children = Vec::new();
         for (ri, role) in req.roles.iter().enumerate() {
-            let mut role_rec = RoleRecord { role: role.role.clone(), replicas: Vec::new() };
+            let mut role_rec = RoleRecord {
+                role: role.role.clone(),
+                replicas: Vec::new(),
+            };
             for (i, p) in role.replicas.iter().enumerate() {
                 let mut env = p.env.clone();
                 if let Some(ids) = cuda.as_ref().and_then(|c| c.get(ri)).and_then(|r| r.get(i)) {
@@ -190,7 +231,10 @@ impl LocalCwdScheduler {
                     stdout: p.stdout.display().to_string(),
                     stderr: p.stderr.display().to_string(),
                     combined: p.combined.display().to_string(),
-                    error_file: env.get("TORCHELASTIC_ERROR_FILE").cloned().unwrap_or_default(),
+                    error_file: env
+                        .get("TORCHELASTIC_ERROR_FILE")
+                        .cloned()
+                        .unwrap_or_default(),
                 };
                 match spawn(p, &env) {
                     Ok(child) => {
@@ -208,7 +252,10 @@ impl LocalCwdScheduler {
             record.roles.push(role_rec);
         }
         let state_path = app_dir.join("state.json");
-        write_atomic(&state_path, &serde_json::to_vec_pretty(&record).unwrap_or_default())?;
+        write_atomic(
+            &state_path,
+            &serde_json::to_vec_pretty(&record).unwrap_or_default(),
+        )?;
         let shared = Arc::new(Mutex::new(record));
         for (role, i, (child, pumps)) in children {
             let shared = Arc::clone(&shared);
@@ -259,14 +306,26 @@ fn spawn(p: &ReplicaParam, env: &BTreeMap<String, String>) -> Result<(std::proce
     let context = |what: &str| format!("{what} for replica log {}", p.stdout.display());
     let stdout_log = open_log(&p.stdout).map_err(io_err(context("creating log file")))?;
     let stderr_log = open_log(&p.stderr).map_err(io_err(context("creating log file")))?;
-    let combined = Arc::new(Mutex::new(open_log(&p.combined).map_err(io_err(context("creating log file")))?));
-    let (program, args) = p.args.split_first().ok_or_else(|| Error::spec("empty command line"))?;
+    let combined = Arc::new(Mutex::new(
+        open_log(&p.combined).map_err(io_err(context("creating log file")))?,
+    ));
+    let (program, args) = p
+        .args
+        .split_first()
+        .ok_or_else(|| Error::spec("empty command line"))?;
     let mut cmd = Command::new(program);
-    cmd.args(args).current_dir(&p.cwd).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    cmd.args(args)
+        .current_dir(&p.cwd)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
     for (k, v) in env {
         if k == "PATH" {
             let os_path = std::env::var("PATH").unwrap_or_default();
-            cmd.env(k, render::join_path([Some(v.as_str()), Some(os_path.as_str())]));
+            cmd.env(
+                k,
+                render::join_path([Some(v.as_str()), Some(os_path.as_str())]),
+            );
         } else {
             cmd.env(k, v);
         }
@@ -276,7 +335,9 @@ fn spawn(p: &ReplicaParam, env: &BTreeMap<String, String>) -> Result<(std::proce
     }
     // Its own process group, so cancel can stop the whole tree.
     cmd.process_group(0);
-    let mut child = cmd.spawn().map_err(|e| Error::backend(NAME, format!("cannot start `{program}`: {e}")))?;
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| Error::backend(NAME, format!("cannot start `{program}`: {e}")))?;
     let mut pumps = Vec::new();
     if let Some(out) = child.stdout.take() {
         let c = Arc::clone(&combined);
@@ -306,14 +367,26 @@ fn pump(src: impl Read, mut own: File, combined: &Mutex<File>) {
     }
 }
 
-fn wait_replica(mut child: std::process::Child, pumps: Pumps, shared: &Mutex<AppRecord>, state_path: &Path, role: &str, i: usize) {
+fn wait_replica(
+    mut child: std::process::Child,
+    pumps: Pumps,
+    shared: &Mutex<AppRecord>,
+    state_path: &Path,
+    role: &str,
+    i: usize,
+) {
     use std::os::unix::process::ExitStatusExt;
     let status = child.wait();
     for p in pumps {
         let _ = p.join();
     }
     let Ok(mut rec) = shared.lock() else { return };
-    if let Some(r) = rec.roles.iter_mut().find(|r| r.role == role).and_then(|r| r.replicas.get_mut(i)) {
+    if let Some(r) = rec
+        .roles
+        .iter_mut()
+        .find(|r| r.role == role)
+        .and_then(|r| r.replicas.get_mut(i))
+    {
         match status {
             Ok(s) => {
                 r.exit_code = s.code();
@@ -331,8 +404,15 @@ fn wait_replica(mut child: std::process::Child, pumps: Pumps, shared: &Mutex<App
 }
 
 fn gpu_count() -> i64 {
-    match Command::new("nvidia-smi").arg("-L").stderr(Stdio::null()).output() {
-        Ok(out) if out.status.success() => String::from_utf8_lossy(&out.stdout).lines().filter(|l| !l.trim().is_empty()).count() as i64,
+    match Command::new("nvidia-smi")
+        .arg("-L")
+        .stderr(Stdio::null())
+        .output()
+    {
+        Ok(out) if out.status.success() => String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .count() as i64,
         _ => 0,
     }
 }
@@ -361,7 +441,12 @@ impl Scheduler for LocalCwdScheduler {
         LocalCwdOpts::schema()
     }
 
-    fn submit_dryrun(&self, app: &AppDef, cfg: &Cfg, ctx: &DryRunContext) -> Result<Box<dyn NativeRequest>> {
+    fn submit_dryrun(
+        &self,
+        app: &AppDef,
+        cfg: &Cfg,
+        ctx: &DryRunContext,
+    ) -> Result<Box<dyn NativeRequest>> {
         let opts = LocalCwdOpts::from_cfg(cfg)?;
         let base = self.state_dir.join(NAME).join("logs");
         Ok(Box::new(render(app, &opts, ctx, &base)))
@@ -369,12 +454,19 @@ impl Scheduler for LocalCwdScheduler {
 
     async fn schedule(&self, info: &DryRunInfo) -> Result<String> {
         let req = downcast_request::<PopenRequest>(info, NAME)?;
-        let session = req.log_dir.parent().and_then(|p| p.file_name()).map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+        let session = req
+            .log_dir
+            .parent()
+            .and_then(|p| p.file_name())
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
         self.launch(req, &info.app, &session)
     }
 
     async fn describe(&self, app_id: &str) -> Result<Option<DescribeAppResponse>> {
-        Ok(self.read_record(app_id)?.map(|rec| self.describe_record(&rec)))
+        Ok(self
+            .read_record(app_id)?
+            .map(|rec| self.describe_record(&rec)))
     }
 
     async fn list(&self) -> Result<Vec<ListAppResponse>> {
@@ -387,7 +479,9 @@ impl Scheduler for LocalCwdScheduler {
         let mut out = Vec::new();
         for entry in entries.flatten() {
             let id = entry.file_name().to_string_lossy().into_owned();
-            let Ok(Some(rec)) = self.read_record(&id) else { continue };
+            let Ok(Some(rec)) = self.read_record(&id) else {
+                continue;
+            };
             let desc = self.describe_record(&rec);
             out.push(ListAppResponse {
                 app_id: rec.app_id.clone(),
@@ -398,20 +492,32 @@ impl Scheduler for LocalCwdScheduler {
                 end_time: desc.metadata.get("ended").and_then(|e| e.parse().ok()),
             });
         }
-        out.sort_by(|a, b| b.start_time.partial_cmp(&a.start_time).unwrap_or(std::cmp::Ordering::Equal));
+        out.sort_by(|a, b| {
+            b.start_time
+                .partial_cmp(&a.start_time)
+                .unwrap_or(std::cmp::Ordering::Equal)
+        });
         Ok(out)
     }
 
     async fn cancel(&self, app_id: &str) -> Result<()> {
         match self.read_record(app_id)? {
             Some(rec) => self.cancel_record(&rec),
-            None => Err(Error::not_found("app", format!("{NAME}://{app_id}"), ", it does not exist or has been deleted".to_string())),
+            None => Err(Error::not_found(
+                "app",
+                format!("{NAME}://{app_id}"),
+                ", it does not exist or has been deleted".to_string(),
+            )),
         }
     }
 
     async fn delete(&self, app_id: &str) -> Result<()> {
         let Some(rec) = self.read_record(app_id)? else {
-            return Err(Error::not_found("app", format!("{NAME}://{app_id}"), ", it does not exist or has been deleted".to_string()));
+            return Err(Error::not_found(
+                "app",
+                format!("{NAME}://{app_id}"),
+                ", it does not exist or has been deleted".to_string(),
+            ));
         };
         if !derive_state(&rec, self.liveness(&rec)).0.is_terminal() {
             self.cancel_record(&rec)?;
@@ -425,17 +531,39 @@ impl Scheduler for LocalCwdScheduler {
         Ok(())
     }
 
-    async fn log_iter(&self, app_id: &str, role: &str, k: u32, query: &LogQuery) -> Result<Box<dyn LogLines>> {
-        let rec = self.read_record(app_id)?.ok_or_else(|| Error::not_found("app", format!("{NAME}://{app_id}"), String::new()))?;
+    async fn log_iter(
+        &self,
+        app_id: &str,
+        role: &str,
+        k: u32,
+        query: &LogQuery,
+    ) -> Result<Box<dyn LogLines>> {
+        let rec = self
+            .read_record(app_id)?
+            .ok_or_else(|| Error::not_found("app", format!("{NAME}://{app_id}"), String::new()))?;
         let role_rec = rec.roles.iter().find(|r| r.role == role).ok_or_else(|| {
             let names: Vec<&str> = rec.roles.iter().map(|r| r.role.as_str()).collect();
-            Error::not_found("role", role, format!(" in app {app_id}; its roles are: {}", names.join(", ")))
+            Error::not_found(
+                "role",
+                role,
+                format!(" in app {app_id}; its roles are: {}", names.join(", ")),
+            )
         })?;
         let replica = role_rec.replicas.get(k as usize).ok_or_else(|| {
-            Error::not_found("replica", format!("{role}/{k}"), format!(" in app {app_id}; role {role} has {} replica(s)", role_rec.replicas.len()))
+            Error::not_found(
+                "replica",
+                format!("{role}/{k}"),
+                format!(
+                    " in app {app_id}; role {role} has {} replica(s)",
+                    role_rec.replicas.len()
+                ),
+            )
         })?;
         if query.since.is_some() || query.until.is_some() {
-            return Err(Error::unsupported(NAME, "log --since/--until (its logs carry no timestamps)"));
+            return Err(Error::unsupported(
+                NAME,
+                "log --since/--until (its logs carry no timestamps)",
+            ));
         }
         let path = match query.streams.unwrap_or(Stream::Combined) {
             Stream::Stdout => &replica.stdout,
@@ -466,7 +594,9 @@ struct FileLines {
 impl FileLines {
     fn app_finished(&self) -> bool {
         match self.scheduler.read_record(&self.app_id) {
-            Ok(Some(rec)) => derive_state(&rec, self.scheduler.liveness(&rec)).0.is_terminal(),
+            Ok(Some(rec)) => derive_state(&rec, self.scheduler.liveness(&rec))
+                .0
+                .is_terminal(),
             _ => true,
         }
     }
@@ -494,13 +624,15 @@ impl LogLines for FileLines {
                         tokio::time::sleep(Duration::from_millis(50)).await;
                         continue;
                     }
-                    Err(e) => return Err(Error::io(format!("reading log {}", self.path.display()), e)),
+                    Err(e) => {
+                        return Err(Error::io(format!("reading log {}", self.path.display()), e))
+                    }
                 }
             }
             let mut buf = Vec::new();
             if let Some(f) = self.file.as_mut() {
-                f.read_to_end(&mut buf).map_err(io_err(format!("reading log {}", self.path.display())))?;
-                let _ = f.seek(SeekFrom::Current(0));
+                f.read_to_end(&mut buf)
+                    .map_err(io_err(format!("reading log {}", self.path.display())))?;
             }
             if !buf.is_empty() {
                 self.pending.extend_from_slice(&buf);

@@ -67,7 +67,12 @@ impl NativeRequest for PopenRequest {
 
 /// Joins PATH fragments, skipping empty ones.
 pub fn join_path<'a>(parts: impl IntoIterator<Item = Option<&'a str>>) -> String {
-    parts.into_iter().flatten().filter(|p| !p.is_empty()).collect::<Vec<_>>().join(":")
+    parts
+        .into_iter()
+        .flatten()
+        .filter(|p| !p.is_empty())
+        .collect::<Vec<_>>()
+        .join(":")
 }
 
 /// The log directory of an app: `{base}/{session}/{app_id}`.
@@ -76,9 +81,18 @@ pub fn app_log_dir(base: &Path, session: &str, app_id: &str) -> PathBuf {
 }
 
 /// Renders the processes for `app`. `default_log_base` is used when `log_dir` is unset.
-pub fn render(app: &AppDef, opts: &LocalCwdOpts, ctx: &DryRunContext, default_log_base: &Path) -> PopenRequest {
+pub fn render(
+    app: &AppDef,
+    opts: &LocalCwdOpts,
+    ctx: &DryRunContext,
+    default_log_base: &Path,
+) -> PopenRequest {
     let app_id = ctx.make_unique(&app.name);
-    let base = opts.log_dir.as_ref().map(PathBuf::from).unwrap_or_else(|| default_log_base.to_path_buf());
+    let base = opts
+        .log_dir
+        .as_ref()
+        .map(PathBuf::from)
+        .unwrap_or_else(|| default_log_base.to_path_buf());
     let log_dir = app_log_dir(&base, &ctx.session_name, &app_id);
     let cwd = ctx.cwd.display().to_string();
     let mut roles = Vec::new();
@@ -91,13 +105,31 @@ pub fn render(app: &AppDef, opts: &LocalCwdOpts, ctx: &DryRunContext, default_lo
             join_path([role_path, Some(cwd.as_str())])
         };
         role.env.insert("PATH".into(), path);
-        let replicas = (0..role.num_replicas).map(|i| replica(&role, i, &app_id, &cwd, &log_dir, ctx)).collect();
-        roles.push(RoleParams { role: role.name.clone(), gpus_per_replica: role.resource.gpu.max(0), replicas });
+        let replicas = (0..role.num_replicas)
+            .map(|i| replica(&role, i, &app_id, &cwd, &log_dir, ctx))
+            .collect();
+        roles.push(RoleParams {
+            role: role.name.clone(),
+            gpus_per_replica: role.resource.gpu.max(0),
+            replicas,
+        });
     }
-    PopenRequest { app_id, log_dir, auto_set_cuda_visible_devices: opts.auto_set_cuda_visible_devices, roles }
+    PopenRequest {
+        app_id,
+        log_dir,
+        auto_set_cuda_visible_devices: opts.auto_set_cuda_visible_devices,
+        roles,
+    }
 }
 
-fn replica(role: &Role, i: u32, app_id: &str, cwd: &str, log_dir: &Path, ctx: &DryRunContext) -> ReplicaParam {
+fn replica(
+    role: &Role,
+    i: u32,
+    app_id: &str,
+    cwd: &str,
+    log_dir: &Path,
+    ctx: &DryRunContext,
+) -> ReplicaParam {
     let values = MacroValues {
         img_root: cwd.to_string(),
         app_id: app_id.to_string(),
@@ -108,9 +140,15 @@ fn replica(role: &Role, i: u32, app_id: &str, cwd: &str, log_dir: &Path, ctx: &D
     let dir = log_dir.join(&role.name).join(i.to_string());
     let mut env = r.env;
     env.insert(RANK0_ENV.into(), "localhost".into());
-    env.entry("TORCHELASTIC_ERROR_FILE".into()).or_insert_with(|| dir.join("error.json").display().to_string());
-    env.entry("PET_LOG_DIR".into())
-        .or_insert_with(|| log_dir.join("torchelastic").join(&role.name).display().to_string());
+    env.entry("TORCHELASTIC_ERROR_FILE".into())
+        .or_insert_with(|| dir.join("error.json").display().to_string());
+    env.entry("PET_LOG_DIR".into()).or_insert_with(|| {
+        log_dir
+            .join("torchelastic")
+            .join(&role.name)
+            .display()
+            .to_string()
+    });
     let mut args = vec![r.entrypoint];
     args.extend(r.args);
     ReplicaParam {
@@ -126,7 +164,11 @@ fn replica(role: &Role, i: u32, app_id: &str, cwd: &str, log_dir: &Path, ctx: &D
 /// Contiguous GPU ranges per replica in role order (`0,1`, `2,3`, ...), or `None` when more GPUs
 /// are requested than `device_count`.
 pub fn cuda_assignments(req: &PopenRequest, device_count: i64) -> Option<Vec<Vec<String>>> {
-    let total: i64 = req.roles.iter().map(|r| r.replicas.len() as i64 * r.gpus_per_replica).sum();
+    let total: i64 = req
+        .roles
+        .iter()
+        .map(|r| r.replicas.len() as i64 * r.gpus_per_replica)
+        .sum();
     if total == 0 || total > device_count {
         return None;
     }
@@ -135,7 +177,9 @@ pub fn cuda_assignments(req: &PopenRequest, device_count: i64) -> Option<Vec<Vec
     for role in &req.roles {
         let mut role_out = Vec::new();
         for _ in &role.replicas {
-            let ids: Vec<String> = (next..next + role.gpus_per_replica).map(|g| g.to_string()).collect();
+            let ids: Vec<String> = (next..next + role.gpus_per_replica)
+                .map(|g| g.to_string())
+                .collect();
             next += role.gpus_per_replica;
             role_out.push(ids.join(","));
         }
@@ -154,11 +198,25 @@ mod tests {
     }
 
     fn opts(log_dir: Option<&str>, prepend_cwd: bool) -> LocalCwdOpts {
-        LocalCwdOpts { log_dir: log_dir.map(String::from), prepend_cwd, auto_set_cuda_visible_devices: false }
+        LocalCwdOpts {
+            log_dir: log_dir.map(String::from),
+            prepend_cwd,
+            auto_set_cuda_visible_devices: false,
+        }
     }
 
     fn app() -> AppDef {
-        let mut r = Role::new("trainer", "img").with_entrypoint("python").with_args(["${img_root}/t.py", "--id", "${app_id}", "--rank", "${replica_id}", "--rdzv", "$${${rank0_env}:=x}"]);
+        let mut r = Role::new("trainer", "img")
+            .with_entrypoint("python")
+            .with_args([
+                "${img_root}/t.py",
+                "--id",
+                "${app_id}",
+                "--rank",
+                "${replica_id}",
+                "--rdzv",
+                "$${${rank0_env}:=x}",
+            ]);
         r.num_replicas = 2;
         r.env.insert("PATH".into(), "/opt/bin".into());
         r.env.insert("FOO".into(), "${app_id}".into());
@@ -167,14 +225,34 @@ mod tests {
 
     #[test]
     fn snapshot_and_macros() {
-        let req = render(&app(), &opts(Some("/logs"), false), &ctx(), Path::new("/state"));
+        let req = render(
+            &app(),
+            &opts(Some("/logs"), false),
+            &ctx(),
+            Path::new("/state"),
+        );
         assert_eq!(req.app_id, "app-abc123");
         let r1 = &req.roles[0].replicas[1];
-        assert_eq!(r1.args, ["python", "/work/proj/t.py", "--id", "app-abc123", "--rank", "1", "--rdzv", "${TORCHX_RANK0_HOST:=x}"]);
+        assert_eq!(
+            r1.args,
+            [
+                "python",
+                "/work/proj/t.py",
+                "--id",
+                "app-abc123",
+                "--rank",
+                "1",
+                "--rdzv",
+                "${TORCHX_RANK0_HOST:=x}"
+            ]
+        );
         assert_eq!(r1.env["PATH"], "/opt/bin:/work/proj");
         assert_eq!(r1.env["FOO"], "app-abc123");
         assert_eq!(r1.env["TORCHX_RANK0_HOST"], "localhost");
-        assert_eq!(r1.stdout, Path::new("/logs/torchx/app-abc123/trainer/1/stdout.log"));
+        assert_eq!(
+            r1.stdout,
+            Path::new("/logs/torchx/app-abc123/trainer/1/stdout.log")
+        );
         insta::assert_snapshot!(req.render());
     }
 
@@ -197,7 +275,10 @@ mod tests {
         let mut a = app();
         a.roles[0].resource = Resource::new(1, 2, 10);
         let req = render(&a, &opts(None, false), &ctx(), Path::new("/s"));
-        assert_eq!(cuda_assignments(&req, 4), Some(vec![vec!["0,1".to_string(), "2,3".to_string()]]));
+        assert_eq!(
+            cuda_assignments(&req, 4),
+            Some(vec![vec!["0,1".to_string(), "2,3".to_string()]])
+        );
         assert_eq!(cuda_assignments(&req, 3), None);
     }
 }

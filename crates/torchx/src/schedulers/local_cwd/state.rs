@@ -90,7 +90,10 @@ pub struct Liveness {
 /// owner is gone and whose process is gone is lost (FAILED); any running replica makes the app
 /// RUNNING; then any failure makes it FAILED, else SUCCEEDED.
 pub fn derive_state(rec: &AppRecord, live: Liveness) -> (AppState, String) {
-    let replicas = rec.roles.iter().flat_map(|r| r.replicas.iter().map(move |x| (&r.role, x)));
+    let replicas = rec
+        .roles
+        .iter()
+        .flat_map(|r| r.replicas.iter().map(move |x| (&r.role, x)));
     let unfinished = replicas.clone().filter(|(_, r)| !r.finished()).count();
     if unfinished > 0 && (live.any_unfinished_alive || live.owner_alive) {
         return (AppState::Running, String::new());
@@ -125,7 +128,11 @@ pub fn replica_state(r: &ReplicaRecord, app_state: AppState) -> AppState {
     if r.succeeded() {
         AppState::Succeeded
     } else if r.finished() {
-        if app_state == AppState::Cancelled { AppState::Cancelled } else { AppState::Failed }
+        if app_state == AppState::Cancelled {
+            AppState::Cancelled
+        } else {
+            AppState::Failed
+        }
     } else if app_state.is_terminal() {
         app_state
     } else {
@@ -136,7 +143,7 @@ pub fn replica_state(r: &ReplicaRecord, app_state: AppState) -> AppState {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::specs::{Role};
+    use crate::specs::Role;
 
     fn rec(states: &[(Option<i32>, Option<i32>)]) -> AppRecord {
         AppRecord {
@@ -153,28 +160,66 @@ mod tests {
                     .iter()
                     .enumerate()
                     .map(|(i, (code, sig))| ReplicaRecord {
-                        id: i as u32, pid: Some(10), pid_start: None, exit_code: *code, signal: *sig, spawn_error: None,
-                        started: 0.0, ended: None, stdout: String::new(), stderr: String::new(), combined: String::new(), error_file: String::new(),
+                        id: i as u32,
+                        pid: Some(10),
+                        pid_start: None,
+                        exit_code: *code,
+                        signal: *sig,
+                        spawn_error: None,
+                        started: 0.0,
+                        ended: None,
+                        stdout: String::new(),
+                        stderr: String::new(),
+                        combined: String::new(),
+                        error_file: String::new(),
                     })
                     .collect(),
             }],
         }
     }
 
-    const DEAD: Liveness = Liveness { cancelled: false, owner_alive: false, any_unfinished_alive: false };
+    const DEAD: Liveness = Liveness {
+        cancelled: false,
+        owner_alive: false,
+        any_unfinished_alive: false,
+    };
 
     #[test]
     fn mapping() {
-        assert_eq!(derive_state(&rec(&[(Some(0), None), (Some(0), None)]), DEAD).0, AppState::Succeeded);
+        assert_eq!(
+            derive_state(&rec(&[(Some(0), None), (Some(0), None)]), DEAD).0,
+            AppState::Succeeded
+        );
         let (s, msg) = derive_state(&rec(&[(Some(0), None), (Some(3), None)]), DEAD);
-        assert_eq!((s, msg.as_str()), (AppState::Failed, "r/1 exited with code 3"));
-        let live = Liveness { owner_alive: true, ..DEAD };
-        assert_eq!(derive_state(&rec(&[(Some(0), None), (None, None)]), live).0, AppState::Running);
+        assert_eq!(
+            (s, msg.as_str()),
+            (AppState::Failed, "r/1 exited with code 3")
+        );
+        let live = Liveness {
+            owner_alive: true,
+            ..DEAD
+        };
+        assert_eq!(
+            derive_state(&rec(&[(Some(0), None), (None, None)]), live).0,
+            AppState::Running
+        );
         let (s, msg) = derive_state(&rec(&[(None, None)]), DEAD);
         assert_eq!(s, AppState::Failed);
         assert!(msg.contains("lost"));
-        let cancelled = Liveness { cancelled: true, ..DEAD };
-        assert_eq!(derive_state(&rec(&[(None, Some(15))]), cancelled).0, AppState::Cancelled);
-        assert_eq!(replica_state(&rec(&[(None, Some(15))]).roles[0].replicas[0], AppState::Cancelled), AppState::Cancelled);
+        let cancelled = Liveness {
+            cancelled: true,
+            ..DEAD
+        };
+        assert_eq!(
+            derive_state(&rec(&[(None, Some(15))]), cancelled).0,
+            AppState::Cancelled
+        );
+        assert_eq!(
+            replica_state(
+                &rec(&[(None, Some(15))]).roles[0].replicas[0],
+                AppState::Cancelled
+            ),
+            AppState::Cancelled
+        );
     }
 }

@@ -3,7 +3,9 @@
 
 /// True when a process with this pid exists (and, if given, started at `start` ticks).
 pub fn pid_alive(pid: u32, start: Option<u64>) -> bool {
-    let Ok(pid_i) = i32::try_from(pid) else { return false };
+    let Ok(pid_i) = i32::try_from(pid) else {
+        return false;
+    };
     // SAFETY: kill with signal 0 only checks for existence and permission.
     let exists = unsafe { libc::kill(pid_i, 0) } == 0
         || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM);
@@ -34,7 +36,9 @@ pub fn proc_start_time(pid: u32) -> Option<u64> {
 
 /// Sends `sig` to the process group `pgid`; false if there is no such group.
 pub fn signal_group(pgid: u32, sig: i32) -> bool {
-    let Ok(pgid) = i32::try_from(pgid) else { return false };
+    let Ok(pgid) = i32::try_from(pgid) else {
+        return false;
+    };
     if pgid <= 1 {
         return false;
     }

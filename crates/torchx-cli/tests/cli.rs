@@ -1,0 +1,395 @@
+//! End-to-end tests of the `torchx` binary with real processes on `local_cwd`. Each test gets its
+//! own HOME, state directory and working directory, so no config file or job leaks in.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+struct Env {
+    _tmp: tempfile::TempDir,
+    home: PathBuf,
+    state: PathBuf,
+    cwd: PathBuf,
+}
+
+impl Env {
+    fn new() -> Env {
+        let tmp = tempfile::tempdir().unwrap();
+        let (home, state, cwd) = (
+            tmp.path().join("home"),
+            tmp.path().join("state"),
+            tmp.path().join("cwd"),
+        );
+        for d in [&home, &cwd] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        Env {
+            _tmp: tmp,
+            home,
+            state,
+            cwd,
+        }
+    }
+
+    fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_torchx"));
+        c.args(args)
+            .current_dir(&self.cwd)
+            .env("HOME", &self.home)
+            .env("TORCHX_STATE_DIR", &self.state)
+            .env_remove("TORCHXCONFIG")
+            .env_remove("LOGLEVEL")
+            .env_remove("TORCHX_PARENT_RUN_ID");
+        c
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.cmd(args).output().unwrap()
+    }
+
+    fn apps(&self) -> usize {
+        std::fs::read_dir(self.state.join("local_cwd/apps"))
+            .map(|d| d.count())
+            .unwrap_or(0)
+    }
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn run_echo_succeeds_and_is_visible_from_other_processes() {
+    let env = Env::new();
+    let out = env.run(&["run", "utils.echo", "--msg", "hello from torchx"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let handle = stdout(&out).trim().to_string();
+    assert!(handle.starts_with("local_cwd://torchx/echo-"), "{handle}");
+    assert!(
+        stderr(&out).contains("echo/0 hello from torchx"),
+        "{}",
+        stderr(&out)
+    );
+
+    let status = env.run(&["status", &handle, "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&stdout(&status)).unwrap();
+    assert_eq!(v["state"], "SUCCEEDED");
+    assert_eq!(v["roles"][0]["replicas"][0]["state"], 4);
+
+    let text = env.run(&["status", &handle]);
+    assert!(
+        stdout(&text).contains(
+            "    State: SUCCEEDED\n    Num Restarts: 0\n    Roles: \n *echo[0]:SUCCEEDED\n"
+        ),
+        "{}",
+        stdout(&text)
+    );
+
+    let log = env.run(&["log", &handle]);
+    assert_eq!(stdout(&log), "echo/0 hello from torchx\n");
+    let log = env.run(&[
+        "log",
+        &format!("{handle}/echo/0"),
+        "--streams",
+        "stdout",
+        "--regex",
+        "^hello",
+    ]);
+    assert_eq!(stdout(&log), "echo/0 hello from torchx\n");
+
+    let list = env.run(&["list", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&stdout(&list)).unwrap();
+    assert_eq!(v[0]["app_handle"], handle.as_str());
+    assert_eq!(v[0]["state"], "SUCCEEDED");
+
+    let desc = env.run(&["describe", &handle]);
+    assert!(
+        stdout(&desc).contains("entrypoint: echo"),
+        "{}",
+        stdout(&desc)
+    );
+
+    assert_eq!(env.run(&["delete", &handle]).status.code(), Some(0));
+    assert_eq!(env.apps(), 0);
+    assert_eq!(env.run(&["status", &handle]).status.code(), Some(4));
+}
+
+#[test]
+fn failing_job_exits_1_with_reason() {
+    let env = Env::new();
+    let out = env.run(&["run", "utils.sh", "--", "sh", "-c", "echo bad >&2; exit 3"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("did not succeed: FAILED (sh/0 exited with code 3)"),
+        "{}",
+        stderr(&out)
+    );
+    let handle = stdout(&out).trim().to_string();
+    let log = env.run(&["log", &handle, "--streams", "stderr"]);
+    assert_eq!(stdout(&log), "sh/0 bad\n");
+}
+
+#[test]
+fn cancel_from_another_process() {
+    let env = Env::new();
+    let mut child = env
+        .cmd(&["run", "utils.sh", "--", "sleep", "30"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut handle = String::new();
+    {
+        use std::io::BufRead;
+        let mut r = std::io::BufReader::new(child.stdout.take().unwrap());
+        r.read_line(&mut handle).unwrap();
+    }
+    let handle = handle.trim().to_string();
+    let out = env.run(&["cancel", &handle]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(1));
+    let s = env.run(&["status", &handle, "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&stdout(&s)).unwrap();
+    assert_eq!(v["state"], "CANCELLED");
+}
+
+#[test]
+fn dryrun_prints_native_request_for_every_scheduler() {
+    let env = Env::new();
+    let runopts = env.run(&["runopts", "--json"]);
+    let schedulers: serde_json::Value = serde_json::from_str(&stdout(&runopts)).unwrap();
+    for name in schedulers.as_object().unwrap().keys() {
+        let out = env.run(&["run", "--dryrun", "-s", name, "utils.echo"]);
+        assert_eq!(out.status.code(), Some(0), "{name}: {}", stderr(&out));
+        assert!(stdout(&out).contains("=== SCHEDULER REQUEST ==="));
+        let out = env.run(&["run", "--dryrun", "--json", "-s", name, "utils.echo"]);
+        let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+        assert_eq!(v["scheduler"], name.as_str());
+        assert_eq!(v["app"]["roles"][0]["entrypoint"], "echo");
+        assert!(v["request"].is_object());
+    }
+    assert_eq!(env.apps(), 0, "a dry run submitted something");
+}
+
+#[test]
+fn config_files_apply_with_precedence() {
+    let env = Env::new();
+    std::fs::write(
+        env.home.join(".torchxconfig"),
+        "[local_cwd]\nlog_dir = /tmp/from-home\n[component:utils.echo]\nmsg = from home\n",
+    )
+    .unwrap();
+    std::fs::write(env.cwd.join(".torchxconfig"), "[local_cwd]\nlog_dir = /tmp/from-cwd\nprepend_cwd = True\n[cli:run]\ncomponent = utils.echo\n").unwrap();
+    let out = env.run(&["run", "--dryrun", "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(v["cfg"]["log_dir"], "/tmp/from-home");
+    assert_eq!(v["cfg"]["prepend_cwd"], true);
+    assert_eq!(v["app"]["roles"][0]["args"][0], "from home");
+    let out = env.run(&[
+        "run",
+        "--dryrun",
+        "--json",
+        "-cfg",
+        "log_dir=/tmp/cli",
+        "utils.echo",
+        "--msg",
+        "cli",
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(v["cfg"]["log_dir"], "/tmp/cli");
+    assert_eq!(v["app"]["roles"][0]["args"][0], "cli");
+}
+
+#[test]
+fn informational_commands() {
+    let env = Env::new();
+    let out = env.run(&["builtins"]);
+    assert!(
+        stdout(&out).starts_with("Found 11 builtin components:\n  1. dist.ddp\n"),
+        "{}",
+        stdout(&out)
+    );
+    let out = env.run(&["runopts", "local_cwd"]);
+    assert!(
+        stdout(&out).starts_with(
+            "local_cwd:\n    usage:\n        [log_dir=LOG_DIR],[prepend_cwd=PREPEND_CWD]"
+        ),
+        "{}",
+        stdout(&out)
+    );
+    let out = env.run(&["run", "utils.echo", "--help"]);
+    assert!(stdout(&out).contains("--msg MSG"), "{}", stdout(&out));
+    let out = env.run(&["configure", "--print", "-a"]);
+    assert!(
+        stdout(&out).contains("[local_cwd]\n# dir to write"),
+        "{}",
+        stdout(&out)
+    );
+    assert_eq!(env.run(&["configure"]).status.code(), Some(0));
+    assert!(env.cwd.join(".torchxconfig").exists());
+    assert_eq!(env.run(&["completions", "bash"]).status.code(), Some(0));
+    assert!(stdout(&env.run(&["--version"])).starts_with("torchx "));
+}
+
+#[test]
+fn app_files_run() {
+    let env = Env::new();
+    std::fs::write(env.cwd.join("app.yaml"), "name: two\nroles:\n- {name: a, image: x, entrypoint: sh, args: ['-c', 'echo A$TORCHX_RANK0_HOST'], num_replicas: 2}\n- {name: b, image: x, entrypoint: echo, args: ['B ${app_id}']}\n").unwrap();
+    let out = env.run(&["run", "./app.yaml"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("a/0 Alocalhost")
+            && err.contains("a/1 Alocalhost")
+            && err.contains("b/0 B two-"),
+        "{err}"
+    );
+}
+
+/// Bad input: exact message fragment and exit code, and nothing submitted.
+#[test]
+fn bad_input_table() {
+    let env = Env::new();
+    let dir = env.cwd.clone();
+    std::fs::write(
+        dir.join("bad.yaml"),
+        "name: x\nroles:\n- {name: r, image: i, entrypiont: e}\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join("noroles.yaml"), "name: x\nroles: []\n").unwrap();
+    std::fs::write(
+        dir.join("ok.yaml"),
+        "name: x\nroles:\n- {name: r, image: i, entrypoint: e}\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join("c.toml"), "[t]\n[t.app]\nname = \"t\"\n").unwrap();
+    std::fs::write(dir.join("broken.toml"), "[t\n").unwrap();
+    let cases: &[(&[&str], i32, &str)] = &[
+        (&["run", "utils.nope"], 4, "component `utils.nope` not found."),
+        (&["run", "utils.ech"], 4, "Did you mean `utils.echo`?"),
+        (&["run", "-s", "slurmm", "utils.echo"], 4, "scheduler `slurmm` not found."),
+        (&["run", "-cfg", "log_dri=/x", "utils.echo"], 3, "unknown run option `log_dri`. Did you mean `log_dir`? Valid options are: log_dir, prepend_cwd, auto_set_cuda_visible_devices"),
+        (&["run", "-cfg", "prepend_cwd=maybe", "utils.echo"], 3, "Run option: prepend_cwd, must be of type: bool (true or false), but was: `maybe`"),
+        (&["run", "-cfg", "log_dir=/a,logDir=/b", "utils.echo"], 3, "run option `log_dir` is given twice with different values"),
+        (&["run", "-cfg", "log_dir=", "utils.echo"], 3, "does not have at least one `key=value` pair"),
+        (&["run", "-cfg", "a=1", "-cfg", "b=2", "utils.echo"], 3, "-cfg/--cfg was given more than once"),
+        (&["run", "utils.echo", "--num_replicas", "x"], 2, "`--num_replicas` expects an integer, got `x`"),
+        (&["run", "utils.echo", "--num_replicas", "0"], 2, "`--num_replicas` must be a positive integer, got 0"),
+        (&["run", "utils.echo", "--mgs", "x"], 2, "unknown argument `--mgs`. Did you mean `msg`?"),
+        (&["run", "utils.echo", "--msg", "a", "--msg", "b"], 2, "parameter `--msg` is given more than once"),
+        (&["run", "utils.touch"], 2, "missing required parameter `--file`"),
+        (&["run", "utils.echo", "stray"], 2, "unexpected argument(s) `stray`"),
+        (&["run", "dist.ddp", "-j", "2y2", "--script", "a.py"], 2, "Invalid format for -j, usage example: 1:2x4 or 1x4 or 4. Given: 2y2"),
+        (&["run", "dist.ddp", "-j", "4:2x1", "--script", "a.py"], 2, "the minimum number of nodes (4) exceeds the maximum (2)"),
+        (&["run", "dist.ddp", "-j", "2x2"], 2, "exactly one of --script and -m must be specified"),
+        (&["run", "dist.ddp", "--script", "a.py", "-h", "gpu.smal"], 4, "named resource `gpu.smal` not found. Did you mean `gpu.small`?"),
+        (&["run", "dist.ddp", "--script", "a.py", "--env", "NOVALUE"], 2, "`--env`: `NOVALUE` does not have at least one `key=value` pair"),
+        (&["run", "utils.sh", "--mounts", "src=/a,type=bind", "true"], 2, "type must be specified first"),
+        (&["run", "utils.sh", "--mounts", "type=nfs,src=a,dst=b", "true"], 2, "invalid mount type `nfs`, must be one of: bind, volume, device"),
+        (&["run", "utils.sh", "--mounts", "type=bind,src=/a", "true"], 2, "mount of type=bind is missing `dst=`"),
+        (&["run", "utils.sh", "--mounts", "type=device,src=/dev/x,perm=rwx", "true"], 2, "`x` is not a valid permission flag"),
+        (&["run", "utils.sh", "--mounts", "type=bind,bogus=1", "true"], 2, "unknown mount option `bogus`"),
+        (&["run", "dist.ddp", "--script", "a.py", "--rdzv_port", "70000"], 2, "`--rdzv_port` must be a port number (0-65535), got 70000"),
+        (&["run", "./bad.yaml"], 2, "unknown field `entrypiont`"),
+        (&["run", "./noroles.yaml"], 2, "No roles for app: x. Did you forget to add roles to AppDef?"),
+        (&["run", "./missing.yaml"], 4, "file `./missing.yaml` not found"),
+        (&["run", "./c.toml:nope"], 4, "Function nope does not exist in file ./c.toml"),
+        (&["run", "./broken.toml:t"], 2, "invalid TOML"),
+        (&["run", "./c.py:main"], 2, "must end in .toml, .yaml, .yml or .json"),
+        (&["run", "./ok.yaml", "--foo"], 2, "is an AppDef file and takes no arguments"),
+        (&["run"], 2, "missing component name"),
+        (&["run", "--workspace", ".", "utils.echo"], 6, "scheduler `local_cwd` does not support workspaces"),
+        (&["status", "not-a-handle"], 2, "not-a-handle is not of the form: <scheduler_backend>://<session_name>/<app_id>"),
+        (&["status", "local_cwd://torchx/"], 2, "is not of the form"),
+        (&["status", "local_cwd://torchx/nope-123"], 4, "does not exist or has been removed from local_cwd's data plane"),
+        (&["status", "k8s://torchx/app"], 4, "scheduler `k8s` not found."),
+        (&["cancel", "local_cwd://torchx/nope-123"], 4, "does not exist"),
+        (&["delete", "local_cwd://torchx/nope-123"], 4, "does not exist"),
+        (&["status", "local_cwd://torchx/..hidden"], 2, "invalid local_cwd app id `..hidden`"),
+        (&["log", "local_cwd:/x"], 2, "is not of the form SCHEDULER://[SESSION_NAME]/APP_ID/[ROLE_NAME/[REPLICA_IDS,...]]"),
+        (&["log", "local_cwd://torchx/app/role/x"], 2, "is not of the form"),
+        (&["log", "local_cwd://torchx/app", "--streams", "both"], 2, "invalid stream `both`, must be one of: stdout, stderr, combined"),
+        (&["log", "local_cwd://torchx/app", "--since", "yesterday"], 2, "--since `yesterday` is not a time"),
+        (&["log", "local_cwd://torchx/app", "--regex", "("], 2, "--regex"),
+        (&["list", "--state", "DONE"], 2, "invalid state `DONE`, must be one of"),
+        (&["runopts", "nope"], 4, "scheduler `nope` not found."),
+        (&["builtins", "--print", "utils.nope"], 4, "component `utils.nope` not found."),
+        (&["configure", "-s", "nope"], 4, "scheduler `nope` not found."),
+        (&["frobnicate"], 2, "unrecognized subcommand"),
+    ];
+    assert!(cases.len() >= 30);
+    for (args, code, fragment) in cases {
+        let out = env.run(args);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(*code), "{args:?}: {err}");
+        assert!(
+            err.contains(fragment),
+            "{args:?}: expected `{fragment}` in:\n{err}"
+        );
+        assert!(!err.contains("panicked"), "{args:?} panicked: {err}");
+        assert_eq!(
+            err.lines()
+                .filter(|l| l.starts_with("torchx: error:"))
+                .count()
+                .min(1),
+            usize::from(!err.contains("Usage")),
+            "{args:?}: one error line: {err}"
+        );
+        assert_eq!(env.apps(), 0, "{args:?} submitted an app");
+    }
+
+    // Config-file problems.
+    std::fs::write(
+        env.cwd.join(".torchxconfig"),
+        "[local_cwd]\nlog_dir = 50%\n",
+    )
+    .unwrap();
+    let out = env.run(&["run", "--dryrun", "utils.echo"]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("`%` must be followed by `%` or `(name)s`"),
+        "{}",
+        stderr(&out)
+    );
+    std::fs::write(
+        env.cwd.join(".torchxconfig"),
+        "[local_cwd]\nprepend_cwd = perhaps\n",
+    )
+    .unwrap();
+    let out = env.run(&["run", "--dryrun", "utils.echo"]);
+    assert_eq!(out.status.code(), Some(3));
+    assert!(
+        stderr(&out).contains("Run option: prepend_cwd, must be of type: bool"),
+        "{}",
+        stderr(&out)
+    );
+    std::fs::write(
+        env.cwd.join(".torchxconfig"),
+        "[local_cwd]\nunknown_key = 1\n",
+    )
+    .unwrap();
+    let out = env.run(&["run", "--dryrun", "utils.echo"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "unknown config keys only warn: {}",
+        stderr(&out)
+    );
+    assert!(
+        stderr(&out).contains("unknown run option `unknown_key`"),
+        "{}",
+        stderr(&out)
+    );
+    let out = env
+        .cmd(&["run", "--dryrun", "utils.echo"])
+        .env("TORCHXCONFIG", Path::new("/nonexistent"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    assert!(stderr(&out).contains("TORCHXCONFIG is set to `/nonexistent`, which is not a file"));
+    assert_eq!(env.apps(), 0);
+}
