@@ -5,7 +5,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use regex::Regex;
 use torchx::scheduler::LogQuery;
-use torchx::specs::{parse_app_handle, AppState, Stream};
+use torchx::specs::{format_utc, parse_app_handle, AppState, Stream};
 use torchx::{Error, Result};
 
 use crate::cli::{HandleArgs, ListArgs, LogArgs, StatusArgs};
@@ -62,29 +62,8 @@ pub fn describe(a: HandleArgs) -> Result<i32> {
 }
 
 fn fmt_time(t: Option<f64>) -> String {
-    t.map(|t| torchx_time(t as i64))
+    t.map(|t| format!("{}Z", format_utc(t as i64)))
         .unwrap_or_else(|| "-".into())
-}
-
-fn torchx_time(secs: i64) -> String {
-    // UTC, sortable.
-    let days = secs.div_euclid(86_400);
-    let rem = secs.rem_euclid(86_400);
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
 }
 
 fn fmt_duration(start: Option<f64>, end: Option<f64>) -> String {

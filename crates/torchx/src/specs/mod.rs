@@ -20,7 +20,8 @@ pub use macros::{substitute, MacroValues};
 pub use mounts::{parse_mounts, Mount};
 pub use resource::{named_resource, named_resource_names, resource, Resource, GIB};
 pub use status::{
-    AppState, AppStatus, DescribeAppResponse, ListAppResponse, ReplicaStatus, RoleStatus, Stream,
+    format_utc, AppState, AppStatus, DescribeAppResponse, ListAppResponse, ReplicaStatus,
+    RoleStatus, Stream,
 };
 
 /// TorchX's marker for a value that was never set (`"<MISSING>"`).

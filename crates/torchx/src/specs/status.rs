@@ -348,7 +348,7 @@ fn wrap_error_message(msg: &str, header: &str, width: usize) -> String {
 }
 
 /// `YYYY-MM-DD HH:MM:SS` in UTC for a unix timestamp.
-pub(crate) fn format_utc(secs: i64) -> String {
+pub fn format_utc(secs: i64) -> String {
     let days = secs.div_euclid(86_400);
     let rem = secs.rem_euclid(86_400);
     // Howard Hinnant's civil-from-days.
