@@ -403,6 +403,14 @@ fn wait_replica(
     }
 }
 
+fn unknown_app(app_id: &str) -> Error {
+    Error::not_found(
+        "app",
+        format!("{NAME}://{app_id}"),
+        ", it does not exist or has been deleted",
+    )
+}
+
 fn gpu_count() -> i64 {
     match Command::new("nvidia-smi")
         .arg("-L")
@@ -503,21 +511,13 @@ impl Scheduler for LocalCwdScheduler {
     async fn cancel(&self, app_id: &str) -> Result<()> {
         match self.read_record(app_id)? {
             Some(rec) => self.cancel_record(&rec),
-            None => Err(Error::not_found(
-                "app",
-                format!("{NAME}://{app_id}"),
-                ", it does not exist or has been deleted".to_string(),
-            )),
+            None => Err(unknown_app(app_id)),
         }
     }
 
     async fn delete(&self, app_id: &str) -> Result<()> {
         let Some(rec) = self.read_record(app_id)? else {
-            return Err(Error::not_found(
-                "app",
-                format!("{NAME}://{app_id}"),
-                ", it does not exist or has been deleted".to_string(),
-            ));
+            return Err(unknown_app(app_id));
         };
         if !derive_state(&rec, self.liveness(&rec)).0.is_terminal() {
             self.cancel_record(&rec)?;
@@ -540,7 +540,7 @@ impl Scheduler for LocalCwdScheduler {
     ) -> Result<Box<dyn LogLines>> {
         let rec = self
             .read_record(app_id)?
-            .ok_or_else(|| Error::not_found("app", format!("{NAME}://{app_id}"), String::new()))?;
+            .ok_or_else(|| unknown_app(app_id))?;
         let role_rec = rec.roles.iter().find(|r| r.role == role).ok_or_else(|| {
             let names: Vec<&str> = rec.roles.iter().map(|r| r.role.as_str()).collect();
             Error::not_found(
