@@ -61,8 +61,12 @@ pub struct RunArgs {
     #[arg(long)]
     pub wait: bool,
     /// Stream the logs while waiting (implies --wait).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "detach")]
     pub log: bool,
+    /// Print the handle and return at once; the app keeps running (local schedulers wait by
+    /// default).
+    #[arg(short = 'd', long, conflicts_with = "wait")]
+    pub detach: bool,
     /// Give up waiting after this many seconds (exit code 7; the app keeps running).
     #[arg(long, value_name = "SECONDS")]
     pub timeout: Option<f64>,

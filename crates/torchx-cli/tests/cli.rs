@@ -1,64 +1,11 @@
 //! End-to-end tests of the `torchx` binary with real processes on `local_cwd`. Each test gets its
 //! own HOME, state directory and working directory, so no config file or job leaks in.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod support;
 
-struct Env {
-    _tmp: tempfile::TempDir,
-    home: PathBuf,
-    state: PathBuf,
-    cwd: PathBuf,
-}
+use std::path::Path;
 
-impl Env {
-    fn new() -> Env {
-        let tmp = tempfile::tempdir().unwrap();
-        let (home, state, cwd) = (
-            tmp.path().join("home"),
-            tmp.path().join("state"),
-            tmp.path().join("cwd"),
-        );
-        for d in [&home, &cwd] {
-            std::fs::create_dir_all(d).unwrap();
-        }
-        Env {
-            _tmp: tmp,
-            home,
-            state,
-            cwd,
-        }
-    }
-
-    fn cmd(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_torchx"));
-        c.args(args)
-            .current_dir(&self.cwd)
-            .env("HOME", &self.home)
-            .env("TORCHX_STATE_DIR", &self.state)
-            .env_remove("TORCHXCONFIG")
-            .env_remove("LOGLEVEL")
-            .env_remove("TORCHX_PARENT_RUN_ID");
-        c
-    }
-
-    fn run(&self, args: &[&str]) -> Output {
-        self.cmd(args).output().unwrap()
-    }
-
-    fn apps(&self) -> usize {
-        std::fs::read_dir(self.state.join("local_cwd/apps"))
-            .map(|d| d.count())
-            .unwrap_or(0)
-    }
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
+use support::{stderr, stdout, Env};
 
 #[test]
 fn run_echo_succeeds_and_is_visible_from_other_processes() {

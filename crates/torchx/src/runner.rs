@@ -297,6 +297,8 @@ impl Runner {
         timeout: Option<Duration>,
     ) -> Result<Option<AppStatus>> {
         let start = Instant::now();
+        // Poll fast at first (short jobs end within milliseconds), then back off to `interval`.
+        let mut pause = (interval / 20).max(Duration::from_millis(1)).min(interval);
         loop {
             let status = self.status(handle).await?;
             match status {
@@ -314,7 +316,8 @@ impl Runner {
                     }
                 }
             }
-            tokio::time::sleep(interval).await;
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(interval);
         }
     }
 

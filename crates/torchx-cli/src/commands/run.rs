@@ -73,13 +73,13 @@ pub fn run(a: RunArgs) -> Result<i32> {
         print_dryrun(&info, a.json);
         return Ok(exit_codes::OK);
     }
-    let is_local = scheduler.starts_with("local");
+    let local = scheduler.starts_with("local") && !a.detach;
     let runner = Arc::new(runner);
     super::block_on(submit_and_wait(
         runner,
         info,
-        is_local || a.wait || a.log,
-        is_local || a.log,
+        local || a.wait || a.log,
+        local || a.log,
         a.timeout,
         a.json,
     ))

@@ -1,18 +1,24 @@
 //! `local_cwd`: replicas run as local processes in the submitter's working directory.
 //!
-//! Every app is recorded under the state directory (`$TORCHX_STATE_DIR`, else
-//! `$XDG_STATE_HOME/torchx`, else `~/.local/state/torchx`) so that `status`, `describe`, `log`,
-//! `list`, `cancel` and `delete` work from any process, during and after the run. The process that
-//! calls `schedule` owns the replicas: it pumps their output into per-replica log files and
-//! records their exits.
+//! - [`opts`]: run options; [`render`]: the pure dry run (`PopenRequest`);
+//! - [`ledger`]: the job ledger (SQLite under the state directory: `$TORCHX_STATE_DIR`, else
+//!   `$XDG_STATE_HOME/torchx`, else `~/.local/state/torchx`), read and written by every process;
+//! - [`supervisor`]: the detached per-app process that owns the replicas, plus its guard;
+//! - [`state`]: pure retry and liveness decisions; [`sys`]: the POSIX calls std lacks.
+//!
+//! This module is the client side: `schedule` records the app and starts its supervisor;
+//! `describe`, `list`, `log_iter`, `cancel` and `delete` read the ledger, so they work from any
+//! process, during and after the run.
 
+pub mod ledger;
 mod opts;
 mod render;
 mod state;
+pub mod supervisor;
 mod sys;
 
-use std::collections::BTreeMap;
-use std::fs::{self, File, OpenOptions};
+use std::collections::HashMap;
+use std::fs::{self, File};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -21,9 +27,11 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
 
+use ledger::{AppRow, Ledger, Liveness, ReplicaRow};
 pub use opts::LocalCwdOpts;
 pub use render::{cuda_assignments, render, PopenRequest, ReplicaParam, RoleParams};
-pub use state::{derive_state, AppRecord, Liveness, ReplicaRecord, RoleRecord};
+pub use state::{on_failure, Decision, RetryCounters};
+pub use supervisor::{embed_supervisor, guard_main, supervisor_main};
 
 use crate::error::{Error, Result};
 use crate::opts::{Cfg, RunOpts, TypedOpts};
@@ -31,14 +39,14 @@ use crate::scheduler::{
     downcast_request, Capabilities, DryRunContext, LogLines, LogQuery, NativeRequest, Scheduler,
 };
 use crate::specs::{
-    AppDef, DescribeAppResponse, DryRunInfo, ListAppResponse, ReplicaStatus, RoleStatus, Stream,
-    NONE,
+    AppDef, AppState, DescribeAppResponse, DryRunInfo, ListAppResponse, ReplicaStatus, RoleStatus,
+    Stream, NONE,
 };
 
 /// The registry name.
 pub const NAME: &str = "local_cwd";
-/// How long `cancel` waits after SIGTERM before SIGKILL.
-const GRACE: Duration = Duration::from_secs(10);
+/// How long a stop waits after SIGTERM before SIGKILL.
+pub const GRACE: Duration = Duration::from_secs(10);
 
 /// The factory registered in [`crate::scheduler::Registry::builtin`].
 pub fn create() -> Result<Arc<dyn Scheduler>> {
@@ -59,12 +67,6 @@ pub fn default_state_dir() -> PathBuf {
     }
 }
 
-/// The local process scheduler.
-#[derive(Debug)]
-pub struct LocalCwdScheduler {
-    state_dir: PathBuf,
-}
-
 fn now() -> f64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -72,335 +74,283 @@ fn now() -> f64 {
         .unwrap_or(0.0)
 }
 
-fn io_err(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> Error {
-    let context = context.into();
-    move |e| Error::io(context, e)
+/// How long a cached app state may be reused by log followers.
+const STATE_CACHE: Duration = Duration::from_millis(5);
+
+#[derive(Debug)]
+struct Shared {
+    state_dir: PathBuf,
+    ledger: Mutex<Option<Ledger>>,
+    /// app id → (when read, state): many log followers of one app share one ledger read.
+    states: Mutex<HashMap<String, (Instant, AppState)>>,
 }
 
-/// Writes `bytes` to `path` atomically (temp file + rename), so readers never see a torn file.
-fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-    let mut f = File::create(&tmp).map_err(io_err(format!("writing {}", tmp.display())))?;
-    f.write_all(bytes)
-        .map_err(io_err(format!("writing {}", tmp.display())))?;
-    fs::rename(&tmp, path).map_err(io_err(format!("renaming {}", tmp.display())))
+impl Shared {
+    /// Runs `f` on the ledger, opening it on first use.
+    fn with_ledger<T>(&self, f: impl FnOnce(&mut Ledger) -> Result<T>) -> Result<T> {
+        let mut guard = self
+            .ledger
+            .lock()
+            .map_err(|_| Error::backend(NAME, "the job ledger lock is poisoned"))?;
+        if guard.is_none() {
+            *guard = Some(Ledger::open(&self.state_dir)?);
+        }
+        f(guard.as_mut().expect("opened above"))
+    }
+
+    /// The app's state, settling it first if its supervisor is gone.
+    fn current_state(&self, app_id: &str) -> Result<Option<AppState>> {
+        if let Ok(cache) = self.states.lock() {
+            if let Some((at, state)) = cache.get(app_id) {
+                if state.is_terminal() || at.elapsed() < STATE_CACHE {
+                    return Ok(Some(*state));
+                }
+            }
+        }
+        let state = self.with_ledger(|l| match l.app_liveness(app_id)? {
+            Some(live) => supervisor::reconcile(l, &live).map(Some),
+            None => Ok(None),
+        })?;
+        if let (Some(s), Ok(mut cache)) = (state, self.states.lock()) {
+            cache.insert(app_id.to_string(), (Instant::now(), s));
+        }
+        Ok(state)
+    }
 }
 
-fn create_private_dir(dir: &Path) -> Result<()> {
-    use std::os::unix::fs::DirBuilderExt;
-    fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
-        .map_err(io_err(format!("creating {}", dir.display())))
+/// The local process scheduler.
+#[derive(Debug)]
+pub struct LocalCwdScheduler {
+    shared: Arc<Shared>,
 }
 
 impl LocalCwdScheduler {
-    /// A scheduler keeping its records under `state_dir`.
+    /// A scheduler keeping its ledger and default logs under `state_dir`.
     pub fn new(state_dir: PathBuf) -> Self {
-        LocalCwdScheduler { state_dir }
-    }
-
-    fn apps_dir(&self) -> PathBuf {
-        self.state_dir.join(NAME).join("apps")
-    }
-
-    fn app_dir(&self, app_id: &str) -> Result<PathBuf> {
-        if app_id.is_empty() || app_id.contains(['/', '\0']) || app_id.starts_with('.') {
-            return Err(Error::arg(format!("invalid local_cwd app id `{app_id}`")));
+        LocalCwdScheduler {
+            shared: Arc::new(Shared {
+                state_dir,
+                ledger: Mutex::new(None),
+                states: Mutex::new(HashMap::new()),
+            }),
         }
-        Ok(self.apps_dir().join(app_id))
     }
 
-    fn read_record(&self, app_id: &str) -> Result<Option<AppRecord>> {
-        let path = self.app_dir(app_id)?.join("state.json");
-        let text = match fs::read_to_string(&path) {
-            Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(Error::io(format!("reading {}", path.display()), e)),
-        };
-        serde_json::from_str(&text).map(Some).map_err(|e| {
-            Error::backend(NAME, format!("corrupt app record {}: {e}", path.display()))
+    fn state_dir(&self) -> &Path {
+        &self.shared.state_dir
+    }
+
+    fn with_ledger<T>(&self, f: impl FnOnce(&mut Ledger) -> Result<T>) -> Result<T> {
+        self.shared.with_ledger(f)
+    }
+
+    /// The app's liveness row, settled (reconciled) if its supervisor is gone.
+    fn settled(&self, app_id: &str) -> Result<Liveness> {
+        check_app_id(app_id)?;
+        self.with_ledger(|l| {
+            let live = l.app_liveness(app_id)?.ok_or_else(|| unknown_app(app_id))?;
+            if live.state.is_terminal() {
+                return Ok(live);
+            }
+            supervisor::reconcile(l, &live)?;
+            l.app_liveness(app_id)?.ok_or_else(|| unknown_app(app_id))
         })
     }
 
-    fn liveness(&self, rec: &AppRecord) -> Liveness {
-        let cancelled = self.apps_dir().join(&rec.app_id).join("cancelled").exists();
-        let any_unfinished_alive = rec
+    fn launch(&self, req: &PopenRequest, app: &AppDef, session: &str) -> Result<String> {
+        check_app_id(&req.app_id)?;
+        let exe = supervisor::supervisor_exe()?;
+        let json = |v: serde_json::Result<String>| {
+            v.map_err(|e| Error::backend(NAME, format!("cannot serialise the app: {e}")))
+        };
+        let row = AppRow {
+            app_id: req.app_id.clone(),
+            name: app.name.clone(),
+            session: session.to_string(),
+            state: AppState::Pending,
+            msg: String::new(),
+            created: now(),
+            ended: None,
+            log_dir: req.log_dir.display().to_string(),
+            num_restarts: 0,
+            supervisor_pid: None,
+            supervisor_start: None,
+            submitter_pid: std::process::id(),
+            submitter_start: sys::proc_start_time(std::process::id()),
+            cancel_requested: false,
+            app_json: json(serde_json::to_string(app))?,
+        };
+        let replicas: Vec<ReplicaRow> = req
             .roles
             .iter()
-            .flat_map(|r| &r.replicas)
-            .filter(|r| !r.finished())
-            .any(|r| r.pid.is_some_and(|p| sys::pid_alive(p, r.pid_start)));
-        Liveness {
-            cancelled,
-            owner_alive: sys::pid_alive(rec.owner_pid, rec.owner_start),
-            any_unfinished_alive,
+            .enumerate()
+            .flat_map(|(ri, role)| {
+                role.replicas
+                    .iter()
+                    .enumerate()
+                    .map(move |(i, p)| ReplicaRow {
+                        role_idx: ri as u32,
+                        replica_id: i as u32,
+                        role: role.role.clone(),
+                        state: AppState::Pending,
+                        attempt: 0,
+                        pid: None,
+                        pid_start: None,
+                        exit_code: None,
+                        signal: None,
+                        msg: String::new(),
+                        started: None,
+                        ended: None,
+                        stdout: p.stdout.display().to_string(),
+                        stderr: p.stderr.display().to_string(),
+                        combined: p.combined.display().to_string(),
+                        error_file: p
+                            .env
+                            .get("TORCHELASTIC_ERROR_FILE")
+                            .cloned()
+                            .unwrap_or_default(),
+                    })
+            })
+            .collect();
+        let request_json = json(serde_json::to_string(req))?;
+        self.with_ledger(|l| l.insert_app(&row, &request_json, &replicas))?;
+        // From here on the app is recorded: any failure is recorded on it too.
+        self.start_supervisor(&exe, req).inspect_err(|e| {
+            let _ = self.with_ledger(|l| {
+                l.finish_if_unfinished(&req.app_id, AppState::Failed, &e.to_string(), now())
+            });
+        })?;
+        Ok(req.app_id.clone())
+    }
+
+    fn start_supervisor(&self, exe: &Path, req: &PopenRequest) -> Result<()> {
+        let log_dir = &req.log_dir;
+        ledger::create_private_dir(log_dir)?;
+        let log_path = log_dir.join("supervisor.log");
+        let log = File::create(&log_path)
+            .map_err(|e| Error::io(format!("creating {}", log_path.display()), e))?;
+        let mut child = Command::new(exe)
+            .arg(supervisor::SUPERVISE_ARG)
+            .env("TORCHX_STATE_DIR", self.state_dir())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(log)
+            .spawn()
+            .map_err(|e| {
+                Error::backend(
+                    NAME,
+                    format!("cannot start the supervisor `{}`: {e}", exe.display()),
+                )
+            })?;
+        if let Some(mut stdin) = child.stdin.take() {
+            let _ = writeln!(stdin, "{}", req.app_id);
+        }
+        let mut line = String::new();
+        if let Some(out) = child.stdout.take() {
+            let _ = BufReader::new(out).read_line(&mut line);
+        }
+        // Reap it whenever it ends, so a long-lived caller collects no zombies.
+        std::thread::spawn(move || child.wait());
+        match line.trim_end() {
+            "ready" => Ok(()),
+            l => Err(Error::backend(
+                NAME,
+                match l.strip_prefix("failed: ") {
+                    Some(why) => why.to_string(),
+                    None => format!(
+                        "the supervisor exited before starting the app; see {}",
+                        log_path.display()
+                    ),
+                },
+            )),
         }
     }
 
-    fn describe_record(&self, rec: &AppRecord) -> DescribeAppResponse {
-        let (state, msg) = derive_state(rec, self.liveness(rec));
-        let mut resp = DescribeAppResponse::new(&rec.app_id, state);
-        resp.msg = msg;
-        resp.ui_url = Some(format!("file://{}", rec.log_dir));
-        resp.roles = rec.app.roles.clone();
+    fn describe_app(&self, live: &Liveness) -> Result<Option<DescribeAppResponse>> {
+        let app_id = &live.app_id;
+        let (app, replicas) = self.with_ledger(|l| Ok((l.app(app_id)?, l.replicas(app_id)?)))?;
+        let Some(app) = app else {
+            return Ok(None);
+        };
+        let mut resp = DescribeAppResponse::new(app_id, app.state);
+        resp.msg = app.msg.clone();
+        resp.num_restarts = app.num_restarts;
+        resp.ui_url = Some(format!("file://{}", app.log_dir));
+        if let Ok(def) = serde_json::from_str::<AppDef>(&app.app_json) {
+            resp.roles = def.roles;
+        }
         resp.metadata
-            .insert("created".into(), format!("{:.3}", rec.created));
-        let ended = rec
-            .roles
-            .iter()
-            .flat_map(|r| &r.replicas)
-            .filter_map(|r| r.ended)
-            .fold(None, |a: Option<f64>, e| Some(a.map_or(e, |a| a.max(e))));
-        if let (true, Some(e)) = (state.is_terminal(), ended) {
+            .insert("created".into(), format!("{:.3}", app.created));
+        if let Some(e) = app.ended {
             resp.metadata.insert("ended".into(), format!("{e:.3}"));
         }
+        if let Some(p) = app.supervisor_pid {
+            resp.metadata.insert("supervisor_pid".into(), p.to_string());
+        }
+        resp.metadata.insert("log_dir".into(), app.log_dir.clone());
         // The earliest torchelastic error file, as TorchX reports it.
-        let mut errors: Vec<(SystemTime, String, &str)> = Vec::new();
-        for role in &rec.roles {
-            let mut replicas = Vec::new();
-            for r in &role.replicas {
-                let mut status = ReplicaStatus::new(
-                    r.id,
-                    state::replica_state(r, state),
-                    &role.role,
-                    "localhost",
-                );
-                if let Ok(meta) = fs::metadata(&r.error_file) {
-                    if let Ok(text) = fs::read_to_string(&r.error_file) {
-                        status.structured_error_msg = text.clone();
-                        errors.push((meta.modified().unwrap_or(UNIX_EPOCH), text, ""));
-                    }
-                }
-                replicas.push(status);
+        let mut errors: Vec<(SystemTime, String)> = Vec::new();
+        for r in &replicas {
+            let mut status = ReplicaStatus::new(r.replica_id, r.state, &r.role, "localhost");
+            if let Ok(text) = fs::read_to_string(&r.error_file) {
+                let modified = fs::metadata(&r.error_file)
+                    .and_then(|m| m.modified())
+                    .unwrap_or(UNIX_EPOCH);
+                status.structured_error_msg = text.clone();
+                errors.push((modified, text));
             }
-            resp.roles_statuses.push(RoleStatus {
-                role: role.role.clone(),
-                replicas,
-            });
+            match resp.roles_statuses.last_mut() {
+                Some(rs) if rs.role == r.role => rs.replicas.push(status),
+                _ => resp.roles_statuses.push(RoleStatus {
+                    role: r.role.clone(),
+                    replicas: vec![status],
+                }),
+            }
         }
         errors.sort_by_key(|e| e.0);
         resp.structured_error_msg = errors
             .into_iter()
             .next()
             .map_or_else(|| NONE.to_string(), |e| e.1);
-        resp
+        Ok(Some(resp))
     }
 
-    fn launch(&self, req: &PopenRequest, app: &AppDef, session: &str) -> Result<String> {
-        let app_dir = self.app_dir(&req.app_id)?;
-        create_private_dir(&self.apps_dir())?;
-        fs::create_dir(&app_dir).map_err(io_err(format!("creating {}", app_dir.display())))?;
-        let cuda = if req.auto_set_cuda_visible_devices {
-            cuda_assignments(req, gpu_count())
-        } else {
-            None
-        };
-        let me = std::process::id();
-        let mut record = AppRecord {
-            app_id: req.app_id.clone(),
-            session: session.to_string(),
-            owner_pid: me,
-            owner_start: sys::proc_start_time(me),
-            created: now(),
-            log_dir: req.log_dir.display().to_string(),
-            app: app.clone(),
-            roles: Vec::new(),
-        };
-        let mut children = Vec::new();
-        for (ri, role) in req.roles.iter().enumerate() {
-            let mut role_rec = RoleRecord {
-                role: role.role.clone(),
-                replicas: Vec::new(),
-            };
-            for (i, p) in role.replicas.iter().enumerate() {
-                let mut env = p.env.clone();
-                if let Some(ids) = cuda.as_ref().and_then(|c| c.get(ri)).and_then(|r| r.get(i)) {
-                    env.insert("CUDA_VISIBLE_DEVICES".into(), ids.clone());
-                }
-                let mut rr = ReplicaRecord {
-                    id: i as u32,
-                    pid: None,
-                    pid_start: None,
-                    exit_code: None,
-                    signal: None,
-                    spawn_error: None,
-                    started: now(),
-                    ended: None,
-                    stdout: p.stdout.display().to_string(),
-                    stderr: p.stderr.display().to_string(),
-                    combined: p.combined.display().to_string(),
-                    error_file: env
-                        .get("TORCHELASTIC_ERROR_FILE")
-                        .cloned()
-                        .unwrap_or_default(),
-                };
-                match spawn(p, &env) {
-                    Ok(child) => {
-                        rr.pid = Some(child.0.id());
-                        rr.pid_start = sys::proc_start_time(child.0.id());
-                        children.push((role_rec.role.clone(), i, child));
-                    }
-                    Err(e) => {
-                        rr.spawn_error = Some(e.to_string());
-                        rr.ended = Some(now());
-                    }
-                }
-                role_rec.replicas.push(rr);
-            }
-            record.roles.push(role_rec);
+    /// Requests a cancel and waits until the app has stopped.
+    async fn cancel_and_wait(&self, app_id: &str) -> Result<()> {
+        let live = self.settled(app_id)?;
+        if live.state.is_terminal() {
+            return Ok(());
         }
-        let state_path = app_dir.join("state.json");
-        write_atomic(
-            &state_path,
-            &serde_json::to_vec_pretty(&record).unwrap_or_default(),
-        )?;
-        let shared = Arc::new(Mutex::new(record));
-        for (role, i, (child, pumps)) in children {
-            let shared = Arc::clone(&shared);
-            let state_path = state_path.clone();
-            std::thread::spawn(move || wait_replica(child, pumps, &shared, &state_path, &role, i));
-        }
-        Ok(req.app_id.clone())
-    }
-
-    fn cancel_record(&self, rec: &AppRecord) -> Result<()> {
-        let marker = self.app_dir(&rec.app_id)?.join("cancelled");
-        File::create(&marker).map_err(io_err(format!("creating {}", marker.display())))?;
-        let live: Vec<(u32, Option<u64>)> = rec
-            .roles
-            .iter()
-            .flat_map(|r| &r.replicas)
-            .filter(|r| !r.finished())
-            .filter_map(|r| r.pid.map(|p| (p, r.pid_start)))
-            .filter(|(p, s)| sys::pid_alive(*p, *s))
-            .collect();
-        for (pid, _) in &live {
-            sys::signal_group(*pid, sys::SIGTERM);
-        }
-        let deadline = Instant::now() + GRACE;
-        while Instant::now() < deadline && live.iter().any(|(p, s)| sys::pid_alive(*p, *s)) {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        for (pid, start) in &live {
-            if sys::pid_alive(*pid, *start) {
-                sys::signal_group(*pid, sys::SIGKILL);
+        self.with_ledger(|l| l.request_cancel(app_id))?;
+        if let Some(pid) = live.supervisor_pid {
+            if sys::pid_alive(pid, live.supervisor_start) {
+                sys::signal_pid(pid, sys::SIGTERM);
             }
         }
-        Ok(())
-    }
-}
-
-type Pumps = Vec<std::thread::JoinHandle<()>>;
-
-fn open_log(path: &Path) -> std::io::Result<File> {
-    if let Some(dir) = path.parent() {
-        fs::create_dir_all(dir)?;
-    }
-    OpenOptions::new().create_new(true).append(true).open(path)
-}
-
-fn spawn(p: &ReplicaParam, env: &BTreeMap<String, String>) -> Result<(std::process::Child, Pumps)> {
-    use std::os::unix::process::CommandExt;
-    let context = |what: &str| format!("{what} for replica log {}", p.stdout.display());
-    let stdout_log = open_log(&p.stdout).map_err(io_err(context("creating log file")))?;
-    let stderr_log = open_log(&p.stderr).map_err(io_err(context("creating log file")))?;
-    let combined = Arc::new(Mutex::new(
-        open_log(&p.combined).map_err(io_err(context("creating log file")))?,
-    ));
-    let (program, args) = p
-        .args
-        .split_first()
-        .ok_or_else(|| Error::spec("empty command line"))?;
-    let mut cmd = Command::new(program);
-    cmd.args(args)
-        .current_dir(&p.cwd)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    for (k, v) in env {
-        if k == "PATH" {
-            let os_path = std::env::var("PATH").unwrap_or_default();
-            cmd.env(
-                k,
-                render::join_path([Some(v.as_str()), Some(os_path.as_str())]),
-            );
-        } else {
-            cmd.env(k, v);
-        }
-    }
-    if std::env::var_os("PYTHONUNBUFFERED").is_none() && !env.contains_key("PYTHONUNBUFFERED") {
-        cmd.env("PYTHONUNBUFFERED", "x");
-    }
-    // Its own process group, so cancel can stop the whole tree.
-    cmd.process_group(0);
-    let mut child = cmd
-        .spawn()
-        .map_err(|e| Error::backend(NAME, format!("cannot start `{program}`: {e}")))?;
-    let mut pumps = Vec::new();
-    if let Some(out) = child.stdout.take() {
-        let c = Arc::clone(&combined);
-        pumps.push(std::thread::spawn(move || pump(out, stdout_log, &c)));
-    }
-    if let Some(err) = child.stderr.take() {
-        pumps.push(std::thread::spawn(move || pump(err, stderr_log, &combined)));
-    }
-    Ok((child, pumps))
-}
-
-/// Copies a pipe into its own log and, line by line, into the combined log.
-fn pump(src: impl Read, mut own: File, combined: &Mutex<File>) {
-    let mut reader = BufReader::new(src);
-    let mut line = Vec::new();
-    loop {
-        line.clear();
-        match reader.read_until(b'\n', &mut line) {
-            Ok(0) | Err(_) => return,
-            Ok(_) => {
-                let _ = own.write_all(&line);
-                if let Ok(mut c) = combined.lock() {
-                    let _ = c.write_all(&line);
-                }
+        let deadline = Instant::now() + GRACE + Duration::from_secs(10);
+        let mut pause = Duration::from_millis(1);
+        loop {
+            let live = self.settled(app_id)?;
+            if live.state.is_terminal() {
+                return Ok(());
             }
+            if Instant::now() >= deadline {
+                return Err(Error::Timeout(format!(
+                    "{NAME} app {app_id} is still {} after cancelling it",
+                    live.state
+                )));
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_millis(20));
         }
     }
 }
 
-fn wait_replica(
-    mut child: std::process::Child,
-    pumps: Pumps,
-    shared: &Mutex<AppRecord>,
-    state_path: &Path,
-    role: &str,
-    i: usize,
-) {
-    use std::os::unix::process::ExitStatusExt;
-    let status = child.wait();
-    for p in pumps {
-        let _ = p.join();
+fn check_app_id(app_id: &str) -> Result<()> {
+    if app_id.is_empty() || app_id.contains(['/', '\0']) || app_id.starts_with('.') {
+        return Err(Error::arg(format!("invalid local_cwd app id `{app_id}`")));
     }
-    let Ok(mut rec) = shared.lock() else { return };
-    if let Some(r) = rec
-        .roles
-        .iter_mut()
-        .find(|r| r.role == role)
-        .and_then(|r| r.replicas.get_mut(i))
-    {
-        match status {
-            Ok(s) => {
-                r.exit_code = s.code();
-                r.signal = s.signal();
-            }
-            Err(e) => r.spawn_error = Some(format!("wait failed: {e}")),
-        }
-        r.ended = Some(now());
-    }
-    if let Ok(bytes) = serde_json::to_vec_pretty(&*rec) {
-        if let Err(e) = write_atomic(state_path, &bytes) {
-            log::error!("local_cwd: cannot record the exit of {role}/{i}: {e}");
-        }
-    }
+    Ok(())
 }
 
 fn unknown_app(app_id: &str) -> Error {
@@ -409,20 +359,6 @@ fn unknown_app(app_id: &str) -> Error {
         format!("{NAME}://{app_id}"),
         ", it does not exist or has been deleted",
     )
-}
-
-fn gpu_count() -> i64 {
-    match Command::new("nvidia-smi")
-        .arg("-L")
-        .stderr(Stdio::null())
-        .output()
-    {
-        Ok(out) if out.status.success() => String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .filter(|l| !l.trim().is_empty())
-            .count() as i64,
-        _ => 0,
-    }
 }
 
 #[async_trait]
@@ -440,6 +376,7 @@ impl Scheduler for LocalCwdScheduler {
             logs: true,
             log_streams: true,
             log_tail: true,
+            retries: true,
             multi_role: true,
             ..Capabilities::default()
         }
@@ -456,7 +393,7 @@ impl Scheduler for LocalCwdScheduler {
         ctx: &DryRunContext,
     ) -> Result<Box<dyn NativeRequest>> {
         let opts = LocalCwdOpts::from_cfg(cfg)?;
-        let base = self.state_dir.join(NAME).join("logs");
+        let base = self.state_dir().join(NAME).join("logs");
         Ok(Box::new(render(app, &opts, ctx, &base)))
     }
 
@@ -472,61 +409,53 @@ impl Scheduler for LocalCwdScheduler {
     }
 
     async fn describe(&self, app_id: &str) -> Result<Option<DescribeAppResponse>> {
-        Ok(self
-            .read_record(app_id)?
-            .map(|rec| self.describe_record(&rec)))
+        match self.settled(app_id) {
+            Ok(live) => self.describe_app(&live),
+            Err(Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
     }
 
     async fn list(&self) -> Result<Vec<ListAppResponse>> {
-        let dir = self.apps_dir();
-        let entries = match fs::read_dir(&dir) {
-            Ok(e) => e,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(Error::io(format!("listing {}", dir.display()), e)),
-        };
-        let mut out = Vec::new();
-        for entry in entries.flatten() {
-            let id = entry.file_name().to_string_lossy().into_owned();
-            let Ok(Some(rec)) = self.read_record(&id) else {
-                continue;
-            };
-            let desc = self.describe_record(&rec);
-            out.push(ListAppResponse {
-                app_id: rec.app_id.clone(),
-                state: desc.state,
-                app_handle: String::new(),
-                name: rec.app.name.clone(),
-                start_time: Some(rec.created),
-                end_time: desc.metadata.get("ended").and_then(|e| e.parse().ok()),
-            });
-        }
-        out.sort_by(|a, b| {
-            b.start_time
-                .partial_cmp(&a.start_time)
-                .unwrap_or(std::cmp::Ordering::Equal)
-        });
-        Ok(out)
+        self.with_ledger(|l| {
+            let mut out = Vec::new();
+            for summary in l.list()? {
+                let live = summary.live;
+                let (state, ended) = if live.state.is_terminal() {
+                    (live.state, live.ended)
+                } else {
+                    let state = supervisor::reconcile(l, &live)?;
+                    (state, state.is_terminal().then(now))
+                };
+                out.push(ListAppResponse {
+                    app_id: live.app_id,
+                    state,
+                    app_handle: String::new(),
+                    name: summary.name,
+                    start_time: Some(live.created),
+                    end_time: ended,
+                });
+            }
+            Ok(out)
+        })
     }
 
     async fn cancel(&self, app_id: &str) -> Result<()> {
-        match self.read_record(app_id)? {
-            Some(rec) => self.cancel_record(&rec),
-            None => Err(unknown_app(app_id)),
-        }
+        self.cancel_and_wait(app_id).await
     }
 
     async fn delete(&self, app_id: &str) -> Result<()> {
-        let Some(rec) = self.read_record(app_id)? else {
-            return Err(unknown_app(app_id));
-        };
-        if !derive_state(&rec, self.liveness(&rec)).0.is_terminal() {
-            self.cancel_record(&rec)?;
-        }
-        let dir = self.app_dir(app_id)?;
-        fs::remove_dir_all(&dir).map_err(io_err(format!("removing {}", dir.display())))?;
-        let logs = PathBuf::from(&rec.log_dir);
-        if logs.starts_with(&self.state_dir) {
-            let _ = fs::remove_dir_all(&logs);
+        self.cancel_and_wait(app_id).await?;
+        let log_dir = self.with_ledger(|l| {
+            let dir = l.app(app_id)?.map(|a| a.log_dir);
+            l.delete(app_id)?;
+            Ok(dir)
+        })?;
+        // Logs are ours to remove only when they live in the state directory.
+        if let Some(dir) = log_dir.map(PathBuf::from) {
+            if dir.starts_with(self.state_dir()) {
+                let _ = fs::remove_dir_all(&dir);
+            }
         }
         Ok(())
     }
@@ -538,24 +467,25 @@ impl Scheduler for LocalCwdScheduler {
         k: u32,
         query: &LogQuery,
     ) -> Result<Box<dyn LogLines>> {
-        let rec = self
-            .read_record(app_id)?
-            .ok_or_else(|| unknown_app(app_id))?;
-        let role_rec = rec.roles.iter().find(|r| r.role == role).ok_or_else(|| {
-            let names: Vec<&str> = rec.roles.iter().map(|r| r.role.as_str()).collect();
-            Error::not_found(
+        self.settled(app_id)?;
+        let replicas = self.with_ledger(|l| l.replicas(app_id))?;
+        let of_role: Vec<&ReplicaRow> = replicas.iter().filter(|r| r.role == role).collect();
+        if of_role.is_empty() {
+            let mut names: Vec<&str> = replicas.iter().map(|r| r.role.as_str()).collect();
+            names.dedup();
+            return Err(Error::not_found(
                 "role",
                 role,
                 format!(" in app {app_id}; its roles are: {}", names.join(", ")),
-            )
-        })?;
-        let replica = role_rec.replicas.get(k as usize).ok_or_else(|| {
+            ));
+        }
+        let replica = of_role.get(k as usize).ok_or_else(|| {
             Error::not_found(
                 "replica",
                 format!("{role}/{k}"),
                 format!(
                     " in app {app_id}; role {role} has {} replica(s)",
-                    role_rec.replicas.len()
+                    of_role.len()
                 ),
             )
         })?;
@@ -576,7 +506,7 @@ impl Scheduler for LocalCwdScheduler {
             pending: Vec::new(),
             tail: query.should_tail,
             app_id: app_id.to_string(),
-            scheduler: LocalCwdScheduler::new(self.state_dir.clone()),
+            shared: Arc::clone(&self.shared),
         }))
     }
 }
@@ -588,15 +518,13 @@ struct FileLines {
     pending: Vec<u8>,
     tail: bool,
     app_id: String,
-    scheduler: LocalCwdScheduler,
+    shared: Arc<Shared>,
 }
 
 impl FileLines {
     fn app_finished(&self) -> bool {
-        match self.scheduler.read_record(&self.app_id) {
-            Ok(Some(rec)) => derive_state(&rec, self.scheduler.liveness(&rec))
-                .0
-                .is_terminal(),
+        match self.shared.current_state(&self.app_id) {
+            Ok(Some(state)) => state.is_terminal(),
             _ => true,
         }
     }
@@ -611,6 +539,8 @@ impl FileLines {
 #[async_trait]
 impl LogLines for FileLines {
     async fn next_line(&mut self) -> Result<Option<String>> {
+        // Poll quickly at first (short jobs end in milliseconds), then back off.
+        let mut pause = Duration::from_millis(1);
         loop {
             if let Some(line) = self.take_line() {
                 return Ok(Some(line));
@@ -621,7 +551,8 @@ impl LogLines for FileLines {
                 match File::open(&self.path) {
                     Ok(f) => self.file = Some(f),
                     Err(_) if !finished => {
-                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        tokio::time::sleep(pause).await;
+                        pause = (pause * 2).min(Duration::from_millis(50));
                         continue;
                     }
                     Err(e) => {
@@ -632,7 +563,7 @@ impl LogLines for FileLines {
             let mut buf = Vec::new();
             if let Some(f) = self.file.as_mut() {
                 f.read_to_end(&mut buf)
-                    .map_err(io_err(format!("reading log {}", self.path.display())))?;
+                    .map_err(|e| Error::io(format!("reading log {}", self.path.display()), e))?;
             }
             if !buf.is_empty() {
                 self.pending.extend_from_slice(&buf);
@@ -645,7 +576,8 @@ impl LogLines for FileLines {
                 let rest = std::mem::take(&mut self.pending);
                 return Ok(Some(String::from_utf8_lossy(&rest).into_owned()));
             }
-            tokio::time::sleep(Duration::from_millis(50)).await;
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_millis(50));
         }
     }
 }

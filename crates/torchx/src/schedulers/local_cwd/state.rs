@@ -1,225 +1,279 @@
-//! The on-disk record of a local app and how it maps to [`AppState`] (pure).
+//! Pure state logic of `local_cwd`: retry decisions, exit messages, and what to conclude about
+//! an app whose supervisor is gone. No I/O here, so all of it is unit-tested.
 
-use serde::{Deserialize, Serialize};
+use crate::specs::{AppState, RetryPolicy};
 
-use crate::specs::{AppDef, AppState};
+use super::ledger::Liveness;
+use super::sys::Exit;
 
-/// One replica process.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ReplicaRecord {
-    /// Replica index within its role.
-    pub id: u32,
-    /// Process id (also its process group id).
-    pub pid: Option<u32>,
-    /// The process start time (clock ticks since boot) guarding against pid reuse.
-    pub pid_start: Option<u64>,
-    /// Exit code, once exited normally.
-    pub exit_code: Option<i32>,
-    /// Terminating signal, once killed.
-    pub signal: Option<i32>,
-    /// Why it could not start, if it could not.
-    pub spawn_error: Option<String>,
-    /// Start time (unix seconds).
-    pub started: f64,
-    /// End time (unix seconds).
-    pub ended: Option<f64>,
-    /// Log files.
-    pub stdout: String,
-    /// Log files.
-    pub stderr: String,
-    /// Log files.
-    pub combined: String,
-    /// torchelastic error file.
-    pub error_file: String,
+/// How long a PENDING app may wait for its supervisor before it is considered lost.
+pub const START_TIMEOUT_SECS: f64 = 60.0;
+
+/// Restarts performed so far, per scope.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RetryCounters {
+    /// Per role, per replica (REPLICA policy).
+    pub replica: Vec<Vec<u32>>,
+    /// Per role (ROLE policy).
+    pub role: Vec<u32>,
+    /// For the whole app (APPLICATION policy).
+    pub app: u32,
 }
 
-impl ReplicaRecord {
-    /// True once the process has ended (or never started).
-    pub fn finished(&self) -> bool {
-        self.exit_code.is_some() || self.signal.is_some() || self.spawn_error.is_some()
-    }
-
-    /// True when it ended with code 0.
-    pub fn succeeded(&self) -> bool {
-        self.exit_code == Some(0)
-    }
-}
-
-/// A role's replicas.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct RoleRecord {
-    /// Role name.
-    pub role: String,
-    /// Replicas.
-    pub replicas: Vec<ReplicaRecord>,
-}
-
-/// Everything known about a local app.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct AppRecord {
-    /// App id.
-    pub app_id: String,
-    /// Session name.
-    pub session: String,
-    /// The process that owns (waits for) the replicas.
-    pub owner_pid: u32,
-    /// Its start time, guarding against pid reuse.
-    pub owner_start: Option<u64>,
-    /// Creation time (unix seconds).
-    pub created: f64,
-    /// The app's log directory.
-    pub log_dir: String,
-    /// The app as submitted.
-    pub app: AppDef,
-    /// Per-role process records.
-    pub roles: Vec<RoleRecord>,
-}
-
-/// Liveness facts gathered by the I/O layer for [`derive_state`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Liveness {
-    /// A cancel was requested.
-    pub cancelled: bool,
-    /// The owner process is still alive.
-    pub owner_alive: bool,
-    /// Some unfinished replica's process is still alive.
-    pub any_unfinished_alive: bool,
-}
-
-/// The app state: cancelled apps are CANCELLED once nothing runs; an unfinished replica whose
-/// owner is gone and whose process is gone is lost (FAILED); any running replica makes the app
-/// RUNNING; then any failure makes it FAILED, else SUCCEEDED.
-pub fn derive_state(rec: &AppRecord, live: Liveness) -> (AppState, String) {
-    let replicas = rec
-        .roles
-        .iter()
-        .flat_map(|r| r.replicas.iter().map(move |x| (&r.role, x)));
-    let unfinished = replicas.clone().filter(|(_, r)| !r.finished()).count();
-    if unfinished > 0 && (live.any_unfinished_alive || live.owner_alive) {
-        return (AppState::Running, String::new());
-    }
-    if live.cancelled {
-        return (AppState::Cancelled, "cancelled by user".into());
-    }
-    if unfinished > 0 {
-        return (
-            AppState::Failed,
-            format!("{unfinished} replica(s) lost: the process that supervised them exited before they finished"),
-        );
-    }
-    let failures: Vec<String> = replicas
-        .filter(|(_, r)| !r.succeeded())
-        .map(|(role, r)| match (&r.spawn_error, r.exit_code, r.signal) {
-            (Some(e), _, _) => format!("{role}/{} could not start: {e}", r.id),
-            (_, Some(c), _) => format!("{role}/{} exited with code {c}", r.id),
-            (_, _, Some(s)) => format!("{role}/{} was killed by signal {s}", r.id),
-            _ => format!("{role}/{} ended in an unknown way", r.id),
-        })
-        .collect();
-    if failures.is_empty() {
-        (AppState::Succeeded, String::new())
-    } else {
-        (AppState::Failed, failures.join("; "))
-    }
-}
-
-/// A replica's state in `describe`.
-pub fn replica_state(r: &ReplicaRecord, app_state: AppState) -> AppState {
-    if r.succeeded() {
-        AppState::Succeeded
-    } else if r.finished() {
-        if app_state == AppState::Cancelled {
-            AppState::Cancelled
-        } else {
-            AppState::Failed
+impl RetryCounters {
+    /// Zeroed counters for roles with these replica counts.
+    pub fn new(replicas_per_role: impl IntoIterator<Item = usize>) -> Self {
+        let replica: Vec<Vec<u32>> = replicas_per_role.into_iter().map(|n| vec![0; n]).collect();
+        RetryCounters {
+            role: vec![0; replica.len()],
+            replica,
+            app: 0,
         }
-    } else if app_state.is_terminal() {
-        app_state
+    }
+}
+
+/// What to do when a replica fails.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    /// Restart only that replica.
+    RestartReplica,
+    /// Stop the role's other replicas, then restart all of them.
+    RestartRole,
+    /// Stop every replica, then restart all of them.
+    RestartApp,
+    /// No retries left: stop everything, the app FAILED.
+    Fail,
+}
+
+/// Applies the failed replica's role policy and `max_retries`, counting the restart it decides.
+pub fn on_failure(
+    policy: RetryPolicy,
+    max_retries: u32,
+    counters: &mut RetryCounters,
+    role: usize,
+    replica: usize,
+) -> Decision {
+    let (count, decision) = match policy {
+        RetryPolicy::Replica => (
+            &mut counters.replica[role][replica],
+            Decision::RestartReplica,
+        ),
+        RetryPolicy::Role => (&mut counters.role[role], Decision::RestartRole),
+        RetryPolicy::Application => (&mut counters.app, Decision::RestartApp),
+    };
+    if *count < max_retries {
+        *count += 1;
+        decision
     } else {
-        AppState::Running
+        Decision::Fail
+    }
+}
+
+/// `trainer/1 exited with code 3`, `trainer/1 was killed by signal 9 (SIGKILL)`.
+pub fn exit_message(role: &str, id: u32, exit: Exit) -> String {
+    match exit {
+        Exit::Code(c) => format!("{role}/{id} exited with code {c}"),
+        Exit::Signal(s) => format!(
+            "{role}/{id} was killed by signal {s}{}",
+            signal_name(s).map_or(String::new(), |n| format!(" ({n})"))
+        ),
+    }
+}
+
+fn signal_name(sig: i32) -> Option<&'static str> {
+    Some(match sig {
+        1 => "SIGHUP",
+        2 => "SIGINT",
+        6 => "SIGABRT",
+        9 => "SIGKILL",
+        11 => "SIGSEGV",
+        13 => "SIGPIPE",
+        15 => "SIGTERM",
+        _ => return None,
+    })
+}
+
+/// Which of an app's processes are alive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Alive {
+    /// Its supervisor.
+    pub supervisor: bool,
+    /// The process that submitted it (and starts the supervisor).
+    pub submitter: bool,
+}
+
+/// The verdict on a non-terminal app whose supervisor is not running (or never started), or
+/// `None` while it may still be fine.
+pub fn verdict_without_supervisor(
+    live: &Liveness,
+    alive: Alive,
+    now: f64,
+) -> Option<(AppState, String)> {
+    if live.state.is_terminal() || alive.supervisor {
+        return None;
+    }
+    let state = if live.cancel_requested {
+        AppState::Cancelled
+    } else {
+        AppState::Failed
+    };
+    match live.supervisor_pid {
+        Some(pid) => Some((
+            state,
+            if live.cancel_requested {
+                "cancelled by user".to_string()
+            } else {
+                format!("the supervisor (pid {pid}) died unexpectedly; its replicas were killed")
+            },
+        )),
+        None if live.cancel_requested => Some((state, "cancelled before it started".into())),
+        None if !alive.submitter => Some((
+            state,
+            format!(
+                "the submitting process (pid {}) died before starting its supervisor",
+                live.submitter_pid
+            ),
+        )),
+        None if now - live.created > START_TIMEOUT_SECS => {
+            Some((state, "its supervisor did not start within a minute".into()))
+        }
+        None => None,
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::specs::Role;
-
-    fn rec(states: &[(Option<i32>, Option<i32>)]) -> AppRecord {
-        AppRecord {
-            app_id: "a-1".into(),
-            session: "torchx".into(),
-            owner_pid: 1,
-            owner_start: None,
-            created: 0.0,
-            log_dir: "/l".into(),
-            app: AppDef::new("a", vec![Role::new("r", "i").with_entrypoint("e")]),
-            roles: vec![RoleRecord {
-                role: "r".into(),
-                replicas: states
-                    .iter()
-                    .enumerate()
-                    .map(|(i, (code, sig))| ReplicaRecord {
-                        id: i as u32,
-                        pid: Some(10),
-                        pid_start: None,
-                        exit_code: *code,
-                        signal: *sig,
-                        spawn_error: None,
-                        started: 0.0,
-                        ended: None,
-                        stdout: String::new(),
-                        stderr: String::new(),
-                        combined: String::new(),
-                        error_file: String::new(),
-                    })
-                    .collect(),
-            }],
-        }
-    }
-
-    const DEAD: Liveness = Liveness {
-        cancelled: false,
-        owner_alive: false,
-        any_unfinished_alive: false,
-    };
 
     #[test]
-    fn mapping() {
+    fn retry_policies_count_in_their_scope() {
+        let mut c = RetryCounters::new([2, 1]);
+        // REPLICA: each replica has its own budget.
         assert_eq!(
-            derive_state(&rec(&[(Some(0), None), (Some(0), None)]), DEAD).0,
-            AppState::Succeeded
-        );
-        let (s, msg) = derive_state(&rec(&[(Some(0), None), (Some(3), None)]), DEAD);
-        assert_eq!(
-            (s, msg.as_str()),
-            (AppState::Failed, "r/1 exited with code 3")
-        );
-        let live = Liveness {
-            owner_alive: true,
-            ..DEAD
-        };
-        assert_eq!(
-            derive_state(&rec(&[(Some(0), None), (None, None)]), live).0,
-            AppState::Running
-        );
-        let (s, msg) = derive_state(&rec(&[(None, None)]), DEAD);
-        assert_eq!(s, AppState::Failed);
-        assert!(msg.contains("lost"));
-        let cancelled = Liveness {
-            cancelled: true,
-            ..DEAD
-        };
-        assert_eq!(
-            derive_state(&rec(&[(None, Some(15))]), cancelled).0,
-            AppState::Cancelled
+            on_failure(RetryPolicy::Replica, 1, &mut c, 0, 0),
+            Decision::RestartReplica
         );
         assert_eq!(
-            replica_state(
-                &rec(&[(None, Some(15))]).roles[0].replicas[0],
-                AppState::Cancelled
+            on_failure(RetryPolicy::Replica, 1, &mut c, 0, 1),
+            Decision::RestartReplica
+        );
+        assert_eq!(
+            on_failure(RetryPolicy::Replica, 1, &mut c, 0, 0),
+            Decision::Fail
+        );
+        // ROLE: one budget per role.
+        let mut c = RetryCounters::new([2, 1]);
+        assert_eq!(
+            on_failure(RetryPolicy::Role, 1, &mut c, 0, 0),
+            Decision::RestartRole
+        );
+        assert_eq!(
+            on_failure(RetryPolicy::Role, 1, &mut c, 0, 1),
+            Decision::Fail
+        );
+        assert_eq!(
+            on_failure(RetryPolicy::Role, 1, &mut c, 1, 0),
+            Decision::RestartRole
+        );
+        // APPLICATION: one budget for everything; max_retries=0 never restarts.
+        let mut c = RetryCounters::new([2, 1]);
+        assert_eq!(
+            on_failure(RetryPolicy::Application, 2, &mut c, 0, 0),
+            Decision::RestartApp
+        );
+        assert_eq!(
+            on_failure(RetryPolicy::Application, 2, &mut c, 1, 0),
+            Decision::RestartApp
+        );
+        assert_eq!(
+            on_failure(RetryPolicy::Application, 2, &mut c, 0, 1),
+            Decision::Fail
+        );
+        assert_eq!(
+            on_failure(
+                RetryPolicy::Application,
+                0,
+                &mut RetryCounters::new([1]),
+                0,
+                0
             ),
+            Decision::Fail
+        );
+    }
+
+    #[test]
+    fn messages() {
+        assert_eq!(
+            exit_message("t", 1, Exit::Code(3)),
+            "t/1 exited with code 3"
+        );
+        assert_eq!(
+            exit_message("t", 0, Exit::Signal(9)),
+            "t/0 was killed by signal 9 (SIGKILL)"
+        );
+    }
+
+    #[test]
+    fn verdicts() {
+        let live = Liveness {
+            app_id: "a".into(),
+            state: AppState::Running,
+            created: 100.0,
+            ended: None,
+            supervisor_pid: Some(42),
+            supervisor_start: Some(1),
+            submitter_pid: 7,
+            submitter_start: Some(1),
+            cancel_requested: false,
+        };
+        const UP: Alive = Alive {
+            supervisor: true,
+            submitter: true,
+        };
+        const SUPERVISOR_DOWN: Alive = Alive {
+            supervisor: false,
+            submitter: true,
+        };
+        const ALL_DOWN: Alive = Alive {
+            supervisor: false,
+            submitter: false,
+        };
+        assert_eq!(verdict_without_supervisor(&live, UP, 101.0), None);
+        let (s, msg) = verdict_without_supervisor(&live, SUPERVISOR_DOWN, 101.0).unwrap();
+        assert_eq!(s, AppState::Failed);
+        assert!(msg.contains("pid 42) died unexpectedly"), "{msg}");
+        let cancelled = Liveness {
+            cancel_requested: true,
+            ..live.clone()
+        };
+        assert_eq!(
+            verdict_without_supervisor(&cancelled, SUPERVISOR_DOWN, 101.0)
+                .unwrap()
+                .0,
             AppState::Cancelled
         );
+        let pending = Liveness {
+            state: AppState::Pending,
+            supervisor_pid: None,
+            ..live.clone()
+        };
+        assert_eq!(
+            verdict_without_supervisor(&pending, SUPERVISOR_DOWN, 101.0),
+            None
+        );
+        let (s, msg) = verdict_without_supervisor(&pending, ALL_DOWN, 101.0).unwrap();
+        assert_eq!(s, AppState::Failed);
+        assert!(msg.contains("submitting process"), "{msg}");
+        assert_eq!(
+            verdict_without_supervisor(&pending, SUPERVISOR_DOWN, 200.0)
+                .unwrap()
+                .0,
+            AppState::Failed
+        );
+        let done = Liveness {
+            state: AppState::Succeeded,
+            ..live
+        };
+        assert_eq!(verdict_without_supervisor(&done, ALL_DOWN, 101.0), None);
     }
 }

@@ -1,20 +1,39 @@
-//! Thin wrappers over the few POSIX calls std does not offer.
+//! Thin wrappers over the few POSIX calls std does not offer. The only module allowed `unsafe`.
 #![allow(unsafe_code)]
 
-/// True when a process with this pid exists (and, if given, started at `start` ticks).
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::process::CommandExt;
+use std::process::Command;
+use std::time::Duration;
+
+pub use libc::{SIGCHLD, SIGHUP, SIGINT, SIGKILL, SIGTERM};
+
+/// True when a process with this pid exists, is not a zombie and (if given) started at `start`
+/// ticks, which guards against pid reuse.
 pub fn pid_alive(pid: u32, start: Option<u64>) -> bool {
     let Ok(pid_i) = i32::try_from(pid) else {
         return false;
     };
+    if pid_i <= 0 {
+        return false;
+    }
     // SAFETY: kill with signal 0 only checks for existence and permission.
     let exists = unsafe { libc::kill(pid_i, 0) } == 0
-        || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM);
+        || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM);
     if !exists {
         return false;
     }
-    match (start, proc_start_time(pid)) {
-        (Some(want), Some(got)) => want == got && !is_zombie(pid),
-        _ => !is_zombie(pid),
+    match stat_fields(pid) {
+        Some(f) => {
+            let zombie = f.first().map(String::as_str) == Some("Z");
+            let same = match (start, f.get(19).and_then(|s| s.parse::<u64>().ok())) {
+                (Some(want), Some(got)) => want == got,
+                _ => true,
+            };
+            same && !zombie
+        }
+        None => false,
     }
 }
 
@@ -25,10 +44,6 @@ fn stat_fields(pid: u32) -> Option<Vec<String>> {
     Some(rest.split_whitespace().map(str::to_string).collect())
 }
 
-fn is_zombie(pid: u32) -> bool {
-    stat_fields(pid).is_some_and(|f| f.first().map(String::as_str) == Some("Z"))
-}
-
 /// The process start time in clock ticks since boot (field 22 of /proc/pid/stat).
 pub fn proc_start_time(pid: u32) -> Option<u64> {
     stat_fields(pid)?.get(19)?.parse().ok()
@@ -36,14 +51,20 @@ pub fn proc_start_time(pid: u32) -> Option<u64> {
 
 /// Sends `sig` to the process group `pgid`; false if there is no such group.
 pub fn signal_group(pgid: u32, sig: i32) -> bool {
-    let Ok(pgid) = i32::try_from(pgid) else {
-        return false;
-    };
-    if pgid <= 1 {
-        return false;
+    match i32::try_from(pgid) {
+        // SAFETY: plain kill(2) on a negative pid (a process group); no memory is touched.
+        Ok(p) if p > 1 => unsafe { libc::kill(-p, sig) == 0 },
+        _ => false,
     }
-    // SAFETY: plain kill(2) on a negative pid (a process group); no memory is touched.
-    unsafe { libc::kill(-pgid, sig) == 0 }
+}
+
+/// Sends `sig` to one process.
+pub fn signal_pid(pid: u32, sig: i32) -> bool {
+    match i32::try_from(pid) {
+        // SAFETY: plain kill(2); no memory is touched.
+        Ok(p) if p > 1 => unsafe { libc::kill(p, sig) == 0 },
+        _ => false,
+    }
 }
 
 /// The real user id.
@@ -52,4 +73,152 @@ pub fn uid() -> u32 {
     unsafe { libc::getuid() }
 }
 
-pub use libc::{SIGKILL, SIGTERM};
+/// Detaches the calling process from its terminal and process group (a new session).
+pub fn setsid() {
+    // SAFETY: setsid touches no memory; failing (already a group leader) is harmless.
+    unsafe {
+        libc::setsid();
+    }
+}
+
+/// Makes `cmd`'s process die with SIGKILL when its parent (the supervisor) dies, and start with
+/// no blocked signals (the supervisor blocks the ones it reads through a signalfd).
+pub fn die_with_parent(cmd: &mut Command) {
+    let parent = std::process::id() as libc::pid_t;
+    // SAFETY: the closure only calls async-signal-safe functions (sigprocmask, prctl, getppid,
+    // _exit) between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            let mut none: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut none);
+            libc::sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            // The parent may have died before prctl took effect.
+            if libc::getppid() != parent {
+                libc::_exit(137);
+            }
+            Ok(())
+        });
+    }
+}
+
+/// How a child ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    /// Exited with this code.
+    Code(i32),
+    /// Killed by this signal.
+    Signal(i32),
+}
+
+/// Reaps one exited child without blocking.
+pub fn reap_any() -> Option<(u32, Exit)> {
+    let mut status = 0;
+    // SAFETY: waitpid writes only to `status`.
+    let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
+    if pid <= 0 {
+        return None;
+    }
+    let exit = if libc::WIFEXITED(status) {
+        Exit::Code(libc::WEXITSTATUS(status))
+    } else if libc::WIFSIGNALED(status) {
+        Exit::Signal(libc::WTERMSIG(status))
+    } else {
+        // Stopped/continued are not reported without WUNTRACED/WCONTINUED.
+        Exit::Code(-1)
+    };
+    Some((pid as u32, exit))
+}
+
+/// Puts a file descriptor in non-blocking mode.
+pub fn set_nonblocking(fd: &impl AsRawFd) -> io::Result<()> {
+    let fd = fd.as_raw_fd();
+    // SAFETY: fcntl on a descriptor we own; no memory is touched.
+    unsafe {
+        let flags = libc::fcntl(fd, libc::F_GETFL);
+        if flags < 0 || libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) < 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// Signals delivered through a file descriptor instead of handlers.
+pub struct SignalFd(OwnedFd);
+
+impl SignalFd {
+    /// Blocks `signals` for this (single-threaded) process and returns a descriptor to read them.
+    pub fn new(signals: &[i32]) -> io::Result<SignalFd> {
+        // SAFETY: the sigset is initialised by sigemptyset before use; signalfd returns a new
+        // descriptor that we own.
+        unsafe {
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            for s in signals {
+                libc::sigaddset(&mut set, *s);
+            }
+            if libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            let fd = libc::signalfd(-1, &set, libc::SFD_NONBLOCK | libc::SFD_CLOEXEC);
+            if fd < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(SignalFd(OwnedFd::from_raw_fd(fd)))
+        }
+    }
+
+    /// The pending signals (drained).
+    pub fn read(&self) -> Vec<i32> {
+        let mut out = Vec::new();
+        loop {
+            // SAFETY: reading into a properly sized, zeroed siginfo struct.
+            let (n, info) = unsafe {
+                let mut info: libc::signalfd_siginfo = std::mem::zeroed();
+                let size = std::mem::size_of::<libc::signalfd_siginfo>();
+                let n = libc::read(
+                    self.0.as_raw_fd(),
+                    (&mut info as *mut libc::signalfd_siginfo).cast(),
+                    size,
+                );
+                (n, info)
+            };
+            if n <= 0 {
+                return out;
+            }
+            out.push(info.ssi_signo as i32);
+        }
+    }
+}
+
+impl AsRawFd for SignalFd {
+    fn as_raw_fd(&self) -> RawFd {
+        self.0.as_raw_fd()
+    }
+}
+
+/// Waits until one of `fds` is readable (or hung up), or the timeout passes. Returns, per fd,
+/// whether it is ready.
+pub fn poll_readable(fds: &[RawFd], timeout: Option<Duration>) -> io::Result<Vec<bool>> {
+    let mut pfds: Vec<libc::pollfd> = fds
+        .iter()
+        .map(|fd| libc::pollfd {
+            fd: *fd,
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    let ms = timeout.map_or(-1, |t| t.as_millis().min(i32::MAX as u128) as i32);
+    // SAFETY: pfds is a valid array of pollfd of the given length.
+    let n = unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, ms) };
+    if n < 0 {
+        let e = io::Error::last_os_error();
+        if e.kind() == io::ErrorKind::Interrupted {
+            return Ok(vec![false; fds.len()]);
+        }
+        return Err(e);
+    }
+    Ok(pfds.iter().map(|p| p.revents != 0).collect())
+}

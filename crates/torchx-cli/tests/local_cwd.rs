@@ -1,0 +1,437 @@
+//! Acceptance tests of the persistent `local_cwd` scheduler with real processes: detached runs
+//! seen from other processes, retry policies, no orphans on SIGINT / cancel / SIGKILL of the
+//! supervisor (checked by scanning /proc), concurrency and crashes of the ledger, and dist.ddp.
+
+mod support;
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use support::{app_id, assert_no_processes, processes_of, stderr, stdout, wait_processes, Env};
+
+const WITHIN: Duration = Duration::from_secs(30);
+
+fn signal(pid: u32, sig: &str) {
+    let ok = Command::new("kill")
+        .args([sig, &pid.to_string()])
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "kill {sig} {pid}");
+}
+
+fn write_exe(path: &Path, text: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(path, text).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+#[test]
+fn detached_app_is_visible_tailable_and_cancellable_from_other_processes() {
+    let env = Env::new();
+    let handle = env.detach(&[
+        "utils.sh",
+        "--",
+        "sh",
+        "-c",
+        "echo first; sleep 0.2; echo second; exec sleep 300",
+    ]);
+    env.wait_state(&handle, "RUNNING", WITHIN);
+    // A follower started while the app runs stops by itself once the app ends.
+    let tail = env
+        .cmd(&["log", &handle, "--tail"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + WITHIN;
+    while !stdout(&env.run(&["log", &handle])).contains("second") {
+        assert!(Instant::now() < deadline, "no output");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let list = env.list();
+    assert_eq!(list[0]["app_handle"], handle.as_str());
+    assert_eq!(list[0]["state"], "RUNNING");
+
+    let out = env.run(&["cancel", &handle]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(env.status(&handle)["state"], "CANCELLED");
+    assert_no_processes(&handle);
+
+    let tail = tail.wait_with_output().unwrap();
+    assert_eq!(tail.status.code(), Some(0), "{}", stderr(&tail));
+    assert_eq!(stdout(&tail), "sh/0 first\nsh/0 second\n");
+
+    let list = env.list();
+    assert_eq!(list[0]["state"], "CANCELLED");
+    assert!(list[0]["end_time"].as_f64().unwrap() >= list[0]["start_time"].as_f64().unwrap());
+    let cancelled = env.run(&["list", "--state", "cancelled", "--json"]);
+    assert!(stdout(&cancelled).contains(&handle));
+    let succeeded = env.run(&["list", "--state", "SUCCEEDED", "--json"]);
+    assert_eq!(stdout(&succeeded).trim(), "[]");
+    // Cancelling a finished app is a no-op.
+    assert_eq!(env.run(&["cancel", &handle]).status.code(), Some(0));
+}
+
+#[test]
+fn list_is_newest_first_with_name_state_start_and_duration() {
+    let env = Env::new();
+    let first = env.detach(&["utils.echo", "--msg", "one"]);
+    env.wait_state(&first, "SUCCEEDED", WITHIN);
+    let second = env.detach(&["utils.sh", "--", "sh", "-c", "exit 2"]);
+    env.wait_state(&second, "FAILED", WITHIN);
+    let out = env.run(&["list"]);
+    let text = stdout(&out);
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(
+        lines[0].contains("APP NAME") && lines[0].contains("DURATION"),
+        "{text}"
+    );
+    assert!(
+        lines[1].starts_with(&second) && lines[1].contains(" sh ") && lines[1].contains("FAILED"),
+        "{text}"
+    );
+    assert!(
+        lines[2].starts_with(&first) && lines[2].contains("SUCCEEDED"),
+        "{text}"
+    );
+    // Pruning.
+    assert_eq!(env.run(&["delete", &first]).status.code(), Some(0));
+    assert_eq!(env.apps(), 1);
+}
+
+fn retry_app(env: &Env, max_retries: u32, fail_times: u32) -> std::process::Output {
+    write_exe(
+        &env.cwd.join("flaky.sh"),
+        &format!(
+            "#!/bin/sh\nn=$(cat count 2>/dev/null || echo 0); n=$((n+1)); echo $n > count\n\
+             echo \"attempt $n\"\n[ $n -gt {fail_times} ]\n"
+        ),
+    );
+    std::fs::write(
+        env.cwd.join("app.yaml"),
+        format!(
+            "name: flaky\nroles:\n- name: w\n  image: x\n  entrypoint: ./flaky.sh\n  \
+             max_retries: {max_retries}\n  retry_policy: REPLICA\n"
+        ),
+    )
+    .unwrap();
+    env.run(&["run", "./app.yaml"])
+}
+
+#[test]
+fn replica_failing_twice_then_succeeding_under_max_retries_2() {
+    let env = Env::new();
+    let out = retry_app(&env, 2, 2);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let handle = stdout(&out).trim().to_string();
+    let s = env.status(&handle);
+    assert_eq!(s["state"], "SUCCEEDED");
+    assert_eq!(s["num_restarts"], 2);
+    // Every attempt appends to the same logs.
+    assert_eq!(
+        stdout(&env.run(&["log", &handle])),
+        "w/0 attempt 1\nw/0 attempt 2\nw/0 attempt 3\n"
+    );
+}
+
+#[test]
+fn exhausted_retries_fail_the_app() {
+    let env = Env::new();
+    let out = retry_app(&env, 1, 5);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let handle = stdout(&out).trim().to_string();
+    let s = env.status(&handle);
+    assert_eq!(s["state"], "FAILED");
+    assert_eq!(s["num_restarts"], 1);
+    assert_eq!(s["msg"], "w/0 exited with code 1");
+    assert_eq!(
+        std::fs::read_to_string(env.cwd.join("count")).unwrap(),
+        "2\n"
+    );
+}
+
+/// Runs an app of roles a (2 replicas) and b (1 replica) where a/0 fails once, and returns how
+/// many times each replica ran.
+fn runs_under(policy: &str) -> (Vec<usize>, serde_json::Value) {
+    let env = Env::new();
+    // Each run appends to runs-<role>-<id>; a/0 fails its first run once the others have
+    // started (and are still running).
+    write_exe(
+        &env.cwd.join("w.sh"),
+        "#!/bin/sh\necho x >> runs-$1\nif [ $1 = a-0 ] && [ ! -e failed ]; then\n\
+         while [ ! -e runs-a-1 ] || [ ! -e runs-b-0 ]; do sleep 0.01; done\n\
+         touch failed; exit 1\nfi\nsleep 0.5\n",
+    );
+    let role = |name: &str, replicas: u32| {
+        format!(
+            "- name: {name}\n  image: x\n  entrypoint: ./w.sh\n  args: ['{name}-${{replica_id}}']\n  \
+             num_replicas: {replicas}\n  max_retries: 1\n  retry_policy: {policy}\n"
+        )
+    };
+    std::fs::write(
+        env.cwd.join("app.yaml"),
+        format!("name: policy\nroles:\n{}{}", role("a", 2), role("b", 1)),
+    )
+    .unwrap();
+    let out = env.run(&["run", "./app.yaml"]);
+    assert_eq!(out.status.code(), Some(0), "{policy}: {}", stderr(&out));
+    let runs = ["a-0", "a-1", "b-0"]
+        .iter()
+        .map(|r| {
+            std::fs::read_to_string(env.cwd.join(format!("runs-{r}")))
+                .unwrap()
+                .lines()
+                .count()
+        })
+        .collect();
+    (runs, env.status(stdout(&out).trim()))
+}
+
+#[test]
+fn retry_policies_restart_replica_role_or_application() {
+    let (runs, status) = runs_under("REPLICA");
+    assert_eq!(runs, [2, 1, 1], "REPLICA restarts only the failed replica");
+    assert_eq!(status["num_restarts"], 1);
+    let (runs, _) = runs_under("ROLE");
+    assert_eq!(runs, [2, 2, 1], "ROLE restarts the failed replica's role");
+    let (runs, status) = runs_under("APPLICATION");
+    assert_eq!(runs, [2, 2, 2], "APPLICATION restarts every replica");
+    assert_eq!(status["state"], "SUCCEEDED");
+    assert_eq!(status["num_restarts"], 1);
+}
+
+#[test]
+fn sigint_to_foreground_run_cancels_and_leaves_no_process() {
+    let env = Env::new();
+    let (mut child, handle) =
+        env.spawn_run(&["utils.sh", "--", "sh", "-c", "sleep 300 & sleep 301"]);
+    wait_processes(&handle, 2);
+    signal(child.id(), "-INT");
+    assert_eq!(child.wait().unwrap().code(), Some(130));
+    assert_eq!(env.status(&handle)["state"], "CANCELLED");
+    assert_no_processes(&handle);
+}
+
+#[test]
+fn sigterm_to_foreground_run_cancels_too() {
+    let env = Env::new();
+    let (mut child, handle) = env.spawn_run(&["utils.sh", "--", "sleep", "300"]);
+    wait_processes(&handle, 1);
+    signal(child.id(), "-TERM");
+    assert_eq!(child.wait().unwrap().code(), Some(130));
+    assert_eq!(env.status(&handle)["state"], "CANCELLED");
+    assert_no_processes(&handle);
+}
+
+#[test]
+fn cancel_escalates_to_sigkill_for_processes_ignoring_sigterm() {
+    let env = Env::new();
+    // The replica (a shell) and both sleeps ignore SIGTERM; only the KILL after the grace
+    // period stops them.
+    std::fs::write(
+        env.cwd.join("app.yaml"),
+        "name: stubborn\nroles:\n- name: sh\n  image: x\n  entrypoint: sh\n  \
+         args: ['-c', \"trap '' TERM; sleep 300 & sleep 301; wait\"]\n",
+    )
+    .unwrap();
+    let handle = env.detach(&["./app.yaml"]);
+    wait_processes(&handle, 3);
+    let started = Instant::now();
+    let out = env.run(&["cancel", &handle]);
+    assert!(
+        started.elapsed() >= Duration::from_secs(9),
+        "SIGTERM was not ignored?"
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let s = env.status(&handle);
+    assert_eq!(s["state"], "CANCELLED");
+    assert_eq!(s["roles"][0]["replicas"][0]["state"], 6);
+    assert_no_processes(&handle);
+}
+
+#[test]
+fn sigkill_of_the_supervisor_kills_the_replicas_and_fails_the_app() {
+    let env = Env::new();
+    let handle = env.detach(&["utils.sh", "--", "sh", "-c", "sleep 300 & sleep 301"]);
+    wait_processes(&handle, 2);
+    let supervisor: u32 = env.metadata(&handle, "supervisor_pid").parse().unwrap();
+    signal(supervisor, "-KILL");
+    // Nobody asked for the status yet: the guard alone must clean up.
+    assert_no_processes(&handle);
+    let s = env.wait_state(&handle, "FAILED", WITHIN);
+    let msg = s["msg"].as_str().unwrap();
+    assert!(
+        msg.contains(&format!("supervisor (pid {supervisor}) died")),
+        "{msg}"
+    );
+}
+
+#[test]
+fn hundred_concurrent_detached_runs_all_recorded_and_succeed() {
+    let env = Env::new();
+    let children: Vec<_> = (0..100)
+        .map(|i| {
+            env.cmd(&[
+                "run",
+                "--detach",
+                "utils.echo",
+                "--msg",
+                &format!("job {i}"),
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+        })
+        .collect();
+    let mut handles = BTreeSet::new();
+    for c in children {
+        let out = c.wait_with_output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        handles.insert(stdout(&out).trim().to_string());
+    }
+    assert_eq!(handles.len(), 100);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let list = env.list();
+        let listed: BTreeSet<String> = list
+            .iter()
+            .map(|a| a["app_handle"].as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(listed, handles);
+        if list.iter().all(|a| a["state"] == "SUCCEEDED") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "not all succeeded: {list:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let out = env.run(&["log", handles.iter().next().unwrap()]);
+    assert!(stdout(&out).starts_with("echo/0 job "), "{}", stdout(&out));
+}
+
+#[test]
+fn submitters_killed_mid_submission_leave_a_readable_ledger_and_no_stuck_apps() {
+    let env = Env::new();
+    for i in 0..20u64 {
+        let mut c = env
+            .cmd(&["run", "--detach", "utils.sh", "--", "sleep", "0.2"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(i % 10));
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+    // Whatever was recorded is readable and reaches a terminal state.
+    let deadline = Instant::now() + WITHIN;
+    loop {
+        let list = env.list();
+        let pending: Vec<_> = list
+            .iter()
+            .filter(|a| {
+                !["SUCCEEDED", "FAILED", "CANCELLED"].contains(&a["state"].as_str().unwrap())
+            })
+            .collect();
+        if pending.is_empty() {
+            for a in &list {
+                assert_no_processes(a["app_handle"].as_str().unwrap());
+            }
+            break;
+        }
+        assert!(Instant::now() < deadline, "stuck: {pending:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // And the ledger still takes new jobs.
+    let out = env.run(&["run", "utils.echo"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+}
+
+#[test]
+fn replica_that_cannot_start_fails_the_submission_and_is_recorded() {
+    let env = Env::new();
+    let out = env.run(&["run", "./missing.yaml"]);
+    assert_ne!(out.status.code(), Some(0));
+    std::fs::write(
+        env.cwd.join("app.yaml"),
+        "name: nope\nroles:\n- name: a\n  image: x\n  entrypoint: sleep\n  args: ['300']\n\
+         - name: b\n  image: x\n  entrypoint: /no/such/program\n",
+    )
+    .unwrap();
+    let out = env.run(&["run", "./app.yaml"]);
+    assert_eq!(out.status.code(), Some(5), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("b/0 could not start: local_cwd: cannot start `/no/such/program`"),
+        "{}",
+        stderr(&out)
+    );
+    let list = env.list();
+    assert_eq!(list[0]["state"], "FAILED");
+    // The replica that did start was stopped.
+    assert_no_processes(list[0]["app_handle"].as_str().unwrap());
+}
+
+#[test]
+fn ddp_launches_torchrun_with_the_right_arguments() {
+    let env = Env::new();
+    // A stand-in torchrun in the cwd, which local_cwd puts on the replica's PATH.
+    write_exe(
+        &env.cwd.join("torchrun"),
+        "#!/bin/sh\nfor a in \"$@\"; do printf '%s\\n' \"$a\"; done > torchrun.args\n\
+         env | grep -E '^(TORCHX_RANK0_HOST|PET_LOG_DIR|TORCHELASTIC_ERROR_FILE)=' | sort > torchrun.env\n",
+    );
+    std::fs::write(env.cwd.join("x.py"), "print('hi')\n").unwrap();
+    let out = env.run(&["run", "dist.ddp", "-j", "1x2", "--script", "x.py"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let handle = stdout(&out).trim().to_string();
+    let args = std::fs::read_to_string(env.cwd.join("torchrun.args")).unwrap();
+    assert_eq!(
+        args,
+        format!(
+            "--rdzv_backend\nc10d\n--rdzv_endpoint\nlocalhost:0\n--rdzv_id\n{}\n--nnodes\n1\n\
+             --nproc_per_node\n2\n--tee\n3\n--role\n\nx.py\n",
+            app_id(&handle)
+        )
+    );
+    let envs = std::fs::read_to_string(env.cwd.join("torchrun.env")).unwrap();
+    assert!(envs.contains("TORCHX_RANK0_HOST=localhost\n"), "{envs}");
+    assert!(
+        envs.contains(&format!("/{}/x/0/error.json", app_id(&handle))),
+        "{envs}"
+    );
+    assert!(processes_of(&handle).is_empty());
+}
+
+#[test]
+fn ddp_with_real_torchrun_and_gloo_when_torch_is_importable() {
+    let torch = Command::new("python3")
+        .args(["-c", "import torch"])
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !torch {
+        support::skip(
+            "ddp_with_real_torchrun_and_gloo",
+            "`import torch` fails on this machine",
+        );
+        return;
+    }
+    let env = Env::new();
+    std::fs::write(
+        env.cwd.join("x.py"),
+        "import os, torch, torch.distributed as dist\n\
+         dist.init_process_group('gloo')\n\
+         t = torch.ones(1)\ndist.all_reduce(t)\n\
+         open(f\"rank{dist.get_rank()}\", 'w').write(str(int(t.item())))\n",
+    )
+    .unwrap();
+    let out = env.run(&["run", "dist.ddp", "-j", "1x2", "--script", "x.py"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    for rank in 0..2 {
+        let got = std::fs::read_to_string(env.cwd.join(format!("rank{rank}"))).unwrap();
+        assert_eq!(got, "2", "rank {rank}");
+    }
+}

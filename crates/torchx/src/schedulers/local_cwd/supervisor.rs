@@ -1,0 +1,775 @@
+//! The supervisor: one detached process per app (`torchx __supervise`, in its own session) that
+//! owns the replicas. It starts them, copies their output into the log files, records every
+//! start and exit in the ledger, applies the retry policy and stops everything on cancel.
+//!
+//! It is single-threaded: one `poll` loop over a signalfd (SIGCHLD, SIGTERM, SIGINT, SIGHUP) and
+//! the replicas' pipes. Replicas die with it (PR_SET_PDEATHSIG); a companion guard process
+//! (`torchx __guard`) notices if the supervisor itself is killed and kills the replicas' process
+//! groups, so no replica outlives a dead supervisor.
+
+use std::collections::BTreeMap;
+use std::fs::{File, OpenOptions};
+use std::io::{BufRead, ErrorKind, Read, Write};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{ChildStdin, Command, Stdio};
+use std::time::Instant;
+
+use super::ledger::{AttemptRow, Ledger, Liveness, Progress, ReplicaRow};
+use super::render::{cuda_assignments, join_path, PopenRequest, ReplicaParam};
+use super::state::{
+    exit_message, on_failure, verdict_without_supervisor, Alive, Decision, RetryCounters,
+};
+use super::sys::{self, Exit, SignalFd};
+use super::{now, GRACE, NAME};
+use crate::error::{Error, Result};
+use crate::specs::{AppDef, AppState, RetryPolicy};
+
+/// The hidden subcommand that runs [`supervisor_main`].
+pub const SUPERVISE_ARG: &str = "__supervise";
+/// The hidden subcommand that runs [`guard_main`].
+pub const GUARD_ARG: &str = "__guard";
+
+/// Entry point of `torchx __supervise`: reads the app id from stdin, reports `ready` or
+/// `failed: <why>` on stdout once the replicas are started, then supervises them to the end.
+pub fn supervisor_main() -> i32 {
+    let mut app_id = String::new();
+    let _ = std::io::stdin().lock().read_line(&mut app_id);
+    let app_id = app_id.trim().to_string();
+    if app_id.is_empty() {
+        eprintln!("torchx {SUPERVISE_ARG}: expected an app id on stdin");
+        return 2;
+    }
+    // Out of the submitter's session: terminal signals go to `torchx run`, which cancels.
+    sys::setsid();
+    let state_dir = super::default_state_dir();
+    let mut sup = match Supervisor::start(&state_dir, &app_id) {
+        Ok(Some(s)) => s,
+        Ok(None) => {
+            report("failed: cancelled before it started");
+            return 0;
+        }
+        Err(e) => {
+            eprintln!("torchx supervisor of {app_id}: {e}");
+            if let Ok(mut ledger) = Ledger::open(&state_dir) {
+                let _ =
+                    ledger.finish_if_unfinished(&app_id, AppState::Failed, &e.to_string(), now());
+            }
+            report(&format!("failed: {e}"));
+            return 1;
+        }
+    };
+    let startup_error = sup.msg.clone();
+    if startup_error.is_empty() {
+        report("ready");
+    }
+    let result = sup.run();
+    if !startup_error.is_empty() {
+        report(&format!("failed: {startup_error}"));
+    }
+    match result {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("torchx supervisor of {app_id}: {e}");
+            1
+        }
+    }
+}
+
+fn report(line: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{line}");
+    let _ = out.flush();
+}
+
+/// Entry point of `torchx __guard`: reads the app id, then waits for its supervisor's pipe to
+/// close. Without a final `done` the supervisor died: kill what is left and record why.
+pub fn guard_main() -> i32 {
+    let stdin = std::io::stdin();
+    let mut lines = stdin.lock().lines();
+    let Some(Ok(app_id)) = lines.next() else {
+        return 2;
+    };
+    let done = lines.any(|l| l.is_ok_and(|l| l == "done"));
+    if done {
+        return 0;
+    }
+    let result = Ledger::open(&super::default_state_dir()).and_then(|mut ledger| {
+        match ledger.app_liveness(&app_id)? {
+            // The supervisor is dead (it closed our pipe), whatever its pid looks like now.
+            Some(live) => reconcile_with(&mut ledger, &live, false).map(drop),
+            None => Ok(()),
+        }
+    });
+    if let Err(e) = result {
+        eprintln!("torchx guard of {app_id}: {e}");
+        return 1;
+    }
+    0
+}
+
+/// Brings an app whose supervisor is gone to a terminal state: kills its replicas' process
+/// groups and records the verdict. Returns the app's state afterwards.
+pub fn reconcile(ledger: &mut Ledger, live: &Liveness) -> Result<AppState> {
+    if live.state.is_terminal() {
+        return Ok(live.state);
+    }
+    let supervisor = live
+        .supervisor_pid
+        .is_some_and(|p| sys::pid_alive(p, live.supervisor_start));
+    reconcile_with(ledger, live, supervisor)
+}
+
+fn reconcile_with(ledger: &mut Ledger, live: &Liveness, supervisor: bool) -> Result<AppState> {
+    let alive = Alive {
+        supervisor,
+        submitter: sys::pid_alive(live.submitter_pid, live.submitter_start),
+    };
+    let Some((state, msg)) = verdict_without_supervisor(live, alive, now()) else {
+        return Ok(live.state);
+    };
+    for r in ledger.replicas(&live.app_id)? {
+        if let (false, Some(pid)) = (r.state.is_terminal(), r.pid) {
+            kill_group_if_ours(pid, r.pid_start);
+        }
+    }
+    ledger.finish_if_unfinished(&live.app_id, state, &msg, now())?;
+    Ok(ledger
+        .app_liveness(&live.app_id)?
+        .map_or(state, |l| l.state))
+}
+
+/// SIGKILLs a replica's process group unless its leader's pid now belongs to someone else. A
+/// dead leader's group may still hold its descendants, and its id cannot be reused while it does.
+fn kill_group_if_ours(pgid: u32, leader_start: Option<u64>) {
+    let ours = match (sys::proc_start_time(pgid), leader_start) {
+        (None, _) | (_, None) => true,
+        (Some(now), Some(then)) => now == then,
+    };
+    if ours {
+        sys::signal_group(pgid, sys::SIGKILL);
+    }
+}
+
+/// The executable that runs the supervisor: `$TORCHX_SUPERVISOR`, else this program if it
+/// registered itself with [`embed_supervisor`].
+pub fn supervisor_exe() -> Result<PathBuf> {
+    if let Some(p) = std::env::var_os("TORCHX_SUPERVISOR").filter(|p| !p.is_empty()) {
+        return Ok(PathBuf::from(p));
+    }
+    if EMBEDDED.get().is_some() {
+        if let Ok(exe) = std::env::current_exe() {
+            return Ok(exe);
+        }
+    }
+    Err(Error::unsupported(
+        NAME,
+        "running apps from this program: local_cwd needs the `torchx` executable to supervise \
+         them; set TORCHX_SUPERVISOR=/path/to/torchx, or call \
+         torchx::schedulers::local_cwd::embed_supervisor() at the start of main()",
+    ))
+}
+
+static EMBEDDED: std::sync::OnceLock<()> = std::sync::OnceLock::new();
+
+/// Makes this program its own supervisor: if it was started as `__supervise` or `__guard`, runs
+/// that role and exits; otherwise records that it can, and returns. Call first thing in `main`.
+pub fn embed_supervisor() {
+    let _ = EMBEDDED.set(());
+    let arg = std::env::args_os().nth(1);
+    let code = match arg.as_ref().and_then(|a| a.to_str()) {
+        Some(SUPERVISE_ARG) => supervisor_main(),
+        Some(GUARD_ARG) => guard_main(),
+        _ => return,
+    };
+    std::process::exit(code);
+}
+
+struct RoleSpec {
+    name: String,
+    policy: RetryPolicy,
+    max_retries: u32,
+}
+
+/// A pipe from a replica and the log it feeds.
+struct Pipe {
+    src: File,
+    log: File,
+    partial: Vec<u8>,
+}
+
+struct Proc {
+    pid: u32,
+    stop_sent: bool,
+    pipes: [Option<Pipe>; 2],
+    combined: File,
+}
+
+struct Slot {
+    role_idx: usize,
+    param: ReplicaParam,
+    env: BTreeMap<String, String>,
+    row: ReplicaRow,
+    proc: Option<Proc>,
+    dirty: bool,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Phase {
+    Running,
+    /// Waiting for these slots to stop, then restarting them.
+    Restarting(Vec<usize>),
+    /// Stopping everything; the app ends in this state.
+    Stopping(AppState),
+}
+
+struct Supervisor {
+    ledger: Ledger,
+    app_id: String,
+    roles: Vec<RoleSpec>,
+    slots: Vec<Slot>,
+    counters: RetryCounters,
+    num_restarts: i64,
+    phase: Phase,
+    msg: String,
+    stop_deadline: Option<Instant>,
+    signals: SignalFd,
+    guard: Option<ChildStdin>,
+    attempts: Vec<AttemptRow>,
+    app_dirty: bool,
+}
+
+impl Supervisor {
+    /// Claims the app, starts the guard and the replicas. `None` if the app was cancelled first.
+    fn start(state_dir: &Path, app_id: &str) -> Result<Option<Supervisor>> {
+        // Block the signals we read before any child exists, so no exit goes unnoticed.
+        let signals = SignalFd::new(&[sys::SIGCHLD, sys::SIGTERM, sys::SIGINT, sys::SIGHUP])
+            .map_err(|e| Error::io("creating the supervisor's signalfd", e))?;
+        let ledger = Ledger::open(state_dir)?;
+        let corrupt = |what: &str, e: String| {
+            Error::backend(
+                NAME,
+                format!("the ledger's {what} of {app_id} is unreadable: {e}"),
+            )
+        };
+        let request: PopenRequest = ledger
+            .request_json(app_id)?
+            .ok_or_else(|| Error::not_found("app", app_id, " in the job ledger"))
+            .and_then(|j| {
+                serde_json::from_str(&j).map_err(|e| corrupt("request", e.to_string()))
+            })?;
+        let app: AppDef = ledger
+            .app(app_id)?
+            .ok_or_else(|| Error::not_found("app", app_id, " in the job ledger"))
+            .and_then(|a| {
+                serde_json::from_str(&a.app_json).map_err(|e| corrupt("AppDef", e.to_string()))
+            })?;
+        let me = std::process::id();
+        if !ledger.claim(app_id, me, sys::proc_start_time(me))? {
+            return Ok(None);
+        }
+        let guard = spawn_guard(state_dir, app_id)
+            .map_err(|e| Error::io("starting the supervisor's guard process", e))?;
+        let cuda = if request.auto_set_cuda_visible_devices {
+            cuda_assignments(&request, gpu_count())
+        } else {
+            None
+        };
+        let mut replicas = ledger.replicas(app_id)?.into_iter();
+        let mut slots = Vec::new();
+        for (ri, role) in request.roles.iter().enumerate() {
+            for (i, p) in role.replicas.iter().enumerate() {
+                let mut env = p.env.clone();
+                if let Some(ids) = cuda.as_ref().and_then(|c| c.get(ri)).and_then(|r| r.get(i)) {
+                    env.insert("CUDA_VISIBLE_DEVICES".into(), ids.clone());
+                }
+                let row = replicas
+                    .next()
+                    .ok_or_else(|| corrupt("replicas", "fewer rows than replicas".into()))?;
+                slots.push(Slot {
+                    role_idx: ri,
+                    param: p.clone(),
+                    env,
+                    row,
+                    proc: None,
+                    dirty: true,
+                });
+            }
+        }
+        let roles: Vec<RoleSpec> = request
+            .roles
+            .iter()
+            .map(|r| {
+                let spec = app.roles.iter().find(|a| a.name == r.role);
+                RoleSpec {
+                    name: r.role.clone(),
+                    policy: spec.map(|s| s.retry_policy).unwrap_or_default(),
+                    max_retries: spec.map_or(0, |s| s.max_retries),
+                }
+            })
+            .collect();
+        let mut sup = Supervisor {
+            ledger,
+            app_id: app_id.to_string(),
+            counters: RetryCounters::new(request.roles.iter().map(|r| r.replicas.len())),
+            roles,
+            slots,
+            num_restarts: 0,
+            phase: Phase::Running,
+            msg: String::new(),
+            stop_deadline: None,
+            signals,
+            guard: Some(guard),
+            attempts: Vec::new(),
+            app_dirty: true,
+        };
+        for i in 0..sup.slots.len() {
+            if !sup.spawn(i) {
+                // Nothing half-started: kill what did start and fail the app.
+                sup.stop_all(AppState::Failed);
+                sup.kill_stopping();
+                break;
+            }
+        }
+        sup.flush()?;
+        Ok(Some(sup))
+    }
+
+    /// Starts (or restarts) slot `i`; false if it could not be started.
+    fn spawn(&mut self, i: usize) -> bool {
+        let slot = &mut self.slots[i];
+        slot.dirty = true;
+        let row = &mut slot.row;
+        if row.started.is_some() {
+            row.attempt += 1;
+        }
+        row.started = Some(now());
+        (row.ended, row.exit_code, row.signal) = (None, None, None);
+        row.msg.clear();
+        match start_process(&slot.param, &slot.env) {
+            Ok(proc) => {
+                row.state = AppState::Running;
+                row.pid = Some(proc.pid);
+                row.pid_start = sys::proc_start_time(proc.pid);
+                slot.proc = Some(proc);
+                true
+            }
+            Err(e) => {
+                row.state = AppState::Failed;
+                row.pid = None;
+                row.ended = Some(now());
+                row.msg = format!("{}/{} could not start: {e}", row.role, row.replica_id);
+                self.msg = row.msg.clone();
+                self.app_dirty = true;
+                false
+            }
+        }
+    }
+
+    fn run(&mut self) -> Result<()> {
+        let final_state = loop {
+            self.flush()?;
+            if let Some(state) = self.finished() {
+                break state;
+            }
+            let mut fds: Vec<RawFd> = vec![self.signals.as_raw_fd()];
+            let mut owners: Vec<(usize, usize)> = Vec::new();
+            for (i, slot) in self.slots.iter().enumerate() {
+                if let Some(p) = &slot.proc {
+                    for (k, pipe) in p.pipes.iter().enumerate() {
+                        if let Some(pipe) = pipe {
+                            fds.push(pipe.src.as_raw_fd());
+                            owners.push((i, k));
+                        }
+                    }
+                }
+            }
+            let timeout = self
+                .stop_deadline
+                .map(|d| d.saturating_duration_since(Instant::now()));
+            let ready = sys::poll_readable(&fds, timeout)
+                .map_err(|e| Error::io("waiting for replica events", e))?;
+            for (n, &(i, k)) in owners.iter().enumerate() {
+                if ready[n + 1] {
+                    self.read_pipe(i, k);
+                }
+            }
+            if ready[0] {
+                for sig in self.signals.read() {
+                    if sig == sys::SIGCHLD {
+                        while let Some((pid, exit)) = sys::reap_any() {
+                            self.on_exit(pid, exit);
+                        }
+                    } else {
+                        self.cancel();
+                    }
+                }
+            }
+            if self.stop_deadline.is_some_and(|d| Instant::now() >= d) {
+                self.kill_stopping();
+            }
+            self.advance();
+        };
+        let ended = now();
+        let msg = match final_state {
+            AppState::Cancelled => "cancelled by user".to_string(),
+            _ => self.msg.clone(),
+        };
+        let rows: Vec<ReplicaRow> = self.slots.iter().map(|s| s.row.clone()).collect();
+        let attempts = std::mem::take(&mut self.attempts);
+        let progress = Progress {
+            state: final_state,
+            msg: &msg,
+            num_restarts: self.num_restarts,
+            ended: Some(ended),
+        };
+        self.ledger
+            .save(&self.app_id, &progress, &rows, &attempts)?;
+        if let Some(mut g) = self.guard.take() {
+            let _ = writeln!(g, "done");
+        }
+        Ok(())
+    }
+
+    fn finished(&self) -> Option<AppState> {
+        match &self.phase {
+            Phase::Running => self
+                .slots
+                .iter()
+                .all(|s| s.row.state == AppState::Succeeded)
+                .then_some(AppState::Succeeded),
+            Phase::Stopping(state) => self
+                .slots
+                .iter()
+                .all(|s| s.proc.is_none())
+                .then_some(*state),
+            Phase::Restarting(_) => None,
+        }
+    }
+
+    /// Saves what changed since the last save, in one transaction.
+    fn flush(&mut self) -> Result<()> {
+        let rows: Vec<ReplicaRow> = self
+            .slots
+            .iter_mut()
+            .filter_map(|s| std::mem::take(&mut s.dirty).then(|| s.row.clone()))
+            .collect();
+        if rows.is_empty() && self.attempts.is_empty() && !self.app_dirty {
+            return Ok(());
+        }
+        self.app_dirty = false;
+        let attempts = std::mem::take(&mut self.attempts);
+        let progress = Progress {
+            state: AppState::Running,
+            msg: &self.msg,
+            num_restarts: self.num_restarts,
+            ended: None,
+        };
+        self.ledger.save(&self.app_id, &progress, &rows, &attempts)
+    }
+
+    fn read_pipe(&mut self, i: usize, k: usize) {
+        let Some(proc) = self.slots[i].proc.as_mut() else {
+            return;
+        };
+        pump(&mut proc.pipes[k], &mut proc.combined);
+    }
+
+    fn on_exit(&mut self, pid: u32, exit: Exit) {
+        let Some(i) = self
+            .slots
+            .iter()
+            .position(|s| s.proc.as_ref().is_some_and(|p| p.pid == pid))
+        else {
+            return; // the guard, or a process we no longer track
+        };
+        let slot = &mut self.slots[i];
+        let Some(mut proc) = slot.proc.take() else {
+            return;
+        };
+        // Whatever the replica left behind in its process group goes with it.
+        sys::signal_group(pid, sys::SIGKILL);
+        for k in 0..2 {
+            while pump(&mut proc.pipes[k], &mut proc.combined) {}
+            // A process that escaped the group may hold the pipe open: stop reading anyway.
+            close_pipe(&mut proc.pipes[k], &mut proc.combined);
+        }
+        slot.dirty = true;
+        let row = &mut slot.row;
+        row.ended = Some(now());
+        (row.exit_code, row.signal) = match exit {
+            Exit::Code(c) => (Some(c), None),
+            Exit::Signal(s) => (None, Some(s)),
+        };
+        self.attempts.push(AttemptRow {
+            role_idx: row.role_idx,
+            replica_id: row.replica_id,
+            attempt: row.attempt,
+            pid: row.pid,
+            exit_code: row.exit_code,
+            signal: row.signal,
+            started: row.started,
+            ended: row.ended,
+        });
+        if exit == Exit::Code(0) {
+            row.state = AppState::Succeeded;
+            return;
+        }
+        if proc.stop_sent {
+            row.state = AppState::Cancelled;
+            row.msg = format!("{}/{} was stopped", row.role, row.replica_id);
+            return;
+        }
+        row.state = AppState::Failed;
+        row.msg = exit_message(&row.role, row.replica_id, exit);
+        let msg = row.msg.clone();
+        let restarting_this = matches!(&self.phase, Phase::Restarting(t) if t.contains(&i));
+        if matches!(self.phase, Phase::Stopping(_)) || restarting_this {
+            return;
+        }
+        let role_idx = slot.role_idx;
+        let role = &self.roles[role_idx];
+        let replica = i - self
+            .slots
+            .iter()
+            .position(|s| s.role_idx == role_idx)
+            .unwrap_or(0);
+        let decision = on_failure(
+            role.policy,
+            role.max_retries,
+            &mut self.counters,
+            role_idx,
+            replica,
+        );
+        if decision != Decision::Fail {
+            self.num_restarts += 1;
+            self.app_dirty = true;
+            eprintln!(
+                "torchx supervisor: {msg}; restarting ({decision:?}, restart {} of role {})",
+                self.num_restarts, role.name
+            );
+        }
+        match decision {
+            Decision::Fail => {
+                self.msg = msg;
+                self.stop_all(AppState::Failed);
+            }
+            Decision::RestartReplica => {
+                if !self.spawn(i) {
+                    self.stop_all(AppState::Failed);
+                }
+            }
+            Decision::RestartRole => {
+                let targets = (0..self.slots.len())
+                    .filter(|&j| self.slots[j].role_idx == role_idx)
+                    .collect();
+                self.restart(targets);
+            }
+            Decision::RestartApp => self.restart((0..self.slots.len()).collect()),
+        }
+    }
+
+    /// Stops `targets` and restarts them once all have exited.
+    fn restart(&mut self, mut targets: Vec<usize>) {
+        if let Phase::Restarting(existing) = &self.phase {
+            targets.extend(existing);
+            targets.sort_unstable();
+            targets.dedup();
+        }
+        for &j in &targets {
+            self.stop(j);
+        }
+        self.phase = Phase::Restarting(targets);
+    }
+
+    fn stop(&mut self, i: usize) {
+        if let Some(p) = self.slots[i].proc.as_mut() {
+            if !p.stop_sent {
+                p.stop_sent = true;
+                sys::signal_group(p.pid, sys::SIGTERM);
+                self.stop_deadline.get_or_insert(Instant::now() + GRACE);
+            }
+        }
+    }
+
+    fn stop_all(&mut self, state: AppState) {
+        if !matches!(self.phase, Phase::Stopping(_)) {
+            self.phase = Phase::Stopping(state);
+            self.app_dirty = true;
+        }
+        for i in 0..self.slots.len() {
+            self.stop(i);
+        }
+    }
+
+    fn cancel(&mut self) {
+        self.stop_all(AppState::Cancelled);
+    }
+
+    fn kill_stopping(&mut self) {
+        for p in self.slots.iter().filter_map(|s| s.proc.as_ref()) {
+            if p.stop_sent {
+                sys::signal_group(p.pid, sys::SIGKILL);
+            }
+        }
+    }
+
+    /// Moves a restart forward once its targets have all exited.
+    fn advance(&mut self) {
+        if self
+            .slots
+            .iter()
+            .all(|s| s.proc.as_ref().is_none_or(|p| !p.stop_sent))
+        {
+            self.stop_deadline = None;
+        }
+        let Phase::Restarting(targets) = &self.phase else {
+            return;
+        };
+        if targets.iter().any(|&j| self.slots[j].proc.is_some()) {
+            return;
+        }
+        let targets = targets.clone();
+        self.phase = Phase::Running;
+        for j in targets {
+            if !self.spawn(j) {
+                self.stop_all(AppState::Failed);
+                return;
+            }
+        }
+    }
+}
+
+/// Copies what is available from a pipe into its log and, whole lines only, into the combined
+/// log. Returns false at end of file (or on error); true if there may be more.
+fn pump(pipe: &mut Option<Pipe>, combined: &mut File) -> bool {
+    let Some(p) = pipe.as_mut() else {
+        return false;
+    };
+    let mut buf = [0u8; 65536];
+    match p.src.read(&mut buf) {
+        Ok(0) => {}
+        Ok(n) => {
+            let _ = p.log.write_all(&buf[..n]);
+            p.partial.extend_from_slice(&buf[..n]);
+            if let Some(last) = p.partial.iter().rposition(|b| *b == b'\n') {
+                let _ = combined.write_all(&p.partial[..=last]);
+                p.partial.drain(..=last);
+            }
+            return true;
+        }
+        Err(e) if e.kind() == ErrorKind::Interrupted => return true,
+        // Nothing right now: keep the pipe.
+        Err(e) if e.kind() == ErrorKind::WouldBlock => return false,
+        Err(_) => {}
+    }
+    close_pipe(pipe, combined);
+    false
+}
+
+/// Closes a pipe; its last unterminated line still belongs in the combined log.
+fn close_pipe(pipe: &mut Option<Pipe>, combined: &mut File) {
+    if let Some(p) = pipe.take() {
+        if !p.partial.is_empty() {
+            let _ = combined.write_all(&p.partial);
+        }
+    }
+}
+
+fn open_log(path: &Path) -> std::io::Result<File> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    OpenOptions::new().create(true).append(true).open(path)
+}
+
+fn start_process(p: &ReplicaParam, env: &BTreeMap<String, String>) -> Result<Proc> {
+    let context =
+        |e: std::io::Error| Error::io(format!("opening logs in {}", p.stdout.display()), e);
+    let logs = [
+        open_log(&p.stdout).map_err(context)?,
+        open_log(&p.stderr).map_err(context)?,
+    ];
+    let combined = open_log(&p.combined).map_err(context)?;
+    let (program, args) = p
+        .args
+        .split_first()
+        .ok_or_else(|| Error::spec("empty command line"))?;
+    let mut cmd = Command::new(program);
+    cmd.args(args)
+        .current_dir(&p.cwd)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for (k, v) in env {
+        if k == "PATH" {
+            let os_path = std::env::var("PATH").unwrap_or_default();
+            cmd.env(k, join_path([Some(v.as_str()), Some(os_path.as_str())]));
+        } else {
+            cmd.env(k, v);
+        }
+    }
+    if std::env::var_os("PYTHONUNBUFFERED").is_none() && !env.contains_key("PYTHONUNBUFFERED") {
+        cmd.env("PYTHONUNBUFFERED", "x");
+    }
+    // Its own process group, so stopping it stops its whole tree.
+    cmd.process_group(0);
+    sys::die_with_parent(&mut cmd);
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| Error::backend(NAME, format!("cannot start `{program}`: {e}")))?;
+    let [out_log, err_log] = logs;
+    let pipe = |src: Option<OwnedFd>, log: File| {
+        src.map(File::from).and_then(|src| {
+            sys::set_nonblocking(&src).ok()?;
+            Some(Pipe {
+                src,
+                log,
+                partial: Vec::new(),
+            })
+        })
+    };
+    let pipes = [
+        pipe(child.stdout.take().map(OwnedFd::from), out_log),
+        pipe(child.stderr.take().map(OwnedFd::from), err_log),
+    ];
+    // The child is reaped by the supervisor's waitpid loop, never through `Child`.
+    Ok(Proc {
+        pid: child.id(),
+        stop_sent: false,
+        pipes,
+        combined,
+    })
+}
+
+fn spawn_guard(state_dir: &Path, app_id: &str) -> std::io::Result<ChildStdin> {
+    let exe = supervisor_exe().map_err(|e| std::io::Error::other(e.to_string()))?;
+    let mut child = Command::new(exe)
+        .arg(GUARD_ARG)
+        .env("TORCHX_STATE_DIR", state_dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .process_group(0)
+        .spawn()?;
+    let mut stdin = child
+        .stdin
+        .take()
+        .ok_or_else(|| std::io::Error::other("no guard stdin"))?;
+    writeln!(stdin, "{app_id}")?;
+    Ok(stdin)
+}
+
+fn gpu_count() -> i64 {
+    match Command::new("nvidia-smi")
+        .arg("-L")
+        .stderr(Stdio::null())
+        .output()
+    {
+        Ok(out) if out.status.success() => String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .count() as i64,
+        _ => 0,
+    }
+}
