@@ -47,10 +47,9 @@ pub fn print_error(err: &torchx::Error, verbose: bool) {
     }
 }
 
-/// Prints `value` as pretty JSON on stdout.
-pub fn print_json(value: &serde_json::Value) {
-    println!(
-        "{}",
-        serde_json::to_string_pretty(value).unwrap_or_default()
-    );
+/// Prints `value` as pretty JSON on stdout (buffered: lists can be long).
+pub fn print_json(value: &impl serde::Serialize) {
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    let _ = serde_json::to_writer_pretty(&mut out, value);
+    let _ = writeln!(out);
 }

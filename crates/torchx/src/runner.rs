@@ -386,9 +386,6 @@ impl Runner {
         query: &LogQuery,
     ) -> Result<Box<dyn LogLines>> {
         let (h, s) = self.route(handle)?;
-        if s.describe(&h.app_id).await?.is_none() {
-            return Err(self.unknown_app(&h));
-        }
         let caps = s.capabilities();
         if !caps.logs {
             return Err(Error::unsupported(s.name(), "logs"));
@@ -403,7 +400,12 @@ impl Runner {
                 "per-stream logs (only combined)",
             ));
         }
-        let lines = s.log_iter(&h.app_id, role, k, query).await?;
+        // `log_iter` reports unknown apps itself (trait contract), which spares a describe per
+        // replica when following the logs of hundreds of replicas.
+        let lines = match s.log_iter(&h.app_id, role, k, query).await {
+            Err(Error::NotFound { what: "app", .. }) => return Err(self.unknown_app(&h)),
+            other => other?,
+        };
         Ok(match &query.regex {
             Some(re) => Box::new(Filtered {
                 inner: lines,

@@ -136,19 +136,34 @@ async fn submit_and_wait(
     } else {
         Duration::from_secs(1)
     };
-    let wait = runner.wait(&handle, poll, timeout.map(Duration::from_secs_f64));
+    // The log streams end when the app does; only then is its final state worth asking for.
+    let finish = async {
+        while let Some(res) = log_tasks.join_next().await {
+            if let Ok(Err(e)) = res {
+                log::warn!("logs of {handle}: {e}");
+            }
+        }
+        runner.wait(&handle, poll, None).await
+    };
+    let finish = async {
+        match timeout {
+            None => finish.await,
+            Some(t) => tokio::time::timeout(Duration::from_secs_f64(t), finish)
+                .await
+                .unwrap_or_else(|_| {
+                    Err(Error::Timeout(format!(
+                        "{handle} did not finish within {t}s (it keeps running)"
+                    )))
+                }),
+        }
+    };
     let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .map_err(|e| Error::io("installing the SIGTERM handler", e))?;
     let status = tokio::select! {
-        s = wait => s?,
+        s = finish => s?,
         _ = tokio::signal::ctrl_c() => return interrupted(&runner, &handle).await,
         _ = sigterm.recv() => return interrupted(&runner, &handle).await,
     };
-    while let Some(res) = log_tasks.join_next().await {
-        if let Ok(Err(e)) = res {
-            log::warn!("logs of {handle}: {e}");
-        }
-    }
     let status = status.unwrap_or_else(|| AppStatus::new(AppState::Unknown));
     if json {
         print_json(&serde_json::json!({"handle": handle, "status": status.to_json(&[])}));

@@ -164,7 +164,8 @@ pub trait Scheduler: Debug + Send + Sync {
         let _ = app_id;
         Err(Error::unsupported(self.name(), "delete"))
     }
-    /// The log lines of replica `k` of `role`.
+    /// The log lines of replica `k` of `role`. An unknown app is [`Error::NotFound`] with
+    /// `what == "app"`.
     async fn log_iter(
         &self,
         app_id: &str,

@@ -30,11 +30,17 @@ CREATE TABLE IF NOT EXISTS apps (
     supervisor_start INTEGER,
     submitter_pid INTEGER NOT NULL,
     submitter_start INTEGER,
-    cancel_requested INTEGER NOT NULL DEFAULT 0,
+    cancel_requested INTEGER NOT NULL DEFAULT 0
+);
+-- Covers `list`, which then never reads the table itself.
+CREATE INDEX IF NOT EXISTS apps_list ON apps(created, name, app_id, state, ended, supervisor_pid,
+    supervisor_start, submitter_pid, submitter_start, cancel_requested);
+-- The bulky parts live apart, so that `list` reads only small rows.
+CREATE TABLE IF NOT EXISTS specs (
+    app_id TEXT PRIMARY KEY,
     app_json TEXT NOT NULL,
     request_json TEXT NOT NULL
 );
-CREATE INDEX IF NOT EXISTS apps_by_created ON apps(created);
 CREATE TABLE IF NOT EXISTS replicas (
     app_id TEXT NOT NULL,
     role_idx INTEGER NOT NULL,
@@ -68,6 +74,10 @@ CREATE TABLE IF NOT EXISTS attempts (
     PRIMARY KEY (app_id, role_idx, replica_id, attempt)
 );
 ";
+
+/// Per connection: WAL commits without fsync (atomic, durable up to the last checkpoint), and
+/// reads through mmap rather than copies.
+const CONNECTION_PRAGMAS: &str = "PRAGMA synchronous=NORMAL; PRAGMA mmap_size=268435456;";
 
 /// One app.
 #[derive(Debug, Clone, PartialEq)]
@@ -257,13 +267,13 @@ fn app_row(r: &Row<'_>) -> rusqlite::Result<AppRow> {
         submitter_pid: r.get(11)?,
         submitter_start: r.get::<_, Option<i64>>(12)?.map(|v| v as u64),
         cancel_requested: r.get(13)?,
-        app_json: r.get(14)?,
+        app_json: r.get::<_, Option<String>>(14)?.unwrap_or_default(),
     })
 }
 
 const APP_COLUMNS: &str = "app_id, name, session, state, msg, created, ended, log_dir, \
     num_restarts, supervisor_pid, supervisor_start, submitter_pid, submitter_start, \
-    cancel_requested, app_json";
+    cancel_requested";
 
 const REPLICA_COLUMNS: &str = "role_idx, replica_id, role, state, attempt, pid, pid_start, \
     exit_code, signal, msg, started, ended, stdout, stderr, combined, error_file";
@@ -323,10 +333,7 @@ impl Ledger {
             .query_row("PRAGMA user_version", [], |r| r.get(0))
             .map_err(&err)?;
         if version == SCHEMA_VERSION {
-            return self
-                .conn
-                .execute_batch("PRAGMA synchronous=NORMAL;")
-                .map_err(&err);
+            return self.conn.execute_batch(CONNECTION_PRAGMAS).map_err(&err);
         }
         if version > SCHEMA_VERSION {
             return Err(Error::backend(
@@ -351,9 +358,7 @@ impl Ledger {
             ))
         })
         .map_err(&err)?;
-        self.conn
-            .execute_batch("PRAGMA synchronous=NORMAL;")
-            .map_err(&err)
+        self.conn.execute_batch(CONNECTION_PRAGMAS).map_err(&err)
     }
 
     fn err(&self) -> impl Fn(rusqlite::Error) -> Error + '_ {
@@ -371,7 +376,7 @@ impl Ledger {
         let err = db_err(&path);
         let tx = self.conn.transaction().map_err(&err)?;
         tx.execute(
-            &format!("INSERT INTO apps ({APP_COLUMNS}, request_json) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)"),
+            &format!("INSERT INTO apps ({APP_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)"),
             params![
                 app.app_id,
                 app.name,
@@ -387,8 +392,6 @@ impl Ledger {
                 app.submitter_pid,
                 app.submitter_start.map(|v| v as i64),
                 app.cancel_requested,
-                app.app_json,
-                request_json
             ],
         )
         .map_err(|e| match e {
@@ -399,6 +402,11 @@ impl Ledger {
             }
             e => err(e),
         })?;
+        tx.execute(
+            "INSERT OR REPLACE INTO specs (app_id, app_json, request_json) VALUES (?1, ?2, ?3)",
+            params![app.app_id, app.app_json, request_json],
+        )
+        .map_err(&err)?;
         upsert_replicas(&tx, &app.app_id, replicas).map_err(&err)?;
         tx.commit().map_err(&err)
     }
@@ -406,7 +414,10 @@ impl Ledger {
     /// One app, if recorded.
     pub fn app(&self, app_id: &str) -> Result<Option<AppRow>> {
         self.conn
-            .prepare_cached(&format!("SELECT {APP_COLUMNS} FROM apps WHERE app_id = ?1"))
+            .prepare_cached(&format!(
+                "SELECT {APP_COLUMNS}, app_json FROM apps LEFT JOIN specs USING (app_id) \
+                 WHERE app_id = ?1"
+            ))
             .and_then(|mut s| s.query_row([app_id], app_row).optional())
             .map_err(self.err())
     }
@@ -414,7 +425,7 @@ impl Ledger {
     /// The native request an app was submitted with.
     pub fn request_json(&self, app_id: &str) -> Result<Option<String>> {
         self.conn
-            .prepare_cached("SELECT request_json FROM apps WHERE app_id = ?1")
+            .prepare_cached("SELECT request_json FROM specs WHERE app_id = ?1")
             .and_then(|mut s| s.query_row([app_id], |r| r.get(0)).optional())
             .map_err(self.err())
     }
@@ -448,6 +459,20 @@ impl Ledger {
                 "SELECT {REPLICA_COLUMNS} FROM replicas WHERE app_id = ?1 ORDER BY role_idx, replica_id"
             ))
             .and_then(|mut s| s.query_map([app_id], replica_row)?.collect())
+            .map_err(self.err())
+    }
+
+    /// Replica `k` of `role` (the k-th of that role's replicas).
+    pub fn replica(&self, app_id: &str, role: &str, k: u32) -> Result<Option<ReplicaRow>> {
+        self.conn
+            .prepare_cached(&format!(
+                "SELECT {REPLICA_COLUMNS} FROM replicas WHERE app_id = ?1 AND role = ?2 \
+                 ORDER BY role_idx, replica_id LIMIT 1 OFFSET ?3"
+            ))
+            .and_then(|mut s| {
+                s.query_row(params![app_id, role, k], replica_row)
+                    .optional()
+            })
             .map_err(self.err())
     }
 
@@ -596,7 +621,7 @@ impl Ledger {
         let n = tx
             .execute("DELETE FROM apps WHERE app_id = ?1", [app_id])
             .map_err(&err)?;
-        for table in ["replicas", "attempts"] {
+        for table in ["specs", "replicas", "attempts"] {
             tx.execute(&format!("DELETE FROM {table} WHERE app_id = ?1"), [app_id])
                 .map_err(&err)?;
         }

@@ -83,6 +83,9 @@ struct Shared {
     ledger: Mutex<Option<Ledger>>,
     /// app id → (when read, state): many log followers of one app share one ledger read.
     states: Mutex<HashMap<String, (Instant, AppState)>>,
+    /// Apps whose supervisor this process started → becomes true when it exits (the app's
+    /// final state is then recorded): log followers wake at once instead of polling.
+    exits: Mutex<HashMap<String, tokio::sync::watch::Receiver<bool>>>,
 }
 
 impl Shared {
@@ -132,6 +135,7 @@ impl LocalCwdScheduler {
                 state_dir,
                 ledger: Mutex::new(None),
                 states: Mutex::new(HashMap::new()),
+                exits: Mutex::new(HashMap::new()),
             }),
         }
     }
@@ -249,8 +253,16 @@ impl LocalCwdScheduler {
         if let Some(out) = child.stdout.take() {
             let _ = BufReader::new(out).read_line(&mut line);
         }
-        // Reap it whenever it ends, so a long-lived caller collects no zombies.
-        std::thread::spawn(move || child.wait());
+        // Reap it whenever it ends (a long-lived caller collects no zombies) and tell the log
+        // followers in this process.
+        let (exited, on_exit) = tokio::sync::watch::channel(false);
+        if let Ok(mut exits) = self.shared.exits.lock() {
+            exits.insert(req.app_id.clone(), on_exit);
+        }
+        std::thread::spawn(move || {
+            let _ = child.wait();
+            let _ = exited.send(true);
+        });
         match line.trim_end() {
             "ready" => Ok(()),
             l => Err(Error::backend(
@@ -468,27 +480,28 @@ impl Scheduler for LocalCwdScheduler {
         query: &LogQuery,
     ) -> Result<Box<dyn LogLines>> {
         self.settled(app_id)?;
-        let replicas = self.with_ledger(|l| l.replicas(app_id))?;
-        let of_role: Vec<&ReplicaRow> = replicas.iter().filter(|r| r.role == role).collect();
-        if of_role.is_empty() {
-            let mut names: Vec<&str> = replicas.iter().map(|r| r.role.as_str()).collect();
-            names.dedup();
-            return Err(Error::not_found(
-                "role",
-                role,
-                format!(" in app {app_id}; its roles are: {}", names.join(", ")),
-            ));
-        }
-        let replica = of_role.get(k as usize).ok_or_else(|| {
-            Error::not_found(
-                "replica",
-                format!("{role}/{k}"),
-                format!(
-                    " in app {app_id}; role {role} has {} replica(s)",
-                    of_role.len()
-                ),
-            )
-        })?;
+        // One row, not all of them: a foreground run follows every replica's log.
+        let replica = match self.with_ledger(|l| l.replica(app_id, role, k))? {
+            Some(r) => r,
+            None => {
+                let replicas = self.with_ledger(|l| l.replicas(app_id))?;
+                let of_role = replicas.iter().filter(|r| r.role == role).count();
+                if of_role == 0 {
+                    let mut names: Vec<&str> = replicas.iter().map(|r| r.role.as_str()).collect();
+                    names.dedup();
+                    return Err(Error::not_found(
+                        "role",
+                        role,
+                        format!(" in app {app_id}; its roles are: {}", names.join(", ")),
+                    ));
+                }
+                return Err(Error::not_found(
+                    "replica",
+                    format!("{role}/{k}"),
+                    format!(" in app {app_id}; role {role} has {of_role} replica(s)"),
+                ));
+            }
+        };
         if query.since.is_some() || query.until.is_some() {
             return Err(Error::unsupported(
                 NAME,
@@ -500,6 +513,12 @@ impl Scheduler for LocalCwdScheduler {
             Stream::Stderr => &replica.stderr,
             Stream::Combined => &replica.combined,
         };
+        let exited = self
+            .shared
+            .exits
+            .lock()
+            .ok()
+            .and_then(|e| e.get(app_id).cloned());
         Ok(Box::new(FileLines {
             path: PathBuf::from(path),
             file: None,
@@ -507,6 +526,7 @@ impl Scheduler for LocalCwdScheduler {
             tail: query.should_tail,
             app_id: app_id.to_string(),
             shared: Arc::clone(&self.shared),
+            exited,
         }))
     }
 }
@@ -519,14 +539,33 @@ struct FileLines {
     tail: bool,
     app_id: String,
     shared: Arc<Shared>,
+    exited: Option<tokio::sync::watch::Receiver<bool>>,
 }
 
 impl FileLines {
     fn app_finished(&self) -> bool {
+        if self.exited.as_ref().is_some_and(|e| *e.borrow()) {
+            return true;
+        }
         match self.shared.current_state(&self.app_id) {
             Ok(Some(state)) => state.is_terminal(),
             _ => true,
         }
+    }
+
+    /// Sleeps `pause` (then doubles it, up to 50 ms), or less if the supervisor exits.
+    async fn pause(&mut self, pause: &mut Duration) {
+        let sleep = tokio::time::sleep(*pause);
+        match self.exited.as_mut() {
+            Some(exited) => {
+                tokio::select! {
+                    _ = sleep => {}
+                    _ = exited.changed() => {}
+                }
+            }
+            None => sleep.await,
+        }
+        *pause = (*pause * 2).min(Duration::from_millis(50));
     }
 
     fn take_line(&mut self) -> Option<String> {
@@ -551,8 +590,7 @@ impl LogLines for FileLines {
                 match File::open(&self.path) {
                     Ok(f) => self.file = Some(f),
                     Err(_) if !finished => {
-                        tokio::time::sleep(pause).await;
-                        pause = (pause * 2).min(Duration::from_millis(50));
+                        self.pause(&mut pause).await;
                         continue;
                     }
                     Err(e) => {
@@ -576,8 +614,7 @@ impl LogLines for FileLines {
                 let rest = std::mem::take(&mut self.pending);
                 return Ok(Some(String::from_utf8_lossy(&rest).into_owned()));
             }
-            tokio::time::sleep(pause).await;
-            pause = (pause * 2).min(Duration::from_millis(50));
+            self.pause(&mut pause).await;
         }
     }
 }

@@ -3,8 +3,6 @@
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::os::unix::process::CommandExt;
-use std::process::Command;
 use std::time::Duration;
 
 pub use libc::{SIGCHLD, SIGHUP, SIGINT, SIGKILL, SIGTERM};
@@ -78,29 +76,6 @@ pub fn setsid() {
     // SAFETY: setsid touches no memory; failing (already a group leader) is harmless.
     unsafe {
         libc::setsid();
-    }
-}
-
-/// Makes `cmd`'s process die with SIGKILL when its parent (the supervisor) dies, and start with
-/// no blocked signals (the supervisor blocks the ones it reads through a signalfd).
-pub fn die_with_parent(cmd: &mut Command) {
-    let parent = std::process::id() as libc::pid_t;
-    // SAFETY: the closure only calls async-signal-safe functions (sigprocmask, prctl, getppid,
-    // _exit) between fork and exec.
-    unsafe {
-        cmd.pre_exec(move || {
-            let mut none: libc::sigset_t = std::mem::zeroed();
-            libc::sigemptyset(&mut none);
-            libc::sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                return Err(io::Error::last_os_error());
-            }
-            // The parent may have died before prctl took effect.
-            if libc::getppid() != parent {
-                libc::_exit(137);
-            }
-            Ok(())
-        });
     }
 }
 
