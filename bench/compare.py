@@ -1,40 +1,73 @@
 #!/usr/bin/env python3
-"""Side-by-side timings: this torchx vs Python TorchX 0.7.0 vs exec of /bin/true.
+"""Side-by-side timings: this torchx vs Python TorchX 0.7.0 (vs exec of /bin/true and a shell loop).
 
 Usage: python3 bench/compare.py [--runs N] [--venv DIR]
-Builds the release binary, installs torchx==0.7.0 into a throwaway venv (unless --venv points at
-one that has it), runs every command N times (default 7) and prints medians as a Markdown table.
+Builds the release binary and examples, installs torchx==0.7.0 into a throwaway venv (unless
+--venv points at one that has it), runs every measurement N times (default 7), alternating ours and
+theirs so that machine noise hits both alike, and prints medians as Markdown tables.
 """
-import argparse, os, shutil, statistics, subprocess, sys, tempfile, time
+import argparse, json, os, shutil, statistics, subprocess, sys, tempfile, time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-def median_ms(cmd, runs, env, cwd):
-    times = []
+MANY_PY = """
+import torchx.specs as specs
+def many(n: int = 200) -> specs.AppDef:
+    role = specs.Role(name="t", image="/tmp", entrypoint="/bin/true", num_replicas=n)
+    return specs.AppDef(name="many", roles=[role])
+"""
+
+MANY_YAML = """name: many
+roles:
+- name: t
+  image: /tmp
+  entrypoint: /bin/true
+  num_replicas: 200
+"""
+
+SHELL_LOOP = "for i in $(seq 200); do /bin/true & done; wait"
+
+
+def run_ms(cmd, env, cwd):
+    t = time.perf_counter()
+    p = subprocess.run(cmd, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, check=False)
+    return (time.perf_counter() - t) * 1000, p
+
+
+def medians(cmds, runs, env, cwd, pause=0.0):
+    """Runs each command `runs` times, round-robin; returns {label: median ms}."""
+    times = {label: [] for label in cmds}
     for _ in range(runs):
-        t = time.perf_counter()
-        subprocess.run(cmd, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
-        times.append((time.perf_counter() - t) * 1000)
-    return statistics.median(times)
+        for label, cmd in cmds.items():
+            times[label].append(run_ms(cmd, env, cwd)[0])
+            time.sleep(pause)
+    return {label: statistics.median(t) for label, t in times.items()}
+
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=7)
     ap.add_argument("--venv", default=None)
     a = ap.parse_args()
-    subprocess.run(["cargo", "build", "--release", "-q", "-p", "torchx-cli"], cwd=ROOT, check=True)
-    subprocess.run(["cargo", "build", "--release", "-q", "-p", "torchx", "--example", "dryrun_bench"], cwd=ROOT, check=True)
+    build = ["cargo", "build", "--release", "-q"]
+    subprocess.run(build + ["-p", "torchx-cli"], cwd=ROOT, check=True)
+    subprocess.run(build + ["-p", "torchx", "--example", "dryrun_bench", "--example", "ledger_fill"], cwd=ROOT, check=True)
     target = os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target"))
     ours = os.path.join(target, "release", "torchx")
     venv = a.venv or os.path.join(tempfile.gettempdir(), "torchx-py-bench-venv")
-    py_torchx = os.path.join(venv, "bin", "torchx")
-    if not os.path.exists(py_torchx):
+    py = os.path.join(venv, "bin", "torchx")
+    if not os.path.exists(py):
         subprocess.run([sys.executable, "-m", "venv", venv], check=True)
         subprocess.run([os.path.join(venv, "bin", "pip"), "install", "-q", "torchx==0.7.0"], check=True)
     work = tempfile.mkdtemp(prefix="torchx-bench-")
     env = dict(os.environ, HOME=work, TORCHX_STATE_DIR=os.path.join(work, "state"))
     env.pop("TORCHXCONFIG", None)
-    true_ms = median_ms(["/bin/true"], a.runs, env, work)
+    with open(os.path.join(work, "many.py"), "w") as f:
+        f.write(MANY_PY)
+    with open(os.path.join(work, "many.yaml"), "w") as f:
+        f.write(MANY_YAML)
+
+    true_ms = medians({"true": ["/bin/true"]}, a.runs, env, work)["true"]
     rows = []
     for label, args in [
         ("--help", ["--help"]),
@@ -43,18 +76,41 @@ def main():
         ("run --dryrun utils.echo", ["run", "--dryrun", "-s", "local_cwd", "utils.echo"]),
         ("run -s local_cwd utils.echo (to exit)", ["run", "-s", "local_cwd", "utils.echo"]),
     ]:
-        o = median_ms([ours] + args, a.runs, env, work)
-        p = median_ms([py_torchx] + args, a.runs, env, work)
-        rows.append((label, o, p))
+        m = medians({"ours": [ours] + args, "py": [py] + args}, a.runs, env, work)
+        rows.append((label, m["ours"], m["py"], ""))
+
+    # status of a finished job, from a new process.
+    _, p = run_ms([ours, "run", "utils.echo"], env, work)
+    our_handle = p.stdout.decode().strip()
+    _, p = run_ms([py, "run", "-s", "local_cwd", "utils.echo"], env, work)
+    py_handle = next((w for w in p.stdout.decode().split() if w.startswith("local_cwd://")), "local_cwd://torchx/x")
+    m = medians({"ours": [ours, "status", our_handle], "py": [py, "status", py_handle]}, a.runs, env, work)
+    rows.append(("status of a finished job", m["ours"], m["py"], "Python: fails, the app is not visible to another process"))
+
+    # list with 10,000 jobs in the ledger.
+    big = dict(env, TORCHX_STATE_DIR=os.path.join(work, "big"))
+    subprocess.run([os.path.join(target, "release", "examples", "ledger_fill"), "10000"], env=big, check=True, stdout=subprocess.DEVNULL)
+    m = medians({"ours": [ours, "list"], "py": [py, "list", "-s", "local_cwd"]}, a.runs, big, work)
+    rows.append(("list, 10,000 jobs in the ledger", m["ours"], m["py"], "Python: raises, local jobs are not persisted"))
+
+    # 200 replicas of /bin/true, launched to all SUCCEEDED.
+    m = medians({
+        "ours": [ours, "run", "./many.yaml"],
+        "py": [py, "run", "-s", "local_cwd", "./many.py:many"],
+        "sh": ["sh", "-c", SHELL_LOOP],
+    }, a.runs, env, work, pause=0.3)
+    rows.append(("200 replicas of `/bin/true` to all SUCCEEDED", m["ours"], m["py"], f"shell loop: {m['sh']:.1f} ms; ours / shell = {m['ours'] / m['sh']:.2f}×"))
+
     py_dry = subprocess.run([os.path.join(venv, "bin", "python"), "-c", PY_DRYRUN], capture_output=True, text=True, cwd=work).stdout.strip()
     our_dry = subprocess.run([os.path.join(target, "release", "examples", "dryrun_bench"), "1000"], capture_output=True, text=True).stdout.strip()
     print(f"Machine: {os.cpu_count()} cores; medians of {a.runs} runs; exec of /bin/true: {true_ms:.2f} ms\n")
-    print("| command | ours (ms) | Python TorchX 0.7.0 (ms) | speed-up | ours / `/bin/true` |")
-    print("|---|---|---|---|---|")
-    for label, o, p in rows:
-        print(f"| `{label}` | {o:.2f} | {p:.1f} | {p / o:.0f}× | {o / true_ms:.1f}× |")
-    print(f"| in-process dryrun, local_cwd, 1 role × 1000 replicas | {float(our_dry):.2f} | {float(py_dry):.1f} | {float(py_dry) / float(our_dry):.0f}× | – |")
+    print("| command | ours (ms) | Python TorchX 0.7.0 (ms) | speed-up | ours / `/bin/true` | note |")
+    print("|---|---|---|---|---|---|")
+    for label, o, p, note in rows:
+        print(f"| `{label}` | {o:.2f} | {p:.1f} | {p / o:.0f}× | {o / true_ms:.1f}× | {note} |")
+    print(f"| in-process dryrun, local_cwd, 1 role × 1000 replicas | {float(our_dry):.2f} | {float(py_dry):.1f} | {float(py_dry) / float(our_dry):.0f}× | – | |")
     shutil.rmtree(work, ignore_errors=True)
+
 
 PY_DRYRUN = r'''
 import time, statistics

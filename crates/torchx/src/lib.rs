@@ -16,6 +16,8 @@ pub mod runner;
 pub mod scheduler;
 pub mod schedulers;
 pub mod specs;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 pub mod text;
 
 pub use error::{Error, ErrorKind, Result};

@@ -6,7 +6,7 @@ use super::Scheduler;
 use crate::error::{did_you_mean, Error, Result};
 
 /// Builds a scheduler. Must be cheap: backend clients are created on first use, not here.
-pub type SchedulerFactory = fn() -> Result<Arc<dyn Scheduler>>;
+pub type SchedulerFactory = Arc<dyn Fn() -> Result<Arc<dyn Scheduler>> + Send + Sync>;
 
 /// Registered schedulers, in order (the first is the default).
 #[derive(Clone)]
@@ -41,14 +41,15 @@ impl Registry {
         r
     }
 
-    /// Adds (or replaces) a scheduler.
+    /// Adds (or replaces) a scheduler; `factory` runs on the scheduler's first use.
     pub fn register(
         &mut self,
         name: impl Into<String>,
         description: &'static str,
-        factory: SchedulerFactory,
+        factory: impl Fn() -> Result<Arc<dyn Scheduler>> + Send + Sync + 'static,
     ) {
         let name = name.into();
+        let factory: SchedulerFactory = Arc::new(factory);
         if let Some(e) = self.entries.iter_mut().find(|e| e.0 == name) {
             *e = (name, description, factory);
         } else {

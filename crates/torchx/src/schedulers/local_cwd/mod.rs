@@ -80,6 +80,8 @@ const STATE_CACHE: Duration = Duration::from_millis(5);
 #[derive(Debug)]
 struct Shared {
     state_dir: PathBuf,
+    /// The supervisor executable, if not the default (see [`supervisor::supervisor_exe`]).
+    supervisor: Option<PathBuf>,
     ledger: Mutex<Option<Ledger>>,
     /// app id → (when read, state): many log followers of one app share one ledger read.
     states: Mutex<HashMap<String, (Instant, AppState)>>,
@@ -130,9 +132,20 @@ pub struct LocalCwdScheduler {
 impl LocalCwdScheduler {
     /// A scheduler keeping its ledger and default logs under `state_dir`.
     pub fn new(state_dir: PathBuf) -> Self {
+        Self::build(state_dir, None)
+    }
+
+    /// A scheduler whose apps are supervised by `exe` (a `torchx` binary, or any program that
+    /// calls [`embed_supervisor`]) rather than by `$TORCHX_SUPERVISOR` or this program.
+    pub fn with_supervisor(state_dir: PathBuf, exe: PathBuf) -> Self {
+        Self::build(state_dir, Some(exe))
+    }
+
+    fn build(state_dir: PathBuf, supervisor: Option<PathBuf>) -> Self {
         LocalCwdScheduler {
             shared: Arc::new(Shared {
                 state_dir,
+                supervisor,
                 ledger: Mutex::new(None),
                 states: Mutex::new(HashMap::new()),
                 exits: Mutex::new(HashMap::new()),
@@ -163,7 +176,10 @@ impl LocalCwdScheduler {
 
     fn launch(&self, req: &PopenRequest, app: &AppDef, session: &str) -> Result<String> {
         check_app_id(&req.app_id)?;
-        let exe = supervisor::supervisor_exe()?;
+        let exe = match &self.shared.supervisor {
+            Some(exe) => exe.clone(),
+            None => supervisor::supervisor_exe()?,
+        };
         let json = |v: serde_json::Result<String>| {
             v.map_err(|e| Error::backend(NAME, format!("cannot serialise the app: {e}")))
         };

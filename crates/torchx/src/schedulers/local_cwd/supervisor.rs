@@ -752,7 +752,8 @@ fn start_process(
 }
 
 fn spawn_guard(state_dir: &Path, app_id: &str) -> std::io::Result<ChildStdin> {
-    let exe = supervisor_exe().map_err(|e| std::io::Error::other(e.to_string()))?;
+    // This program is running the supervisor, so it can run the guard too.
+    let exe = std::env::current_exe()?;
     let mut child = Command::new(exe)
         .arg(GUARD_ARG)
         .env("TORCHX_STATE_DIR", state_dir)

@@ -1,0 +1,33 @@
+//! The shared scheduler conformance suite (`torchx::testing`), run against every scheduler this
+//! machine can run for real. local_cwd runs everywhere; engine-backed schedulers join here when
+//! their engines are up (see .ci/run).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use torchx::config::TorchxConfig;
+use torchx::scheduler::{Registry, Scheduler};
+use torchx::schedulers::local_cwd::LocalCwdScheduler;
+use torchx::testing::{conformance, Conformance};
+use torchx::Runner;
+
+#[tokio::test]
+async fn local_cwd_conforms() {
+    let tmp = tempfile::tempdir().unwrap();
+    let state = tmp.path().to_path_buf();
+    let exe = PathBuf::from(env!("CARGO_BIN_EXE_torchx"));
+    let mut registry = Registry::empty();
+    registry.register("local_cwd", "local processes", move || {
+        let s: Arc<dyn Scheduler> = Arc::new(LocalCwdScheduler::with_supervisor(
+            state.clone(),
+            exe.clone(),
+        ));
+        Ok(s)
+    });
+    let runner = Runner::new(registry, TorchxConfig::default());
+    let opts = Conformance {
+        image: "ignored-by-local_cwd".into(),
+        ..Conformance::default()
+    };
+    conformance(&runner, "local_cwd", &opts).await;
+}
