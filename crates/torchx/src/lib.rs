@@ -19,6 +19,7 @@ pub mod specs;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 pub mod text;
+pub mod workspace;
 
 pub use error::{Error, ErrorKind, Result};
 pub use runner::Runner;

@@ -173,7 +173,8 @@ impl Runner {
         }
         let cwd =
             std::env::current_dir().map_err(|e| Error::io("reading the current directory", e))?;
-        let ctx = DryRunContext::new(&self.session_name, random_id(), cwd);
+        let facts = sched.dryrun_facts(&resolved)?;
+        let ctx = DryRunContext::new(&self.session_name, random_id(), cwd).with_facts(facts);
         let request = sched.submit_dryrun(&app, &resolved, &ctx)?;
         Ok(DryRunInfo {
             app,

@@ -150,9 +150,17 @@ impl Suite<'_> {
         }
         if self.caps.logs {
             let check = "logs";
+            // The echo went to stdout; schedulers differ in their default stream.
+            let query = LogQuery {
+                streams: self
+                    .caps
+                    .log_streams
+                    .then_some(crate::specs::Stream::Stdout),
+                ..LogQuery::default()
+            };
             let mut lines = self
                 .runner
-                .log_lines(&ok, "main", 0, &LogQuery::default())
+                .log_lines(&ok, "main", 0, &query)
                 .await
                 .unwrap_or_else(|e| self.fail(check, e));
             let mut all = Vec::new();

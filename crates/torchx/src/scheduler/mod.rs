@@ -5,6 +5,7 @@ mod ids;
 mod registry;
 
 use std::any::Any;
+use std::collections::BTreeMap;
 use std::fmt::Debug;
 use std::path::PathBuf;
 use std::time::SystemTime;
@@ -85,6 +86,9 @@ pub struct DryRunContext {
     pub unique: String,
     /// The working directory of the submitter.
     pub cwd: PathBuf,
+    /// Facts about the backend that shape the request, gathered by
+    /// [`Scheduler::dryrun_facts`] (e.g. the Slurm version).
+    pub facts: BTreeMap<String, String>,
 }
 
 impl DryRunContext {
@@ -98,7 +102,14 @@ impl DryRunContext {
             session_name: session_name.into(),
             unique: unique.into(),
             cwd: cwd.into(),
+            facts: BTreeMap::new(),
         }
+    }
+
+    /// The same context with these backend facts.
+    pub fn with_facts(mut self, facts: BTreeMap<String, String>) -> Self {
+        self.facts = facts;
+        self
     }
 
     /// TorchX's `make_unique(name)`.
@@ -142,6 +153,12 @@ pub trait Scheduler: Debug + Send + Sync {
     fn capabilities(&self) -> Capabilities;
     /// Its run option schema.
     fn run_opts(&self) -> RunOpts;
+    /// Facts about the backend that `submit_dryrun` needs (probed here, with I/O, once per
+    /// process at most), so that `submit_dryrun` itself stays pure. Default: none.
+    fn dryrun_facts(&self, cfg: &Cfg) -> Result<BTreeMap<String, String>> {
+        let _ = cfg;
+        Ok(BTreeMap::new())
+    }
     /// Renders the native request. Pure: no I/O, deterministic given its inputs.
     fn submit_dryrun(
         &self,

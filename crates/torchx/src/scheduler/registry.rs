@@ -38,6 +38,11 @@ impl Registry {
             "Runs replicas as local processes in the current directory",
             crate::schedulers::local_cwd::create,
         );
+        r.register(
+            crate::schedulers::slurm::NAME,
+            "Submits heterogeneous sbatch jobs to a Slurm cluster",
+            crate::schedulers::slurm::create,
+        );
         r
     }
 

@@ -2,3 +2,4 @@
 //! `render.rs` (pure AppDef → native request), an I/O part, and state mapping.
 
 pub mod local_cwd;
+pub mod slurm;

@@ -1,0 +1,236 @@
+//! Integration tests against a real Slurm cluster (`scripts/slurm/up.sh --nodes 4`, started by
+//! .ci/run). Without one, every test says loudly that it was skipped.
+
+mod support;
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Duration;
+
+use support::{skip, stderr, stdout, Env};
+use torchx::config::TorchxConfig;
+use torchx::scheduler::{Registry, Scheduler};
+use torchx::schedulers::slurm::SlurmScheduler;
+use torchx::testing::{conformance, Conformance};
+use torchx::Runner;
+
+fn slurm_up(test: &str) -> bool {
+    let ok = Command::new("sinfo")
+        .arg("--noheader")
+        .output()
+        .is_ok_and(|o| o.status.success() && !o.stdout.is_empty());
+    if !ok {
+        skip(
+            test,
+            "no Slurm cluster (run scripts/slurm/up.sh --nodes 4 as root)",
+        );
+    }
+    ok
+}
+
+/// `torchx run -s slurm --wait ...`: (handle, exit code, stderr).
+fn run_wait(env: &Env, args: &[&str]) -> (String, i32, String) {
+    let mut full = vec!["run", "-s", "slurm", "--wait"];
+    full.extend_from_slice(args);
+    let out = env.run(&full);
+    (
+        stdout(&out).trim().to_string(),
+        out.status.code().unwrap_or(-1),
+        stderr(&out),
+    )
+}
+
+#[test]
+fn echo_succeeds_and_its_log_is_readable_from_anywhere() {
+    if !slurm_up("slurm echo") {
+        return;
+    }
+    let env = Env::new();
+    let (handle, code, err) = run_wait(&env, &["utils.echo", "--msg", "hello slurm"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(handle.starts_with("slurm://torchx/"), "{handle}");
+    let s = env.status(&handle);
+    assert_eq!(s["state"], "SUCCEEDED");
+    // From another directory: the job dir was remembered.
+    let out = env
+        .cmd(&["log", &handle, "--streams", "stdout"])
+        .current_dir("/")
+        .output()
+        .unwrap();
+    assert_eq!(stdout(&out), "echo/0 hello slurm\n", "{}", stderr(&out));
+    let list = env.run(&["list", "-s", "slurm", "--json"]);
+    assert!(stdout(&list).contains(&handle), "{}", stdout(&list));
+}
+
+#[test]
+fn failing_job_reports_failed_with_its_exit_code() {
+    if !slurm_up("slurm failure") {
+        return;
+    }
+    let env = Env::new();
+    let (handle, code, _) = run_wait(
+        &env,
+        &["utils.sh", "--", "sh", "-c", "echo bad >&2; exit 7"],
+    );
+    assert_eq!(code, 1);
+    let s = env.status(&handle);
+    assert_eq!(s["state"], "FAILED");
+    assert!(s["msg"].as_str().unwrap().contains("exit code 7"), "{s}");
+    let out = env.run(&["log", &handle, "--streams", "stderr"]);
+    assert_eq!(stdout(&out), "sh/0 bad\n");
+}
+
+#[test]
+fn two_roles_three_replicas_run_as_one_hetjob_with_env_and_hosts() {
+    if !slurm_up("slurm hetjob") {
+        return;
+    }
+    let env = Env::new();
+    std::fs::write(
+        env.cwd.join("app.yaml"),
+        "name: het\nroles:\n\
+         - name: a\n  image: /tmp\n  entrypoint: sh\n  num_replicas: 2\n  env: {WHO: 'role a'}\n  \
+           args: ['-c', 'echo \"$WHO ${replica_id} on $SLURMD_NODENAME rank0=${SLURM_JOB_NODELIST_HET_GROUP_0}\"']\n\
+         - name: b\n  image: /tmp\n  entrypoint: sh\n  env: {WHO: 'role b'}\n  \
+           args: ['-c', 'echo \"$WHO ${replica_id} on $SLURMD_NODENAME\"']\n",
+    )
+    .unwrap();
+    let (handle, code, err) = run_wait(&env, &["./app.yaml"]);
+    assert_eq!(code, 0, "{err}");
+    let s = env.status(&handle);
+    let roles = s["roles"].as_array().unwrap();
+    let hosts: Vec<&str> = roles
+        .iter()
+        .flat_map(|r| r["replicas"].as_array().unwrap())
+        .map(|r| r["hostname"].as_str().unwrap())
+        .collect();
+    assert_eq!(hosts.len(), 3, "{s}");
+    assert!(hosts.iter().all(|h| h.starts_with('n')), "{hosts:?}");
+    for (role, k, who) in [
+        ("a", 0, "role a 0"),
+        ("a", 1, "role a 1"),
+        ("b", 0, "role b 0"),
+    ] {
+        let out = env.run(&[
+            "log",
+            &format!("{handle}/{role}/{k}"),
+            "--streams",
+            "stdout",
+        ]);
+        let line = stdout(&out);
+        assert!(line.contains(who), "{role}/{k}: {line}");
+        let host = line
+            .split(" on ")
+            .nth(1)
+            .unwrap()
+            .split_whitespace()
+            .next()
+            .unwrap();
+        assert!(hosts.contains(&host), "{line}");
+    }
+}
+
+#[test]
+fn cancel_of_a_sleep_job_reports_cancelled() {
+    if !slurm_up("slurm cancel") {
+        return;
+    }
+    let env = Env::new();
+    let out = env.run(&["run", "-s", "slurm", "utils.sh", "--", "sleep", "300"]);
+    let handle = stdout(&out).trim().to_string();
+    env.wait_state(&handle, "RUNNING", Duration::from_secs(30));
+    assert_eq!(env.run(&["cancel", &handle]).status.code(), Some(0));
+    env.wait_state(&handle, "CANCELLED", Duration::from_secs(30));
+}
+
+#[test]
+fn max_retries_requeues_a_failing_job() {
+    if !slurm_up("slurm retries") {
+        return;
+    }
+    let env = Env::new();
+    std::fs::write(
+        env.cwd.join("app.yaml"),
+        "name: retry\nroles:\n- name: r\n  image: /tmp\n  entrypoint: sh\n  max_retries: 2\n  \
+         args: ['-c', 'echo attempt ${SLURM_RESTART_COUNT:-0} >> attempts; exit 5']\n",
+    )
+    .unwrap();
+    let (handle, code, _) = run_wait(&env, &["./app.yaml"]);
+    assert_eq!(code, 1);
+    let s = env.status(&handle);
+    assert_eq!(
+        (s["state"].as_str(), s["num_restarts"].as_i64()),
+        (Some("FAILED"), Some(2))
+    );
+    let attempts = std::fs::read_to_string(env.cwd.join("attempts")).unwrap();
+    assert_eq!(attempts, "attempt 0\nattempt 1\nattempt 2\n");
+}
+
+#[test]
+fn workspace_is_copied_into_job_dir_and_the_job_sees_it() {
+    if !slurm_up("slurm workspace") {
+        return;
+    }
+    let env = Env::new();
+    let ws = env.cwd.join("project");
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::write(ws.join("data.txt"), "from the workspace\n").unwrap();
+    std::fs::write(ws.join("secret.log"), "ignored\n").unwrap();
+    std::fs::write(ws.join(".torchxignore"), "*.log\n").unwrap();
+    let job_dir = env.cwd.join("job");
+    let cfg = format!("job_dir={}", job_dir.display());
+    let (handle, code, err) = run_wait(
+        &env,
+        &[
+            "--workspace",
+            ws.to_str().unwrap(),
+            "-cfg",
+            &cfg,
+            "utils.sh",
+            "--",
+            "sh",
+            "-c",
+            "cat data.txt; ls",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(job_dir.join("torchx-sbatch.sh").exists());
+    let out = env
+        .cmd(&["log", &handle, "--streams", "stdout"])
+        .current_dir("/")
+        .output()
+        .unwrap();
+    let log = stdout(&out);
+    assert!(log.contains("sh/0 from the workspace"), "{log}");
+    assert!(!log.contains("secret.log"), "{log}");
+    // TorchX's index of job dirs, next to where it was submitted.
+    let index = std::fs::read_to_string(env.cwd.join(".torchxslurmjobdirs")).unwrap();
+    assert!(
+        index.contains(&format!("= {}", job_dir.display())),
+        "{index}"
+    );
+}
+
+#[tokio::test]
+async fn slurm_conforms() {
+    if !slurm_up("slurm conformance") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let state: PathBuf = tmp.path().to_path_buf();
+    let mut registry = Registry::empty();
+    registry.register("slurm", "slurm", move || {
+        let s: Arc<dyn Scheduler> = Arc::new(SlurmScheduler::new(state.clone()));
+        Ok(s)
+    });
+    let runner = Runner::new(registry, TorchxConfig::default());
+    let opts = Conformance {
+        image: "/tmp".into(),
+        poll: Duration::from_millis(250),
+        ..Conformance::default()
+    };
+    // Logs land in the submitting directory: use a scratch one.
+    std::env::set_current_dir(tmp.path()).unwrap();
+    conformance(&runner, "slurm", &opts).await;
+}

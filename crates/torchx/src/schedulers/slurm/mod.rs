@@ -1,0 +1,643 @@
+//! `slurm`: one heterogeneous `sbatch` job per app, one het group per replica.
+//!
+//! - [`opts`]: run options; [`render`]: the pure sbatch script; [`state`]: state mapping and the
+//!   squeue/sacct parsers for Slurm 22.05–25.05; this module: the I/O (`sinfo`, `sbatch`,
+//!   `squeue`, `sacct`, `scancel`), each command with a timeout.
+//!
+//! Job directories (where the script runs and the `slurm-<id>-<role>-<i>.{out,err}` logs go) are
+//! remembered in `$TORCHX_STATE_DIR/slurm/job_dirs` and, as TorchX does, in
+//! `./.torchxslurmjobdirs`, so that `torchx log` works from any directory.
+
+mod opts;
+mod render;
+mod state;
+
+use std::collections::BTreeMap;
+use std::fs::{self, File, OpenOptions};
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+
+pub use opts::SlurmOpts;
+pub use render::{parse_version, quote_with_app_id, render, ReplicaRequest, SbatchRequest};
+pub use state::{
+    aggregate, app_state, parse_list, parse_sacct_json, parse_sacct_parsable, parse_squeue,
+    Component, ListedJob,
+};
+
+use crate::error::{Error, Result};
+use crate::opts::{Cfg, RunOpts, TypedOpts};
+use crate::scheduler::{
+    downcast_request, Capabilities, DryRunContext, LogLines, LogQuery, NativeRequest, Scheduler,
+};
+use crate::specs::{
+    AppDef, AppState, DescribeAppResponse, DryRunInfo, ListAppResponse, ReplicaStatus, Role,
+    RoleStatus, Stream,
+};
+
+/// The registry name.
+pub const NAME: &str = "slurm";
+/// TorchX's job-dir index, in the submitting directory.
+pub const JOB_DIRS_FILE: &str = ".torchxslurmjobdirs";
+/// How long a probe (`sinfo`) may take: a dead controller must not stall a dry run.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
+/// How long any other Slurm command may take.
+const COMMAND_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The factory registered in [`crate::scheduler::Registry::builtin`].
+pub fn create() -> Result<Arc<dyn Scheduler>> {
+    Ok(Arc::new(SlurmScheduler::new(
+        crate::schedulers::local_cwd::default_state_dir(),
+    )))
+}
+
+/// The Slurm scheduler (talks to the cluster through its command-line tools).
+#[derive(Debug)]
+pub struct SlurmScheduler {
+    state_dir: PathBuf,
+    /// `sinfo` results, probed at most once per process.
+    probe: Mutex<Option<Probe>>,
+}
+
+#[derive(Debug, Clone, Default)]
+struct Probe {
+    version: Option<String>,
+    /// (partition, is default, memory MB) from `sinfo --format %P,%m --noconvert`.
+    partitions: Vec<(String, bool, i64)>,
+}
+
+/// The output of a finished command.
+struct Output {
+    ok: bool,
+    stdout: String,
+    stderr: String,
+}
+
+/// Runs a command with a timeout (killing it when exceeded).
+fn run(program: &str, args: &[&str], timeout: Duration) -> Result<Output> {
+    let mut child = Command::new(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| {
+            Error::backend(
+                NAME,
+                match e.kind() {
+                    std::io::ErrorKind::NotFound => {
+                        format!("`{program}` is not installed or not on PATH (is this a Slurm login node?)")
+                    }
+                    _ => format!("cannot run `{program}`: {e}"),
+                },
+            )
+        })?;
+    // Read both pipes on threads so a chatty command cannot block on a full pipe.
+    let mut out = child.stdout.take();
+    let mut err = child.stderr.take();
+    let out_reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        if let Some(o) = out.as_mut() {
+            let _ = o.read_to_string(&mut s);
+        }
+        s
+    });
+    let err_reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        if let Some(e) = err.as_mut() {
+            let _ = e.read_to_string(&mut s);
+        }
+        s
+    });
+    let deadline = Instant::now() + timeout;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(s)) => break s,
+            Ok(None) if Instant::now() >= deadline => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(Error::Timeout(format!(
+                    "`{program} {}` did not answer within {}s (is slurmctld up?)",
+                    args.join(" "),
+                    timeout.as_secs()
+                )));
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(5)),
+            Err(e) => {
+                return Err(Error::backend(
+                    NAME,
+                    format!("waiting for `{program}`: {e}"),
+                ))
+            }
+        }
+    };
+    Ok(Output {
+        ok: status.success(),
+        stdout: out_reader.join().unwrap_or_default(),
+        stderr: err_reader.join().unwrap_or_default(),
+    })
+}
+
+/// Runs a command that must succeed.
+fn run_ok(program: &str, args: &[&str]) -> Result<String> {
+    let out = run(program, args, COMMAND_TIMEOUT)?;
+    if !out.ok {
+        return Err(Error::backend(
+            NAME,
+            format!(
+                "`{program} {}` failed: {}",
+                args.join(" "),
+                out.stderr.trim()
+            ),
+        ));
+    }
+    Ok(out.stdout)
+}
+
+fn parse_job_id(app_id: &str) -> Result<i64> {
+    app_id
+        .parse::<i64>()
+        .ok()
+        .filter(|i| *i > 0)
+        .ok_or_else(|| {
+            Error::arg(format!(
+                "invalid slurm job id `{app_id}`: slurm job ids are positive numbers"
+            ))
+        })
+}
+
+fn unknown_app(app_id: &str) -> Error {
+    Error::not_found(
+        "app",
+        format!("{NAME}://{app_id}"),
+        ", slurm does not know this job",
+    )
+}
+
+impl SlurmScheduler {
+    /// A scheduler keeping its job-dir index under `state_dir`.
+    pub fn new(state_dir: PathBuf) -> Self {
+        SlurmScheduler {
+            state_dir,
+            probe: Mutex::new(None),
+        }
+    }
+
+    fn probe(&self) -> Probe {
+        let mut guard = match self.probe.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        if let Some(p) = guard.as_ref() {
+            return p.clone();
+        }
+        let mut probe = Probe::default();
+        match run("sinfo", &["--version"], PROBE_TIMEOUT) {
+            Ok(o) if o.ok => probe.version = Some(o.stdout.trim().to_string()),
+            Ok(o) => log::warn!("`sinfo --version` failed ({}); assuming Slurm 24.05 (pin it with -cfg slurm_version=X.Y)", o.stderr.trim()),
+            Err(e) => log::warn!("{e}; assuming Slurm 24.05 (pin it with -cfg slurm_version=X.Y)"),
+        }
+        if probe.version.is_some() {
+            if let Ok(o) = run(
+                "sinfo",
+                &["--format", "%P,%m", "--noconvert"],
+                PROBE_TIMEOUT,
+            ) {
+                probe.partitions = o
+                    .stdout
+                    .lines()
+                    .skip(1)
+                    .filter_map(|l| {
+                        let (p, m) = l.split_once(',')?;
+                        let mem = m.trim().trim_end_matches(['M', '+']).parse().ok()?;
+                        Some((p.trim_end_matches('*').to_string(), p.ends_with('*'), mem))
+                    })
+                    .collect();
+            }
+        }
+        *guard = Some(probe.clone());
+        probe
+    }
+
+    fn job_dirs_file(&self) -> PathBuf {
+        self.state_dir.join(NAME).join("job_dirs")
+    }
+
+    /// Remembers where a job runs (appending `id = dir` lines; last one wins).
+    fn remember_job_dir(&self, job_id: &str, dir: &Path, torchx_compat: bool) -> Result<()> {
+        let line = format!("{job_id} = {}\n", dir.display());
+        let ours = self.job_dirs_file();
+        crate::schedulers::local_cwd::ledger::create_private_dir(
+            ours.parent().unwrap_or(&self.state_dir),
+        )?;
+        let mut targets = vec![ours];
+        if torchx_compat {
+            targets.push(PathBuf::from(JOB_DIRS_FILE));
+        }
+        for path in targets {
+            OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&path)
+                .and_then(|mut f| f.write_all(line.as_bytes()))
+                .map_err(|e| {
+                    Error::io(format!("recording the job dir in {}", path.display()), e)
+                })?;
+        }
+        Ok(())
+    }
+
+    /// Where job `job_id` runs: our index, then `./.torchxslurmjobdirs`, else the cwd.
+    fn job_dir(&self, job_id: &str) -> PathBuf {
+        let lookup = |path: &Path| -> Option<PathBuf> {
+            let text = fs::read_to_string(path).ok()?;
+            text.lines()
+                .rev()
+                .filter_map(|l| l.split_once(" = "))
+                .find(|(id, _)| id.trim() == job_id)
+                .map(|(_, d)| PathBuf::from(d.trim()))
+        };
+        lookup(&self.job_dirs_file())
+            .or_else(|| lookup(Path::new(JOB_DIRS_FILE)))
+            .unwrap_or_else(|| PathBuf::from("."))
+    }
+
+    /// The job's components: squeue while Slurm still holds the job, else accounting.
+    fn components(&self, job_id: i64) -> Result<Vec<Component>> {
+        let id = job_id.to_string();
+        // 22.05 ignores -j in JSON mode; newer versions honour it. Either way we filter.
+        if let Ok(o) = run("squeue", &["--json", "-j", &id], COMMAND_TIMEOUT) {
+            if o.ok {
+                let c = parse_squeue(&o.stdout, job_id)?;
+                if !c.is_empty() {
+                    return Ok(c);
+                }
+            }
+        }
+        if let Ok(o) = run("sacct", &["--json", "-j", &id], COMMAND_TIMEOUT) {
+            if o.ok {
+                if let Ok(c) = parse_sacct_json(&o.stdout, job_id) {
+                    if !c.is_empty() {
+                        return Ok(c);
+                    }
+                }
+            }
+        }
+        let fields = "JobID,JobName,State,ExitCode,NodeList";
+        match run(
+            "sacct",
+            &["--parsable2", "-o", fields, "-j", &id],
+            COMMAND_TIMEOUT,
+        ) {
+            Ok(o) if o.ok => Ok(parse_sacct_parsable(&o.stdout, job_id)),
+            _ => Ok(Vec::new()),
+        }
+    }
+
+    fn describe_components(&self, app_id: &str, comps: &[Component]) -> DescribeAppResponse {
+        let state = aggregate(comps.iter().map(|c| c.state));
+        let mut resp = DescribeAppResponse::new(app_id, state);
+        resp.num_restarts = comps.iter().map(|c| c.restarts).max().unwrap_or(0);
+        let failures: Vec<String> = comps
+            .iter()
+            .filter(|c| c.state == AppState::Failed)
+            .map(|c| {
+                let how = match (c.exit_code, c.signal) {
+                    (_, Some(s)) => format!(" (signal {s})"),
+                    (Some(code), _) if code != 0 => format!(" (exit code {code})"),
+                    _ => String::new(),
+                };
+                format!("{}-{}: {}{how}", c.role, c.replica, c.slurm_state)
+            })
+            .collect();
+        resp.msg = if failures.is_empty() {
+            comps
+                .first()
+                .map(|c| c.slurm_state.clone())
+                .unwrap_or_default()
+        } else {
+            failures.join("; ")
+        };
+        let mut sorted: Vec<&Component> = comps.iter().collect();
+        sorted.sort_by(|a, b| (&a.role, a.replica).cmp(&(&b.role, b.replica)));
+        for c in sorted {
+            let status = ReplicaStatus::new(c.replica, c.state, &c.role, &c.hostname);
+            match resp.roles_statuses.iter_mut().find(|r| r.role == c.role) {
+                Some(rs) => rs.replicas.push(status),
+                None => {
+                    resp.roles_statuses.push(RoleStatus {
+                        role: c.role.clone(),
+                        replicas: vec![status],
+                    });
+                    let mut role = Role::new(&c.role, "");
+                    role.num_replicas = 0;
+                    resp.roles.push(role);
+                }
+            }
+            if let Some(r) = resp.roles.iter_mut().find(|r| r.name == c.role) {
+                r.num_replicas += 1;
+            }
+        }
+        resp
+    }
+}
+
+#[async_trait]
+impl Scheduler for SlurmScheduler {
+    fn name(&self) -> &str {
+        NAME
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            describe_replicas: true,
+            list: true,
+            cancel: true,
+            logs: true,
+            log_streams: true,
+            log_tail: true,
+            workspace: true,
+            retries: true,
+            multi_role: true,
+            ..Capabilities::default()
+        }
+    }
+
+    fn run_opts(&self) -> RunOpts {
+        SlurmOpts::schema()
+    }
+
+    fn dryrun_facts(&self, cfg: &Cfg) -> Result<BTreeMap<String, String>> {
+        let opts = SlurmOpts::from_cfg(cfg)?;
+        let mut facts = BTreeMap::new();
+        if opts.slurm_version.is_some() {
+            return Ok(facts); // pinned: no cluster needed
+        }
+        let probe = self.probe();
+        if let Some(v) = probe.version {
+            facts.insert(render::FACT_VERSION.to_string(), v);
+        }
+        let mem = probe
+            .partitions
+            .iter()
+            .find(|(p, default, _)| match &opts.partition {
+                Some(want) => p == want,
+                None => *default,
+            });
+        if let Some((_, _, m)) = mem {
+            facts.insert(render::FACT_PARTITION_MEM.to_string(), m.to_string());
+        }
+        Ok(facts)
+    }
+
+    fn submit_dryrun(
+        &self,
+        app: &AppDef,
+        cfg: &Cfg,
+        ctx: &DryRunContext,
+    ) -> Result<Box<dyn NativeRequest>> {
+        let opts = SlurmOpts::from_cfg(cfg)?;
+        let has_workspace = app.roles.iter().any(|r| r.workspace.is_some());
+        if has_workspace && opts.job_dir.is_none() {
+            return Err(Error::config(
+                "a workspace on slurm is copied into job_dir: give -cfg job_dir=<new directory>",
+            ));
+        }
+        let mut app = app.clone();
+        if let (true, Some(dir)) = (has_workspace, &opts.job_dir) {
+            // The job runs from its copy of the workspace.
+            for r in &mut app.roles {
+                r.image.clone_from(dir);
+            }
+        }
+        Ok(Box::new(render(&app, &opts, ctx)?))
+    }
+
+    async fn schedule(&self, info: &DryRunInfo) -> Result<String> {
+        let req = downcast_request::<SbatchRequest>(info, NAME)?;
+        let workspace = info.app.roles.iter().find_map(|r| r.workspace.clone());
+        let tmp;
+        let script_dir = match (&req.job_dir, workspace) {
+            (Some(dir), Some(ws)) => {
+                crate::workspace::copy_into_job_dir(&ws, Path::new(dir))?;
+                PathBuf::from(dir)
+            }
+            (Some(dir), None) => {
+                let dir = PathBuf::from(dir);
+                if !dir.is_dir() {
+                    fs::create_dir(&dir)
+                        .map_err(|e| Error::io(format!("creating job_dir {}", dir.display()), e))?;
+                }
+                dir
+            }
+            (None, _) => {
+                tmp = tempfile_dir()?;
+                tmp.clone()
+            }
+        };
+        let script = script_dir.join("torchx-sbatch.sh");
+        fs::write(&script, req.materialize())
+            .map_err(|e| Error::io(format!("writing {}", script.display()), e))?;
+        let mut args: Vec<String> = req.cmd[1..].to_vec();
+        args.push(script.display().to_string());
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = run_ok(&req.cmd[0], &args);
+        if req.job_dir.is_none() {
+            let _ = fs::remove_dir_all(&script_dir);
+        }
+        let out = out?;
+        // `--parsable` prints `jobid` or `jobid;cluster`.
+        let job_id = out.trim().split(';').next().unwrap_or("").to_string();
+        parse_job_id(&job_id).map_err(|_| {
+            Error::backend(NAME, format!("sbatch printed no job id: {:?}", out.trim()))
+        })?;
+        let run_dir = match &req.job_dir {
+            Some(d) => fs::canonicalize(d).unwrap_or_else(|_| PathBuf::from(d)),
+            None => std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
+        };
+        self.remember_job_dir(&job_id, &run_dir, req.job_dir.is_some())?;
+        Ok(job_id)
+    }
+
+    async fn describe(&self, app_id: &str) -> Result<Option<DescribeAppResponse>> {
+        // Not a job id: no such job.
+        let Ok(id) = parse_job_id(app_id) else {
+            return Ok(None);
+        };
+        let comps = self.components(id)?;
+        if comps.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(self.describe_components(app_id, &comps)))
+    }
+
+    async fn list(&self) -> Result<Vec<ListAppResponse>> {
+        // squeue knows the live jobs (and recent ones, for MinJobAge); accounting knows the
+        // history but lags a few seconds behind. Merge both, preferring squeue.
+        let mut jobs = parse_list(&run_ok("squeue", &["--json"])?, "squeue --json")?;
+        let history = run(
+            "sacct",
+            &["--json", "-S", "1970-01-01T00:00:01"],
+            COMMAND_TIMEOUT,
+        );
+        if let Some(o) = history.ok().filter(|o| o.ok) {
+            for j in parse_list(&o.stdout, "sacct --json").unwrap_or_default() {
+                if !jobs.iter().any(|k| k.job_id == j.job_id) {
+                    jobs.push(j);
+                }
+            }
+        }
+        let mut out: Vec<ListAppResponse> = jobs
+            .into_iter()
+            .map(|j| ListAppResponse {
+                app_id: j.job_id,
+                state: j.state,
+                app_handle: String::new(),
+                name: j.name,
+                start_time: j.start,
+                end_time: j.end,
+            })
+            .collect();
+        out.sort_by(|a, b| {
+            let key = |x: &ListAppResponse| x.app_id.parse::<i64>().unwrap_or(0);
+            key(b).cmp(&key(a))
+        });
+        Ok(out)
+    }
+
+    async fn cancel(&self, app_id: &str) -> Result<()> {
+        let id = parse_job_id(app_id).map_err(|_| unknown_app(app_id))?;
+        if self.components(id)?.is_empty() {
+            return Err(unknown_app(app_id));
+        }
+        run_ok("scancel", &[app_id]).map(drop)
+    }
+
+    async fn log_iter(
+        &self,
+        app_id: &str,
+        role: &str,
+        k: u32,
+        query: &LogQuery,
+    ) -> Result<Box<dyn LogLines>> {
+        let id = parse_job_id(app_id).map_err(|_| unknown_app(app_id))?;
+        if query.since.is_some() || query.until.is_some() {
+            return Err(Error::unsupported(
+                NAME,
+                "log --since/--until (its log files carry no timestamps)",
+            ));
+        }
+        let comps = self.components(id)?;
+        if comps.is_empty() {
+            return Err(unknown_app(app_id));
+        }
+        if !comps.iter().any(|c| c.role == role && c.replica == k) {
+            return Err(Error::not_found(
+                "replica",
+                format!("{role}/{k}"),
+                format!(" in slurm job {app_id}"),
+            ));
+        }
+        let ext = match query.streams {
+            Some(Stream::Stdout) => "out",
+            None | Some(Stream::Stderr) => "err",
+            Some(Stream::Combined) => {
+                return Err(Error::unsupported(
+                    NAME,
+                    "combined logs (slurm writes stdout and stderr to separate files: use --streams stdout or stderr)",
+                ))
+            }
+        };
+        let path = self
+            .job_dir(app_id)
+            .join(format!("slurm-{app_id}-{role}-{k}.{ext}"));
+        Ok(Box::new(SlurmLogLines {
+            path,
+            file: None,
+            pending: Vec::new(),
+            tail: query.should_tail,
+            job_id: id,
+            scheduler: SlurmScheduler::new(self.state_dir.clone()),
+        }))
+    }
+}
+
+fn tempfile_dir() -> Result<PathBuf> {
+    let dir = std::env::temp_dir().join(format!(
+        "torchx-slurm-{}-{}",
+        std::process::id(),
+        crate::scheduler::random_id()
+    ));
+    fs::create_dir(&dir).map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
+    Ok(dir)
+}
+
+/// Lines of a replica's log file, optionally followed until the job ends.
+struct SlurmLogLines {
+    path: PathBuf,
+    file: Option<File>,
+    pending: Vec<u8>,
+    tail: bool,
+    job_id: i64,
+    scheduler: SlurmScheduler,
+}
+
+impl SlurmLogLines {
+    fn job_finished(&self) -> bool {
+        match self.scheduler.components(self.job_id) {
+            Ok(c) => aggregate(c.iter().map(|c| c.state)).is_terminal(),
+            Err(_) => true,
+        }
+    }
+}
+
+#[async_trait]
+impl LogLines for SlurmLogLines {
+    async fn next_line(&mut self) -> Result<Option<String>> {
+        loop {
+            if let Some(pos) = self.pending.iter().position(|b| *b == b'\n') {
+                let line: Vec<u8> = self.pending.drain(..=pos).collect();
+                return Ok(Some(
+                    String::from_utf8_lossy(&line[..line.len() - 1]).into_owned(),
+                ));
+            }
+            let finished = !self.tail || self.job_finished();
+            if self.file.is_none() {
+                match File::open(&self.path) {
+                    Ok(f) => self.file = Some(f),
+                    Err(_) if !finished => {
+                        tokio::time::sleep(Duration::from_secs(1)).await;
+                        continue;
+                    }
+                    Err(e) => {
+                        return Err(Error::io(format!("reading log {}", self.path.display()), e))
+                    }
+                }
+            }
+            let mut buf = Vec::new();
+            if let Some(f) = self.file.as_mut() {
+                f.read_to_end(&mut buf)
+                    .map_err(|e| Error::io(format!("reading log {}", self.path.display()), e))?;
+            }
+            if !buf.is_empty() {
+                self.pending.extend_from_slice(&buf);
+                continue;
+            }
+            if finished {
+                if self.pending.is_empty() {
+                    return Ok(None);
+                }
+                let rest = std::mem::take(&mut self.pending);
+                return Ok(Some(String::from_utf8_lossy(&rest).into_owned()));
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,341 @@
+//! Pure rendering of an AppDef into TorchX's sbatch script: one heterogeneous group per
+//! replica, every user string shell-quoted.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use super::opts::SlurmOpts;
+use crate::error::{Error, Result};
+use crate::scheduler::{DryRunContext, NativeRequest};
+use crate::specs::{AppDef, MacroValues, Role};
+use crate::text::shell_quote;
+
+/// The `${app_id}` macro, kept literal until the script turns it into `"$SLURM_JOB_ID"`.
+const APP_ID: &str = "${app_id}";
+/// The env var naming rank 0's host(s).
+pub const RANK0_ENV: &str = "SLURM_JOB_NODELIST_HET_GROUP_0";
+/// Facts gathered by the scheduler before rendering.
+pub const FACT_VERSION: &str = "slurm_version";
+/// The memory (MB) of the partition the job goes to, when known.
+pub const FACT_PARTITION_MEM: &str = "partition_mem_mb";
+/// TorchX's assumption when the version cannot be probed.
+pub const DEFAULT_VERSION: (u32, u32) = (24, 5);
+
+/// One replica: one heterogeneous group.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ReplicaRequest {
+    /// `{role}-{replica_id}`: the het group's job name.
+    pub name: String,
+    /// The role's entrypoint.
+    pub entrypoint: String,
+    /// Its arguments (macros applied).
+    pub args: Vec<String>,
+    /// `#SBATCH` options of its group, in order (`None` = a flag).
+    pub sbatch_opts: Vec<(String, Option<String>)>,
+    /// `srun` options of its group, in order.
+    pub srun_opts: Vec<(String, String)>,
+    /// Its environment.
+    pub env: BTreeMap<String, String>,
+}
+
+/// An `sbatch` submission.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SbatchRequest {
+    /// `sbatch --parsable` and its job-wide options (the script path is added at submission).
+    pub cmd: Vec<String>,
+    /// One het group per replica, in role order.
+    pub replicas: Vec<ReplicaRequest>,
+    /// Where the script, the code and the logs go (`--chdir`), if set.
+    pub job_dir: Option<String>,
+    /// How many times the script requeues the job after a failure (min over roles).
+    pub max_retries: u32,
+}
+
+impl NativeRequest for SbatchRequest {
+    fn render(&self) -> String {
+        format!(
+            "{} $SBATCH_SCRIPT\n\n#----------------\n# SBATCH_SCRIPT\n#----------------\n{}",
+            crate::text::shell_join(&self.cmd),
+            self.materialize()
+        )
+    }
+    fn to_json(&self) -> serde_json::Value {
+        let mut v = serde_json::to_value(self).unwrap_or_default();
+        v["script"] = self.materialize().into();
+        v
+    }
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
+/// Quotes an argument for bash, turning the literal `${app_id}` into `"$SLURM_JOB_ID"`.
+pub fn quote_with_app_id(s: &str) -> String {
+    s.split(APP_ID)
+        .map(shell_quote)
+        .collect::<Vec<_>>()
+        .join("\"$SLURM_JOB_ID\"")
+}
+
+fn opt_strs<'a>(opts: impl IntoIterator<Item = (&'a String, Option<&'a String>)>) -> Vec<String> {
+    opts.into_iter()
+        .map(|(k, v)| match v {
+            Some(v) => format!("--{k}={v}"),
+            None => format!("--{k}"),
+        })
+        .collect()
+}
+
+impl ReplicaRequest {
+    /// The `#SBATCH` words and the (quoted) `srun` words of this group.
+    fn materialize(&self) -> (Vec<String>, Vec<String>) {
+        let mut sbatch = vec![format!("--job-name={}", self.name)];
+        sbatch.extend(opt_strs(
+            self.sbatch_opts.iter().map(|(k, v)| (k, v.as_ref())),
+        ));
+        let mut srun = opt_strs(self.srun_opts.iter().map(|(k, v)| (k, Some(v))));
+        // Slurm splits --export on commas, so values holding one (or a newline) go through
+        // `env` instead, where they arrive intact.
+        let (exported, via_env): (Vec<_>, Vec<_>) =
+            self.env.iter().partition(|(_, v)| !v.contains([',', '\n']));
+        if !exported.is_empty() {
+            let kvs: Vec<String> = exported.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            srun.push(format!("--export=ALL,{}", kvs.join(",")));
+        }
+        if !via_env.is_empty() {
+            srun.push("env".into());
+            srun.extend(via_env.iter().map(|(k, v)| format!("{k}={v}")));
+        }
+        srun.push(self.entrypoint.clone());
+        srun.extend(self.args.iter().cloned());
+        (sbatch, srun.iter().map(|a| quote_with_app_id(a)).collect())
+    }
+}
+
+impl SbatchRequest {
+    /// The bash script passed to `sbatch`.
+    pub fn materialize(&self) -> String {
+        let mut groups = Vec::new();
+        let mut srun = Vec::new();
+        for (i, r) in self.replicas.iter().enumerate() {
+            if i > 0 {
+                srun.push(":\\\n    ".to_string());
+            }
+            let (g, s) = r.materialize();
+            groups.push(format!("#SBATCH {}\n", g.join(" ")));
+            srun.extend(s);
+        }
+        let cmd: Vec<String> = self.cmd.iter().map(|a| shell_quote(a)).collect();
+        format!(
+            r#"#!/bin/bash
+#
+# Generated by torchx (Rust) {version}
+# Run with: {cmd}
+#
+{groups}
+set -evx
+
+export PYTHONUNBUFFERED=1
+export SLURM_UNBUFFEREDIO=1
+export TORCHX_MAX_RETRIES={retries}
+
+set +e
+srun {srun}
+exitcode=$?
+set -e
+
+echo "job exited with code $exitcode"
+if [ $exitcode -ne 0 ]; then
+    if [ "$TORCHX_MAX_RETRIES" -gt "${{SLURM_RESTART_COUNT:-0}}" ]; then
+        scontrol requeue "$SLURM_JOB_ID"
+    fi
+    exit $exitcode
+fi
+"#,
+            version = crate::VERSION,
+            cmd = cmd.join(" "),
+            groups = groups.join("#SBATCH hetjob\n"),
+            retries = self.max_retries,
+            srun = srun.join(" "),
+        )
+    }
+}
+
+/// Parses `slurm 24.11.1`, `slurm-wlm 22.05.8` (Debian) or `22.05` into (major, minor).
+pub fn parse_version(s: &str) -> Option<(u32, u32)> {
+    let v = s.split_whitespace().last()?;
+    let mut parts = v.split(['.', '-']);
+    let major = parts.next()?.trim().parse().ok()?;
+    let minor = parts
+        .next()
+        .and_then(|m| m.trim().parse().ok())
+        .unwrap_or(0);
+    Some((major, minor))
+}
+
+/// Rejects what would break out of an `#SBATCH` line or the script's comment header.
+fn check_option(key: &str, value: &str, allow_spaces: bool) -> Result<()> {
+    let bad = value
+        .chars()
+        .find(|c| c.is_control() || (!allow_spaces && c.is_whitespace()));
+    match bad {
+        Some(c) => Err(Error::config(format!(
+            "slurm run option `{key}` = {value:?} contains {c:?}; {} are not allowed",
+            if allow_spaces {
+                "control characters"
+            } else {
+                "whitespace and control characters"
+            }
+        ))),
+        None => Ok(()),
+    }
+}
+
+fn check_name(what: &str, name: &str, allowed: impl Fn(char) -> bool) -> Result<()> {
+    match name.chars().find(|c| !allowed(*c)) {
+        Some(c) => Err(Error::spec(format!(
+            "{what} `{name}` contains {c:?}; on slurm it may only contain letters, digits, `_`, `-` and `.`"
+        ))),
+        None if name.is_empty() => Err(Error::spec(format!("{what} is empty"))),
+        None => Ok(()),
+    }
+}
+
+fn group_opts(
+    role: &Role,
+    opts: &SlurmOpts,
+    nomem: bool,
+    version: (u32, u32),
+) -> Vec<(String, Option<String>)> {
+    let mut o: Vec<(String, Option<String>)> = vec![("requeue".into(), None)];
+    for (k, v) in [
+        ("partition", &opts.partition),
+        ("time", &opts.time),
+        ("constraint", &opts.constraint),
+        ("qos", &opts.qos),
+        ("account", &opts.account),
+    ] {
+        if let Some(v) = v {
+            o.push((k.into(), Some(v.clone())));
+        }
+    }
+    if opts.exclusive {
+        o.push(("exclusive".into(), None));
+    }
+    o.push(("ntasks-per-node".into(), Some("1".into())));
+    let r = &role.resource;
+    if r.cpu > 0 {
+        o.push(("cpus-per-task".into(), Some(r.cpu.to_string())));
+    }
+    if !nomem && r.mem_mb > 0 {
+        o.push(("mem".into(), Some(r.mem_mb.to_string())));
+    }
+    if r.gpu > 0 {
+        if version >= (24, 11) {
+            o.push(("gpus-per-node".into(), Some(r.gpu.to_string())));
+        } else {
+            o.push(("gpus-per-task".into(), Some(r.gpu.to_string())));
+            o.push(("ntasks".into(), Some("1".into())));
+        }
+    }
+    o
+}
+
+/// Renders the sbatch request. `ctx.facts` may carry the probed Slurm version and the
+/// partition's memory; `opts.slurm_version` overrides the probe.
+pub fn render(app: &AppDef, opts: &SlurmOpts, ctx: &DryRunContext) -> Result<SbatchRequest> {
+    for (key, value, spaces) in [
+        ("partition", &opts.partition, false),
+        ("time", &opts.time, false),
+        ("constraint", &opts.constraint, false),
+        ("qos", &opts.qos, false),
+        ("account", &opts.account, false),
+        ("comment", &opts.comment, true),
+        ("mail-user", &opts.mail_user, false),
+        ("mail-type", &opts.mail_type, false),
+        ("job_dir", &opts.job_dir, true),
+    ] {
+        if let Some(v) = value {
+            check_option(key, v, spaces)?;
+        }
+    }
+    let version = match &opts.slurm_version {
+        Some(v) => parse_version(v).ok_or_else(|| {
+            Error::config(format!(
+                "slurm run option `slurm_version` = `{v}` is not a version like 24.11"
+            ))
+        })?,
+        None => ctx
+            .facts
+            .get(FACT_VERSION)
+            .and_then(|v| parse_version(v))
+            .unwrap_or(DEFAULT_VERSION),
+    };
+    let nomem = ctx
+        .facts
+        .get(FACT_PARTITION_MEM)
+        .and_then(|m| m.parse::<i64>().ok())
+        .is_some_and(|m| m <= 1000);
+    let mut replicas = Vec::new();
+    for role in &app.roles {
+        check_name("role name", &role.name, |c| {
+            c.is_ascii_alphanumeric() || "_-.".contains(c)
+        })?;
+        for k in role.env.keys() {
+            if !k
+                .chars()
+                .next()
+                .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+                || !k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+            {
+                return Err(Error::spec(format!(
+                    "env var name `{k}` of role `{}` is not a valid shell variable name",
+                    role.name
+                )));
+            }
+        }
+        for i in 0..role.num_replicas {
+            let values = MacroValues {
+                img_root: role.image.clone(),
+                app_id: APP_ID.to_string(),
+                replica_id: i.to_string(),
+                rank0_env: RANK0_ENV.to_string(),
+            };
+            let r = values.apply(role);
+            let name = format!("{}-{i}", role.name);
+            replicas.push(ReplicaRequest {
+                sbatch_opts: group_opts(&r, opts, nomem, version),
+                srun_opts: vec![
+                    ("output".into(), format!("slurm-{APP_ID}-{name}.out")),
+                    ("error".into(), format!("slurm-{APP_ID}-{name}.err")),
+                    ("wait".into(), "60".into()),
+                    ("kill-on-bad-exit".into(), "1".into()),
+                ],
+                name,
+                entrypoint: r.entrypoint,
+                args: r.args,
+                env: r.env,
+            });
+        }
+    }
+    let mut cmd = vec!["sbatch".to_string(), "--parsable".to_string()];
+    for (k, v) in [
+        ("comment", &opts.comment),
+        ("mail-user", &opts.mail_user),
+        ("mail-type", &opts.mail_type),
+    ] {
+        if let Some(v) = v {
+            cmd.push(format!("--{k}={v}"));
+        }
+    }
+    if let Some(d) = &opts.job_dir {
+        cmd.push(format!("--chdir={d}"));
+    }
+    Ok(SbatchRequest {
+        cmd,
+        replicas,
+        job_dir: opts.job_dir.clone(),
+        max_retries: app.roles.iter().map(|r| r.max_retries).min().unwrap_or(0),
+    })
+}

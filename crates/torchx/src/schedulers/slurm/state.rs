@@ -1,0 +1,335 @@
+//! Slurm states and the parsers of `squeue --json`, `sacct --json` and `sacct --parsable2`
+//! across Slurm versions (22.05 through 25.05). Pure: text in, components out.
+
+use serde_json::Value;
+
+use crate::error::{Error, Result};
+use crate::specs::AppState;
+
+use super::NAME;
+
+/// TorchX's mapping of Slurm job states.
+pub fn app_state(slurm: &str) -> AppState {
+    match slurm {
+        "BOOT_FAIL" | "DEADLINE" | "FAILED" | "NODE_FAIL" | "OUT_OF_MEMORY" | "PREEMPTED"
+        | "REVOKED" | "TIMEOUT" => AppState::Failed,
+        "CANCELLED" => AppState::Cancelled,
+        "COMPLETED" => AppState::Succeeded,
+        "PENDING" | "REQUEUED" | "RESIZING" | "SUSPENDED" | "REQUEUE_HOLD" | "REQUEUE_FED"
+        | "CONFIGURING" => AppState::Pending,
+        "RUNNING" | "COMPLETING" => AppState::Running,
+        _ => AppState::Unknown,
+    }
+}
+
+/// One heterogeneous component of a job: one replica.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Component {
+    /// The role (job name before the last `-`).
+    pub role: String,
+    /// The replica index (after the last `-`).
+    pub replica: u32,
+    /// Slurm's state name (first word, without a trailing `+`).
+    pub slurm_state: String,
+    /// Its mapping.
+    pub state: AppState,
+    /// Exit code, when known.
+    pub exit_code: Option<i32>,
+    /// Terminating signal, when known.
+    pub signal: Option<i32>,
+    /// The node it runs (ran) on.
+    pub hostname: String,
+    /// How often Slurm restarted (requeued) it.
+    pub restarts: i64,
+    /// Start and end times (unix seconds), when known.
+    pub start: Option<f64>,
+    /// End time.
+    pub end: Option<f64>,
+}
+
+/// A listed job (`list`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ListedJob {
+    /// Job id (the het leader's).
+    pub job_id: String,
+    /// Job name (of the first component).
+    pub name: String,
+    /// Mapped state.
+    pub state: AppState,
+    /// Submit/start time.
+    pub start: Option<f64>,
+    /// End time.
+    pub end: Option<f64>,
+}
+
+/// A number that newer Slurm wraps as `{"set": true, "number": n}`.
+fn num(v: &Value) -> Option<i64> {
+    match v {
+        Value::Number(n) => n.as_i64(),
+        Value::Object(o) if o.get("set").and_then(Value::as_bool) != Some(false) => {
+            o.get("number").and_then(Value::as_i64)
+        }
+        Value::String(s) => s.parse().ok(),
+        _ => None,
+    }
+}
+
+/// A state that newer Slurm gives as a list of flags, older as a string.
+fn state_str(v: &Value) -> String {
+    let s = match v {
+        Value::String(s) => s.clone(),
+        Value::Array(a) => a.first().and_then(Value::as_str).unwrap_or("").to_string(),
+        Value::Object(o) => return o.get("current").map(state_str).unwrap_or_default(),
+        _ => String::new(),
+    };
+    s.split_whitespace()
+        .next()
+        .unwrap_or("")
+        .trim_end_matches('+')
+        .to_string()
+}
+
+/// (exit code, signal) from a raw wait status (22.05) or an exit-code object (23.02+).
+fn exit_of(v: &Value) -> (Option<i32>, Option<i32>) {
+    match v {
+        Value::Number(n) => match n.as_i64() {
+            Some(raw) if raw & 0x7f != 0 => (None, Some((raw & 0x7f) as i32)),
+            Some(raw) => (Some(((raw >> 8) & 0xff) as i32), None),
+            None => (None, None),
+        },
+        Value::Object(o) => {
+            let code = o.get("return_code").and_then(num).map(|c| c as i32);
+            let signal = o
+                .get("signal")
+                .and_then(|s| s.get("id").or(Some(s)))
+                .and_then(num)
+                .filter(|s| *s != 0)
+                .map(|s| s as i32);
+            (code, signal)
+        }
+        _ => (None, None),
+    }
+}
+
+fn role_and_replica(name: &str) -> Option<(String, u32)> {
+    let (role, id) = name.rsplit_once('-')?;
+    Some((role.to_string(), id.parse().ok()?))
+}
+
+fn hostname_of(job: &Value) -> String {
+    if let Some(n) = job
+        .get("nodes")
+        .and_then(Value::as_str)
+        .filter(|n| !n.is_empty())
+    {
+        return n.to_string();
+    }
+    let res = &job["job_resources"];
+    if let Some(n) = res["nodes"]["allocation"][0]["name"].as_str() {
+        return n.to_string();
+    }
+    if let Some(n) = res["allocated_nodes"][0]["nodename"].as_str() {
+        return n.to_string();
+    }
+    res["nodes"]
+        .as_str()
+        .or_else(|| res["nodes"]["list"].as_str())
+        .unwrap_or("")
+        .to_string()
+}
+
+fn time_of(v: &Value) -> Option<f64> {
+    num(v).filter(|t| *t > 0).map(|t| t as f64)
+}
+
+fn parse_json(text: &str, what: &str) -> Result<Value> {
+    serde_json::from_str(text)
+        .map_err(|e| Error::backend(NAME, format!("cannot parse `{what}` output: {e}")))
+}
+
+/// Whether a job entry belongs to job `id` (itself, or a component of the het job `id`).
+fn belongs(job: &Value, id: i64) -> bool {
+    let het_leader = job
+        .get("het_job_id")
+        .and_then(num)
+        .or_else(|| job.get("het").and_then(|h| h.get("job_id")).and_then(num))
+        .filter(|h| *h != 0);
+    job.get("job_id").and_then(num) == Some(id) || het_leader == Some(id)
+}
+
+/// The components of job `id` in `squeue --json` output (22.05 ignores `-j`, so this
+/// filters itself).
+pub fn parse_squeue(text: &str, id: i64) -> Result<Vec<Component>> {
+    let v = parse_json(text, "squeue --json")?;
+    let mut out = Vec::new();
+    for job in v["jobs"].as_array().into_iter().flatten() {
+        if !belongs(job, id) {
+            continue;
+        }
+        let Some((role, replica)) = job["name"].as_str().and_then(role_and_replica) else {
+            continue;
+        };
+        let slurm_state = state_str(&job["job_state"]);
+        let (exit_code, signal) = exit_of(&job["exit_code"]);
+        out.push(Component {
+            role,
+            replica,
+            state: app_state(&slurm_state),
+            slurm_state,
+            exit_code,
+            signal,
+            hostname: hostname_of(job),
+            restarts: job.get("restart_cnt").and_then(num).unwrap_or(0),
+            start: time_of(&job["start_time"]),
+            end: time_of(&job["end_time"]),
+        });
+    }
+    Ok(out)
+}
+
+/// The components of job `id` in `sacct --json` output.
+pub fn parse_sacct_json(text: &str, id: i64) -> Result<Vec<Component>> {
+    let v = parse_json(text, "sacct --json")?;
+    let mut out = Vec::new();
+    for job in v["jobs"].as_array().into_iter().flatten() {
+        if !belongs(job, id) {
+            continue;
+        }
+        let Some((role, replica)) = job["name"].as_str().and_then(role_and_replica) else {
+            continue; // the "allocation" placeholder sacct shows before the record is final
+        };
+        let slurm_state = state_str(&job["state"]);
+        let (exit_code, signal) = exit_of(&job["exit_code"]);
+        out.push(Component {
+            role,
+            replica,
+            state: app_state(&slurm_state),
+            slurm_state,
+            exit_code,
+            signal,
+            hostname: hostname_of(job),
+            restarts: job.get("restart_cnt").and_then(num).unwrap_or(0),
+            start: time_of(&job["time"]["start"]),
+            end: time_of(&job["time"]["end"]),
+        });
+    }
+    Ok(out)
+}
+
+/// The components of job `id` in `sacct --parsable2` output (header line first). Steps
+/// (`21+0.batch`, `21.0`) are skipped.
+pub fn parse_sacct_parsable(text: &str, id: i64) -> Vec<Component> {
+    let mut lines = text.lines();
+    let Some(header) = lines.next() else {
+        return Vec::new();
+    };
+    let cols: Vec<&str> = header.split('|').collect();
+    let col = |name: &str| cols.iter().position(|c| *c == name);
+    let (Some(jid), Some(jname), Some(jstate)) = (col("JobID"), col("JobName"), col("State"))
+    else {
+        return Vec::new();
+    };
+    let exit = col("ExitCode");
+    let node = col("NodeList");
+    let id = id.to_string();
+    let mut out = Vec::new();
+    for line in lines {
+        let f: Vec<&str> = line.split('|').collect();
+        let Some(job_id) = f.get(jid) else { continue };
+        let (base, rest) = match job_id.split_once('+') {
+            Some((b, r)) => (b, Some(r)),
+            None => (job_id.split('.').next().unwrap_or(""), None),
+        };
+        let is_step = match rest {
+            Some(r) => r.contains('.'),
+            None => job_id.contains('.'),
+        };
+        if base != id || is_step {
+            continue;
+        }
+        let Some((role, replica)) = f.get(jname).and_then(|n| role_and_replica(n)) else {
+            continue;
+        };
+        let slurm_state = state_str(&Value::String(f.get(jstate).unwrap_or(&"").to_string()));
+        let (exit_code, signal) = exit
+            .and_then(|i| f.get(i))
+            .and_then(|e| e.split_once(':'))
+            .map_or((None, None), |(c, s)| {
+                (c.parse().ok(), s.parse().ok().filter(|s: &i32| *s != 0))
+            });
+        out.push(Component {
+            role,
+            replica,
+            state: app_state(&slurm_state),
+            slurm_state,
+            exit_code,
+            signal,
+            hostname: node
+                .and_then(|i| f.get(i))
+                .filter(|n| **n != "None assigned")
+                .unwrap_or(&"")
+                .to_string(),
+            restarts: 0,
+            start: None,
+            end: None,
+        });
+    }
+    out
+}
+
+/// Jobs in `sacct --json` or `squeue --json` output, one per het job (the leader's entry).
+pub fn parse_list(text: &str, what: &str) -> Result<Vec<ListedJob>> {
+    let v = parse_json(text, what)?;
+    let mut out: Vec<ListedJob> = Vec::new();
+    for job in v["jobs"].as_array().into_iter().flatten() {
+        let Some(id) = job.get("job_id").and_then(num) else {
+            continue;
+        };
+        let leader = job
+            .get("het_job_id")
+            .and_then(num)
+            .or_else(|| job.get("het").and_then(|h| h.get("job_id")).and_then(num))
+            .filter(|h| *h != 0)
+            .unwrap_or(id);
+        let state = app_state(&state_str(job.get("job_state").unwrap_or(&job["state"])));
+        let start = time_of(&job["submit_time"]).or_else(|| time_of(&job["time"]["submission"]));
+        let end = time_of(&job["end_time"]).or_else(|| time_of(&job["time"]["end"]));
+        if let Some(existing) = out.iter_mut().find(|j| j.job_id == leader.to_string()) {
+            existing.state = aggregate([existing.state, state]);
+            continue;
+        }
+        out.push(ListedJob {
+            job_id: leader.to_string(),
+            name: job["name"]
+                .as_str()
+                .and_then(|n| role_and_replica(n).map(|r| r.0))
+                .unwrap_or_else(|| job["name"].as_str().unwrap_or("").to_string()),
+            state,
+            start,
+            end: end.filter(|_| state.is_terminal()),
+        });
+    }
+    Ok(out)
+}
+
+/// The app state of a job from its components' states: running while any component runs,
+/// pending while any waits, then FAILED over CANCELLED over SUCCEEDED.
+pub fn aggregate(states: impl IntoIterator<Item = AppState>) -> AppState {
+    let states: Vec<AppState> = states.into_iter().collect();
+    let any = |s: AppState| states.contains(&s);
+    if states.is_empty() {
+        AppState::Unknown
+    } else if any(AppState::Running) {
+        AppState::Running
+    } else if any(AppState::Pending) || any(AppState::Submitted) {
+        AppState::Pending
+    } else if any(AppState::Unknown) {
+        AppState::Unknown
+    } else if any(AppState::Failed) {
+        AppState::Failed
+    } else if any(AppState::Cancelled) {
+        AppState::Cancelled
+    } else {
+        AppState::Succeeded
+    }
+}
