@@ -25,8 +25,8 @@ use async_trait::async_trait;
 pub use opts::SlurmOpts;
 pub use render::{parse_version, quote_with_app_id, render, ReplicaRequest, SbatchRequest};
 pub use state::{
-    aggregate, app_state, parse_list, parse_sacct_json, parse_sacct_parsable, parse_squeue,
-    Component, ListedJob,
+    aggregate, app_state, parse_list, parse_list_parsable, parse_sacct_json, parse_sacct_parsable,
+    parse_squeue, Component, ListedJob,
 };
 
 use crate::error::{Error, Result};
@@ -61,7 +61,13 @@ pub struct SlurmScheduler {
     state_dir: PathBuf,
     /// `sinfo` results, probed at most once per process.
     probe: Mutex<Option<Probe>>,
+    /// The last `squeue --json --me` output: describing many jobs within one poll interval
+    /// costs one squeue call, not one per job.
+    squeue: Arc<Mutex<Option<(Instant, String)>>>,
 }
+
+/// How long one `squeue` answer serves every describe.
+const SQUEUE_TTL: Duration = Duration::from_millis(500);
 
 #[derive(Debug, Clone, Default)]
 struct Probe {
@@ -184,6 +190,7 @@ impl SlurmScheduler {
         SlurmScheduler {
             state_dir,
             probe: Mutex::new(None),
+            squeue: Arc::new(Mutex::new(None)),
         }
     }
 
@@ -266,34 +273,52 @@ impl SlurmScheduler {
             .unwrap_or_else(|| PathBuf::from("."))
     }
 
+    /// This user's jobs as `squeue --json` (cached for [`SQUEUE_TTL`]; 22.05 ignores job
+    /// filters in JSON mode anyway, so the parsers filter themselves).
+    /// With `fresh`, always asks squeue (a job newer than the cached answer is not in it).
+    fn squeue_json(&self, fresh: bool) -> Option<(String, bool)> {
+        let mut cache = self.squeue.lock().ok()?;
+        if let Some((at, text)) = cache.as_ref() {
+            if !fresh && at.elapsed() < SQUEUE_TTL {
+                return Some((text.clone(), false));
+            }
+        }
+        let out = run("squeue", &["--json", "--me"], COMMAND_TIMEOUT).ok()?;
+        if !out.ok {
+            return None;
+        }
+        *cache = Some((Instant::now(), out.stdout.clone()));
+        Some((out.stdout, true))
+    }
+
     /// The job's components: squeue while Slurm still holds the job, else accounting.
     fn components(&self, job_id: i64) -> Result<Vec<Component>> {
         let id = job_id.to_string();
-        // 22.05 ignores -j in JSON mode; newer versions honour it. Either way we filter.
-        if let Ok(o) = run("squeue", &["--json", "-j", &id], COMMAND_TIMEOUT) {
-            if o.ok {
-                let c = parse_squeue(&o.stdout, job_id)?;
-                if !c.is_empty() {
-                    return Ok(c);
-                }
-            }
-        }
-        if let Ok(o) = run("sacct", &["--json", "-j", &id], COMMAND_TIMEOUT) {
-            if o.ok {
-                if let Ok(c) = parse_sacct_json(&o.stdout, job_id) {
+        for fresh in [false, true] {
+            match self.squeue_json(fresh) {
+                Some((text, was_fresh)) => {
+                    let c = parse_squeue(&text, job_id)?;
                     if !c.is_empty() {
                         return Ok(c);
                     }
+                    if was_fresh {
+                        break;
+                    }
                 }
+                None => break,
             }
         }
+        // Accounting: --parsable2 answers in a quarter of the time --json takes.
         let fields = "JobID,JobName,State,ExitCode,NodeList";
-        match run(
-            "sacct",
-            &["--parsable2", "-o", fields, "-j", &id],
-            COMMAND_TIMEOUT,
-        ) {
-            Ok(o) if o.ok => Ok(parse_sacct_parsable(&o.stdout, job_id)),
+        let args = ["--parsable2", "-o", fields, "-j", &id];
+        if let Ok(o) = run("sacct", &args, COMMAND_TIMEOUT) {
+            let c = parse_sacct_parsable(&o.stdout, job_id);
+            if o.ok && !c.is_empty() {
+                return Ok(c);
+            }
+        }
+        match run("sacct", &["--json", "-j", &id], COMMAND_TIMEOUT) {
+            Ok(o) if o.ok => Ok(parse_sacct_json(&o.stdout, job_id).unwrap_or_default()),
             _ => Ok(Vec::new()),
         }
     }
@@ -478,14 +503,20 @@ impl Scheduler for SlurmScheduler {
     async fn list(&self) -> Result<Vec<ListAppResponse>> {
         // squeue knows the live jobs (and recent ones, for MinJobAge); accounting knows the
         // history but lags a few seconds behind. Merge both, preferring squeue.
-        let mut jobs = parse_list(&run_ok("squeue", &["--json"])?, "squeue --json")?;
-        let history = run(
-            "sacct",
-            &["--json", "-S", "1970-01-01T00:00:01"],
-            COMMAND_TIMEOUT,
-        );
-        if let Some(o) = history.ok().filter(|o| o.ok) {
-            for j in parse_list(&o.stdout, "sacct --json").unwrap_or_default() {
+        let mut jobs = match self.squeue_json(true) {
+            Some((text, _)) => parse_list(&text, "squeue --json")?,
+            None => parse_list(&run_ok("squeue", &["--json", "--me"])?, "squeue --json")?,
+        };
+        // Epoch seconds, whatever the cluster's time zone.
+        let history = Command::new("sacct")
+            .args(["--parsable2", "-X", "-S", "1970-01-01T00:00:01"])
+            .args(["-o", "JobID,JobName,State,Submit,End"])
+            .env("SLURM_TIME_FORMAT", "%s")
+            .stdin(Stdio::null())
+            .stderr(Stdio::null())
+            .output();
+        if let Some(o) = history.ok().filter(|o| o.status.success()) {
+            for j in parse_list_parsable(&String::from_utf8_lossy(&o.stdout)) {
                 if !jobs.iter().any(|k| k.job_id == j.job_id) {
                     jobs.push(j);
                 }
@@ -561,7 +592,12 @@ impl Scheduler for SlurmScheduler {
             pending: Vec::new(),
             tail: query.should_tail,
             job_id: id,
-            scheduler: SlurmScheduler::new(self.state_dir.clone()),
+            // Shares the squeue cache: following N replicas costs one squeue per interval.
+            scheduler: SlurmScheduler {
+                state_dir: self.state_dir.clone(),
+                probe: Mutex::new(None),
+                squeue: Arc::clone(&self.squeue),
+            },
         }))
     }
 }

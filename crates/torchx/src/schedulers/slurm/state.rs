@@ -277,6 +277,35 @@ pub fn parse_sacct_parsable(text: &str, id: i64) -> Vec<Component> {
     out
 }
 
+/// Jobs in `SLURM_TIME_FORMAT=%s sacct --parsable2 -X -o JobID,JobName,State,Submit,End`
+/// output, one per het job.
+pub fn parse_list_parsable(text: &str) -> Vec<ListedJob> {
+    let mut out: Vec<ListedJob> = Vec::new();
+    for line in text.lines().skip(1) {
+        let f: Vec<&str> = line.split('|').collect();
+        let [job_id, name, state, submit, end, ..] = f[..] else {
+            continue;
+        };
+        if job_id.contains('.') {
+            continue;
+        }
+        let leader = job_id.split('+').next().unwrap_or(job_id).to_string();
+        let state = app_state(&state_str(&Value::String(state.to_string())));
+        if let Some(existing) = out.iter_mut().find(|j| j.job_id == leader) {
+            existing.state = aggregate([existing.state, state]);
+            continue;
+        }
+        out.push(ListedJob {
+            job_id: leader,
+            name: role_and_replica(name).map_or_else(|| name.to_string(), |r| r.0),
+            state,
+            start: submit.parse().ok(),
+            end: end.parse().ok().filter(|_| state.is_terminal()),
+        });
+    }
+    out
+}
+
 /// Jobs in `sacct --json` or `squeue --json` output, one per het job (the leader's entry).
 pub fn parse_list(text: &str, what: &str) -> Result<Vec<ListedJob>> {
     let v = parse_json(text, what)?;

@@ -412,6 +412,27 @@ fn list_groups_het_components() {
 }
 
 #[test]
+fn sacct_list_parsable_captured() {
+    let text = "JobID|JobName|State|Submit|End\n1+0|a-0|FAILED|1795272336|1795272339\n\
+                1+1|b-0|FAILED|1795272336|1795272339\n3|echo-0|COMPLETED|1795272437|1795272437\n\
+                5|sh-0|CANCELLED by 0|1795272446|1795272448\n8|x-0|RUNNING|1795272446|Unknown\n";
+    let jobs = parse_list_parsable(text);
+    let got: Vec<(&str, &str, AppState, Option<f64>)> = jobs
+        .iter()
+        .map(|j| (j.job_id.as_str(), j.name.as_str(), j.state, j.end))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("1", "a", AppState::Failed, Some(1795272339.0)),
+            ("3", "echo", AppState::Succeeded, Some(1795272437.0)),
+            ("5", "sh", AppState::Cancelled, Some(1795272448.0)),
+            ("8", "x", AppState::Running, None),
+        ]
+    );
+}
+
+#[test]
 fn state_mapping_is_torchx_s() {
     for (s, want) in [
         ("BOOT_FAIL", AppState::Failed),
