@@ -1,9 +1,9 @@
-//! Directory workspaces (TorchX's `DirWorkspaceMixin`): copy the workspace's files into a job
-//! directory, honouring `.torchxignore` (fnmatch patterns, `!` re-includes, last match wins,
-//! ignored directories are not descended into).
+//! Workspaces: walking a workspace directory under its ignore file (`.torchxignore` for
+//! directory workspaces, `.dockerignore` for image builds) with TorchX's semantics, and
+//! TorchX's `DirWorkspaceMixin` (copy the kept files into a new job directory).
 
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use crate::error::{Error, Result};
 use crate::specs::Workspace;
@@ -11,38 +11,87 @@ use crate::specs::Workspace;
 /// The ignore file read from the root of each workspace project.
 pub const IGNORE_FILE: &str = ".torchxignore";
 
-/// Parsed `.torchxignore` rules.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct IgnoreRules {
-    /// (pattern, negated) in file order.
-    rules: Vec<(String, bool)>,
+/// Ignore patterns read from `<root>/<ignore file>`: `#` starts a comment; blank lines and `.`
+/// are skipped; `!pattern` re-includes.
+fn read_patterns(root: &Path, ignore_name: &str) -> Vec<String> {
+    fs::read_to_string(root.join(ignore_name))
+        .map(|text| {
+            text.lines()
+                .map(|l| l.split('#').next().unwrap_or("").trim())
+                .filter(|l| !l.is_empty() && *l != ".")
+                .map(String::from)
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
-impl IgnoreRules {
-    /// Parses the file's text: `#` starts a comment, blank lines and `.` are skipped.
-    pub fn parse(text: &str) -> Self {
-        let rules = text
-            .lines()
-            .map(|l| l.split('#').next().unwrap_or("").trim())
-            .filter(|l| !l.is_empty() && *l != ".")
-            .map(|l| match l.strip_prefix('!') {
-                Some(p) => (p.trim().to_string(), true),
-                None => (l.to_string(), false),
+/// TorchX's `_ignore`: (index of the last matching pattern or -1, ignored?). `.` and
+/// `Dockerfile.torchx` are never ignored; patterns are fnmatch'ed against the whole relative
+/// path (so they are anchored at the root, and `*` crosses `/`).
+fn ignore(rel: &str, patterns: &[String]) -> (i64, bool) {
+    if rel == "." || rel == DOCKERFILE {
+        return (-1, false);
+    }
+    let mut last = -1;
+    let mut ignored = false;
+    for (i, p) in patterns.iter().enumerate() {
+        if let Some(neg) = p.strip_prefix('!') {
+            if fnmatch(neg, rel) {
+                (last, ignored) = (i as i64, false);
+            }
+        } else if fnmatch(p, rel) {
+            (last, ignored) = (i as i64, true);
+        }
+    }
+    (last, ignored)
+}
+
+/// The Dockerfile a workspace may bring; never ignored.
+pub const DOCKERFILE: &str = "Dockerfile.torchx";
+
+/// The files of a workspace directory that its ignore file (`.torchxignore` or `.dockerignore`)
+/// keeps, as sorted relative paths. A port of TorchX's `walk_workspace`: ignored directories
+/// are not descended into, and inside a kept directory only the patterns after the one that
+/// kept it still apply.
+pub fn walk_workspace(root: &Path, ignore_name: &str) -> Result<Vec<String>> {
+    let patterns = read_patterns(root, ignore_name);
+    let mut files = Vec::new();
+    let mut todo: Vec<(usize, String)> = vec![(0, ".".to_string())];
+    while let Some((first, rel_dir)) = todo.pop() {
+        let active = &patterns[first.min(patterns.len())..];
+        let dir = if rel_dir == "." {
+            root.to_path_buf()
+        } else {
+            root.join(&rel_dir)
+        };
+        let mut entries: Vec<(String, bool)> = fs::read_dir(&dir)
+            .map_err(io(format!("reading {}", dir.display())))?
+            .filter_map(|e| e.ok())
+            .map(|e| {
+                let is_dir = e.file_type().map(|t| t.is_dir()).unwrap_or(false);
+                (e.file_name().to_string_lossy().into_owned(), is_dir)
             })
             .collect();
-        IgnoreRules { rules }
-    }
-
-    /// Whether the relative path `rel` (with `/` separators) is ignored.
-    pub fn ignored(&self, rel: &str) -> bool {
-        let mut ignored = false;
-        for (pat, negated) in &self.rules {
-            if fnmatch(pat, rel) {
-                ignored = !negated;
+        entries.sort();
+        for (name, is_dir) in entries {
+            let rel = if rel_dir == "." {
+                name
+            } else {
+                format!("{rel_dir}/{name}")
+            };
+            let (last, ignored) = ignore(&rel, active);
+            if ignored {
+                continue;
+            }
+            if is_dir {
+                todo.push(((first as i64 + last + 1) as usize, rel));
+            } else {
+                files.push(rel);
             }
         }
-        ignored
     }
+    files.sort();
+    Ok(files)
 }
 
 /// Python's `fnmatch.fnmatch` (case-sensitive): `*` matches anything including `/`, `?` one
@@ -87,36 +136,19 @@ fn io(what: String) -> impl FnOnce(std::io::Error) -> Error {
     move |e| Error::io(what, e)
 }
 
-fn copy_tree(src: &Path, dst: &Path, root: &Path, rules: &IgnoreRules) -> Result<()> {
-    fs::create_dir_all(dst).map_err(io(format!("creating {}", dst.display())))?;
-    let mut entries: Vec<PathBuf> = fs::read_dir(src)
-        .map_err(io(format!("reading {}", src.display())))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .collect();
-    entries.sort();
-    for path in entries {
-        let rel = path
-            .strip_prefix(root)
-            .unwrap_or(&path)
-            .to_string_lossy()
-            .replace('\\', "/");
-        if rules.ignored(&rel) {
-            continue;
-        }
-        let target = dst.join(path.file_name().unwrap_or_default());
-        let meta =
-            fs::symlink_metadata(&path).map_err(io(format!("reading {}", path.display())))?;
-        if meta.is_dir() {
-            copy_tree(&path, &target, root, rules)?;
-        } else if meta.file_type().is_symlink() {
-            let link = fs::read_link(&path).map_err(io(format!("reading {}", path.display())))?;
-            std::os::unix::fs::symlink(&link, &target)
-                .map_err(io(format!("linking {}", target.display())))?;
-        } else {
-            fs::copy(&path, &target).map_err(io(format!("copying {}", path.display())))?;
-        }
+fn copy_file(src: &Path, dst: &Path) -> Result<()> {
+    if let Some(parent) = dst.parent() {
+        fs::create_dir_all(parent).map_err(io(format!("creating {}", parent.display())))?;
     }
-    Ok(())
+    let meta = fs::symlink_metadata(src).map_err(io(format!("reading {}", src.display())))?;
+    if meta.file_type().is_symlink() {
+        let link = fs::read_link(src).map_err(io(format!("reading {}", src.display())))?;
+        std::os::unix::fs::symlink(&link, dst).map_err(io(format!("linking {}", dst.display())))
+    } else {
+        fs::copy(src, dst)
+            .map(drop)
+            .map_err(io(format!("copying {}", src.display())))
+    }
 }
 
 /// Creates `job_dir` (it must not exist; its parent must) and copies every project of the
@@ -133,15 +165,12 @@ pub fn copy_into_job_dir(workspace: &Workspace, job_dir: &Path) -> Result<()> {
         let src = Path::new(src);
         let target = job_dir.join(dst);
         if src.is_file() {
-            fs::create_dir_all(&target).map_err(io(format!("creating {}", target.display())))?;
-            let name = src.file_name().unwrap_or_default();
-            fs::copy(src, target.join(name)).map_err(io(format!("copying {}", src.display())))?;
+            copy_file(src, &target.join(src.file_name().unwrap_or_default()))?;
             continue;
         }
-        let rules = fs::read_to_string(src.join(IGNORE_FILE))
-            .map(|t| IgnoreRules::parse(&t))
-            .unwrap_or_default();
-        copy_tree(src, &target, src, &rules)?;
+        for rel in walk_workspace(src, IGNORE_FILE)? {
+            copy_file(&src.join(&rel), &target.join(&rel))?;
+        }
     }
     Ok(())
 }
@@ -162,13 +191,98 @@ mod tests {
         assert!(!fnmatch("*.py", "x.pyc"));
     }
 
+    fn tree(files: &[&str], ignore_name: &str, ignore_text: &str) -> tempfile::TempDir {
+        let tmp = tempfile::tempdir().unwrap();
+        for f in files {
+            let p = tmp.path().join(f);
+            fs::create_dir_all(p.parent().unwrap()).unwrap();
+            fs::write(p, "").unwrap();
+        }
+        fs::write(tmp.path().join(ignore_name), ignore_text).unwrap();
+        tmp
+    }
+
+    const TABLE: &str = "
+        # comment
+
+        # dirs/files
+        ignoredir
+        ignorefile
+        three/part/ignore
+
+        # globs
+        */ignorefileglo*1
+        **/ignorefileglob2
+        dir?
+
+        # inverse patterns
+        unignore
+        !unignore
+
+        # ignore .
+        .
+    ";
+
+    /// TorchX's `test_torchxignore` / `test_dockerignore` table.
     #[test]
-    fn ignore_rules_last_match_wins() {
-        let r = IgnoreRules::parse("# comment\n*.log\n!keep.log\n.\n\nbuild # trailing\n");
-        assert!(r.ignored("a.log"));
-        assert!(!r.ignored("keep.log"));
-        assert!(r.ignored("build"));
-        assert!(!r.ignored("src/main.py"));
+    fn torchx_ignore_table() {
+        let files = [
+            "ignoredir/bar",
+            "ignoredir/recursive/bar",
+            "three/part/ignore/foo/bar",
+            "dir1/bar",
+            "dir/ignorefileglob1",
+            "dir/recursive/ignorefileglob2",
+            "dir/ignorefile",
+            "ignorefile",
+            "ignorefilesuffix",
+            "dir/file",
+            "foo.sh",
+            "unignore",
+        ];
+        let t = tree(&files, ".dockerignore", TABLE);
+        assert_eq!(
+            walk_workspace(t.path(), ".dockerignore").unwrap(),
+            [
+                ".dockerignore",
+                "dir/file",
+                "dir/ignorefile",
+                "foo.sh",
+                "ignorefilesuffix",
+                "unignore"
+            ]
+        );
+    }
+
+    /// TorchX's `test_dockerignore_include`: inside a re-included directory only the later
+    /// patterns apply.
+    #[test]
+    fn torchx_ignore_include_table() {
+        let files = [
+            "Dockerfile.torchx",
+            "timm_app.py",
+            "bigfile",
+            "some_dir/a",
+            "some_dir/b",
+            "some_dir/ignore1",
+            "some_dir/ignore2",
+            "some_dir/subdir/a",
+            "some_dir/subdir/b",
+            "some_dir/subdir/ignore3",
+        ];
+        let text = "*\n!timm_app.py\n**/a\n!some_dir\n**/ignore1\nsome_dir/ignore2\nsome_dir/subdir/ignore3\n";
+        let t = tree(&files, ".dockerignore", text);
+        assert_eq!(
+            walk_workspace(t.path(), ".dockerignore").unwrap(),
+            [
+                "Dockerfile.torchx",
+                "some_dir/a",
+                "some_dir/b",
+                "some_dir/subdir/a",
+                "some_dir/subdir/b",
+                "timm_app.py"
+            ]
+        );
     }
 
     #[test]

@@ -110,6 +110,14 @@ async fn submit_and_wait(
     timeout: Option<f64>,
     json: bool,
 ) -> Result<i32> {
+    // Catch Ctrl-C/SIGTERM before submitting: one that arrives while the app starts must cancel
+    // it (once we know its handle), not kill this process and leave the app running.
+    let install = |kind| {
+        tokio::signal::unix::signal(kind)
+            .map_err(|e| Error::io("installing the Ctrl-C/SIGTERM handlers", e))
+    };
+    let mut sigint = install(tokio::signal::unix::SignalKind::interrupt())?;
+    let mut sigterm = install(tokio::signal::unix::SignalKind::terminate())?;
     let handle = runner.schedule(&info).await?;
     if !json {
         println!("{handle}");
@@ -157,11 +165,9 @@ async fn submit_and_wait(
                 }),
         }
     };
-    let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .map_err(|e| Error::io("installing the SIGTERM handler", e))?;
     let status = tokio::select! {
         s = finish => s?,
-        _ = tokio::signal::ctrl_c() => return interrupted(&runner, &handle).await,
+        _ = sigint.recv() => return interrupted(&runner, &handle).await,
         _ = sigterm.recv() => return interrupted(&runner, &handle).await,
     };
     let status = status.unwrap_or_else(|| AppStatus::new(AppState::Unknown));
