@@ -38,6 +38,12 @@ impl Registry {
             "Runs replicas as local processes in the current directory",
             crate::schedulers::local_cwd::create,
         );
+        #[cfg(feature = "docker")]
+        r.register(
+            crate::schedulers::local_docker::NAME,
+            "Runs each replica as a container on the local Docker engine",
+            crate::schedulers::local_docker::create,
+        );
         r.register(
             crate::schedulers::slurm::NAME,
             "Submits heterogeneous sbatch jobs to a Slurm cluster",

@@ -2,4 +2,6 @@
 //! `render.rs` (pure AppDef → native request), an I/O part, and state mapping.
 
 pub mod local_cwd;
+#[cfg(feature = "docker")]
+pub mod local_docker;
 pub mod slurm;

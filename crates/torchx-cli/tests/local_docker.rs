@@ -1,0 +1,160 @@
+//! Integration tests against a real Docker engine (`scripts/docker/up.sh`, started by .ci/run,
+//! which also imports the `busybox:local` image). Without an engine every test says loudly that
+//! it was skipped.
+
+mod support;
+
+use std::time::Duration;
+
+use support::{skip, stderr, stdout, Env};
+
+const IMAGE: &str = "busybox:local";
+
+fn docker_up(test: &str) -> bool {
+    let ok = std::process::Command::new("docker")
+        .args(["image", "inspect", IMAGE])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        skip(
+            test,
+            "no Docker engine with busybox:local (run scripts/docker/up.sh as root and export DOCKER_HOST)",
+        );
+    }
+    ok
+}
+
+fn yaml_app(env: &Env, yaml: &str) -> std::process::Output {
+    std::fs::write(env.cwd.join("app.yaml"), yaml).unwrap();
+    env.run(&["run", "-s", "local_docker", "./app.yaml"])
+}
+
+#[test]
+fn echo_succeeds_and_its_log_is_readable() {
+    if !docker_up("local_docker echo") {
+        return;
+    }
+    let env = Env::new();
+    let out = env.run(&[
+        "run",
+        "-s",
+        "local_docker",
+        "utils.echo",
+        "--image",
+        IMAGE,
+        "--msg",
+        "hi docker",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("echo/0 hi docker"),
+        "{}",
+        stderr(&out)
+    );
+    let handle = stdout(&out).trim().to_string();
+    assert_eq!(env.status(&handle)["state"], "SUCCEEDED");
+    assert_eq!(stdout(&env.run(&["log", &handle])), "echo/0 hi docker\n");
+    let list = env.run(&["list", "-s", "local_docker", "--json"]);
+    assert!(stdout(&list).contains(&handle));
+    assert_eq!(env.run(&["delete", &handle]).status.code(), Some(0));
+    assert_eq!(env.run(&["status", &handle]).status.code(), Some(4));
+}
+
+#[test]
+fn failing_replica_fails_the_app() {
+    if !docker_up("local_docker failure") {
+        return;
+    }
+    let env = Env::new();
+    let out = env.run(&[
+        "run",
+        "-s",
+        "local_docker",
+        "utils.sh",
+        "--image",
+        IMAGE,
+        "--",
+        "sh",
+        "-c",
+        "echo bad >&2; exit 3",
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let handle = stdout(&out).trim().to_string();
+    assert_eq!(env.status(&handle)["state"], "FAILED");
+    let log = env.run(&["log", &handle, "--streams", "stderr"]);
+    assert_eq!(stdout(&log), "sh/0 bad\n");
+    env.run(&["delete", &handle]);
+}
+
+#[test]
+fn two_roles_two_replicas_reach_each_other_by_name() {
+    if !docker_up("local_docker network") {
+        return;
+    }
+    let env = Env::new();
+    // Every replica pings rank 0 and every peer by container name, on the torchx network.
+    let script = "sleep 1; for h in $TORCHX_RANK0_HOST ${app_id}-a-0 ${app_id}-a-1 ${app_id}-b-0 ${app_id}-b-1; do ping -c1 -W3 $h >/dev/null || exit 9; done; echo reached all from $(hostname); sleep 1";
+    let role = |name: &str| {
+        format!("- name: {name}\n  image: {IMAGE}\n  entrypoint: sh\n  num_replicas: 2\n  args: ['-c', '{script}']\n")
+    };
+    let out = yaml_app(
+        &env,
+        &format!("name: net\nroles:\n{}{}", role("a"), role("b")),
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let handle = stdout(&out).trim().to_string();
+    for r in ["a/0", "a/1", "b/0", "b/1"] {
+        let log = stdout(&env.run(&["log", &format!("{handle}/{r}")]));
+        assert!(log.contains("reached all from"), "{r}: {log}");
+    }
+    env.run(&["delete", &handle]);
+}
+
+#[test]
+fn cancel_stops_every_container() {
+    if !docker_up("local_docker cancel") {
+        return;
+    }
+    let env = Env::new();
+    let out = env.run(&[
+        "run",
+        "-s",
+        "local_docker",
+        "--detach",
+        "utils.sh",
+        "--image",
+        IMAGE,
+        "--",
+        "sleep",
+        "300",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let handle = stdout(&out).trim().to_string();
+    env.wait_state(&handle, "RUNNING", Duration::from_secs(30));
+    assert_eq!(env.run(&["cancel", &handle]).status.code(), Some(0));
+    let s = env.wait_state(&handle, "FAILED", Duration::from_secs(30));
+    assert_eq!(s["roles"][0]["replicas"][0]["state"], 5, "{s}");
+    env.run(&["delete", &handle]);
+}
+
+#[test]
+fn restart_policy_retries_a_failing_container() {
+    if !docker_up("local_docker restarts") {
+        return;
+    }
+    let env = Env::new();
+    // The container's filesystem survives its restarts: count attempts in it.
+    let out = yaml_app(
+        &env,
+        &format!(
+            "name: flaky\nroles:\n- name: f\n  image: {IMAGE}\n  entrypoint: sh\n  max_retries: 2\n  \
+             args: ['-c', 'n=$(cat /tmp/n 2>/dev/null || echo 0); n=$((n+1)); echo $n > /tmp/n; echo attempt $n; [ $n -ge 3 ]']\n"
+        ),
+    );
+    let handle = stdout(&out).trim().to_string();
+    let s = env.wait_state(&handle, "SUCCEEDED", Duration::from_secs(60));
+    assert_eq!(s["num_restarts"], 2, "{s}");
+    let log = stdout(&env.run(&["log", &handle]));
+    assert!(log.contains("f/0 attempt 3"), "{log}");
+    env.run(&["delete", &handle]);
+}

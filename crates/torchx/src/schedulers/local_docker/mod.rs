@@ -1,0 +1,551 @@
+//! `local_docker`: one container per replica on the local Docker engine, on the `torchx` bridge
+//! network (containers reach each other by name), found again by their TorchX labels.
+//!
+//! - [`opts`]: run options; [`render`]: the pure container requests; [`state`]: state mapping;
+//!   this module: the Engine API client (bollard; the API version is negotiated, so Debian's
+//!   20.10 engine speaking API 1.41 works). The client is built on first use only.
+
+mod opts;
+mod render;
+mod state;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use bollard::models::{
+    ContainerCreateBody, DeviceMapping, DeviceRequest, HostConfig, Mount as DockerMount,
+    MountTypeEnum, NetworkCreateRequest, RestartPolicy, RestartPolicyNameEnum,
+};
+use bollard::query_parameters::{
+    CreateContainerOptions, ListContainersOptions, ListNetworksOptions, LogsOptions,
+    RemoveContainerOptions, StartContainerOptions, StopContainerOptions,
+};
+use bollard::Docker;
+use futures_util::StreamExt;
+use tokio::sync::OnceCell;
+
+pub use opts::LocalDockerOpts;
+pub use render::{container_name, render, Container, ContainerMount, DockerJob};
+pub use state::{app_state, container_state};
+
+use crate::error::{Error, Result};
+use crate::opts::{Cfg, RunOpts, TypedOpts};
+use crate::scheduler::{
+    downcast_request, Capabilities, DryRunContext, LogLines, LogQuery, NativeRequest, Scheduler,
+};
+use crate::specs::{
+    AppDef, AppState, DescribeAppResponse, DryRunInfo, ListAppResponse, ReplicaStatus, Role,
+    RoleStatus, Stream,
+};
+
+/// The registry name.
+pub const NAME: &str = "local_docker";
+
+/// The factory registered in [`crate::scheduler::Registry::builtin`].
+pub fn create() -> Result<Arc<dyn Scheduler>> {
+    Ok(Arc::new(LocalDockerScheduler::default()))
+}
+
+/// The local Docker scheduler.
+#[derive(Debug, Default)]
+pub struct LocalDockerScheduler {
+    client: OnceCell<Docker>,
+}
+
+fn engine_err(what: &str) -> impl FnOnce(bollard::errors::Error) -> Error + '_ {
+    move |e| {
+        let detail = match &e {
+            bollard::errors::Error::DockerResponseServerError { message, .. } => message.clone(),
+            other => other.to_string(),
+        };
+        Error::backend(NAME, format!("{what}: {detail}"))
+    }
+}
+
+fn is_status(e: &bollard::errors::Error, code: u16) -> bool {
+    matches!(e, bollard::errors::Error::DockerResponseServerError { status_code, .. } if *status_code == code)
+}
+
+fn label_filter(app_id: Option<&str>) -> HashMap<String, Vec<String>> {
+    let label = match app_id {
+        Some(id) => format!("{}={id}", render::LABEL_APP_ID),
+        None => render::LABEL_APP_ID.to_string(),
+    };
+    HashMap::from([("label".to_string(), vec![label])])
+}
+
+/// A container found by label: (name, role, replica id, state).
+struct Found {
+    name: String,
+    app_id: String,
+    role: String,
+    replica: u32,
+    state: AppState,
+    created: Option<f64>,
+    restarts: i64,
+}
+
+impl LocalDockerScheduler {
+    async fn docker(&self) -> Result<&Docker> {
+        self.client
+            .get_or_try_init(|| async {
+                let d = Docker::connect_with_defaults().map_err(engine_err(
+                    "cannot connect to the Docker engine (is dockerd running? DOCKER_HOST?)",
+                ))?;
+                d.negotiate_version().await.map_err(engine_err(
+                    "cannot reach the Docker engine (is dockerd running? DOCKER_HOST?)",
+                ))
+            })
+            .await
+    }
+
+    /// The id of the `torchx` network, created if missing. Docker accepts several networks of
+    /// one name, so concurrent submitters serialise on a file lock (as TorchX does) and the
+    /// oldest network of that name wins.
+    async fn ensure_network(&self, docker: &Docker) -> Result<String> {
+        let lock_path = std::env::temp_dir().join("torchx_docker_network_lock");
+        let lock = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .map_err(|e| Error::io(format!("opening {}", lock_path.display()), e))?;
+        lock.lock()
+            .map_err(|e| Error::io(format!("locking {}", lock_path.display()), e))?;
+        let filters = HashMap::from([("name".to_string(), vec![render::NETWORK.to_string()])]);
+        let mut existing: Vec<_> = docker
+            .list_networks(Some(ListNetworksOptions {
+                filters: Some(filters),
+            }))
+            .await
+            .map_err(engine_err("listing networks"))?
+            .into_iter()
+            .filter(|n| n.name.as_deref() == Some(render::NETWORK))
+            .collect();
+        existing.sort_by(|a, b| a.created.cmp(&b.created));
+        if let Some(id) = existing.first().and_then(|n| n.id.clone()) {
+            return Ok(id);
+        }
+        let req = NetworkCreateRequest {
+            name: render::NETWORK.into(),
+            driver: Some("bridge".into()),
+            ..Default::default()
+        };
+        let created = docker
+            .create_network(req)
+            .await
+            .map_err(engine_err("creating the `torchx` network"))?;
+        Ok(created.id)
+    }
+
+    async fn find(&self, app_id: Option<&str>) -> Result<Vec<Found>> {
+        let docker = self.docker().await?;
+        let opts = ListContainersOptions {
+            all: true,
+            filters: Some(label_filter(app_id)),
+            ..Default::default()
+        };
+        let summaries = docker
+            .list_containers(Some(opts))
+            .await
+            .map_err(engine_err("listing containers"))?;
+        let mut out = Vec::new();
+        for s in summaries {
+            let labels = s.labels.clone().unwrap_or_default();
+            let name = s
+                .names
+                .as_ref()
+                .and_then(|n| n.first())
+                .map(|n| n.trim_start_matches('/').to_string())
+                .unwrap_or_default();
+            let inspect = docker
+                .inspect_container(
+                    &name,
+                    None::<bollard::query_parameters::InspectContainerOptions>,
+                )
+                .await
+                .map_err(engine_err("inspecting a container"))?;
+            let st = inspect.state.unwrap_or_default();
+            out.push(Found {
+                restarts: inspect.restart_count.unwrap_or(0),
+                state: container_state(
+                    st.status.map(|s| s.to_string()).as_deref().unwrap_or(""),
+                    st.exit_code,
+                ),
+                name,
+                app_id: labels
+                    .get(render::LABEL_APP_ID)
+                    .cloned()
+                    .unwrap_or_default(),
+                role: labels.get(render::LABEL_ROLE).cloned().unwrap_or_default(),
+                replica: labels
+                    .get(render::LABEL_REPLICA)
+                    .and_then(|r| r.parse().ok())
+                    .unwrap_or(0),
+                created: s.created.map(|c| c as f64),
+            });
+        }
+        out.sort_by(|a, b| (&a.role, a.replica).cmp(&(&b.role, b.replica)));
+        Ok(out)
+    }
+
+    async fn create_and_start(&self, docker: &Docker, c: &Container, network: &str) -> Result<()> {
+        let host_config = HostConfig {
+            privileged: Some(c.privileged),
+            network_mode: Some(network.to_string()),
+            mounts: Some(
+                c.mounts
+                    .iter()
+                    .map(|m| DockerMount {
+                        target: Some(m.target.clone()),
+                        source: Some(m.source.clone()),
+                        typ: Some(if m.kind == "volume" {
+                            MountTypeEnum::VOLUME
+                        } else {
+                            MountTypeEnum::BIND
+                        }),
+                        read_only: Some(m.read_only),
+                        ..Default::default()
+                    })
+                    .collect(),
+            ),
+            devices: Some(
+                c.devices
+                    .iter()
+                    .map(|d| {
+                        let mut p = d.splitn(3, ':');
+                        DeviceMapping {
+                            path_on_host: p.next().map(String::from),
+                            path_in_container: p.next().map(String::from),
+                            cgroup_permissions: p.next().map(String::from),
+                        }
+                    })
+                    .collect(),
+            ),
+            restart_policy: c.max_restarts.map(|n| RestartPolicy {
+                name: Some(RestartPolicyNameEnum::ON_FAILURE),
+                maximum_retry_count: Some(n as i64),
+            }),
+            memory: c.mem_mb.map(|m| m * 1024 * 1024),
+            shm_size: c.mem_mb.map(|m| m * 1024 * 1024),
+            nano_cpus: c.nano_cpus,
+            device_requests: c.gpus.map(|n| {
+                vec![DeviceRequest {
+                    count: Some(n),
+                    capabilities: Some(vec![vec![
+                        "gpu".into(),
+                        "compute".into(),
+                        "utility".into(),
+                    ]]),
+                    ..Default::default()
+                }]
+            }),
+            ..Default::default()
+        };
+        let body = ContainerCreateBody {
+            image: Some(c.image.clone()),
+            cmd: Some(c.command.clone()),
+            hostname: Some(c.hostname.clone()),
+            env: Some(
+                c.environment
+                    .iter()
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect(),
+            ),
+            labels: Some(c.labels.clone().into_iter().collect()),
+            host_config: Some(host_config),
+            ..Default::default()
+        };
+        let opts = CreateContainerOptions {
+            name: Some(c.name.clone()),
+            ..Default::default()
+        };
+        docker
+            .create_container(Some(opts), body)
+            .await
+            .map_err(|e| {
+                if is_status(&e, 404) {
+                    Error::not_found(
+                        "image",
+                        c.image.clone(),
+                        " in the local Docker engine (pull or build it first)",
+                    )
+                } else if is_status(&e, 409) {
+                    Error::backend(
+                        NAME,
+                        format!("a container named `{}` already exists", c.name),
+                    )
+                } else {
+                    engine_err(&format!("creating container {}", c.name))(e)
+                }
+            })?;
+        docker
+            .start_container(&c.name, None::<StartContainerOptions>)
+            .await
+            .map_err(engine_err(&format!("starting container {}", c.name)))
+    }
+
+    async fn remove_all(&self, names: &[String]) {
+        if let Ok(docker) = self.docker().await {
+            for n in names {
+                let opts = RemoveContainerOptions {
+                    force: true,
+                    ..Default::default()
+                };
+                let _ = docker.remove_container(n, Some(opts)).await;
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl Scheduler for LocalDockerScheduler {
+    fn name(&self) -> &str {
+        NAME
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            describe_replicas: true,
+            list: true,
+            cancel: true,
+            delete: true,
+            logs: true,
+            log_streams: true,
+            log_since_until: true,
+            log_tail: true,
+            mounts: true,
+            retries: true,
+            multi_role: true,
+            ..Capabilities::default()
+        }
+    }
+
+    fn run_opts(&self) -> RunOpts {
+        LocalDockerOpts::schema()
+    }
+
+    fn dryrun_facts(&self, cfg: &Cfg) -> Result<BTreeMap<String, String>> {
+        let opts = LocalDockerOpts::from_cfg(cfg)?;
+        let patterns = opts.copy_env.unwrap_or_default();
+        Ok(std::env::vars()
+            .filter(|(k, _)| patterns.iter().any(|p| crate::workspace::fnmatch(p, k)))
+            .map(|(k, v)| (format!("{}{k}", render::FACT_ENV_PREFIX), v))
+            .collect())
+    }
+
+    fn submit_dryrun(
+        &self,
+        app: &AppDef,
+        cfg: &Cfg,
+        ctx: &DryRunContext,
+    ) -> Result<Box<dyn NativeRequest>> {
+        let opts = LocalDockerOpts::from_cfg(cfg)?;
+        Ok(Box::new(render(app, &opts, ctx)))
+    }
+
+    async fn schedule(&self, info: &DryRunInfo) -> Result<String> {
+        let job = downcast_request::<DockerJob>(info, NAME)?;
+        let docker = self.docker().await?;
+        let network = self.ensure_network(docker).await?;
+        let mut created = Vec::new();
+        for c in &job.containers {
+            let result = self.create_and_start(docker, c, &network).await;
+            created.push(c.name.clone());
+            if let Err(e) = result {
+                // Nothing half-started: remove what this submission created.
+                let ours: Vec<String> = if matches!(&e, Error::Backend { message, .. } if message.contains("already exists"))
+                {
+                    created[..created.len() - 1].to_vec()
+                } else {
+                    created
+                };
+                self.remove_all(&ours).await;
+                return Err(e);
+            }
+        }
+        Ok(job.app_id.clone())
+    }
+
+    async fn describe(&self, app_id: &str) -> Result<Option<DescribeAppResponse>> {
+        let found = self.find(Some(app_id)).await?;
+        if found.is_empty() {
+            return Ok(None);
+        }
+        let mut resp = DescribeAppResponse::new(app_id, app_state(found.iter().map(|f| f.state)));
+        resp.num_restarts = found.iter().map(|f| f.restarts).max().unwrap_or(0);
+        for f in &found {
+            let status = ReplicaStatus::new(f.replica, f.state, &f.role, &f.name);
+            match resp.roles_statuses.iter_mut().find(|r| r.role == f.role) {
+                Some(rs) => rs.replicas.push(status),
+                None => {
+                    resp.roles_statuses.push(RoleStatus {
+                        role: f.role.clone(),
+                        replicas: vec![status],
+                    });
+                    let mut role = Role::new(&f.role, "");
+                    role.num_replicas = 0;
+                    resp.roles.push(role);
+                }
+            }
+            if let Some(r) = resp.roles.iter_mut().find(|r| r.name == f.role) {
+                r.num_replicas += 1;
+            }
+        }
+        Ok(Some(resp))
+    }
+
+    async fn list(&self) -> Result<Vec<ListAppResponse>> {
+        let found = self.find(None).await?;
+        let mut apps: BTreeMap<String, (Vec<AppState>, Option<f64>)> = BTreeMap::new();
+        for f in found {
+            let e = apps.entry(f.app_id).or_default();
+            e.0.push(f.state);
+            e.1 = match (e.1, f.created) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+        }
+        let mut out: Vec<ListAppResponse> = apps
+            .into_iter()
+            .map(|(app_id, (states, created))| ListAppResponse {
+                name: app_id
+                    .rsplit_once('-')
+                    .map_or(app_id.clone(), |(n, _)| n.to_string()),
+                state: app_state(states),
+                app_id,
+                app_handle: String::new(),
+                start_time: created,
+                end_time: None,
+            })
+            .collect();
+        out.sort_by(|a, b| {
+            b.start_time
+                .partial_cmp(&a.start_time)
+                .unwrap_or(std::cmp::Ordering::Equal)
+        });
+        Ok(out)
+    }
+
+    async fn cancel(&self, app_id: &str) -> Result<()> {
+        let found = self.find(Some(app_id)).await?;
+        if found.is_empty() {
+            return Err(Error::not_found(
+                "app",
+                format!("{NAME}://{app_id}"),
+                ", no container carries its label",
+            ));
+        }
+        let docker = self.docker().await?;
+        for f in found {
+            let opts = StopContainerOptions {
+                t: Some(10),
+                ..Default::default()
+            };
+            match docker.stop_container(&f.name, Some(opts)).await {
+                Ok(()) => {}
+                Err(e) if is_status(&e, 304) || is_status(&e, 404) => {}
+                Err(e) => return Err(engine_err(&format!("stopping {}", f.name))(e)),
+            }
+        }
+        Ok(())
+    }
+
+    async fn delete(&self, app_id: &str) -> Result<()> {
+        let found = self.find(Some(app_id)).await?;
+        if found.is_empty() {
+            return Err(Error::not_found(
+                "app",
+                format!("{NAME}://{app_id}"),
+                ", no container carries its label",
+            ));
+        }
+        let names: Vec<String> = found.into_iter().map(|f| f.name).collect();
+        self.remove_all(&names).await;
+        Ok(())
+    }
+
+    async fn log_iter(
+        &self,
+        app_id: &str,
+        role: &str,
+        k: u32,
+        query: &LogQuery,
+    ) -> Result<Box<dyn LogLines>> {
+        let found = self.find(Some(app_id)).await?;
+        if found.is_empty() {
+            return Err(Error::not_found(
+                "app",
+                format!("{NAME}://{app_id}"),
+                ", no container carries its label",
+            ));
+        }
+        let name = container_name(app_id, role, k);
+        if !found.iter().any(|f| f.name == name) {
+            return Err(Error::not_found(
+                "replica",
+                format!("{role}/{k}"),
+                format!(" in app {app_id}"),
+            ));
+        }
+        let secs = |t: Option<std::time::SystemTime>| {
+            t.and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .map_or(0, |d| d.as_secs() as i32)
+        };
+        let streams = query.streams.unwrap_or(Stream::Combined);
+        let opts = LogsOptions {
+            follow: query.should_tail,
+            stdout: streams != Stream::Stderr,
+            stderr: streams != Stream::Stdout,
+            since: secs(query.since),
+            until: secs(query.until),
+            timestamps: false,
+            tail: "all".into(),
+        };
+        let docker = self.docker().await?.clone();
+        let stream = docker.logs(&name, Some(opts)).map(|item| {
+            item.map(|o| o.into_bytes().to_vec())
+                .map_err(engine_err("reading logs"))
+        });
+        Ok(Box::new(DockerLogLines {
+            stream: Box::pin(stream),
+            pending: Vec::new(),
+            done: false,
+        }))
+    }
+}
+
+type ByteStream = std::pin::Pin<Box<dyn futures_util::Stream<Item = Result<Vec<u8>>> + Send>>;
+
+/// Lines of a container's log stream.
+struct DockerLogLines {
+    stream: ByteStream,
+    pending: Vec<u8>,
+    done: bool,
+}
+
+#[async_trait]
+impl LogLines for DockerLogLines {
+    async fn next_line(&mut self) -> Result<Option<String>> {
+        loop {
+            if let Some(pos) = self.pending.iter().position(|b| *b == b'\n') {
+                let line: Vec<u8> = self.pending.drain(..=pos).collect();
+                return Ok(Some(
+                    String::from_utf8_lossy(&line[..line.len() - 1]).into_owned(),
+                ));
+            }
+            if self.done {
+                if self.pending.is_empty() {
+                    return Ok(None);
+                }
+                let rest = std::mem::take(&mut self.pending);
+                return Ok(Some(String::from_utf8_lossy(&rest).into_owned()));
+            }
+            match self.stream.next().await {
+                Some(chunk) => self.pending.extend_from_slice(&chunk?),
+                None => self.done = true,
+            }
+        }
+    }
+}
