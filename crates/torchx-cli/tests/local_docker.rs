@@ -132,8 +132,21 @@ fn cancel_stops_every_container() {
     let handle = stdout(&out).trim().to_string();
     env.wait_state(&handle, "RUNNING", Duration::from_secs(30));
     assert_eq!(env.run(&["cancel", &handle]).status.code(), Some(0));
-    let s = env.wait_state(&handle, "FAILED", Duration::from_secs(30));
-    assert_eq!(s["roles"][0]["replicas"][0]["state"], 5, "{s}");
+    let s = env.wait_state(&handle, "CANCELLED", Duration::from_secs(30));
+    assert_eq!(s["roles"][0]["replicas"][0]["state"], 6, "{s}");
+    let running = std::process::Command::new("docker")
+        .args([
+            "ps",
+            "-q",
+            "--filter",
+            &format!(
+                "label=torchx.pytorch.org/app-id={}",
+                support::app_id(&handle)
+            ),
+        ])
+        .output()
+        .unwrap();
+    assert!(running.stdout.is_empty(), "containers still running");
     env.run(&["delete", &handle]);
 }
 
@@ -157,4 +170,81 @@ fn restart_policy_retries_a_failing_container() {
     let log = stdout(&env.run(&["log", &handle]));
     assert!(log.contains("f/0 attempt 3"), "{log}");
     env.run(&["delete", &handle]);
+}
+
+#[test]
+fn workspace_is_built_into_the_image_and_reused_when_unchanged() {
+    if !docker_up("local_docker workspace") {
+        return;
+    }
+    let env = Env::new();
+    let ws = env.cwd.join("proj");
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::write(ws.join(".dockerignore"), "*.log\n").unwrap();
+    std::fs::write(ws.join("skip.log"), "x").unwrap();
+    let run = |content: &str| {
+        std::fs::write(ws.join("data.txt"), content).unwrap();
+        let out = env.run(&[
+            "run",
+            "-s",
+            "local_docker",
+            "--workspace",
+            ws.to_str().unwrap(),
+            "utils.sh",
+            "--image",
+            IMAGE,
+            "--",
+            "sh",
+            "-c",
+            "cat data.txt; ls",
+        ]);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        let handle = stdout(&out).trim().to_string();
+        let log = stdout(&env.run(&["log", &handle]));
+        let image = std::process::Command::new("docker")
+            .args([
+                "inspect",
+                "-f",
+                "{{.Image}}",
+                &format!("{}-sh-0", support::app_id(&handle)),
+            ])
+            .output()
+            .unwrap();
+        env.run(&["delete", &handle]);
+        (
+            log,
+            String::from_utf8_lossy(&image.stdout).trim().to_string(),
+        )
+    };
+    let unique = format!("content {}", std::process::id());
+    let (log1, image1) = run(&unique);
+    assert!(log1.contains(&format!("sh/0 {unique}")), "{log1}");
+    assert!(
+        !log1.contains("skip.log"),
+        ".dockerignore not honoured: {log1}"
+    );
+    let (_, image2) = run(&unique);
+    assert_eq!(image1, image2, "an unchanged workspace reuses its image");
+    let (log3, image3) = run(&format!("{unique} changed"));
+    assert!(log3.contains("changed"), "{log3}");
+    assert_ne!(image1, image3);
+}
+
+#[tokio::test]
+async fn local_docker_conforms() {
+    if !docker_up("local_docker conformance") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    std::env::set_var("TORCHX_STATE_DIR", tmp.path());
+    let runner = torchx::Runner::new(
+        torchx::scheduler::Registry::builtin(),
+        torchx::config::TorchxConfig::default(),
+    );
+    let opts = torchx::testing::Conformance {
+        image: IMAGE.into(),
+        poll: Duration::from_millis(100),
+        ..Default::default()
+    };
+    torchx::testing::conformance(&runner, "local_docker", &opts).await;
 }

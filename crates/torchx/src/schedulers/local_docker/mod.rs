@@ -48,9 +48,23 @@ pub fn create() -> Result<Arc<dyn Scheduler>> {
 }
 
 /// The local Docker scheduler.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct LocalDockerScheduler {
     client: OnceCell<Docker>,
+    /// Where cancellations are remembered: a stopped container looks like a failed one, and
+    /// Docker cannot relabel it.
+    cancelled_dir: std::path::PathBuf,
+}
+
+impl Default for LocalDockerScheduler {
+    fn default() -> Self {
+        LocalDockerScheduler {
+            client: OnceCell::new(),
+            cancelled_dir: crate::schedulers::local_cwd::default_state_dir()
+                .join(NAME)
+                .join("cancelled"),
+        }
+    }
 }
 
 fn engine_err(what: &str) -> impl FnOnce(bollard::errors::Error) -> Error + '_ {
@@ -315,6 +329,7 @@ impl Scheduler for LocalDockerScheduler {
             log_streams: true,
             log_since_until: true,
             log_tail: true,
+            workspace: true,
             mounts: true,
             retries: true,
             multi_role: true,
@@ -346,8 +361,36 @@ impl Scheduler for LocalDockerScheduler {
     }
 
     async fn schedule(&self, info: &DryRunInfo) -> Result<String> {
-        let job = downcast_request::<DockerJob>(info, NAME)?;
+        let mut job = downcast_request::<DockerJob>(info, NAME)?.clone();
         let docker = self.docker().await?;
+        // Roles with a workspace run an image built from it on top of their image (every such
+        // role: TorchX patched only the first).
+        let quiet = LocalDockerOpts::from_cfg(&info.cfg)?.quiet;
+        let mut built: BTreeMap<(String, String), String> = BTreeMap::new();
+        for role in &info.app.roles {
+            let Some(ws) = &role.workspace else { continue };
+            let key = (role.image.clone(), ws.to_string());
+            let image = match built.get(&key) {
+                Some(i) => i.clone(),
+                None => {
+                    let i = crate::workspace::docker::build_workspace_image(
+                        docker,
+                        NAME,
+                        &role.image,
+                        ws,
+                        quiet,
+                    )
+                    .await?;
+                    built.insert(key, i.clone());
+                    i
+                }
+            };
+            for c in &mut job.containers {
+                if c.labels.get(render::LABEL_ROLE) == Some(&role.name) {
+                    c.image.clone_from(&image);
+                }
+            }
+        }
         let network = self.ensure_network(docker).await?;
         let mut created = Vec::new();
         for c in &job.containers {
@@ -373,7 +416,21 @@ impl Scheduler for LocalDockerScheduler {
         if found.is_empty() {
             return Ok(None);
         }
-        let mut resp = DescribeAppResponse::new(app_id, app_state(found.iter().map(|f| f.state)));
+        let cancelled = self.cancelled_dir.join(app_id).exists();
+        let found: Vec<Found> = found
+            .into_iter()
+            .map(|mut f| {
+                if cancelled && f.state == AppState::Failed {
+                    f.state = AppState::Cancelled;
+                }
+                f
+            })
+            .collect();
+        let mut state = app_state(found.iter().map(|f| f.state));
+        if cancelled && state.is_terminal() && state != AppState::Succeeded {
+            state = AppState::Cancelled;
+        }
+        let mut resp = DescribeAppResponse::new(app_id, state);
         resp.num_restarts = found.iter().map(|f| f.restarts).max().unwrap_or(0);
         for f in &found {
             let status = ReplicaStatus::new(f.replica, f.state, &f.role, &f.name);
@@ -437,6 +494,10 @@ impl Scheduler for LocalDockerScheduler {
                 ", no container carries its label",
             ));
         }
+        crate::schedulers::local_cwd::ledger::create_private_dir(&self.cancelled_dir)?;
+        let marker = self.cancelled_dir.join(app_id);
+        std::fs::write(&marker, b"")
+            .map_err(|e| Error::io(format!("recording the cancel in {}", marker.display()), e))?;
         let docker = self.docker().await?;
         for f in found {
             let opts = StopContainerOptions {
@@ -463,6 +524,7 @@ impl Scheduler for LocalDockerScheduler {
         }
         let names: Vec<String> = found.into_iter().map(|f| f.name).collect();
         self.remove_all(&names).await;
+        let _ = std::fs::remove_file(self.cancelled_dir.join(app_id));
         Ok(())
     }
 

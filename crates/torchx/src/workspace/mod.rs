@@ -2,6 +2,9 @@
 //! directory workspaces, `.dockerignore` for image builds) with TorchX's semantics, and
 //! TorchX's `DirWorkspaceMixin` (copy the kept files into a new job directory).
 
+#[cfg(feature = "docker")]
+pub mod docker;
+
 use std::fs;
 use std::path::Path;
 
