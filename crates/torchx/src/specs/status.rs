@@ -416,6 +416,35 @@ impl DescribeAppResponse {
         }
     }
 
+    /// Adds a replica's status under its role (creating the role's entry on first sight).
+    pub fn add_replica(&mut self, status: ReplicaStatus) {
+        match self
+            .roles_statuses
+            .iter_mut()
+            .find(|r| r.role == status.role)
+        {
+            Some(rs) => rs.replicas.push(status),
+            None => self.roles_statuses.push(RoleStatus {
+                role: status.role.clone(),
+                replicas: vec![status],
+            }),
+        }
+    }
+
+    /// Fills `roles` from `roles_statuses` (name and replica count only), for schedulers that
+    /// know no more of the original AppDef.
+    pub fn roles_from_statuses(&mut self) {
+        self.roles = self
+            .roles_statuses
+            .iter()
+            .map(|rs| {
+                let mut role = Role::new(&rs.role, "");
+                role.num_replicas = rs.replicas.len() as u32;
+                role
+            })
+            .collect();
+    }
+
     /// The [`AppStatus`] view of this response.
     pub fn to_status(&self) -> AppStatus {
         AppStatus {
@@ -451,6 +480,23 @@ pub struct ListAppResponse {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn replicas_are_grouped_by_role_and_roles_counted() {
+        let mut r = DescribeAppResponse::new("a", AppState::Running);
+        for (id, role) in [(0, "a"), (0, "b"), (1, "a")] {
+            r.add_replica(ReplicaStatus::new(id, AppState::Running, role, "h"));
+        }
+        r.roles_from_statuses();
+        let grouped: Vec<(&str, usize)> = r
+            .roles_statuses
+            .iter()
+            .map(|rs| (rs.role.as_str(), rs.replicas.len()))
+            .collect();
+        assert_eq!(grouped, [("a", 2), ("b", 1)]);
+        let counts: Vec<u32> = r.roles.iter().map(|r| r.num_replicas).collect();
+        assert_eq!(counts, [2, 1]);
+    }
 
     fn status() -> AppStatus {
         AppStatus {

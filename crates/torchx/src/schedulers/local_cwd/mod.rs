@@ -39,8 +39,7 @@ use crate::scheduler::{
     downcast_request, Capabilities, DryRunContext, LogLines, LogQuery, NativeRequest, Scheduler,
 };
 use crate::specs::{
-    AppDef, AppState, DescribeAppResponse, DryRunInfo, ListAppResponse, ReplicaStatus, RoleStatus,
-    Stream, NONE,
+    AppDef, AppState, DescribeAppResponse, DryRunInfo, ListAppResponse, ReplicaStatus, Stream, NONE,
 };
 
 /// The registry name.
@@ -327,13 +326,7 @@ impl LocalCwdScheduler {
                 status.structured_error_msg = text.clone();
                 errors.push((modified, text));
             }
-            match resp.roles_statuses.last_mut() {
-                Some(rs) if rs.role == r.role => rs.replicas.push(status),
-                _ => resp.roles_statuses.push(RoleStatus {
-                    role: r.role.clone(),
-                    replicas: vec![status],
-                }),
-            }
+            resp.add_replica(status);
         }
         errors.sort_by_key(|e| e.0);
         resp.structured_error_msg = errors

@@ -35,8 +35,7 @@ use crate::scheduler::{
     downcast_request, Capabilities, DryRunContext, LogLines, LogQuery, NativeRequest, Scheduler,
 };
 use crate::specs::{
-    AppDef, AppState, DescribeAppResponse, DryRunInfo, ListAppResponse, ReplicaStatus, Role,
-    RoleStatus, Stream,
+    AppDef, AppState, DescribeAppResponse, DryRunInfo, ListAppResponse, ReplicaStatus, Stream,
 };
 
 /// The registry name.
@@ -433,23 +432,9 @@ impl Scheduler for LocalDockerScheduler {
         let mut resp = DescribeAppResponse::new(app_id, state);
         resp.num_restarts = found.iter().map(|f| f.restarts).max().unwrap_or(0);
         for f in &found {
-            let status = ReplicaStatus::new(f.replica, f.state, &f.role, &f.name);
-            match resp.roles_statuses.iter_mut().find(|r| r.role == f.role) {
-                Some(rs) => rs.replicas.push(status),
-                None => {
-                    resp.roles_statuses.push(RoleStatus {
-                        role: f.role.clone(),
-                        replicas: vec![status],
-                    });
-                    let mut role = Role::new(&f.role, "");
-                    role.num_replicas = 0;
-                    resp.roles.push(role);
-                }
-            }
-            if let Some(r) = resp.roles.iter_mut().find(|r| r.name == f.role) {
-                r.num_replicas += 1;
-            }
+            resp.add_replica(ReplicaStatus::new(f.replica, f.state, &f.role, &f.name));
         }
+        resp.roles_from_statuses();
         Ok(Some(resp))
     }
 

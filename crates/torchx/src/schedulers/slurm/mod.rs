@@ -35,8 +35,7 @@ use crate::scheduler::{
     downcast_request, Capabilities, DryRunContext, LogLines, LogQuery, NativeRequest, Scheduler,
 };
 use crate::specs::{
-    AppDef, AppState, DescribeAppResponse, DryRunInfo, ListAppResponse, ReplicaStatus, Role,
-    RoleStatus, Stream,
+    AppDef, AppState, DescribeAppResponse, DryRunInfo, ListAppResponse, ReplicaStatus, Stream,
 };
 
 /// The registry name.
@@ -350,23 +349,9 @@ impl SlurmScheduler {
         let mut sorted: Vec<&Component> = comps.iter().collect();
         sorted.sort_by(|a, b| (&a.role, a.replica).cmp(&(&b.role, b.replica)));
         for c in sorted {
-            let status = ReplicaStatus::new(c.replica, c.state, &c.role, &c.hostname);
-            match resp.roles_statuses.iter_mut().find(|r| r.role == c.role) {
-                Some(rs) => rs.replicas.push(status),
-                None => {
-                    resp.roles_statuses.push(RoleStatus {
-                        role: c.role.clone(),
-                        replicas: vec![status],
-                    });
-                    let mut role = Role::new(&c.role, "");
-                    role.num_replicas = 0;
-                    resp.roles.push(role);
-                }
-            }
-            if let Some(r) = resp.roles.iter_mut().find(|r| r.name == c.role) {
-                r.num_replicas += 1;
-            }
+            resp.add_replica(ReplicaStatus::new(c.replica, c.state, &c.role, &c.hostname));
         }
+        resp.roles_from_statuses();
         resp
     }
 }
