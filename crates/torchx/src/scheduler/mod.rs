@@ -1,6 +1,7 @@
 //! API boundary: the [`Scheduler`] trait every backend implements, its [`Capabilities`], log
 //! queries and the scheduler registry.
 
+mod follow;
 mod ids;
 mod registry;
 
@@ -18,6 +19,7 @@ use crate::error::{Error, Result};
 use crate::opts::{Cfg, RunOpts};
 use crate::specs::{AppDef, DescribeAppResponse, DryRunInfo, ListAppResponse, Stream};
 
+pub use follow::{FollowedFile, LineBuffer, Step};
 pub use ids::{encode_id, random_id, random_u64};
 pub use registry::{Registry, SchedulerFactory};
 

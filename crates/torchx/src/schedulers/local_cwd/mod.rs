@@ -19,7 +19,7 @@ mod sys;
 
 use std::collections::HashMap;
 use std::fs::{self, File};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
@@ -36,7 +36,8 @@ pub use supervisor::{embed_supervisor, guard_main, supervisor_main};
 use crate::error::{Error, Result};
 use crate::opts::{Cfg, RunOpts, TypedOpts};
 use crate::scheduler::{
-    downcast_request, Capabilities, DryRunContext, LogLines, LogQuery, NativeRequest, Scheduler,
+    downcast_request, Capabilities, DryRunContext, FollowedFile, LogLines, LogQuery, NativeRequest,
+    Scheduler, Step,
 };
 use crate::specs::{
     AppDef, AppState, DescribeAppResponse, DryRunInfo, ListAppResponse, ReplicaStatus, Stream, NONE,
@@ -529,9 +530,7 @@ impl Scheduler for LocalCwdScheduler {
             .ok()
             .and_then(|e| e.get(app_id).cloned());
         Ok(Box::new(FileLines {
-            path: PathBuf::from(path),
-            file: None,
-            pending: Vec::new(),
+            file: FollowedFile::new(PathBuf::from(path)),
             tail: query.should_tail,
             app_id: app_id.to_string(),
             shared: Arc::clone(&self.shared),
@@ -542,26 +541,29 @@ impl Scheduler for LocalCwdScheduler {
 
 /// Lines of a log file, optionally following it until the app ends.
 struct FileLines {
-    path: PathBuf,
-    file: Option<File>,
-    pending: Vec<u8>,
+    file: FollowedFile,
     tail: bool,
     app_id: String,
     shared: Arc<Shared>,
     exited: Option<tokio::sync::watch::Receiver<bool>>,
 }
 
-impl FileLines {
-    fn app_finished(&self) -> bool {
-        if self.exited.as_ref().is_some_and(|e| *e.borrow()) {
-            return true;
-        }
-        match self.shared.current_state(&self.app_id) {
-            Ok(Some(state)) => state.is_terminal(),
-            _ => true,
-        }
+/// Whether the app ended: its supervisor (started by this process) exited, or the ledger says so.
+fn app_finished(
+    exited: Option<&tokio::sync::watch::Receiver<bool>>,
+    shared: &Shared,
+    app_id: &str,
+) -> bool {
+    if exited.is_some_and(|e| *e.borrow()) {
+        return true;
     }
+    match shared.current_state(app_id) {
+        Ok(Some(state)) => state.is_terminal(),
+        _ => true,
+    }
+}
 
+impl FileLines {
     /// Sleeps `pause` (then doubles it, up to 50 ms), or less if the supervisor exits.
     async fn pause(&mut self, pause: &mut Duration) {
         let sleep = tokio::time::sleep(*pause);
@@ -576,12 +578,6 @@ impl FileLines {
         }
         *pause = (*pause * 2).min(Duration::from_millis(50));
     }
-
-    fn take_line(&mut self) -> Option<String> {
-        let pos = self.pending.iter().position(|b| *b == b'\n')?;
-        let line: Vec<u8> = self.pending.drain(..=pos).collect();
-        Some(String::from_utf8_lossy(&line[..line.len() - 1]).into_owned())
-    }
 }
 
 #[async_trait]
@@ -590,40 +586,19 @@ impl LogLines for FileLines {
         // Poll quickly at first (short jobs end in milliseconds), then back off.
         let mut pause = Duration::from_millis(1);
         loop {
-            if let Some(line) = self.take_line() {
-                return Ok(Some(line));
+            let FileLines {
+                file,
+                tail,
+                app_id,
+                shared,
+                exited,
+            } = self;
+            let finished = || !*tail || app_finished(exited.as_ref(), shared, app_id);
+            match file.poll_line(finished)? {
+                Step::Line(line) => return Ok(Some(line)),
+                Step::End => return Ok(None),
+                Step::Wait => self.pause(&mut pause).await,
             }
-            // Decide before reading, so nothing written before the app ended is missed.
-            let finished = !self.tail || self.app_finished();
-            if self.file.is_none() {
-                match File::open(&self.path) {
-                    Ok(f) => self.file = Some(f),
-                    Err(_) if !finished => {
-                        self.pause(&mut pause).await;
-                        continue;
-                    }
-                    Err(e) => {
-                        return Err(Error::io(format!("reading log {}", self.path.display()), e))
-                    }
-                }
-            }
-            let mut buf = Vec::new();
-            if let Some(f) = self.file.as_mut() {
-                f.read_to_end(&mut buf)
-                    .map_err(|e| Error::io(format!("reading log {}", self.path.display()), e))?;
-            }
-            if !buf.is_empty() {
-                self.pending.extend_from_slice(&buf);
-                continue;
-            }
-            if finished {
-                if self.pending.is_empty() {
-                    return Ok(None);
-                }
-                let rest = std::mem::take(&mut self.pending);
-                return Ok(Some(String::from_utf8_lossy(&rest).into_owned()));
-            }
-            self.pause(&mut pause).await;
         }
     }
 }

@@ -32,7 +32,8 @@ pub use state::{app_state, container_state};
 use crate::error::{Error, Result};
 use crate::opts::{Cfg, RunOpts, TypedOpts};
 use crate::scheduler::{
-    downcast_request, Capabilities, DryRunContext, LogLines, LogQuery, NativeRequest, Scheduler,
+    downcast_request, Capabilities, DryRunContext, LineBuffer, LogLines, LogQuery, NativeRequest,
+    Scheduler,
 };
 use crate::specs::{
     AppDef, AppState, DescribeAppResponse, DryRunInfo, ListAppResponse, ReplicaStatus, Stream,
@@ -557,7 +558,7 @@ impl Scheduler for LocalDockerScheduler {
         });
         Ok(Box::new(DockerLogLines {
             stream: Box::pin(stream),
-            pending: Vec::new(),
+            lines: LineBuffer::default(),
             done: false,
         }))
     }
@@ -568,7 +569,7 @@ type ByteStream = std::pin::Pin<Box<dyn futures_util::Stream<Item = Result<Vec<u
 /// Lines of a container's log stream.
 struct DockerLogLines {
     stream: ByteStream,
-    pending: Vec<u8>,
+    lines: LineBuffer,
     done: bool,
 }
 
@@ -576,21 +577,14 @@ struct DockerLogLines {
 impl LogLines for DockerLogLines {
     async fn next_line(&mut self) -> Result<Option<String>> {
         loop {
-            if let Some(pos) = self.pending.iter().position(|b| *b == b'\n') {
-                let line: Vec<u8> = self.pending.drain(..=pos).collect();
-                return Ok(Some(
-                    String::from_utf8_lossy(&line[..line.len() - 1]).into_owned(),
-                ));
+            if let Some(line) = self.lines.next_line() {
+                return Ok(Some(line));
             }
             if self.done {
-                if self.pending.is_empty() {
-                    return Ok(None);
-                }
-                let rest = std::mem::take(&mut self.pending);
-                return Ok(Some(String::from_utf8_lossy(&rest).into_owned()));
+                return Ok(self.lines.finish());
             }
             match self.stream.next().await {
-                Some(chunk) => self.pending.extend_from_slice(&chunk?),
+                Some(chunk) => self.lines.push(&chunk?),
                 None => self.done = true,
             }
         }

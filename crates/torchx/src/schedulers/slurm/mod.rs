@@ -13,7 +13,7 @@ mod render;
 mod state;
 
 use std::collections::BTreeMap;
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, OpenOptions};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -32,7 +32,8 @@ pub use state::{
 use crate::error::{Error, Result};
 use crate::opts::{Cfg, RunOpts, TypedOpts};
 use crate::scheduler::{
-    downcast_request, Capabilities, DryRunContext, LogLines, LogQuery, NativeRequest, Scheduler,
+    downcast_request, Capabilities, DryRunContext, FollowedFile, LogLines, LogQuery, NativeRequest,
+    Scheduler, Step,
 };
 use crate::specs::{
     AppDef, AppState, DescribeAppResponse, DryRunInfo, ListAppResponse, ReplicaStatus, Stream,
@@ -572,9 +573,7 @@ impl Scheduler for SlurmScheduler {
             .job_dir(app_id)
             .join(format!("slurm-{app_id}-{role}-{k}.{ext}"));
         Ok(Box::new(SlurmLogLines {
-            path,
-            file: None,
-            pending: Vec::new(),
+            file: FollowedFile::new(path),
             tail: query.should_tail,
             job_id: id,
             // Shares the squeue cache: following N replicas costs one squeue per interval.
@@ -599,63 +598,28 @@ fn tempfile_dir() -> Result<PathBuf> {
 
 /// Lines of a replica's log file, optionally followed until the job ends.
 struct SlurmLogLines {
-    path: PathBuf,
-    file: Option<File>,
-    pending: Vec<u8>,
+    file: FollowedFile,
     tail: bool,
     job_id: i64,
     scheduler: SlurmScheduler,
-}
-
-impl SlurmLogLines {
-    fn job_finished(&self) -> bool {
-        match self.scheduler.components(self.job_id) {
-            Ok(c) => aggregate(c.iter().map(|c| c.state)).is_terminal(),
-            Err(_) => true,
-        }
-    }
 }
 
 #[async_trait]
 impl LogLines for SlurmLogLines {
     async fn next_line(&mut self) -> Result<Option<String>> {
         loop {
-            if let Some(pos) = self.pending.iter().position(|b| *b == b'\n') {
-                let line: Vec<u8> = self.pending.drain(..=pos).collect();
-                return Ok(Some(
-                    String::from_utf8_lossy(&line[..line.len() - 1]).into_owned(),
-                ));
+            let (tail, job_id, scheduler) = (self.tail, self.job_id, &self.scheduler);
+            let finished = || {
+                !tail
+                    || scheduler
+                        .components(job_id)
+                        .map_or(true, |c| aggregate(c.iter().map(|c| c.state)).is_terminal())
+            };
+            match self.file.poll_line(finished)? {
+                Step::Line(line) => return Ok(Some(line)),
+                Step::End => return Ok(None),
+                Step::Wait => tokio::time::sleep(Duration::from_millis(500)).await,
             }
-            let finished = !self.tail || self.job_finished();
-            if self.file.is_none() {
-                match File::open(&self.path) {
-                    Ok(f) => self.file = Some(f),
-                    Err(_) if !finished => {
-                        tokio::time::sleep(Duration::from_secs(1)).await;
-                        continue;
-                    }
-                    Err(e) => {
-                        return Err(Error::io(format!("reading log {}", self.path.display()), e))
-                    }
-                }
-            }
-            let mut buf = Vec::new();
-            if let Some(f) = self.file.as_mut() {
-                f.read_to_end(&mut buf)
-                    .map_err(|e| Error::io(format!("reading log {}", self.path.display()), e))?;
-            }
-            if !buf.is_empty() {
-                self.pending.extend_from_slice(&buf);
-                continue;
-            }
-            if finished {
-                if self.pending.is_empty() {
-                    return Ok(None);
-                }
-                let rest = std::mem::take(&mut self.pending);
-                return Ok(Some(String::from_utf8_lossy(&rest).into_owned()));
-            }
-            tokio::time::sleep(Duration::from_millis(500)).await;
         }
     }
 }

@@ -147,73 +147,71 @@ fn parse_json(text: &str, what: &str) -> Result<Value> {
         .map_err(|e| Error::backend(NAME, format!("cannot parse `{what}` output: {e}")))
 }
 
-/// Whether a job entry belongs to job `id` (itself, or a component of the het job `id`).
-fn belongs(job: &Value, id: i64) -> bool {
-    let het_leader = job
-        .get("het_job_id")
+/// The het job leader of a job entry (`het_job_id` in squeue, `het.job_id` in sacct; 0 when
+/// the job is not heterogeneous).
+fn het_leader(job: &Value) -> Option<i64> {
+    job.get("het_job_id")
         .and_then(num)
         .or_else(|| job.get("het").and_then(|h| h.get("job_id")).and_then(num))
-        .filter(|h| *h != 0);
-    job.get("job_id").and_then(num) == Some(id) || het_leader == Some(id)
+        .filter(|h| *h != 0)
+}
+
+/// Whether a job entry belongs to job `id` (itself, or a component of the het job `id`).
+fn belongs(job: &Value, id: i64) -> bool {
+    job.get("job_id").and_then(num) == Some(id) || het_leader(job) == Some(id)
+}
+
+/// The components of job `id` in squeue's or sacct's JSON, which differ in where the state
+/// and the times are (`state_key`, `times`).
+fn parse_components(
+    text: &str,
+    what: &str,
+    id: i64,
+    state_key: &str,
+    times: fn(&Value) -> (&Value, &Value),
+) -> Result<Vec<Component>> {
+    let v = parse_json(text, what)?;
+    let mut out = Vec::new();
+    for job in v["jobs"].as_array().into_iter().flatten() {
+        if !belongs(job, id) {
+            continue;
+        }
+        // Not `role-i`: e.g. the "allocation" placeholder sacct shows before its record is final.
+        let Some((role, replica)) = job["name"].as_str().and_then(role_and_replica) else {
+            continue;
+        };
+        let slurm_state = state_str(&job[state_key]);
+        let (exit_code, signal) = exit_of(&job["exit_code"]);
+        let (start, end) = times(job);
+        out.push(Component {
+            role,
+            replica,
+            state: app_state(&slurm_state),
+            slurm_state,
+            exit_code,
+            signal,
+            hostname: hostname_of(job),
+            restarts: job.get("restart_cnt").and_then(num).unwrap_or(0),
+            start: time_of(start),
+            end: time_of(end),
+        });
+    }
+    Ok(out)
 }
 
 /// The components of job `id` in `squeue --json` output (22.05 ignores `-j`, so this
 /// filters itself).
 pub fn parse_squeue(text: &str, id: i64) -> Result<Vec<Component>> {
-    let v = parse_json(text, "squeue --json")?;
-    let mut out = Vec::new();
-    for job in v["jobs"].as_array().into_iter().flatten() {
-        if !belongs(job, id) {
-            continue;
-        }
-        let Some((role, replica)) = job["name"].as_str().and_then(role_and_replica) else {
-            continue;
-        };
-        let slurm_state = state_str(&job["job_state"]);
-        let (exit_code, signal) = exit_of(&job["exit_code"]);
-        out.push(Component {
-            role,
-            replica,
-            state: app_state(&slurm_state),
-            slurm_state,
-            exit_code,
-            signal,
-            hostname: hostname_of(job),
-            restarts: job.get("restart_cnt").and_then(num).unwrap_or(0),
-            start: time_of(&job["start_time"]),
-            end: time_of(&job["end_time"]),
-        });
-    }
-    Ok(out)
+    parse_components(text, "squeue --json", id, "job_state", |j| {
+        (&j["start_time"], &j["end_time"])
+    })
 }
 
 /// The components of job `id` in `sacct --json` output.
 pub fn parse_sacct_json(text: &str, id: i64) -> Result<Vec<Component>> {
-    let v = parse_json(text, "sacct --json")?;
-    let mut out = Vec::new();
-    for job in v["jobs"].as_array().into_iter().flatten() {
-        if !belongs(job, id) {
-            continue;
-        }
-        let Some((role, replica)) = job["name"].as_str().and_then(role_and_replica) else {
-            continue; // the "allocation" placeholder sacct shows before the record is final
-        };
-        let slurm_state = state_str(&job["state"]);
-        let (exit_code, signal) = exit_of(&job["exit_code"]);
-        out.push(Component {
-            role,
-            replica,
-            state: app_state(&slurm_state),
-            slurm_state,
-            exit_code,
-            signal,
-            hostname: hostname_of(job),
-            restarts: job.get("restart_cnt").and_then(num).unwrap_or(0),
-            start: time_of(&job["time"]["start"]),
-            end: time_of(&job["time"]["end"]),
-        });
-    }
-    Ok(out)
+    parse_components(text, "sacct --json", id, "state", |j| {
+        (&j["time"]["start"], &j["time"]["end"])
+    })
 }
 
 /// The components of job `id` in `sacct --parsable2` output (header line first). Steps
@@ -314,12 +312,7 @@ pub fn parse_list(text: &str, what: &str) -> Result<Vec<ListedJob>> {
         let Some(id) = job.get("job_id").and_then(num) else {
             continue;
         };
-        let leader = job
-            .get("het_job_id")
-            .and_then(num)
-            .or_else(|| job.get("het").and_then(|h| h.get("job_id")).and_then(num))
-            .filter(|h| *h != 0)
-            .unwrap_or(id);
+        let leader = het_leader(job).unwrap_or(id);
         let state = app_state(&state_str(job.get("job_state").unwrap_or(&job["state"])));
         let start = time_of(&job["submit_time"]).or_else(|| time_of(&job["time"]["submission"]));
         let end = time_of(&job["end_time"]).or_else(|| time_of(&job["time"]["end"]));
