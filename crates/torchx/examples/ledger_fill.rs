@@ -2,7 +2,7 @@
 //!
 //! Usage: `TORCHX_STATE_DIR=/tmp/s cargo run --release --example ledger_fill -- 10000`
 
-use torchx::schedulers::local_cwd::default_state_dir;
+use torchx::schedulers::default_state_dir;
 use torchx::schedulers::local_cwd::ledger::{AppRow, Ledger, ReplicaRow};
 use torchx::specs::{AppDef, AppState, Role};
 

@@ -5,3 +5,32 @@ pub mod local_cwd;
 #[cfg(feature = "docker")]
 pub mod local_docker;
 pub mod slurm;
+
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+
+/// The per-user state directory of every scheduler that keeps records locally:
+/// `$TORCHX_STATE_DIR`, else `$XDG_STATE_HOME/torchx`, else `~/.local/state/torchx`.
+pub fn default_state_dir() -> PathBuf {
+    if let Some(d) = std::env::var_os("TORCHX_STATE_DIR").filter(|d| !d.is_empty()) {
+        return PathBuf::from(d);
+    }
+    if let Some(d) = std::env::var_os("XDG_STATE_HOME").filter(|d| !d.is_empty()) {
+        return PathBuf::from(d).join("torchx");
+    }
+    match std::env::var_os("HOME").filter(|d| !d.is_empty()) {
+        Some(h) => PathBuf::from(h).join(".local/state/torchx"),
+        None => std::env::temp_dir().join(format!("torchx-{}", local_cwd::uid())),
+    }
+}
+
+/// Creates `dir` (and parents) with owner-only permissions.
+pub fn create_private_dir(dir: &Path) -> Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|e| Error::io(format!("creating {}", dir.display()), e))
+}

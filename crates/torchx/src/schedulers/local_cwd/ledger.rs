@@ -308,7 +308,7 @@ impl Ledger {
     /// Opens (creating if needed, owner-only) the ledger under `state_dir`.
     pub fn open(state_dir: &Path) -> Result<Ledger> {
         let dir = state_dir.join(NAME);
-        create_private_dir(&dir)?;
+        crate::schedulers::create_private_dir(&dir)?;
         let path = Self::path_in(state_dir);
         let conn = Connection::open_with_flags(
             &path,
@@ -693,16 +693,6 @@ fn restrict_to_owner(path: &Path) -> Result<()> {
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(err)?;
     }
     Ok(())
-}
-
-/// Creates `dir` (and parents) with owner-only permissions.
-pub fn create_private_dir(dir: &Path) -> Result<()> {
-    use std::os::unix::fs::DirBuilderExt;
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
-        .map_err(|e| Error::io(format!("creating {}", dir.display()), e))
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! `local_cwd`: replicas run as local processes in the submitter's working directory.
 //!
 //! - [`opts`]: run options; [`render`]: the pure dry run (`PopenRequest`);
-//! - [`ledger`]: the job ledger (SQLite under the state directory: `$TORCHX_STATE_DIR`, else
+//! - [`ledger`]: the job ledger (SQLite under [`super::default_state_dir`]: `$TORCHX_STATE_DIR`, else
 //!   `$XDG_STATE_HOME/torchx`, else `~/.local/state/torchx`), read and written by every process;
 //! - [`supervisor`]: the detached per-app process that owns the replicas, plus its guard;
 //! - [`state`]: pure retry and liveness decisions; [`sys`]: the POSIX calls std lacks.
@@ -16,6 +16,8 @@ mod render;
 mod state;
 pub mod supervisor;
 mod sys;
+
+pub(crate) use sys::uid;
 
 use std::collections::HashMap;
 use std::fs::{self, File};
@@ -50,21 +52,7 @@ pub const GRACE: Duration = Duration::from_secs(10);
 
 /// The factory registered in [`crate::scheduler::Registry::builtin`].
 pub fn create() -> Result<Arc<dyn Scheduler>> {
-    Ok(Arc::new(LocalCwdScheduler::new(default_state_dir())))
-}
-
-/// The per-user state directory.
-pub fn default_state_dir() -> PathBuf {
-    if let Some(d) = std::env::var_os("TORCHX_STATE_DIR").filter(|d| !d.is_empty()) {
-        return PathBuf::from(d);
-    }
-    if let Some(d) = std::env::var_os("XDG_STATE_HOME").filter(|d| !d.is_empty()) {
-        return PathBuf::from(d).join("torchx");
-    }
-    match std::env::var_os("HOME").filter(|d| !d.is_empty()) {
-        Some(h) => PathBuf::from(h).join(".local/state/torchx"),
-        None => std::env::temp_dir().join(format!("torchx-{}", sys::uid())),
-    }
+    Ok(Arc::new(LocalCwdScheduler::new(super::default_state_dir())))
 }
 
 fn now() -> f64 {
@@ -245,7 +233,7 @@ impl LocalCwdScheduler {
 
     fn start_supervisor(&self, exe: &Path, req: &PopenRequest) -> Result<()> {
         let log_dir = &req.log_dir;
-        ledger::create_private_dir(log_dir)?;
+        super::create_private_dir(log_dir)?;
         let log_path = log_dir.join("supervisor.log");
         let log = File::create(&log_path)
             .map_err(|e| Error::io(format!("creating {}", log_path.display()), e))?;

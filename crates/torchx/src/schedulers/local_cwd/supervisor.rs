@@ -44,7 +44,7 @@ pub fn supervisor_main() -> i32 {
     }
     // Out of the submitter's session: terminal signals go to `torchx run`, which cancels.
     sys::setsid();
-    let state_dir = super::default_state_dir();
+    let state_dir = crate::schedulers::default_state_dir();
     let mut sup = match Supervisor::start(&state_dir, &app_id) {
         Ok(Some(s)) => s,
         Ok(None) => {
@@ -96,7 +96,7 @@ pub fn guard_main() -> i32 {
     if done {
         return 0;
     }
-    let result = Ledger::open(&super::default_state_dir()).and_then(|mut ledger| {
+    let result = Ledger::open(&crate::schedulers::default_state_dir()).and_then(|mut ledger| {
         match ledger.app_liveness(&app_id)? {
             // The supervisor is dead (it closed our pipe), whatever its pid looks like now.
             Some(live) => reconcile_with(&mut ledger, &live, false).map(drop),

@@ -60,7 +60,7 @@ impl Default for LocalDockerScheduler {
     fn default() -> Self {
         LocalDockerScheduler {
             client: OnceCell::new(),
-            cancelled_dir: crate::schedulers::local_cwd::default_state_dir()
+            cancelled_dir: crate::schedulers::default_state_dir()
                 .join(NAME)
                 .join("cancelled"),
         }
@@ -480,7 +480,7 @@ impl Scheduler for LocalDockerScheduler {
                 ", no container carries its label",
             ));
         }
-        crate::schedulers::local_cwd::ledger::create_private_dir(&self.cancelled_dir)?;
+        crate::schedulers::create_private_dir(&self.cancelled_dir)?;
         let marker = self.cancelled_dir.join(app_id);
         std::fs::write(&marker, b"")
             .map_err(|e| Error::io(format!("recording the cancel in {}", marker.display()), e))?;

@@ -51,7 +51,7 @@ const COMMAND_TIMEOUT: Duration = Duration::from_secs(60);
 /// The factory registered in [`crate::scheduler::Registry::builtin`].
 pub fn create() -> Result<Arc<dyn Scheduler>> {
     Ok(Arc::new(SlurmScheduler::new(
-        crate::schedulers::local_cwd::default_state_dir(),
+        crate::schedulers::default_state_dir(),
     )))
 }
 
@@ -238,9 +238,7 @@ impl SlurmScheduler {
     fn remember_job_dir(&self, job_id: &str, dir: &Path, torchx_compat: bool) -> Result<()> {
         let line = format!("{job_id} = {}\n", dir.display());
         let ours = self.job_dirs_file();
-        crate::schedulers::local_cwd::ledger::create_private_dir(
-            ours.parent().unwrap_or(&self.state_dir),
-        )?;
+        crate::schedulers::create_private_dir(ours.parent().unwrap_or(&self.state_dir))?;
         let mut targets = vec![ours];
         if torchx_compat {
             targets.push(PathBuf::from(JOB_DIRS_FILE));
