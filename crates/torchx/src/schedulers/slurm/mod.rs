@@ -87,6 +87,8 @@ struct Output {
 fn run(program: &str, args: &[&str], timeout: Duration) -> Result<Output> {
     let mut child = Command::new(program)
         .args(args)
+        // Times as epoch seconds, whatever the cluster's time zone.
+        .env("SLURM_TIME_FORMAT", "%s")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -491,16 +493,20 @@ impl Scheduler for SlurmScheduler {
             Some((text, _)) => parse_list(&text, "squeue --json")?,
             None => parse_list(&run_ok("squeue", &["--json", "--me"])?, "squeue --json")?,
         };
-        // Epoch seconds, whatever the cluster's time zone.
-        let history = Command::new("sacct")
-            .args(["--parsable2", "-X", "-S", "1970-01-01T00:00:01"])
-            .args(["-o", "JobID,JobName,State,Submit,End"])
-            .env("SLURM_TIME_FORMAT", "%s")
-            .stdin(Stdio::null())
-            .stderr(Stdio::null())
-            .output();
-        if let Some(o) = history.ok().filter(|o| o.status.success()) {
-            for j in parse_list_parsable(&String::from_utf8_lossy(&o.stdout)) {
+        let history = run(
+            "sacct",
+            &[
+                "--parsable2",
+                "-X",
+                "-S",
+                "1970-01-01T00:00:01",
+                "-o",
+                "JobID,JobName,State,Submit,End",
+            ],
+            COMMAND_TIMEOUT,
+        );
+        if let Some(o) = history.ok().filter(|o| o.ok) {
+            for j in parse_list_parsable(&o.stdout) {
                 if !jobs.iter().any(|k| k.job_id == j.job_id) {
                     jobs.push(j);
                 }
