@@ -374,6 +374,49 @@ fn replica_that_cannot_start_fails_the_submission_and_is_recorded() {
     assert_no_processes(list[0]["app_handle"].as_str().unwrap());
 }
 
+/// Replicas are started without waiting for each exec; a failure the pre-flight PATH search
+/// cannot see (a file that is executable but no program) must still be reported, and programs
+/// are found on the replica's PATH, in the cwd, and by relative path.
+#[test]
+fn exec_failures_are_reported_and_programs_are_found_like_execvp() {
+    use std::os::unix::fs::PermissionsExt;
+    let env = Env::new();
+    let bin = env.cwd.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    for (name, text) in [
+        ("garbage", "\x7fELF not really\n"),
+        ("hello", "#!/bin/sh\necho hi $1\n"),
+    ] {
+        std::fs::write(bin.join(name), text).unwrap();
+        std::fs::set_permissions(bin.join(name), std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let run = |entrypoint: &str, extra: &str| {
+        let spec = format!(
+            "name: p\nroles:\n- name: a\n  image: x\n  entrypoint: {entrypoint}\n  \
+             args: [arg]\n{extra}"
+        );
+        std::fs::write(env.cwd.join("app.yaml"), spec).unwrap();
+        env.run(&["run", "./app.yaml"])
+    };
+    let out = run("./bin/garbage", "");
+    assert_eq!(out.status.code(), Some(5), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("cannot start `./bin/garbage`: Exec format error"),
+        "{}",
+        stderr(&out)
+    );
+    // `bin` is not on PATH: not found, before anything is started.
+    let out = run("hello", "");
+    assert_eq!(out.status.code(), Some(5), "{}", stderr(&out));
+    assert!(stderr(&out).contains("cannot start `hello`: No such file or directory"));
+    // A relative path with a slash runs from the cwd; the role's PATH (prepended) finds `hello`.
+    let out = run("./bin/hello", "");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stderr(&out).contains("a/0 hi arg"), "{}", stderr(&out));
+    let out = run("hello", "  env: {PATH: bin}\n");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stderr(&out).contains("a/0 hi arg"), "{}", stderr(&out));
+}
 #[test]
 fn ddp_launches_torchrun_with_the_right_arguments() {
     let env = Env::new();

@@ -9,9 +9,11 @@
 //! the guard is killed too, the next `status`/`list`/`log` of the app does the same.
 
 use std::collections::BTreeMap;
+use std::ffi::{OsStr, OsString};
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, ErrorKind, Read, Write};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{ChildStdin, Command, Stdio};
@@ -335,16 +337,22 @@ impl Supervisor {
         Ok(Some(sup))
     }
 
-    /// Starts (or restarts) these slots; false if one could not be started. (All from this
-    /// thread: spawning or creating log files from helper threads was measured 1.5x slower, as
-    /// posix_spawn's vfork then contends on the shared address space.)
+    /// Starts (or restarts) these slots; false if one could not be started. All children are
+    /// forked first and only then checked for a successful exec, so their exec work overlaps
+    /// instead of being serialised as with posix_spawn (whose vfork waits for each exec).
     fn spawn(&mut self, targets: &[usize]) -> bool {
+        let mut launcher = Launcher::new();
+        let launches: Vec<(usize, Result<Launched>)> = targets
+            .iter()
+            .map(|&i| {
+                let slot = &self.slots[i];
+                (i, launcher.launch(&slot.param, &slot.env))
+            })
+            .collect();
         let mut all_ok = true;
-        for &i in targets {
+        for (i, launched) in launches {
+            let result = launched.and_then(Launched::finish);
             let slot = &mut self.slots[i];
-            let p = &slot.param;
-            let result = open_logs(&[p.stdout.clone(), p.stderr.clone(), p.combined.clone()])
-                .and_then(|logs| start_process(p, &slot.env, logs));
             slot.dirty = true;
             let row = &mut slot.row;
             if row.started.is_some() {
@@ -681,74 +689,150 @@ fn close_pipe(pipe: &mut Option<Pipe>, combined: &mut File) {
     }
 }
 
-fn open_log(path: &Path) -> std::io::Result<File> {
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    OpenOptions::new().create(true).append(true).open(path)
-}
-
-/// Opens (creating) a replica's stdout, stderr and combined logs.
+/// Opens (creating, with their directories) a replica's stdout, stderr and combined logs.
 fn open_logs(paths: &[PathBuf; 3]) -> Result<[File; 3]> {
-    let open =
-        |p: &PathBuf| open_log(p).map_err(|e| Error::io(format!("opening log {}", p.display()), e));
-    Ok([open(&paths[0])?, open(&paths[1])?, open(&paths[2])?])
+    let open = |p: &PathBuf, create_dir: bool| {
+        let dir = p.parent().filter(|_| create_dir);
+        dir.map_or(Ok(()), std::fs::create_dir_all)
+            .and_then(|()| OpenOptions::new().create(true).append(true).open(p))
+            .map_err(|e| Error::io(format!("opening log {}", p.display()), e))
+    };
+    // They usually share a directory: create it once.
+    let same_dir = |a: &PathBuf, b: &PathBuf| a.parent() == b.parent();
+    Ok([
+        open(&paths[0], true)?,
+        open(&paths[1], !same_dir(&paths[0], &paths[1]))?,
+        open(&paths[2], !same_dir(&paths[0], &paths[2]))?,
+    ])
 }
 
-fn start_process(
-    p: &ReplicaParam,
-    env: &BTreeMap<String, String>,
-    [out_log, err_log, combined]: [File; 3],
-) -> Result<Proc> {
-    let (program, args) = p
-        .args
-        .split_first()
-        .ok_or_else(|| Error::spec("empty command line"))?;
-    let mut cmd = Command::new(program);
-    cmd.args(args)
-        .current_dir(&p.cwd)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    for (k, v) in env {
-        if k == "PATH" {
-            let os_path = std::env::var("PATH").unwrap_or_default();
-            cmd.env(k, join_path([Some(v.as_str()), Some(os_path.as_str())]));
-        } else {
-            cmd.env(k, v);
+/// Prepares and forks replicas; what stays the same between them (the supervisor's environment,
+/// /dev/null, where a program lies on PATH) is looked up once.
+struct Launcher {
+    base_env: BTreeMap<OsString, OsString>,
+    os_path: String,
+    dev_null: Option<File>,
+    resolved: BTreeMap<(String, OsString, PathBuf), PathBuf>,
+}
+
+/// A replica forked but not yet known to have exec'd.
+struct Launched {
+    launch: sys::Launch,
+    program: String,
+    pipes: [Option<Pipe>; 2],
+    combined: File,
+}
+
+impl Launched {
+    fn finish(self) -> Result<Proc> {
+        let program = self.program;
+        let pid = self
+            .launch
+            .finish()
+            .map_err(|e| Error::backend(NAME, format!("cannot start `{program}`: {e}")))?;
+        // The child is reaped by the supervisor's waitpid loop.
+        Ok(Proc {
+            pid,
+            stop_sent: false,
+            pipes: self.pipes,
+            combined: self.combined,
+        })
+    }
+}
+
+impl Launcher {
+    fn new() -> Launcher {
+        Launcher {
+            base_env: std::env::vars_os().collect(),
+            os_path: std::env::var("PATH").unwrap_or_default(),
+            dev_null: None,
+            resolved: BTreeMap::new(),
         }
     }
-    if std::env::var_os("PYTHONUNBUFFERED").is_none() && !env.contains_key("PYTHONUNBUFFERED") {
-        cmd.env("PYTHONUNBUFFERED", "x");
-    }
-    // Its own process group, so stopping it stops its whole tree. No pre_exec hook (such as
-    // PR_SET_PDEATHSIG): that would force fork() over posix_spawn() and make launching 200
-    // replicas 2x slower; the guard kills the groups if the supervisor dies instead.
-    cmd.process_group(0);
-    let mut child = cmd
-        .spawn()
-        .map_err(|e| Error::backend(NAME, format!("cannot start `{program}`: {e}")))?;
-    let pipe = |src: Option<OwnedFd>, log: File| {
-        src.map(File::from).and_then(|src| {
+
+    fn launch(&mut self, p: &ReplicaParam, env: &BTreeMap<String, String>) -> Result<Launched> {
+        let [out_log, err_log, combined] =
+            open_logs(&[p.stdout.clone(), p.stderr.clone(), p.combined.clone()])?;
+        let program = p
+            .args
+            .first()
+            .ok_or_else(|| Error::spec("empty command line"))?
+            .clone();
+        let cannot =
+            |e: std::io::Error| Error::backend(NAME, format!("cannot start `{program}`: {e}"));
+        let mut child_env = self.base_env.clone();
+        for (k, v) in env {
+            let v = if k == "PATH" {
+                join_path([Some(v.as_str()), Some(self.os_path.as_str())])
+            } else {
+                v.clone()
+            };
+            child_env.insert(k.into(), v.into());
+        }
+        child_env
+            .entry("PYTHONUNBUFFERED".into())
+            .or_insert_with(|| "x".into());
+        let path = self
+            .resolve(&program, child_env.get(OsStr::new("PATH")), &p.cwd)
+            .map_err(cannot)?;
+        let argv: Vec<&OsStr> = p.args.iter().map(OsStr::new).collect();
+        let plan =
+            sys::ExecPlan::new(path.as_os_str(), &argv, child_env, &p.cwd).map_err(cannot)?;
+        if self.dev_null.is_none() {
+            self.dev_null = Some(File::open("/dev/null").map_err(cannot)?);
+        }
+        let stdin = self.dev_null.as_ref().map_or(-1, AsRawFd::as_raw_fd);
+        let (out_r, out_w) = std::io::pipe().map_err(cannot)?;
+        let (err_r, err_w) = std::io::pipe().map_err(cannot)?;
+        let launch =
+            sys::spawn(plan, stdin, out_w.as_raw_fd(), err_w.as_raw_fd()).map_err(cannot)?;
+        // Our copies of the write ends close here, so the pipes end when the child does.
+        drop((out_w, err_w));
+        let pipe = |src: std::io::PipeReader, log: File| {
+            let src = File::from(OwnedFd::from(src));
             sys::set_nonblocking(&src).ok()?;
             Some(Pipe {
                 src,
                 log,
                 partial: Vec::new(),
             })
+        };
+        Ok(Launched {
+            launch,
+            program,
+            pipes: [pipe(out_r, out_log), pipe(err_r, err_log)],
+            combined,
         })
-    };
-    let pipes = [
-        pipe(child.stdout.take().map(OwnedFd::from), out_log),
-        pipe(child.stderr.take().map(OwnedFd::from), err_log),
-    ];
-    // The child is reaped by the supervisor's waitpid loop, never through `Child`.
-    Ok(Proc {
-        pid: child.id(),
-        stop_sent: false,
-        pipes,
-        combined,
-    })
+    }
+
+    /// Where execve finds `program`: as given when it has a slash (relative to `cwd`, where the
+    /// child runs), else the first executable file in the child's PATH, as execvp would search.
+    fn resolve(
+        &mut self,
+        program: &str,
+        path: Option<&OsString>,
+        cwd: &Path,
+    ) -> std::io::Result<PathBuf> {
+        if program.contains('/') {
+            return Ok(PathBuf::from(program));
+        }
+        let path = path
+            .cloned()
+            .unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
+        let key = (program.to_string(), path, cwd.to_path_buf());
+        if let Some(found) = self.resolved.get(&key) {
+            return Ok(found.clone());
+        }
+        let found = std::env::split_paths(&key.1)
+            .map(|dir| cwd.join(dir).join(program))
+            .find(|candidate| {
+                std::fs::metadata(candidate)
+                    .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+            })
+            .ok_or_else(|| std::io::Error::from_raw_os_error(libc::ENOENT))?;
+        self.resolved.insert(key, found.clone());
+        Ok(found)
+    }
 }
 
 fn spawn_guard(state_dir: &Path, app_id: &str) -> std::io::Result<ChildStdin> {
