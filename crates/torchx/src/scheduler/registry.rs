@@ -49,6 +49,18 @@ impl Registry {
             "Submits heterogeneous sbatch jobs to a Slurm cluster",
             crate::schedulers::slurm::create,
         );
+        #[cfg(feature = "kubernetes")]
+        r.register(
+            crate::schedulers::kubernetes::NAME,
+            "Runs an app as Kubernetes Indexed Jobs (or a Volcano Job) on a cluster",
+            crate::schedulers::kubernetes::create,
+        );
+        #[cfg(feature = "kubernetes")]
+        r.register(
+            crate::schedulers::kubernetes_mcad::NAME,
+            "Runs an app as an MCAD AppWrapper on a Kubernetes cluster",
+            crate::schedulers::kubernetes_mcad::create,
+        );
         r
     }
 

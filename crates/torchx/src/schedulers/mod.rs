@@ -1,6 +1,10 @@
 //! Builtin schedulers. Each has the same inner shape: `opts.rs` (typed run options),
 //! `render.rs` (pure AppDef → native request), an I/O part, and state mapping.
 
+#[cfg(feature = "kubernetes")]
+pub mod kubernetes;
+#[cfg(feature = "kubernetes")]
+pub mod kubernetes_mcad;
 pub mod local_cwd;
 #[cfg(feature = "docker")]
 pub mod local_docker;

@@ -1,0 +1,257 @@
+//! The I/O half shared by `kubernetes` and `kubernetes_mcad`: a kube-rs client (kubeconfig or
+//! in-cluster config, TLS, auth plugins), built on first use, speaking JSON objects through
+//! `DynamicObject` so that Volcano Jobs, AppWrappers and native objects take one code path.
+
+use futures_util::AsyncBufRead;
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, LogParams, Patch,
+    PatchParams, PostParams, PropagationPolicy,
+};
+use kube::{Client, Config};
+use serde_json::Value;
+use tokio::sync::OnceCell;
+
+use crate::error::{Error, Result};
+
+/// A kind of object: its API group/version, kind and plural.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Kind {
+    /// API group (empty for the core group).
+    pub group: &'static str,
+    /// API version.
+    pub version: &'static str,
+    /// Kind.
+    pub kind: &'static str,
+    /// Plural used in REST paths.
+    pub plural: &'static str,
+}
+
+/// Volcano's Job.
+pub const VOLCANO_JOB: Kind = Kind {
+    group: "batch.volcano.sh",
+    version: "v1alpha1",
+    kind: "Job",
+    plural: "jobs",
+};
+/// Volcano's command bus: an `AbortJob` command is how `vcctl job suspend` stops a job.
+pub const VOLCANO_COMMAND: Kind = Kind {
+    group: "bus.volcano.sh",
+    version: "v1alpha1",
+    kind: "Command",
+    plural: "commands",
+};
+/// MCAD's AppWrapper.
+pub const APPWRAPPER: Kind = Kind {
+    group: "workload.codeflare.dev",
+    version: "v1beta1",
+    kind: "AppWrapper",
+    plural: "appwrappers",
+};
+/// Native Job.
+pub const JOB: Kind = Kind {
+    group: "batch",
+    version: "v1",
+    kind: "Job",
+    plural: "jobs",
+};
+/// Core Service.
+pub const SERVICE: Kind = Kind {
+    group: "",
+    version: "v1",
+    kind: "Service",
+    plural: "services",
+};
+/// Core Pod.
+pub const POD: Kind = Kind {
+    group: "",
+    version: "v1",
+    kind: "Pod",
+    plural: "pods",
+};
+
+impl Kind {
+    /// The kind of a JSON object by its `apiVersion` and `kind`.
+    pub fn of(obj: &Value) -> Option<Kind> {
+        let api_version = obj["apiVersion"].as_str()?;
+        let kind = obj["kind"].as_str()?;
+        [VOLCANO_JOB, VOLCANO_COMMAND, APPWRAPPER, JOB, SERVICE, POD]
+            .into_iter()
+            .find(|k| k.api_version() == api_version && k.kind == kind)
+    }
+
+    /// `group/version` (or `version` for the core group).
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.to_string()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
+
+    fn resource(&self) -> ApiResource {
+        ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk(self.group, self.version, self.kind),
+            self.plural,
+        )
+    }
+}
+
+/// The Kubernetes API, connected on first use.
+pub struct Kube {
+    scheduler: &'static str,
+    client: OnceCell<Client>,
+}
+
+impl std::fmt::Debug for Kube {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Kube")
+            .field("connected", &self.client.initialized())
+            .finish()
+    }
+}
+
+impl Kube {
+    /// A client for this scheduler's errors; connects on first use.
+    pub fn new(scheduler: &'static str) -> Kube {
+        Kube {
+            scheduler,
+            client: OnceCell::new(),
+        }
+    }
+
+    fn err(&self, what: String) -> impl FnOnce(kube::Error) -> Error + '_ {
+        move |e| {
+            let detail = match &e {
+                kube::Error::Api(s) => format!("{} ({})", s.message, s.code),
+                other => other.to_string(),
+            };
+            Error::backend(self.scheduler, format!("{what}: {detail}"))
+        }
+    }
+
+    async fn client(&self) -> Result<&Client> {
+        self.client
+            .get_or_try_init(|| async {
+                let config = Config::infer().await.map_err(|e| {
+                    Error::backend(
+                        self.scheduler,
+                        format!(
+                            "no Kubernetes configuration (KUBECONFIG, ~/.kube/config or in-cluster): {e}"
+                        ),
+                    )
+                })?;
+                Client::try_from(config).map_err(self.err("creating the Kubernetes client".into()))
+            })
+            .await
+    }
+
+    /// The namespace of the active kubeconfig context (what `list` looks in, as TorchX).
+    pub async fn default_namespace(&self) -> Result<String> {
+        Ok(self.client().await?.default_namespace().to_string())
+    }
+
+    async fn api(&self, ns: &str, kind: Kind) -> Result<Api<DynamicObject>> {
+        let client = self.client().await?.clone();
+        Ok(Api::namespaced_with(client, ns, &kind.resource()))
+    }
+
+    /// Creates `obj`; a name that exists already is a clear error, not a retry.
+    pub async fn create(&self, ns: &str, obj: &Value) -> Result<Value> {
+        let kind = Kind::of(obj).ok_or_else(|| {
+            Error::backend(self.scheduler, format!("unknown object kind in {obj}"))
+        })?;
+        let name = obj["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let dynamic: DynamicObject = serde_json::from_value(obj.clone())
+            .map_err(|e| Error::backend(self.scheduler, format!("bad object {name}: {e}")))?;
+        let created = self
+            .api(ns, kind)
+            .await?
+            .create(&PostParams::default(), &dynamic)
+            .await
+            .map_err(|e| match &e {
+                kube::Error::Api(s) if s.code == 409 => Error::backend(
+                    self.scheduler,
+                    format!(
+                        "{} `{name}` already exists in namespace `{ns}`; this is transient, \
+                         resubmit the job",
+                        kind.kind
+                    ),
+                ),
+                _ => self.err(format!("creating {} {name}", kind.kind))(e),
+            })?;
+        Ok(serde_json::to_value(created).unwrap_or_default())
+    }
+
+    /// The object, `None` if it does not exist.
+    pub async fn get(&self, ns: &str, kind: Kind, name: &str) -> Result<Option<Value>> {
+        match self.api(ns, kind).await?.get_opt(name).await {
+            Ok(o) => Ok(o.map(|o| serde_json::to_value(o).unwrap_or_default())),
+            Err(e) => Err(self.err(format!("reading {} {name}", kind.kind))(e)),
+        }
+    }
+
+    /// Objects of `kind`, optionally only those matching a label selector.
+    pub async fn list(&self, ns: &str, kind: Kind, selector: Option<&str>) -> Result<Vec<Value>> {
+        let mut lp = ListParams::default();
+        if let Some(s) = selector {
+            lp = lp.labels(s);
+        }
+        let list = self
+            .api(ns, kind)
+            .await?
+            .list(&lp)
+            .await
+            .map_err(self.err(format!("listing {}s", kind.kind)))?;
+        Ok(list
+            .items
+            .into_iter()
+            .map(|o| serde_json::to_value(o).unwrap_or_default())
+            .collect())
+    }
+
+    /// Deletes the object and (in the background) what it owns; false if it did not exist.
+    pub async fn delete(&self, ns: &str, kind: Kind, name: &str) -> Result<bool> {
+        let dp = DeleteParams {
+            propagation_policy: Some(PropagationPolicy::Background),
+            ..Default::default()
+        };
+        match self.api(ns, kind).await?.delete(name, &dp).await {
+            Ok(_) => Ok(true),
+            Err(kube::Error::Api(s)) if s.code == 404 => Ok(false),
+            Err(e) => Err(self.err(format!("deleting {} {name}", kind.kind))(e)),
+        }
+    }
+
+    /// Applies a JSON merge patch.
+    pub async fn merge_patch(&self, ns: &str, kind: Kind, name: &str, patch: &Value) -> Result<()> {
+        self.api(ns, kind)
+            .await?
+            .patch(name, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+            .map(|_| ())
+            .map_err(self.err(format!("updating {} {name}", kind.kind)))
+    }
+
+    /// A pod's log as a byte stream (following it when `params.follow`).
+    pub async fn pod_log(
+        &self,
+        ns: &str,
+        pod: &str,
+        params: &LogParams,
+    ) -> Result<impl AsyncBufRead + Send + Unpin + use<>> {
+        let client = self.client().await?.clone();
+        let api: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(client, ns);
+        let stream = api.log_stream(pod, params).await.map_err(|e| match &e {
+            kube::Error::Api(s) if s.code == 404 => Error::not_found(
+                "pod",
+                pod.to_string(),
+                format!(" in namespace {ns} (not started yet, or already deleted)"),
+            ),
+            _ => self.err(format!("reading the log of pod {pod}"))(e),
+        })?;
+        Ok(Box::pin(stream))
+    }
+}

@@ -1,0 +1,531 @@
+//! `kubernetes`: an app as native `batch/v1` Indexed Jobs (one per role) plus a headless
+//! Service (`mode=job`, the default: any cluster, no CRD), or as TorchX's Volcano Job
+//! (`mode=volcano`). App handles are `kubernetes://{session}/{namespace}:{name}`.
+//!
+//! - [`opts`]: run options; [`render`]: the pure manifests (and the pod template that
+//!   `kubernetes_mcad` shares); [`state`]: state mapping; [`client`]: the kube-rs client, built
+//!   on first use only.
+
+pub mod client;
+mod opts;
+pub mod render;
+pub mod state;
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use async_trait::async_trait;
+use futures_util::{AsyncBufRead, AsyncBufReadExt};
+use kube::api::LogParams;
+use serde_json::{json, Value};
+
+pub use opts::{parse_toleration, KubernetesOpts, Mode, RawKubernetesOpts};
+pub use render::{render, KubernetesJob};
+
+use self::client::{Kind, Kube, JOB, POD, SERVICE, VOLCANO_COMMAND, VOLCANO_JOB};
+use self::render::{
+    normalize_str, LABEL_APP_NAME, LABEL_COMPLETION_INDEX, LABEL_ORGANIZATION, LABEL_ROLE_NAME,
+    LABEL_UNIQUE_NAME,
+};
+use crate::error::{Error, Result};
+use crate::opts::{Cfg, RunOpts, TypedOpts};
+use crate::scheduler::{
+    downcast_request, Capabilities, DryRunContext, LogLines, LogQuery, NativeRequest, Scheduler,
+};
+use crate::specs::{
+    AppDef, AppState, DescribeAppResponse, DryRunInfo, ListAppResponse, ReplicaStatus, Stream,
+};
+
+/// The registry name.
+pub const NAME: &str = "kubernetes";
+
+/// The factory registered in [`crate::scheduler::Registry::builtin`].
+pub fn create() -> Result<Arc<dyn Scheduler>> {
+    Ok(Arc::new(KubernetesScheduler {
+        kube: Kube::new(NAME),
+    }))
+}
+
+/// The Kubernetes scheduler.
+#[derive(Debug)]
+pub struct KubernetesScheduler {
+    kube: Kube,
+}
+
+/// `namespace:name` → (namespace, name).
+pub fn split_app_id<'a>(scheduler: &str, app_id: &'a str) -> Result<(&'a str, &'a str)> {
+    app_id
+        .split_once(':')
+        .filter(|(ns, name)| !ns.is_empty() && !name.is_empty())
+        .ok_or_else(|| {
+            Error::not_found(
+                "app",
+                format!("{scheduler}://{app_id}"),
+                " (Kubernetes app ids look like `namespace:name`)",
+            )
+        })
+}
+
+fn unknown_app(app_id: &str) -> Error {
+    Error::not_found("app", format!("{NAME}://{app_id}"), "")
+}
+
+/// Seconds since the epoch of an RFC 3339 UTC time such as `2026-11-21T10:00:00.5Z`.
+pub fn parse_time(s: &str) -> Option<f64> {
+    let (date, time) = s.trim().split_once('T')?;
+    let mut d = date.split('-').map(|p| p.parse::<i64>());
+    let (y, m, day) = (d.next()?.ok()?, d.next()?.ok()?, d.next()?.ok()?);
+    let time = time.strip_suffix('Z')?;
+    let mut t = time.splitn(3, ':');
+    let (hh, mm) = (
+        t.next()?.parse::<i64>().ok()?,
+        t.next()?.parse::<i64>().ok()?,
+    );
+    let ss: f64 = t.next()?.parse().ok()?;
+    // Days from the civil date (Howard Hinnant's algorithm).
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    Some((days * 86_400 + hh * 3600 + mm * 60) as f64 + ss)
+}
+
+fn created(obj: &Value) -> Option<f64> {
+    obj["metadata"]["creationTimestamp"]
+        .as_str()
+        .and_then(parse_time)
+}
+
+fn label<'a>(obj: &'a Value, key: &str) -> Option<&'a str> {
+    obj["metadata"]["labels"][key].as_str()
+}
+
+impl KubernetesScheduler {
+    async fn native_jobs(&self, ns: &str, name: &str) -> Result<Vec<Value>> {
+        let selector = format!("{LABEL_UNIQUE_NAME}={name}");
+        self.kube.list(ns, JOB, Some(&selector)).await
+    }
+
+    async fn describe_native(
+        &self,
+        app_id: &str,
+        ns: &str,
+        name: &str,
+        jobs: &[Value],
+    ) -> Result<DescribeAppResponse> {
+        let states: Vec<AppState> = jobs.iter().map(state::native_job_state).collect();
+        let mut resp = DescribeAppResponse::new(app_id, state::combine(&states));
+        let selector = format!("{LABEL_UNIQUE_NAME}={name}");
+        let pods = self.kube.list(ns, POD, Some(&selector)).await?;
+        for (job, job_state) in jobs.iter().zip(&states) {
+            let role = label(job, LABEL_ROLE_NAME).unwrap_or_default();
+            let status = &job["status"];
+            let succeeded = state::parse_indexes(status["completedIndexes"].as_str().unwrap_or(""));
+            let failed = state::parse_indexes(status["failedIndexes"].as_str().unwrap_or(""));
+            resp.num_restarts += status["failed"].as_i64().unwrap_or(0);
+            let replicas = job["spec"]["completions"].as_u64().unwrap_or(0) as u32;
+            for k in 0..replicas {
+                // The newest pod of this index says where the replica is now.
+                let pod = pods
+                    .iter()
+                    .filter(|p| {
+                        label(p, LABEL_ROLE_NAME) == Some(role)
+                            && label(p, LABEL_COMPLETION_INDEX) == Some(&k.to_string())
+                    })
+                    .max_by(|a, b| {
+                        created(a)
+                            .partial_cmp(&created(b))
+                            .unwrap_or(std::cmp::Ordering::Equal)
+                    });
+                let replica_state = if succeeded.contains(&k) {
+                    AppState::Succeeded
+                } else if failed.contains(&k) {
+                    AppState::Failed
+                } else if let Some(p) = pod {
+                    state::pod_state(p["status"]["phase"].as_str().unwrap_or(""))
+                } else if job_state.is_terminal() {
+                    *job_state
+                } else {
+                    AppState::Pending
+                };
+                let host = pod
+                    .and_then(|p| p["metadata"]["name"].as_str())
+                    .unwrap_or_default();
+                resp.add_replica(ReplicaStatus::new(k, replica_state, role, host));
+            }
+            if let Some(msg) = status["conditions"]
+                .as_array()
+                .and_then(|cs| cs.iter().find(|c| c["type"] == "Failed"))
+                .and_then(|c| c["message"].as_str())
+            {
+                resp.msg = format!("{role}: {msg}");
+            }
+        }
+        // A failed role's replica restarts do not count twice when it is retried no more.
+        resp.roles_from_statuses();
+        Ok(resp)
+    }
+
+    fn describe_volcano(app_id: &str, job: &Value) -> DescribeAppResponse {
+        let status = &job["status"];
+        let app_state = match status["state"]["phase"].as_str() {
+            Some(phase) => state::volcano_job_state(phase),
+            None => AppState::Unknown,
+        };
+        let mut resp = DescribeAppResponse::new(app_id, app_state);
+        resp.num_restarts = status["retryCount"].as_i64().unwrap_or(0);
+        resp.msg = status["state"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        if let Some(tasks) = status["taskStatusCount"].as_object() {
+            for (task, counts) in tasks {
+                let (role, idx) = task.rsplit_once('-').unwrap_or((task.as_str(), "0"));
+                let phase = counts["phase"]
+                    .as_object()
+                    .and_then(|p| p.keys().next())
+                    .map_or("", String::as_str);
+                resp.add_replica(ReplicaStatus::new(
+                    idx.parse().unwrap_or(0),
+                    state::volcano_task_state(phase),
+                    role,
+                    "",
+                ));
+            }
+            resp.roles_from_statuses();
+        }
+        resp
+    }
+
+    /// The pod whose log is replica `k` of `role`.
+    async fn log_pod(&self, ns: &str, name: &str, role: &str, k: u32) -> Result<String> {
+        if self.native_jobs(ns, name).await?.is_empty() {
+            if self.kube.get(ns, VOLCANO_JOB, name).await?.is_none() {
+                return Err(unknown_app(&format!("{ns}:{name}")));
+            }
+            return Ok(normalize_str(&format!("{name}-{role}-{k}-0")));
+        }
+        let selector = format!(
+            "{LABEL_UNIQUE_NAME}={name},{LABEL_ROLE_NAME}={role},{LABEL_COMPLETION_INDEX}={k}"
+        );
+        let pods = self.kube.list(ns, POD, Some(&selector)).await?;
+        pods.iter()
+            .max_by(|a, b| {
+                created(a)
+                    .partial_cmp(&created(b))
+                    .unwrap_or(std::cmp::Ordering::Equal)
+            })
+            .and_then(|p| p["metadata"]["name"].as_str())
+            .map(str::to_string)
+            .ok_or_else(|| {
+                Error::not_found(
+                    "replica",
+                    format!("{role}/{k}"),
+                    format!(" in app {ns}:{name} (no pod yet)"),
+                )
+            })
+    }
+}
+
+/// Log options and line filter shared by `kubernetes` and `kubernetes_mcad`: Kubernetes keeps
+/// one combined stream per container; `until` is applied to the API server's timestamps.
+pub async fn pod_log_lines(
+    kube: &Kube,
+    scheduler: &str,
+    ns: &str,
+    pod: &str,
+    query: &LogQuery,
+) -> Result<Box<dyn LogLines>> {
+    if !matches!(query.streams, None | Some(Stream::Combined)) {
+        return Err(Error::unsupported(
+            scheduler,
+            "log streams other than combined (Kubernetes keeps one log per container)",
+        ));
+    }
+    let since_seconds = query.since.map(|s| {
+        let ago = SystemTime::now()
+            .duration_since(s)
+            .unwrap_or(Duration::ZERO);
+        (ago.as_secs() as i64 + 1).max(1)
+    });
+    let params = LogParams {
+        follow: query.should_tail,
+        timestamps: true,
+        since_seconds,
+        ..Default::default()
+    };
+    let until = query
+        .until
+        .and_then(|u| u.duration_since(UNIX_EPOCH).ok())
+        .map(|d| d.as_secs_f64());
+    let reader = kube.pod_log(ns, pod, &params).await?;
+    Ok(Box::new(PodLogLines {
+        reader: Box::pin(reader),
+        until,
+        done: false,
+    }))
+}
+
+/// Lines of a pod log, each stripped of the API server's timestamp.
+struct PodLogLines {
+    reader: std::pin::Pin<Box<dyn AsyncBufRead + Send>>,
+    until: Option<f64>,
+    done: bool,
+}
+
+#[async_trait]
+impl LogLines for PodLogLines {
+    async fn next_line(&mut self) -> Result<Option<String>> {
+        if self.done {
+            return Ok(None);
+        }
+        let mut buf = Vec::new();
+        let n = self
+            .reader
+            .read_until(b'\n', &mut buf)
+            .await
+            .map_err(|e| Error::io("reading a pod log", e))?;
+        if n == 0 {
+            self.done = true;
+            return Ok(None);
+        }
+        if buf.last() == Some(&b'\n') {
+            buf.pop();
+        }
+        let line = String::from_utf8_lossy(&buf).into_owned();
+        let (stamp, text) = line.split_once(' ').unwrap_or(("", line.as_str()));
+        let Some(t) = parse_time(stamp) else {
+            return Ok(Some(line));
+        };
+        if self.until.is_some_and(|u| t >= u) {
+            // Lines are in time order: nothing after this one is wanted either.
+            self.done = true;
+            return Ok(None);
+        }
+        Ok(Some(text.to_string()))
+    }
+}
+
+#[async_trait]
+impl Scheduler for KubernetesScheduler {
+    fn name(&self) -> &str {
+        NAME
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            describe_replicas: true,
+            list: true,
+            cancel: true,
+            delete: true,
+            logs: true,
+            log_since_until: true,
+            log_tail: true,
+            mounts: true,
+            retries: true,
+            multi_role: true,
+            ..Capabilities::default()
+        }
+    }
+
+    fn run_opts(&self) -> RunOpts {
+        RawKubernetesOpts::schema()
+    }
+
+    fn submit_dryrun(
+        &self,
+        app: &AppDef,
+        cfg: &Cfg,
+        ctx: &DryRunContext,
+    ) -> Result<Box<dyn NativeRequest>> {
+        let opts = KubernetesOpts::from_cfg(cfg)?;
+        Ok(Box::new(render(app, &opts, ctx)?))
+    }
+
+    async fn schedule(&self, info: &DryRunInfo) -> Result<String> {
+        let job = downcast_request::<KubernetesJob>(info, NAME)?;
+        reject_workspaces(NAME, &info.app)?;
+        create_all(&self.kube, &job.namespace, &job.objects).await?;
+        Ok(format!("{}:{}", job.namespace, job.name))
+    }
+
+    async fn describe(&self, app_id: &str) -> Result<Option<DescribeAppResponse>> {
+        let Ok((ns, name)) = split_app_id(NAME, app_id) else {
+            return Ok(None);
+        };
+        let jobs = self.native_jobs(ns, name).await?;
+        if !jobs.is_empty() {
+            return Ok(Some(self.describe_native(app_id, ns, name, &jobs).await?));
+        }
+        Ok(self
+            .kube
+            .get(ns, VOLCANO_JOB, name)
+            .await?
+            .map(|job| Self::describe_volcano(app_id, &job)))
+    }
+
+    async fn list(&self) -> Result<Vec<ListAppResponse>> {
+        let ns = self.kube.default_namespace().await?;
+        let selector = format!("{LABEL_ORGANIZATION}=torchx.pytorch.org");
+        let mut apps: std::collections::BTreeMap<String, (String, Vec<AppState>, Option<f64>)> =
+            Default::default();
+        for job in self.kube.list(&ns, JOB, Some(&selector)).await? {
+            let Some(id) = label(&job, LABEL_UNIQUE_NAME) else {
+                continue;
+            };
+            let e = apps.entry(id.to_string()).or_default();
+            e.0 = label(&job, LABEL_APP_NAME).unwrap_or(id).to_string();
+            e.1.push(state::native_job_state(&job));
+            e.2 = created(&job).or(e.2);
+        }
+        let mut out: Vec<ListAppResponse> = apps
+            .into_iter()
+            .map(|(id, (name, states, start))| ListAppResponse {
+                app_id: format!("{ns}:{id}"),
+                state: state::combine(&states),
+                app_handle: String::new(),
+                name,
+                start_time: start,
+                end_time: None,
+            })
+            .collect();
+        // Volcano Jobs too, where Volcano is installed.
+        if let Ok(jobs) = self.kube.list(&ns, VOLCANO_JOB, None).await {
+            for job in jobs {
+                let name = job["metadata"]["name"].as_str().unwrap_or_default();
+                out.push(ListAppResponse {
+                    app_id: format!("{ns}:{name}"),
+                    state: job["status"]["state"]["phase"]
+                        .as_str()
+                        .map_or(AppState::Pending, state::volcano_job_state),
+                    app_handle: String::new(),
+                    name: label(&job, LABEL_APP_NAME).unwrap_or(name).to_string(),
+                    start_time: created(&job),
+                    end_time: None,
+                });
+            }
+        }
+        out.sort_by(|a, b| {
+            b.start_time
+                .partial_cmp(&a.start_time)
+                .unwrap_or(std::cmp::Ordering::Equal)
+        });
+        Ok(out)
+    }
+
+    async fn cancel(&self, app_id: &str) -> Result<()> {
+        let (ns, name) = split_app_id(NAME, app_id)?;
+        let jobs = self.native_jobs(ns, name).await?;
+        if !jobs.is_empty() {
+            // Suspending stops the pods and keeps the Jobs, so the app reads CANCELLED.
+            for job in &jobs {
+                if state::native_job_state(job).is_terminal() {
+                    continue;
+                }
+                let job_name = job["metadata"]["name"].as_str().unwrap_or_default();
+                self.kube
+                    .merge_patch(ns, JOB, job_name, &json!({"spec": {"suspend": true}}))
+                    .await?;
+            }
+            return Ok(());
+        }
+        let job = self
+            .kube
+            .get(ns, VOLCANO_JOB, name)
+            .await?
+            .ok_or_else(|| unknown_app(app_id))?;
+        if state::volcano_job_state(job["status"]["state"]["phase"].as_str().unwrap_or(""))
+            .is_terminal()
+        {
+            return Ok(());
+        }
+        // What `vcctl job suspend` does: an AbortJob command owned by the job.
+        let owner = json!({
+            "apiVersion": VOLCANO_JOB.api_version(), "kind": "Job", "name": name,
+            "uid": job["metadata"]["uid"], "controller": true, "blockOwnerDeletion": true,
+        });
+        let command = json!({
+            "apiVersion": VOLCANO_COMMAND.api_version(),
+            "kind": VOLCANO_COMMAND.kind,
+            "metadata": {"name": format!("{name}-abortjob"), "ownerReferences": [owner]},
+            "action": "AbortJob",
+            "target": owner,
+        });
+        self.kube.create(ns, &command).await.map(|_| ())
+    }
+
+    async fn delete(&self, app_id: &str) -> Result<()> {
+        let (ns, name) = split_app_id(NAME, app_id)?;
+        let jobs = self.native_jobs(ns, name).await?;
+        if jobs.is_empty() {
+            return if self.kube.delete(ns, VOLCANO_JOB, name).await? {
+                Ok(())
+            } else {
+                Err(unknown_app(app_id))
+            };
+        }
+        for job in &jobs {
+            let job_name = job["metadata"]["name"].as_str().unwrap_or_default();
+            self.kube.delete(ns, JOB, job_name).await?;
+        }
+        self.kube.delete(ns, SERVICE, name).await?;
+        Ok(())
+    }
+
+    async fn log_iter(
+        &self,
+        app_id: &str,
+        role: &str,
+        k: u32,
+        query: &LogQuery,
+    ) -> Result<Box<dyn LogLines>> {
+        let (ns, name) = split_app_id(NAME, app_id)?;
+        let pod = self.log_pod(ns, name, role, k).await?;
+        pod_log_lines(&self.kube, NAME, ns, &pod, query).await
+    }
+}
+
+/// Building and pushing workspace images is not done for remote schedulers yet: say so instead
+/// of running the role's image without the workspace.
+pub fn reject_workspaces(scheduler: &str, app: &AppDef) -> Result<()> {
+    match app.roles.iter().find(|r| r.workspace.is_some()) {
+        Some(r) => Err(Error::unsupported(
+            scheduler,
+            format!(
+                "workspaces (role `{}`): building and pushing a patched image to image_repo; \
+                 build and push the image yourself and drop --workspace",
+                r.name
+            ),
+        )),
+        None => Ok(()),
+    }
+}
+
+/// Creates the objects in order; if one fails, deletes those already created (nothing is left
+/// half-submitted) and returns the error.
+pub async fn create_all(kube: &Kube, ns: &str, objects: &[Value]) -> Result<()> {
+    let mut created: Vec<(Kind, String)> = Vec::new();
+    for obj in objects {
+        match kube.create(ns, obj).await {
+            Ok(_) => {
+                if let Some(kind) = Kind::of(obj) {
+                    let name = obj["metadata"]["name"].as_str().unwrap_or_default();
+                    created.push((kind, name.to_string()));
+                }
+            }
+            Err(e) => {
+                for (kind, name) in created.iter().rev() {
+                    let _ = kube.delete(ns, *kind, name).await;
+                }
+                return Err(e);
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;

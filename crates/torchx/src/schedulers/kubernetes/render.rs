@@ -1,0 +1,678 @@
+//! Pure rendering of an AppDef into Kubernetes objects: TorchX's Volcano Job, or native
+//! `batch/v1` Indexed Jobs (one per role) plus a headless Service. The pod template is shared
+//! with `kubernetes_mcad`. Every name is checked against Kubernetes' rules here, before any
+//! request is sent.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::batch::v1::{
+    Job, JobSpec, PodFailurePolicy, PodFailurePolicyOnPodConditionsPattern, PodFailurePolicyRule,
+};
+use k8s_openapi::api::core::v1::{
+    Container, ContainerPort, EmptyDirVolumeSource, EnvVar, EnvVarSource, HostPathVolumeSource,
+    LocalObjectReference, ObjectFieldSelector, PersistentVolumeClaimVolumeSource, PodSpec,
+    PodTemplateSpec, ResourceRequirements, SecurityContext, Service, ServicePort, ServiceSpec,
+    Toleration, Volume, VolumeMount,
+};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde_json::{json, Value};
+
+use super::opts::{KubernetesOpts, Mode};
+use crate::error::{Error, Result};
+use crate::scheduler::{DryRunContext, NativeRequest};
+use crate::specs::{AppDef, MacroValues, Mount, RetryPolicy, Role};
+
+/// TorchX version label.
+pub const LABEL_VERSION: &str = "torchx.pytorch.org/version";
+/// AppDef name label.
+pub const LABEL_APP_NAME: &str = "torchx.pytorch.org/app-name";
+/// Role index label.
+pub const LABEL_ROLE_INDEX: &str = "torchx.pytorch.org/role-index";
+/// Role name label.
+pub const LABEL_ROLE_NAME: &str = "torchx.pytorch.org/role-name";
+/// Replica id label (per pod; absent from Indexed Job templates).
+pub const LABEL_REPLICA_ID: &str = "torchx.pytorch.org/replica-id";
+/// `app.kubernetes.io/name` (the AppDef name).
+pub const LABEL_KUBE_APP_NAME: &str = "app.kubernetes.io/name";
+/// `app.kubernetes.io/managed-by` (torchx.pytorch.org).
+pub const LABEL_ORGANIZATION: &str = "app.kubernetes.io/managed-by";
+/// The unique app id: every pod, Job and Service of an app carries it.
+pub const LABEL_UNIQUE_NAME: &str = "app.kubernetes.io/instance";
+/// Set by the Job controller on each pod of an Indexed Job (Kubernetes ≥ 1.28).
+pub const LABEL_COMPLETION_INDEX: &str = "batch.kubernetes.io/job-completion-index";
+/// Keeps the Istio sidecar out: it would keep pods from completing.
+pub const ANNOTATION_ISTIO_SIDECAR: &str = "sidecar.istio.io/inject";
+/// Node label that the `node.kubernetes.io/instance-type` capability selects.
+pub const LABEL_INSTANCE_TYPE: &str = "node.kubernetes.io/instance-type";
+/// An env value starting with this becomes a `fieldRef` to the rest (TorchX).
+pub const PLACEHOLDER_FIELD_PATH: &str = "[FIELD_PATH]";
+/// Kubernetes reserves this much of a node; requests are the limits minus it (TorchX).
+pub const RESERVED_MILLICPU: i64 = 100;
+/// Memory reserved for the node, in MB.
+pub const RESERVED_MEMMB: i64 = 1024;
+/// In `job` mode, each pod learns its replica id from its completion index through this env
+/// var, which the `replica_id` macro expands to (`$(VAR)` is expanded by the kubelet).
+pub const ENV_REPLICA_ID: &str = "TORCHX_REPLICA_ID";
+/// The Volcano Job API version.
+pub const VOLCANO_API_VERSION: &str = "batch.volcano.sh/v1alpha1";
+
+/// What `kubernetes` submits: the objects, in creation order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KubernetesJob {
+    /// Namespace of every object.
+    pub namespace: String,
+    /// The app's unique name (the handle is `{namespace}:{name}`).
+    pub name: String,
+    /// Which kind of objects.
+    pub mode: Mode,
+    /// The objects (JSON as sent to the API server).
+    pub objects: Vec<Value>,
+}
+
+impl NativeRequest for KubernetesJob {
+    fn render(&self) -> String {
+        render_yaml(&self.objects)
+    }
+    fn to_json(&self) -> Value {
+        json!({"namespace": self.namespace, "name": self.name, "mode": self.mode.as_str(),
+               "objects": self.objects})
+    }
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
+/// Objects as a multi-document YAML stream (what `kubectl apply -f` takes).
+pub fn render_yaml(objects: &[Value]) -> String {
+    objects
+        .iter()
+        .map(|o| serde_norway::to_string(o).unwrap_or_default())
+        .collect::<Vec<_>>()
+        .join("---\n")
+}
+
+/// TorchX's `normalize_str`: drop one leading `-`, lowercase, keep `[a-z0-9-]`.
+pub fn normalize_str(s: &str) -> String {
+    let s = s.strip_prefix('-').unwrap_or(s);
+    s.to_lowercase()
+        .chars()
+        .filter(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '-')
+        .collect()
+}
+
+/// TorchX's `cleanup_str` (kubernetes_mcad): `normalize_str`, then no leading digits.
+pub fn cleanup_str(s: &str) -> String {
+    normalize_str(s)
+        .trim_start_matches(|c: char| c.is_ascii_digit())
+        .to_string()
+}
+
+/// Checks a DNS-1123 label (names of pods, Services, hostnames): at most 63 characters of
+/// `[a-z0-9-]`, starting and ending with an alphanumeric.
+pub fn check_dns_label(what: &str, name: &str) -> Result<()> {
+    let alnum = |c: Option<char>| c.is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
+    let ok = !name.is_empty()
+        && name.len() <= 63
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        && alnum(name.chars().next())
+        && alnum(name.chars().last());
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::spec(format!(
+            "{what} `{name}` ({} characters) is not a valid Kubernetes name: at most 63 \
+             characters of lowercase letters, digits and '-', starting and ending with a letter \
+             or digit; shorten the app or role name",
+            name.len()
+        )))
+    }
+}
+
+/// Checks a label value: at most 63 characters of `[A-Za-z0-9._-]`, alphanumeric at both ends.
+pub fn check_label_value(key: &str, value: &str) -> Result<()> {
+    let alnum = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric());
+    let ok = value.is_empty()
+        || (value.len() <= 63
+            && value
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+            && alnum(value.chars().next())
+            && alnum(value.chars().last()));
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::spec(format!(
+            "label {key}=`{value}` is not a valid Kubernetes label value: at most 63 characters \
+             of letters, digits, '-', '_' and '.', starting and ending with a letter or digit"
+        )))
+    }
+}
+
+/// Checks a container port name (IANA service name): 1-15 characters of `[a-z0-9-]` with a
+/// letter, no leading/trailing or double '-'.
+fn check_port_name(role: &str, name: &str) -> Result<()> {
+    let ok = !name.is_empty()
+        && name.len() <= 15
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        && name.chars().any(|c| c.is_ascii_lowercase())
+        && !name.starts_with('-')
+        && !name.ends_with('-')
+        && !name.contains("--");
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::spec(format!(
+            "port_map key `{name}` of role `{role}` is not a valid Kubernetes port name: 1-15 \
+             lowercase letters, digits and '-', with at least one letter"
+        )))
+    }
+}
+
+/// Labels of every pod (TorchX's `pod_labels`); `replica_id` is None in a shared template.
+pub fn pod_labels(
+    app: &AppDef,
+    role_idx: usize,
+    role: &Role,
+    replica_id: Option<u32>,
+    app_id: &str,
+) -> BTreeMap<String, String> {
+    let mut labels = object_labels(app, app_id);
+    labels.insert(LABEL_VERSION.into(), crate::VERSION.into());
+    labels.insert(LABEL_APP_NAME.into(), app.name.clone());
+    labels.insert(LABEL_ROLE_INDEX.into(), role_idx.to_string());
+    labels.insert(LABEL_ROLE_NAME.into(), role.name.clone());
+    if let Some(r) = replica_id {
+        labels.insert(LABEL_REPLICA_ID.into(), r.to_string());
+    }
+    labels
+}
+
+/// Labels of every object of an app (TorchX's `object_labels`).
+pub fn object_labels(app: &AppDef, app_id: &str) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (LABEL_KUBE_APP_NAME.to_string(), app.name.clone()),
+        (
+            LABEL_ORGANIZATION.to_string(),
+            "torchx.pytorch.org".to_string(),
+        ),
+        (LABEL_UNIQUE_NAME.to_string(), app_id.to_string()),
+    ])
+}
+
+fn check_labels(labels: &BTreeMap<String, String>) -> Result<()> {
+    labels.iter().try_for_each(|(k, v)| check_label_value(k, v))
+}
+
+/// Pod settings that come from run options rather than the role.
+#[derive(Debug, Clone, Default)]
+pub struct PodSettings {
+    /// Pods' service account.
+    pub service_account: Option<String>,
+    /// Pods' PriorityClass.
+    pub priority_class: Option<String>,
+    /// Node labels to match.
+    pub node_selector: BTreeMap<String, String>,
+    /// Taints to tolerate.
+    pub tolerations: Vec<Toleration>,
+    /// Secret to pull images with.
+    pub image_pull_secret: Option<String>,
+    /// Extra env vars placed first (others may refer to them with `$(NAME)`).
+    pub leading_env: Vec<EnvVar>,
+    /// Extra env vars placed last.
+    pub trailing_env: Vec<EnvVar>,
+}
+
+fn quantity(s: String) -> Quantity {
+    Quantity(s)
+}
+
+/// The pod template of one replica (TorchX's `role_to_pod`): resources with requests a little
+/// under the limits, a memory-backed `/dev/shm`, the role's mounts, ports and env.
+pub fn role_to_pod(
+    container_name: &str,
+    role: &Role,
+    settings: &PodSettings,
+) -> Result<PodTemplateSpec> {
+    let r = &role.resource;
+    let mut limits = BTreeMap::new();
+    let mut requests = BTreeMap::new();
+    if r.cpu > 0 {
+        let mcpu = r.cpu * 1000;
+        limits.insert("cpu".to_string(), quantity(format!("{mcpu}m")));
+        requests.insert(
+            "cpu".to_string(),
+            quantity(format!("{}m", (mcpu - RESERVED_MILLICPU).max(0))),
+        );
+    }
+    if r.mem_mb > 0 {
+        limits.insert("memory".to_string(), quantity(format!("{}M", r.mem_mb)));
+        requests.insert(
+            "memory".to_string(),
+            quantity(format!("{}M", (r.mem_mb - RESERVED_MEMMB).max(0))),
+        );
+    }
+    if r.gpu > 0 {
+        limits.insert("nvidia.com/gpu".to_string(), quantity(r.gpu.to_string()));
+        requests.insert("nvidia.com/gpu".to_string(), quantity(r.gpu.to_string()));
+    }
+    for (name, count) in &r.devices {
+        limits.insert(name.clone(), quantity(count.to_string()));
+    }
+    let mut node_selector = settings.node_selector.clone();
+    if let Some(t) = r.capabilities.get(LABEL_INSTANCE_TYPE) {
+        let t = t.as_str().map_or_else(|| t.to_string(), str::to_string);
+        node_selector.insert(LABEL_INSTANCE_TYPE.to_string(), t);
+    }
+    let mut volumes = vec![Volume {
+        name: "dshm".into(),
+        empty_dir: Some(EmptyDirVolumeSource {
+            medium: Some("Memory".into()),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }];
+    let mut mounts = vec![VolumeMount {
+        name: "dshm".into(),
+        mount_path: "/dev/shm".into(),
+        ..Default::default()
+    }];
+    let mut privileged = false;
+    for (i, m) in role.mounts.iter().enumerate() {
+        let name = format!("mount-{i}");
+        let host_path = |p: &str| HostPathVolumeSource {
+            path: p.to_string(),
+            ..Default::default()
+        };
+        let (volume, dst, read_only) = match m {
+            Mount::Bind {
+                src_path,
+                dst_path,
+                read_only,
+            } => (
+                Volume {
+                    name: name.clone(),
+                    host_path: Some(host_path(src_path)),
+                    ..Default::default()
+                },
+                dst_path,
+                *read_only,
+            ),
+            Mount::Volume {
+                src,
+                dst_path,
+                read_only,
+            } => (
+                Volume {
+                    name: name.clone(),
+                    persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
+                        claim_name: src.clone(),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                },
+                dst_path,
+                *read_only,
+            ),
+            Mount::Device {
+                src_path,
+                dst_path,
+                permissions,
+            } => {
+                privileged = true;
+                (
+                    Volume {
+                        name: name.clone(),
+                        host_path: Some(host_path(src_path)),
+                        ..Default::default()
+                    },
+                    dst_path,
+                    !permissions.contains('w') && !permissions.contains('m'),
+                )
+            }
+        };
+        volumes.push(volume);
+        mounts.push(VolumeMount {
+            name,
+            mount_path: dst.clone(),
+            read_only: Some(read_only),
+            ..Default::default()
+        });
+    }
+    let mut env = settings.leading_env.clone();
+    for (k, v) in &role.env {
+        // TorchX strips a character set here (eating letters of the path); we strip the prefix.
+        env.push(match v.strip_prefix(PLACEHOLDER_FIELD_PATH) {
+            Some(path) => EnvVar {
+                name: k.clone(),
+                value_from: Some(EnvVarSource {
+                    field_ref: Some(ObjectFieldSelector {
+                        field_path: path.to_string(),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+            None => EnvVar {
+                name: k.clone(),
+                value: Some(v.clone()),
+                ..Default::default()
+            },
+        });
+    }
+    env.extend(settings.trailing_env.iter().cloned());
+    let mut ports = Vec::new();
+    for (name, port) in &role.port_map {
+        check_port_name(&role.name, name)?;
+        ports.push(ContainerPort {
+            name: Some(name.clone()),
+            container_port: i32::from(*port),
+            ..Default::default()
+        });
+    }
+    let container = Container {
+        name: container_name.to_string(),
+        image: Some(role.image.clone()),
+        command: Some(
+            std::iter::once(role.entrypoint.clone())
+                .chain(role.args.iter().cloned())
+                .collect(),
+        ),
+        env: Some(env),
+        resources: Some(ResourceRequirements {
+            limits: Some(limits),
+            requests: Some(requests),
+            ..Default::default()
+        }),
+        ports: Some(ports),
+        volume_mounts: Some(mounts),
+        security_context: Some(SecurityContext {
+            privileged: privileged.then_some(true),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    Ok(PodTemplateSpec {
+        metadata: Some(ObjectMeta {
+            annotations: Some(BTreeMap::from([(
+                ANNOTATION_ISTIO_SIDECAR.to_string(),
+                "false".to_string(),
+            )])),
+            labels: Some(BTreeMap::new()),
+            ..Default::default()
+        }),
+        spec: Some(PodSpec {
+            containers: vec![container],
+            restart_policy: Some("Never".into()),
+            service_account_name: settings.service_account.clone(),
+            priority_class_name: settings.priority_class.clone(),
+            volumes: Some(volumes),
+            node_selector: Some(node_selector),
+            tolerations: (!settings.tolerations.is_empty()).then(|| settings.tolerations.clone()),
+            image_pull_secrets: settings
+                .image_pull_secret
+                .as_ref()
+                .map(|s| vec![LocalObjectReference { name: s.clone() }]),
+            ..Default::default()
+        }),
+    })
+}
+
+fn to_value<T: serde::Serialize>(t: &T) -> Value {
+    serde_json::to_value(t).unwrap_or(Value::Null)
+}
+
+fn pod_settings(opts: &KubernetesOpts) -> PodSettings {
+    PodSettings {
+        service_account: opts.service_account.clone(),
+        priority_class: None,
+        node_selector: opts.node_selector.clone().unwrap_or_default(),
+        tolerations: opts.parsed_tolerations.clone(),
+        image_pull_secret: opts.image_pull_secret.clone(),
+        leading_env: Vec::new(),
+        trailing_env: Vec::new(),
+    }
+}
+
+/// Renders the app for `kubernetes` in the mode the options choose.
+pub fn render(app: &AppDef, opts: &KubernetesOpts, ctx: &DryRunContext) -> Result<KubernetesJob> {
+    let name = normalize_str(&ctx.make_unique(&app.name));
+    check_dns_label("app id", &name)?;
+    check_label_value(LABEL_KUBE_APP_NAME, &app.name)?;
+    let objects = match opts.mode {
+        Mode::Volcano => vec![volcano_job(app, opts, &name)?],
+        Mode::Job => native_jobs(app, opts, &name)?,
+    };
+    Ok(KubernetesJob {
+        namespace: opts.namespace.clone(),
+        name,
+        mode: opts.mode,
+        objects,
+    })
+}
+
+/// TorchX's Volcano Job: one task per replica (macros differ per replica).
+pub fn volcano_job(app: &AppDef, opts: &KubernetesOpts, app_id: &str) -> Result<Value> {
+    let queue = opts.queue.as_deref().ok_or_else(|| {
+        Error::config("Required run option: queue, must be provided and not `None` (mode=volcano)")
+    })?;
+    let settings = pod_settings(opts);
+    let rank0_env = format!("VC_{}_0_HOSTS", normalize_str(&app.roles[0].name)).to_uppercase();
+    let mut tasks = Vec::new();
+    let mut min_available = 0u32;
+    let elastic = app.roles.iter().any(|r| r.min_replicas.is_some());
+    for (role_idx, role) in app.roles.iter().enumerate() {
+        min_available += role.min_replicas.unwrap_or(role.num_replicas);
+        for replica_id in 0..role.num_replicas {
+            let rank0 = role_idx == 0 && replica_id == 0;
+            let values = MacroValues {
+                img_root: String::new(),
+                app_id: app_id.to_string(),
+                replica_id: replica_id.to_string(),
+                rank0_env: if rank0 {
+                    "TORCHX_RANK0_HOST".into()
+                } else {
+                    rank0_env.clone()
+                },
+            };
+            let task_name = normalize_str(&format!("{}-{replica_id}", role.name));
+            check_dns_label("task name", &task_name)?;
+            // Volcano names the pod `{job}-{task}-{index}` and makes it the hostname.
+            check_dns_label("pod name", &format!("{app_id}-{task_name}-0"))?;
+            let mut replica_role = values.apply(role);
+            if rank0 {
+                replica_role
+                    .env
+                    .insert("TORCHX_RANK0_HOST".into(), "localhost".into());
+            }
+            let mut pod = role_to_pod(&task_name, &replica_role, &settings)?;
+            let labels = pod_labels(app, role_idx, role, Some(replica_id), app_id);
+            check_labels(&labels)?;
+            if let Some(m) = pod.metadata.as_mut() {
+                m.labels = Some(labels);
+            }
+            let mut task = json!({"replicas": 1, "name": task_name, "template": to_value(&pod)});
+            if role.max_retries > 0 {
+                task["maxRetry"] = json!(role.max_retries);
+                task["policies"] = match role.retry_policy {
+                    RetryPolicy::Replica => json!([]),
+                    RetryPolicy::Application => json!([
+                        {"event": "PodEvicted", "action": "RestartJob"},
+                        {"event": "PodFailed", "action": "RestartJob"},
+                    ]),
+                    RetryPolicy::Role => {
+                        return Err(Error::spec(format!(
+                            "role `{}`: retry_policy ROLE is not supported by Volcano; use \
+                             REPLICA or APPLICATION (or mode=job)",
+                            role.name
+                        )))
+                    }
+                };
+            }
+            if let Some(min) = role.min_replicas {
+                task["minAvailable"] = json!(u32::from(replica_id < min));
+            }
+            tasks.push(task);
+        }
+    }
+    let mut spec = json!({
+        "schedulerName": "volcano",
+        "queue": queue,
+        "tasks": tasks,
+        "maxRetry": app.roles.iter().map(|r| r.max_retries).min().unwrap_or(0),
+        "plugins": {"svc": ["--publish-not-ready-addresses"], "env": []},
+    });
+    if elastic {
+        spec["minAvailable"] = json!(min_available);
+    }
+    if let Some(p) = &opts.priority_class {
+        spec["priorityClassName"] = json!(p);
+    }
+    Ok(json!({
+        "apiVersion": VOLCANO_API_VERSION,
+        "kind": "Job",
+        "metadata": {"name": app_id},
+        "spec": spec,
+    }))
+}
+
+/// The name of role `role`'s Job in `job` mode.
+pub fn role_job_name(app_id: &str, role: &str) -> String {
+    format!("{app_id}-{}", normalize_str(role))
+}
+
+/// Native objects: a headless Service (so `{job}-{index}.{service}` resolves every replica)
+/// and one Indexed Job per role.
+pub fn native_jobs(app: &AppDef, opts: &KubernetesOpts, app_id: &str) -> Result<Vec<Value>> {
+    let role0_host = format!("{}-0.{app_id}", role_job_name(app_id, &app.roles[0].name));
+    let mut settings = pod_settings(opts);
+    settings.priority_class = opts.priority_class.clone();
+    settings.leading_env = vec![EnvVar {
+        name: ENV_REPLICA_ID.into(),
+        value_from: Some(EnvVarSource {
+            field_ref: Some(ObjectFieldSelector {
+                field_path: format!("metadata.annotations['{LABEL_COMPLETION_INDEX}']"),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }];
+    settings.trailing_env = vec![EnvVar {
+        name: "TORCHX_RANK0_HOST".into(),
+        value: Some(role0_host),
+        ..Default::default()
+    }];
+    let mut ports: BTreeMap<u16, String> = BTreeMap::new();
+    let mut jobs = Vec::new();
+    for (role_idx, role) in app.roles.iter().enumerate() {
+        let job_name = role_job_name(app_id, &role.name);
+        let last = role.num_replicas.saturating_sub(1);
+        // Pods of an Indexed Job get the hostname `{job}-{index}`.
+        check_dns_label("pod hostname", &format!("{job_name}-{last}"))?;
+        let values = MacroValues {
+            img_root: String::new(),
+            app_id: app_id.to_string(),
+            replica_id: format!("$({ENV_REPLICA_ID})"),
+            rank0_env: "TORCHX_RANK0_HOST".into(),
+        };
+        let container = normalize_str(&role.name);
+        check_dns_label("container name", &container)?;
+        let mut pod = role_to_pod(&container, &values.apply(role), &settings)?;
+        let labels = pod_labels(app, role_idx, role, None, app_id);
+        check_labels(&labels)?;
+        if let Some(m) = pod.metadata.as_mut() {
+            m.labels = Some(labels.clone());
+        }
+        if let Some(s) = pod.spec.as_mut() {
+            s.subdomain = Some(app_id.to_string());
+        }
+        for (name, port) in &role.port_map {
+            ports.entry(*port).or_insert_with(|| name.clone());
+        }
+        let retries = i32::try_from(role.max_retries).unwrap_or(i32::MAX);
+        let replicas = i32::try_from(role.num_replicas).unwrap_or(i32::MAX);
+        let (backoff_limit, per_index) = match role.retry_policy {
+            // Only the failed replica is retried, each up to max_retries times.
+            RetryPolicy::Replica if retries > 0 => (None, Some(retries)),
+            // Kubernetes cannot restart sibling replicas: the role's failure budget is shared.
+            _ => (Some(retries), None),
+        };
+        let job = Job {
+            metadata: ObjectMeta {
+                name: Some(job_name),
+                labels: Some(labels.clone()),
+                ..Default::default()
+            },
+            spec: Some(JobSpec {
+                completion_mode: Some("Indexed".into()),
+                completions: Some(replicas),
+                parallelism: Some(replicas),
+                backoff_limit,
+                backoff_limit_per_index: per_index,
+                // Evictions and preemptions are not the program's failure: retry for free.
+                pod_failure_policy: Some(PodFailurePolicy {
+                    rules: vec![PodFailurePolicyRule {
+                        action: "Ignore".into(),
+                        on_pod_conditions: Some(vec![PodFailurePolicyOnPodConditionsPattern {
+                            type_: "DisruptionTarget".into(),
+                            status: "True".into(),
+                        }]),
+                        ..Default::default()
+                    }],
+                }),
+                template: pod,
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        jobs.push(to_value(&job));
+    }
+    let service = Service {
+        metadata: ObjectMeta {
+            name: Some(app_id.to_string()),
+            labels: Some(object_labels(app, app_id)),
+            ..Default::default()
+        },
+        spec: Some(ServiceSpec {
+            cluster_ip: Some("None".into()),
+            publish_not_ready_addresses: Some(true),
+            selector: Some(BTreeMap::from([(
+                LABEL_UNIQUE_NAME.to_string(),
+                app_id.to_string(),
+            )])),
+            ports: (!ports.is_empty()).then(|| {
+                ports
+                    .iter()
+                    .map(|(port, name)| ServicePort {
+                        name: Some(name.clone()),
+                        port: i32::from(*port),
+                        ..Default::default()
+                    })
+                    .collect()
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let mut objects = vec![json!({"apiVersion": "v1", "kind": "Service"})];
+    merge(&mut objects[0], to_value(&service));
+    for j in jobs {
+        let mut o = json!({"apiVersion": "batch/v1", "kind": "Job"});
+        merge(&mut o, j);
+        objects.push(o);
+    }
+    Ok(objects)
+}
+
+/// Adds the fields of `from` to `into` (both objects), keeping `apiVersion`/`kind` first.
+fn merge(into: &mut Value, from: Value) {
+    if let (Some(into), Value::Object(from)) = (into.as_object_mut(), from) {
+        into.extend(from);
+    }
+}

@@ -1,0 +1,197 @@
+//! Native states → [`AppState`]: Volcano job and task phases (TorchX's tables), native Job
+//! conditions, pod phases, AppWrapper states. An unknown phase maps to UNKNOWN, never an error.
+
+use serde_json::Value;
+
+use crate::specs::AppState;
+
+/// A Volcano Job's `status.state.phase` (TorchX's JOB_STATE).
+pub fn volcano_job_state(phase: &str) -> AppState {
+    match phase {
+        "Pending" => AppState::Pending,
+        "Aborting" | "Running" | "Restarting" | "Terminating" | "Completing" => AppState::Running,
+        "Aborted" => AppState::Cancelled,
+        "Completed" => AppState::Succeeded,
+        "Terminated" | "Failed" => AppState::Failed,
+        _ => AppState::Unknown,
+    }
+}
+
+/// A Volcano task's phase in `status.taskStatusCount` (TorchX's TASK_STATE).
+pub fn volcano_task_state(phase: &str) -> AppState {
+    match phase {
+        "Pending" | "Allocated" | "Pipelined" | "Binding" | "Bound" => AppState::Pending,
+        "Running" | "Releasing" => AppState::Running,
+        "Succeeded" => AppState::Succeeded,
+        "Failed" => AppState::Failed,
+        _ => AppState::Unknown,
+    }
+}
+
+/// A pod's `status.phase`.
+pub fn pod_state(phase: &str) -> AppState {
+    match phase {
+        "Pending" => AppState::Pending,
+        "Running" => AppState::Running,
+        "Succeeded" => AppState::Succeeded,
+        "Failed" => AppState::Failed,
+        _ => AppState::Unknown,
+    }
+}
+
+/// A `batch/v1` Job's state from its status: a `Complete`/`Failed` condition, else running
+/// while pods are active, else pending; suspended by `cancel` → CANCELLED.
+pub fn native_job_state(job: &Value) -> AppState {
+    let status = &job["status"];
+    let condition = |t: &str| {
+        status["conditions"]
+            .as_array()
+            .is_some_and(|cs| cs.iter().any(|c| c["type"] == t && c["status"] == "True"))
+    };
+    if condition("Complete") || condition("SuccessCriteriaMet") {
+        AppState::Succeeded
+    } else if condition("Failed") || condition("FailureTarget") {
+        AppState::Failed
+    } else if job["spec"]["suspend"] == true {
+        AppState::Cancelled
+    } else if status["active"].as_i64().unwrap_or(0) > 0
+        || status["succeeded"].as_i64().unwrap_or(0) > 0
+        || status["failed"].as_i64().unwrap_or(0) > 0
+    {
+        AppState::Running
+    } else {
+        AppState::Pending
+    }
+}
+
+/// The app's state from its role Jobs: any failed → FAILED, any cancelled → CANCELLED, all
+/// succeeded → SUCCEEDED, any running → RUNNING, else PENDING (or UNKNOWN).
+pub fn combine(states: &[AppState]) -> AppState {
+    let any = |s: AppState| states.contains(&s);
+    if states.is_empty() {
+        AppState::Unknown
+    } else if any(AppState::Failed) {
+        AppState::Failed
+    } else if any(AppState::Cancelled) {
+        AppState::Cancelled
+    } else if states.iter().all(|s| *s == AppState::Succeeded) {
+        AppState::Succeeded
+    } else if any(AppState::Running) || any(AppState::Succeeded) {
+        AppState::Running
+    } else if any(AppState::Unknown) {
+        AppState::Unknown
+    } else {
+        AppState::Pending
+    }
+}
+
+/// An AppWrapper's `status.state` (TorchX's table, plus the `Completed` state TorchX forgot).
+pub fn appwrapper_state(state: &str) -> AppState {
+    match state {
+        "Pending" | "" => AppState::Pending,
+        "Running" => AppState::Running,
+        "Completed" => AppState::Succeeded,
+        "Deleted" => AppState::Cancelled,
+        "Failed" => AppState::Failed,
+        _ => AppState::Unknown,
+    }
+}
+
+/// Expands a Kubernetes index list such as `0-2,5` (Job `status.completedIndexes`).
+pub fn parse_indexes(s: &str) -> Vec<u32> {
+    let mut out = Vec::new();
+    for part in s.split(',').filter(|p| !p.is_empty()) {
+        match part.split_once('-') {
+            Some((a, b)) => {
+                if let (Ok(a), Ok(b)) = (a.parse::<u32>(), b.parse::<u32>()) {
+                    out.extend(a..=b.min(a.saturating_add(100_000)));
+                }
+            }
+            None => out.extend(part.parse::<u32>().ok()),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn every_volcano_phase_maps_and_unknown_is_unknown() {
+        for (phase, want) in [
+            ("Pending", AppState::Pending),
+            ("Aborting", AppState::Running),
+            ("Aborted", AppState::Cancelled),
+            ("Running", AppState::Running),
+            ("Restarting", AppState::Running),
+            ("Completing", AppState::Running),
+            ("Completed", AppState::Succeeded),
+            ("Terminating", AppState::Running),
+            ("Terminated", AppState::Failed),
+            ("Failed", AppState::Failed),
+            ("Martian", AppState::Unknown),
+        ] {
+            assert_eq!(volcano_job_state(phase), want, "{phase}");
+        }
+        for (phase, want) in [
+            ("Pending", AppState::Pending),
+            ("Allocated", AppState::Pending),
+            ("Pipelined", AppState::Pending),
+            ("Binding", AppState::Pending),
+            ("Bound", AppState::Pending),
+            ("Running", AppState::Running),
+            ("Releasing", AppState::Running),
+            ("Succeeded", AppState::Succeeded),
+            ("Failed", AppState::Failed),
+            ("Unknown", AppState::Unknown),
+            ("", AppState::Unknown),
+        ] {
+            assert_eq!(volcano_task_state(phase), want, "{phase}");
+        }
+    }
+
+    #[test]
+    fn appwrapper_states_include_completed() {
+        assert_eq!(appwrapper_state("Completed"), AppState::Succeeded);
+        assert_eq!(appwrapper_state("Deleted"), AppState::Cancelled);
+        assert_eq!(appwrapper_state("Failed"), AppState::Failed);
+        assert_eq!(appwrapper_state("Running"), AppState::Running);
+        assert_eq!(appwrapper_state("Pending"), AppState::Pending);
+        assert_eq!(appwrapper_state("Whatever"), AppState::Unknown);
+    }
+
+    #[test]
+    fn native_job_conditions() {
+        let cond = |t: &str| json!({"status": {"conditions": [{"type": t, "status": "True"}]}});
+        assert_eq!(native_job_state(&cond("Complete")), AppState::Succeeded);
+        assert_eq!(native_job_state(&cond("Failed")), AppState::Failed);
+        assert_eq!(
+            native_job_state(&json!({"status": {"active": 2}})),
+            AppState::Running
+        );
+        assert_eq!(native_job_state(&json!({"status": {}})), AppState::Pending);
+        assert_eq!(
+            native_job_state(&json!({"spec": {"suspend": true}, "status": {}})),
+            AppState::Cancelled
+        );
+        assert_eq!(
+            combine(&[AppState::Succeeded, AppState::Running]),
+            AppState::Running
+        );
+        assert_eq!(
+            combine(&[AppState::Succeeded, AppState::Failed]),
+            AppState::Failed
+        );
+        assert_eq!(combine(&[AppState::Succeeded; 2]), AppState::Succeeded);
+        assert_eq!(combine(&[AppState::Pending; 2]), AppState::Pending);
+    }
+
+    #[test]
+    fn index_lists() {
+        assert_eq!(parse_indexes("0-2,5"), vec![0, 1, 2, 5]);
+        assert_eq!(parse_indexes(""), Vec::<u32>::new());
+        assert_eq!(parse_indexes("x,3"), vec![3]);
+    }
+}

@@ -1,0 +1,437 @@
+//! Kubernetes and MCAD manifests: snapshots of the standard cases, validation of every Volcano
+//! Job and AppWrapper against its CRD's openAPIV3Schema made strict (unknown fields rejected,
+//! as the API server's strict field validation does), a typed round-trip of every built-in
+//! object (Job, Pod, PodTemplateSpec, Service) through k8s-openapi, and the name rules.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec, Service};
+use serde_json::{json, Value};
+
+use super::*;
+use crate::components::{find_component, ComponentEnv, ComponentRef};
+use crate::opts::Cfg;
+use crate::schedulers::kubernetes_mcad::{self, KubernetesMcadOpts};
+use crate::specs::{AppDef, Mount, Resource, RetryPolicy, Role};
+
+fn ctx() -> DryRunContext {
+    DryRunContext::new("torchx", "fzfjxlmln9", "/work")
+}
+
+fn component(name: &str, args: &[&str]) -> AppDef {
+    let ComponentRef::Component(c) = find_component(name).unwrap() else {
+        panic!()
+    };
+    let env = ComponentEnv {
+        loglevel: None,
+        home: None,
+    };
+    c.materialize(args, &BTreeMap::new(), &env)
+        .unwrap()
+        .unwrap()
+}
+
+fn opts(v: Value) -> KubernetesOpts {
+    let schema = RawKubernetesOpts::schema();
+    let cfg = schema.resolve(&schema.parse_json(&v).unwrap()).unwrap();
+    KubernetesOpts::from_cfg(&cfg).unwrap()
+}
+
+fn mcad_opts(v: Value) -> KubernetesMcadOpts {
+    let schema = KubernetesMcadOpts::schema();
+    let cfg = schema.resolve(&schema.parse_json(&v).unwrap()).unwrap();
+    KubernetesMcadOpts::from_cfg(&cfg).unwrap()
+}
+
+/// The standard cases every backend snapshots.
+fn cases() -> Vec<(&'static str, AppDef)> {
+    let single = component("utils.echo", &["--msg", "hello"]);
+    let ddp = component(
+        "dist.ddp",
+        &["-j", "2x2", "--script", "train.py", "--", "--lr", "0.1"],
+    );
+    let mut trainer = Role::new("trainer", "ghcr.io/x/train:1")
+        .with_entrypoint("python")
+        .with_args([
+            "-m",
+            "train",
+            "--rank",
+            "${replica_id}",
+            "--app",
+            "${app_id}",
+            "--master",
+            "$${${rank0_env}:=localhost}",
+            "--root",
+            "${img_root}",
+        ]);
+    trainer.num_replicas = 2;
+    trainer.resource = Resource::new(4, 2, 8192);
+    trainer.port_map = BTreeMap::from([("c10d".to_string(), 29500), ("tb".to_string(), 6006)]);
+    trainer.env = BTreeMap::from([
+        ("NODE".to_string(), "[FIELD_PATH]spec.nodeName".to_string()),
+        ("MODE".to_string(), "fast".to_string()),
+    ]);
+    let mut reader = Role::new("reader", "ghcr.io/x/read:1").with_entrypoint("reader");
+    reader.resource = Resource::new(1, 0, 512);
+    let multi = AppDef::new("multi", vec![trainer, reader]);
+    let mut mounted = Role::new("m", "img").with_entrypoint("ls");
+    mounted.mounts = vec![
+        Mount::Bind {
+            src_path: "/data".into(),
+            dst_path: "/mnt/data".into(),
+            read_only: true,
+        },
+        Mount::Volume {
+            src: "my-pvc".into(),
+            dst_path: "/mnt/pvc".into(),
+            read_only: false,
+        },
+        Mount::Device {
+            src_path: "/dev/fuse".into(),
+            dst_path: "/dev/fuse".into(),
+            permissions: "rwm".into(),
+        },
+        Mount::Device {
+            src_path: "/dev/null".into(),
+            dst_path: "/dev/ro".into(),
+            permissions: "r".into(),
+        },
+    ];
+    let mounts = AppDef::new("mounts", vec![mounted]);
+    let mut dev = Role::new("d", "img").with_entrypoint("run");
+    dev.resource = Resource::new(8, 0, 16384);
+    dev.resource.devices = BTreeMap::from([("vpc.amazonaws.com/efa".to_string(), 4)]);
+    dev.resource.capabilities = BTreeMap::from([(
+        render::LABEL_INSTANCE_TYPE.to_string(),
+        json!("p4d.24xlarge"),
+    )]);
+    let devices = AppDef::new("devices", vec![dev]);
+    let mut retried = Role::new("r", "img").with_entrypoint("flaky");
+    retried.num_replicas = 3;
+    retried.max_retries = 3;
+    retried.retry_policy = RetryPolicy::Replica;
+    let mut app_retried = Role::new("a", "img").with_entrypoint("flaky");
+    app_retried.max_retries = 2;
+    app_retried.retry_policy = RetryPolicy::Application;
+    app_retried.min_replicas = Some(1);
+    app_retried.num_replicas = 2;
+    let retries = AppDef::new("retries", vec![retried, app_retried]);
+    vec![
+        ("single", single),
+        ("ddp_2x2", ddp),
+        ("multi_role", multi),
+        ("mounts", mounts),
+        ("devices_instance_type", devices),
+        ("retries", retries),
+    ]
+}
+
+// ---- A strict structural-schema validator (what the API server applies to a CRD) ----
+
+fn crd_schema(file: &str, version: &str) -> Value {
+    let path = format!(
+        "{}/src/schedulers/kubernetes/crds/{file}",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let crd: Value = serde_norway::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let v = crd["spec"]["versions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == version)
+        .unwrap();
+    v["schema"]["openAPIV3Schema"].clone()
+}
+
+/// Errors of `v` against `schema`, with unknown fields rejected wherever the schema lists
+/// properties and neither allows additional ones nor preserves unknown fields.
+fn validate(schema: &Value, v: &Value, path: &str, errs: &mut Vec<String>) {
+    if schema["x-kubernetes-int-or-string"] == true {
+        if !(v.is_i64() || v.is_u64() || v.is_string()) {
+            errs.push(format!("{path}: {v} is not an int or string"));
+        }
+        return;
+    }
+    if v.is_null() {
+        if schema["nullable"] != true {
+            errs.push(format!("{path}: null"));
+        }
+        return;
+    }
+    if let Some(all) = schema["allOf"].as_array() {
+        for s in all {
+            validate(s, v, path, errs);
+        }
+    }
+    let ok = match schema["type"].as_str() {
+        Some("object") => v.is_object(),
+        Some("array") => v.is_array(),
+        Some("string") => v.is_string(),
+        Some("integer") => v.is_i64() || v.is_u64(),
+        Some("number") => v.is_number(),
+        Some("boolean") => v.is_boolean(),
+        _ => true,
+    };
+    if !ok {
+        errs.push(format!("{path}: {v} is not of type {}", schema["type"]));
+        return;
+    }
+    if let Some(allowed) = schema["enum"].as_array() {
+        if !allowed.contains(v) {
+            errs.push(format!("{path}: {v} not in {allowed:?}"));
+        }
+    }
+    if let (Some(min), Some(n)) = (schema["minimum"].as_f64(), v.as_f64()) {
+        if n < min {
+            errs.push(format!("{path}: {n} < minimum {min}"));
+        }
+    }
+    if let (Some(max), Some(s)) = (schema["maxLength"].as_u64(), v.as_str()) {
+        if s.len() as u64 > max {
+            errs.push(format!("{path}: longer than {max}"));
+        }
+    }
+    if let Some(obj) = v.as_object() {
+        for r in schema["required"].as_array().into_iter().flatten() {
+            if !obj.contains_key(r.as_str().unwrap_or_default()) {
+                errs.push(format!("{path}: missing required field {r}"));
+            }
+        }
+        let props = schema["properties"].as_object();
+        let preserve = schema["x-kubernetes-preserve-unknown-fields"] == true;
+        for (k, child) in obj {
+            let sub = format!("{path}/{k}");
+            if let Some(s) = props.and_then(|p| p.get(k)) {
+                validate(s, child, &sub, errs);
+            } else if schema["additionalProperties"].is_object() {
+                validate(&schema["additionalProperties"], child, &sub, errs);
+            } else if props.is_some() && !preserve && schema["additionalProperties"] != true {
+                errs.push(format!("{sub}: unknown field"));
+            }
+        }
+    }
+    if let (Some(items), Some(arr)) = (schema.get("items"), v.as_array()) {
+        for (i, child) in arr.iter().enumerate() {
+            validate(items, child, &format!("{path}/{i}"), errs);
+        }
+    }
+}
+
+fn assert_valid(schema: &Value, v: &Value, what: &str) {
+    let mut errs = Vec::new();
+    validate(schema, v, "", &mut errs);
+    assert!(errs.is_empty(), "{what}: {errs:#?}");
+}
+
+/// `to_value(from_value::<T>(v)) == v`: no field is unknown to (and dropped by) the typed API.
+fn assert_round_trips<T: serde::de::DeserializeOwned + serde::Serialize>(v: &Value, what: &str) {
+    let typed: T = serde_json::from_value(v.clone()).unwrap_or_else(|e| panic!("{what}: {e}"));
+    assert_eq!(
+        &serde_json::to_value(typed).unwrap(),
+        v,
+        "{what} lost or changed a field"
+    );
+}
+
+#[test]
+fn validator_rejects_unknown_fields_and_wrong_types() {
+    let schema = crd_schema("volcano-batch.volcano.sh_jobs.yaml", "v1alpha1");
+    let (_, app) = &cases()[0];
+    let good =
+        render::volcano_job(app, &opts(json!({"mode": "volcano", "queue": "q"})), "x").unwrap();
+    assert_valid(&schema, &good, "good job");
+    let mut typo = good.clone();
+    typo["spec"]["minAvaliable"] = json!(1);
+    typo["spec"]["tasks"][0]["template"]["spec"]["containers"][0]["imagePullPolicyy"] = json!("x");
+    let mut errs = Vec::new();
+    validate(&schema, &typo, "", &mut errs);
+    assert_eq!(errs.len(), 2, "{errs:#?}");
+    let mut wrong = good;
+    wrong["spec"]["maxRetry"] = json!("one");
+    let mut errs = Vec::new();
+    validate(&schema, &wrong, "", &mut errs);
+    assert_eq!(errs.len(), 1, "{errs:#?}");
+}
+
+#[test]
+fn volcano_jobs_snapshot_and_validate_strictly() {
+    let schema = crd_schema("volcano-batch.volcano.sh_jobs.yaml", "v1alpha1");
+    let o = opts(
+        json!({"mode": "volcano", "queue": "default", "priority_class": "high", "service_account": "trainer"}),
+    );
+    for (name, app) in cases() {
+        let job = render(&app, &o, &ctx()).unwrap();
+        insta::assert_snapshot!(format!("volcano_{name}"), job.render());
+        assert_eq!(job.objects.len(), 1);
+        assert_valid(&schema, &job.objects[0], name);
+        for task in job.objects[0]["spec"]["tasks"].as_array().unwrap() {
+            assert_round_trips::<PodTemplateSpec>(&task["template"], name);
+        }
+    }
+}
+
+#[test]
+fn native_jobs_snapshot_and_round_trip() {
+    let o = opts(
+        json!({"node_selector": {"pool": "gpu"}, "tolerations": ["gpu=yes:NoSchedule", "spot"], "image_pull_secret": "regcred", "namespace": "ml"}),
+    );
+    for (name, app) in cases() {
+        let job = render(&app, &o, &ctx()).unwrap();
+        insta::assert_snapshot!(format!("job_{name}"), job.render());
+        assert_eq!(job.objects.len(), 1 + app.roles.len());
+        assert_round_trips::<Service>(&job.objects[0], name);
+        for j in &job.objects[1..] {
+            assert_round_trips::<Job>(j, name);
+        }
+    }
+}
+
+#[test]
+fn appwrappers_snapshot_and_validate_strictly() {
+    let schema = crd_schema("mcad-workload.codeflare.dev_appwrappers.yaml", "v1beta1");
+    let plain = mcad_opts(json!({}));
+    let full = mcad_opts(
+        json!({"namespace": "ml", "priority": 5, "priority_class_name": "high", "image_secret": "regcred", "coscheduler_name": "scheduler-plugins", "network": "roce-net", "service_account": "trainer"}),
+    );
+    for (name, app) in cases() {
+        for (variant, o) in [("", &plain), ("_all_options", &full)] {
+            let aw = kubernetes_mcad::render(&app, o, &ctx()).unwrap();
+            insta::assert_snapshot!(format!("appwrapper_{name}{variant}"), aw.render());
+            assert_valid(&schema, &aw.resource, name);
+            // The wrapped objects are not checked by the CRD schema: check them as typed ones.
+            for item in aw.resource["spec"]["resources"]["GenericItems"]
+                .as_array()
+                .unwrap()
+            {
+                let t = &item["generictemplate"];
+                match t["kind"].as_str() {
+                    Some("Pod") => assert_round_trips::<Pod>(t, name),
+                    Some("Service") => assert_round_trips::<Service>(t, name),
+                    _ => assert_eq!(t["kind"], "PodGroup"),
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn mcad_pods_of_several_roles_do_not_collide() {
+    let (_, app) = cases().remove(2);
+    let aw = kubernetes_mcad::render(&app, &mcad_opts(json!({})), &ctx()).unwrap();
+    let names: Vec<&str> = aw.resource["spec"]["resources"]["GenericItems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| i["generictemplate"]["kind"] == "Pod")
+        .map(|i| i["generictemplate"]["metadata"]["name"].as_str().unwrap())
+        .collect();
+    let mut unique = names.clone();
+    unique.dedup();
+    assert_eq!(names, unique);
+    assert_eq!(
+        names,
+        [
+            "multi-fzfjxlmln9-0",
+            "multi-fzfjxlmln9-1",
+            "multi-fzfjxlmln9-1-0"
+        ]
+    );
+}
+
+#[test]
+fn dryrun_is_deterministic() {
+    for (_, app) in cases() {
+        for o in [
+            opts(json!({})),
+            opts(json!({"mode": "volcano", "queue": "q"})),
+        ] {
+            assert_eq!(
+                render(&app, &o, &ctx()).unwrap(),
+                render(&app, &o, &ctx()).unwrap()
+            );
+        }
+    }
+}
+
+#[test]
+fn names_that_kubernetes_would_reject_are_preflight_errors() {
+    let mut long = component("utils.echo", &[]);
+    long.name = "a".repeat(60);
+    let err = render(&long, &opts(json!({})), &ctx())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("is not a valid Kubernetes name"), "{err}");
+    let mut role = component("utils.echo", &[]);
+    role.roles[0].name = "r".repeat(50);
+    let err = render(
+        &role,
+        &opts(json!({"mode": "volcano", "queue": "q"})),
+        &ctx(),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("pod name"), "{err}");
+    let mut ports = component("utils.echo", &[]);
+    ports.roles[0].port_map = BTreeMap::from([("Way_Too_Long_Port".to_string(), 1)]);
+    let err = render(&ports, &opts(json!({})), &ctx())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("port_map key `Way_Too_Long_Port`"), "{err}");
+    let mut label = component("utils.echo", &[]);
+    label.name = "bad name!".into();
+    assert!(render(&label, &opts(json!({})), &ctx()).is_err());
+    // MCAD truncates a long app name (as TorchX) instead of failing.
+    let aw = kubernetes_mcad::render(&long, &mcad_opts(json!({})), &ctx()).unwrap();
+    assert!(aw.name.len() <= 63 - 4, "{}", aw.name);
+}
+
+#[test]
+fn option_errors_name_the_key() {
+    let schema = RawKubernetesOpts::schema();
+    let cfg = |s: &str| schema.resolve(&schema.parse_cli(s).unwrap()).unwrap();
+    let e = KubernetesOpts::from_cfg(&cfg("mode=volcano"))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("queue"), "{e}");
+    let e = KubernetesOpts::from_cfg(&cfg("mode=slurm"))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("run option mode: `slurm`"), "{e}");
+    let e = KubernetesOpts::from_cfg(&cfg("tolerations=gpu:Sometimes"))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("unknown effect `Sometimes`"), "{e}");
+    let e = KubernetesOpts::from_cfg(&cfg("namespace=Not_OK"))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("run option namespace"), "{e}");
+    let mut role_policy = component("utils.echo", &[]);
+    role_policy.roles[0].max_retries = 1;
+    role_policy.roles[0].retry_policy = RetryPolicy::Role;
+    let e = render(
+        &role_policy,
+        &opts(json!({"mode": "volcano", "queue": "q"})),
+        &ctx(),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("retry_policy ROLE is not supported by Volcano"),
+        "{e}"
+    );
+    assert!(KubernetesOpts::from_cfg(&Cfg::new()).is_ok());
+}
+
+#[test]
+fn torchx_name_helpers() {
+    assert_eq!(render::normalize_str("-Foo_Bar-1"), "foobar-1");
+    assert_eq!(render::cleanup_str("-12Foo"), "foo");
+    assert_eq!(
+        kubernetes_mcad::render::truncated_app_id("app", 1, "fzfjxlmln9"),
+        "app-fzfjxlmln9"
+    );
+    assert_eq!(parse_time("1970-01-02T00:00:01Z"), Some(86_401.0));
+    assert_eq!(parse_time("2026-11-21T10:00:00.5Z"), Some(1_795_255_200.5));
+    assert_eq!(parse_time("nonsense"), None);
+}

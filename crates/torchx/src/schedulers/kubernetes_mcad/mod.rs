@@ -1,0 +1,244 @@
+//! `kubernetes_mcad`: an app as TorchX's MCAD AppWrapper (`workload.codeflare.dev/v1beta1`):
+//! one Pod per replica and a headless Service wrapped for the Multi-Cluster App Dispatcher.
+//! App handles are `kubernetes_mcad://{session}/{namespace}:{name}`.
+//!
+//! - [`opts`]: run options; [`render`]: the pure AppWrapper; states live in
+//!   `kubernetes::state`, the client in `kubernetes::client` (shared).
+
+mod opts;
+pub mod render;
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde_json::Value;
+
+pub use opts::KubernetesMcadOpts;
+pub use render::{render, AppWrapperJob};
+
+use crate::error::{Error, Result};
+use crate::opts::{Cfg, RunOpts, TypedOpts};
+use crate::scheduler::{
+    downcast_request, Capabilities, DryRunContext, LogLines, LogQuery, NativeRequest, Scheduler,
+};
+use crate::schedulers::kubernetes::client::{Kube, APPWRAPPER, POD};
+use crate::schedulers::kubernetes::render::{
+    LABEL_APP_NAME, LABEL_REPLICA_ID, LABEL_ROLE_INDEX, LABEL_ROLE_NAME, LABEL_UNIQUE_NAME,
+};
+use crate::schedulers::kubernetes::{
+    create_all, parse_time, pod_log_lines, reject_workspaces, split_app_id, state,
+};
+use crate::specs::{
+    AppDef, AppState, DescribeAppResponse, DryRunInfo, ListAppResponse, ReplicaStatus,
+};
+
+/// The registry name.
+pub const NAME: &str = "kubernetes_mcad";
+
+/// The factory registered in [`crate::scheduler::Registry::builtin`].
+pub fn create() -> Result<Arc<dyn Scheduler>> {
+    Ok(Arc::new(KubernetesMcadScheduler {
+        kube: Kube::new(NAME),
+    }))
+}
+
+/// The MCAD scheduler.
+#[derive(Debug)]
+pub struct KubernetesMcadScheduler {
+    kube: Kube,
+}
+
+/// The wrapped pods' (role, role index, replica id), in order.
+fn wrapped_pods(aw: &Value) -> Vec<(String, usize, u32, String)> {
+    let items = aw["spec"]["resources"]["GenericItems"].as_array();
+    items
+        .into_iter()
+        .flatten()
+        .map(|i| &i["generictemplate"])
+        .filter(|t| t["kind"] == "Pod")
+        .map(|t| {
+            let labels = &t["metadata"]["labels"];
+            let num = |k: &str| labels[k].as_str().and_then(|v| v.parse().ok()).unwrap_or(0);
+            (
+                labels[LABEL_ROLE_NAME]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+                num(LABEL_ROLE_INDEX) as usize,
+                num(LABEL_REPLICA_ID),
+                t["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+            )
+        })
+        .collect()
+}
+
+fn app_state(aw: &Value) -> Option<AppState> {
+    aw["status"]["state"].as_str().map(state::appwrapper_state)
+}
+
+#[async_trait]
+impl Scheduler for KubernetesMcadScheduler {
+    fn name(&self) -> &str {
+        NAME
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            describe_replicas: true,
+            list: true,
+            cancel: true,
+            delete: true,
+            logs: true,
+            log_since_until: true,
+            log_tail: true,
+            mounts: true,
+            retries: true,
+            multi_role: true,
+            ..Capabilities::default()
+        }
+    }
+
+    fn run_opts(&self) -> RunOpts {
+        KubernetesMcadOpts::schema()
+    }
+
+    fn submit_dryrun(
+        &self,
+        app: &AppDef,
+        cfg: &Cfg,
+        ctx: &DryRunContext,
+    ) -> Result<Box<dyn NativeRequest>> {
+        let opts = KubernetesMcadOpts::from_cfg(cfg)?;
+        Ok(Box::new(render(app, &opts, ctx)?))
+    }
+
+    async fn schedule(&self, info: &DryRunInfo) -> Result<String> {
+        let job = downcast_request::<AppWrapperJob>(info, NAME)?;
+        reject_workspaces(NAME, &info.app)?;
+        create_all(
+            &self.kube,
+            &job.namespace,
+            std::slice::from_ref(&job.resource),
+        )
+        .await?;
+        Ok(format!("{}:{}", job.namespace, job.name))
+    }
+
+    async fn describe(&self, app_id: &str) -> Result<Option<DescribeAppResponse>> {
+        let Ok((ns, name)) = split_app_id(NAME, app_id) else {
+            return Ok(None);
+        };
+        let Some(aw) = self.kube.get(ns, APPWRAPPER, name).await? else {
+            return Ok(None);
+        };
+        let app_state = app_state(&aw).unwrap_or(AppState::Unknown);
+        let mut resp = DescribeAppResponse::new(app_id, app_state);
+        resp.msg = aw["status"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        resp.num_restarts = aw["status"]["numberOfRequeueings"].as_i64().unwrap_or(0);
+        // Per replica from its pod (MCAD's status only has counts, which TorchX spread over
+        // replicas in order).
+        let selector = format!("{LABEL_UNIQUE_NAME}={name}");
+        let pods = self.kube.list(ns, POD, Some(&selector)).await?;
+        for (role, _, k, pod_name) in wrapped_pods(&aw) {
+            let pod = pods
+                .iter()
+                .find(|p| p["metadata"]["name"] == pod_name.as_str());
+            let st = match pod {
+                Some(p) => state::pod_state(p["status"]["phase"].as_str().unwrap_or("")),
+                None if app_state.is_terminal() => app_state,
+                None => AppState::Pending,
+            };
+            resp.add_replica(ReplicaStatus::new(k, st, &role, &pod_name));
+        }
+        resp.roles_from_statuses();
+        Ok(Some(resp))
+    }
+
+    async fn list(&self) -> Result<Vec<ListAppResponse>> {
+        let ns = self.kube.default_namespace().await?;
+        let mut out: Vec<ListAppResponse> = self
+            .kube
+            .list(&ns, APPWRAPPER, None)
+            .await?
+            .into_iter()
+            .map(|aw| {
+                let name = aw["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string();
+                let app_name = wrapped_app_name(&aw).unwrap_or_else(|| name.clone());
+                ListAppResponse {
+                    app_id: format!("{ns}:{name}"),
+                    state: app_state(&aw).unwrap_or(AppState::Pending),
+                    app_handle: String::new(),
+                    name: app_name,
+                    start_time: aw["metadata"]["creationTimestamp"]
+                        .as_str()
+                        .and_then(parse_time),
+                    end_time: None,
+                }
+            })
+            .collect();
+        out.sort_by(|a, b| {
+            b.start_time
+                .partial_cmp(&a.start_time)
+                .unwrap_or(std::cmp::Ordering::Equal)
+        });
+        Ok(out)
+    }
+
+    /// As TorchX: the AppWrapper is deleted (MCAD removes what it wrapped).
+    async fn cancel(&self, app_id: &str) -> Result<()> {
+        self.delete(app_id).await
+    }
+
+    async fn delete(&self, app_id: &str) -> Result<()> {
+        let (ns, name) = split_app_id(NAME, app_id)?;
+        if self.kube.delete(ns, APPWRAPPER, name).await? {
+            Ok(())
+        } else {
+            Err(Error::not_found("app", format!("{NAME}://{app_id}"), ""))
+        }
+    }
+
+    async fn log_iter(
+        &self,
+        app_id: &str,
+        role: &str,
+        k: u32,
+        query: &LogQuery,
+    ) -> Result<Box<dyn LogLines>> {
+        let (ns, name) = split_app_id(NAME, app_id)?;
+        let aw = self
+            .kube
+            .get(ns, APPWRAPPER, name)
+            .await?
+            .ok_or_else(|| Error::not_found("app", format!("{NAME}://{app_id}"), ""))?;
+        let pod = wrapped_pods(&aw)
+            .into_iter()
+            .find(|(r, _, i, _)| r == role && *i == k)
+            .map(|(_, _, _, pod)| pod)
+            .ok_or_else(|| {
+                Error::not_found(
+                    "replica",
+                    format!("{role}/{k}"),
+                    format!(" in app {app_id}"),
+                )
+            })?;
+        pod_log_lines(&self.kube, NAME, ns, &pod, query).await
+    }
+}
+
+fn wrapped_app_name(aw: &Value) -> Option<String> {
+    aw["spec"]["resources"]["GenericItems"]
+        .as_array()?
+        .iter()
+        .find_map(|i| i["generictemplate"]["metadata"]["labels"][LABEL_APP_NAME].as_str())
+        .map(str::to_string)
+}
