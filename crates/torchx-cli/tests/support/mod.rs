@@ -2,6 +2,8 @@
 //! directory per test, and a /proc scan for the processes of an app.
 #![allow(dead_code)]
 
+pub mod kube_fake;
+
 use std::io::BufRead;
 use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};

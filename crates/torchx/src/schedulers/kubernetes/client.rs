@@ -235,23 +235,20 @@ impl Kube {
             .map_err(self.err(format!("updating {} {name}", kind.kind)))
     }
 
-    /// A pod's log as a byte stream (following it when `params.follow`).
+    /// A pod's log as a byte stream (following it when `params.follow`); `None` while the pod
+    /// does not exist or its container has not started (404 / 400 from the API server).
     pub async fn pod_log(
         &self,
         ns: &str,
         pod: &str,
         params: &LogParams,
-    ) -> Result<impl AsyncBufRead + Send + Unpin + use<>> {
+    ) -> Result<Option<impl AsyncBufRead + Send + Unpin + use<>>> {
         let client = self.client().await?.clone();
         let api: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(client, ns);
-        let stream = api.log_stream(pod, params).await.map_err(|e| match &e {
-            kube::Error::Api(s) if s.code == 404 => Error::not_found(
-                "pod",
-                pod.to_string(),
-                format!(" in namespace {ns} (not started yet, or already deleted)"),
-            ),
-            _ => self.err(format!("reading the log of pod {pod}"))(e),
-        })?;
-        Ok(Box::pin(stream))
+        match api.log_stream(pod, params).await {
+            Ok(stream) => Ok(Some(Box::pin(stream))),
+            Err(kube::Error::Api(s)) if s.code == 404 || s.code == 400 => Ok(None),
+            Err(e) => Err(self.err(format!("reading the log of pod {pod}"))(e)),
+        }
     }
 }

@@ -15,7 +15,8 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
-use futures_util::{AsyncBufRead, AsyncBufReadExt};
+use futures_util::future::BoxFuture;
+use futures_util::{AsyncBufRead, AsyncBufReadExt, FutureExt};
 use kube::api::LogParams;
 use serde_json::{json, Value};
 
@@ -99,6 +100,15 @@ fn created(obj: &Value) -> Option<f64> {
         .and_then(parse_time)
 }
 
+/// The most recently created object (a replica's latest pod).
+fn newest<'a>(objs: impl IntoIterator<Item = &'a Value>) -> Option<&'a Value> {
+    objs.into_iter().max_by(|a, b| {
+        created(a)
+            .partial_cmp(&created(b))
+            .unwrap_or(std::cmp::Ordering::Equal)
+    })
+}
+
 fn label<'a>(obj: &'a Value, key: &str) -> Option<&'a str> {
     obj["metadata"]["labels"][key].as_str()
 }
@@ -129,17 +139,11 @@ impl KubernetesScheduler {
             let replicas = job["spec"]["completions"].as_u64().unwrap_or(0) as u32;
             for k in 0..replicas {
                 // The newest pod of this index says where the replica is now.
-                let pod = pods
-                    .iter()
-                    .filter(|p| {
-                        label(p, LABEL_ROLE_NAME) == Some(role)
-                            && label(p, LABEL_COMPLETION_INDEX) == Some(&k.to_string())
-                    })
-                    .max_by(|a, b| {
-                        created(a)
-                            .partial_cmp(&created(b))
-                            .unwrap_or(std::cmp::Ordering::Equal)
-                    });
+                let index = k.to_string();
+                let pod = newest(pods.iter().filter(|p| {
+                    label(p, LABEL_ROLE_NAME) == Some(role)
+                        && label(p, LABEL_COMPLETION_INDEX) == Some(index.as_str())
+                }));
                 let replica_state = if succeeded.contains(&k) {
                     AppState::Succeeded
                 } else if failed.contains(&k) {
@@ -200,45 +204,34 @@ impl KubernetesScheduler {
         resp
     }
 
-    /// The pod whose log is replica `k` of `role`.
-    async fn log_pod(&self, ns: &str, name: &str, role: &str, k: u32) -> Result<String> {
+    /// The pod whose log is replica `k` of `role` (None: not created yet).
+    async fn log_pod(&self, ns: &str, name: &str, role: &str, k: u32) -> Result<Option<String>> {
         if self.native_jobs(ns, name).await?.is_empty() {
             if self.kube.get(ns, VOLCANO_JOB, name).await?.is_none() {
                 return Err(unknown_app(&format!("{ns}:{name}")));
             }
-            return Ok(normalize_str(&format!("{name}-{role}-{k}-0")));
+            return Ok(Some(normalize_str(&format!("{name}-{role}-{k}-0"))));
         }
         let selector = format!(
             "{LABEL_UNIQUE_NAME}={name},{LABEL_ROLE_NAME}={role},{LABEL_COMPLETION_INDEX}={k}"
         );
         let pods = self.kube.list(ns, POD, Some(&selector)).await?;
-        pods.iter()
-            .max_by(|a, b| {
-                created(a)
-                    .partial_cmp(&created(b))
-                    .unwrap_or(std::cmp::Ordering::Equal)
-            })
+        Ok(newest(&pods)
             .and_then(|p| p["metadata"]["name"].as_str())
-            .map(str::to_string)
-            .ok_or_else(|| {
-                Error::not_found(
-                    "replica",
-                    format!("{role}/{k}"),
-                    format!(" in app {ns}:{name} (no pod yet)"),
-                )
-            })
+            .map(str::to_string))
     }
 }
 
-/// Log options and line filter shared by `kubernetes` and `kubernetes_mcad`: Kubernetes keeps
-/// one combined stream per container; `until` is applied to the API server's timestamps.
+/// A pod's log lines, shared by `kubernetes` and `kubernetes_mcad`: Kubernetes keeps one
+/// combined stream per container; `until` is applied to the API server's timestamps. `None`
+/// while the pod has not started.
 pub async fn pod_log_lines(
     kube: &Kube,
     scheduler: &str,
     ns: &str,
     pod: &str,
     query: &LogQuery,
-) -> Result<Box<dyn LogLines>> {
+) -> Result<Option<Box<dyn LogLines>>> {
     if !matches!(query.streams, None | Some(Stream::Combined)) {
         return Err(Error::unsupported(
             scheduler,
@@ -261,12 +254,48 @@ pub async fn pod_log_lines(
         .until
         .and_then(|u| u.duration_since(UNIX_EPOCH).ok())
         .map(|d| d.as_secs_f64());
-    let reader = kube.pod_log(ns, pod, &params).await?;
-    Ok(Box::new(PodLogLines {
+    let Some(reader) = kube.pod_log(ns, pod, &params).await? else {
+        return Ok(None);
+    };
+    Ok(Some(Box::new(PodLogLines {
         reader: Box::pin(reader),
         until,
         done: false,
-    }))
+    })))
+}
+
+/// Opens replica `k`'s log. `pod_of` finds its pod (None: not created yet). When tailing, waits
+/// for the pod to start (a replica may be pending for long) unless the app has ended.
+pub async fn replica_log<'a>(
+    sched: &'a dyn Scheduler,
+    kube: &'a Kube,
+    app_id: &'a str,
+    ns: &'a str,
+    (role, k): (&'a str, u32),
+    query: &'a LogQuery,
+    pod_of: &'a (dyn Fn() -> BoxFuture<'a, Result<Option<String>>> + Send + Sync),
+) -> Result<Box<dyn LogLines>> {
+    let mut pause = Duration::from_millis(50);
+    loop {
+        if let Some(pod) = pod_of().await? {
+            if let Some(lines) = pod_log_lines(kube, sched.name(), ns, &pod, query).await? {
+                return Ok(lines);
+            }
+        }
+        let ended = sched
+            .describe(app_id)
+            .await?
+            .is_none_or(|d| d.state.is_terminal());
+        if !query.should_tail || ended {
+            return Err(Error::not_found(
+                "replica log",
+                format!("{role}/{k}"),
+                format!(" of app {app_id} (its pod has not started)"),
+            ));
+        }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(Duration::from_secs(2));
+    }
 }
 
 /// Lines of a pod log, each stripped of the API server's timestamp.
@@ -483,8 +512,10 @@ impl Scheduler for KubernetesScheduler {
         query: &LogQuery,
     ) -> Result<Box<dyn LogLines>> {
         let (ns, name) = split_app_id(NAME, app_id)?;
-        let pod = self.log_pod(ns, name, role, k).await?;
-        pod_log_lines(&self.kube, NAME, ns, &pod, query).await
+        // An unknown app is an error at once, not a wait.
+        self.log_pod(ns, name, role, k).await?;
+        let pod_of = || self.log_pod(ns, name, role, k).boxed();
+        replica_log(self, &self.kube, app_id, ns, (role, k), query, &pod_of).await
     }
 }
 

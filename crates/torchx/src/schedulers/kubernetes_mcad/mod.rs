@@ -11,6 +11,7 @@ pub mod render;
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use futures_util::FutureExt;
 use serde_json::Value;
 
 pub use opts::KubernetesMcadOpts;
@@ -26,7 +27,7 @@ use crate::schedulers::kubernetes::render::{
     LABEL_APP_NAME, LABEL_REPLICA_ID, LABEL_ROLE_INDEX, LABEL_ROLE_NAME, LABEL_UNIQUE_NAME,
 };
 use crate::schedulers::kubernetes::{
-    create_all, parse_time, pod_log_lines, reject_workspaces, split_app_id, state,
+    create_all, parse_time, reject_workspaces, replica_log, split_app_id, state,
 };
 use crate::specs::{
     AppDef, AppState, DescribeAppResponse, DryRunInfo, ListAppResponse, ReplicaStatus,
@@ -231,7 +232,8 @@ impl Scheduler for KubernetesMcadScheduler {
                     format!(" in app {app_id}"),
                 )
             })?;
-        pod_log_lines(&self.kube, NAME, ns, &pod, query).await
+        let pod_of = || futures_util::future::ready(Ok(Some(pod.clone()))).boxed();
+        replica_log(self, &self.kube, app_id, ns, (role, k), query, &pod_of).await
     }
 }
 

@@ -1,0 +1,348 @@
+//! `kubernetes` and `kubernetes_mcad` against an in-process fake API server
+//! (`support/kube_fake.rs`): the exact REST calls, the state walk submit → pending → running →
+//! succeeded/failed, cancel, delete, list, logs (with follow), unknown apps, 409 conflicts.
+//! No Kubernetes API server can run on this machine; what the fake does not prove is written
+//! at the top of `kube_fake.rs` and in README.md.
+
+mod support;
+
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use serde_json::json;
+use support::kube_fake::{FakeKube, AUTO};
+use support::{stderr, stdout, Env};
+use torchx::config::TorchxConfig;
+use torchx::opts::{Cfg, CfgValue};
+use torchx::scheduler::{DryRunContext, LogQuery, Registry};
+use torchx::specs::{AppDef, AppState, Role};
+use torchx::testing::{conformance, Conformance};
+use torchx::Runner;
+
+/// One fake for the in-process tests (the kube client reads KUBECONFIG from the environment,
+/// which is per process). Its context namespace is `auto`.
+fn fake() -> &'static FakeKube {
+    static FAKE: OnceLock<FakeKube> = OnceLock::new();
+    FAKE.get_or_init(|| {
+        let f = FakeKube::start(AUTO);
+        std::env::set_var("KUBECONFIG", &f.kubeconfig);
+        f
+    })
+}
+
+fn runner() -> Runner {
+    fake();
+    Runner::new(Registry::builtin(), TorchxConfig::default())
+}
+
+fn cfg(pairs: &[(&str, &str)]) -> Cfg {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), CfgValue::Str(v.to_string())))
+        .collect()
+}
+
+fn sh_app(name: &str, script: &str) -> AppDef {
+    let role = Role::new("main", "busybox")
+        .with_entrypoint("sh")
+        .with_args(["-c", script]);
+    AppDef::new(name, vec![role])
+}
+
+async fn wait(runner: &Runner, handle: &str) -> AppState {
+    runner
+        .wait(
+            handle,
+            Duration::from_millis(30),
+            Some(Duration::from_secs(20)),
+        )
+        .await
+        .unwrap()
+        .unwrap()
+        .state
+}
+
+#[tokio::test]
+async fn native_jobs_conform() {
+    let opts = Conformance {
+        cfg: cfg(&[("namespace", AUTO)]),
+        timeout: Duration::from_secs(20),
+        ..Conformance::default()
+    };
+    conformance(&runner(), "kubernetes", &opts).await;
+}
+
+#[tokio::test]
+async fn volcano_jobs_conform() {
+    let opts = Conformance {
+        cfg: cfg(&[
+            ("namespace", AUTO),
+            ("mode", "volcano"),
+            ("queue", "default"),
+        ]),
+        timeout: Duration::from_secs(20),
+        ..Conformance::default()
+    };
+    conformance(&runner(), "kubernetes", &opts).await;
+}
+
+#[tokio::test]
+async fn appwrapper_lifecycle() {
+    let runner = &runner();
+    let c = cfg(&[("namespace", AUTO)]);
+    let c = &c;
+    let submit = |app: AppDef| {
+        let info = runner
+            .dryrun(app, "kubernetes_mcad", c, &Default::default())
+            .unwrap();
+        async move { runner.schedule(&info).await.unwrap() }
+    };
+    let ok = submit(sh_app("awok", "echo wrapped-ok")).await;
+    assert!(
+        ok.starts_with("kubernetes_mcad://torchx/auto:awok-"),
+        "{ok}"
+    );
+    let first = runner.status(&ok).await.unwrap().unwrap().state;
+    assert_eq!(first, AppState::Pending);
+    assert_eq!(wait(runner, &ok).await, AppState::Succeeded);
+    let desc = runner.status(&ok).await.unwrap().unwrap();
+    assert_eq!(desc.roles[0].replicas[0].state, AppState::Succeeded);
+    let mut lines = runner
+        .log_lines(&ok, "main", 0, &LogQuery::default())
+        .await
+        .unwrap();
+    assert_eq!(
+        lines.next_line().await.unwrap().as_deref(),
+        Some("wrapped-ok")
+    );
+    let bad = submit(sh_app("awbad", "exit 2")).await;
+    assert_eq!(wait(runner, &bad).await, AppState::Failed);
+    let listed = runner.list("kubernetes_mcad").await.unwrap();
+    assert!(listed
+        .iter()
+        .any(|a| a.app_handle == ok && a.state == AppState::Succeeded));
+    // Cancel deletes the AppWrapper, as TorchX does.
+    let long = submit(sh_app("awlong", "sleep 600")).await;
+    runner.cancel(&long).await.unwrap();
+    assert!(runner.status(&long).await.unwrap().is_none());
+    let reqs = fake().requests();
+    assert!(reqs.iter().any(
+        |r| r.starts_with("POST /apis/workload.codeflare.dev/v1beta1/namespaces/auto/appwrappers?")
+    ));
+    assert!(reqs.iter().any(|r| r.starts_with(
+        "DELETE /apis/workload.codeflare.dev/v1beta1/namespaces/auto/appwrappers/awlong-"
+    )));
+}
+
+/// A test walks a native app through its phases by hand (namespace `manual`: nothing moves
+/// on its own) and reads each state back.
+#[tokio::test]
+async fn native_states_walk_as_the_test_advances_them() {
+    let runner = runner();
+    let mut app = sh_app("walk", "true");
+    app.roles[0].num_replicas = 2;
+    let info = runner
+        .dryrun(
+            app,
+            "kubernetes",
+            &cfg(&[("namespace", "manual")]),
+            &Default::default(),
+        )
+        .unwrap();
+    let handle = runner.schedule(&info).await.unwrap();
+    let name = handle.rsplit(':').next().unwrap().to_string();
+    let jobs = "/apis/batch/v1/namespaces/manual/jobs";
+    let job = format!("{name}-main");
+    let status = || async { runner.status(&handle).await.unwrap().unwrap() };
+    assert_eq!(status().await.state, AppState::Pending);
+    let labels = |k: u32| {
+        json!({"app.kubernetes.io/instance": name, "torchx.pytorch.org/role-name": "main",
+               "batch.kubernetes.io/job-completion-index": k.to_string()})
+    };
+    {
+        let mut s = fake().store.lock().unwrap();
+        s.set_status(jobs, &job, json!({"active": 2}));
+        s.set_pod("manual", &format!("{job}-0-x"), labels(0), "Running");
+        s.set_pod("manual", &format!("{job}-1-x"), labels(1), "Pending");
+    }
+    let d = status().await;
+    assert_eq!(d.state, AppState::Running);
+    let states: Vec<AppState> = d.roles[0].replicas.iter().map(|r| r.state).collect();
+    assert_eq!(states, [AppState::Running, AppState::Pending]);
+    {
+        let mut s = fake().store.lock().unwrap();
+        s.set_status(
+            jobs,
+            &job,
+            json!({"active": 1, "completedIndexes": "0", "succeeded": 1}),
+        );
+        s.set_pod("manual", &format!("{job}-1-x"), labels(1), "SomethingNew");
+    }
+    let d = status().await;
+    let states: Vec<AppState> = d.roles[0].replicas.iter().map(|r| r.state).collect();
+    assert_eq!(states, [AppState::Succeeded, AppState::Unknown]);
+    fake().store.lock().unwrap().set_status(
+        jobs,
+        &job,
+        json!({"failed": 1, "conditions": [{"type": "Failed", "status": "True",
+               "message": "Job has reached the specified backoff limit"}]}),
+    );
+    let d = status().await;
+    assert_eq!(d.state, AppState::Failed);
+    assert!(d.msg.contains("backoff limit"), "{}", d.msg);
+    // An unknown Volcano phase reads UNKNOWN, not an error.
+    let vc = "/apis/batch.volcano.sh/v1alpha1/namespaces/manual/jobs";
+    let info = runner
+        .dryrun(
+            sh_app("vc", "true"),
+            "kubernetes",
+            &cfg(&[("namespace", "manual"), ("mode", "volcano"), ("queue", "q")]),
+            &Default::default(),
+        )
+        .unwrap();
+    let vh = runner.schedule(&info).await.unwrap();
+    let vname = vh.rsplit(':').next().unwrap().to_string();
+    assert_eq!(
+        runner.status(&vh).await.unwrap().unwrap().state,
+        AppState::Unknown
+    );
+    fake()
+        .store
+        .lock()
+        .unwrap()
+        .set_status(vc, &vname, json!({"state": {"phase": "Running"}}));
+    assert_eq!(
+        runner.status(&vh).await.unwrap().unwrap().state,
+        AppState::Running
+    );
+    fake()
+        .store
+        .lock()
+        .unwrap()
+        .set_status(vc, &vname, json!({"state": {"phase": "Hibernating"}}));
+    assert_eq!(
+        runner.status(&vh).await.unwrap().unwrap().state,
+        AppState::Unknown
+    );
+}
+
+/// A name taken already (409) is a clear error, and what this submission created before the
+/// conflict is removed again: nothing is left half-submitted.
+#[tokio::test]
+async fn conflicts_are_clear_errors_and_roll_back() {
+    fake();
+    let sched = Registry::builtin().create("kubernetes").unwrap();
+    let app = sh_app("clash", "true");
+    let schema = sched.run_opts();
+    let c = schema.resolve(&cfg(&[("namespace", "conflict")])).unwrap();
+    let ctx = DryRunContext::new("torchx", "fixed0", "/tmp");
+    let request = sched.submit_dryrun(&app, &c, &ctx).unwrap();
+    let json = request.to_json();
+    // Someone else's Job already has our Job's name.
+    let job = json["objects"][1].clone();
+    fake()
+        .store
+        .lock()
+        .unwrap()
+        .objects
+        .entry("/apis/batch/v1/namespaces/conflict/jobs".into())
+        .or_default()
+        .insert(job["metadata"]["name"].as_str().unwrap().into(), job);
+    let info = torchx::specs::DryRunInfo {
+        app,
+        scheduler: "kubernetes".into(),
+        cfg: c,
+        request,
+    };
+    let err = sched.schedule(&info).await.unwrap_err().to_string();
+    assert!(
+        err.contains("Job `clash-fixed0-main` already exists in namespace `conflict`"),
+        "{err}"
+    );
+    let s = fake().store.lock().unwrap();
+    let services = s.objects.get("/api/v1/namespaces/conflict/services");
+    assert!(
+        services.is_none_or(|m| m.is_empty()),
+        "the Service was left behind"
+    );
+}
+
+/// The whole CLI against its own fake: run --wait --log streams the replica's log as it is
+/// written, status/list/log/cancel/delete work from new processes, with the exact REST paths.
+#[test]
+fn cli_end_to_end() {
+    let fake = FakeKube::start(AUTO);
+    let env = Env::new();
+    let run = |args: &[&str]| {
+        env.cmd(args)
+            .env("KUBECONFIG", &fake.kubeconfig)
+            .output()
+            .unwrap()
+    };
+    let out = run(&[
+        "run",
+        "-s",
+        "kubernetes",
+        "-cfg",
+        "namespace=auto",
+        "--wait",
+        "--log",
+        "utils.sh",
+        "echo",
+        "from-the-pod",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let handle = stdout(&out).lines().next().unwrap().to_string();
+    assert!(
+        handle.starts_with("kubernetes://torchx/auto:sh-"),
+        "{handle}"
+    );
+    assert!(
+        stderr(&out).contains("sh/0 from-the-pod"),
+        "{}",
+        stderr(&out)
+    );
+    let out = run(&["status", &handle]);
+    assert!(stdout(&out).contains("SUCCEEDED"), "{}", stdout(&out));
+    let out = run(&["log", &handle]);
+    assert!(stdout(&out).contains("from-the-pod"), "{}", stdout(&out));
+    let out = run(&["list", "-s", "kubernetes"]);
+    assert!(
+        stdout(&out).contains(handle.rsplit('/').next().unwrap()),
+        "{}",
+        stdout(&out)
+    );
+    let long = run(&[
+        "run",
+        "-s",
+        "kubernetes",
+        "-cfg",
+        "namespace=auto",
+        "utils.sh",
+        "sleep",
+        "600",
+    ]);
+    let long = stdout(&long).trim().to_string();
+    let out = run(&["cancel", &long]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let out = run(&["status", &long]);
+    assert!(stdout(&out).contains("CANCELLED"), "{}", stdout(&out));
+    let out = run(&["delete", &long]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let out = run(&["status", &long]);
+    assert_ne!(out.status.code(), Some(0));
+    let out = run(&["status", "kubernetes://torchx/auto:nope-123"]);
+    assert_ne!(out.status.code(), Some(0));
+    let app = handle.rsplit(':').next().unwrap();
+    let reqs = fake.requests();
+    for want in [
+        "POST /api/v1/namespaces/auto/services?".to_string(),
+        "POST /apis/batch/v1/namespaces/auto/jobs?".to_string(),
+        format!("GET /apis/batch/v1/namespaces/auto/jobs?&labelSelector=app.kubernetes.io%2Finstance%3D{app}"),
+        "PATCH /apis/batch/v1/namespaces/auto/jobs/".to_string(),
+        "DELETE /api/v1/namespaces/auto/services/".to_string(),
+        format!("GET /api/v1/namespaces/auto/pods/{app}-sh-0-abcde/log?&follow=true&timestamps=true"),
+    ] {
+        assert!(reqs.iter().any(|r| r.starts_with(&want)), "no `{want}` in {reqs:#?}");
+    }
+}
