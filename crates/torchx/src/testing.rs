@@ -27,6 +27,9 @@ pub struct Conformance {
     pub timeout: Duration,
     /// How often to poll the state.
     pub poll: Duration,
+    /// The test apps' resource, for schedulers that need one (default: none, TorchX's
+    /// NULL_RESOURCE).
+    pub resource: Option<crate::specs::Resource>,
 }
 
 impl Default for Conformance {
@@ -36,15 +39,9 @@ impl Default for Conformance {
             cfg: Cfg::new(),
             timeout: Duration::from_secs(60),
             poll: Duration::from_millis(50),
+            resource: None,
         }
     }
-}
-
-fn app(name: &str, image: &str, script: &str) -> AppDef {
-    let role = Role::new("main", image)
-        .with_entrypoint("sh")
-        .with_args(["-c", script]);
-    AppDef::new(name, vec![role])
 }
 
 struct Suite<'a> {
@@ -57,6 +54,17 @@ struct Suite<'a> {
 impl Suite<'_> {
     fn fail(&self, check: &str, what: impl std::fmt::Display) -> ! {
         panic!("conformance[{}] {check}: {what}", self.scheduler)
+    }
+
+    /// A one-role test app running `sh -c script` in the suite's image.
+    fn app(&self, name: &str, script: &str) -> AppDef {
+        let mut role = Role::new("main", &self.opts.image)
+            .with_entrypoint("sh")
+            .with_args(["-c", script]);
+        if let Some(r) = &self.opts.resource {
+            role.resource = r.clone();
+        }
+        AppDef::new(name, vec![role])
     }
 
     async fn submit(&self, check: &str, app: AppDef) -> String {
@@ -88,7 +96,7 @@ impl Suite<'_> {
             .runner
             .scheduler(self.scheduler)
             .unwrap_or_else(|e| self.fail(check, e));
-        let app = app("det", &self.opts.image, "echo hi");
+        let app = self.app("det", "echo hi");
         let cfg = sched
             .run_opts()
             .resolve(&self.opts.cfg)
@@ -134,16 +142,14 @@ impl Suite<'_> {
     async fn success_failure_logs_list_delete(&self) {
         let check = "success";
         let ok = self
-            .submit(check, app("ok", &self.opts.image, "echo conformance-ok"))
+            .submit(check, self.app("ok", "echo conformance-ok"))
             .await;
         let state = self.final_state(check, &ok).await;
         if state != AppState::Succeeded {
             self.fail(check, format!("{ok} ended {state}"));
         }
         let check = "failure";
-        let bad = self
-            .submit(check, app("bad", &self.opts.image, "exit 3"))
-            .await;
+        let bad = self.submit(check, self.app("bad", "exit 3")).await;
         let state = self.final_state(check, &bad).await;
         if state != AppState::Failed {
             self.fail(check, format!("{bad} ended {state}, expected FAILED"));
@@ -205,9 +211,7 @@ impl Suite<'_> {
 
     async fn cancel_stops_a_running_app(&self) {
         let check = "cancel";
-        let h = self
-            .submit(check, app("long", &self.opts.image, "sleep 600"))
-            .await;
+        let h = self.submit(check, self.app("long", "sleep 600")).await;
         self.runner
             .cancel(&h)
             .await

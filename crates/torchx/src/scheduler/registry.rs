@@ -61,6 +61,12 @@ impl Registry {
             "Runs an app as an MCAD AppWrapper on a Kubernetes cluster",
             crate::schedulers::kubernetes_mcad::create,
         );
+        #[cfg(feature = "aws")]
+        r.register(
+            crate::schedulers::aws_batch::NAME,
+            "Runs an app as an AWS Batch multi-node parallel job",
+            crate::schedulers::aws_batch::create,
+        );
         r
     }
 

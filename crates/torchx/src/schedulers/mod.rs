@@ -1,6 +1,8 @@
 //! Builtin schedulers. Each has the same inner shape: `opts.rs` (typed run options),
 //! `render.rs` (pure AppDef → native request), an I/O part, and state mapping.
 
+#[cfg(feature = "aws")]
+pub mod aws_batch;
 #[cfg(feature = "kubernetes")]
 pub mod kubernetes;
 #[cfg(feature = "kubernetes")]

@@ -1,0 +1,369 @@
+//! aws_batch against the AWS emulator that `scripts/aws/up.sh` starts (moto in lifecycle mode,
+//! real HTTP, SigV4-signed SDK calls; `.ci/run` starts it and exports AWS_ENDPOINT_URL). Jobs
+//! move SUBMITTED → … → RUNNING → SUCCEEDED; names `bad-*` end FAILED. Batch writes no logs in
+//! the emulator, so the tests put events where Batch would (group `/aws/batch/job`, the node's
+//! `logStreamName`). Without the emulator every test says loudly that it was skipped.
+//!
+//! Emulator gaps (documented in README.md): jobs never really run (the container command is not
+//! executed), node-level `jobId#N` details exist only in lifecycle mode, `endTime` is inclusive.
+
+mod support;
+
+use std::time::Duration;
+
+use aws_sdk_cloudwatchlogs::types::InputLogEvent;
+use support::{skip, stderr, stdout, Env};
+use torchx::config::TorchxConfig;
+use torchx::opts::{Cfg, CfgValue};
+use torchx::scheduler::Registry;
+use torchx::testing::{conformance, Conformance};
+use torchx::Runner;
+
+const QUEUE: &str = "torchx";
+
+fn emulator_up(test: &str) -> bool {
+    let up = std::env::var("AWS_ENDPOINT_URL").is_ok_and(|url| {
+        let addr = url
+            .trim_start_matches("http://")
+            .trim_end_matches('/')
+            .to_string();
+        std::net::TcpStream::connect(addr).is_ok()
+    });
+    if !up {
+        skip(
+            test,
+            "no AWS emulator (run `bash scripts/aws/up.sh && . .aws-emu/moto.env`)",
+        );
+    }
+    up
+}
+
+async fn clients() -> (aws_sdk_batch::Client, aws_sdk_cloudwatchlogs::Client) {
+    let conf = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+    (
+        aws_sdk_batch::Client::new(&conf),
+        aws_sdk_cloudwatchlogs::Client::new(&conf),
+    )
+}
+
+/// The job id behind a handle `aws_batch://session/queue:name`.
+async fn job_id(batch: &aws_sdk_batch::Client, handle: &str) -> String {
+    let name = handle.rsplit(':').next().unwrap();
+    let jobs = batch
+        .list_jobs()
+        .job_queue(QUEUE)
+        .filters(
+            aws_sdk_batch::types::KeyValuesPair::builder()
+                .name("JOB_NAME")
+                .values(name)
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap();
+    jobs.job_summary_list()[0].job_id().unwrap().to_string()
+}
+
+/// Writes `lines` into node `node`'s CloudWatch stream, as Batch's awslogs driver would.
+async fn put_logs(handle: &str, node: u32, lines: &[&str]) {
+    let (batch, logs) = clients().await;
+    let id = job_id(&batch, handle).await;
+    let node_job = batch
+        .describe_jobs()
+        .jobs(format!("{id}#{node}"))
+        .send()
+        .await
+        .unwrap();
+    let stream = node_job.jobs()[0]
+        .container()
+        .and_then(|c| c.log_stream_name())
+        .unwrap()
+        .to_string();
+    let _ = logs
+        .create_log_group()
+        .log_group_name("/aws/batch/job")
+        .send()
+        .await;
+    let _ = logs
+        .create_log_stream()
+        .log_group_name("/aws/batch/job")
+        .log_stream_name(&stream)
+        .send()
+        .await;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    let events: Vec<InputLogEvent> = lines
+        .iter()
+        .enumerate()
+        .map(|(i, l)| {
+            InputLogEvent::builder()
+                .timestamp(now + i as i64)
+                .message(*l)
+                .build()
+                .unwrap()
+        })
+        .collect();
+    logs.put_log_events()
+        .log_group_name("/aws/batch/job")
+        .log_stream_name(&stream)
+        .set_log_events(Some(events))
+        .send()
+        .await
+        .unwrap();
+}
+
+fn cfg() -> Cfg {
+    Cfg::from([("queue".to_string(), CfgValue::Str(QUEUE.into()))])
+}
+
+#[tokio::test]
+async fn aws_batch_conforms() {
+    if !emulator_up("aws_batch conformance") {
+        return;
+    }
+    // The suite's `ok` app echoes `conformance-ok`: write that line where Batch would, for
+    // every `ok-*` job that starts, while the suite runs.
+    let feeder = tokio::spawn(async {
+        let (batch, _) = clients().await;
+        let mut fed = std::collections::BTreeSet::new();
+        loop {
+            let jobs = batch
+                .list_jobs()
+                .job_queue(QUEUE)
+                .job_status(aws_sdk_batch::types::JobStatus::Running)
+                .send()
+                .await
+                .unwrap();
+            for j in jobs.job_summary_list() {
+                let name = j.job_name().unwrap_or_default().to_string();
+                if name.starts_with("ok-") && fed.insert(name.clone()) {
+                    put_logs(
+                        &format!("aws_batch://torchx/{QUEUE}:{name}"),
+                        0,
+                        &["conformance-ok"],
+                    )
+                    .await;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    });
+    let runner = Runner::new(Registry::builtin(), TorchxConfig::default());
+    let opts = Conformance {
+        cfg: cfg(),
+        timeout: Duration::from_secs(60),
+        poll: Duration::from_millis(200),
+        resource: Some(torchx::specs::Resource::new(1, 0, 512)),
+        ..Conformance::default()
+    };
+    conformance(&runner, "aws_batch", &opts).await;
+    feeder.abort();
+}
+
+/// Two roles (2 + 1 nodes) through the lifecycle, per-node states, list, and the CLI's exit
+/// codes for success and failure.
+#[test]
+fn multi_role_lifecycle_per_node_states_and_failure() {
+    if !emulator_up("aws_batch lifecycle") {
+        return;
+    }
+    let env = Env::new();
+    std::fs::write(
+        env.cwd.join("app.yaml"),
+        "name: pair\nroles:\n- name: trainer\n  image: img\n  entrypoint: python\n  \
+         args: [train.py, --rank, '${replica_id}']\n  num_replicas: 2\n  \
+         resource: {cpu: 2, gpu: 0, memMB: 2048}\n- name: reader\n  image: img\n  \
+         entrypoint: reader\n  resource: {cpu: 1, gpu: 0, memMB: 1024}\n",
+    )
+    .unwrap();
+    let out = env.run(&[
+        "run",
+        "-s",
+        "aws_batch",
+        "-cfg",
+        "queue=torchx",
+        "./app.yaml",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let handle = stdout(&out).trim().to_string();
+    assert!(
+        handle.starts_with("aws_batch://torchx/torchx:pair-"),
+        "{handle}"
+    );
+    let mut seen = Vec::new();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let out = env.run(&["status", "--json", &handle]);
+        let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+        let state = v["state"].as_str().unwrap().to_string();
+        if seen.last() != Some(&state) {
+            seen.push(state.clone());
+        }
+        if state == "SUCCEEDED" {
+            let replicas: Vec<(String, String)> = v["roles"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .flat_map(|r| r["replicas"].as_array().unwrap().clone())
+                .map(|r| {
+                    (
+                        r["role"].as_str().unwrap().to_string(),
+                        r["state"].to_string(),
+                    )
+                })
+                .collect();
+            assert_eq!(replicas.len(), 3, "{v}");
+            // Replica states are TorchX's numbers (4 = SUCCEEDED).
+            assert!(replicas.iter().all(|(_, s)| s == "4"), "{v}");
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "stuck: {seen:?}");
+        std::thread::sleep(Duration::from_millis(150));
+    }
+    assert!(seen.contains(&"RUNNING".to_string()), "{seen:?}");
+    assert!(
+        seen.first()
+            .is_some_and(|s| s == "PENDING" || s == "RUNNING"),
+        "{seen:?}"
+    );
+    // `bad-*` jobs fail in the emulator: run --wait exits non-zero and says so.
+    let out = env.run(&[
+        "run",
+        "-s",
+        "aws_batch",
+        "-cfg",
+        "queue=torchx",
+        "--wait",
+        "utils.echo",
+        "--msg",
+        "x",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    std::fs::write(env.cwd.join("bad.yaml"), "name: bad-app\nroles:\n- name: b\n  image: img\n  entrypoint: 'false'\n  resource: {cpu: 1, gpu: 0, memMB: 512}\n").unwrap();
+    let out = env.run(&[
+        "run",
+        "-s",
+        "aws_batch",
+        "-cfg",
+        "queue=torchx",
+        "--wait",
+        "./bad.yaml",
+    ]);
+    assert_ne!(out.status.code(), Some(0), "{}", stdout(&out));
+    assert!(stderr(&out).contains("FAILED"), "{}", stderr(&out));
+    let out = env.run(&["list", "-s", "aws_batch", "--json"]);
+    let listed: Vec<serde_json::Value> = serde_json::from_str(&stdout(&out)).unwrap();
+    assert!(listed
+        .iter()
+        .any(|a| a["app_handle"] == handle.as_str() && a["state"] == "SUCCEEDED"));
+    assert!(listed
+        .iter()
+        .any(|a| a["name"] == "bad-app" && a["state"] == "FAILED"));
+}
+
+/// Logs read back from CloudWatch: whole, by regex, since/until, and followed (`--tail`) until
+/// the job ends; cancel → CANCELLED; delete deregisters the job definition.
+#[test]
+fn logs_cancel_and_delete() {
+    if !emulator_up("aws_batch logs") {
+        return;
+    }
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let env = Env::new();
+    let out = env.run(&[
+        "run",
+        "-s",
+        "aws_batch",
+        "-cfg",
+        "queue=torchx",
+        "utils.sh",
+        "sleep",
+        "1",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let handle = stdout(&out).trim().to_string();
+    // Follow the log from the start; lines written while it runs arrive, then it ends.
+    let follower = env
+        .cmd(&["log", "--tail", &handle])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait until RUNNING (the node's log stream name exists then).
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !stdout(&env.run(&["status", &handle])).contains("RUNNING") {
+        assert!(std::time::Instant::now() < deadline);
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    rt.block_on(put_logs(
+        &handle,
+        0,
+        &["first line", "ERROR second", "third"],
+    ));
+    let out = follower.wait_with_output().unwrap();
+    let followed = stdout(&out);
+    assert!(
+        followed.contains("first line") && followed.contains("third"),
+        "{followed}"
+    );
+    let out = env.run(&["log", "--regex", "ERROR", &handle]);
+    let text = stdout(&out);
+    assert!(
+        text.contains("ERROR second") && !text.contains("first line"),
+        "{text}"
+    );
+    let out = env.run(&[
+        "log",
+        "--since",
+        "2000-01-01T00:00:00",
+        "--until",
+        "2001-01-01T00:00:00",
+        &handle,
+    ]);
+    assert!(!stdout(&out).contains("first line"), "{}", stdout(&out));
+    // Cancel a running job.
+    let out = env.run(&[
+        "run",
+        "-s",
+        "aws_batch",
+        "-cfg",
+        "queue=torchx",
+        "utils.sh",
+        "sleep",
+        "600",
+    ]);
+    let long = stdout(&out).trim().to_string();
+    let out = env.run(&["cancel", &long]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let s = stdout(&env.run(&["status", &long]));
+        if s.contains("CANCELLED") {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{s}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // Delete deregisters the job definition.
+    let out = env.run(&["delete", &long]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let name = long.rsplit(':').next().unwrap().to_string();
+    let status = rt.block_on(async {
+        let (batch, _) = clients().await;
+        let defs = batch
+            .describe_job_definitions()
+            .job_definition_name(&name)
+            .send()
+            .await
+            .unwrap();
+        defs.job_definitions()[0].status().map(str::to_string)
+    });
+    assert_eq!(status.as_deref(), Some("INACTIVE"));
+    // Unknown apps are not found.
+    let out = env.run(&["status", "aws_batch://torchx/torchx:never-was-0"]);
+    assert_ne!(out.status.code(), Some(0));
+}

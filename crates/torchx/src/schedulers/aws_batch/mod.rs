@@ -1,0 +1,805 @@
+//! `aws_batch`: an app as one AWS Batch multi-node parallel job (a node group per role), through
+//! the official AWS SDK (aws-config's credential chain, region, retries; `AWS_ENDPOINT_URL`
+//! honoured). App handles are `aws_batch://{session}/{queue}:{job name}`.
+//!
+//! - [`opts`]: run options; [`render`]: the pure job definition; [`state`]: state mapping; this
+//!   module: the SDK calls. Clients are built on first use only.
+
+mod opts;
+pub mod render;
+pub mod state;
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use async_trait::async_trait;
+use aws_sdk_batch::types as bt;
+use aws_sdk_cloudwatchlogs::error::DisplayErrorContext;
+use tokio::sync::OnceCell;
+
+pub use opts::AwsBatchOpts;
+pub use render::{render, BatchJob};
+
+use self::render::{ENV_ROLE_NAME, FACT_USER, TAG_APP_NAME, TAG_VERSION};
+use self::state::{job_state, CANCEL_REASON};
+use crate::error::{Error, Result};
+use crate::opts::{Cfg, RunOpts, TypedOpts};
+use crate::scheduler::{
+    downcast_request, Capabilities, DryRunContext, LogLines, LogQuery, NativeRequest, Scheduler,
+};
+use crate::specs::{
+    AppDef, AppState, DescribeAppResponse, DryRunInfo, ListAppResponse, ReplicaStatus, Stream,
+};
+
+/// The registry name.
+pub const NAME: &str = "aws_batch";
+/// The CloudWatch log group of Batch jobs.
+pub const LOG_GROUP: &str = "/aws/batch/job";
+
+/// The factory registered in [`crate::scheduler::Registry::builtin`].
+pub fn create() -> Result<Arc<dyn Scheduler>> {
+    Ok(Arc::new(AwsBatchScheduler::default()))
+}
+
+/// The AWS Batch scheduler.
+#[derive(Default)]
+pub struct AwsBatchScheduler {
+    clients: OnceCell<(
+        aws_sdk_batch::Client,
+        aws_sdk_cloudwatchlogs::Client,
+        String,
+    )>,
+}
+
+impl std::fmt::Debug for AwsBatchScheduler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AwsBatchScheduler")
+            .field("connected", &self.clients.initialized())
+            .finish()
+    }
+}
+
+fn aws_err<E: std::error::Error + 'static>(what: &str) -> impl FnOnce(E) -> Error + '_ {
+    move |e| Error::backend(NAME, format!("{what}: {}", DisplayErrorContext(&e)))
+}
+
+fn split_app_id(app_id: &str) -> Option<(&str, &str)> {
+    app_id
+        .split_once(':')
+        .filter(|(q, n)| !q.is_empty() && !n.is_empty())
+}
+
+fn unknown_app(app_id: &str) -> Error {
+    Error::not_found(
+        "app",
+        format!("{NAME}://{app_id}"),
+        " (AWS Batch app ids look like `queue:job-name`)",
+    )
+}
+
+/// `start:end` (end may be empty: the last node) → (start, end).
+fn node_range(target: &str, num_nodes: i32) -> (i32, i32) {
+    let (a, b) = target.split_once(':').unwrap_or((target, target));
+    let start = a.parse().unwrap_or(0);
+    let end = b.parse().unwrap_or(num_nodes - 1);
+    (start, end)
+}
+
+/// A job's node groups: (role name, first node, last node).
+fn node_groups(job: &bt::JobDetail) -> Vec<(String, i32, i32)> {
+    let Some(np) = job.node_properties() else {
+        return Vec::new();
+    };
+    let num = np.num_nodes().unwrap_or(0);
+    np.node_range_properties()
+        .iter()
+        .map(|g| {
+            let role = g
+                .container()
+                .map(|c| c.environment())
+                .unwrap_or_default()
+                .iter()
+                .find(|kv| kv.name() == Some(ENV_ROLE_NAME))
+                .and_then(|kv| kv.value())
+                .unwrap_or("node")
+                .to_string();
+            let (s, e) = node_range(g.target_nodes().unwrap_or("0:"), num);
+            (role, s, e)
+        })
+        .collect()
+}
+
+/// Set by `delete`: the job is gone as far as torchx is concerned.
+const TAG_DELETED: &str = "torchx.pytorch.org/deleted";
+
+fn is_deleted(job: &bt::JobDetail) -> bool {
+    job.tags().is_some_and(|t| t.contains_key(TAG_DELETED))
+}
+
+fn status_of(job: &bt::JobDetail) -> AppState {
+    job_state(
+        job.status().map(|s| s.as_str()).unwrap_or(""),
+        job.status_reason(),
+    )
+}
+
+impl AwsBatchScheduler {
+    async fn clients(
+        &self,
+    ) -> Result<&(
+        aws_sdk_batch::Client,
+        aws_sdk_cloudwatchlogs::Client,
+        String,
+    )> {
+        self.clients
+            .get_or_try_init(|| async {
+                let conf = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+                let region = conf.region().map(|r| r.to_string()).ok_or_else(|| {
+                    Error::backend(
+                        NAME,
+                        "no AWS region configured (set AWS_REGION or a profile's region)",
+                    )
+                })?;
+                Ok((
+                    aws_sdk_batch::Client::new(&conf),
+                    aws_sdk_cloudwatchlogs::Client::new(&conf),
+                    region,
+                ))
+            })
+            .await
+    }
+
+    async fn batch(&self) -> Result<&aws_sdk_batch::Client> {
+        Ok(&self.clients().await?.0)
+    }
+
+    /// The newest job of this name in this queue, as listed.
+    async fn find_summary(&self, app_id: &str) -> Result<Option<bt::JobSummary>> {
+        let Some((queue, name)) = split_app_id(app_id) else {
+            return Ok(None);
+        };
+        let listed = self
+            .batch()
+            .await?
+            .list_jobs()
+            .job_queue(queue)
+            .filters(
+                bt::KeyValuesPair::builder()
+                    .name("JOB_NAME")
+                    .values(name)
+                    .build(),
+            )
+            .send()
+            .await
+            .map_err(aws_err("listing jobs"))?;
+        Ok(listed
+            .job_summary_list()
+            .iter()
+            .filter(|j| j.job_name() == Some(name))
+            .max_by_key(|j| j.created_at().unwrap_or(0))
+            .cloned())
+    }
+
+    /// The newest job of this name in this queue, unless `delete` removed it.
+    async fn find_job(&self, app_id: &str) -> Result<Option<bt::JobDetail>> {
+        let Some(id) = self
+            .find_summary(app_id)
+            .await?
+            .and_then(|s| s.job_id().map(str::to_string))
+        else {
+            return Ok(None);
+        };
+        let described = self
+            .batch()
+            .await?
+            .describe_jobs()
+            .jobs(id)
+            .send()
+            .await
+            .map_err(aws_err("describing a job"))?;
+        Ok(described.jobs().first().filter(|j| !is_deleted(j)).cloned())
+    }
+
+    /// Node-level details (`{id}#{index}`), where Batch (or the emulator) reports them.
+    async fn nodes(&self, job_id: &str, indexes: &[i32]) -> Result<BTreeMap<i32, bt::JobDetail>> {
+        let mut out = BTreeMap::new();
+        for chunk in indexes.chunks(100) {
+            let ids: Vec<String> = chunk.iter().map(|i| format!("{job_id}#{i}")).collect();
+            let resp = self
+                .batch()
+                .await?
+                .describe_jobs()
+                .set_jobs(Some(ids))
+                .send()
+                .await
+                .map_err(aws_err("describing job nodes"))?;
+            for j in resp.jobs() {
+                let idx = j.node_details().and_then(|n| n.node_index()).or_else(|| {
+                    j.job_id()
+                        .and_then(|id| id.rsplit_once('#')?.1.parse().ok())
+                });
+                if let Some(i) = idx {
+                    out.insert(i, j.clone());
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// The SDK form of a rendered job definition.
+fn container_properties(c: &render::Container) -> bt::ContainerProperties {
+    let mut b = bt::ContainerProperties::builder()
+        .image(&c.image)
+        .set_command(Some(c.command.clone()))
+        .set_environment(Some(
+            c.environment
+                .iter()
+                .map(|kv| {
+                    bt::KeyValuePair::builder()
+                        .name(&kv.name)
+                        .value(&kv.value)
+                        .build()
+                })
+                .collect(),
+        ))
+        .privileged(c.privileged)
+        .set_resource_requirements(Some(
+            c.resource_requirements
+                .iter()
+                .map(|r| {
+                    bt::ResourceRequirement::builder()
+                        .r#type(bt::ResourceType::from(r.kind.as_str()))
+                        .value(&r.value)
+                        .build()
+                })
+                .collect(),
+        ))
+        .linux_parameters(
+            bt::LinuxParameters::builder()
+                .shared_memory_size(c.linux_parameters.shared_memory_size as i32)
+                .set_devices(Some(
+                    c.linux_parameters
+                        .devices
+                        .iter()
+                        .map(|d| {
+                            bt::Device::builder()
+                                .host_path(&d.host_path)
+                                .container_path(&d.container_path)
+                                .set_permissions(Some(
+                                    d.permissions
+                                        .iter()
+                                        .map(|p| bt::DeviceCgroupPermission::from(p.as_str()))
+                                        .collect(),
+                                ))
+                                .build()
+                        })
+                        .collect(),
+                ))
+                .build(),
+        )
+        .log_configuration(
+            bt::LogConfiguration::builder()
+                .log_driver(bt::LogDriver::from(c.log_configuration.log_driver.as_str()))
+                .build(),
+        )
+        .set_mount_points(Some(
+            c.mount_points
+                .iter()
+                .map(|m| {
+                    bt::MountPoint::builder()
+                        .container_path(&m.container_path)
+                        .read_only(m.read_only)
+                        .source_volume(&m.source_volume)
+                        .build()
+                })
+                .collect(),
+        ))
+        .set_volumes(Some(
+            c.volumes
+                .iter()
+                .map(|v| {
+                    let mut b = bt::Volume::builder().name(&v.name);
+                    if let Some(p) = v.host.as_ref().and_then(|h| h.get("sourcePath")) {
+                        b = b.host(bt::Host::builder().source_path(p).build());
+                    }
+                    if let Some(fs) = v
+                        .efs_volume_configuration
+                        .as_ref()
+                        .and_then(|e| e.get("fileSystemId"))
+                    {
+                        b = b.efs_volume_configuration(
+                            bt::EfsVolumeConfiguration::builder()
+                                .file_system_id(fs)
+                                .build(),
+                        );
+                    }
+                    b.build()
+                })
+                .collect(),
+        ));
+    b = b
+        .set_job_role_arn(c.job_role_arn.clone())
+        .set_execution_role_arn(c.execution_role_arn.clone())
+        .set_instance_type(c.instance_type.clone());
+    b.build()
+}
+
+/// Building and pushing workspace images is not done for AWS yet: say so instead of running the
+/// role's image without the workspace.
+fn reject_workspaces(app: &AppDef) -> Result<()> {
+    match app.roles.iter().find(|r| r.workspace.is_some()) {
+        Some(r) => Err(Error::unsupported(
+            NAME,
+            format!(
+                "workspaces (role `{}`): building and pushing a patched image to image_repo; \
+                 build and push the image yourself and drop --workspace",
+                r.name
+            ),
+        )),
+        None => Ok(()),
+    }
+}
+
+#[async_trait]
+impl Scheduler for AwsBatchScheduler {
+    fn name(&self) -> &str {
+        NAME
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            describe_replicas: true,
+            list: true,
+            cancel: true,
+            delete: true,
+            logs: true,
+            log_since_until: true,
+            log_tail: true,
+            mounts: true,
+            retries: true,
+            multi_role: true,
+            ..Capabilities::default()
+        }
+    }
+
+    fn run_opts(&self) -> RunOpts {
+        AwsBatchOpts::schema()
+    }
+
+    fn dryrun_facts(&self, _cfg: &Cfg) -> Result<BTreeMap<String, String>> {
+        let user = std::env::var("USER")
+            .or_else(|_| std::env::var("LOGNAME"))
+            .unwrap_or_default();
+        Ok(BTreeMap::from([(FACT_USER.to_string(), user)]))
+    }
+
+    fn submit_dryrun(
+        &self,
+        app: &AppDef,
+        cfg: &Cfg,
+        ctx: &DryRunContext,
+    ) -> Result<Box<dyn NativeRequest>> {
+        let opts = AwsBatchOpts::from_cfg(cfg)?;
+        Ok(Box::new(render(app, &opts, ctx)?))
+    }
+
+    async fn schedule(&self, info: &DryRunInfo) -> Result<String> {
+        let job = downcast_request::<BatchJob>(info, NAME)?;
+        reject_workspaces(&info.app)?;
+        let def = &job.job_def;
+        let batch = self.batch().await?;
+        let nodes = bt::NodeProperties::builder()
+            .num_nodes(def.node_properties.num_nodes as i32)
+            .main_node(def.node_properties.main_node as i32)
+            .set_node_range_properties(Some(
+                def.node_properties
+                    .node_range_properties
+                    .iter()
+                    .map(|n| {
+                        bt::NodeRangeProperty::builder()
+                            .target_nodes(&n.target_nodes)
+                            .container(container_properties(&n.container))
+                            .build()
+                    })
+                    .collect(),
+            ))
+            .build();
+        let retry = bt::RetryStrategy::builder()
+            .attempts(def.retry_strategy.attempts as i32)
+            .set_evaluate_on_exit(Some(
+                def.retry_strategy
+                    .evaluate_on_exit
+                    .iter()
+                    .map(|e| {
+                        bt::EvaluateOnExit::builder()
+                            .on_exit_code(&e.on_exit_code)
+                            .action(bt::RetryAction::from(e.action.as_str()))
+                            .build()
+                    })
+                    .collect(),
+            ))
+            .build();
+        batch
+            .register_job_definition()
+            .job_definition_name(&def.job_definition_name)
+            .r#type(bt::JobDefinitionType::Multinode)
+            .node_properties(nodes)
+            .retry_strategy(retry)
+            .set_tags(Some(def.tags.clone().into_iter().collect()))
+            .set_scheduling_priority(def.scheduling_priority.map(|p| p as i32))
+            .send()
+            .await
+            .map_err(aws_err("registering the job definition"))?;
+        batch
+            .submit_job()
+            .job_name(&job.name)
+            .job_queue(&job.queue)
+            .job_definition(&def.job_definition_name)
+            .set_tags(Some(def.tags.clone().into_iter().collect()))
+            .set_share_identifier(job.share_id.clone())
+            .send()
+            .await
+            .map_err(aws_err("submitting the job"))?;
+        Ok(format!("{}:{}", job.queue, job.name))
+    }
+
+    async fn describe(&self, app_id: &str) -> Result<Option<DescribeAppResponse>> {
+        let Some(job) = self.find_job(app_id).await? else {
+            return Ok(None);
+        };
+        let state = status_of(&job);
+        let mut resp = DescribeAppResponse::new(app_id, state);
+        resp.msg = job.status_reason().unwrap_or_default().to_string();
+        resp.num_restarts = job.attempts().len().saturating_sub(1) as i64;
+        let region = &self.clients().await?.2;
+        if let Some(id) = job.job_id() {
+            resp.ui_url = Some(format!(
+                "https://{region}.console.aws.amazon.com/batch/home?region={region}#jobs/mnp-job/{id}"
+            ));
+        }
+        let groups = node_groups(&job);
+        let indexes: Vec<i32> = groups.iter().flat_map(|(_, s, e)| *s..=*e).collect();
+        let nodes = match job.job_id() {
+            Some(id) => self.nodes(id, &indexes).await?,
+            None => BTreeMap::new(),
+        };
+        for (role, start, end) in &groups {
+            for idx in *start..=*end {
+                // Per node where Batch reports it, else the job's own state.
+                let node = nodes.get(&idx);
+                let st = node.map_or(state, status_of);
+                let host = node
+                    .and_then(|n| n.container())
+                    .and_then(|c| c.network_interfaces().first())
+                    .and_then(|n| n.private_ipv4_address())
+                    .unwrap_or_default();
+                resp.add_replica(ReplicaStatus::new((idx - start) as u32, st, role, host));
+            }
+        }
+        resp.roles_from_statuses();
+        Ok(Some(resp))
+    }
+
+    async fn list(&self) -> Result<Vec<ListAppResponse>> {
+        let batch = self.batch().await?;
+        let mut queues = Vec::new();
+        let mut pages = batch.describe_job_queues().into_paginator().send();
+        while let Some(page) = pages.next().await {
+            let page = page.map_err(aws_err("listing job queues"))?;
+            queues.extend(
+                page.job_queues()
+                    .iter()
+                    .filter_map(|q| q.job_queue_name().map(str::to_string)),
+            );
+        }
+        let mut out = Vec::new();
+        for queue in queues {
+            let mut ids = Vec::new();
+            // A created-after filter returns every status (TorchX's trick).
+            let mut pages = batch
+                .list_jobs()
+                .job_queue(&queue)
+                .filters(
+                    bt::KeyValuesPair::builder()
+                        .name("AFTER_CREATED_AT")
+                        .values("1")
+                        .build(),
+                )
+                .into_paginator()
+                .send();
+            while let Some(page) = pages.next().await {
+                let page = page.map_err(aws_err("listing jobs"))?;
+                ids.extend(
+                    page.job_summary_list()
+                        .iter()
+                        .filter_map(|j| j.job_id().map(str::to_string)),
+                );
+            }
+            for chunk in ids.chunks(100) {
+                let resp = batch
+                    .describe_jobs()
+                    .set_jobs(Some(chunk.to_vec()))
+                    .send()
+                    .await
+                    .map_err(aws_err("describing jobs"))?;
+                for j in resp.jobs() {
+                    let tags = j.tags().cloned().unwrap_or_default();
+                    if !tags.contains_key(TAG_VERSION)
+                        || j.node_properties().is_none()
+                        || is_deleted(j)
+                    {
+                        continue;
+                    }
+                    let name = j.job_name().unwrap_or_default();
+                    out.push(ListAppResponse {
+                        app_id: format!("{queue}:{name}"),
+                        state: status_of(j),
+                        app_handle: String::new(),
+                        name: tags
+                            .get(TAG_APP_NAME)
+                            .cloned()
+                            .unwrap_or_else(|| name.to_string()),
+                        start_time: j.created_at().map(|ms| ms as f64 / 1000.0),
+                        end_time: j.stopped_at().map(|ms| ms as f64 / 1000.0),
+                    });
+                }
+            }
+        }
+        out.sort_by(|a, b| {
+            b.start_time
+                .partial_cmp(&a.start_time)
+                .unwrap_or(std::cmp::Ordering::Equal)
+        });
+        Ok(out)
+    }
+
+    async fn cancel(&self, app_id: &str) -> Result<()> {
+        let job = self
+            .find_job(app_id)
+            .await?
+            .ok_or_else(|| unknown_app(app_id))?;
+        if status_of(&job).is_terminal() {
+            return Ok(());
+        }
+        // By id: Batch accepts an ARN too, but emulators may not.
+        let id = job.job_id().unwrap_or_default();
+        self.batch()
+            .await?
+            .terminate_job()
+            .job_id(id)
+            .reason(CANCEL_REASON)
+            .send()
+            .await
+            .map_err(aws_err("terminating the job"))?;
+        Ok(())
+    }
+
+    /// Deregisters the job's definition and tags the job deleted, so torchx no longer shows it
+    /// (Batch keeps job records and ages them out by itself).
+    async fn delete(&self, app_id: &str) -> Result<()> {
+        let job = self
+            .find_job(app_id)
+            .await?
+            .ok_or_else(|| unknown_app(app_id))?;
+        let batch = self.batch().await?;
+        batch
+            .deregister_job_definition()
+            .job_definition(job.job_definition().unwrap_or_default())
+            .send()
+            .await
+            .map_err(aws_err("deregistering the job definition"))?;
+        // The listing always carries the ARN (some emulators omit it from DescribeJobs).
+        let summary = self.find_summary(app_id).await?;
+        let arn = job
+            .job_arn()
+            .or(summary.as_ref().and_then(|s| s.job_arn()))
+            .ok_or_else(|| Error::backend(NAME, format!("no ARN for job {app_id}")))?;
+        batch
+            .tag_resource()
+            .resource_arn(arn)
+            .tags(TAG_DELETED, "true")
+            .send()
+            .await
+            .map_err(aws_err("tagging the job deleted"))?;
+        Ok(())
+    }
+
+    async fn log_iter(
+        &self,
+        app_id: &str,
+        role: &str,
+        k: u32,
+        query: &LogQuery,
+    ) -> Result<Box<dyn LogLines>> {
+        if !matches!(query.streams, None | Some(Stream::Combined)) {
+            return Err(Error::unsupported(
+                NAME,
+                "log streams other than combined (CloudWatch keeps one stream per node)",
+            ));
+        }
+        let job = self
+            .find_job(app_id)
+            .await?
+            .ok_or_else(|| unknown_app(app_id))?;
+        let (_, start, end) = node_groups(&job)
+            .into_iter()
+            .find(|(r, _, _)| r == role)
+            .ok_or_else(|| {
+                Error::not_found("role", role.to_string(), format!(" in app {app_id}"))
+            })?;
+        let idx = start + k as i32;
+        if idx > end {
+            return Err(Error::not_found(
+                "replica",
+                format!("{role}/{k}"),
+                format!(" in app {app_id}"),
+            ));
+        }
+        let ms = |t: Option<SystemTime>| {
+            t.and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+                .map(|d| d.as_millis() as i64)
+        };
+        let (batch, logs, _) = self.clients().await?.clone();
+        Ok(Box::new(CloudWatchLines {
+            batch,
+            logs,
+            job_id: job.job_id().unwrap_or_default().to_string(),
+            node: idx,
+            stream: None,
+            token: None,
+            since: ms(query.since),
+            until: ms(query.until),
+            tail: query.should_tail,
+            pending: VecDeque::new(),
+            done: false,
+        }))
+    }
+}
+
+/// A node's CloudWatch log events as lines, following them until the job ends when tailing.
+struct CloudWatchLines {
+    batch: aws_sdk_batch::Client,
+    logs: aws_sdk_cloudwatchlogs::Client,
+    job_id: String,
+    node: i32,
+    stream: Option<String>,
+    token: Option<String>,
+    since: Option<i64>,
+    until: Option<i64>,
+    tail: bool,
+    pending: VecDeque<String>,
+    done: bool,
+}
+
+/// How long to wait between polls of a job that is still running.
+const LOG_POLL: Duration = Duration::from_secs(1);
+
+impl CloudWatchLines {
+    async fn job_ended(&self) -> Result<bool> {
+        let resp = self
+            .batch
+            .describe_jobs()
+            .jobs(&self.job_id)
+            .send()
+            .await
+            .map_err(aws_err("describing the job"))?;
+        Ok(resp
+            .jobs()
+            .first()
+            .is_none_or(|j| status_of(j).is_terminal()))
+    }
+
+    /// The node's log stream: its current container's while running, else its last attempt's.
+    async fn find_stream(&self) -> Result<Option<String>> {
+        let ids = [
+            format!("{}#{}", self.job_id, self.node),
+            self.job_id.clone(),
+        ];
+        for id in ids {
+            let resp = self
+                .batch
+                .describe_jobs()
+                .jobs(&id)
+                .send()
+                .await
+                .map_err(aws_err("describing the job's node"))?;
+            let Some(j) = resp.jobs().first() else {
+                continue;
+            };
+            let running = j.status() == Some(&bt::JobStatus::Running);
+            let current = j.container().and_then(|c| c.log_stream_name());
+            let last = j
+                .attempts()
+                .last()
+                .and_then(|a| a.container())
+                .and_then(|c| c.log_stream_name());
+            if let Some(s) = if running {
+                current.or(last)
+            } else {
+                last.or(current)
+            } {
+                return Ok(Some(s.to_string()));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Waits a poll interval if the job may still write; false if it is over.
+    async fn wait_for_more(&mut self) -> Result<bool> {
+        if !self.tail || self.job_ended().await? {
+            self.done = true;
+            return Ok(false);
+        }
+        tokio::time::sleep(LOG_POLL).await;
+        Ok(true)
+    }
+}
+
+#[async_trait]
+impl LogLines for CloudWatchLines {
+    async fn next_line(&mut self) -> Result<Option<String>> {
+        loop {
+            if let Some(line) = self.pending.pop_front() {
+                return Ok(Some(line));
+            }
+            if self.done {
+                return Ok(None);
+            }
+            if self.stream.is_none() {
+                self.stream = self.find_stream().await?;
+                if self.stream.is_none() {
+                    self.wait_for_more().await?;
+                    continue;
+                }
+            }
+            let resp = self
+                .logs
+                .get_log_events()
+                .log_group_name(LOG_GROUP)
+                .log_stream_name(self.stream.clone().unwrap_or_default())
+                .start_from_head(true)
+                .limit(10_000)
+                .set_start_time(self.since)
+                .set_end_time(self.until)
+                .set_next_token(self.token.clone())
+                .send()
+                .await;
+            let resp = match resp {
+                Ok(r) => r,
+                Err(e)
+                    if e.as_service_error()
+                        .is_some_and(|s| s.is_resource_not_found_exception()) =>
+                {
+                    // The stream appears when the node starts writing.
+                    self.wait_for_more().await?;
+                    continue;
+                }
+                Err(e) => return Err(aws_err("reading CloudWatch logs")(e)),
+            };
+            for ev in resp.events() {
+                // `until` is exclusive (some emulators treat endTime as inclusive).
+                if self.until.is_some_and(|u| ev.timestamp().unwrap_or(0) >= u) {
+                    continue;
+                }
+                let msg = ev.message().unwrap_or_default();
+                self.pending.extend(
+                    msg.strip_suffix('\n')
+                        .unwrap_or(msg)
+                        .split('\n')
+                        .map(str::to_string),
+                );
+            }
+            let next = resp.next_forward_token().map(str::to_string);
+            let stalled = next.is_none() || next == self.token;
+            self.token = next;
+            if stalled && self.pending.is_empty() {
+                self.wait_for_more().await?;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,476 @@
+//! Pure rendering of an AppDef into TorchX's AWS Batch multi-node job definition and submission
+//! (`BatchJob`), as the Batch API takes them (camelCase JSON; the dry run shows exactly that).
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use super::opts::AwsBatchOpts;
+use crate::error::{Error, Result};
+use crate::scheduler::{DryRunContext, NativeRequest};
+use crate::specs::{AppDef, MacroValues, Mount, Role};
+
+/// Tag with the torchx version: `list` keeps only jobs that carry it.
+pub const TAG_VERSION: &str = "torchx.pytorch.org/version";
+/// Tag with the AppDef name.
+pub const TAG_APP_NAME: &str = "torchx.pytorch.org/app-name";
+/// Tag with the submitting user.
+pub const TAG_USER: &str = "torchx.pytorch.org/user";
+/// Env var naming the role of a node group (describe and logs find roles by it).
+pub const ENV_ROLE_NAME: &str = "TORCHX_ROLE_NAME";
+/// Env var with the role's index.
+pub const ENV_ROLE_IDX: &str = "TORCHX_ROLE_IDX";
+/// The fact carrying the submitting user (`$USER`), gathered outside the pure dry run.
+pub const FACT_USER: &str = "user";
+/// TorchX's limit on roles (Batch node groups).
+pub const MAX_ROLES: usize = 5;
+/// Batch's limit on the nodes of a multi-node job.
+pub const MAX_NODES: u32 = 1000;
+
+/// `{name, value}` (environment variables).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct KeyValue {
+    /// Name.
+    pub name: String,
+    /// Value.
+    pub value: String,
+}
+
+/// A resource requirement (`VCPU`, `MEMORY`, `GPU`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ResourceRequirement {
+    /// The resource type.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// Its amount.
+    pub value: String,
+}
+
+/// A host device exposed to the container.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Device {
+    /// Path on the host.
+    pub host_path: String,
+    /// Path in the container.
+    pub container_path: String,
+    /// READ, WRITE, MKNOD.
+    pub permissions: Vec<String>,
+}
+
+/// `linuxParameters`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LinuxParameters {
+    /// `/dev/shm` size in MiB (TorchX: the role's memMB).
+    pub shared_memory_size: i64,
+    /// Devices.
+    pub devices: Vec<Device>,
+}
+
+/// `logConfiguration`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LogConfiguration {
+    /// Always `awslogs` (CloudWatch group `/aws/batch/job`).
+    pub log_driver: String,
+}
+
+/// A mount point of a volume.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MountPoint {
+    /// Path in the container.
+    pub container_path: String,
+    /// Read-only.
+    pub read_only: bool,
+    /// The volume's name.
+    pub source_volume: String,
+}
+
+/// A volume: a host path or an EFS file system.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Volume {
+    /// Name (`mount_{i}`).
+    pub name: String,
+    /// `{sourcePath}` for a bind mount.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host: Option<BTreeMap<String, String>>,
+    /// `{fileSystemId}` for a volume mount.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub efs_volume_configuration: Option<BTreeMap<String, String>>,
+}
+
+/// The container of a node group.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Container {
+    /// Entrypoint and args.
+    pub command: Vec<String>,
+    /// Image.
+    pub image: String,
+    /// Environment.
+    pub environment: Vec<KeyValue>,
+    /// `--privileged`.
+    pub privileged: bool,
+    /// VCPU, MEMORY, GPU.
+    pub resource_requirements: Vec<ResourceRequirement>,
+    /// shm size and devices.
+    pub linux_parameters: LinuxParameters,
+    /// CloudWatch logs.
+    pub log_configuration: LogConfiguration,
+    /// Mount points.
+    pub mount_points: Vec<MountPoint>,
+    /// Volumes.
+    pub volumes: Vec<Volume>,
+    /// The role the container can assume.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub job_role_arn: Option<String>,
+    /// The role the ECS agent can assume.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub execution_role_arn: Option<String>,
+    /// From the `node.kubernetes.io/instance-type` capability.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub instance_type: Option<String>,
+}
+
+/// One node group (a role): nodes `start:end`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeRange {
+    /// `start:end`, inclusive.
+    pub target_nodes: String,
+    /// The container every node of the group runs.
+    pub container: Container,
+}
+
+/// `nodeProperties`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeProperties {
+    /// Σ replicas.
+    pub num_nodes: u32,
+    /// Always 0.
+    pub main_node: u32,
+    /// One per role.
+    pub node_range_properties: Vec<NodeRange>,
+}
+
+/// `evaluateOnExit` entry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EvaluateOnExit {
+    /// Exit code pattern.
+    pub on_exit_code: String,
+    /// EXIT or RETRY.
+    pub action: String,
+}
+
+/// `retryStrategy`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RetryStrategy {
+    /// Attempts (≥ 1).
+    pub attempts: u32,
+    /// Exit code 0 ends the job.
+    pub evaluate_on_exit: Vec<EvaluateOnExit>,
+}
+
+/// The RegisterJobDefinition request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct JobDefinition {
+    /// The job's unique name.
+    pub job_definition_name: String,
+    /// Always `multinode`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The node groups.
+    pub node_properties: NodeProperties,
+    /// Retries.
+    pub retry_strategy: RetryStrategy,
+    /// Tags.
+    pub tags: BTreeMap<String, String>,
+    /// With a share id: the priority.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scheduling_priority: Option<i64>,
+}
+
+/// What `aws_batch` submits.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BatchJob {
+    /// Job (and job definition) name.
+    pub name: String,
+    /// Job queue.
+    pub queue: String,
+    /// Share identifier.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub share_id: Option<String>,
+    /// The job definition.
+    pub job_def: JobDefinition,
+}
+
+impl NativeRequest for BatchJob {
+    fn render(&self) -> String {
+        serde_json::to_string_pretty(self).unwrap_or_default()
+    }
+    fn to_json(&self) -> serde_json::Value {
+        serde_json::to_value(self).unwrap_or_default()
+    }
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
+/// Batch names: 1-128 letters, digits, `-` and `_`, starting with a letter or digit.
+pub fn check_name(what: &str, name: &str) -> Result<()> {
+    let ok = !name.is_empty()
+        && name.len() <= 128
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        && name.starts_with(|c: char| c.is_ascii_alphanumeric());
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::spec(format!(
+            "{what} `{name}` is not a valid AWS Batch name: 1-128 letters, digits, '-' and '_', \
+             starting with a letter or digit"
+        )))
+    }
+}
+
+fn resource_requirements(role: &Role) -> Result<Vec<ResourceRequirement>> {
+    let r = &role.resource;
+    if r.mem_mb <= 0 {
+        return Err(Error::spec(format!(
+            "role `{}`: aws_batch needs resource.memMB > 0 (got {}); set a resource, e.g. \
+             `-h` / `--memMB`",
+            role.name, r.mem_mb
+        )));
+    }
+    let rr = |kind: &str, v: i64| ResourceRequirement {
+        kind: kind.into(),
+        value: v.to_string(),
+    };
+    let mut out = vec![
+        rr("VCPU", if r.cpu > 0 { r.cpu } else { 1 }),
+        rr("MEMORY", r.mem_mb),
+    ];
+    if r.gpu > 0 {
+        out.push(rr("GPU", r.gpu));
+    }
+    Ok(out)
+}
+
+/// Named resource devices as device mounts (TorchX: EFA and Neuron).
+fn resource_device_mounts(devices: &BTreeMap<String, i64>) -> Vec<Mount> {
+    let mut out = Vec::new();
+    for (name, count) in devices {
+        let path = match name.as_str() {
+            "vpc.amazonaws.com/efa" => "/dev/infiniband/uverbs",
+            "aws.amazon.com/neurondevice" => "/dev/neuron",
+            _ => continue,
+        };
+        for i in 0..(*count).max(0) {
+            out.push(Mount::Device {
+                src_path: format!("{path}{i}"),
+                dst_path: format!("{path}{i}"),
+                permissions: "rwm".into(),
+            });
+        }
+    }
+    out
+}
+
+fn node_range(role: &Role, start: u32, opts: &AwsBatchOpts) -> Result<NodeRange> {
+    let mut mount_points = Vec::new();
+    let mut volumes = Vec::new();
+    let mut devices = Vec::new();
+    let mounts = role
+        .mounts
+        .iter()
+        .cloned()
+        .chain(resource_device_mounts(&role.resource.devices));
+    for (i, m) in mounts.enumerate() {
+        let name = format!("mount_{i}");
+        match m {
+            Mount::Bind {
+                src_path,
+                dst_path,
+                read_only,
+            } => {
+                volumes.push(Volume {
+                    name: name.clone(),
+                    host: Some(BTreeMap::from([("sourcePath".into(), src_path)])),
+                    efs_volume_configuration: None,
+                });
+                mount_points.push(MountPoint {
+                    container_path: dst_path,
+                    read_only,
+                    source_volume: name,
+                });
+            }
+            Mount::Volume {
+                src,
+                dst_path,
+                read_only,
+            } => {
+                volumes.push(Volume {
+                    name: name.clone(),
+                    host: None,
+                    efs_volume_configuration: Some(BTreeMap::from([("fileSystemId".into(), src)])),
+                });
+                mount_points.push(MountPoint {
+                    container_path: dst_path,
+                    read_only,
+                    source_volume: name,
+                });
+            }
+            Mount::Device {
+                src_path,
+                dst_path,
+                permissions,
+            } => {
+                let permissions = permissions
+                    .chars()
+                    .map(|p| match p {
+                        'r' => Ok("READ".to_string()),
+                        'w' => Ok("WRITE".to_string()),
+                        'm' => Ok("MKNOD".to_string()),
+                        other => Err(Error::spec(format!(
+                            "role `{}`: device permission `{other}` of {src_path} is not one \
+                             of r, w, m",
+                            role.name
+                        ))),
+                    })
+                    .collect::<Result<_>>()?;
+                devices.push(Device {
+                    host_path: src_path,
+                    container_path: dst_path,
+                    permissions,
+                });
+            }
+        }
+    }
+    let instance_type = role
+        .resource
+        .capabilities
+        .get("node.kubernetes.io/instance-type")
+        .map(|t| t.as_str().map_or_else(|| t.to_string(), str::to_string));
+    Ok(NodeRange {
+        target_nodes: format!("{start}:{}", start + role.num_replicas - 1),
+        container: Container {
+            command: std::iter::once(role.entrypoint.clone())
+                .chain(role.args.iter().cloned())
+                .collect(),
+            image: role.image.clone(),
+            environment: role
+                .env
+                .iter()
+                .map(|(k, v)| KeyValue {
+                    name: k.clone(),
+                    value: v.clone(),
+                })
+                .collect(),
+            privileged: opts.privileged,
+            resource_requirements: resource_requirements(role)?,
+            linux_parameters: LinuxParameters {
+                shared_memory_size: role.resource.mem_mb,
+                devices,
+            },
+            log_configuration: LogConfiguration {
+                log_driver: "awslogs".into(),
+            },
+            mount_points,
+            volumes,
+            job_role_arn: opts.job_role_arn.clone(),
+            execution_role_arn: opts.execution_role_arn.clone(),
+            instance_type,
+        },
+    })
+}
+
+/// Renders the job definition and submission.
+pub fn render(app: &AppDef, opts: &AwsBatchOpts, ctx: &DryRunContext) -> Result<BatchJob> {
+    if app.roles.len() > MAX_ROLES {
+        return Err(Error::spec(format!(
+            "AWS Batch only supports <= {MAX_ROLES} roles (node groups), this app has {}; see \
+             https://docs.aws.amazon.com/batch/latest/userguide/multi-node-parallel-jobs.html",
+            app.roles.len()
+        )));
+    }
+    check_name("queue", &opts.queue)
+        .map_err(|e| Error::config(format!("run option queue: {e}")))?;
+    let suffix = opts
+        .share_id
+        .as_ref()
+        .map_or(String::new(), |s| format!("-{s}"));
+    let name = ctx.make_unique(&format!("{}{suffix}", app.name));
+    check_name("job name", &name)?;
+    let mut nodes = Vec::new();
+    let mut next: u32 = 0;
+    for (role_idx, role) in app.roles.iter().enumerate() {
+        if role.num_replicas == 0 {
+            return Err(Error::spec(format!("role `{}` has no replicas", role.name)));
+        }
+        let values = MacroValues {
+            img_root: String::new(),
+            app_id: name.clone(),
+            replica_id: "$AWS_BATCH_JOB_NODE_INDEX".into(),
+            rank0_env: "AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS".into(),
+        };
+        let mut role = values.apply(role);
+        role.env.insert(ENV_ROLE_IDX.into(), role_idx.to_string());
+        role.env.insert(ENV_ROLE_NAME.into(), role.name.clone());
+        nodes.push(node_range(&role, next, opts)?);
+        next += role.num_replicas;
+    }
+    if next > MAX_NODES {
+        return Err(Error::spec(format!(
+            "AWS Batch multi-node jobs have at most {MAX_NODES} nodes; this app asks for {next}"
+        )));
+    }
+    let user = opts
+        .user
+        .clone()
+        .or_else(|| ctx.facts.get(FACT_USER).cloned())
+        .unwrap_or_default();
+    let mut tags = BTreeMap::from([
+        (TAG_VERSION.to_string(), crate::VERSION.to_string()),
+        (TAG_APP_NAME.to_string(), app.name.clone()),
+        (TAG_USER.to_string(), user),
+    ]);
+    tags.extend(app.metadata.clone());
+    Ok(BatchJob {
+        name: name.clone(),
+        queue: opts.queue.clone(),
+        share_id: opts.share_id.clone(),
+        job_def: JobDefinition {
+            job_definition_name: name,
+            kind: "multinode".into(),
+            node_properties: NodeProperties {
+                num_nodes: next,
+                main_node: 0,
+                node_range_properties: nodes,
+            },
+            retry_strategy: RetryStrategy {
+                attempts: app
+                    .roles
+                    .iter()
+                    .map(|r| r.max_retries)
+                    .max()
+                    .unwrap_or(0)
+                    .max(1),
+                evaluate_on_exit: vec![EvaluateOnExit {
+                    on_exit_code: "0".into(),
+                    action: "EXIT".into(),
+                }],
+            },
+            tags,
+            scheduling_priority: opts.share_id.as_ref().map(|_| opts.priority),
+        },
+    })
+}

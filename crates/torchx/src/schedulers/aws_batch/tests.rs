@@ -1,0 +1,181 @@
+//! aws_batch: snapshots of the rendered job definition for the standard cases, and the
+//! pre-flight errors (role and node limits, memory, names).
+
+use std::collections::BTreeMap;
+
+use serde_json::json;
+
+use super::*;
+use crate::components::{find_component, ComponentEnv, ComponentRef};
+use crate::specs::{Mount, Resource, RetryPolicy, Role};
+
+fn ctx() -> DryRunContext {
+    DryRunContext::new("torchx", "fzfjxlmln9", "/work").with_facts(BTreeMap::from([(
+        FACT_USER.to_string(),
+        "alice".to_string(),
+    )]))
+}
+
+fn opts(v: serde_json::Value) -> AwsBatchOpts {
+    let schema = AwsBatchOpts::schema();
+    let cfg = schema.resolve(&schema.parse_json(&v).unwrap()).unwrap();
+    AwsBatchOpts::from_cfg(&cfg).unwrap()
+}
+
+fn component(name: &str, args: &[&str]) -> AppDef {
+    let ComponentRef::Component(c) = find_component(name).unwrap() else {
+        panic!()
+    };
+    let env = ComponentEnv {
+        loglevel: None,
+        home: None,
+    };
+    c.materialize(args, &BTreeMap::new(), &env)
+        .unwrap()
+        .unwrap()
+}
+
+fn cases() -> Vec<(&'static str, AppDef, serde_json::Value)> {
+    let q = json!({"queue": "torchx"});
+    let mut trainer = Role::new("trainer", "ghcr.io/x/train:1")
+        .with_entrypoint("python")
+        .with_args([
+            "-m",
+            "train",
+            "--rank",
+            "${replica_id}",
+            "--master",
+            "$${${rank0_env}}",
+            "--app",
+            "${app_id}",
+        ]);
+    trainer.num_replicas = 2;
+    trainer.resource = Resource::new(8, 1, 32000);
+    let mut reader = Role::new("reader", "ghcr.io/x/read:1").with_entrypoint("reader");
+    reader.resource = Resource::new(2, 0, 4096);
+    let mut multi = AppDef::new("multi", vec![trainer, reader]);
+    multi.metadata = BTreeMap::from([("team".to_string(), "ml".to_string())]);
+    let mut mounted = Role::new("m", "img").with_entrypoint("ls");
+    mounted.resource = Resource::new(1, 0, 1024);
+    mounted.mounts = vec![
+        Mount::Bind {
+            src_path: "/data".into(),
+            dst_path: "/mnt/data".into(),
+            read_only: true,
+        },
+        Mount::Volume {
+            src: "fs-1234".into(),
+            dst_path: "/mnt/efs".into(),
+            read_only: false,
+        },
+        Mount::Device {
+            src_path: "/dev/fuse".into(),
+            dst_path: "/dev/fuse".into(),
+            permissions: "rw".into(),
+        },
+    ];
+    let mut dev = Role::new("d", "img").with_entrypoint("run");
+    dev.resource = Resource::new(96, 8, 1_000_000);
+    dev.resource.devices = BTreeMap::from([("vpc.amazonaws.com/efa".to_string(), 2)]);
+    dev.resource.capabilities = BTreeMap::from([(
+        "node.kubernetes.io/instance-type".to_string(),
+        json!("p4d.24xlarge"),
+    )]);
+    let mut retried = Role::new("r", "img").with_entrypoint("flaky");
+    retried.resource = Resource::new(1, 0, 1024);
+    retried.max_retries = 3;
+    retried.retry_policy = RetryPolicy::Application;
+    vec![
+        (
+            "single",
+            component("utils.echo", &["--msg", "hi"]),
+            q.clone(),
+        ),
+        (
+            "ddp_2x2",
+            component("dist.ddp", &["-j", "2x2", "--script", "train.py"]),
+            q.clone(),
+        ),
+        (
+            "multi_role",
+            multi,
+            json!({"queue": "torchx", "privileged": true,
+            "job_role_arn": "arn:aws:iam::1:role/job", "execution_role_arn": "arn:aws:iam::1:role/exec"}),
+        ),
+        ("mounts", AppDef::new("mounts", vec![mounted]), q.clone()),
+        (
+            "devices_instance_type",
+            AppDef::new("devices", vec![dev]),
+            q.clone(),
+        ),
+        ("retries", AppDef::new("retries", vec![retried]), q.clone()),
+        (
+            "share_id",
+            component("utils.echo", &[]),
+            json!({"queue": "torchx", "share_id": "teamA", "priority": 7, "user": "bob"}),
+        ),
+    ]
+}
+
+#[test]
+fn job_definitions_snapshot() {
+    for (name, app, o) in cases() {
+        let job = render(&app, &opts(o), &ctx()).unwrap();
+        insta::assert_snapshot!(format!("batch_{name}"), job.render());
+    }
+}
+
+#[test]
+fn dryrun_is_deterministic() {
+    for (_, app, o) in cases() {
+        let o = opts(o);
+        assert_eq!(
+            render(&app, &o, &ctx()).unwrap(),
+            render(&app, &o, &ctx()).unwrap()
+        );
+    }
+}
+
+#[test]
+fn limits_and_bad_input_are_preflight_errors() {
+    let q = opts(json!({"queue": "torchx"}));
+    let role = |n: &str| {
+        let mut r = Role::new(n, "img").with_entrypoint("x");
+        r.resource = Resource::new(1, 0, 1024);
+        r
+    };
+    let six = AppDef::new("six", (0..6).map(|i| role(&format!("r{i}"))).collect());
+    let e = render(&six, &q, &ctx()).unwrap_err().to_string();
+    assert!(e.contains("only supports <= 5 roles"), "{e}");
+    let mut big = role("big");
+    big.num_replicas = 1001;
+    let e = render(&AppDef::new("big", vec![big]), &q, &ctx())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("at most 1000 nodes"), "{e}");
+    let mut nomem = role("nomem");
+    nomem.resource.mem_mb = 0;
+    let e = render(&AppDef::new("nomem", vec![nomem]), &q, &ctx())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("memMB > 0"), "{e}");
+    let e = render(&AppDef::new("bad name!", vec![role("a")]), &q, &ctx())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("not a valid AWS Batch name"), "{e}");
+    let schema = AwsBatchOpts::schema();
+    let e = schema
+        .resolve(&Cfg::new())
+        .and_then(|c| AwsBatchOpts::from_cfg(&c))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("queue"), "{e}");
+    let e = render(
+        &AppDef::new("a", vec![role("a")]),
+        &opts(json!({"queue": "bad queue"})),
+        &ctx(),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("run option queue"), "{e}");
+}
