@@ -12,7 +12,7 @@ mod support;
 use std::time::Duration;
 
 use aws_sdk_cloudwatchlogs::types::InputLogEvent;
-use support::{skip, stderr, stdout, Env};
+use support::{aws_emulator_up as emulator_up, stderr, stdout, Env};
 use torchx::config::TorchxConfig;
 use torchx::opts::{Cfg, CfgValue};
 use torchx::scheduler::Registry;
@@ -20,23 +20,6 @@ use torchx::testing::{conformance, Conformance};
 use torchx::Runner;
 
 const QUEUE: &str = "torchx";
-
-fn emulator_up(test: &str) -> bool {
-    let up = std::env::var("AWS_ENDPOINT_URL").is_ok_and(|url| {
-        let addr = url
-            .trim_start_matches("http://")
-            .trim_end_matches('/')
-            .to_string();
-        std::net::TcpStream::connect(addr).is_ok()
-    });
-    if !up {
-        skip(
-            test,
-            "no AWS emulator (run `bash scripts/aws/up.sh && . .aws-emu/moto.env`)",
-        );
-    }
-    up
-}
 
 async fn clients() -> (aws_sdk_batch::Client, aws_sdk_cloudwatchlogs::Client) {
     let conf = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;

@@ -109,10 +109,25 @@ fn dryrun_prints_native_request_for_every_scheduler() {
     let runopts = env.run(&["runopts", "--json"]);
     let schedulers: serde_json::Value = serde_json::from_str(&stdout(&runopts)).unwrap();
     for name in schedulers.as_object().unwrap().keys() {
-        let out = env.run(&["run", "--dryrun", "-s", name, "utils.echo"]);
+        // The options each scheduler requires.
+        let cfg = match name.as_str() {
+            "aws_batch" => "queue=q",
+            "aws_sagemaker" => "role=r,instance_type=ml.m5.xlarge,output_path=s3://b/o",
+            _ => "",
+        };
+        let out = env.run(&["run", "--dryrun", "-s", name, "-cfg", cfg, "utils.echo"]);
         assert_eq!(out.status.code(), Some(0), "{name}: {}", stderr(&out));
         assert!(stdout(&out).contains("=== SCHEDULER REQUEST ==="));
-        let out = env.run(&["run", "--dryrun", "--json", "-s", name, "utils.echo"]);
+        let out = env.run(&[
+            "run",
+            "--dryrun",
+            "--json",
+            "-s",
+            name,
+            "-cfg",
+            cfg,
+            "utils.echo",
+        ]);
         let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
         assert_eq!(v["scheduler"], name.as_str());
         assert_eq!(v["app"]["roles"][0]["entrypoint"], "echo");

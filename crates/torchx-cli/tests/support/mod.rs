@@ -199,3 +199,22 @@ pub fn skip(test: &str, why: &str) {
     use std::io::Write;
     let _ = writeln!(std::io::stderr(), "\n*** SKIPPED {test}: {why} ***\n");
 }
+
+/// Whether the AWS emulator of `scripts/aws/up.sh` answers at `$AWS_ENDPOINT_URL`; says loudly
+/// that `test` is skipped when it does not.
+pub fn aws_emulator_up(test: &str) -> bool {
+    let up = std::env::var("AWS_ENDPOINT_URL").is_ok_and(|url| {
+        let addr = url
+            .trim_start_matches("http://")
+            .trim_end_matches('/')
+            .to_string();
+        std::net::TcpStream::connect(addr).is_ok()
+    });
+    if !up {
+        skip(
+            test,
+            "no AWS emulator (run `bash scripts/aws/up.sh && . .aws-emu/moto.env`)",
+        );
+    }
+    up
+}

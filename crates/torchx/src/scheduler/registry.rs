@@ -67,6 +67,12 @@ impl Registry {
             "Runs an app as an AWS Batch multi-node parallel job",
             crate::schedulers::aws_batch::create,
         );
+        #[cfg(feature = "aws")]
+        r.register(
+            crate::schedulers::aws_sagemaker::NAME,
+            "Runs a one-role app as an AWS SageMaker training job",
+            crate::schedulers::aws_sagemaker::create,
+        );
         r
     }
 

@@ -3,6 +3,8 @@
 
 #[cfg(feature = "aws")]
 pub mod aws_batch;
+#[cfg(feature = "aws")]
+pub mod aws_sagemaker;
 #[cfg(feature = "kubernetes")]
 pub mod kubernetes;
 #[cfg(feature = "kubernetes")]

@@ -1,0 +1,112 @@
+//! aws_sagemaker against the AWS emulator of `scripts/aws/up.sh` (moto in lifecycle mode: training
+//! jobs go InProgress → Completed, names matching `^bad-|must-fail` fail, StopTrainingJob works).
+//! What the emulator does not prove: that SageMaker accepts the request (moto validates neither
+//! the role nor the image nor the instance type) or that the container really runs.
+
+mod support;
+
+use std::time::Duration;
+
+use support::{aws_emulator_up, stderr, stdout, Env};
+use torchx::config::TorchxConfig;
+use torchx::opts::{Cfg, CfgValue};
+use torchx::scheduler::Registry;
+use torchx::testing::{conformance, Conformance};
+use torchx::Runner;
+
+const CFG: &str =
+    "role=arn:aws:iam::123456789012:role/sm,instance_type=ml.m5.xlarge,output_path=s3://bucket/out";
+
+#[tokio::test]
+async fn aws_sagemaker_conforms() {
+    if !aws_emulator_up("aws_sagemaker conformance") {
+        return;
+    }
+    let cfg: Cfg = CFG
+        .split(',')
+        .filter_map(|kv| kv.split_once('='))
+        .map(|(k, v)| (k.to_string(), CfgValue::Str(v.to_string())))
+        .collect();
+    let runner = Runner::new(Registry::builtin(), TorchxConfig::default());
+    let opts = Conformance {
+        cfg,
+        timeout: Duration::from_secs(60),
+        poll: Duration::from_millis(200),
+        ..Conformance::default()
+    };
+    conformance(&runner, "aws_sagemaker", &opts).await;
+}
+
+#[test]
+fn training_job_lifecycle_failure_cancel_and_errors() {
+    if !aws_emulator_up("aws_sagemaker lifecycle") {
+        return;
+    }
+    let env = Env::new();
+    let out = env.run(&[
+        "run",
+        "-s",
+        "aws_sagemaker",
+        "-cfg",
+        CFG,
+        "--wait",
+        "utils.echo",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let handle = stdout(&out).lines().next().unwrap().to_string();
+    assert!(
+        handle.starts_with("aws_sagemaker://torchx/echo-"),
+        "{handle}"
+    );
+    assert!(stdout(&env.run(&["status", &handle])).contains("SUCCEEDED"));
+    let failing = format!("{CFG},base_job_name=must-fail");
+    let out = env.run(&[
+        "run",
+        "-s",
+        "aws_sagemaker",
+        "-cfg",
+        &failing,
+        "--wait",
+        "utils.echo",
+    ]);
+    assert_ne!(out.status.code(), Some(0));
+    assert!(stderr(&out).contains("FAILED"), "{}", stderr(&out));
+    let out = env.run(&[
+        "run",
+        "-s",
+        "aws_sagemaker",
+        "-cfg",
+        CFG,
+        "utils.sh",
+        "sleep",
+        "600",
+    ]);
+    let long = stdout(&out).trim().to_string();
+    assert_eq!(env.run(&["cancel", &long]).status.code(), Some(0));
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !stdout(&env.run(&["status", &long])).contains("CANCELLED") {
+        assert!(std::time::Instant::now() < deadline);
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let listed = stdout(&env.run(&["list", "-s", "aws_sagemaker"]));
+    assert!(
+        listed.contains(handle.rsplit('/').next().unwrap()),
+        "{listed}"
+    );
+    // Unknown job: not found; two roles: a clear Unsupported error and nothing submitted.
+    assert_ne!(
+        env.run(&["status", "aws_sagemaker://torchx/never-was-0"])
+            .status
+            .code(),
+        Some(0)
+    );
+    std::fs::write(
+        env.cwd.join("two.yaml"),
+        "name: two\nroles:\n- name: a\n  image: i\n  entrypoint: x\n- name: b\n  image: i\n  entrypoint: y\n",
+    )
+    .unwrap();
+    let out = env.run(&["run", "-s", "aws_sagemaker", "-cfg", CFG, "./two.yaml"]);
+    assert_ne!(out.status.code(), Some(0));
+    assert!(stderr(&out).contains("2 roles"), "{}", stderr(&out));
+    assert!(!stdout(&env.run(&["list", "-s", "aws_sagemaker"])).contains("two-"));
+}

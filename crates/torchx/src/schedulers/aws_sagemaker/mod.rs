@@ -1,0 +1,257 @@
+//! `aws_sagemaker`: an app (one role) as a SageMaker training job. App handles are
+//! `aws_sagemaker://{session}/{training job name}`.
+//!
+//! - `opts`: run options (TorchX's); [`render`]: the pure CreateTrainingJob request; the state
+//!   table ([`job_state`]) lives here; [`client`]: the four signed calls. Nothing AWS is loaded
+//!   unless this scheduler is used.
+
+pub mod client;
+mod opts;
+pub mod render;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde_json::{json, Value};
+use tokio::sync::OnceCell;
+
+pub use opts::AwsSageMakerOpts;
+pub use render::{render, TrainingJob};
+
+use self::client::{AwsError, SageMaker};
+use crate::error::{Error, Result};
+use crate::opts::{Cfg, RunOpts, TypedOpts};
+use crate::scheduler::{downcast_request, Capabilities, DryRunContext, NativeRequest, Scheduler};
+use crate::specs::{
+    AppDef, AppState, DescribeAppResponse, DryRunInfo, ListAppResponse, ReplicaStatus,
+};
+
+/// The registry name.
+pub const NAME: &str = "aws_sagemaker";
+
+/// The factory registered in [`crate::scheduler::Registry::builtin`].
+pub fn create() -> Result<Arc<dyn Scheduler>> {
+    Ok(Arc::new(AwsSageMakerScheduler::default()))
+}
+
+/// The SageMaker scheduler.
+#[derive(Default)]
+pub struct AwsSageMakerScheduler {
+    api: OnceCell<SageMaker>,
+}
+
+impl std::fmt::Debug for AwsSageMakerScheduler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AwsSageMakerScheduler")
+            .field("connected", &self.api.initialized())
+            .finish()
+    }
+}
+
+/// A training job's status (TorchX's table; `Stopping`/`Stopped` are CANCELLED).
+pub fn job_state(status: &str) -> AppState {
+    match status {
+        "InProgress" => AppState::Running,
+        "Completed" => AppState::Succeeded,
+        "Failed" => AppState::Failed,
+        "Stopping" | "Stopped" => AppState::Cancelled,
+        _ => AppState::Unknown,
+    }
+}
+
+fn service_err(what: &str, e: AwsError) -> Error {
+    Error::backend(NAME, format!("{what}: {} ({})", e.message, e.code))
+}
+
+/// SageMaker answers an unknown job with a ValidationException ("Requested resource not
+/// found."; emulators: "Could not find training job ...").
+fn is_not_found(e: &AwsError) -> bool {
+    let msg = e.message.to_lowercase();
+    e.code == "ResourceNotFound"
+        || (e.code == "ValidationException"
+            && (msg.contains("not found") || msg.contains("could not find")))
+}
+
+/// awsJson timestamps are epoch seconds.
+fn seconds(v: &Value) -> Option<f64> {
+    v.as_f64()
+}
+
+impl AwsSageMakerScheduler {
+    async fn api(&self) -> Result<&SageMaker> {
+        self.api.get_or_try_init(|| SageMaker::connect(NAME)).await
+    }
+
+    async fn describe_job(&self, name: &str) -> Result<Option<Value>> {
+        match self
+            .api()
+            .await?
+            .call("DescribeTrainingJob", &json!({"TrainingJobName": name}))
+            .await?
+        {
+            Ok(v) => Ok(Some(v)),
+            Err(e) if is_not_found(&e) => Ok(None),
+            Err(e) => Err(service_err("describing the training job", e)),
+        }
+    }
+}
+
+#[async_trait]
+impl Scheduler for AwsSageMakerScheduler {
+    fn name(&self) -> &str {
+        NAME
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            describe_replicas: true,
+            list: true,
+            cancel: true,
+            retries: true,
+            ..Capabilities::default()
+        }
+    }
+
+    fn run_opts(&self) -> RunOpts {
+        AwsSageMakerOpts::schema()
+    }
+
+    fn dryrun_facts(&self, _cfg: &Cfg) -> Result<BTreeMap<String, String>> {
+        let user = std::env::var("USER")
+            .or_else(|_| std::env::var("LOGNAME"))
+            .unwrap_or_default();
+        Ok(BTreeMap::from([(render::FACT_USER.to_string(), user)]))
+    }
+
+    fn submit_dryrun(
+        &self,
+        app: &AppDef,
+        cfg: &Cfg,
+        ctx: &DryRunContext,
+    ) -> Result<Box<dyn NativeRequest>> {
+        let opts = AwsSageMakerOpts::from_cfg(cfg)?;
+        Ok(Box::new(render(app, &opts, ctx)?))
+    }
+
+    async fn schedule(&self, info: &DryRunInfo) -> Result<String> {
+        let job = downcast_request::<TrainingJob>(info, NAME)?;
+        if let Some(r) = info.app.roles.iter().find(|r| r.workspace.is_some()) {
+            return Err(Error::unsupported(
+                NAME,
+                format!(
+                    "workspaces (role `{}`): building and pushing a patched image to \
+                     image_repo; build and push the image yourself and drop --workspace",
+                    r.name
+                ),
+            ));
+        }
+        match self
+            .api()
+            .await?
+            .call("CreateTrainingJob", &job.request)
+            .await?
+        {
+            Ok(_) => Ok(job.name.clone()),
+            Err(e) if e.code == "ResourceInUse" => Err(Error::backend(
+                NAME,
+                format!("training job `{}` already exists; resubmit", job.name),
+            )),
+            Err(e) => Err(service_err("creating the training job", e)),
+        }
+    }
+
+    async fn describe(&self, app_id: &str) -> Result<Option<DescribeAppResponse>> {
+        let Some(job) = self.describe_job(app_id).await? else {
+            return Ok(None);
+        };
+        let state = job_state(job["TrainingJobStatus"].as_str().unwrap_or(""));
+        let mut resp = DescribeAppResponse::new(app_id, state);
+        resp.msg = job["FailureReason"]
+            .as_str()
+            .or(job["SecondaryStatus"].as_str())
+            .unwrap_or_default()
+            .to_string();
+        let region = self.api().await?.region().to_string();
+        resp.ui_url = Some(format!(
+            "https://{region}.console.aws.amazon.com/sagemaker/home?region={region}#jobs/{app_id}"
+        ));
+        // One replica per instance; SageMaker reports the job, not its hosts.
+        let count = job["ResourceConfig"]["InstanceCount"].as_u64().unwrap_or(1);
+        for k in 0..count {
+            resp.add_replica(ReplicaStatus::new(
+                k as u32,
+                state,
+                "sagemaker",
+                format!("algo-{}", k + 1),
+            ));
+        }
+        resp.roles_from_statuses();
+        Ok(Some(resp))
+    }
+
+    async fn list(&self) -> Result<Vec<ListAppResponse>> {
+        let api = self.api().await?;
+        let mut out = Vec::new();
+        let mut token: Option<String> = None;
+        loop {
+            let mut body = json!({"MaxResults": 100});
+            if let Some(t) = &token {
+                body["NextToken"] = json!(t);
+            }
+            let page = api
+                .call("ListTrainingJobs", &body)
+                .await?
+                .map_err(|e| service_err("listing training jobs", e))?;
+            for j in page["TrainingJobSummaries"]
+                .as_array()
+                .into_iter()
+                .flatten()
+            {
+                let name = j["TrainingJobName"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string();
+                out.push(ListAppResponse {
+                    state: job_state(j["TrainingJobStatus"].as_str().unwrap_or("")),
+                    name: name
+                        .rsplit_once('-')
+                        .map_or(name.clone(), |(n, _)| n.to_string()),
+                    app_id: name,
+                    app_handle: String::new(),
+                    start_time: seconds(&j["CreationTime"]),
+                    end_time: seconds(&j["TrainingEndTime"]),
+                });
+            }
+            token = page["NextToken"].as_str().map(str::to_string);
+            if token.is_none() {
+                break;
+            }
+        }
+        out.sort_by(|a, b| {
+            b.start_time
+                .partial_cmp(&a.start_time)
+                .unwrap_or(std::cmp::Ordering::Equal)
+        });
+        Ok(out)
+    }
+
+    async fn cancel(&self, app_id: &str) -> Result<()> {
+        let job = self
+            .describe_job(app_id)
+            .await?
+            .ok_or_else(|| Error::not_found("app", format!("{NAME}://{app_id}"), ""))?;
+        if job["TrainingJobStatus"] != "InProgress" {
+            return Ok(());
+        }
+        self.api()
+            .await?
+            .call("StopTrainingJob", &json!({"TrainingJobName": app_id}))
+            .await?
+            .map(|_| ())
+            .map_err(|e| service_err("stopping the training job", e))
+    }
+}
+
+#[cfg(test)]
+mod tests;

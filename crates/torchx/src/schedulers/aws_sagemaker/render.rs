@@ -1,0 +1,286 @@
+//! Pure rendering of an AppDef into a SageMaker `CreateTrainingJob` request (the API's own JSON:
+//! what `--dryrun` shows is what is sent). The role's entrypoint and args become the container's
+//! `ContainerEntrypoint`/`ContainerArguments`, so the image runs exactly the AppDef's command.
+
+use std::collections::BTreeMap;
+
+use serde_json::{json, Map, Value};
+
+use super::opts::AwsSageMakerOpts;
+use crate::error::{Error, Result};
+use crate::scheduler::{DryRunContext, NativeRequest};
+use crate::specs::{AppDef, MacroValues};
+
+/// The fact carrying the submitting user (`$USER`).
+pub const FACT_USER: &str = "user";
+/// Tags torchx puts on the training job.
+pub const TAG_VERSION: &str = "torchx.pytorch.org/version";
+/// The AppDef's name.
+pub const TAG_APP_NAME: &str = "torchx.pytorch.org/app-name";
+/// The submitting user.
+pub const TAG_USER: &str = "torchx.pytorch.org/user";
+
+/// What `aws_sagemaker` submits.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TrainingJob {
+    /// The training job's name (the app id).
+    pub name: String,
+    /// The CreateTrainingJob request.
+    pub request: Value,
+}
+
+impl NativeRequest for TrainingJob {
+    fn render(&self) -> String {
+        serde_json::to_string_pretty(&self.request).unwrap_or_default()
+    }
+    fn to_json(&self) -> Value {
+        self.request.clone()
+    }
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
+/// SageMaker names: 1-63 letters, digits and '-', starting with a letter or digit.
+pub fn check_job_name(name: &str) -> Result<()> {
+    let ok = !name.is_empty()
+        && name.len() <= 63
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+        && name.starts_with(|c: char| c.is_ascii_alphanumeric());
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::spec(format!(
+            "training job name `{name}` is not valid for SageMaker: 1-63 letters, digits and '-', \
+             starting with a letter or digit (shorten the app name or set base_job_name)"
+        )))
+    }
+}
+
+fn unsupported(what: impl Into<String>) -> Error {
+    Error::unsupported(super::NAME, what)
+}
+
+/// Renders the CreateTrainingJob request.
+pub fn render(app: &AppDef, opts: &AwsSageMakerOpts, ctx: &DryRunContext) -> Result<TrainingJob> {
+    let [role] = app.roles.as_slice() else {
+        return Err(unsupported(format!(
+            "{} roles: a training job runs one image on its instances; submit one role",
+            app.roles.len()
+        )));
+    };
+    if !role.mounts.is_empty() {
+        return Err(unsupported(
+            "mounts: training jobs get data through input channels (model_uri) or S3, not mounts",
+        ));
+    }
+    for (key, set) in [
+        ("source_dir", opts.source_dir.is_some()),
+        ("git_config", opts.git_config.is_some()),
+        ("code_location", opts.code_location.is_some()),
+        ("dependencies", opts.dependencies.is_some()),
+    ] {
+        if set {
+            return Err(unsupported(format!(
+                "run option {key}: uploading code needs S3 and the SageMaker Python SDK; bake \
+                 the code into the image"
+            )));
+        }
+    }
+    let output_path = opts.output_path.clone().ok_or_else(|| {
+        Error::config(
+            "Required run option: output_path (an s3:// location for the model artifacts), \
+             must be provided for aws_sagemaker",
+        )
+    })?;
+    let base = opts
+        .base_job_name
+        .clone()
+        .unwrap_or_else(|| app.name.clone());
+    let name = ctx.make_unique(&base);
+    check_job_name(&name)?;
+    // Only the app id exists here: replicas are SageMaker's hosts (algo-1, ...).
+    for a in role.args.iter().chain(role.env.values()) {
+        for m in ["${replica_id}", "${rank0_env}"] {
+            if a.contains(m) {
+                return Err(unsupported(format!(
+                    "the {m} macro (SageMaker numbers its hosts itself: see SM_CURRENT_HOST and \
+                     SM_HOSTS in the container)"
+                )));
+            }
+        }
+    }
+    let role = MacroValues {
+        img_root: String::new(),
+        app_id: name.clone(),
+        replica_id: String::new(),
+        rank0_env: String::new(),
+    }
+    .apply(role);
+    let instance_count = match opts.instance_count {
+        Some(n) if n < 1 => {
+            return Err(Error::config(format!(
+                "run option instance_count: {n} is not >= 1"
+            )))
+        }
+        Some(n) => n,
+        None => i64::from(role.num_replicas.max(1)),
+    };
+    let mut algorithm = json!({
+        "TrainingImage": role.image,
+        "TrainingInputMode": opts.input_mode.clone().unwrap_or_else(|| "File".into()),
+        "ContainerEntrypoint": [role.entrypoint],
+        "ContainerArguments": role.args,
+    });
+    if role.args.is_empty() {
+        if let Some(a) = algorithm.as_object_mut() {
+            a.remove("ContainerArguments");
+        }
+    }
+    if let Some(m) = &opts.metric_definitions {
+        algorithm["MetricDefinitions"] = json!(m
+            .iter()
+            .map(|(n, r)| json!({"Name": n, "Regex": r}))
+            .collect::<Vec<_>>());
+    }
+    if let Some(b) = opts.enable_sagemaker_metrics {
+        algorithm["EnableSageMakerMetricsTimeSeries"] = json!(b);
+    }
+    if let Some(mode) = &opts.training_repository_access_mode {
+        let mut image_config = json!({"TrainingRepositoryAccessMode": mode});
+        if let Some(arn) = &opts.training_repository_credentials_provider_arn {
+            image_config["TrainingRepositoryAuthConfig"] =
+                json!({"TrainingRepositoryCredentialsProviderArn": arn});
+        }
+        algorithm["TrainingImageConfig"] = image_config;
+    }
+    let mut resources = json!({
+        "InstanceType": opts.instance_type,
+        "InstanceCount": instance_count,
+        "VolumeSizeInGB": opts.volume_size.unwrap_or(30),
+    });
+    if let Some(k) = &opts.volume_kms_key {
+        resources["VolumeKmsKeyId"] = json!(k);
+    }
+    if let Some(s) = opts.keep_alive_period_in_seconds {
+        resources["KeepAlivePeriodInSeconds"] = json!(s);
+    }
+    let mut output = json!({"S3OutputPath": output_path});
+    if let Some(k) = &opts.output_kms_key {
+        output["KmsKeyId"] = json!(k);
+    }
+    if opts.disable_output_compression == Some(true) {
+        output["CompressionType"] = json!("NONE");
+    }
+    let mut stopping = json!({"MaxRuntimeInSeconds": opts.max_run.unwrap_or(24 * 60 * 60)});
+    if let Some(w) = opts.max_wait {
+        stopping["MaxWaitTimeInSeconds"] = json!(w);
+    }
+    let mut env: BTreeMap<String, String> = opts.environment.clone().unwrap_or_default();
+    env.extend(role.env.clone());
+    let mut hyper: BTreeMap<String, String> = opts.hyperparameters.clone().unwrap_or_default();
+    if let Some(level) = opts.container_log_level {
+        hyper.insert("sagemaker_container_log_level".into(), level.to_string());
+    }
+    let user = opts
+        .user
+        .clone()
+        .or_else(|| ctx.facts.get(FACT_USER).cloned())
+        .unwrap_or_default();
+    let mut tags = BTreeMap::from([
+        (TAG_VERSION.to_string(), crate::VERSION.to_string()),
+        (TAG_APP_NAME.to_string(), app.name.clone()),
+        (TAG_USER.to_string(), user),
+    ]);
+    tags.extend(app.metadata.clone());
+    tags.extend(opts.tags.clone().unwrap_or_default());
+    let mut req = Map::new();
+    req.insert("TrainingJobName".into(), json!(name));
+    req.insert("RoleArn".into(), json!(opts.role));
+    req.insert("AlgorithmSpecification".into(), algorithm);
+    req.insert("ResourceConfig".into(), resources);
+    req.insert("OutputDataConfig".into(), output);
+    req.insert("StoppingCondition".into(), stopping);
+    if !hyper.is_empty() {
+        req.insert("HyperParameters".into(), json!(hyper));
+    }
+    if !env.is_empty() {
+        req.insert("Environment".into(), json!(env));
+    }
+    match (&opts.subnets, &opts.security_group_ids) {
+        (Some(s), Some(g)) => {
+            req.insert(
+                "VpcConfig".into(),
+                json!({"Subnets": s, "SecurityGroupIds": g}),
+            );
+        }
+        (None, None) => {}
+        _ => {
+            return Err(Error::config(
+                "run options subnets and security_group_ids: give both (a VPC config needs \
+                 subnets and security groups) or neither",
+            ))
+        }
+    }
+    if let Some(uri) = &opts.model_uri {
+        let channel = opts
+            .model_channel_name
+            .clone()
+            .unwrap_or_else(|| "model".into());
+        req.insert(
+            "InputDataConfig".into(),
+            json!([{"ChannelName": channel, "DataSource": {"S3DataSource": {
+                "S3DataType": "S3Prefix", "S3Uri": uri, "S3DataDistributionType": "FullyReplicated"}}}]),
+        );
+    }
+    for (key, v) in [
+        ("EnableNetworkIsolation", opts.enable_network_isolation),
+        (
+            "EnableInterContainerTrafficEncryption",
+            opts.encrypt_inter_container_traffic,
+        ),
+        ("EnableManagedSpotTraining", opts.use_spot_instances),
+    ] {
+        if let Some(b) = v {
+            req.insert(key.into(), json!(b));
+        }
+    }
+    if opts.use_spot_instances == Some(true) && opts.max_wait.is_none() {
+        return Err(Error::config(
+            "run option max_wait: required when use_spot_instances is true",
+        ));
+    }
+    if let Some(uri) = &opts.checkpoint_s3_uri {
+        let mut c = json!({"S3Uri": uri});
+        if let Some(p) = &opts.checkpoint_local_path {
+            c["LocalPath"] = json!(p);
+        }
+        req.insert("CheckpointConfig".into(), c);
+    }
+    if opts.debugger_hook_config == Some(true) {
+        req.insert(
+            "DebugHookConfig".into(),
+            json!({"S3OutputPath": opts.output_path}),
+        );
+    }
+    if let Some(b) = opts.disable_profiler {
+        req.insert("ProfilerConfig".into(), json!({"DisableProfiler": b}));
+    }
+    if let Some(b) = opts.enable_infra_check {
+        req.insert("InfraCheckConfig".into(), json!({"EnableInfraCheck": b}));
+    }
+    if let Some(n) = opts.max_retry_attempts {
+        req.insert("RetryStrategy".into(), json!({"MaximumRetryAttempts": n}));
+    }
+    req.insert(
+        "Tags".into(),
+        json!(tags
+            .iter()
+            .map(|(k, v)| json!({"Key": k, "Value": v}))
+            .collect::<Vec<_>>()),
+    );
+    Ok(TrainingJob {
+        name,
+        request: Value::Object(req),
+    })
+}

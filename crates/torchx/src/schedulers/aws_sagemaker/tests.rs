@@ -1,0 +1,136 @@
+//! aws_sagemaker: snapshots of the CreateTrainingJob request, and what SageMaker cannot do.
+
+use std::collections::BTreeMap;
+
+use serde_json::json;
+
+use super::*;
+use crate::specs::{Mount, Resource, Role};
+
+fn ctx() -> DryRunContext {
+    DryRunContext::new("torchx", "fzfjxlmln9", "/work").with_facts(BTreeMap::from([(
+        render::FACT_USER.to_string(),
+        "alice".to_string(),
+    )]))
+}
+
+fn opts(v: serde_json::Value) -> AwsSageMakerOpts {
+    let schema = AwsSageMakerOpts::schema();
+    let cfg = schema.resolve(&schema.parse_json(&v).unwrap()).unwrap();
+    AwsSageMakerOpts::from_cfg(&cfg).unwrap()
+}
+
+fn base() -> serde_json::Value {
+    json!({"role": "arn:aws:iam::123456789012:role/sm", "instance_type": "ml.p4d.24xlarge",
+           "output_path": "s3://bucket/out"})
+}
+
+fn trainer() -> Role {
+    let mut r = Role::new(
+        "trainer",
+        "123456789012.dkr.ecr.us-east-1.amazonaws.com/train:1",
+    )
+    .with_entrypoint("python")
+    .with_args(["-m", "train", "--epochs", "3", "--run", "${app_id}"]);
+    r.num_replicas = 2;
+    r.resource = Resource::new(96, 8, 1_000_000);
+    r.env = BTreeMap::from([("NCCL_DEBUG".to_string(), "INFO".to_string())]);
+    r
+}
+
+#[test]
+fn requests_snapshot() {
+    let app = AppDef::new("train", vec![trainer()]);
+    insta::assert_snapshot!(
+        "sagemaker_minimal",
+        render(&app, &opts(base()), &ctx()).unwrap().render()
+    );
+    let mut all = base();
+    let extra = json!({
+        "instance_count": 4, "volume_size": 100, "volume_kms_key": "kms-vol", "max_run": 3600,
+        "max_wait": 7200, "use_spot_instances": true, "keep_alive_period_in_seconds": 600,
+        "subnets": ["subnet-1"], "security_group_ids": ["sg-1"], "tags": {"team": "ml"},
+        "hyperparameters": {"lr": "0.1"}, "environment": {"FOO": "bar"},
+        "metric_definitions": {"loss": "loss=([0-9.]+)"}, "checkpoint_s3_uri": "s3://bucket/ckpt",
+        "checkpoint_local_path": "/opt/ml/checkpoints", "max_retry_attempts": 2,
+        "enable_network_isolation": true, "encrypt_inter_container_traffic": true,
+        "disable_profiler": true, "model_uri": "s3://bucket/model", "container_log_level": 20,
+        "base_job_name": "nightly", "user": "bob", "disable_output_compression": true,
+        "training_repository_access_mode": "Vpc", "enable_infra_check": true,
+    });
+    for (k, v) in extra.as_object().unwrap() {
+        all[k] = v.clone();
+    }
+    let mut app = AppDef::new("train", vec![trainer()]);
+    app.metadata = BTreeMap::from([("project".to_string(), "x".to_string())]);
+    insta::assert_snapshot!(
+        "sagemaker_all_options",
+        render(&app, &opts(all), &ctx()).unwrap().render()
+    );
+}
+
+#[test]
+fn what_sagemaker_cannot_do_is_an_error() {
+    let o = opts(base());
+    let two = AppDef::new(
+        "two",
+        vec![trainer(), Role::new("b", "img").with_entrypoint("x")],
+    );
+    let e = render(&two, &o, &ctx()).unwrap_err();
+    assert!(matches!(e, Error::Unsupported { .. }), "{e}");
+    let mut mounted = trainer();
+    mounted.mounts = vec![Mount::Bind {
+        src_path: "/a".into(),
+        dst_path: "/b".into(),
+        read_only: false,
+    }];
+    let e = render(&AppDef::new("m", vec![mounted]), &o, &ctx())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("mounts"), "{e}");
+    let mut macro_role = trainer();
+    macro_role.args.push("${replica_id}".into());
+    let e = render(&AppDef::new("m", vec![macro_role]), &o, &ctx())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("${replica_id}"), "{e}");
+    let mut with_src = base();
+    with_src["source_dir"] = json!(".");
+    let e = render(&AppDef::new("s", vec![trainer()]), &opts(with_src), &ctx())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("source_dir"), "{e}");
+    let mut no_out = base();
+    no_out.as_object_mut().unwrap().remove("output_path");
+    let e = render(&AppDef::new("s", vec![trainer()]), &opts(no_out), &ctx())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("output_path"), "{e}");
+    let mut spot = base();
+    spot["use_spot_instances"] = json!(true);
+    let e = render(&AppDef::new("s", vec![trainer()]), &opts(spot), &ctx())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("max_wait"), "{e}");
+    let e = render(&AppDef::new("x".repeat(60), vec![trainer()]), &o, &ctx())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("not valid for SageMaker"), "{e}");
+    let schema = AwsSageMakerOpts::schema();
+    let e = schema
+        .resolve(&Cfg::new())
+        .and_then(|c| AwsSageMakerOpts::from_cfg(&c))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("role") || e.contains("instance_type"), "{e}");
+}
+
+#[test]
+fn states() {
+    assert_eq!(job_state("InProgress"), AppState::Running);
+    assert_eq!(job_state("Completed"), AppState::Succeeded);
+    assert_eq!(job_state("Failed"), AppState::Failed);
+    assert_eq!(job_state("Stopping"), AppState::Cancelled);
+    assert_eq!(job_state("Stopped"), AppState::Cancelled);
+    assert_eq!(job_state("Mystery"), AppState::Unknown);
+}
