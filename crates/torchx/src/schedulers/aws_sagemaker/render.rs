@@ -13,6 +13,9 @@ use crate::specs::{AppDef, MacroValues};
 
 /// The fact carrying the submitting user (`$USER`).
 pub const FACT_USER: &str = "user";
+/// What the `rank0_env` macro names: the first host's address, as SageMaker's training
+/// toolkit exports it.
+pub const RANK0_ENV: &str = "SM_MASTER_ADDR";
 /// Tags torchx puts on the training job.
 pub const TAG_VERSION: &str = "torchx.pytorch.org/version";
 /// The AppDef's name.
@@ -99,22 +102,24 @@ pub fn render(app: &AppDef, opts: &AwsSageMakerOpts, ctx: &DryRunContext) -> Res
         .unwrap_or_else(|| app.name.clone());
     let name = ctx.make_unique(&base);
     check_job_name(&name)?;
-    // Only the app id exists here: replicas are SageMaker's hosts (algo-1, ...).
-    for a in role.args.iter().chain(role.env.values()) {
-        for m in ["${replica_id}", "${rank0_env}"] {
-            if a.contains(m) {
-                return Err(unsupported(format!(
-                    "the {m} macro (SageMaker numbers its hosts itself: see SM_CURRENT_HOST and \
-                     SM_HOSTS in the container)"
-                )));
-            }
-        }
+    // One command line serves every instance, so no per-replica value exists here.
+    if role
+        .args
+        .iter()
+        .chain(role.env.values())
+        .any(|a| a.contains("${replica_id}"))
+    {
+        return Err(unsupported(
+            "the ${replica_id} macro (SageMaker numbers its hosts itself: see SM_CURRENT_HOST \
+             and SM_HOSTS in the container)",
+        ));
     }
     let role = MacroValues {
         img_root: String::new(),
         app_id: name.clone(),
         replica_id: String::new(),
-        rank0_env: String::new(),
+        // Set by SageMaker's training toolkit (its framework images) to the first host.
+        rank0_env: RANK0_ENV.into(),
     }
     .apply(role);
     let instance_count = match opts.instance_count {
@@ -269,7 +274,11 @@ pub fn render(app: &AppDef, opts: &AwsSageMakerOpts, ctx: &DryRunContext) -> Res
     if let Some(b) = opts.enable_infra_check {
         req.insert("InfraCheckConfig".into(), json!({"EnableInfraCheck": b}));
     }
-    if let Some(n) = opts.max_retry_attempts {
+    // The role's max_retries unless the option says otherwise.
+    let retries = opts
+        .max_retry_attempts
+        .or((role.max_retries > 0).then(|| i64::from(role.max_retries)));
+    if let Some(n) = retries {
         req.insert("RetryStrategy".into(), json!({"MaximumRetryAttempts": n}));
     }
     req.insert(

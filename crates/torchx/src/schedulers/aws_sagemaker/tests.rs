@@ -5,7 +5,21 @@ use std::collections::BTreeMap;
 use serde_json::json;
 
 use super::*;
+use crate::components::{find_component, ComponentEnv, ComponentRef};
 use crate::specs::{Mount, Resource, Role};
+
+fn component(name: &str, args: &[&str]) -> AppDef {
+    let ComponentRef::Component(c) = find_component(name).unwrap() else {
+        panic!()
+    };
+    let env = ComponentEnv {
+        loglevel: None,
+        home: None,
+    };
+    c.materialize(args, &BTreeMap::new(), &env)
+        .unwrap()
+        .unwrap()
+}
 
 fn ctx() -> DryRunContext {
     DryRunContext::new("torchx", "fzfjxlmln9", "/work").with_facts(BTreeMap::from([(
@@ -44,6 +58,21 @@ fn requests_snapshot() {
     insta::assert_snapshot!(
         "sagemaker_minimal",
         render(&app, &opts(base()), &ctx()).unwrap().render()
+    );
+    let ddp = component("dist.ddp", &["-j", "2x2", "--script", "train.py"]);
+    insta::assert_snapshot!(
+        "sagemaker_ddp_2x2",
+        render(&ddp, &opts(base()), &ctx()).unwrap().render()
+    );
+    let mut retried = trainer();
+    retried.max_retries = 2;
+    let mut o = base();
+    o["instance_type"] = json!("ml.g5.12xlarge");
+    insta::assert_snapshot!(
+        "sagemaker_instance_type_retries",
+        render(&AppDef::new("fast", vec![retried]), &opts(o), &ctx())
+            .unwrap()
+            .render()
     );
     let mut all = base();
     let extra = json!({
