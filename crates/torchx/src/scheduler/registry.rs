@@ -49,6 +49,11 @@ impl Registry {
             "Submits heterogeneous sbatch jobs to a Slurm cluster",
             crate::schedulers::slurm::create,
         );
+        r.register(
+            crate::schedulers::lsf::NAME,
+            "Submits one LSF job per replica, each running its container with docker",
+            crate::schedulers::lsf::create,
+        );
         #[cfg(feature = "kubernetes")]
         r.register(
             crate::schedulers::kubernetes::NAME,

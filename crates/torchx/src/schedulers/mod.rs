@@ -5,6 +5,9 @@
 pub mod aws_batch;
 #[cfg(feature = "aws")]
 pub mod aws_sagemaker;
+pub mod command;
+#[cfg(test)]
+mod hostile;
 #[cfg(feature = "kubernetes")]
 pub mod kubernetes;
 #[cfg(feature = "kubernetes")]
@@ -12,6 +15,7 @@ pub mod kubernetes_mcad;
 pub mod local_cwd;
 #[cfg(feature = "docker")]
 pub mod local_docker;
+pub mod lsf;
 pub mod slurm;
 
 use std::path::{Path, PathBuf};

@@ -14,9 +14,8 @@ mod state;
 
 use std::collections::BTreeMap;
 use std::fs::{self, OpenOptions};
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -35,6 +34,7 @@ use crate::scheduler::{
     downcast_request, Capabilities, DryRunContext, FollowedFile, LogLines, LogQuery, NativeRequest,
     Scheduler, Step,
 };
+use crate::schedulers::command::{self, Output};
 use crate::specs::{
     AppDef, AppState, DescribeAppResponse, DryRunInfo, ListAppResponse, ReplicaStatus, Stream,
 };
@@ -76,78 +76,16 @@ struct Probe {
     partitions: Vec<(String, bool, i64)>,
 }
 
-/// The output of a finished command.
-struct Output {
-    ok: bool,
-    stdout: String,
-    stderr: String,
-}
-
-/// Runs a command with a timeout (killing it when exceeded).
+/// Runs a Slurm command with a timeout, times as epoch seconds whatever the cluster's zone.
 fn run(program: &str, args: &[&str], timeout: Duration) -> Result<Output> {
-    let mut child = Command::new(program)
-        .args(args)
-        // Times as epoch seconds, whatever the cluster's time zone.
-        .env("SLURM_TIME_FORMAT", "%s")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| {
-            Error::backend(
-                NAME,
-                match e.kind() {
-                    std::io::ErrorKind::NotFound => {
-                        format!("`{program}` is not installed or not on PATH (is this a Slurm login node?)")
-                    }
-                    _ => format!("cannot run `{program}`: {e}"),
-                },
-            )
-        })?;
-    // Read both pipes on threads so a chatty command cannot block on a full pipe.
-    let mut out = child.stdout.take();
-    let mut err = child.stderr.take();
-    let out_reader = std::thread::spawn(move || {
-        let mut s = String::new();
-        if let Some(o) = out.as_mut() {
-            let _ = o.read_to_string(&mut s);
-        }
-        s
-    });
-    let err_reader = std::thread::spawn(move || {
-        let mut s = String::new();
-        if let Some(e) = err.as_mut() {
-            let _ = e.read_to_string(&mut s);
-        }
-        s
-    });
-    let deadline = Instant::now() + timeout;
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(s)) => break s,
-            Ok(None) if Instant::now() >= deadline => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(Error::Timeout(format!(
-                    "`{program} {}` did not answer within {}s (is slurmctld up?)",
-                    args.join(" "),
-                    timeout.as_secs()
-                )));
-            }
-            Ok(None) => std::thread::sleep(Duration::from_millis(5)),
-            Err(e) => {
-                return Err(Error::backend(
-                    NAME,
-                    format!("waiting for `{program}`: {e}"),
-                ))
-            }
-        }
-    };
-    Ok(Output {
-        ok: status.success(),
-        stdout: out_reader.join().unwrap_or_default(),
-        stderr: err_reader.join().unwrap_or_default(),
-    })
+    command::run(
+        NAME,
+        program,
+        args,
+        &[("SLURM_TIME_FORMAT", "%s")],
+        timeout,
+        "is this a Slurm login node?",
+    )
 }
 
 /// Runs a command that must succeed.

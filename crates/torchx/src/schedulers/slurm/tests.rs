@@ -9,6 +9,7 @@ use super::render::{FACT_PARTITION_MEM, FACT_VERSION};
 use super::*;
 use crate::components::{find_component, ComponentEnv, ComponentRef};
 use crate::scheduler::DryRunContext;
+use crate::schedulers::hostile::Hostile;
 use crate::specs::{AppDef, Resource, Role};
 
 fn ctx(version: &str) -> DryRunContext {
@@ -216,59 +217,6 @@ fn script_under_bash_requeues_on_failure_while_retries_remain() {
     assert_eq!((scontrol.as_str(), code), ("requeue 4242\n", 3));
     let (_, scontrol, code) = run_script(&s, 3, 2);
     assert_eq!((scontrol.as_str(), code), ("", 3), "retries exhausted");
-}
-
-/// A deterministic generator of hostile strings (xorshift; no dependency needed).
-struct Hostile(u64);
-
-impl Hostile {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn string(&mut self) -> String {
-        const PIECES: &[&str] = &[
-            "$",
-            "$HOME",
-            "${app_id}",
-            "${",
-            "}",
-            "'",
-            "\"",
-            "`",
-            "\\",
-            ";",
-            "&&",
-            "|",
-            "\n",
-            " ",
-            "\t",
-            "*",
-            "?",
-            "!",
-            "#",
-            "~",
-            "(",
-            ")",
-            "<",
-            ">",
-            "a",
-            "Z",
-            "0",
-            "é",
-            "日本",
-            "=",
-            ",",
-            "--x",
-            "-",
-        ];
-        let n = self.next() % 8;
-        (0..n)
-            .map(|_| PIECES[(self.next() % PIECES.len() as u64) as usize])
-            .collect()
-    }
 }
 
 #[test]

@@ -1,0 +1,230 @@
+//! `lsf` through the CLI with stand-in `bsub`, `bjobs`, `bhosts`, `bkill` and `docker` programs
+//! (`tests/fixtures/lsf/`) first on PATH; they keep job state in a temp dir and really run each
+//! replica's command, so logs are real. No LSF can run here: what this does not prove is that
+//! real LSF accepts every option (`-R` strings, `-gpu`) or prints exactly these columns.
+
+mod support;
+
+use std::path::PathBuf;
+use std::process::Output;
+use std::time::{Duration, Instant};
+
+use support::{stderr, stdout, Env};
+use torchx::config::TorchxConfig;
+use torchx::opts::{Cfg, CfgValue};
+use torchx::scheduler::Registry;
+use torchx::testing::{conformance, Conformance};
+use torchx::Runner;
+
+fn fixtures() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/lsf")
+}
+
+fn path_with_fakes() -> String {
+    format!(
+        "{}:{}",
+        fixtures().display(),
+        std::env::var("PATH").unwrap_or_default()
+    )
+}
+
+struct Lsf {
+    env: Env,
+    fake: tempfile::TempDir,
+}
+
+impl Lsf {
+    fn new() -> Lsf {
+        Lsf {
+            env: Env::new(),
+            fake: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.env
+            .cmd(args)
+            .env("PATH", path_with_fakes())
+            .env("LSF_FAKE_DIR", self.fake.path())
+            .output()
+            .unwrap()
+    }
+
+    fn jobdir(&self) -> String {
+        format!("jobdir={}", self.fake.path().join("jobdir").display())
+    }
+
+    fn wait_for(&self, handle: &str, state: &str) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let s = stdout(&self.run(&["status", handle]));
+            if s.contains(state) {
+                return;
+            }
+            assert!(Instant::now() < deadline, "{handle} never {state}: {s}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+#[test]
+fn submit_pending_running_done_with_logs_and_list() {
+    let lsf = Lsf::new();
+    std::fs::write(
+        lsf.env.cwd.join("app.yaml"),
+        "name: hello\nroles:\n- name: main\n  image: img\n  entrypoint: sh\n  \
+         args: ['-c', 'sleep 1; echo \"hi $0 `x`\"', '$USER']\n",
+    )
+    .unwrap();
+    let out = lsf.run(&["run", "-s", "lsf", "-cfg", &lsf.jobdir(), "./app.yaml"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let handle = stdout(&out).trim().to_string();
+    assert!(handle.starts_with("lsf://torchx/hello-"), "{handle}");
+    let first = stdout(&lsf.run(&["status", &handle]));
+    assert!(
+        first.contains("PENDING") || first.contains("RUNNING"),
+        "{first}"
+    );
+    // Follow the log until the job ends.
+    let out = lsf.run(&["log", "--tail", &handle]);
+    assert!(
+        stdout(&out).contains("hi $USER"),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    lsf.wait_for(&handle, "SUCCEEDED");
+    let out = lsf.run(&["log", "--regex", "USER", &handle]);
+    assert!(
+        stdout(&out).contains("hi $USER"),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    let out = lsf.run(&["list", "-s", "lsf"]);
+    assert!(
+        stdout(&out).contains(handle.rsplit('/').next().unwrap()),
+        "{}",
+        stdout(&out)
+    );
+}
+
+#[test]
+fn two_roles_fail_and_cancel() {
+    let lsf = Lsf::new();
+    std::fs::write(
+        lsf.env.cwd.join("app.yaml"),
+        "name: pair\nroles:\n- name: a\n  image: img\n  entrypoint: sh\n  args: ['-c', 'exit 3']\n\
+         - name: b\n  image: img\n  entrypoint: sh\n  args: ['-c', 'echo $TORCHX_RANK0_HOST']\n",
+    )
+    .unwrap();
+    let out = lsf.run(&[
+        "run",
+        "-s",
+        "lsf",
+        "-cfg",
+        &lsf.jobdir(),
+        "--wait",
+        "./app.yaml",
+    ]);
+    assert_ne!(out.status.code(), Some(0), "{}", stdout(&out));
+    assert!(stderr(&out).contains("FAILED"), "{}", stderr(&out));
+    let handle = stdout(&out).lines().next().unwrap().to_string();
+    let out = lsf.run(&["log", &format!("{handle}/b/0")]);
+    assert!(
+        stdout(&out).contains("hostA"),
+        "rank 0 runs on the first host that fits: {}",
+        stdout(&out)
+    );
+    let out = lsf.run(&["status", "--json", &handle]);
+    assert!(stdout(&out).contains("\"FAILED\""), "{}", stdout(&out));
+    // Cancel → EXIT 130 → CANCELLED.
+    let out = lsf.run(&["run", "-s", "lsf", "utils.sh", "sleep", "600"]);
+    let long = stdout(&out).trim().to_string();
+    lsf.wait_for(&long, "RUNNING");
+    assert_eq!(lsf.run(&["cancel", &long]).status.code(), Some(0));
+    lsf.wait_for(&long, "CANCELLED");
+    // Delete hides it.
+    assert_eq!(lsf.run(&["delete", &long]).status.code(), Some(0));
+    assert_ne!(lsf.run(&["status", &long]).status.code(), Some(0));
+}
+
+#[test]
+fn clear_errors() {
+    let lsf = Lsf::new();
+    // No jobdir: LSF kept no logs.
+    let out = lsf.run(&["run", "-s", "lsf", "--wait", "utils.echo"]);
+    let handle = stdout(&out).lines().next().unwrap().to_string();
+    let out = lsf.run(&["log", &handle]);
+    assert_ne!(out.status.code(), Some(0));
+    assert!(
+        stderr(&out).contains("without a jobdir"),
+        "{}",
+        stderr(&out)
+    );
+    // No host fits.
+    std::fs::write(
+        lsf.env.cwd.join("big.yaml"),
+        "name: big\nroles:\n- name: a\n  image: img\n  entrypoint: x\n  resource: {cpu: 999, gpu: 0, memMB: 1}\n",
+    )
+    .unwrap();
+    let out = lsf.run(&["run", "-s", "lsf", "./big.yaml"]);
+    assert_ne!(out.status.code(), Some(0));
+    assert!(
+        stderr(&out).contains("cannot find a host with 999 CPUs"),
+        "{}",
+        stderr(&out)
+    );
+    // No LSF on PATH: the dry run shows a placeholder host; submitting says what is missing.
+    let out = lsf
+        .env
+        .cmd(&["run", "-s", "lsf", "utils.echo"])
+        .env("PATH", "/usr/bin:/bin")
+        .output()
+        .unwrap();
+    assert_ne!(out.status.code(), Some(0));
+    assert!(
+        stderr(&out).contains("`bhosts` is not installed"),
+        "{}",
+        stderr(&out)
+    );
+    let out = lsf
+        .env
+        .cmd(&["status", "lsf://torchx/x-1"])
+        .env("PATH", "/usr/bin:/bin")
+        .output()
+        .unwrap();
+    assert!(
+        stderr(&out).contains("`bjobs` is not installed"),
+        "{}",
+        stderr(&out)
+    );
+    let out = lsf
+        .env
+        .cmd(&["run", "--dryrun", "-s", "lsf", "utils.echo"])
+        .env("PATH", "/usr/bin:/bin")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stdout(&out).contains("<RANK0_HOST>"));
+}
+
+#[tokio::test]
+async fn lsf_conforms() {
+    let fake = tempfile::tempdir().unwrap();
+    std::env::set_var("PATH", path_with_fakes());
+    std::env::set_var("LSF_FAKE_DIR", fake.path());
+    let cfg: Cfg = [(
+        "jobdir".to_string(),
+        CfgValue::Str(fake.path().join("jobdir").display().to_string()),
+    )]
+    .into();
+    let runner = Runner::new(Registry::builtin(), TorchxConfig::default());
+    let opts = Conformance {
+        cfg,
+        timeout: Duration::from_secs(30),
+        poll: Duration::from_millis(100),
+        ..Conformance::default()
+    };
+    conformance(&runner, "lsf", &opts).await;
+}

@@ -1,0 +1,401 @@
+//! `lsf`: one LSF job per replica, each running the replica's container with `docker run`
+//! (TorchX's design). App handles are `lsf://{session}/{app id}`; the app id is the LSF project
+//! of all its jobs.
+//!
+//! - [`opts`]: run options; [`render`]: the pure submit script; [`state`]: `bjobs` parsing and
+//!   state mapping; this module: the LSF commands (`bhosts`, `bsub` through the script, `bjobs`,
+//!   `bkill`), each with a timeout, and the log follower.
+
+mod opts;
+pub mod render;
+pub mod state;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+pub use opts::LsfOpts;
+pub use render::{render, LsfBsub};
+
+use self::render::FACT_RANK0_HOST;
+use self::state::{app_state, job_state, parse_bjobs, JobLine};
+use crate::error::{Error, Result};
+use crate::opts::{Cfg, RunOpts, TypedOpts};
+use crate::scheduler::{
+    downcast_request, Capabilities, DryRunContext, FollowedFile, LogLines, LogQuery, NativeRequest,
+    Scheduler, Step,
+};
+use crate::schedulers::command::{self, Output};
+use crate::specs::{
+    AppDef, AppState, DescribeAppResponse, DryRunInfo, ListAppResponse, ReplicaStatus, Stream,
+};
+
+/// The registry name.
+pub const NAME: &str = "lsf";
+/// The fact with the raw `bhosts` output (the rank-0 host is chosen from it when rendering).
+pub const FACT_BHOSTS: &str = "bhosts";
+/// Why `bhosts` could not be asked (the dry run then shows a placeholder host).
+pub const FACT_BHOSTS_ERROR: &str = "bhosts_error";
+const TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The factory registered in [`crate::scheduler::Registry::builtin`].
+pub fn create() -> Result<Arc<dyn Scheduler>> {
+    Ok(Arc::new(LsfScheduler {
+        state_dir: crate::schedulers::default_state_dir().join(NAME),
+    }))
+}
+
+/// The LSF scheduler.
+#[derive(Debug, Clone)]
+pub struct LsfScheduler {
+    /// Submit scripts (without a jobdir) and deleted-app markers.
+    state_dir: PathBuf,
+}
+
+fn run(program: &str, args: &[&str]) -> Result<Output> {
+    command::run(NAME, program, args, &[], TIMEOUT, "is this an LSF host?")
+}
+
+fn run_ok(program: &str, args: &[&str]) -> Result<String> {
+    let out = run(program, args)?;
+    if !out.ok {
+        return Err(Error::backend(
+            NAME,
+            format!(
+                "`{program} {}` failed: {}",
+                args.join(" "),
+                out.stderr.trim()
+            ),
+        ));
+    }
+    Ok(out.stdout)
+}
+
+impl LsfScheduler {
+    fn deleted_marker(&self, app_id: &str) -> PathBuf {
+        self.state_dir.join("deleted").join(app_id)
+    }
+
+    /// The app's jobs, unless `delete` removed it from view.
+    fn jobs(&self, app_id: &str) -> Result<Vec<JobLine>> {
+        if self.deleted_marker(app_id).exists() {
+            return Ok(Vec::new());
+        }
+        let out = run_ok(
+            "bjobs",
+            &[
+                "-noheader",
+                "-a",
+                "-P",
+                app_id,
+                "-o",
+                "proj name stat exit_code",
+            ],
+        )?;
+        Ok(parse_bjobs(&out)
+            .into_iter()
+            .filter(|j| j.proj == app_id)
+            .collect())
+    }
+
+    /// A field of one job, by name (`bjobs -o "name FIELD"`).
+    fn job_field(&self, app_id: &str, field: &str) -> Result<BTreeMap<String, String>> {
+        let out = run_ok(
+            "bjobs",
+            &[
+                "-noheader",
+                "-a",
+                "-P",
+                app_id,
+                "-o",
+                &format!("name {field}"),
+            ],
+        )?;
+        Ok(out
+            .lines()
+            .filter_map(|l| {
+                let mut f = l.split_whitespace();
+                Some((f.next()?.to_string(), f.next()?.to_string()))
+            })
+            .collect())
+    }
+}
+
+/// `{app_id}-{role}-{i}` → (role, i).
+fn replica_of(app_id: &str, job_name: &str) -> Option<(String, u32)> {
+    let rest = job_name.strip_prefix(app_id)?.strip_prefix('-')?;
+    let (role, idx) = rest.rsplit_once('-')?;
+    Some((role.to_string(), idx.parse().ok()?))
+}
+
+fn unknown_app(app_id: &str) -> Error {
+    Error::not_found(
+        "app",
+        format!("{NAME}://{app_id}"),
+        " (bjobs knows no such project)",
+    )
+}
+
+#[async_trait]
+impl Scheduler for LsfScheduler {
+    fn name(&self) -> &str {
+        NAME
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            describe_replicas: true,
+            list: true,
+            cancel: true,
+            delete: true,
+            logs: true,
+            log_streams: true,
+            log_tail: true,
+            mounts: true,
+            multi_role: true,
+            ..Capabilities::default()
+        }
+    }
+
+    fn run_opts(&self) -> RunOpts {
+        LsfOpts::schema()
+    }
+
+    fn dryrun_facts(&self, _cfg: &Cfg) -> Result<BTreeMap<String, String>> {
+        let probe = command::run(
+            NAME,
+            "bhosts",
+            &["-noheader", "-o", "hname max ng"],
+            &[],
+            Duration::from_secs(5),
+            "is this an LSF host?",
+        );
+        Ok(BTreeMap::from([match probe {
+            Ok(o) if o.ok => (FACT_BHOSTS.to_string(), o.stdout),
+            Ok(o) => (
+                FACT_BHOSTS_ERROR.to_string(),
+                format!("`bhosts` failed: {}", o.stderr.trim()),
+            ),
+            Err(e) => (FACT_BHOSTS_ERROR.to_string(), e.to_string()),
+        }]))
+    }
+
+    fn submit_dryrun(
+        &self,
+        app: &AppDef,
+        cfg: &Cfg,
+        ctx: &DryRunContext,
+    ) -> Result<Box<dyn NativeRequest>> {
+        let opts = LsfOpts::from_cfg(cfg)?;
+        let mut ctx = ctx.clone();
+        if let (Some(hosts), Some(role)) = (ctx.facts.get(FACT_BHOSTS).cloned(), app.roles.first())
+        {
+            let host = render::pick_rank0_host(&hosts, role.resource.cpu, role.resource.gpu)?;
+            ctx.facts.insert(FACT_RANK0_HOST.into(), host);
+        }
+        Ok(Box::new(render(app, &opts, &ctx)?))
+    }
+
+    async fn schedule(&self, info: &DryRunInfo) -> Result<String> {
+        let job = downcast_request::<LsfBsub>(info, NAME)?;
+        if job.script.contains("<RANK0_HOST>") {
+            let facts = self.dryrun_facts(&info.cfg)?;
+            let why = facts
+                .get(FACT_BHOSTS_ERROR)
+                .cloned()
+                .unwrap_or_else(|| "bhosts listed no host".into());
+            return Err(Error::backend(
+                NAME,
+                format!("cannot choose the rank-0 host: {why}"),
+            ));
+        }
+        let dir = match &job.jobdir {
+            Some(d) => PathBuf::from(d),
+            None => self.state_dir.join("scripts"),
+        };
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
+        let path = dir.join(format!("{}.sh", job.app_id));
+        std::fs::write(&path, &job.script)
+            .map_err(|e| Error::io(format!("writing {}", path.display()), e))?;
+        let path_str = path.display().to_string();
+        let out = run("/bin/bash", &[&path_str])?;
+        if !out.ok {
+            // Whatever was submitted before the failure goes again.
+            let _ = self.cancel(&job.app_id).await;
+            return Err(Error::backend(
+                NAME,
+                format!("submitting with {path_str} failed: {}", out.stderr.trim()),
+            ));
+        }
+        Ok(job.app_id.clone())
+    }
+
+    async fn describe(&self, app_id: &str) -> Result<Option<DescribeAppResponse>> {
+        let jobs = self.jobs(app_id)?;
+        if jobs.is_empty() {
+            return Ok(None);
+        }
+        let states: Vec<AppState> = jobs
+            .iter()
+            .map(|j| job_state(&j.stat, j.exit_code))
+            .collect();
+        let mut resp = DescribeAppResponse::new(app_id, app_state(&states));
+        for (j, st) in jobs.iter().zip(&states) {
+            let (role, idx) = replica_of(app_id, &j.name).unwrap_or((j.name.clone(), 0));
+            resp.add_replica(ReplicaStatus::new(idx, *st, &role, ""));
+        }
+        resp.roles_from_statuses();
+        Ok(Some(resp))
+    }
+
+    async fn list(&self) -> Result<Vec<ListAppResponse>> {
+        let out = run_ok(
+            "bjobs",
+            &["-noheader", "-a", "-o", "proj name stat exit_code"],
+        )?;
+        let mut apps: BTreeMap<String, Vec<AppState>> = BTreeMap::new();
+        for j in parse_bjobs(&out) {
+            // Only torchx's jobs: named after their project.
+            if replica_of(&j.proj, &j.name).is_none() || self.deleted_marker(&j.proj).exists() {
+                continue;
+            }
+            apps.entry(j.proj.clone())
+                .or_default()
+                .push(job_state(&j.stat, j.exit_code));
+        }
+        Ok(apps
+            .into_iter()
+            .map(|(app_id, states)| ListAppResponse {
+                name: app_id
+                    .rsplit_once('-')
+                    .map_or(app_id.clone(), |(n, _)| n.to_string()),
+                state: app_state(&states),
+                app_id,
+                app_handle: String::new(),
+                start_time: None,
+                end_time: None,
+            })
+            .collect())
+    }
+
+    async fn cancel(&self, app_id: &str) -> Result<()> {
+        let jobs = self.jobs(app_id)?;
+        if jobs.is_empty() {
+            return Err(unknown_app(app_id));
+        }
+        let ids = self.job_field(app_id, "jobid")?;
+        let live: Vec<&str> = jobs
+            .iter()
+            .filter(|j| !job_state(&j.stat, j.exit_code).is_terminal())
+            .filter_map(|j| ids.get(&j.name).map(String::as_str))
+            .collect();
+        if live.is_empty() {
+            return Ok(());
+        }
+        run_ok("bkill", &live).map(|_| ())
+    }
+
+    /// Stops what still runs and hides the app from torchx (LSF purges its own job history).
+    async fn delete(&self, app_id: &str) -> Result<()> {
+        self.cancel(app_id).await?;
+        let marker = self.deleted_marker(app_id);
+        if let Some(dir) = marker.parent() {
+            crate::schedulers::create_private_dir(dir)?;
+        }
+        std::fs::write(&marker, b"")
+            .map_err(|e| Error::io(format!("recording the delete in {}", marker.display()), e))
+    }
+
+    async fn log_iter(
+        &self,
+        app_id: &str,
+        role: &str,
+        k: u32,
+        query: &LogQuery,
+    ) -> Result<Box<dyn LogLines>> {
+        let ext =
+            match query.streams {
+                None | Some(Stream::Stdout) => "out",
+                Some(Stream::Stderr) => "err",
+                Some(Stream::Combined) => return Err(Error::unsupported(
+                    NAME,
+                    "the combined log stream (LSF jobs write stdout and stderr to separate files)",
+                )),
+            };
+        let jobs = self.jobs(app_id)?;
+        if jobs.is_empty() {
+            return Err(unknown_app(app_id));
+        }
+        let job = jobs
+            .iter()
+            .find(|j| {
+                replica_of(app_id, &j.name)
+                    .is_some_and(|(r, i)| r == render::cleanup_str(role) && i == k)
+            })
+            .ok_or_else(|| {
+                Error::not_found(
+                    "replica",
+                    format!("{role}/{k}"),
+                    format!(" in app {app_id}"),
+                )
+            })?
+            .name
+            .clone();
+        let dirs = self.job_field(app_id, "output_dir")?;
+        let dir = dirs
+            .get(&job)
+            .filter(|d| d.as_str() != "-")
+            .ok_or_else(|| {
+                Error::config(format!(
+                "app {app_id} was submitted without a jobdir, so LSF kept no logs; submit with \
+                 -cfg jobdir=DIR"
+            ))
+            })?;
+        Ok(Box::new(LsfLogLines {
+            file: FollowedFile::new(PathBuf::from(dir).join(format!("{job}.{ext}"))),
+            tail: query.should_tail,
+            app_id: app_id.to_string(),
+            job,
+            scheduler: self.clone(),
+        }))
+    }
+}
+
+/// Lines of a replica's log file, followed until its job ends when tailing.
+struct LsfLogLines {
+    file: FollowedFile,
+    tail: bool,
+    app_id: String,
+    job: String,
+    scheduler: LsfScheduler,
+}
+
+#[async_trait]
+impl LogLines for LsfLogLines {
+    async fn next_line(&mut self) -> Result<Option<String>> {
+        loop {
+            let (tail, app_id, job, scheduler) =
+                (self.tail, &self.app_id, &self.job, &self.scheduler);
+            let finished = || {
+                !tail
+                    || scheduler.jobs(app_id).map_or(true, |jobs| {
+                        jobs.iter()
+                            .filter(|j| &j.name == job)
+                            .all(|j| job_state(&j.stat, j.exit_code).is_terminal())
+                    })
+            };
+            match self.file.poll_line(finished)? {
+                Step::Line(line) => return Ok(Some(line)),
+                Step::End => return Ok(None),
+                Step::Wait => tokio::time::sleep(Duration::from_millis(300)).await,
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,268 @@
+//! Pure rendering of an AppDef into TorchX's LSF submit script: one `bsub` per replica whose
+//! job script (a heredoc) runs the replica's container with `docker run`. Replica 0 runs on the
+//! rank-0 host (chosen from `bhosts` before the dry run); the others wait for it to start and
+//! avoid its host. Unlike TorchX, every user string is shell-quoted and each heredoc has a
+//! quoted delimiter that no line of its body equals, so nothing in an arg is ever expanded.
+
+use super::opts::LsfOpts;
+use crate::error::{Error, Result};
+use crate::scheduler::{DryRunContext, NativeRequest};
+use crate::specs::{AppDef, MacroValues, Mount, Role};
+use crate::text::{shell_join, shell_quote};
+
+/// The fact with the rank-0 host (probed with `bhosts` by `dryrun_facts`).
+pub const FACT_RANK0_HOST: &str = "rank0_host";
+
+/// What `lsf` submits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LsfBsub {
+    /// The app id (the LSF project of every job).
+    pub app_id: String,
+    /// Where job logs go, if set.
+    pub jobdir: Option<String>,
+    /// The submit script.
+    pub script: String,
+}
+
+impl NativeRequest for LsfBsub {
+    fn render(&self) -> String {
+        format!(
+            "/bin/bash $BSUB_SCRIPT\n#------------\n# BSUB_SCRIPT\n#------------\n{}",
+            self.script
+        )
+    }
+    fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({"app_id": self.app_id, "jobdir": self.jobdir, "script": self.script})
+    }
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
+/// TorchX's lsf `cleanup_str`: lowercase, keep `[a-z0-9_-]`, drop one leading `-`.
+pub fn cleanup_str(s: &str) -> String {
+    let s = s.strip_prefix('-').unwrap_or(s);
+    s.to_lowercase()
+        .chars()
+        .filter(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '-' || *c == '_')
+        .collect()
+}
+
+/// The `docker run` command of one replica (already macro-substituted).
+fn docker_command(job_name: &str, role: &Role, opts: &LsfOpts) -> String {
+    let mut cmd: Vec<String> = vec!["docker".into(), "run".into(), format!("--name={job_name}")];
+    for m in &role.mounts {
+        match m {
+            Mount::Bind {
+                src_path,
+                dst_path,
+                read_only,
+            } => {
+                let rw = if *read_only { "ro" } else { "rw" };
+                cmd.extend(["-v".into(), format!("{src_path}:{dst_path}:{rw}")]);
+            }
+            Mount::Volume {
+                src,
+                dst_path,
+                read_only,
+            } => {
+                let ro = if *read_only { ",ro" } else { "" };
+                cmd.extend([
+                    "--mount".into(),
+                    format!("type=volume,src={src},dst={dst_path}{ro}"),
+                ]);
+            }
+            Mount::Device {
+                src_path,
+                dst_path,
+                permissions,
+            } => cmd.push(format!("--device={src_path}:{dst_path}:{permissions}")),
+        }
+    }
+    if let Some(w) = &opts.container_workdir {
+        cmd.extend(["-w".into(), w.clone()]);
+    }
+    if opts.host_network {
+        cmd.extend(["--net=host".into(), "--ipc=host".into()]);
+    } else {
+        for port in role.port_map.values() {
+            cmd.extend(["-p".into(), port.to_string()]);
+        }
+    }
+    if !opts.shm_size.is_empty() {
+        cmd.push(format!("--shm-size={}", opts.shm_size));
+    }
+    for (k, v) in &role.env {
+        cmd.extend(["-e".into(), format!("{k}={v}")]);
+    }
+    let r = &role.resource;
+    if r.cpu > 0 {
+        cmd.push(format!("--cpus={}", r.cpu));
+    }
+    if r.mem_mb > 0 {
+        cmd.push(format!("--memory={}", r.mem_mb * 1024 * 1024));
+    }
+    if r.gpu > 0 {
+        cmd.extend(["--gpus".into(), "all".into()]);
+    }
+    cmd.extend([
+        "--entrypoint".into(),
+        role.entrypoint.clone(),
+        "--rm".into(),
+        role.image.clone(),
+    ]);
+    cmd.extend(role.args.iter().cloned());
+    shell_join(&cmd)
+}
+
+/// A heredoc delimiter that is no line of `body`.
+fn delimiter(body: &str) -> String {
+    let mut d = "TORCHX_EOF".to_string();
+    while body.lines().any(|l| l == d) {
+        d.push('_');
+    }
+    d
+}
+
+/// One replica's `bsub` (TorchX's options, each value quoted).
+fn bsub(
+    app_id: &str,
+    job_name: &str,
+    role: &Role,
+    opts: &LsfOpts,
+    head: Option<&str>,
+    rank0_host: &str,
+) -> String {
+    let mut args: Vec<String> = vec![
+        "bsub".into(),
+        "-P".into(),
+        app_id.into(),
+        "-J".into(),
+        job_name.into(),
+    ];
+    match head {
+        Some(head) => args.extend([
+            "-w".into(),
+            format!("started({head})"),
+            "-R".into(),
+            format!("select[hname!='{rank0_host}']"),
+        ]),
+        None => args.extend(["-m".into(), rank0_host.into()]),
+    }
+    if let Some(d) = &opts.jobdir {
+        args.extend([
+            "-cwd".into(),
+            d.clone(),
+            "-outdir".into(),
+            d.clone(),
+            "-oo".into(),
+            format!("{d}/{job_name}.submit.out"),
+            "-eo".into(),
+            format!("{d}/{job_name}.submit.err"),
+        ]);
+    }
+    if let Some(q) = &opts.lsf_queue {
+        args.extend(["-q".into(), q.clone()]);
+    }
+    let r = &role.resource;
+    if r.cpu > 0 {
+        args.extend(["-n".into(), r.cpu.to_string()]);
+    }
+    // (TorchX wrote `span[hosts=1]]` here when memMB was unset: a typo LSF rejects.)
+    args.extend([
+        "-R".into(),
+        if r.mem_mb > 0 {
+            format!("span[hosts=1] rusage[mem={}]", r.mem_mb)
+        } else {
+            "span[hosts=1]".into()
+        },
+    ]);
+    if r.gpu > 0 {
+        args.extend([
+            "-gpu".into(),
+            format!("num={}:mode=shared:j_exclusive=yes", r.gpu),
+        ]);
+    }
+    let mut body = docker_command(job_name, role, opts);
+    if let Some(d) = &opts.jobdir {
+        body.push_str(&format!(
+            " > {} 2> {}",
+            shell_quote(&format!("{d}/{job_name}.out")),
+            shell_quote(&format!("{d}/{job_name}.err"))
+        ));
+    }
+    let eof = delimiter(&body);
+    format!("{} << '{eof}'\n{body}\n{eof}", shell_join(&args))
+}
+
+/// Renders the submit script; the rank-0 host comes from `ctx.facts` (or a placeholder when
+/// LSF could not be asked, which `schedule` refuses).
+pub fn render(app: &AppDef, opts: &LsfOpts, ctx: &DryRunContext) -> Result<LsfBsub> {
+    let app_id = cleanup_str(&ctx.make_unique(&app.name));
+    if app_id.is_empty() || app_id.len() > 511 {
+        return Err(Error::spec(format!(
+            "app name `{}` gives no usable LSF project name",
+            app.name
+        )));
+    }
+    let rank0_host = ctx
+        .facts
+        .get(FACT_RANK0_HOST)
+        .cloned()
+        .unwrap_or_else(|| "<RANK0_HOST>".into());
+    let mut bsubs = Vec::new();
+    let mut head: Option<String> = None;
+    for role in &app.roles {
+        for replica_id in 0..role.num_replicas {
+            let values = MacroValues {
+                img_root: String::new(),
+                app_id: app_id.clone(),
+                replica_id: replica_id.to_string(),
+                rank0_env: "TORCHX_RANK0_HOST".into(),
+            };
+            let mut replica = values.apply(role);
+            replica
+                .env
+                .insert("TORCHX_RANK0_HOST".into(), rank0_host.clone());
+            let job_name = format!(
+                "{app_id}-{}",
+                cleanup_str(&format!("{}-{replica_id}", role.name))
+            );
+            bsubs.push(bsub(
+                &app_id,
+                &job_name,
+                &replica,
+                opts,
+                head.as_deref(),
+                &rank0_host,
+            ));
+            head.get_or_insert(job_name);
+        }
+    }
+    Ok(LsfBsub {
+        app_id,
+        jobdir: opts.jobdir.clone(),
+        script: format!("#!/bin/bash\n{}\n", bsubs.join("\n")),
+    })
+}
+
+/// The first host in `bhosts -noheader -o "hname max ng"` output with enough CPUs and GPUs
+/// for the first role (TorchX's rank-0 choice).
+pub fn pick_rank0_host(bhosts: &str, cpu: i64, gpu: i64) -> Result<String> {
+    let (cpu, gpu) = (cpu.max(1), gpu.max(0));
+    for line in bhosts.lines() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f.len() < 3 {
+            continue;
+        }
+        // `-` means none.
+        let num = |s: &str| s.parse::<i64>().unwrap_or(0);
+        if num(f[1]) >= cpu && num(f[2]) >= gpu {
+            return Ok(f[0].to_string());
+        }
+    }
+    Err(Error::backend(
+        super::NAME,
+        format!("cannot find a host with {cpu} CPUs and {gpu} GPUs (bhosts lists none); try again with fewer resources"),
+    ))
+}

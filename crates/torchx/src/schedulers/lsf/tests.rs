@@ -1,0 +1,209 @@
+//! LSF: script snapshots, the script run under bash with stand-in `bsub` and `docker` (argument
+//! integrity property-tested on hostile strings, `EOF` lines inside args), bhosts choice.
+
+use std::collections::BTreeMap;
+
+use super::*;
+use crate::components::{find_component, ComponentEnv, ComponentRef};
+use crate::schedulers::hostile::Hostile;
+use crate::specs::{Mount, Resource, Role};
+
+fn ctx() -> DryRunContext {
+    DryRunContext::new("torchx", "fzfjxlmln9", "/work").with_facts(BTreeMap::from([(
+        FACT_RANK0_HOST.to_string(),
+        "node1".to_string(),
+    )]))
+}
+
+fn opts(v: serde_json::Value) -> LsfOpts {
+    let schema = LsfOpts::schema();
+    let cfg = schema.resolve(&schema.parse_json(&v).unwrap()).unwrap();
+    LsfOpts::from_cfg(&cfg).unwrap()
+}
+
+fn component(name: &str, args: &[&str]) -> AppDef {
+    let ComponentRef::Component(c) = find_component(name).unwrap() else {
+        panic!()
+    };
+    let env = ComponentEnv {
+        loglevel: None,
+        home: None,
+    };
+    c.materialize(args, &BTreeMap::new(), &env)
+        .unwrap()
+        .unwrap()
+}
+
+#[test]
+fn scripts_snapshot() {
+    let single = component("utils.echo", &["--msg", "hi $USER `x`"]);
+    insta::assert_snapshot!(
+        "lsf_single",
+        render(&single, &opts(serde_json::json!({})), &ctx())
+            .unwrap()
+            .render()
+    );
+    let ddp = component("dist.ddp", &["-j", "2x2", "--script", "train.py"]);
+    let o = opts(
+        serde_json::json!({"jobdir": "/shared/jobs", "lsf_queue": "gpu",
+        "container_workdir": "/work", "shm_size": "1g"}),
+    );
+    insta::assert_snapshot!(
+        "lsf_ddp_2x2_jobdir_queue",
+        render(&ddp, &o, &ctx()).unwrap().render()
+    );
+    let mut a = Role::new("trainer", "img:1")
+        .with_entrypoint("python")
+        .with_args(["t.py", "--rank", "${replica_id}"]);
+    a.num_replicas = 2;
+    a.resource = Resource::new(4, 2, 8192);
+    a.port_map = BTreeMap::from([("c10d".to_string(), 29500)]);
+    a.mounts = vec![
+        Mount::Bind {
+            src_path: "/data".into(),
+            dst_path: "/data".into(),
+            read_only: true,
+        },
+        Mount::Volume {
+            src: "vol".into(),
+            dst_path: "/vol".into(),
+            read_only: false,
+        },
+        Mount::Device {
+            src_path: "/dev/fuse".into(),
+            dst_path: "/dev/fuse".into(),
+            permissions: "rwm".into(),
+        },
+    ];
+    let b = Role::new("reader", "img:1").with_entrypoint("reader");
+    let multi = AppDef::new("multi", vec![a, b]);
+    insta::assert_snapshot!(
+        "lsf_multi_role_host_network",
+        render(
+            &multi,
+            &opts(serde_json::json!({"host_network": true})),
+            &ctx()
+        )
+        .unwrap()
+        .render()
+    );
+    insta::assert_snapshot!(
+        "lsf_multi_role_ports",
+        render(&multi, &opts(serde_json::json!({})), &ctx())
+            .unwrap()
+            .render()
+    );
+}
+
+/// Runs the submit script with a stand-in `bsub` that executes its job script (stdin) and a
+/// stand-in `docker` that prints each argument NUL-terminated; returns docker's words.
+fn docker_words(script: &str) -> Vec<Vec<String>> {
+    let tmp = tempfile::tempdir().unwrap();
+    let bin = tmp.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    let out = tmp.path().join("out");
+    let write = |name: &str, body: &str| {
+        let p = bin.join(name);
+        std::fs::write(&p, body).unwrap();
+        std::os::unix::fs::PermissionsExt::set_mode(
+            &mut std::fs::metadata(&p).unwrap().permissions(),
+            0o755,
+        );
+        std::fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    };
+    write("bsub", "#!/bin/bash\n/bin/sh -s\n");
+    std::fs::create_dir(&out).unwrap();
+    write(
+        "docker",
+        &format!(
+            "#!/bin/bash\nprintf '%s\\0' \"$@\" > {}/$$\n",
+            out.display()
+        ),
+    );
+    let s = tmp.path().join("submit.sh");
+    std::fs::write(&s, script).unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let status = std::process::Command::new("/bin/bash")
+        .arg(&s)
+        .env("PATH", path)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| {
+            let text = std::fs::read_to_string(e.unwrap().path()).unwrap();
+            let text = text.strip_suffix('\0').unwrap_or(&text).to_string();
+            text.split('\0').map(str::to_string).collect()
+        })
+        .collect()
+}
+
+#[test]
+fn property_no_argument_or_env_value_can_escape_its_quoting() {
+    let mut g = Hostile(0x9E3779B97F4A7C15);
+    for round in 0..60 {
+        let mut args: Vec<String> = (0..(g.next() % 5)).map(|_| g.string()).collect();
+        if round % 7 == 0 {
+            // A heredoc delimiter on a line of its own must not end the job script.
+            args.push("x\nTORCHX_EOF\necho pwned".into());
+        }
+        let v = g.string();
+        let mut r = Role::new("r", "img")
+            .with_entrypoint("prog")
+            .with_args(args.clone());
+        r.env.insert("V".into(), v.clone());
+        let app = AppDef::new("a", vec![r]);
+        let job = render(&app, &opts(serde_json::json!({})), &ctx()).unwrap();
+        let words = docker_words(&job.script);
+        assert_eq!(words.len(), 1, "round {round}: {words:?}\n{}", job.script);
+        let w = &words[0];
+        let image = w.iter().position(|x| x == "img").unwrap();
+        // What the args and env are after the macros (TorchX's `$$` → `$` included).
+        let expected = crate::specs::MacroValues {
+            img_root: String::new(),
+            app_id: job.app_id.clone(),
+            replica_id: "0".into(),
+            rank0_env: "TORCHX_RANK0_HOST".into(),
+        }
+        .apply(&app.roles[0]);
+        assert_eq!(
+            &w[image + 1..],
+            expected.args.as_slice(),
+            "round {round}\n{}",
+            job.script
+        );
+        assert!(
+            w.contains(&format!("V={}", expected.env["V"])),
+            "round {round}: {w:?}"
+        );
+    }
+}
+
+#[test]
+fn rank0_host_needs_enough_cpus_and_gpus() {
+    let out = "node1  4  0\nnode2 16   -\n  node3   64 8\n\nbad\n";
+    assert_eq!(render::pick_rank0_host(out, 2, 0).unwrap(), "node1");
+    assert_eq!(render::pick_rank0_host(out, 8, 0).unwrap(), "node2");
+    assert_eq!(render::pick_rank0_host(out, 8, 2).unwrap(), "node3");
+    let e = render::pick_rank0_host(out, 128, 0)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("cannot find a host with 128 CPUs"), "{e}");
+    assert!(render::pick_rank0_host("", 1, 0).is_err());
+}
+
+#[test]
+fn dryrun_is_deterministic_and_names_are_clean() {
+    let app = component("utils.echo", &[]);
+    let o = opts(serde_json::json!({}));
+    assert_eq!(
+        render(&app, &o, &ctx()).unwrap(),
+        render(&app, &o, &ctx()).unwrap()
+    );
+    assert_eq!(render::cleanup_str("-My_App.1"), "my_app1");
+}
