@@ -44,6 +44,9 @@ pub enum Command {
     Configure(ConfigureArgs),
     /// Print shell completions.
     Completions(CompletionsArgs),
+    /// A plugin command: `torchx-<cmd>` on PATH.
+    #[command(external_subcommand)]
+    External(Vec<String>),
 }
 
 #[derive(Debug, Args)]
@@ -229,7 +232,21 @@ fn takes_value(flag: &str) -> bool {
 
 pub fn main() -> i32 {
     let args = normalise_args(std::env::args());
-    let cli = match Cli::try_parse_from(args) {
+    let mut command = Cli::command();
+    // Only a help request pays for scanning PATH for plugins.
+    let wants_help = args.len() == 1
+        || args[1..]
+            .iter()
+            .take_while(|a| a.starts_with('-'))
+            .any(|a| a == "-h" || a == "--help")
+        || args.get(1).is_some_and(|a| a == "help");
+    if wants_help {
+        command = command.after_help(crate::plugins::help_section());
+    }
+    let parsed = command
+        .try_get_matches_from(args)
+        .and_then(|m| <Cli as clap::FromArgMatches>::from_arg_matches(&m));
+    let cli = match parsed {
         Ok(c) => c,
         Err(e) => {
             let code = if e.use_stderr() {
@@ -260,6 +277,14 @@ pub fn main() -> i32 {
         Command::Delete(a) => commands::query::delete(a),
         Command::Runopts(a) => commands::info::runopts(a),
         Command::Configure(a) => commands::info::configure(a),
+        Command::External(mut words) => {
+            let cmd = words.remove(0);
+            let builtins: Vec<String> = Cli::command()
+                .get_subcommands()
+                .map(|c| c.get_name().to_string())
+                .collect();
+            return crate::plugins::run(&cmd, &words, &builtins);
+        }
         Command::Completions(a) => {
             clap_complete::generate(
                 a.shell,

@@ -5,6 +5,7 @@ mod cli;
 mod commands;
 mod exit_codes;
 mod output;
+mod plugins;
 
 fn main() {
     // `torchx __supervise` / `torchx __guard`: this binary supervises local_cwd apps.
