@@ -66,3 +66,74 @@ fn executable_plugins_become_commands_without_shadowing_builtins() {
         stderr(&out)
     );
 }
+
+#[test]
+fn named_resources_from_config_next_to_the_builtins() {
+    let env = Env::new();
+    std::fs::write(
+        env.cwd.join(".torchxconfig"),
+        "[resource:mybox]\ncpu = 3\ngpu = 1\nmemMB = 2048\n\
+         capabilities = node.kubernetes.io/instance-type=m5.xlarge\ndevices = vpc.amazonaws.com/efa=2\n",
+    )
+    .unwrap();
+    let dryrun = |h: &str| {
+        env.run(&[
+            "run",
+            "--dryrun",
+            "--json",
+            "-s",
+            "local_cwd",
+            "dist.ddp",
+            "-j",
+            "1x1",
+            "-h",
+            h,
+            "--script",
+            "x.py",
+        ])
+    };
+    let out = dryrun("mybox");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let r = &v["app"]["roles"][0]["resource"];
+    assert_eq!(
+        (r["cpu"].as_i64(), r["gpu"].as_i64(), r["memMB"].as_i64()),
+        (Some(3), Some(1), Some(2048))
+    );
+    assert_eq!(
+        r["capabilities"]["node.kubernetes.io/instance-type"],
+        "m5.xlarge"
+    );
+    assert_eq!(r["devices"]["vpc.amazonaws.com/efa"], 2);
+    // The builtins are still there.
+    let out = dryrun("aws_p4d.24xlarge");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let out = dryrun("nosuch");
+    assert_ne!(out.status.code(), Some(0));
+    assert!(
+        stderr(&out).contains("mybox"),
+        "the error lists config resources: {}",
+        stderr(&out)
+    );
+    // A config may not replace a builtin, and bad keys name themselves.
+    for (cfg, want) in [
+        (
+            "[resource:aws_p4d.24xlarge]\ncpu = 1\nmemMB = 1\n",
+            "is a builtin named resource",
+        ),
+        (
+            "[resource:x]\ncpu = 1\nmemMB = 1\ncolour = red\n",
+            "unknown key `colour`",
+        ),
+        (
+            "[resource:x]\ncpu = lots\nmemMB = 1\n",
+            "`cpu` must be an integer",
+        ),
+        ("[resource:x]\ngpu = 1\n", "`cpu` is required"),
+    ] {
+        std::fs::write(env.cwd.join(".torchxconfig"), cfg).unwrap();
+        let out = dryrun("x");
+        assert_eq!(out.status.code(), Some(3), "{cfg}: {}", stderr(&out));
+        assert!(stderr(&out).contains(want), "{cfg}: {}", stderr(&out));
+    }
+}

@@ -290,6 +290,65 @@ impl TorchxConfig {
             .collect())
     }
 
+    /// Named resources defined in `[resource:<name>]` sections: `cpu`, `memMB` (required),
+    /// `gpu`, `capabilities` (`k=v,...`), `devices` (`name=count,...`). A name that is already
+    /// a builtin named resource is an error (a config must not silently replace a builtin).
+    pub fn named_resources(&self) -> Result<BTreeMap<String, crate::specs::Resource>> {
+        let mut out = BTreeMap::new();
+        for (name, pairs) in self.sections_with_prefix("resource")? {
+            let err = |m: String| Error::config(format!(".torchxconfig [resource:{name}]: {m}"));
+            if crate::specs::named_resource_names().any(|b| b == name) {
+                return Err(err(format!(
+                    "`{name}` is a builtin named resource; pick another name"
+                )));
+            }
+            let int = |k: &str, v: &str| {
+                v.trim()
+                    .parse::<i64>()
+                    .map_err(|_| err(format!("`{k}` must be an integer, got `{v}`")))
+            };
+            let pairs_of = |k: &str, v: &str| -> Result<Vec<(String, String)>> {
+                v.split(',')
+                    .map(str::trim)
+                    .filter(|p| !p.is_empty())
+                    .map(|p| {
+                        p.split_once('=')
+                            .map(|(a, b)| (a.trim().to_string(), b.trim().to_string()))
+                            .ok_or_else(|| err(format!("`{k}` entry `{p}` is not `key=value`")))
+                    })
+                    .collect()
+            };
+            let (mut cpu, mut mem, mut r) = (None, None, crate::specs::Resource::new(0, 0, 0));
+            for (k, v) in &pairs {
+                match k.as_str() {
+                    "cpu" => cpu = Some(int(k, v)?),
+                    "gpu" => r.gpu = int(k, v)?,
+                    "memMB" | "memmb" => mem = Some(int(k, v)?),
+                    "capabilities" => {
+                        for (a, b) in pairs_of(k, v)? {
+                            r.capabilities.insert(a, serde_json::Value::String(b));
+                        }
+                    }
+                    "devices" => {
+                        for (a, b) in pairs_of(k, v)? {
+                            let n = int(&format!("devices.{a}"), &b)?;
+                            r.devices.insert(a, n);
+                        }
+                    }
+                    other => {
+                        return Err(err(format!(
+                            "unknown key `{other}`; allowed: cpu, gpu, memMB, capabilities, devices"
+                        )))
+                    }
+                }
+            }
+            r.cpu = cpu.ok_or_else(|| err("`cpu` is required".into()))?;
+            r.mem_mb = mem.ok_or_else(|| err("`memMB` is required".into()))?;
+            out.insert(name, r);
+        }
+        Ok(out)
+    }
+
     /// `[cli:run]` defaults.
     pub fn cli_run(&self) -> CliRunDefaults {
         let s: BTreeMap<String, String> = self.section("cli:run").into_iter().collect();

@@ -212,7 +212,11 @@ impl Runner {
                     .component_defaults()?
                     .remove(component)
                     .unwrap_or_default();
-                match c.materialize(args, &defaults, &ComponentEnv::from_process())? {
+                let env = ComponentEnv {
+                    named_resources: self.config.named_resources()?,
+                    ..ComponentEnv::from_process()
+                };
+                match c.materialize(args, &defaults, &env)? {
                     Some(app) => Ok(ComponentOutcome::Done(app)),
                     None => Ok(ComponentOutcome::Help(c.help(&defaults))),
                 }

@@ -4,9 +4,7 @@ use std::collections::BTreeMap;
 
 use super::{Component, ComponentArgs, ComponentEnv, Param, ParamDefault as D, ParamType as T};
 use crate::error::{Error, Result};
-use crate::specs::{
-    named_resource, parse_mounts, resource, AppDef, Mount, Resource, Role, DEFAULT_IMAGE, NONE,
-};
+use crate::specs::{parse_mounts, resource, AppDef, Mount, Resource, Role, DEFAULT_IMAGE, NONE};
 use crate::text::{shell_join, shell_quote};
 
 fn p(name: &str, ty: T, default: D, help: &str) -> Param {
@@ -35,13 +33,11 @@ const ENV_HELP: &str =
     "environment varibles to be passed to the run (e.g. ENV1=v1,ENV2=v2,ENV3=v3)";
 const MOUNTS_HELP: &str = "mounts to mount into the worker environment/container (ex. type=<bind/volume>,src=/host,dst=/job[,readonly]). See scheduler documentation for more info.";
 
-fn args_resource(a: &ComponentArgs) -> Result<Resource> {
-    resource(
-        a.opt_int("cpu"),
-        a.opt_int("gpu"),
-        a.opt_int("memMB"),
-        a.opt_str("h"),
-    )
+fn args_resource(a: &ComponentArgs, env: &ComponentEnv) -> Result<Resource> {
+    match a.opt_str("h") {
+        Some(h) => env.resource(h),
+        None => resource(a.opt_int("cpu"), a.opt_int("gpu"), a.opt_int("memMB"), None),
+    }
 }
 
 fn args_mounts(a: &ComponentArgs, env: &ComponentEnv) -> Result<Vec<Mount>> {
@@ -226,7 +222,7 @@ fn sh(a: &ComponentArgs, cenv: &ComponentEnv) -> Result<AppDef> {
         .with_entrypoint(entrypoint)
         .with_args(args)
         .with_replicas(replicas(a)?)
-        .with_resource(args_resource(a)?);
+        .with_resource(args_resource(a, cenv)?);
     role.env = env;
     role.max_retries = non_negative(a, "max_retries")?;
     role.mounts = args_mounts(a, cenv)?;
@@ -238,7 +234,7 @@ fn non_negative(a: &ComponentArgs, name: &str) -> Result<u32> {
     u32::try_from(n).map_err(|_| Error::arg(format!("`--{name}` must be zero or more, got {n}")))
 }
 
-fn python(a: &ComponentArgs, _: &ComponentEnv) -> Result<AppDef> {
+fn python(a: &ComponentArgs, cenv: &ComponentEnv) -> Result<AppDef> {
     let (m, c, script) = (a.opt_str("m"), a.opt_str("c"), a.opt_str("script"));
     let mut cmd: Vec<String> = match (m, c, script) {
         (Some(m), None, None) => vec!["-m".into(), m.into()],
@@ -251,19 +247,19 @@ fn python(a: &ComponentArgs, _: &ComponentEnv) -> Result<AppDef> {
         .with_entrypoint("python")
         .with_args(cmd)
         .with_replicas(replicas(a)?)
-        .with_resource(args_resource(a)?);
+        .with_resource(args_resource(a, cenv)?);
     if let Some(m) = m {
         role.env.insert("HYDRA_MAIN_MODULE".into(), m.into());
     }
     Ok(single(a.str("name"), role))
 }
 
-fn binary(a: &ComponentArgs, _: &ComponentEnv) -> Result<AppDef> {
+fn binary(a: &ComponentArgs, cenv: &ComponentEnv) -> Result<AppDef> {
     let role = Role::new("binary", NONE)
         .with_entrypoint(a.str("entrypoint"))
         .with_args(a.varargs.clone())
         .with_replicas(replicas(a)?)
-        .with_resource(args_resource(a)?);
+        .with_resource(args_resource(a, cenv)?);
     Ok(single(a.str("name"), role))
 }
 
@@ -590,10 +586,7 @@ fn ddp_with(a: &ComponentArgs, cenv: &ComponentEnv, j: &str) -> Result<AppDef> {
         (_, Some(m)) => m.rsplit('.').next().unwrap_or(m).to_string(),
         _ => unreachable!("checked above"),
     };
-    let resource = match a.opt_str("h") {
-        Some(h) => named_resource(h)?,
-        None => args_resource(a)?,
-    };
+    let resource = args_resource(a, cenv)?;
     let mut role = Role::new(role_name, a.str("image"))
         .with_entrypoint("bash")
         .with_args(["-c".to_string(), cmd])
@@ -609,7 +602,7 @@ fn ddp_with(a: &ComponentArgs, cenv: &ComponentEnv, j: &str) -> Result<AppDef> {
 
 fn spmd(a: &ComponentArgs, cenv: &ComponentEnv) -> Result<AppDef> {
     let h = a.str("h");
-    let gpus = named_resource(h)?.gpu;
+    let gpus = cenv.resource(h)?.gpu;
     let j = a.str("j");
     let nums: Vec<&str> = j.split('x').collect();
     let j = match nums.as_slice() {

@@ -16,7 +16,7 @@ use std::fmt::Write as _;
 
 use crate::error::{did_you_mean, Error, Result};
 use crate::opts::{parse_kv, parse_list};
-use crate::specs::AppDef;
+use crate::specs::{AppDef, Resource};
 
 pub use builtins::{builtin_names, parse_nnodes, Nnodes};
 pub use file::{load_app_file, load_file_component};
@@ -210,12 +210,14 @@ impl ComponentArgs {
 
 /// Facts from the environment that builders may use (gathered by the caller, keeping builders
 /// pure).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct ComponentEnv {
     /// `$LOGLEVEL`.
     pub loglevel: Option<String>,
     /// `$HOME`, for `~` in mounts.
     pub home: Option<String>,
+    /// Named resources defined in `.torchxconfig` (`[resource:<name>]`), next to the builtins.
+    pub named_resources: BTreeMap<String, Resource>,
 }
 
 impl ComponentEnv {
@@ -224,6 +226,29 @@ impl ComponentEnv {
         ComponentEnv {
             loglevel: std::env::var("LOGLEVEL").ok(),
             home: std::env::var("HOME").ok(),
+            named_resources: BTreeMap::new(),
+        }
+    }
+
+    /// A named resource: one defined in config, else a builtin.
+    pub fn resource(&self, name: &str) -> Result<Resource> {
+        match self.named_resources.get(name) {
+            Some(r) => Ok(r.clone()),
+            None => {
+                crate::specs::named_resource(name).map_err(|e| match e {
+                    Error::NotFound { .. } if !self.named_resources.is_empty() => {
+                        Error::not_found(
+                            "named resource",
+                            name,
+                            format!(
+                        " (neither builtin nor defined in .torchxconfig, which defines: {})",
+                        self.named_resources.keys().cloned().collect::<Vec<_>>().join(", ")
+                    ),
+                        )
+                    }
+                    e => e,
+                })
+            }
         }
     }
 }

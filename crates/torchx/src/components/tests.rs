@@ -8,6 +8,7 @@ fn build(name: &str, args: &[&str]) -> Result<AppDef> {
     let env = ComponentEnv {
         loglevel: None,
         home: Some("/home/u".into()),
+        named_resources: BTreeMap::new(),
     };
     c.materialize(args, &BTreeMap::new(), &env)
         .map(|a| a.expect("not help"))

@@ -29,6 +29,7 @@ fn component(name: &str, args: &[&str]) -> AppDef {
     let env = ComponentEnv {
         loglevel: None,
         home: None,
+        named_resources: Default::default(),
     };
     c.materialize(args, &BTreeMap::new(), &env)
         .unwrap()
