@@ -563,3 +563,20 @@ pub fn find_component(name: &str) -> Result<ComponentRef> {
 
 #[cfg(test)]
 mod tests;
+
+/// A builtin component's AppDef from its CLI arguments (for scheduler tests).
+#[cfg(test)]
+pub(crate) fn test_app(name: &str, args: &[&str]) -> AppDef {
+    let Ok(ComponentRef::Component(c)) = find_component(name) else {
+        panic!("{name} is not a builtin component")
+    };
+    let env = ComponentEnv {
+        loglevel: None,
+        home: None,
+        named_resources: BTreeMap::new(),
+    };
+    match c.materialize(args, &BTreeMap::new(), &env) {
+        Ok(Some(app)) => app,
+        other => panic!("{name} {args:?}: {other:?}"),
+    }
+}

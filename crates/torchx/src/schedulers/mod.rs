@@ -21,6 +21,23 @@ pub mod slurm;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
+use crate::specs::AppDef;
+
+/// Remote schedulers do not build and push workspace images yet: say so instead of running the
+/// role's image without the workspace.
+pub fn reject_workspaces(scheduler: &str, app: &AppDef) -> Result<()> {
+    match app.roles.iter().find(|r| r.workspace.is_some()) {
+        Some(r) => Err(Error::unsupported(
+            scheduler,
+            format!(
+                "workspaces (role `{}`): building and pushing a patched image to image_repo; \
+                 build and push the image yourself and drop --workspace",
+                r.name
+            ),
+        )),
+        None => Ok(()),
+    }
+}
 
 /// The per-user state directory of every scheduler that keeps records locally:
 /// `$TORCHX_STATE_DIR`, else `$XDG_STATE_HOME/torchx`, else `~/.local/state/torchx`.

@@ -20,8 +20,8 @@ pub use macros::{substitute, MacroValues};
 pub use mounts::{parse_mounts, Mount};
 pub use resource::{named_resource, named_resource_names, resource, Resource, GIB};
 pub use status::{
-    format_utc, AppState, AppStatus, DescribeAppResponse, ListAppResponse, ReplicaStatus,
-    RoleStatus, Stream,
+    format_utc, sort_newest_first, AppState, AppStatus, DescribeAppResponse, ListAppResponse,
+    ReplicaStatus, RoleStatus, Stream,
 };
 
 /// TorchX's marker for a value that was never set (`"<MISSING>"`).

@@ -477,6 +477,15 @@ pub struct ListAppResponse {
     pub end_time: Option<f64>,
 }
 
+/// Sorts apps newest first (apps without a start time last).
+pub fn sort_newest_first(apps: &mut [ListAppResponse]) {
+    apps.sort_by(|a, b| {
+        b.start_time
+            .partial_cmp(&a.start_time)
+            .unwrap_or(std::cmp::Ordering::Equal)
+    });
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

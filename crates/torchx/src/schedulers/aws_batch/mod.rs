@@ -326,22 +326,6 @@ fn container_properties(c: &render::Container) -> bt::ContainerProperties {
     b.build()
 }
 
-/// Building and pushing workspace images is not done for AWS yet: say so instead of running the
-/// role's image without the workspace.
-fn reject_workspaces(app: &AppDef) -> Result<()> {
-    match app.roles.iter().find(|r| r.workspace.is_some()) {
-        Some(r) => Err(Error::unsupported(
-            NAME,
-            format!(
-                "workspaces (role `{}`): building and pushing a patched image to image_repo; \
-                 build and push the image yourself and drop --workspace",
-                r.name
-            ),
-        )),
-        None => Ok(()),
-    }
-}
-
 #[async_trait]
 impl Scheduler for AwsBatchScheduler {
     fn name(&self) -> &str {
@@ -387,7 +371,7 @@ impl Scheduler for AwsBatchScheduler {
 
     async fn schedule(&self, info: &DryRunInfo) -> Result<String> {
         let job = downcast_request::<BatchJob>(info, NAME)?;
-        reject_workspaces(&info.app)?;
+        crate::schedulers::reject_workspaces(NAME, &info.app)?;
         let def = &job.job_def;
         let batch = self.batch().await?;
         let nodes = bt::NodeProperties::builder()
@@ -547,11 +531,7 @@ impl Scheduler for AwsBatchScheduler {
                 }
             }
         }
-        out.sort_by(|a, b| {
-            b.start_time
-                .partial_cmp(&a.start_time)
-                .unwrap_or(std::cmp::Ordering::Equal)
-        });
+        crate::specs::sort_newest_first(&mut out);
         Ok(out)
     }
 

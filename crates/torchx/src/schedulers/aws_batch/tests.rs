@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use serde_json::json;
 
 use super::*;
-use crate::components::{find_component, ComponentEnv, ComponentRef};
+use crate::components::test_app as component;
 use crate::specs::{Mount, Resource, RetryPolicy, Role};
 
 fn ctx() -> DryRunContext {
@@ -20,20 +20,6 @@ fn opts(v: serde_json::Value) -> AwsBatchOpts {
     let schema = AwsBatchOpts::schema();
     let cfg = schema.resolve(&schema.parse_json(&v).unwrap()).unwrap();
     AwsBatchOpts::from_cfg(&cfg).unwrap()
-}
-
-fn component(name: &str, args: &[&str]) -> AppDef {
-    let ComponentRef::Component(c) = find_component(name).unwrap() else {
-        panic!()
-    };
-    let env = ComponentEnv {
-        loglevel: None,
-        home: None,
-        named_resources: Default::default(),
-    };
-    c.materialize(args, &BTreeMap::new(), &env)
-        .unwrap()
-        .unwrap()
 }
 
 fn cases() -> Vec<(&'static str, AppDef, serde_json::Value)> {

@@ -136,16 +136,7 @@ impl Scheduler for AwsSageMakerScheduler {
 
     async fn schedule(&self, info: &DryRunInfo) -> Result<String> {
         let job = downcast_request::<TrainingJob>(info, NAME)?;
-        if let Some(r) = info.app.roles.iter().find(|r| r.workspace.is_some()) {
-            return Err(Error::unsupported(
-                NAME,
-                format!(
-                    "workspaces (role `{}`): building and pushing a patched image to \
-                     image_repo; build and push the image yourself and drop --workspace",
-                    r.name
-                ),
-            ));
-        }
+        crate::schedulers::reject_workspaces(NAME, &info.app)?;
         match self
             .api()
             .await?
@@ -228,11 +219,7 @@ impl Scheduler for AwsSageMakerScheduler {
                 break;
             }
         }
-        out.sort_by(|a, b| {
-            b.start_time
-                .partial_cmp(&a.start_time)
-                .unwrap_or(std::cmp::Ordering::Equal)
-        });
+        crate::specs::sort_newest_first(&mut out);
         Ok(out)
     }
 

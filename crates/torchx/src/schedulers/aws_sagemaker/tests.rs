@@ -5,22 +5,8 @@ use std::collections::BTreeMap;
 use serde_json::json;
 
 use super::*;
-use crate::components::{find_component, ComponentEnv, ComponentRef};
+use crate::components::test_app as component;
 use crate::specs::{Mount, Resource, Role};
-
-fn component(name: &str, args: &[&str]) -> AppDef {
-    let ComponentRef::Component(c) = find_component(name).unwrap() else {
-        panic!()
-    };
-    let env = ComponentEnv {
-        loglevel: None,
-        home: None,
-        named_resources: Default::default(),
-    };
-    c.materialize(args, &BTreeMap::new(), &env)
-        .unwrap()
-        .unwrap()
-}
 
 fn ctx() -> DryRunContext {
     DryRunContext::new("torchx", "fzfjxlmln9", "/work").with_facts(BTreeMap::from([(

@@ -376,7 +376,7 @@ impl Scheduler for KubernetesScheduler {
 
     async fn schedule(&self, info: &DryRunInfo) -> Result<String> {
         let job = downcast_request::<KubernetesJob>(info, NAME)?;
-        reject_workspaces(NAME, &info.app)?;
+        crate::schedulers::reject_workspaces(NAME, &info.app)?;
         create_all(&self.kube, &job.namespace, &job.objects).await?;
         Ok(format!("{}:{}", job.namespace, job.name))
     }
@@ -437,11 +437,7 @@ impl Scheduler for KubernetesScheduler {
                 });
             }
         }
-        out.sort_by(|a, b| {
-            b.start_time
-                .partial_cmp(&a.start_time)
-                .unwrap_or(std::cmp::Ordering::Equal)
-        });
+        crate::specs::sort_newest_first(&mut out);
         Ok(out)
     }
 
@@ -516,22 +512,6 @@ impl Scheduler for KubernetesScheduler {
         self.log_pod(ns, name, role, k).await?;
         let pod_of = || self.log_pod(ns, name, role, k).boxed();
         replica_log(self, &self.kube, app_id, ns, (role, k), query, &pod_of).await
-    }
-}
-
-/// Building and pushing workspace images is not done for remote schedulers yet: say so instead
-/// of running the role's image without the workspace.
-pub fn reject_workspaces(scheduler: &str, app: &AppDef) -> Result<()> {
-    match app.roles.iter().find(|r| r.workspace.is_some()) {
-        Some(r) => Err(Error::unsupported(
-            scheduler,
-            format!(
-                "workspaces (role `{}`): building and pushing a patched image to image_repo; \
-                 build and push the image yourself and drop --workspace",
-                r.name
-            ),
-        )),
-        None => Ok(()),
     }
 }
 

@@ -10,27 +10,13 @@ use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec, Service};
 use serde_json::{json, Value};
 
 use super::*;
-use crate::components::{find_component, ComponentEnv, ComponentRef};
+use crate::components::test_app as component;
 use crate::opts::Cfg;
 use crate::schedulers::kubernetes_mcad::{self, KubernetesMcadOpts};
 use crate::specs::{AppDef, Mount, Resource, RetryPolicy, Role};
 
 fn ctx() -> DryRunContext {
     DryRunContext::new("torchx", "fzfjxlmln9", "/work")
-}
-
-fn component(name: &str, args: &[&str]) -> AppDef {
-    let ComponentRef::Component(c) = find_component(name).unwrap() else {
-        panic!()
-    };
-    let env = ComponentEnv {
-        loglevel: None,
-        home: None,
-        named_resources: Default::default(),
-    };
-    c.materialize(args, &BTreeMap::new(), &env)
-        .unwrap()
-        .unwrap()
 }
 
 fn opts(v: Value) -> KubernetesOpts {

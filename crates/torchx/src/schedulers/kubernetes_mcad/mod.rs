@@ -26,9 +26,7 @@ use crate::schedulers::kubernetes::client::{Kube, APPWRAPPER, POD};
 use crate::schedulers::kubernetes::render::{
     LABEL_APP_NAME, LABEL_REPLICA_ID, LABEL_ROLE_INDEX, LABEL_ROLE_NAME, LABEL_UNIQUE_NAME,
 };
-use crate::schedulers::kubernetes::{
-    create_all, parse_time, reject_workspaces, replica_log, split_app_id, state,
-};
+use crate::schedulers::kubernetes::{create_all, parse_time, replica_log, split_app_id, state};
 use crate::specs::{
     AppDef, AppState, DescribeAppResponse, DryRunInfo, ListAppResponse, ReplicaStatus,
 };
@@ -118,7 +116,7 @@ impl Scheduler for KubernetesMcadScheduler {
 
     async fn schedule(&self, info: &DryRunInfo) -> Result<String> {
         let job = downcast_request::<AppWrapperJob>(info, NAME)?;
-        reject_workspaces(NAME, &info.app)?;
+        crate::schedulers::reject_workspaces(NAME, &info.app)?;
         create_all(
             &self.kube,
             &job.namespace,
@@ -186,11 +184,7 @@ impl Scheduler for KubernetesMcadScheduler {
                 }
             })
             .collect();
-        out.sort_by(|a, b| {
-            b.start_time
-                .partial_cmp(&a.start_time)
-                .unwrap_or(std::cmp::Ordering::Equal)
-        });
+        crate::specs::sort_newest_first(&mut out);
         Ok(out)
     }
 

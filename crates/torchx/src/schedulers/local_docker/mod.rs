@@ -463,11 +463,7 @@ impl Scheduler for LocalDockerScheduler {
                 end_time: None,
             })
             .collect();
-        out.sort_by(|a, b| {
-            b.start_time
-                .partial_cmp(&a.start_time)
-                .unwrap_or(std::cmp::Ordering::Equal)
-        });
+        crate::specs::sort_newest_first(&mut out);
         Ok(out)
     }
 

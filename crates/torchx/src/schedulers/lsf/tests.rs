@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use super::*;
-use crate::components::{find_component, ComponentEnv, ComponentRef};
+use crate::components::test_app as component;
 use crate::schedulers::hostile::Hostile;
 use crate::specs::{Mount, Resource, Role};
 
@@ -19,20 +19,6 @@ fn opts(v: serde_json::Value) -> LsfOpts {
     let schema = LsfOpts::schema();
     let cfg = schema.resolve(&schema.parse_json(&v).unwrap()).unwrap();
     LsfOpts::from_cfg(&cfg).unwrap()
-}
-
-fn component(name: &str, args: &[&str]) -> AppDef {
-    let ComponentRef::Component(c) = find_component(name).unwrap() else {
-        panic!()
-    };
-    let env = ComponentEnv {
-        loglevel: None,
-        home: None,
-        named_resources: Default::default(),
-    };
-    c.materialize(args, &BTreeMap::new(), &env)
-        .unwrap()
-        .unwrap()
 }
 
 #[test]

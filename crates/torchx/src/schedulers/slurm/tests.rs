@@ -7,7 +7,7 @@ use std::path::Path;
 
 use super::render::{FACT_PARTITION_MEM, FACT_VERSION};
 use super::*;
-use crate::components::{find_component, ComponentEnv, ComponentRef};
+use crate::components::test_app as component;
 use crate::scheduler::DryRunContext;
 use crate::schedulers::hostile::Hostile;
 use crate::specs::{AppDef, Resource, Role};
@@ -24,20 +24,6 @@ fn opts() -> SlurmOpts {
 
 fn script(app: &AppDef, opts: &SlurmOpts, ctx: &DryRunContext) -> String {
     render(app, opts, ctx).unwrap().materialize()
-}
-
-fn component(name: &str, args: &[&str]) -> AppDef {
-    let ComponentRef::Component(c) = find_component(name).unwrap() else {
-        panic!()
-    };
-    let env = ComponentEnv {
-        loglevel: None,
-        home: None,
-        named_resources: Default::default(),
-    };
-    c.materialize(args, &BTreeMap::new(), &env)
-        .unwrap()
-        .unwrap()
 }
 
 #[test]
