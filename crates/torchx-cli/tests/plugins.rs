@@ -137,3 +137,41 @@ fn named_resources_from_config_next_to_the_builtins() {
         assert!(stderr(&out).contains(want), "{cfg}: {}", stderr(&out));
     }
 }
+
+#[test]
+fn component_search_path_from_config() {
+    let env = Env::new();
+    let comps = env.cwd.join("comps");
+    std::fs::create_dir_all(&comps).unwrap();
+    std::fs::write(
+        comps.join("mylib.yaml"),
+        "hi:\n  description: Says hello\n  params:\n    who: {type: str, default: world}\n  app:\n    \
+         name: hi\n    roles: [{name: r, image: i, entrypoint: echo, args: ['hello {{who}}']}]\n",
+    )
+    .unwrap();
+    std::fs::write(
+        env.cwd.join(".torchxconfig"),
+        format!("[torchx:components]\ndirs = {}\n", comps.display()),
+    )
+    .unwrap();
+    let out = env.run(&["builtins"]);
+    assert!(stdout(&out).contains("mylib.hi"), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("mylib.yaml"),
+        "the origin is shown: {}",
+        stdout(&out)
+    );
+    assert!(stdout(&out).contains("utils.echo"), "the builtins stay");
+    let out = env.run(&["run", "mylib.hi", "--who", "you"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stderr(&out).contains("hello you"), "{}", stderr(&out));
+    // A directory component may not shadow a builtin.
+    std::fs::write(
+        comps.join("utils.yaml"),
+        "echo:\n  app: {name: x, roles: [{name: r, image: i, entrypoint: 'true'}]}\n",
+    )
+    .unwrap();
+    let out = env.run(&["run", "utils.echo"]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(stderr(&out).contains("clashes"), "{}", stderr(&out));
+}

@@ -349,6 +349,21 @@ impl TorchxConfig {
         Ok(out)
     }
 
+    /// The component search path: `dirs` (comma-separated) of `[torchx:components]`.
+    pub fn component_dirs(&self) -> Vec<PathBuf> {
+        self.section("torchx:components")
+            .into_iter()
+            .filter(|(k, _)| k == "dirs")
+            .flat_map(|(_, v)| {
+                v.split(',')
+                    .map(str::trim)
+                    .filter(|d| !d.is_empty())
+                    .map(PathBuf::from)
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+
     /// `[cli:run]` defaults.
     pub fn cli_run(&self) -> CliRunDefaults {
         let s: BTreeMap<String, String> = self.section("cli:run").into_iter().collect();

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::components::{find_component, ComponentEnv, ComponentRef};
+use crate::components::{find_component_in, ComponentEnv, ComponentRef};
 use crate::config::TorchxConfig;
 use crate::error::{Error, Result};
 use crate::opts::Cfg;
@@ -191,7 +191,7 @@ impl Runner {
         component: &str,
         args: &[String],
     ) -> Result<ComponentOutcome<AppDef>> {
-        match find_component(component)? {
+        match find_component_in(component, &self.config.component_dirs())? {
             ComponentRef::AppFile(app) => {
                 if args.iter().any(|a| a == "--help") {
                     return Ok(ComponentOutcome::Help(format!(

@@ -1,8 +1,6 @@
 //! Informational commands: builtins, runopts, configure.
 
-use torchx::components::{
-    builtins as builtin_components, find_component, ComponentEnv, ComponentRef,
-};
+use torchx::components::{all_components, find_component_in, ComponentEnv, ComponentRef};
 use torchx::config::{dump, write_config};
 use torchx::{Error, Result};
 
@@ -11,8 +9,9 @@ use crate::exit_codes;
 use crate::output::print_json;
 
 pub fn builtins(a: BuiltinsArgs) -> Result<i32> {
+    let dirs = torchx::config::TorchxConfig::discover()?.component_dirs();
     if let Some(name) = a.print {
-        let ComponentRef::Component(c) = find_component(&name)? else {
+        let ComponentRef::Component(c) = find_component_in(&name, &dirs)? else {
             return Err(Error::arg(format!(
                 "`{name}` is an AppDef file, not a component"
             )));
@@ -26,7 +25,7 @@ pub fn builtins(a: BuiltinsArgs) -> Result<i32> {
         }
         return Ok(exit_codes::OK);
     }
-    let all = builtin_components();
+    let all = all_components(&dirs)?;
     if a.json {
         let items: Vec<serde_json::Value> = all.iter().map(|c| serde_json::json!({"name": c.name, "description": c.description.lines().next().unwrap_or_default(), "origin": c.origin})).collect();
         print_json(&serde_json::Value::Array(items));
@@ -34,7 +33,11 @@ pub fn builtins(a: BuiltinsArgs) -> Result<i32> {
     }
     println!("Found {} builtin components:", all.len());
     for (i, c) in all.iter().enumerate() {
-        println!(" {:2}. {}", i + 1, c.name);
+        if c.origin == "builtin" {
+            println!(" {:2}. {}", i + 1, c.name);
+        } else {
+            println!(" {:2}. {}  ({})", i + 1, c.name, c.origin);
+        }
     }
     Ok(exit_codes::OK)
 }

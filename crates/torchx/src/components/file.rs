@@ -81,6 +81,42 @@ pub fn load_file_component(path: &str, func: &str, full_name: &str) -> Result<Co
     component_from_value(def, full_name, path)
 }
 
+/// Every component in the `.toml`/`.yaml`/`.yml` files of `dir` (a component search path
+/// entry), named `<file stem>.<name>` as the builtins are (`utils.echo`), in file order.
+pub fn load_component_dir(dir: &std::path::Path) -> Result<Vec<Component>> {
+    let entries = std::fs::read_dir(dir).map_err(|e| {
+        Error::config(format!(
+            "component directory {} (from .torchxconfig [torchx:components] dirs): {e}",
+            dir.display()
+        ))
+    })?;
+    let mut files: Vec<std::path::PathBuf> = entries
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.extension()
+                .is_some_and(|e| e == "toml" || e == "yaml" || e == "yml")
+        })
+        .collect();
+    files.sort();
+    let mut out = Vec::new();
+    for file in files {
+        let path = file.display().to_string();
+        let stem = file
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let doc = parse_doc(&path, &read(&path)?)?;
+        let table = doc
+            .as_object()
+            .ok_or_else(|| Error::spec(format!("{path}: expected a mapping of component names")))?;
+        for (name, def) in table {
+            out.push(component_from_value(def, &format!("{stem}.{name}"), &path)?);
+        }
+    }
+    Ok(out)
+}
+
 fn component_from_value(def: &Value, name: &str, path: &str) -> Result<Component> {
     let err = |m: String| Error::spec(format!("{path}: component `{name}`: {m}"));
     let obj = def.as_object().ok_or_else(|| {

@@ -19,7 +19,7 @@ use crate::opts::{parse_kv, parse_list};
 use crate::specs::{AppDef, Resource};
 
 pub use builtins::{builtin_names, parse_nnodes, Nnodes};
-pub use file::{load_app_file, load_file_component};
+pub use file::{load_app_file, load_component_dir, load_file_component};
 
 /// A parameter's type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -541,13 +541,37 @@ pub enum ComponentRef {
 /// Finds a component: `path:name` is a component in a YAML/TOML file, a `.yaml`/`.yml`/`.json`
 /// path is an AppDef file, anything else a builtin.
 pub fn find_component(name: &str) -> Result<ComponentRef> {
+    find_component_in(name, &[])
+}
+
+/// The builtins followed by the components of the search-path `dirs`. A directory component
+/// may not take a builtin's name or another directory component's (never a silent shadow).
+pub fn all_components(dirs: &[std::path::PathBuf]) -> Result<Vec<Component>> {
+    let mut all = builtins();
+    for dir in dirs {
+        for c in load_component_dir(dir)? {
+            if let Some(first) = all.iter().find(|b| b.name == c.name) {
+                return Err(Error::config(format!(
+                    "component `{}` in {} clashes with the one from {}; rename one",
+                    c.name, c.origin, first.origin
+                )));
+            }
+            all.push(c);
+        }
+    }
+    Ok(all)
+}
+
+/// [`find_component`] with a component search path: bare names are looked up among the
+/// builtins and then the components of `dirs`.
+pub fn find_component_in(name: &str, dirs: &[std::path::PathBuf]) -> Result<ComponentRef> {
     if let Some((path, func)) = name.rsplit_once(':') {
         return load_file_component(path, func, name).map(ComponentRef::Component);
     }
     if [".yaml", ".yml", ".json"].iter().any(|e| name.ends_with(e)) {
         return load_app_file(name).map(ComponentRef::AppFile);
     }
-    let all = builtins();
+    let all = all_components(dirs)?;
     if let Some(c) = all.iter().find(|c| c.name == name) {
         return Ok(ComponentRef::Component(c.clone()));
     }
@@ -555,7 +579,7 @@ pub fn find_component(name: &str) -> Result<ComponentRef> {
         "component",
         name,
         format!(
-            ".{} Run `torchx builtins` for the builtin components, or name a file: `./app.yaml` (an AppDef) or `path.toml:name` / `path.yaml:name` (a parameterised component)",
+            ".{} Run `torchx builtins` for the available components, or name a file: `./app.yaml` (an AppDef) or `path.toml:name` / `path.yaml:name` (a parameterised component)",
             did_you_mean(name, all.iter().map(|c| c.name.as_str()))
         ),
     ))
