@@ -2,6 +2,8 @@
 //! `render.rs` (pure AppDef → native request), an I/O part, and state mapping.
 
 #[cfg(feature = "aws")]
+pub mod aws;
+#[cfg(feature = "aws")]
 pub mod aws_batch;
 #[cfg(feature = "aws")]
 pub mod aws_sagemaker;

@@ -21,13 +21,14 @@ use tokio::sync::OnceCell;
 pub use opts::AwsBatchOpts;
 pub use render::{render, BatchJob};
 
-use self::render::{ENV_ROLE_NAME, FACT_USER, TAG_APP_NAME, TAG_VERSION};
+use self::render::ENV_ROLE_NAME;
 use self::state::{job_state, CANCEL_REASON};
 use crate::error::{Error, Result};
 use crate::opts::{Cfg, RunOpts, TypedOpts};
 use crate::scheduler::{
     downcast_request, Capabilities, DryRunContext, LogLines, LogQuery, NativeRequest, Scheduler,
 };
+use crate::schedulers::aws::{TAG_APP_NAME, TAG_VERSION};
 use crate::specs::{
     AppDef, AppState, DescribeAppResponse, DryRunInfo, ListAppResponse, ReplicaStatus, Stream,
 };
@@ -134,13 +135,7 @@ impl AwsBatchScheduler {
     )> {
         self.clients
             .get_or_try_init(|| async {
-                let conf = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
-                let region = conf.region().map(|r| r.to_string()).ok_or_else(|| {
-                    Error::backend(
-                        NAME,
-                        "no AWS region configured (set AWS_REGION or a profile's region)",
-                    )
-                })?;
+                let (conf, region) = crate::schedulers::aws::load_config(NAME).await?;
                 Ok((
                     aws_sdk_batch::Client::new(&conf),
                     aws_sdk_cloudwatchlogs::Client::new(&conf),
@@ -353,10 +348,7 @@ impl Scheduler for AwsBatchScheduler {
     }
 
     fn dryrun_facts(&self, _cfg: &Cfg) -> Result<BTreeMap<String, String>> {
-        let user = std::env::var("USER")
-            .or_else(|_| std::env::var("LOGNAME"))
-            .unwrap_or_default();
-        Ok(BTreeMap::from([(FACT_USER.to_string(), user)]))
+        Ok(crate::schedulers::aws::user_facts())
     }
 
     fn submit_dryrun(

@@ -10,18 +10,10 @@ use crate::error::{Error, Result};
 use crate::scheduler::{DryRunContext, NativeRequest};
 use crate::specs::{AppDef, MacroValues, Mount, Role};
 
-/// Tag with the torchx version: `list` keeps only jobs that carry it.
-pub const TAG_VERSION: &str = "torchx.pytorch.org/version";
-/// Tag with the AppDef name.
-pub const TAG_APP_NAME: &str = "torchx.pytorch.org/app-name";
-/// Tag with the submitting user.
-pub const TAG_USER: &str = "torchx.pytorch.org/user";
 /// Env var naming the role of a node group (describe and logs find roles by it).
 pub const ENV_ROLE_NAME: &str = "TORCHX_ROLE_NAME";
 /// Env var with the role's index.
 pub const ENV_ROLE_IDX: &str = "TORCHX_ROLE_IDX";
-/// The fact carrying the submitting user (`$USER`), gathered outside the pure dry run.
-pub const FACT_USER: &str = "user";
 /// TorchX's limit on roles (Batch node groups).
 pub const MAX_ROLES: usize = 5;
 /// Batch's limit on the nodes of a multi-node job.
@@ -433,17 +425,7 @@ pub fn render(app: &AppDef, opts: &AwsBatchOpts, ctx: &DryRunContext) -> Result<
             "AWS Batch multi-node jobs have at most {MAX_NODES} nodes; this app asks for {next}"
         )));
     }
-    let user = opts
-        .user
-        .clone()
-        .or_else(|| ctx.facts.get(FACT_USER).cloned())
-        .unwrap_or_default();
-    let mut tags = BTreeMap::from([
-        (TAG_VERSION.to_string(), crate::VERSION.to_string()),
-        (TAG_APP_NAME.to_string(), app.name.clone()),
-        (TAG_USER.to_string(), user),
-    ]);
-    tags.extend(app.metadata.clone());
+    let tags = crate::schedulers::aws::job_tags(app, opts.user.as_deref(), ctx);
     Ok(BatchJob {
         name: name.clone(),
         queue: opts.queue.clone(),

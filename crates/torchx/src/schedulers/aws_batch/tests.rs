@@ -11,7 +11,7 @@ use crate::specs::{Mount, Resource, RetryPolicy, Role};
 
 fn ctx() -> DryRunContext {
     DryRunContext::new("torchx", "fzfjxlmln9", "/work").with_facts(BTreeMap::from([(
-        FACT_USER.to_string(),
+        crate::schedulers::aws::FACT_USER.to_string(),
         "alice".to_string(),
     )]))
 }

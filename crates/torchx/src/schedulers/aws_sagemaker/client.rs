@@ -38,13 +38,7 @@ const ATTEMPTS: u32 = 4;
 impl SageMaker {
     /// Loads the configuration (no request is made).
     pub async fn connect(scheduler: &str) -> Result<SageMaker> {
-        let conf = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
-        let region = conf.region().map(|r| r.to_string()).ok_or_else(|| {
-            Error::backend(
-                scheduler,
-                "no AWS region configured (set AWS_REGION or a profile's region)",
-            )
-        })?;
+        let (conf, region) = crate::schedulers::aws::load_config(scheduler).await?;
         let credentials = conf
             .credentials_provider()
             .ok_or_else(|| Error::backend(scheduler, "no AWS credentials provider configured"))?;

@@ -118,10 +118,7 @@ impl Scheduler for AwsSageMakerScheduler {
     }
 
     fn dryrun_facts(&self, _cfg: &Cfg) -> Result<BTreeMap<String, String>> {
-        let user = std::env::var("USER")
-            .or_else(|_| std::env::var("LOGNAME"))
-            .unwrap_or_default();
-        Ok(BTreeMap::from([(render::FACT_USER.to_string(), user)]))
+        Ok(crate::schedulers::aws::user_facts())
     }
 
     fn submit_dryrun(

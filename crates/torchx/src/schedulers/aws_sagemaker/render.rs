@@ -11,17 +11,9 @@ use crate::error::{Error, Result};
 use crate::scheduler::{DryRunContext, NativeRequest};
 use crate::specs::{AppDef, MacroValues};
 
-/// The fact carrying the submitting user (`$USER`).
-pub const FACT_USER: &str = "user";
 /// What the `rank0_env` macro names: the first host's address, as SageMaker's training
 /// toolkit exports it.
 pub const RANK0_ENV: &str = "SM_MASTER_ADDR";
-/// Tags torchx puts on the training job.
-pub const TAG_VERSION: &str = "torchx.pytorch.org/version";
-/// The AppDef's name.
-pub const TAG_APP_NAME: &str = "torchx.pytorch.org/app-name";
-/// The submitting user.
-pub const TAG_USER: &str = "torchx.pytorch.org/user";
 
 /// What `aws_sagemaker` submits.
 #[derive(Debug, Clone, PartialEq)]
@@ -187,17 +179,7 @@ pub fn render(app: &AppDef, opts: &AwsSageMakerOpts, ctx: &DryRunContext) -> Res
     if let Some(level) = opts.container_log_level {
         hyper.insert("sagemaker_container_log_level".into(), level.to_string());
     }
-    let user = opts
-        .user
-        .clone()
-        .or_else(|| ctx.facts.get(FACT_USER).cloned())
-        .unwrap_or_default();
-    let mut tags = BTreeMap::from([
-        (TAG_VERSION.to_string(), crate::VERSION.to_string()),
-        (TAG_APP_NAME.to_string(), app.name.clone()),
-        (TAG_USER.to_string(), user),
-    ]);
-    tags.extend(app.metadata.clone());
+    let mut tags = crate::schedulers::aws::job_tags(app, opts.user.as_deref(), ctx);
     tags.extend(opts.tags.clone().unwrap_or_default());
     let mut req = Map::new();
     req.insert("TrainingJobName".into(), json!(name));

@@ -10,7 +10,7 @@ use crate::specs::{Mount, Resource, Role};
 
 fn ctx() -> DryRunContext {
     DryRunContext::new("torchx", "fzfjxlmln9", "/work").with_facts(BTreeMap::from([(
-        render::FACT_USER.to_string(),
+        crate::schedulers::aws::FACT_USER.to_string(),
         "alice".to_string(),
     )]))
 }
