@@ -178,11 +178,15 @@ impl AwsBatchScheduler {
 
     /// The newest job of this name in this queue, unless `delete` removed it.
     async fn find_job(&self, app_id: &str) -> Result<Option<bt::JobDetail>> {
-        let Some(id) = self
-            .find_summary(app_id)
-            .await?
-            .and_then(|s| s.job_id().map(str::to_string))
-        else {
+        match self.find_summary(app_id).await? {
+            Some(summary) => self.describe_listed(&summary).await,
+            None => Ok(None),
+        }
+    }
+
+    /// A listed job's details, unless `delete` removed it.
+    async fn describe_listed(&self, summary: &bt::JobSummary) -> Result<Option<bt::JobDetail>> {
+        let Some(id) = summary.job_id() else {
             return Ok(None);
         };
         let described = self
@@ -551,8 +555,12 @@ impl Scheduler for AwsBatchScheduler {
     /// Deregisters the job's definition and tags the job deleted, so torchx no longer shows it
     /// (Batch keeps job records and ages them out by itself).
     async fn delete(&self, app_id: &str) -> Result<()> {
+        let summary = self
+            .find_summary(app_id)
+            .await?
+            .ok_or_else(|| unknown_app(app_id))?;
         let job = self
-            .find_job(app_id)
+            .describe_listed(&summary)
             .await?
             .ok_or_else(|| unknown_app(app_id))?;
         let batch = self.batch().await?;
@@ -563,10 +571,9 @@ impl Scheduler for AwsBatchScheduler {
             .await
             .map_err(aws_err("deregistering the job definition"))?;
         // The listing always carries the ARN (some emulators omit it from DescribeJobs).
-        let summary = self.find_summary(app_id).await?;
         let arn = job
             .job_arn()
-            .or(summary.as_ref().and_then(|s| s.job_arn()))
+            .or(summary.job_arn())
             .ok_or_else(|| Error::backend(NAME, format!("no ARN for job {app_id}")))?;
         batch
             .tag_resource()

@@ -508,8 +508,7 @@ impl Scheduler for KubernetesScheduler {
         query: &LogQuery,
     ) -> Result<Box<dyn LogLines>> {
         let (ns, name) = split_app_id(NAME, app_id)?;
-        // An unknown app is an error at once, not a wait.
-        self.log_pod(ns, name, role, k).await?;
+        // (log_pod's first answer already fails an unknown app, before any wait.)
         let pod_of = || self.log_pod(ns, name, role, k).boxed();
         replica_log(self, &self.kube, app_id, ns, (role, k), query, &pod_of).await
     }
