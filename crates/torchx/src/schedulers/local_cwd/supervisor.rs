@@ -715,6 +715,10 @@ struct Launcher {
     resolved: BTreeMap<(String, OsString, PathBuf), PathBuf>,
 }
 
+fn cannot_start(program: &str, e: std::io::Error) -> Error {
+    Error::backend(NAME, format!("cannot start `{program}`: {e}"))
+}
+
 /// A replica forked but not yet known to have exec'd.
 struct Launched {
     launch: sys::Launch,
@@ -725,11 +729,10 @@ struct Launched {
 
 impl Launched {
     fn finish(self) -> Result<Proc> {
-        let program = self.program;
         let pid = self
             .launch
             .finish()
-            .map_err(|e| Error::backend(NAME, format!("cannot start `{program}`: {e}")))?;
+            .map_err(|e| cannot_start(&self.program, e))?;
         // The child is reaped by the supervisor's waitpid loop.
         Ok(Proc {
             pid,
@@ -758,8 +761,7 @@ impl Launcher {
             .first()
             .ok_or_else(|| Error::spec("empty command line"))?
             .clone();
-        let cannot =
-            |e: std::io::Error| Error::backend(NAME, format!("cannot start `{program}`: {e}"));
+        let cannot = |e: std::io::Error| cannot_start(&program, e);
         let mut child_env = self.base_env.clone();
         for (k, v) in env {
             let v = if k == "PATH" {
