@@ -2,62 +2,26 @@
 //! Builtin commands always win (clap matches them first), and `torchx-scheduler-*` programs are
 //! not commands. PATH is scanned only for `--help`, so start-up stays fast.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
 use crate::exit_codes;
 
 const PREFIX: &str = "torchx-";
 
-fn is_command_name(name: &str) -> bool {
-    !name.is_empty()
-        && !name.starts_with("scheduler-")
-        && name
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_')
-}
-
-fn is_executable(path: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+/// `torchx-scheduler-*` programs are schedulers, not commands.
+fn is_command(name: &str) -> bool {
+    !name.starts_with("scheduler-")
 }
 
 /// The plugin program for `cmd`, if one is on PATH.
 pub fn find(cmd: &str) -> Option<PathBuf> {
-    if !is_command_name(cmd) {
-        return None;
-    }
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|dir| dir.join(format!("{PREFIX}{cmd}")))
-        .find(|p| is_executable(p))
+    torchx::plugins::find(PREFIX, cmd).filter(|_| is_command(cmd))
 }
 
-/// Every plugin command on PATH (first one of each name wins), sorted.
+/// Every plugin command on PATH, sorted.
 pub fn all() -> Vec<(String, PathBuf)> {
-    let mut found: Vec<(String, PathBuf)> = Vec::new();
-    let Some(path) = std::env::var_os("PATH") else {
-        return found;
-    };
-    for dir in std::env::split_paths(&path) {
-        let Ok(entries) = std::fs::read_dir(&dir) else {
-            continue;
-        };
-        for e in entries.flatten() {
-            let name = e.file_name().to_string_lossy().into_owned();
-            let Some(cmd) = name.strip_prefix(PREFIX) else {
-                continue;
-            };
-            if is_command_name(cmd)
-                && !found.iter().any(|(c, _)| c == cmd)
-                && is_executable(&e.path())
-            {
-                found.push((cmd.to_string(), e.path()));
-            }
-        }
-    }
-    found.sort();
-    found
+    torchx::plugins::all(PREFIX, is_command)
 }
 
 /// The `--help` section listing plugin commands (empty when there are none).

@@ -12,6 +12,7 @@ pub mod components;
 pub mod config;
 pub mod error;
 pub mod opts;
+pub mod plugins;
 pub mod runner;
 pub mod scheduler;
 pub mod schedulers;

@@ -23,6 +23,14 @@ pub fn shell_join<S: AsRef<str>>(args: &[S]) -> String {
         .join(" ")
 }
 
+/// At most `max` characters of `s`, with `…` when cut (for quoting untrusted output in errors).
+pub fn truncate(s: &str, max: usize) -> String {
+    match s.char_indices().nth(max) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s.to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -34,5 +42,7 @@ mod tests {
         assert_eq!(shell_quote("${app_id}"), "'${app_id}'");
         assert_eq!(shell_quote("it's"), "'it'\"'\"'s'");
         assert_eq!(shell_join(&["a b", "c"]), "'a b' c");
+        assert_eq!(truncate("héllo", 2), "hé…");
+        assert_eq!(truncate("hi", 2), "hi");
     }
 }

@@ -2,7 +2,8 @@
 
 use torchx::components::{all_components, find_component_in, ComponentEnv, ComponentRef};
 use torchx::config::{dump, write_config};
-use torchx::{Error, Result};
+use torchx::opts::RunOpts;
+use torchx::{Error, Result, Runner};
 
 use crate::cli::{BuiltinsArgs, ConfigureArgs, RunoptsArgs};
 use crate::exit_codes;
@@ -44,13 +45,16 @@ pub fn builtins(a: BuiltinsArgs) -> Result<i32> {
 
 pub fn runopts(a: RunoptsArgs) -> Result<i32> {
     let runner = super::runner_without_config();
+    let listing_all = a.scheduler.is_none();
     let names: Vec<String> = match a.scheduler {
         Some(s) => vec![s],
-        None => runner.registry().names().map(String::from).collect(),
+        None => runner.registry().all_names(),
     };
     let mut json = serde_json::Map::new();
     for name in names {
-        let opts = runner.scheduler(&name)?.run_opts();
+        let Some(opts) = run_opts(&runner, &name, listing_all)? else {
+            continue;
+        };
         if a.json {
             json.insert(name, opts.to_json());
         } else {
@@ -72,11 +76,13 @@ pub fn configure(a: ConfigureArgs) -> Result<i32> {
             .filter(|s| !s.is_empty())
             .map(String::from)
             .collect(),
-        None => runner.registry().names().map(String::from).collect(),
+        None => runner.registry().all_names(),
     };
     let mut schemas = Vec::new();
     for n in &names {
-        schemas.push((n.as_str(), runner.scheduler(n)?.run_opts()));
+        if let Some(opts) = run_opts(&runner, n, a.schedulers.is_none())? {
+            schemas.push((n.as_str(), opts));
+        }
     }
     let text = dump(&schemas, !a.all);
     if a.print {
@@ -88,4 +94,17 @@ pub fn configure(a: ConfigureArgs) -> Result<i32> {
         eprintln!("wrote {}", path.display());
     }
     Ok(exit_codes::OK)
+}
+
+/// The run options of `name`. When listing every scheduler, a broken plugin on PATH is a
+/// warning, not the end of the listing.
+fn run_opts(runner: &Runner, name: &str, listing_all: bool) -> Result<Option<RunOpts>> {
+    match runner.scheduler(name) {
+        Ok(s) => Ok(Some(s.run_opts())),
+        Err(e) if listing_all && runner.registry().names().all(|n| n != name) => {
+            log::warn!("skipping scheduler plugin `{name}`: {e}");
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
 }

@@ -8,10 +8,12 @@ use crate::error::{did_you_mean, Error, Result};
 /// Builds a scheduler. Must be cheap: backend clients are created on first use, not here.
 pub type SchedulerFactory = Arc<dyn Fn() -> Result<Arc<dyn Scheduler>> + Send + Sync>;
 
-/// Registered schedulers, in order (the first is the default).
+/// Registered schedulers, in order (the first is the default), and optionally the scheduler
+/// plugins on PATH (`torchx-scheduler-<name>`), which never replace a registered name.
 #[derive(Clone)]
 pub struct Registry {
     entries: Vec<(String, &'static str, SchedulerFactory)>,
+    path_plugins: bool,
 }
 
 impl std::fmt::Debug for Registry {
@@ -23,16 +25,17 @@ impl std::fmt::Debug for Registry {
 }
 
 impl Registry {
-    /// An empty registry.
+    /// An empty registry (no PATH plugins either).
     pub fn empty() -> Registry {
         Registry {
             entries: Vec::new(),
+            path_plugins: false,
         }
     }
 
-    /// The builtin schedulers compiled into this build.
+    /// The builtin schedulers compiled into this build, plus the scheduler plugins on PATH.
     pub fn builtin() -> Registry {
-        let mut r = Registry::empty();
+        let mut r = Registry::empty().with_path_plugins(true);
         r.register(
             crate::schedulers::local_cwd::NAME,
             "Runs replicas as local processes in the current directory",
@@ -81,6 +84,12 @@ impl Registry {
         r
     }
 
+    /// Whether `torchx-scheduler-<name>` programs on PATH serve names not registered here.
+    pub fn with_path_plugins(mut self, enabled: bool) -> Registry {
+        self.path_plugins = enabled;
+        self
+    }
+
     /// Adds (or replaces) a scheduler; `factory` runs on the scheduler's first use.
     pub fn register(
         &mut self,
@@ -97,9 +106,23 @@ impl Registry {
         }
     }
 
-    /// Names in registration order.
+    /// Registered names in registration order.
     pub fn names(&self) -> impl Iterator<Item = &str> {
         self.entries.iter().map(|e| e.0.as_str())
+    }
+
+    /// Registered names, then the names of PATH plugins that no registered scheduler shadows
+    /// (this reads the PATH directories).
+    pub fn all_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.names().map(String::from).collect();
+        if self.path_plugins {
+            for (name, _) in crate::schedulers::plugin::all() {
+                if !names.contains(&name) {
+                    names.push(name);
+                }
+            }
+        }
+        names
     }
 
     /// The one-line description of a scheduler.
@@ -114,21 +137,38 @@ impl Registry {
 
     /// Builds the scheduler `name`.
     pub fn create(&self, name: &str) -> Result<Arc<dyn Scheduler>> {
-        match self.entries.iter().find(|e| e.0 == name) {
-            Some(e) => (e.2)(),
+        if let Some(e) = self.entries.iter().find(|e| e.0 == name) {
+            return (e.2)();
+        }
+        let plugin = self
+            .path_plugins
+            .then(|| crate::schedulers::plugin::find(name))
+            .flatten();
+        match plugin {
+            Some(path) => Ok(Arc::new(
+                crate::schedulers::plugin::PluginScheduler::connect(name, &path)?,
+            )),
             None => Err(self.unknown(name)),
         }
     }
 
     /// The error for an unknown scheduler name.
     pub fn unknown(&self, name: &str) -> Error {
-        let names: Vec<&str> = self.names().collect();
+        let names = self.all_names();
+        let plugins = if self.path_plugins {
+            format!(
+                " (or put a `{}{name}` program on PATH)",
+                crate::schedulers::plugin::PREFIX
+            )
+        } else {
+            String::new()
+        };
         Error::not_found(
             "scheduler",
             name,
             format!(
-                ".{} Use one of: {}",
-                did_you_mean(name, names.iter().copied()),
+                ".{} Use one of: {}{plugins}",
+                did_you_mean(name, names.iter().map(String::as_str)),
                 names.join(", ")
             ),
         )

@@ -18,6 +18,7 @@ pub mod local_cwd;
 #[cfg(feature = "docker")]
 pub mod local_docker;
 pub mod lsf;
+pub mod plugin;
 pub mod slurm;
 
 use std::path::{Path, PathBuf};

@@ -1,0 +1,58 @@
+//! Executables on PATH that extend torchx, found by name prefix as git and cargo find their
+//! subcommands: `torchx-<cmd>` (CLI commands) and `torchx-scheduler-<name>` (schedulers).
+//! Lookups are by name (a few `stat`s); only listings read whole PATH directories.
+
+use std::path::{Path, PathBuf};
+
+fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// Plugin names are lowercase ASCII letters, digits, `-` and `_` (no path tricks).
+pub fn is_plugin_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_')
+}
+
+/// The first executable `{prefix}{name}` on PATH.
+pub fn find(prefix: &str, name: &str) -> Option<PathBuf> {
+    if !is_plugin_name(name) {
+        return None;
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(format!("{prefix}{name}")))
+        .find(|p| is_executable(p))
+}
+
+/// Every executable `{prefix}<name>` on PATH whose name passes `accept` (the first of each name
+/// wins, as in a PATH lookup), sorted by name.
+pub fn all(prefix: &str, accept: impl Fn(&str) -> bool) -> Vec<(String, PathBuf)> {
+    let mut found: Vec<(String, PathBuf)> = Vec::new();
+    let Some(path) = std::env::var_os("PATH") else {
+        return found;
+    };
+    for dir in std::env::split_paths(&path) {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let file = e.file_name().to_string_lossy().into_owned();
+            let Some(name) = file.strip_prefix(prefix) else {
+                continue;
+            };
+            if is_plugin_name(name)
+                && accept(name)
+                && !found.iter().any(|(n, _)| n == name)
+                && is_executable(&e.path())
+            {
+                found.push((name.to_string(), e.path()));
+            }
+        }
+    }
+    found.sort();
+    found
+}
