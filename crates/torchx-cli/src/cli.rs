@@ -42,6 +42,8 @@ pub enum Command {
     Runopts(RunoptsArgs),
     /// Write a .torchxconfig template.
     Configure(ConfigureArgs),
+    /// Query what trackers recorded, or record from inside a job.
+    Tracker(TrackerArgs),
     /// Print shell completions.
     Completions(CompletionsArgs),
     /// A plugin command: `torchx-<cmd>` on PATH.
@@ -182,6 +184,120 @@ pub struct ConfigureArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct TrackerArgs {
+    /// The tracker to use (default: the first configured one; `add` records in all of them).
+    #[arg(long, global = true)]
+    pub tracker: Option<String>,
+    #[command(subcommand)]
+    pub command: TrackerCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TrackerCommand {
+    /// List jobs, metadata, artifacts or lineage.
+    #[command(subcommand)]
+    List(TrackerList),
+    /// Record metadata, an artifact or a source for a run (default: this job, $TORCHX_JOB_ID).
+    #[command(subcommand)]
+    Add(TrackerAdd),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TrackerList {
+    /// The tracked runs.
+    Jobs {
+        /// Only runs that name this run as a source.
+        #[arg(long = "parent-run-id", alias = "parent_run_id")]
+        parent_run_id: Option<String>,
+        /// JSON output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// A run's metadata.
+    Metadata {
+        /// The run id (a job's TORCHX_JOB_ID, i.e. its app handle).
+        #[arg(value_name = "RUN_ID")]
+        run_id: String,
+        /// JSON output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// A run's artifacts.
+    Artifacts {
+        /// Only this artifact.
+        #[arg(long)]
+        artifact: Option<String>,
+        /// The run id.
+        #[arg(value_name = "RUN_ID")]
+        run_id: String,
+        /// JSON output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// The runs a run derives from (sources) and those derived from it (descendants).
+    Lineage {
+        /// Only sources.
+        #[arg(long = "sources-only", conflicts_with = "descendants_only")]
+        sources_only: bool,
+        /// Only descendants.
+        #[arg(long = "descendants-only")]
+        descendants_only: bool,
+        /// Only links through this artifact.
+        #[arg(long)]
+        artifact: Option<String>,
+        /// The run id.
+        #[arg(value_name = "RUN_ID")]
+        run_id: String,
+        /// JSON output.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TrackerAdd {
+    /// KEY=VALUE pairs (values that parse as JSON keep their type).
+    Metadata {
+        /// The run (default: $TORCHX_JOB_ID).
+        #[arg(long = "run-id")]
+        run_id: Option<String>,
+        #[arg(value_name = "KEY=VALUE")]
+        pairs: Vec<String>,
+    },
+    /// An artifact: a name and where it is.
+    Artifact {
+        /// The run (default: $TORCHX_JOB_ID).
+        #[arg(long = "run-id")]
+        run_id: Option<String>,
+        /// Metadata of the artifact, KEY=VALUE (repeatable).
+        #[arg(long)]
+        metadata: Vec<String>,
+        name: String,
+        path: String,
+    },
+    /// A run this one derives from.
+    Source {
+        /// The run (default: $TORCHX_JOB_ID).
+        #[arg(long = "run-id")]
+        run_id: Option<String>,
+        /// Which of the source's artifacts was used.
+        #[arg(long)]
+        artifact: Option<String>,
+        source_run_id: String,
+    },
+}
+
+impl TrackerAdd {
+    pub fn run_id(&self) -> Option<&str> {
+        match self {
+            TrackerAdd::Metadata { run_id, .. }
+            | TrackerAdd::Artifact { run_id, .. }
+            | TrackerAdd::Source { run_id, .. } => run_id.as_deref(),
+        }
+    }
+}
+
+#[derive(Debug, Args)]
 pub struct CompletionsArgs {
     /// bash, zsh, fish, elvish or powershell.
     pub shell: clap_complete::Shell,
@@ -277,6 +393,7 @@ pub fn main() -> i32 {
         Command::Delete(a) => commands::query::delete(a),
         Command::Runopts(a) => commands::info::runopts(a),
         Command::Configure(a) => commands::info::configure(a),
+        Command::Tracker(a) => commands::runner().and_then(|r| commands::tracker::tracker(&r, a)),
         Command::External(mut words) => {
             let cmd = words.remove(0);
             let builtins: Vec<String> = Cli::command()

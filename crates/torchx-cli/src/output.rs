@@ -53,3 +53,38 @@ pub fn print_json(value: &impl serde::Serialize) {
     let _ = serde_json::to_writer_pretty(&mut out, value);
     let _ = writeln!(out);
 }
+
+/// Prints a table like Python's `tabulate(rows, headers)` (the "simple" format TorchX uses):
+/// headers, a dashed rule per column, columns two spaces apart.
+pub fn print_table(headers: &[&str], rows: &[Vec<String>]) {
+    let width = |i: usize| {
+        rows.iter()
+            .map(|r| r[i].chars().count())
+            .chain([headers[i].chars().count()])
+            .max()
+            .unwrap_or(0)
+    };
+    let widths: Vec<usize> = (0..headers.len()).map(width).collect();
+    let line = |cells: Vec<String>| {
+        let padded: Vec<String> = cells
+            .iter()
+            .zip(&widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect();
+        padded.join("  ").trim_end().to_string()
+    };
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    let _ = writeln!(
+        out,
+        "{}",
+        line(headers.iter().map(|h| h.to_string()).collect())
+    );
+    let _ = writeln!(
+        out,
+        "{}",
+        line(widths.iter().map(|w| "-".repeat(*w)).collect())
+    );
+    for r in rows {
+        let _ = writeln!(out, "{}", line(r.clone()));
+    }
+}

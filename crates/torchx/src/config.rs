@@ -379,14 +379,18 @@ impl TorchxConfig {
         self.section("torchx:tracker")
             .into_iter()
             .map(|(name, _)| {
-                let config = self
-                    .section(&format!("tracker:{name}"))
-                    .into_iter()
-                    .find(|(k, _)| k == "config")
-                    .map(|(_, v)| v);
+                let config = self.tracker_config(&name);
                 (name, config)
             })
             .collect()
+    }
+
+    /// `[tracker:<name>] config`.
+    pub fn tracker_config(&self, name: &str) -> Option<String> {
+        self.section(&format!("tracker:{name}"))
+            .into_iter()
+            .find(|(k, _)| k == "config")
+            .map(|(_, v)| v)
     }
 }
 

@@ -20,6 +20,7 @@ pub mod specs;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 pub mod text;
+pub mod tracker;
 pub mod workspace;
 
 pub use error::{Error, ErrorKind, Result};

@@ -14,6 +14,7 @@ use crate::specs::{
     make_app_handle, parse_app_handle, AppDef, AppHandle, AppStatus, DryRunInfo, ListAppResponse,
     Workspace,
 };
+use crate::tracker::{self, TrackerRegistry};
 
 /// Extra inputs of a run besides the app, scheduler and options.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -39,6 +40,7 @@ pub struct Runner {
     session_name: String,
     session_id: String,
     registry: Registry,
+    trackers: TrackerRegistry,
     config: TorchxConfig,
     schedulers: Mutex<BTreeMap<String, Arc<dyn Scheduler>>>,
 }
@@ -52,9 +54,21 @@ impl Runner {
             session_name: "torchx".into(),
             session_id,
             registry,
+            trackers: TrackerRegistry::builtin(),
             config,
             schedulers: Mutex::new(BTreeMap::new()),
         }
+    }
+
+    /// Uses these tracker factories (default: the builtin `fsspec`).
+    pub fn with_trackers(mut self, trackers: TrackerRegistry) -> Runner {
+        self.trackers = trackers;
+        self
+    }
+
+    /// The tracker factories.
+    pub fn trackers(&self) -> &TrackerRegistry {
+        &self.trackers
     }
 
     /// Sets the session name used in handles.
@@ -102,32 +116,42 @@ impl Runner {
     }
 
     fn tracker_env(&self) -> Vec<(String, String)> {
-        let mut trackers = self.config.trackers();
-        if let Ok(names) = std::env::var("TORCHX_TRACKERS") {
-            trackers = names
-                .split(',')
-                .filter(|n| !n.is_empty())
-                .map(|n| (n.to_string(), None))
-                .collect();
-        }
+        let trackers = tracker::configured(&self.config);
         let mut env = Vec::new();
         if !trackers.is_empty() {
-            env.push((
-                "TORCHX_TRACKERS".into(),
-                trackers
-                    .iter()
-                    .map(|t| t.0.as_str())
-                    .collect::<Vec<_>>()
-                    .join(","),
-            ));
+            let names: Vec<&str> = trackers.iter().map(|t| t.0.as_str()).collect();
+            env.push((tracker::ENV_TRACKERS.into(), names.join(",")));
         }
         for (name, config) in trackers {
-            let var = format!("TORCHX_TRACKER_{}_CONFIG", name.to_uppercase());
-            if let Some(c) = std::env::var(&var).ok().or(config) {
-                env.push((var, c));
+            if let Some(c) = config {
+                env.push((tracker::config_env_var(&name), c));
             }
         }
         env
+    }
+
+    /// Records `parent` as the source of the run `handle` in every configured tracker this
+    /// process can build, so lineage holds even for jobs that never call a tracker. The job is
+    /// already submitted: failures are warnings.
+    fn record_parent(&self, handle: &str, parent: &str) {
+        for (name, config) in tracker::configured(&self.config) {
+            let result = self
+                .trackers
+                .build(&name, config.as_deref())
+                .and_then(|t| t.add_source(handle, parent, None));
+            match result {
+                Ok(()) => {}
+                // A tracker only the job's own runtime knows (e.g. a Python one).
+                Err(Error::NotFound { .. }) => {
+                    log::debug!(
+                        "tracker `{name}` is not built into torchx; the job records its parent"
+                    )
+                }
+                Err(e) => log::warn!(
+                    "could not record the parent run of {handle} in tracker `{name}`: {e}"
+                ),
+            }
+        }
     }
 
     /// Validates `app`, injects TorchX's env vars (`TORCHX_JOB_ID`, session and tracker vars),
@@ -150,19 +174,20 @@ impl Runner {
                 "workspaces (it runs in the current directory; drop --workspace)",
             ));
         }
-        let parent = std::env::var("TORCHX_PARENT_RUN_ID")
+        let parent = std::env::var(tracker::ENV_PARENT_RUN_ID)
             .ok()
             .or_else(|| args.parent_run_id.clone());
         let trackers = self.tracker_env();
         for role in &mut app.roles {
             role.env.insert(
-                "TORCHX_JOB_ID".into(),
+                tracker::ENV_JOB_ID.into(),
                 format!("{scheduler}://{}/${{app_id}}", self.session_name),
             );
             role.env
                 .insert("TORCHX_INTERNAL_SESSION_ID".into(), self.session_id.clone());
             if let Some(p) = &parent {
-                role.env.insert("TORCHX_PARENT_RUN_ID".into(), p.clone());
+                role.env
+                    .insert(tracker::ENV_PARENT_RUN_ID.into(), p.clone());
             }
             for (k, v) in &trackers {
                 role.env.insert(k.clone(), v.clone());
@@ -245,11 +270,16 @@ impl Runner {
     pub async fn schedule(&self, info: &DryRunInfo) -> Result<String> {
         let sched = self.scheduler(&info.scheduler)?;
         let app_id = sched.schedule(info).await?;
-        Ok(make_app_handle(
-            &info.scheduler,
-            &self.session_name,
-            &app_id,
-        ))
+        let handle = make_app_handle(&info.scheduler, &self.session_name, &app_id);
+        let parent = info
+            .app
+            .roles
+            .first()
+            .and_then(|r| r.env.get(tracker::ENV_PARENT_RUN_ID));
+        if let Some(p) = parent.filter(|p| !p.is_empty()) {
+            self.record_parent(&handle, p);
+        }
+        Ok(handle)
     }
 
     /// Dry-runs and schedules `app`; returns the handle.

@@ -3,6 +3,7 @@
 pub mod info;
 pub mod query;
 pub mod run;
+pub mod tracker;
 
 use torchx::config::TorchxConfig;
 use torchx::scheduler::Registry;
