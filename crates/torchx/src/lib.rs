@@ -11,6 +11,7 @@
 pub mod components;
 pub mod config;
 pub mod error;
+pub mod extensions;
 pub mod opts;
 pub mod plugins;
 pub mod runner;

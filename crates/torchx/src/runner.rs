@@ -5,14 +5,16 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::components::{find_component_in, ComponentEnv, ComponentRef};
+use crate::components::{
+    all_components_with, find_component_with, Component, ComponentEnv, ComponentRef,
+};
 use crate::config::TorchxConfig;
 use crate::error::{Error, Result};
 use crate::opts::Cfg;
 use crate::scheduler::{random_id, DryRunContext, LogLines, LogQuery, Registry, Scheduler};
 use crate::specs::{
     make_app_handle, parse_app_handle, AppDef, AppHandle, AppStatus, DryRunInfo, ListAppResponse,
-    Workspace,
+    Resource, Workspace,
 };
 use crate::tracker::{self, TrackerRegistry};
 
@@ -41,6 +43,8 @@ pub struct Runner {
     session_id: String,
     registry: Registry,
     trackers: TrackerRegistry,
+    components: Vec<Component>,
+    named_resources: BTreeMap<String, Resource>,
     config: TorchxConfig,
     schedulers: Mutex<BTreeMap<String, Arc<dyn Scheduler>>>,
 }
@@ -55,6 +59,8 @@ impl Runner {
             session_id,
             registry,
             trackers: TrackerRegistry::builtin(),
+            components: Vec::new(),
+            named_resources: BTreeMap::new(),
             config,
             schedulers: Mutex::new(BTreeMap::new()),
         }
@@ -69,6 +75,43 @@ impl Runner {
     /// The tracker factories.
     pub fn trackers(&self) -> &TrackerRegistry {
         &self.trackers
+    }
+
+    /// Adds components and named resources next to the builtins (see
+    /// [`Extensions`](crate::extensions::Extensions), which checks for clashes).
+    pub fn with_components(
+        mut self,
+        components: Vec<Component>,
+        named_resources: BTreeMap<String, Resource>,
+    ) -> Runner {
+        self.components = components;
+        self.named_resources = named_resources;
+        self
+    }
+
+    /// Every component by name: builtins, registered ones, then those of the config's
+    /// component directories.
+    pub fn components(&self) -> Result<Vec<Component>> {
+        all_components_with(&self.components, &self.config.component_dirs())
+    }
+
+    /// What a component name refers to.
+    pub fn find_component(&self, name: &str) -> Result<ComponentRef> {
+        find_component_with(name, &self.components, &self.config.component_dirs())
+    }
+
+    /// Named resources besides the builtins: registered ones and `[resource:<name>]` sections.
+    pub fn named_resources(&self) -> Result<BTreeMap<String, Resource>> {
+        let mut all = self.named_resources.clone();
+        for (name, r) in self.config.named_resources()? {
+            if all.contains_key(&name) {
+                return Err(Error::config(format!(
+                    ".torchxconfig [resource:{name}]: `{name}` is already defined by this torchx                      build; pick another name"
+                )));
+            }
+            all.insert(name, r);
+        }
+        Ok(all)
     }
 
     /// Sets the session name used in handles.
@@ -216,7 +259,7 @@ impl Runner {
         component: &str,
         args: &[String],
     ) -> Result<ComponentOutcome<AppDef>> {
-        match find_component_in(component, &self.config.component_dirs())? {
+        match self.find_component(component)? {
             ComponentRef::AppFile(app) => {
                 if args.iter().any(|a| a == "--help") {
                     return Ok(ComponentOutcome::Help(format!(
@@ -238,7 +281,7 @@ impl Runner {
                     .remove(component)
                     .unwrap_or_default();
                 let env = ComponentEnv {
-                    named_resources: self.config.named_resources()?,
+                    named_resources: self.named_resources()?,
                     ..ComponentEnv::from_process()
                 };
                 match c.materialize(args, &defaults, &env)? {

@@ -1,6 +1,6 @@
 //! Informational commands: builtins, runopts, configure.
 
-use torchx::components::{all_components, find_component_in, ComponentEnv, ComponentRef};
+use torchx::components::{ComponentEnv, ComponentRef};
 use torchx::config::{dump, write_config};
 use torchx::opts::RunOpts;
 use torchx::{Error, Result, Runner};
@@ -10,23 +10,25 @@ use crate::exit_codes;
 use crate::output::print_json;
 
 pub fn builtins(a: BuiltinsArgs) -> Result<i32> {
-    let dirs = torchx::config::TorchxConfig::discover()?.component_dirs();
+    let runner = super::runner()?;
     if let Some(name) = a.print {
-        let ComponentRef::Component(c) = find_component_in(&name, &dirs)? else {
+        let ComponentRef::Component(c) = runner.find_component(&name)? else {
             return Err(Error::arg(format!(
                 "`{name}` is an AppDef file, not a component"
             )));
         };
         print!("{}", c.help(&Default::default()));
         // The AppDef with default arguments, when the component has no required parameters.
-        if let Ok(Some(app)) =
-            c.materialize::<&str>(&[], &Default::default(), &ComponentEnv::from_process())
-        {
+        let env = ComponentEnv {
+            named_resources: runner.named_resources()?,
+            ..ComponentEnv::from_process()
+        };
+        if let Ok(Some(app)) = c.materialize::<&str>(&[], &Default::default(), &env) {
             println!("\nAppDef with the default arguments:\n{}", app.to_yaml());
         }
         return Ok(exit_codes::OK);
     }
-    let all = all_components(&dirs)?;
+    let all = runner.components()?;
     if a.json {
         let items: Vec<serde_json::Value> = all.iter().map(|c| serde_json::json!({"name": c.name, "description": c.description.lines().next().unwrap_or_default(), "origin": c.origin})).collect();
         print_json(&serde_json::Value::Array(items));
@@ -44,7 +46,7 @@ pub fn builtins(a: BuiltinsArgs) -> Result<i32> {
 }
 
 pub fn runopts(a: RunoptsArgs) -> Result<i32> {
-    let runner = super::runner_without_config();
+    let runner = super::runner_without_config()?;
     let listing_all = a.scheduler.is_none();
     let names: Vec<String> = match a.scheduler {
         Some(s) => vec![s],
@@ -68,7 +70,7 @@ pub fn runopts(a: RunoptsArgs) -> Result<i32> {
 }
 
 pub fn configure(a: ConfigureArgs) -> Result<i32> {
-    let runner = super::runner_without_config();
+    let runner = super::runner_without_config()?;
     let names: Vec<String> = match &a.schedulers {
         Some(s) => s
             .split(',')

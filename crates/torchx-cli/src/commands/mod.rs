@@ -5,18 +5,32 @@ pub mod query;
 pub mod run;
 pub mod tracker;
 
+use std::sync::OnceLock;
+
 use torchx::config::TorchxConfig;
-use torchx::scheduler::Registry;
+use torchx::extensions::Extensions;
 use torchx::{Result, Runner};
 
-/// A runner over the builtin schedulers with the config files in effect.
+/// What this binary was built with (set once by `torchx_cli::main`).
+static EXTENSIONS: OnceLock<Extensions> = OnceLock::new();
+
+pub fn set_extensions(ext: Extensions) {
+    let _ = EXTENSIONS.set(ext);
+}
+
+fn extensions() -> &'static Extensions {
+    EXTENSIONS.get_or_init(Extensions::builtin)
+}
+
+/// A runner over this binary's schedulers, components and trackers, with the config files in
+/// effect.
 pub fn runner() -> Result<Runner> {
-    Ok(Runner::new(Registry::builtin(), TorchxConfig::discover()?))
+    extensions().runner(TorchxConfig::discover()?)
 }
 
 /// A runner that reads no config files (for commands that do not need them).
-pub fn runner_without_config() -> Runner {
-    Runner::new(Registry::builtin(), TorchxConfig::default())
+pub fn runner_without_config() -> Result<Runner> {
+    extensions().runner(TorchxConfig::default())
 }
 
 /// A single-threaded tokio runtime, built only by commands that talk to a scheduler.

@@ -27,7 +27,7 @@ fn unknown(handle: &str) -> Error {
 }
 
 pub fn status(a: StatusArgs) -> Result<i32> {
-    let runner = super::runner_without_config();
+    let runner = super::runner_without_config()?;
     let status =
         super::block_on(runner.status(&a.app_handle))?.ok_or_else(|| unknown(&a.app_handle))?;
     let roles: Vec<String> = a
@@ -50,7 +50,7 @@ pub fn status(a: StatusArgs) -> Result<i32> {
 }
 
 pub fn describe(a: HandleArgs) -> Result<i32> {
-    let runner = super::runner_without_config();
+    let runner = super::runner_without_config()?;
     let app =
         super::block_on(runner.describe(&a.app_handle))?.ok_or_else(|| unknown(&a.app_handle))?;
     if a.json {
@@ -93,7 +93,7 @@ fn fmt_duration(start: Option<f64>, end: Option<f64>) -> String {
 }
 
 pub fn list(a: ListArgs) -> Result<i32> {
-    let runner = super::runner_without_config();
+    let runner = super::runner_without_config()?;
     let scheduler = a.scheduler.clone().unwrap_or_else(|| {
         runner
             .registry()
@@ -204,7 +204,7 @@ pub fn log(a: LogArgs) -> Result<i32> {
         should_tail: a.tail,
         streams: a.streams.as_deref().map(str::parse::<Stream>).transpose()?,
     };
-    let runner = std::rc::Rc::new(super::runner_without_config());
+    let runner = std::rc::Rc::new(super::runner_without_config()?);
     let query = std::rc::Rc::new(query);
     super::block_on(async {
         let app = runner
@@ -285,14 +285,14 @@ pub fn log(a: LogArgs) -> Result<i32> {
 }
 
 pub fn cancel(a: HandleArgs) -> Result<i32> {
-    let runner = super::runner_without_config();
+    let runner = super::runner_without_config()?;
     super::block_on(runner.cancel(&a.app_handle))?;
     log::info!("cancelled {}", a.app_handle);
     Ok(exit_codes::OK)
 }
 
 pub fn delete(a: HandleArgs) -> Result<i32> {
-    let runner = super::runner_without_config();
+    let runner = super::runner_without_config()?;
     super::block_on(runner.delete(&a.app_handle))?;
     log::info!("deleted {}", a.app_handle);
     Ok(exit_codes::OK)

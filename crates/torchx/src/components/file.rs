@@ -205,7 +205,7 @@ fn component_from_value(def: &Value, name: &str, path: &str) -> Result<Component
 fn comp_template(c: &Component) -> &Value {
     match &c.build {
         Build::Template(t) => t,
-        Build::Native(_) => &Value::Null,
+        Build::Native(_) | Build::Registered(_) => &Value::Null,
     }
 }
 

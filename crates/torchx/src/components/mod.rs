@@ -97,7 +97,8 @@ pub struct Param {
 }
 
 impl Param {
-    fn new(name: &str, ty: ParamType, default: ParamDefault, help: &str) -> Param {
+    /// A parameter `--name` of type `ty`.
+    pub fn new(name: &str, ty: ParamType, default: ParamDefault, help: &str) -> Param {
         Param {
             name: name.into(),
             ty,
@@ -255,10 +256,25 @@ impl ComponentEnv {
 
 type NativeBuild = fn(&ComponentArgs, &ComponentEnv) -> Result<AppDef>;
 
-#[derive(Debug, Clone)]
+/// The builder of a component registered by a custom binary.
+pub type ComponentBuilder =
+    std::sync::Arc<dyn Fn(&ComponentArgs, &ComponentEnv) -> Result<AppDef> + Send + Sync>;
+
+#[derive(Clone)]
 enum Build {
     Native(NativeBuild),
+    Registered(ComponentBuilder),
     Template(Box<serde_json::Value>),
+}
+
+impl std::fmt::Debug for Build {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Build::Native(_) => f.write_str("Native"),
+            Build::Registered(_) => f.write_str("Registered"),
+            Build::Template(t) => f.debug_tuple("Template").field(t).finish(),
+        }
+    }
 }
 
 /// A component: declared parameters plus a builder.
@@ -292,6 +308,24 @@ impl Component {
             params,
             origin: "builtin".into(),
             build: Build::Native(build),
+        }
+    }
+
+    /// A component built by `build` from its parsed arguments (for custom binaries; `origin`
+    /// says where it comes from in `torchx builtins`, e.g. the crate's name).
+    pub fn new(
+        name: impl Into<String>,
+        description: impl Into<String>,
+        params: Vec<Param>,
+        origin: impl Into<String>,
+        build: impl Fn(&ComponentArgs, &ComponentEnv) -> Result<AppDef> + Send + Sync + 'static,
+    ) -> Component {
+        Component {
+            name: name.into(),
+            description: description.into(),
+            params,
+            origin: origin.into(),
+            build: Build::Registered(std::sync::Arc::new(build)),
         }
     }
 
@@ -468,6 +502,7 @@ impl Component {
     pub fn build(&self, args: &ComponentArgs, env: &ComponentEnv) -> Result<AppDef> {
         let app = match &self.build {
             Build::Native(f) => f(args, env)?,
+            Build::Registered(f) => f(args, env)?,
             Build::Template(t) => file::instantiate(self, t, args)?,
         };
         Ok(app)
@@ -547,9 +582,22 @@ pub fn find_component(name: &str) -> Result<ComponentRef> {
 /// The builtins followed by the components of the search-path `dirs`. A directory component
 /// may not take a builtin's name or another directory component's (never a silent shadow).
 pub fn all_components(dirs: &[std::path::PathBuf]) -> Result<Vec<Component>> {
+    all_components_with(&[], dirs)
+}
+
+/// The builtins, then `registered` (by a custom binary), then the components of `dirs`. No
+/// name may be taken twice (never a silent shadow).
+pub fn all_components_with(
+    registered: &[Component],
+    dirs: &[std::path::PathBuf],
+) -> Result<Vec<Component>> {
     let mut all = builtins();
-    for dir in dirs {
-        for c in load_component_dir(dir)? {
+    let from_dirs = dirs
+        .iter()
+        .map(|d| load_component_dir(d))
+        .collect::<Result<Vec<_>>>()?;
+    for group in std::iter::once(registered.to_vec()).chain(from_dirs) {
+        for c in group {
             if let Some(first) = all.iter().find(|b| b.name == c.name) {
                 return Err(Error::config(format!(
                     "component `{}` in {} clashes with the one from {}; rename one",
@@ -565,13 +613,22 @@ pub fn all_components(dirs: &[std::path::PathBuf]) -> Result<Vec<Component>> {
 /// [`find_component`] with a component search path: bare names are looked up among the
 /// builtins and then the components of `dirs`.
 pub fn find_component_in(name: &str, dirs: &[std::path::PathBuf]) -> Result<ComponentRef> {
+    find_component_with(name, &[], dirs)
+}
+
+/// [`find_component_in`] with components `registered` by a custom binary.
+pub fn find_component_with(
+    name: &str,
+    registered: &[Component],
+    dirs: &[std::path::PathBuf],
+) -> Result<ComponentRef> {
     if let Some((path, func)) = name.rsplit_once(':') {
         return load_file_component(path, func, name).map(ComponentRef::Component);
     }
     if [".yaml", ".yml", ".json"].iter().any(|e| name.ends_with(e)) {
         return load_app_file(name).map(ComponentRef::AppFile);
     }
-    let all = all_components(dirs)?;
+    let all = all_components_with(registered, dirs)?;
     if let Some(c) = all.iter().find(|c| c.name == name) {
         return Ok(ComponentRef::Component(c.clone()));
     }
