@@ -3,12 +3,12 @@
 //! components, named resources and trackers next to the builtins, without forking:
 //!
 //! ```no_run
-//! fn main() {
-//!     let ext = torchx::extensions::Extensions::builtin()
-//!         .named_resource("trn1.2xl", torchx::specs::Resource::new(8, 0, 32 * 1024));
-//!     torchx_cli::main(ext)
-//! }
+//! let ext = torchx::extensions::Extensions::builtin()
+//!     .named_resource("trn1.2xl", torchx::specs::Resource::new(8, 0, 32 * 1024));
+//! torchx_cli::main(ext)
 //! ```
+//!
+//! (examples/custom-torchx.rs is a complete one.)
 //!
 //! All logic lives in the `torchx` library; this crate parses arguments, renders output and
 //! errors, and maps outcomes to exit codes.

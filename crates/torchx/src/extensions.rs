@@ -4,7 +4,6 @@
 //! `torchx_cli::main` runs the standard CLI over them.
 //!
 //! ```no_run
-//! use std::sync::Arc;
 //! use torchx::extensions::Extensions;
 //! use torchx::specs::Resource;
 //!
