@@ -5,7 +5,6 @@
 mod support;
 
 use std::path::PathBuf;
-use std::process::Command;
 
 use support::{stderr, stdout, Env};
 
@@ -22,15 +21,7 @@ fn custom(env: &Env, args: &[&str]) -> std::process::Output {
         "{} is not built (cargo test builds examples)",
         bin.display()
     );
-    let mut c = Command::new(bin);
-    c.args(args)
-        .current_dir(&env.cwd)
-        .env("HOME", &env.home)
-        .env("TORCHX_STATE_DIR", &env.state)
-        .env_remove("TORCHXCONFIG")
-        .env_remove("TORCHX_PARENT_RUN_ID")
-        .env_remove("TORCHX_SUPERVISOR");
-    c.output().unwrap()
+    env.cmd_of(&bin, args).output().unwrap()
 }
 
 #[test]

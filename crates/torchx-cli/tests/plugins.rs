@@ -146,14 +146,34 @@ fn component_search_path_from_config() {
     std::fs::write(
         comps.join("mylib.yaml"),
         "hi:\n  description: Says hello\n  params:\n    who: {type: str, default: world}\n  app:\n    \
-         name: hi\n    roles: [{name: r, image: i, entrypoint: echo, args: ['hello {{who}}']}]\n",
+         name: hi\n    roles: [{name: r, image: i, entrypoint: echo, args: ['hello {{who}}']}]\n\
+         sized:\n  params:\n    h: {type: str, default: tiny}\n  app:\n    \
+         name: sized\n    roles: [{name: r, image: i, entrypoint: 'true', resource: '{{h}}'}]\n",
     )
     .unwrap();
     std::fs::write(
         env.cwd.join(".torchxconfig"),
-        format!("[torchx:components]\ndirs = {}\n", comps.display()),
+        format!(
+            "[torchx:components]\ndirs = {}\n\n[resource:tiny]\ncpu = 1\nmemMB = 64\n",
+            comps.display()
+        ),
     )
     .unwrap();
+    // A component file's `resource` may name a resource: from config, or a builtin.
+    for (args, cpu) in [(vec![], 1), (vec!["--h", "aws_t3.medium"], 2)] {
+        let mut full = vec!["run", "--dryrun", "--json", "mylib.sized"];
+        full.extend(args);
+        let out = env.run(&full);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+        assert_eq!(v["app"]["roles"][0]["resource"]["cpu"], cpu, "{v}");
+    }
+    let out = env.run(&["run", "--dryrun", "mylib.sized", "--h", "nosuch"]);
+    assert!(
+        stderr(&out).contains("nosuch") && stderr(&out).contains("tiny"),
+        "{}",
+        stderr(&out)
+    );
     let out = env.run(&["builtins"]);
     assert!(stdout(&out).contains("mylib.hi"), "{}", stdout(&out));
     assert!(

@@ -43,6 +43,15 @@ fn tracker_root(env: &Env, fixture: Option<&str>) -> (PathBuf, PathBuf) {
     (root, conf)
 }
 
+/// `torchx args` with the fsspec tracker configured through the environment.
+fn with_fsspec_env(env: &Env, conf: &Path, args: &[&str]) -> std::process::Output {
+    env.cmd(args)
+        .env("TORCHX_TRACKERS", "fsspec")
+        .env("TORCHX_TRACKER_FSSPEC_CONFIG", conf)
+        .output()
+        .unwrap()
+}
+
 fn json_of(env: &Env, args: &[&str]) -> Value {
     let out = env.run(args);
     assert_eq!(out.status.code(), Some(0), "{args:?}: {}", stderr(&out));
@@ -124,13 +133,7 @@ fn a_job_launched_with_a_parent_records_what_tracker_lists() {
 fn the_launcher_records_the_parent_even_if_the_job_never_tracks() {
     let env = Env::new();
     let (_, conf) = tracker_root(&env, None);
-    let run = |args: &[&str]| {
-        env.cmd(args)
-            .env("TORCHX_TRACKERS", "fsspec")
-            .env("TORCHX_TRACKER_FSSPEC_CONFIG", &conf)
-            .output()
-            .unwrap()
-    };
+    let run = |args: &[&str]| with_fsspec_env(&env, &conf, args);
     let out = run(&["run", "--parent_run_id", "exp://sweep/7", "utils.echo"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let handle = stdout(&out).lines().next().unwrap().trim().to_string();
@@ -146,13 +149,7 @@ fn the_launcher_records_the_parent_even_if_the_job_never_tracks() {
 fn python_torchx_fsspec_data_is_read_and_written_alike() {
     let env = Env::new();
     let (root, conf) = tracker_root(&env, Some("fsspec"));
-    let run = |args: &[&str]| {
-        env.cmd(args)
-            .env("TORCHX_TRACKERS", "fsspec")
-            .env("TORCHX_TRACKER_FSSPEC_CONFIG", &conf)
-            .output()
-            .unwrap()
-    };
+    let run = |args: &[&str]| with_fsspec_env(&env, &conf, args);
     let json_run = |args: &[&str]| -> Value {
         let out = run(args);
         assert_eq!(out.status.code(), Some(0), "{args:?}: {}", stderr(&out));

@@ -36,7 +36,12 @@ impl Env {
     }
 
     pub fn cmd(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_torchx"));
+        self.cmd_of(env!("CARGO_BIN_EXE_torchx").as_ref(), args)
+    }
+
+    /// `program args` (a torchx binary) isolated like [`Env::cmd`].
+    pub fn cmd_of(&self, program: &std::path::Path, args: &[&str]) -> Command {
+        let mut c = Command::new(program);
         c.args(args)
             .current_dir(&self.cwd)
             .env("HOME", &self.home)

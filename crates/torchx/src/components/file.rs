@@ -248,8 +248,23 @@ fn check_template(c: &Component, v: &Value) -> Result<()> {
     }
 }
 
-pub(super) fn instantiate(c: &Component, template: &Value, args: &ComponentArgs) -> Result<AppDef> {
-    let value = fill(template, args);
+pub(super) fn instantiate(
+    c: &Component,
+    template: &Value,
+    args: &ComponentArgs,
+    env: &super::ComponentEnv,
+) -> Result<AppDef> {
+    let mut value = fill(template, args);
+    // `resource = "a100x4"` (or `"{{h}}"`): a named resource, builtin or from .torchxconfig.
+    for role in value["roles"].as_array_mut().into_iter().flatten() {
+        if let Some(name) = role["resource"].as_str() {
+            let r = env
+                .resource(name)
+                .map_err(|e| Error::spec(format!("{}: component `{}`: {e}", c.origin, c.name)))?;
+            role["resource"] =
+                serde_json::to_value(r).map_err(|e| Error::spec(format!("{}: {e}", c.origin)))?;
+        }
+    }
     let app: AppDef = serde_json::from_value(value).map_err(|e| {
         Error::spec(format!(
             "{}: component `{}` produced an invalid AppDef: {e}",

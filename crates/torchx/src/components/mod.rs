@@ -503,7 +503,7 @@ impl Component {
         let app = match &self.build {
             Build::Native(f) => f(args, env)?,
             Build::Registered(f) => f(args, env)?,
-            Build::Template(t) => file::instantiate(self, t, args)?,
+            Build::Template(t) => file::instantiate(self, t, args, env)?,
         };
         Ok(app)
     }

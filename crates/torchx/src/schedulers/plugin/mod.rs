@@ -122,7 +122,6 @@ impl Scheduler for PluginScheduler {
         cfg: &Cfg,
         ctx: &DryRunContext,
     ) -> Result<Box<dyn NativeRequest>> {
-        crate::schedulers::reject_workspaces(self.name(), app)?;
         let body = json!({
             "app": app,
             "cfg": cfg,
