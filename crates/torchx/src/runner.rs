@@ -106,7 +106,8 @@ impl Runner {
         for (name, r) in self.config.named_resources()? {
             if all.contains_key(&name) {
                 return Err(Error::config(format!(
-                    ".torchxconfig [resource:{name}]: `{name}` is already defined by this torchx                      build; pick another name"
+                    ".torchxconfig [resource:{name}]: `{name}` is already defined by this torchx build; \
+                     pick another name"
                 )));
             }
             all.insert(name, r);
