@@ -101,11 +101,13 @@ impl Program {
         let stderr = Arc::new(Mutex::new(Vec::new()));
         if let Some(err) = child.stderr.take() {
             let sink = Arc::clone(&stderr);
+            let scheduler = self.scheduler.clone();
             std::thread::spawn(move || {
                 for line in BufReader::new(err)
                     .lines()
                     .map_while(std::result::Result::ok)
                 {
+                    log::info!("{scheduler} plugin: {line}");
                     if let Ok(mut s) = sink.lock() {
                         if s.len() == STDERR_TAIL {
                             s.remove(0);
