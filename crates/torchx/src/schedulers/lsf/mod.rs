@@ -84,17 +84,7 @@ impl LsfScheduler {
         if self.deleted_marker(app_id).exists() {
             return Ok(Vec::new());
         }
-        let out = run_ok(
-            "bjobs",
-            &[
-                "-noheader",
-                "-a",
-                "-P",
-                app_id,
-                "-o",
-                "proj name stat exit_code",
-            ],
-        )?;
+        let out = bjobs(app_id, "proj name stat exit_code")?;
         Ok(parse_bjobs(&out)
             .into_iter()
             .filter(|j| j.proj == app_id)
@@ -103,17 +93,7 @@ impl LsfScheduler {
 
     /// A field of one job, by name (`bjobs -o "name FIELD"`).
     fn job_field(&self, app_id: &str, field: &str) -> Result<BTreeMap<String, String>> {
-        let out = run_ok(
-            "bjobs",
-            &[
-                "-noheader",
-                "-a",
-                "-P",
-                app_id,
-                "-o",
-                &format!("name {field}"),
-            ],
-        )?;
+        let out = bjobs(app_id, &format!("name {field}"))?;
         Ok(out
             .lines()
             .filter_map(|l| {
@@ -122,6 +102,11 @@ impl LsfScheduler {
             })
             .collect())
     }
+}
+
+/// `bjobs` output for every job (finished too) of project `app_id`, with the given `-o` fields.
+fn bjobs(app_id: &str, fields: &str) -> Result<String> {
+    run_ok("bjobs", &["-noheader", "-a", "-P", app_id, "-o", fields])
 }
 
 /// `{app_id}-{role}-{i}` → (role, i).
