@@ -23,17 +23,9 @@ pub fn tracker(runner: &Runner, a: TrackerArgs) -> Result<i32> {
 
 /// The tracker to query: `--tracker`, else the first configured one.
 fn query_tracker(runner: &Runner, name: Option<&str>) -> Result<Box<dyn Tracker>> {
-    let configured = tracker::configured(runner.config());
     let (name, config) = match name {
-        Some(n) => {
-            let config = configured
-                .iter()
-                .find(|t| t.0 == n)
-                .and_then(|t| t.1.clone())
-                .or_else(|| runner.config().tracker_config(n));
-            (n.to_string(), config)
-        }
-        None => configured
+        Some(n) => (n.to_string(), tracker::config_of(runner.config(), n)),
+        None => tracker::configured(runner.config())
             .into_iter()
             .next()
             .ok_or_else(|| Error::config(NONE_CONFIGURED))?,

@@ -156,21 +156,29 @@ impl TrackerRegistry {
 /// The trackers a launch uses, in order, with their configs: `[torchx:tracker]` names (or
 /// `TORCHX_TRACKERS`), each with `[tracker:<name>] config` (or `TORCHX_TRACKER_<NAME>_CONFIG`).
 pub fn configured(config: &TorchxConfig) -> Vec<(String, Option<String>)> {
-    let mut trackers = config.trackers();
-    if let Ok(names) = std::env::var(ENV_TRACKERS) {
-        trackers = names
+    let names: Vec<String> = match std::env::var(ENV_TRACKERS) {
+        Ok(names) => names
             .split(',')
             .map(str::trim)
             .filter(|n| !n.is_empty())
-            .map(|n| (n.to_string(), config.tracker_config(n)))
-            .collect();
-    }
-    for (name, cfg) in &mut trackers {
-        if let Ok(v) = std::env::var(config_env_var(name)) {
-            *cfg = Some(v);
-        }
-    }
-    trackers
+            .map(String::from)
+            .collect(),
+        Err(_) => config.trackers().into_iter().map(|t| t.0).collect(),
+    };
+    names
+        .into_iter()
+        .map(|n| {
+            let cfg = config_of(config, &n);
+            (n, cfg)
+        })
+        .collect()
+}
+
+/// Tracker `name`'s config: `TORCHX_TRACKER_<NAME>_CONFIG`, else `[tracker:<name>] config`.
+pub fn config_of(config: &TorchxConfig, name: &str) -> Option<String> {
+    std::env::var(config_env_var(name))
+        .ok()
+        .or_else(|| config.tracker_config(name))
 }
 
 /// TorchX's `AppRun`: the tracking API of a running job. `from_env` reads `TORCHX_JOB_ID`
