@@ -16,7 +16,9 @@ fn is_command(name: &str) -> bool {
 
 /// The plugin program for `cmd`, if one is on PATH.
 pub fn find(cmd: &str) -> Option<PathBuf> {
-    torchx::plugins::find(PREFIX, cmd).filter(|_| is_command(cmd))
+    is_command(cmd)
+        .then(|| torchx::plugins::find(PREFIX, cmd))
+        .flatten()
 }
 
 /// Every plugin command on PATH, sorted.

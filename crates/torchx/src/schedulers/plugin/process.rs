@@ -123,7 +123,6 @@ impl Program {
             child: Some(child),
             lines,
             stderr,
-            done: false,
         })
     }
 
@@ -149,7 +148,6 @@ pub struct Call {
     child: Option<Child>,
     lines: Receiver<String>,
     stderr: Arc<Mutex<Vec<String>>>,
-    done: bool,
 }
 
 impl Call {
@@ -169,7 +167,8 @@ impl Call {
         timeout: Option<Duration>,
         app_id: Option<&str>,
     ) -> Result<Option<Message>> {
-        if self.done {
+        // No child: the final answer was given (or the call failed).
+        if self.child.is_none() {
             return Ok(None);
         }
         let deadline = timeout.map(|t| Instant::now() + t);
@@ -239,7 +238,6 @@ impl Call {
     }
 
     fn reap(&mut self) -> String {
-        self.done = true;
         let Some(mut child) = self.child.take() else {
             return "gone".into();
         };
@@ -257,7 +255,6 @@ impl Call {
     /// exit, then stops it (detached jobs it started live in their own sessions). The caller
     /// does not wait for that.
     fn finish(&mut self) {
-        self.done = true;
         let Some(mut child) = self.child.take() else {
             return;
         };
@@ -283,7 +280,6 @@ impl Call {
 
     /// Kills the plugin now (it hung or broke the protocol).
     fn abort(&mut self) {
-        self.done = true;
         if let Some(child) = self.child.take() {
             kill(child);
         }
