@@ -99,10 +99,13 @@ impl Program {
             });
         }
         let stderr = Arc::new(Mutex::new(Vec::new()));
+        // Disconnects when the reader reaches the end of stderr.
+        let (stderr_open, stderr_closed) = mpsc::channel::<()>();
         if let Some(err) = child.stderr.take() {
             let sink = Arc::clone(&stderr);
             let scheduler = self.scheduler.clone();
             std::thread::spawn(move || {
+                let _open = stderr_open;
                 for line in BufReader::new(err)
                     .lines()
                     .map_while(std::result::Result::ok)
@@ -123,6 +126,7 @@ impl Program {
             child: Some(child),
             lines,
             stderr,
+            stderr_closed,
         })
     }
 
@@ -148,10 +152,14 @@ pub struct Call {
     child: Option<Child>,
     lines: Receiver<String>,
     stderr: Arc<Mutex<Vec<String>>>,
+    stderr_closed: Receiver<()>,
 }
 
 impl Call {
+    /// The last lines of a dead plugin's stderr.
     fn stderr_tail(&self) -> String {
+        // Read to its end first (bounded: something the plugin started may hold it open).
+        let _ = self.stderr_closed.recv_timeout(Duration::from_secs(1));
         let lines = self.stderr.lock().map(|s| s.join("\n")).unwrap_or_default();
         if lines.trim().is_empty() {
             String::new()
@@ -197,8 +205,6 @@ impl Call {
                 }
                 Err(RecvTimeoutError::Disconnected) => {
                     let status = self.reap();
-                    // Let the stderr reader catch up with what the plugin wrote before exiting.
-                    std::thread::sleep(Duration::from_millis(20));
                     return Err(self.program.fail(
                         &self.op,
                         format!(
