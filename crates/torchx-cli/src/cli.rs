@@ -73,8 +73,8 @@ pub struct RunArgs {
     #[arg(short = 'd', long, conflicts_with = "wait")]
     pub detach: bool,
     /// Give up waiting after this many seconds (exit code 7; the app keeps running).
-    #[arg(long, value_name = "SECONDS")]
-    pub timeout: Option<f64>,
+    #[arg(long, value_name = "SECONDS", value_parser = parse_timeout)]
+    pub timeout: Option<std::time::Duration>,
     /// Local directory to ship with the job (schedulers that support workspaces).
     #[arg(long)]
     pub workspace: Option<String>,
@@ -91,6 +91,17 @@ pub struct RunArgs {
         value_name = "COMPONENT_AND_ARGS"
     )]
     pub component_and_args: Vec<String>,
+}
+
+/// `--timeout`: a positive, finite number of seconds, at most a year.
+fn parse_timeout(s: &str) -> Result<std::time::Duration, String> {
+    const YEAR: f64 = 365.0 * 86400.0;
+    match s.parse::<f64>() {
+        Ok(t) if t > 0.0 && t <= YEAR => Ok(std::time::Duration::from_secs_f64(t)),
+        _ => Err(format!(
+            "`{s}` is not a timeout: give a number of seconds greater than 0 and at most {YEAR}"
+        )),
+    }
 }
 
 #[derive(Debug, Args)]
@@ -304,6 +315,21 @@ pub struct CompletionsArgs {
 }
 
 /// TorchX spells the run-options flag `-cfg`; clap shorts are one character, so rewrite it.
+/// The arguments as text: component arguments, handles and options all end up in UTF-8 job
+/// specs, so a byte sequence that is not UTF-8 is refused up front, naming its position.
+fn utf8_args(args: impl Iterator<Item = std::ffi::OsString>) -> torchx::Result<Vec<String>> {
+    args.enumerate()
+        .map(|(i, a)| {
+            a.into_string().map_err(|a| {
+                torchx::Error::arg(format!(
+                    "argument {i} ({}) is not valid UTF-8",
+                    a.to_string_lossy()
+                ))
+            })
+        })
+        .collect()
+}
+
 fn normalise_args(args: impl Iterator<Item = String>) -> Vec<String> {
     let mut out = Vec::new();
     let mut in_component = false;
@@ -347,7 +373,13 @@ fn takes_value(flag: &str) -> bool {
 }
 
 pub fn main() -> i32 {
-    let args = normalise_args(std::env::args());
+    let args = match utf8_args(std::env::args_os()) {
+        Ok(args) => normalise_args(args.into_iter()),
+        Err(e) => {
+            output::print_error(&e, false);
+            return exit_codes::USAGE;
+        }
+    };
     let mut command = Cli::command();
     // Only a help request pays for scanning PATH for plugins.
     let wants_help = args.len() == 1
@@ -381,7 +413,10 @@ pub fn main() -> i32 {
             .clone()
             .or_else(|| std::env::var("LOGLEVEL").ok())
     };
-    output::init_logger(level.as_deref().unwrap_or("WARNING"));
+    if let Err(e) = output::init_logger(level.as_deref().unwrap_or("WARNING")) {
+        output::print_error(&e, false);
+        return exit_codes::USAGE;
+    }
     let result = match cli.command {
         Command::Run(a) => commands::run::run(a),
         Command::Builtins(a) => commands::info::builtins(a),

@@ -19,18 +19,25 @@ impl log::Log for Logger {
     fn flush(&self) {}
 }
 
-/// Installs the logger at `level` (a `log` level name or TorchX's WARNING/CRITICAL).
-pub fn init_logger(level: &str) {
+/// Installs the logger at `level` (a `log` level name or TorchX's WARNING/CRITICAL, any case).
+pub fn init_logger(level: &str) -> torchx::Result<()> {
     let level = match level.to_ascii_uppercase().as_str() {
+        "TRACE" => log::LevelFilter::Trace,
         "DEBUG" => log::LevelFilter::Debug,
         "INFO" => log::LevelFilter::Info,
+        "WARNING" | "WARN" => log::LevelFilter::Warn,
         "ERROR" | "CRITICAL" => log::LevelFilter::Error,
-        "TRACE" => log::LevelFilter::Trace,
-        _ => log::LevelFilter::Warn,
+        _ => {
+            return Err(torchx::Error::arg(format!(
+                "log level `{level}` (--log_level or $LOGLEVEL) is not one of DEBUG, INFO, \
+                 WARNING, ERROR, CRITICAL"
+            )))
+        }
     };
     if log::set_boxed_logger(Box::new(Logger { level })).is_ok() {
         log::set_max_level(level);
     }
+    Ok(())
 }
 
 /// Prints an error as one line (plus its source chain when verbose).
@@ -87,4 +94,62 @@ pub fn print_table(headers: &[&str], rows: &[Vec<String>]) {
     for r in rows {
         let _ = writeln!(out, "{}", line(r.clone()));
     }
+}
+
+/// Where [`copy_log_lines`] writes.
+#[derive(Debug, Clone, Copy)]
+pub enum Sink {
+    Stdout,
+    Stderr,
+}
+
+impl Sink {
+    fn write(self, bytes: &[u8]) {
+        // One write per batch of whole lines, so replicas printing at once never mix a line.
+        let _ = match self {
+            Sink::Stdout => std::io::stdout().lock().write_all(bytes),
+            Sink::Stderr => std::io::stderr().lock().write_all(bytes),
+        };
+    }
+}
+
+/// Prints a replica's log lines as `{prefix} {line}`, buffered: a batch is written when it
+/// reaches 64 KiB or when the source has nothing ready, so a backlog streams at disk speed and
+/// a followed log still shows each line as soon as it is written.
+pub async fn copy_log_lines(
+    lines: &mut dyn torchx::scheduler::LogLines,
+    prefix: &str,
+    sink: Sink,
+) -> torchx::Result<()> {
+    use std::task::Poll;
+    const BATCH: usize = 64 * 1024;
+    let mut buf: Vec<u8> = Vec::with_capacity(BATCH + 4096);
+    let result = loop {
+        let mut next = lines.next_line();
+        let ready = std::future::poll_fn(|cx| Poll::Ready(next.as_mut().poll(cx))).await;
+        let line = match ready {
+            Poll::Ready(line) => line,
+            Poll::Pending => {
+                sink.write(&buf);
+                buf.clear();
+                next.await
+            }
+        };
+        match line {
+            Ok(Some(line)) => {
+                buf.extend_from_slice(prefix.as_bytes());
+                buf.push(b' ');
+                buf.extend_from_slice(line.as_bytes());
+                buf.push(b'\n');
+                if buf.len() >= BATCH {
+                    sink.write(&buf);
+                    buf.clear();
+                }
+            }
+            Ok(None) => break Ok(()),
+            Err(e) => break Err(e),
+        }
+    };
+    sink.write(&buf);
+    result
 }

@@ -485,13 +485,10 @@ impl Runner {
             Err(Error::NotFound { what: "app", .. }) => return Err(self.unknown_app(&h)),
             other => other?,
         };
-        Ok(match &query.regex {
-            Some(re) => Box::new(Filtered {
-                inner: lines,
-                regex: re.clone(),
-            }),
-            None => lines,
-        })
+        Ok(Box::new(Cooperative {
+            inner: lines,
+            regex: query.regex.clone(),
+        }))
     }
 
     /// Closes every scheduler created so far.
@@ -506,19 +503,26 @@ impl Runner {
     }
 }
 
-struct Filtered {
+/// What [`Runner::log_lines`] returns: the scheduler's lines, filtered by the query's regex,
+/// and cooperative: a backlog read from a file is always ready, so without giving the runtime
+/// its turn (tokio's task budget) a reader would starve every other task on its thread,
+/// Ctrl-C handling included.
+struct Cooperative {
     inner: Box<dyn LogLines>,
-    regex: regex::Regex,
+    regex: Option<regex::Regex>,
 }
 
 #[async_trait::async_trait]
-impl LogLines for Filtered {
+impl LogLines for Cooperative {
     async fn next_line(&mut self) -> Result<Option<String>> {
-        while let Some(line) = self.inner.next_line().await? {
-            if self.regex.is_match(&line) {
+        loop {
+            tokio::task::consume_budget().await;
+            let Some(line) = self.inner.next_line().await? else {
+                return Ok(None);
+            };
+            if self.regex.as_ref().is_none_or(|re| re.is_match(&line)) {
                 return Ok(Some(line));
             }
         }
-        Ok(None)
     }
 }

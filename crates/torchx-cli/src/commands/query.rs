@@ -10,7 +10,7 @@ use torchx::{Error, Result};
 
 use crate::cli::{HandleArgs, ListArgs, LogArgs, StatusArgs};
 use crate::exit_codes;
-use crate::output::print_json;
+use crate::output::{copy_log_lines, print_json, Sink};
 
 fn unknown(handle: &str) -> Error {
     match parse_app_handle(handle) {
@@ -152,10 +152,19 @@ pub fn list(a: ListArgs) -> Result<i32> {
 /// A point in time: unix seconds, or a duration ago (`30s`, `10m`, `2h`, `1d`).
 fn parse_time(flag: &str, s: &str) -> Result<SystemTime> {
     let bad = || {
-        Error::arg(format!("--{flag} `{s}` is not a time: give unix seconds (1700000000) or a duration ago (30s, 10m, 2h, 1d)"))
+        Error::arg(format!("--{flag} `{s}` is not a time: give unix seconds (1700000000) or a duration ago (30s, 10m, 2h, 1d), within this millennium"))
     };
+    let seconds = |n: f64| Duration::try_from_secs_f64(n).map_err(|_| bad());
     if let Ok(secs) = s.parse::<f64>() {
-        return Ok(UNIX_EPOCH + Duration::from_secs_f64(secs.max(0.0)));
+        return UNIX_EPOCH
+            .checked_add(seconds(secs)?)
+            .ok_or_else(bad)
+            .and_then(|t| {
+                // Beyond year 3000 is a typo, not a time.
+                (t < UNIX_EPOCH + Duration::from_secs(32_503_680_000))
+                    .then_some(t)
+                    .ok_or_else(bad)
+            });
     }
     let (num, unit) = s.split_at(s.len().saturating_sub(1));
     let n: f64 = num.parse().map_err(|_| bad())?;
@@ -167,7 +176,7 @@ fn parse_time(flag: &str, s: &str) -> Result<SystemTime> {
         _ => return Err(bad()),
     };
     SystemTime::now()
-        .checked_sub(Duration::from_secs_f64((n * mult).max(0.0)))
+        .checked_sub(seconds(n * mult)?)
         .ok_or_else(bad)
 }
 
@@ -252,10 +261,7 @@ pub fn log(a: LogArgs) -> Result<i32> {
             let (runner, query, handle) = (runner.clone(), query.clone(), handle.clone());
             tasks.push(async move {
                 let mut lines = runner.log_lines(&handle, &role, k, &query).await?;
-                while let Some(line) = lines.next_line().await? {
-                    let _ = writeln!(std::io::stdout().lock(), "{role}/{k} {line}");
-                }
-                Ok::<(), Error>(())
+                copy_log_lines(lines.as_mut(), &format!("{role}/{k}"), Sink::Stdout).await
             });
         }
         // Follow every replica at once when tailing; otherwise print them in order.

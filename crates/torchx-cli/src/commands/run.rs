@@ -11,7 +11,7 @@ use torchx::{Error, Result, Runner};
 
 use crate::cli::RunArgs;
 use crate::exit_codes;
-use crate::output::print_json;
+use crate::output::{copy_log_lines, print_json, Sink};
 
 pub fn run(a: RunArgs) -> Result<i32> {
     let runner = super::runner()?;
@@ -107,7 +107,7 @@ async fn submit_and_wait(
     info: DryRunInfo,
     wait: bool,
     stream_logs: bool,
-    timeout: Option<f64>,
+    timeout: Option<Duration>,
     json: bool,
 ) -> Result<i32> {
     // Catch Ctrl-C/SIGTERM before submitting: one that arrives while the app starts must cancel
@@ -156,13 +156,12 @@ async fn submit_and_wait(
     let finish = async {
         match timeout {
             None => finish.await,
-            Some(t) => tokio::time::timeout(Duration::from_secs_f64(t), finish)
-                .await
-                .unwrap_or_else(|_| {
-                    Err(Error::Timeout(format!(
-                        "{handle} did not finish within {t}s (it keeps running)"
-                    )))
-                }),
+            Some(t) => tokio::time::timeout(t, finish).await.unwrap_or_else(|_| {
+                Err(Error::Timeout(format!(
+                    "{handle} did not finish within {}s (it keeps running)",
+                    t.as_secs_f64()
+                )))
+            }),
         }
     };
     let status = tokio::select! {
@@ -193,7 +192,19 @@ async fn submit_and_wait(
 
 async fn interrupted(runner: &Runner, handle: &str) -> Result<i32> {
     eprintln!("torchx: interrupted, cancelling {handle}");
-    runner.cancel(handle).await?;
+    // local_cwd records the cancel request and signals the supervisor before its cancel first
+    // waits, so after a second the rest of the stop is safely the supervisor's. Elsewhere the
+    // cancel is a call in flight that must not be dropped.
+    if handle.starts_with("local_cwd://") {
+        match tokio::time::timeout(Duration::from_secs(1), runner.cancel(handle)).await {
+            Ok(result) => result?,
+            Err(_) => {
+                eprintln!("torchx: {handle} is stopping; `torchx status {handle}` shows when")
+            }
+        }
+    } else {
+        runner.cancel(handle).await?;
+    }
     Ok(exit_codes::INTERRUPTED)
 }
 
@@ -203,9 +214,5 @@ async fn stream_replica(runner: &Runner, handle: &str, role: &str, k: u32) -> Re
         ..LogQuery::default()
     };
     let mut lines = runner.log_lines(handle, role, k, &query).await?;
-    while let Some(line) = lines.next_line().await? {
-        let mut err = std::io::stderr().lock();
-        let _ = writeln!(err, "{role}/{k} {line}");
-    }
-    Ok(())
+    copy_log_lines(lines.as_mut(), &format!("{role}/{k}"), Sink::Stderr).await
 }

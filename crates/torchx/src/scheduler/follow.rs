@@ -8,32 +8,42 @@ use std::path::PathBuf;
 use crate::error::{Error, Result};
 
 /// Splits a byte stream into lines (without their `\n`); a last unterminated piece is a line
-/// too, once the stream has ended.
+/// too, once the stream has ended. Lines are cut from a read position, not drained from the
+/// front, so taking every line of a chunk is linear in its size.
 #[derive(Debug, Default)]
 pub struct LineBuffer {
     pending: Vec<u8>,
+    /// Where the next line starts in `pending`.
+    start: usize,
 }
 
 impl LineBuffer {
     /// Appends bytes.
     pub fn push(&mut self, bytes: &[u8]) {
+        if self.start > 0 {
+            // Everything before `start` was returned: drop it before growing.
+            self.pending.drain(..self.start);
+            self.start = 0;
+        }
         self.pending.extend_from_slice(bytes);
     }
 
     /// The next complete line, if any.
     pub fn next_line(&mut self) -> Option<String> {
-        let pos = self.pending.iter().position(|b| *b == b'\n')?;
-        let line: Vec<u8> = self.pending.drain(..=pos).collect();
-        Some(String::from_utf8_lossy(&line[..line.len() - 1]).into_owned())
+        let rest = &self.pending[self.start..];
+        let len = memchr::memchr(b'\n', rest)?;
+        let line = String::from_utf8_lossy(&rest[..len]).into_owned();
+        self.start += len + 1;
+        Some(line)
     }
 
     /// What is left after the stream ended, if anything.
     pub fn finish(&mut self) -> Option<String> {
-        if self.pending.is_empty() {
-            return None;
-        }
-        let rest = std::mem::take(&mut self.pending);
-        Some(String::from_utf8_lossy(&rest).into_owned())
+        let rest = &self.pending[self.start..];
+        let line = (!rest.is_empty()).then(|| String::from_utf8_lossy(rest).into_owned());
+        self.pending.clear();
+        self.start = 0;
+        line
     }
 }
 
@@ -48,12 +58,16 @@ pub enum Step {
     End,
 }
 
+/// How much of a log file is read at a time: memory stays bounded whatever the file's size.
+const CHUNK: usize = 64 * 1024;
+
 /// A log file read as it grows.
 #[derive(Debug)]
 pub struct FollowedFile {
     path: PathBuf,
     file: Option<File>,
     lines: LineBuffer,
+    chunk: Box<[u8]>,
 }
 
 impl FollowedFile {
@@ -63,38 +77,55 @@ impl FollowedFile {
             path,
             file: None,
             lines: LineBuffer::default(),
+            chunk: vec![0; CHUNK].into_boxed_slice(),
         }
     }
 
     /// The next line, or whether to wait or stop. `finished` says whether the writer is done;
-    /// it is asked before each read, so nothing written before it finished is missed. A file
-    /// still missing once the writer finished is an error.
+    /// it is asked only when the file has nothing more, and the file is read once more after
+    /// it said yes, so nothing written before the writer finished is missed. A file still
+    /// missing once the writer finished is an error.
     pub fn poll_line(&mut self, mut finished: impl FnMut() -> bool) -> Result<Step> {
-        let err = |path: &PathBuf, e| Error::io(format!("reading log {}", path.display()), e);
+        let mut writer_done = false;
         loop {
             if let Some(line) = self.lines.next_line() {
                 return Ok(Step::Line(line));
             }
-            let finished = finished();
-            if self.file.is_none() {
-                match File::open(&self.path) {
-                    Ok(f) => self.file = Some(f),
-                    Err(_) if !finished => return Ok(Step::Wait),
-                    Err(e) => return Err(err(&self.path, e)),
-                }
-            }
-            let mut buf = Vec::new();
-            if let Some(f) = self.file.as_mut() {
-                f.read_to_end(&mut buf).map_err(|e| err(&self.path, e))?;
-            }
-            if !buf.is_empty() {
-                self.lines.push(&buf);
+            if self.read_chunk(writer_done)? {
                 continue;
             }
-            if !finished {
+            if writer_done {
+                return Ok(self.lines.finish().map_or(Step::End, Step::Line));
+            }
+            if !finished() {
                 return Ok(Step::Wait);
             }
-            return Ok(self.lines.finish().map_or(Step::End, Step::Line));
+            writer_done = true;
+        }
+    }
+
+    /// Reads the next chunk into the line buffer; false when there was nothing to read (the
+    /// file does not exist yet, or has no more bytes for now).
+    fn read_chunk(&mut self, writer_done: bool) -> Result<bool> {
+        let err = |path: &PathBuf, e| Error::io(format!("reading log {}", path.display()), e);
+        let file = match &mut self.file {
+            Some(f) => f,
+            None => match File::open(&self.path) {
+                Ok(f) => self.file.insert(f),
+                Err(_) if !writer_done => return Ok(false),
+                Err(e) => return Err(err(&self.path, e)),
+            },
+        };
+        loop {
+            match file.read(&mut self.chunk) {
+                Ok(0) => return Ok(false),
+                Ok(n) => {
+                    self.lines.push(&self.chunk[..n]);
+                    return Ok(true);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(err(&self.path, e)),
+            }
         }
     }
 }

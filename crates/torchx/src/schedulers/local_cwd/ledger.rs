@@ -620,6 +620,64 @@ impl Ledger {
         Ok(n > 0)
     }
 
+    /// Settles a non-terminal app whose owner looks dead, in one write transaction, so that the
+    /// decision and the facts it rests on cannot drift apart (a reader's snapshot may be stale:
+    /// the supervisor may have claimed the app and started replicas since). Inside the
+    /// transaction, which no writer can interleave with: if the app's row differs from `seen`,
+    /// someone made progress and the app is left alone; else `decide` looks at the processes
+    /// now and, on a verdict, `stop` gets the unfinished replicas before the verdict is
+    /// recorded. Returns the app's state afterwards.
+    pub fn settle(
+        &mut self,
+        seen: &Liveness,
+        decide: impl FnOnce(&Liveness) -> Option<(AppState, String)>,
+        stop: impl FnOnce(&[ReplicaRow]),
+    ) -> Result<AppState> {
+        let path = self.path.clone();
+        let err = db_err(&path);
+        let tx = self
+            .conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .map_err(&err)?;
+        let now_row = tx
+            .prepare_cached(&format!(
+                "SELECT {LIVENESS_COLUMNS} FROM apps WHERE app_id = ?1"
+            ))
+            .and_then(|mut s| s.query_row([&seen.app_id], liveness_row).optional())
+            .map_err(&err)?;
+        let Some(now_row) = now_row else {
+            return Ok(seen.state);
+        };
+        if now_row != *seen || now_row.state.is_terminal() {
+            return Ok(now_row.state);
+        }
+        let Some((state, msg)) = decide(&now_row) else {
+            return Ok(now_row.state);
+        };
+        let unfinished: Vec<ReplicaRow> = tx
+            .prepare_cached(&format!(
+                "SELECT {REPLICA_COLUMNS} FROM replicas WHERE app_id = ?1 \
+                 AND state NOT IN ('SUCCEEDED', 'FAILED', 'CANCELLED')"
+            ))
+            .and_then(|mut s| s.query_map([&seen.app_id], replica_row)?.collect())
+            .map_err(&err)?;
+        stop(&unfinished);
+        let ended = super::now();
+        tx.execute(
+            "UPDATE apps SET state = ?2, msg = ?3, ended = ?4 WHERE app_id = ?1",
+            params![seen.app_id, state.as_str(), msg, ended],
+        )
+        .map_err(&err)?;
+        tx.execute(
+            "UPDATE replicas SET state = ?2, ended = ?3 WHERE app_id = ?1 \
+             AND state NOT IN ('SUCCEEDED', 'FAILED', 'CANCELLED')",
+            params![seen.app_id, state.as_str(), ended],
+        )
+        .map_err(&err)?;
+        tx.commit().map_err(&err)?;
+        Ok(state)
+    }
+
     /// Forgets an app; false if it was unknown.
     pub fn delete(&mut self, app_id: &str) -> Result<bool> {
         let path = self.path.clone();

@@ -337,7 +337,9 @@ impl LocalCwdScheduler {
                 sys::signal_pid(pid, sys::SIGTERM);
             }
         }
-        let deadline = Instant::now() + GRACE + Duration::from_secs(10);
+        // The supervisor escalates to SIGKILL after GRACE; past that (plus slack) it is not
+        // answering (stopped, hung): stop what it owns ourselves.
+        let deadline = Instant::now() + GRACE + Duration::from_secs(3);
         let mut pause = Duration::from_millis(1);
         loop {
             let live = self.settled(app_id)?;
@@ -345,13 +347,54 @@ impl LocalCwdScheduler {
                 return Ok(());
             }
             if Instant::now() >= deadline {
-                return Err(Error::Timeout(format!(
-                    "{NAME} app {app_id} is still {} after cancelling it",
-                    live.state
-                )));
+                return self.cancel_without_supervisor(&live);
             }
             tokio::time::sleep(pause).await;
             pause = (pause * 2).min(Duration::from_millis(20));
+        }
+    }
+
+    /// Cancels an app whose supervisor does not respond: kills the supervisor (so it cannot
+    /// restart anything or overwrite the record when it wakes) and every unfinished replica's
+    /// process group, each verified by pid and start time, and records CANCELLED, all in one
+    /// ledger transaction.
+    fn cancel_without_supervisor(&self, live: &Liveness) -> Result<()> {
+        let msg = match live.supervisor_pid {
+            Some(pid) => format!(
+                "cancelled by user; its supervisor (pid {pid}) did not respond, so torchx \
+                 killed the replicas"
+            ),
+            None => "cancelled by user".to_string(),
+        };
+        let state = self.with_ledger(|l| {
+            l.settle(
+                live,
+                |_| Some((AppState::Cancelled, msg)),
+                |replicas| {
+                    if let Some(pid) = live.supervisor_pid {
+                        if sys::pid_alive(pid, live.supervisor_start) {
+                            sys::signal_pid(pid, sys::SIGKILL);
+                        }
+                    }
+                    for r in replicas {
+                        if let Some(pid) = r.pid {
+                            supervisor::kill_group_if_ours(pid, r.pid_start);
+                        }
+                    }
+                },
+            )
+        })?;
+        if state.is_terminal() {
+            Ok(())
+        } else {
+            Err(Error::backend(
+                NAME,
+                format!(
+                    "app {} is still {state} after cancelling it (its record changed while \
+                     torchx was stopping it); try again",
+                    live.app_id
+                ),
+            ))
         }
     }
 }

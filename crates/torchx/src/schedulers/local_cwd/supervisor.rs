@@ -101,7 +101,7 @@ pub fn guard_main() -> i32 {
     let result = Ledger::open(&crate::schedulers::default_state_dir()).and_then(|mut ledger| {
         match ledger.app_liveness(&app_id)? {
             // The supervisor is dead (it closed our pipe), whatever its pid looks like now.
-            Some(live) => reconcile_with(&mut ledger, &live, false).map(drop),
+            Some(live) => settle(&mut ledger, &live, Some(false)).map(drop),
             None => Ok(()),
         }
     });
@@ -114,38 +114,46 @@ pub fn guard_main() -> i32 {
 
 /// Brings an app whose supervisor is gone to a terminal state: kills its replicas' process
 /// groups and records the verdict. Returns the app's state afterwards.
+///
+/// `live` is the caller's snapshot. It only decides whether a closer look is worth a write lock:
+/// the verdict itself is taken again inside [`Ledger::settle`]'s transaction on the current row
+/// and the processes as they are then, so a stale snapshot never harms a live app.
 pub fn reconcile(ledger: &mut Ledger, live: &Liveness) -> Result<AppState> {
-    if live.state.is_terminal() {
-        return Ok(live.state);
-    }
-    let supervisor = live
-        .supervisor_pid
-        .is_some_and(|p| sys::pid_alive(p, live.supervisor_start));
-    reconcile_with(ledger, live, supervisor)
+    settle(ledger, live, None)
 }
 
-fn reconcile_with(ledger: &mut Ledger, live: &Liveness, supervisor: bool) -> Result<AppState> {
-    let alive = Alive {
-        supervisor,
-        submitter: sys::pid_alive(live.submitter_pid, live.submitter_start),
+/// [`reconcile`], where `supervisor_alive` overrides the pid check (the guard knows its
+/// supervisor is dead: it closed the guard's pipe).
+fn settle(
+    ledger: &mut Ledger,
+    live: &Liveness,
+    supervisor_alive: Option<bool>,
+) -> Result<AppState> {
+    let verdict = |l: &Liveness| {
+        let alive = Alive {
+            supervisor: supervisor_alive.unwrap_or_else(|| {
+                l.supervisor_pid
+                    .is_some_and(|p| sys::pid_alive(p, l.supervisor_start))
+            }),
+            submitter: sys::pid_alive(l.submitter_pid, l.submitter_start),
+        };
+        verdict_without_supervisor(l, alive, now())
     };
-    let Some((state, msg)) = verdict_without_supervisor(live, alive, now()) else {
+    if live.state.is_terminal() || verdict(live).is_none() {
         return Ok(live.state);
-    };
-    for r in ledger.replicas(&live.app_id)? {
-        if let (false, Some(pid)) = (r.state.is_terminal(), r.pid) {
-            kill_group_if_ours(pid, r.pid_start);
-        }
     }
-    ledger.finish_if_unfinished(&live.app_id, state, &msg, now())?;
-    Ok(ledger
-        .app_liveness(&live.app_id)?
-        .map_or(state, |l| l.state))
+    ledger.settle(live, verdict, |replicas| {
+        for r in replicas {
+            if let Some(pid) = r.pid {
+                kill_group_if_ours(pid, r.pid_start);
+            }
+        }
+    })
 }
 
 /// SIGKILLs a replica's process group unless its leader's pid now belongs to someone else. A
 /// dead leader's group may still hold its descendants, and its id cannot be reused while it does.
-fn kill_group_if_ours(pgid: u32, leader_start: Option<u64>) {
+pub(super) fn kill_group_if_ours(pgid: u32, leader_start: Option<u64>) {
     let ours = match (sys::proc_start_time(pgid), leader_start) {
         (None, _) | (_, None) => true,
         (Some(now), Some(then)) => now == then,
@@ -241,7 +249,16 @@ struct Supervisor {
     guard: Option<ChildStdin>,
     attempts: Vec<AttemptRow>,
     app_dirty: bool,
+    /// The last ledger write failed with this; changes are pending.
+    unsaved: Option<Error>,
+    /// The first ledger write failure, for the final record.
+    save_error: Option<String>,
+    /// The first failed write to a log file, for the final record.
+    log_error: Option<String>,
 }
+
+/// How often a failed ledger write is retried.
+const SAVE_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
 
 impl Supervisor {
     /// Claims the app, starts the guard and the replicas. `None` if the app was cancelled first.
@@ -326,6 +343,9 @@ impl Supervisor {
             guard: Some(guard),
             attempts: Vec::new(),
             app_dirty: true,
+            unsaved: None,
+            save_error: None,
+            log_error: None,
         };
         let all: Vec<usize> = (0..sup.slots.len()).collect();
         if !sup.spawn(&all) {
@@ -333,25 +353,16 @@ impl Supervisor {
             sup.stop_all(AppState::Failed);
             sup.kill_stopping();
         }
-        sup.flush()?;
+        sup.flush();
         Ok(Some(sup))
     }
 
-    /// Starts (or restarts) these slots; false if one could not be started. All children are
-    /// forked first and only then checked for a successful exec, so their exec work overlaps
-    /// instead of being serialised as with posix_spawn (whose vfork waits for each exec).
+    /// Starts (or restarts) these slots; false if one could not be started.
     fn spawn(&mut self, targets: &[usize]) -> bool {
         let mut launcher = Launcher::new();
-        let launches: Vec<(usize, Result<Launched>)> = targets
-            .iter()
-            .map(|&i| {
-                let slot = &self.slots[i];
-                (i, launcher.launch(&slot.param, &slot.env))
-            })
-            .collect();
         let mut all_ok = true;
-        for (i, launched) in launches {
-            let result = launched.and_then(Launched::finish);
+        for &i in targets {
+            let result = launcher.launch(&self.slots[i].param, &self.slots[i].env);
             let slot = &mut self.slots[i];
             slot.dirty = true;
             let row = &mut slot.row;
@@ -384,7 +395,7 @@ impl Supervisor {
 
     fn run(&mut self) -> Result<()> {
         let final_state = loop {
-            self.flush()?;
+            self.flush();
             if let Some(state) = self.finished() {
                 break state;
             }
@@ -400,9 +411,13 @@ impl Supervisor {
                     }
                 }
             }
-            let timeout = self
+            let mut timeout = self
                 .stop_deadline
                 .map(|d| d.saturating_duration_since(Instant::now()));
+            if self.unsaved.is_some() {
+                // Try the ledger again soon, even if no replica has anything to say.
+                timeout = Some(timeout.map_or(SAVE_RETRY, |t| t.min(SAVE_RETRY)));
+            }
             let ready = sys::poll_readable(&fds, timeout)
                 .map_err(|e| Error::io("waiting for replica events", e))?;
             for (n, &(i, k)) in owners.iter().enumerate() {
@@ -427,20 +442,31 @@ impl Supervisor {
             self.advance();
         };
         let ended = now();
-        let msg = match final_state {
+        let mut msg = match final_state {
             AppState::Cancelled => "cancelled by user".to_string(),
             _ => self.msg.clone(),
         };
-        let rows: Vec<ReplicaRow> = self.slots.iter().map(|s| s.row.clone()).collect();
-        let attempts = std::mem::take(&mut self.attempts);
-        let progress = Progress {
-            state: final_state,
-            msg: &msg,
-            num_restarts: self.num_restarts,
-            ended: Some(ended),
-        };
-        self.ledger
-            .save(&self.app_id, &progress, &rows, &attempts)?;
+        for problem in [&self.log_error, &self.save_error].into_iter().flatten() {
+            if !msg.is_empty() {
+                msg.push_str("; ");
+            }
+            msg.push_str(problem);
+        }
+        // The outcome must reach the ledger: keep trying (a full disk may be freed) rather than
+        // exit and leave readers to guess from a dead supervisor.
+        loop {
+            for s in &mut self.slots {
+                s.dirty = true;
+            }
+            let end = Some((final_state, msg.as_str(), ended));
+            match self.save(end) {
+                Ok(()) => break,
+                Err(e) => {
+                    eprintln!("torchx supervisor of {}: {e}; retrying", self.app_id);
+                    std::thread::sleep(SAVE_RETRY);
+                }
+            }
+        }
         if let Some(mut g) = self.guard.take() {
             let _ = writeln!(g, "done");
         }
@@ -463,32 +489,66 @@ impl Supervisor {
         }
     }
 
-    /// Saves what changed since the last save, in one transaction.
-    fn flush(&mut self) -> Result<()> {
+    /// Saves what changed since the last save. On failure (a full disk, say) nothing is lost:
+    /// the changes stay pending, the loop retries every [`SAVE_RETRY`], and the final record
+    /// names the problem.
+    fn flush(&mut self) {
+        match self.save(None) {
+            Ok(()) => self.unsaved = None,
+            Err(e) => {
+                if self.unsaved.is_none() {
+                    eprintln!("torchx supervisor of {}: {e}; retrying", self.app_id);
+                }
+                self.save_error.get_or_insert_with(|| {
+                    format!("the job ledger could not be written for a while ({e})")
+                });
+                self.unsaved = Some(e);
+            }
+        }
+    }
+
+    /// Saves, in one transaction, the app's progress (or its end: state, message, time), the
+    /// replicas changed since the last save and the finished attempts. Change flags are cleared
+    /// only once the transaction committed.
+    fn save(&mut self, end: Option<(AppState, &str, f64)>) -> Result<()> {
         let rows: Vec<ReplicaRow> = self
             .slots
-            .iter_mut()
-            .filter_map(|s| std::mem::take(&mut s.dirty).then(|| s.row.clone()))
+            .iter()
+            .filter(|s| s.dirty)
+            .map(|s| s.row.clone())
             .collect();
-        if rows.is_empty() && self.attempts.is_empty() && !self.app_dirty {
+        if end.is_none() && rows.is_empty() && self.attempts.is_empty() && !self.app_dirty {
             return Ok(());
         }
-        self.app_dirty = false;
-        let attempts = std::mem::take(&mut self.attempts);
-        let progress = Progress {
-            state: AppState::Running,
-            msg: &self.msg,
-            num_restarts: self.num_restarts,
-            ended: None,
+        let progress = match end {
+            Some((state, msg, ended)) => Progress {
+                state,
+                msg,
+                num_restarts: self.num_restarts,
+                ended: Some(ended),
+            },
+            None => Progress {
+                state: AppState::Running,
+                msg: &self.msg,
+                num_restarts: self.num_restarts,
+                ended: None,
+            },
         };
-        self.ledger.save(&self.app_id, &progress, &rows, &attempts)
+        self.ledger
+            .save(&self.app_id, &progress, &rows, &self.attempts)?;
+        for s in &mut self.slots {
+            s.dirty = false;
+        }
+        self.attempts.clear();
+        self.app_dirty = false;
+        Ok(())
     }
 
     fn read_pipe(&mut self, i: usize, k: usize) {
         let Some(proc) = self.slots[i].proc.as_mut() else {
             return;
         };
-        pump(&mut proc.pipes[k], &mut proc.combined);
+        pump(&mut proc.pipes[k], &mut proc.combined, &mut self.log_error);
     }
 
     fn on_exit(&mut self, pid: u32, exit: Exit) {
@@ -506,9 +566,9 @@ impl Supervisor {
         // Whatever the replica left behind in its process group goes with it.
         sys::signal_group(pid, sys::SIGKILL);
         for k in 0..2 {
-            while pump(&mut proc.pipes[k], &mut proc.combined) {}
+            while pump(&mut proc.pipes[k], &mut proc.combined, &mut self.log_error) {}
             // A process that escaped the group may hold the pipe open: stop reading anyway.
-            close_pipe(&mut proc.pipes[k], &mut proc.combined);
+            close_pipe(&mut proc.pipes[k], &mut proc.combined, &mut self.log_error);
         }
         slot.dirty = true;
         let row = &mut slot.row;
@@ -654,8 +714,9 @@ impl Supervisor {
 }
 
 /// Copies what is available from a pipe into its log and, whole lines only, into the combined
-/// log. Returns false at end of file (or on error); true if there may be more.
-fn pump(pipe: &mut Option<Pipe>, combined: &mut File) -> bool {
+/// log. Returns false at end of file (or on error); true if there may be more. The first failed
+/// log write (a full disk) is kept in `log_error`; reading goes on so the replica never blocks.
+fn pump(pipe: &mut Option<Pipe>, combined: &mut File, log_error: &mut Option<String>) -> bool {
     let Some(p) = pipe.as_mut() else {
         return false;
     };
@@ -663,10 +724,10 @@ fn pump(pipe: &mut Option<Pipe>, combined: &mut File) -> bool {
     match p.src.read(&mut buf) {
         Ok(0) => {}
         Ok(n) => {
-            let _ = p.log.write_all(&buf[..n]);
+            note_log_error(p.log.write_all(&buf[..n]), log_error);
             p.partial.extend_from_slice(&buf[..n]);
             if let Some(last) = p.partial.iter().rposition(|b| *b == b'\n') {
-                let _ = combined.write_all(&p.partial[..=last]);
+                note_log_error(combined.write_all(&p.partial[..=last]), log_error);
                 p.partial.drain(..=last);
             }
             return true;
@@ -676,15 +737,22 @@ fn pump(pipe: &mut Option<Pipe>, combined: &mut File) -> bool {
         Err(e) if e.kind() == ErrorKind::WouldBlock => return false,
         Err(_) => {}
     }
-    close_pipe(pipe, combined);
+    close_pipe(pipe, combined, log_error);
     false
 }
 
+fn note_log_error(result: std::io::Result<()>, log_error: &mut Option<String>) {
+    if let Err(e) = result {
+        log_error
+            .get_or_insert_with(|| format!("its logs are incomplete: writing them failed ({e})"));
+    }
+}
+
 /// Closes a pipe; its last unterminated line still belongs in the combined log.
-fn close_pipe(pipe: &mut Option<Pipe>, combined: &mut File) {
+fn close_pipe(pipe: &mut Option<Pipe>, combined: &mut File, log_error: &mut Option<String>) {
     if let Some(p) = pipe.take() {
         if !p.partial.is_empty() {
-            let _ = combined.write_all(&p.partial);
+            note_log_error(combined.write_all(&p.partial), log_error);
         }
     }
 }
@@ -706,12 +774,11 @@ fn open_logs(paths: &[PathBuf; 3]) -> Result<[File; 3]> {
     ])
 }
 
-/// Prepares and forks replicas; what stays the same between them (the supervisor's environment,
-/// /dev/null, where a program lies on PATH) is looked up once.
+/// Starts replicas; what stays the same between them (the supervisor's environment, where a
+/// program lies on PATH) is looked up once.
 struct Launcher {
     base_env: BTreeMap<OsString, OsString>,
     os_path: String,
-    dev_null: Option<File>,
     resolved: BTreeMap<(String, OsString, PathBuf), PathBuf>,
 }
 
@@ -719,41 +786,21 @@ fn cannot_start(program: &str, e: std::io::Error) -> Error {
     Error::backend(NAME, format!("cannot start `{program}`: {e}"))
 }
 
-/// A replica forked but not yet known to have exec'd.
-struct Launched {
-    launch: sys::Launch,
-    program: String,
-    pipes: [Option<Pipe>; 2],
-    combined: File,
-}
-
-impl Launched {
-    fn finish(self) -> Result<Proc> {
-        let pid = self
-            .launch
-            .finish()
-            .map_err(|e| cannot_start(&self.program, e))?;
-        // The child is reaped by the supervisor's waitpid loop.
-        Ok(Proc {
-            pid,
-            stop_sent: false,
-            pipes: self.pipes,
-            combined: self.combined,
-        })
-    }
-}
-
 impl Launcher {
     fn new() -> Launcher {
         Launcher {
             base_env: std::env::vars_os().collect(),
             os_path: std::env::var("PATH").unwrap_or_default(),
-            dev_null: None,
             resolved: BTreeMap::new(),
         }
     }
 
-    fn launch(&mut self, p: &ReplicaParam, env: &BTreeMap<String, String>) -> Result<Launched> {
+    /// Starts one replica as the leader of its own process group, in its working directory,
+    /// with stdin on /dev/null and stdout/stderr piped to us. std's `Command` takes the
+    /// `posix_spawn` path here (no pre-exec hook), resets the signal mask and SIGPIPE that the
+    /// supervisor blocks, and reports exec failures from `spawn` itself. The child is reaped
+    /// by the supervisor's `waitpid` loop (dropping a `Child` neither waits nor kills).
+    fn launch(&mut self, p: &ReplicaParam, env: &BTreeMap<String, String>) -> Result<Proc> {
         let [out_log, err_log, combined] =
             open_logs(&[p.stdout.clone(), p.stderr.clone(), p.combined.clone()])?;
         let program = p
@@ -777,21 +824,20 @@ impl Launcher {
         let path = self
             .resolve(&program, child_env.get(OsStr::new("PATH")), &p.cwd)
             .map_err(cannot)?;
-        let argv: Vec<&OsStr> = p.args.iter().map(OsStr::new).collect();
-        let plan =
-            sys::ExecPlan::new(path.as_os_str(), &argv, child_env, &p.cwd).map_err(cannot)?;
-        if self.dev_null.is_none() {
-            self.dev_null = Some(File::open("/dev/null").map_err(cannot)?);
-        }
-        let stdin = self.dev_null.as_ref().map_or(-1, AsRawFd::as_raw_fd);
-        let (out_r, out_w) = std::io::pipe().map_err(cannot)?;
-        let (err_r, err_w) = std::io::pipe().map_err(cannot)?;
-        let launch =
-            sys::spawn(plan, stdin, out_w.as_raw_fd(), err_w.as_raw_fd()).map_err(cannot)?;
-        // Our copies of the write ends close here, so the pipes end when the child does.
-        drop((out_w, err_w));
-        let pipe = |src: std::io::PipeReader, log: File| {
-            let src = File::from(OwnedFd::from(src));
+        let mut child = Command::new(&path)
+            .arg0(&program)
+            .args(&p.args[1..])
+            .env_clear()
+            .envs(&child_env)
+            .current_dir(&p.cwd)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .spawn()
+            .map_err(cannot)?;
+        let pipe = |src: Option<OwnedFd>, log: File| {
+            let src = File::from(src?);
             sys::set_nonblocking(&src).ok()?;
             Some(Pipe {
                 src,
@@ -799,10 +845,13 @@ impl Launcher {
                 partial: Vec::new(),
             })
         };
-        Ok(Launched {
-            launch,
-            program,
-            pipes: [pipe(out_r, out_log), pipe(err_r, err_log)],
+        Ok(Proc {
+            pid: child.id(),
+            stop_sent: false,
+            pipes: [
+                pipe(child.stdout.take().map(OwnedFd::from), out_log),
+                pipe(child.stderr.take().map(OwnedFd::from), err_log),
+            ],
             combined,
         })
     }

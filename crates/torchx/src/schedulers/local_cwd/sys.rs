@@ -1,4 +1,5 @@
-//! Thin wrappers over the few POSIX calls std does not offer. The only module allowed `unsafe`.
+//! Thin wrappers over the few POSIX calls std does not offer: each `unsafe` block is one plain
+//! FFI call (plus the buffers it fills). Replicas are started with std's `Command`.
 #![allow(unsafe_code)]
 
 use std::io;
@@ -203,247 +204,58 @@ pub fn poll_readable(fds: &[RawFd], timeout: Option<Duration>) -> io::Result<Vec
     Ok(pfds.iter().map(|p| p.revents != 0).collect())
 }
 
-/// A command line ready for `execve`, built before forking so that the child only makes
-/// async-signal-safe calls.
-pub struct ExecPlan {
-    path: std::ffi::CString,
-    argv: Vec<std::ffi::CString>,
-    envp: Vec<std::ffi::CString>,
-    cwd: std::ffi::CString,
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+    use std::os::unix::process::CommandExt;
 
-impl ExecPlan {
-    /// `path` is the program as execve takes it (already searched in PATH; relative paths
-    /// resolve against `cwd`). Fails on a NUL byte in any string.
-    pub fn new(
-        path: &std::ffi::OsStr,
-        argv: &[&std::ffi::OsStr],
-        env: impl IntoIterator<Item = (std::ffi::OsString, std::ffi::OsString)>,
-        cwd: &std::path::Path,
-    ) -> io::Result<ExecPlan> {
-        use std::os::unix::ffi::{OsStrExt, OsStringExt};
-        let c = |b: Vec<u8>| {
-            std::ffi::CString::new(b).map_err(|_| {
-                io::Error::new(
-                    io::ErrorKind::InvalidInput,
-                    "a NUL byte in the command or its environment",
-                )
-            })
-        };
-        Ok(ExecPlan {
-            path: c(path.as_bytes().to_vec())?,
-            argv: argv
-                .iter()
-                .map(|a| c(a.as_bytes().to_vec()))
-                .collect::<io::Result<_>>()?,
-            envp: env
-                .into_iter()
-                .map(|(k, v)| {
-                    let mut kv = k.into_vec();
-                    kv.push(b'=');
-                    kv.extend(v.into_vec());
-                    c(kv)
-                })
-                .collect::<io::Result<_>>()?,
-            cwd: c(cwd.as_os_str().as_bytes().to_vec())?,
-        })
+    #[test]
+    fn pid_liveness_checks_the_start_time_and_zombies() {
+        let me = std::process::id();
+        let start = proc_start_time(me).expect("own start time");
+        assert!(pid_alive(me, Some(start)));
+        assert!(pid_alive(me, None));
+        assert!(!pid_alive(me, Some(start + 1)), "a reused pid is not ours");
+        assert!(!pid_alive(0, None));
+        assert!(!pid_alive(u32::MAX, None));
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        // Until reaped it is a zombie: dead for our purposes.
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while pid_alive(pid, None) {
+            assert!(std::time::Instant::now() < deadline, "`true` never exited");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        child.wait().unwrap();
+        assert!(!pid_alive(pid, None));
     }
-}
 
-/// A child started by [`spawn`] that is on its way to `execve`. It owns what the child reads
-/// until then (the command line and the child's stack).
-pub struct Launch {
-    pub pid: u32,
-    exec_error: OwnedFd,
-    _child_memory: Box<ChildMemory>,
-}
-
-/// Everything the child touches before it execs, prepared by the parent.
-struct ChildMemory {
-    _plan: ExecPlan,
-    argv: Vec<*const libc::c_char>,
-    envp: Vec<*const libc::c_char>,
-    path: *const libc::c_char,
-    cwd: *const libc::c_char,
-    fds: [RawFd; 3],
-    exec_error: RawFd,
-    stack: Vec<u8>,
-}
-
-// Enough for child_main's few frames; pages are only touched as the child uses them.
-const CHILD_STACK: usize = 32 * 1024;
-
-/// Starts `plan` as a child in its own process group, in `plan.cwd`, with `stdin`, `stdout`,
-/// `stderr` as fds 0-2 and default signal handling. The three descriptors must be close-on-exec
-/// (as every descriptor std opens is).
-///
-/// Why not std's Command (posix_spawn) or fork: posix_spawn's vfork blocks the caller until
-/// the child has exec'd, and fork copies the caller's page tables; both made launching 200
-/// replicas take 0.5-0.6 ms each in the supervisor. A `clone(CLONE_VM)` child shares our memory
-/// without stopping us (like vfork, minus the wait), so the replicas' execs overlap; the
-/// memory it reads lives in the returned [`Launch`] until [`Launch::finish`] has seen the exec.
-pub fn spawn(plan: ExecPlan, stdin: RawFd, stdout: RawFd, stderr: RawFd) -> io::Result<Launch> {
-    let mut fds = [0 as RawFd; 2];
-    // SAFETY: pipe2 writes two descriptors into `fds`, which we then own.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(io::Error::last_os_error());
+    #[test]
+    fn signals_reach_a_whole_process_group() {
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "sleep 30 & sleep 30; wait"])
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let pgid = child.id();
+        assert!(signal_group(pgid, SIGKILL));
+        let status = child.wait().unwrap();
+        assert!(!status.success());
+        assert!(!signal_group(1, SIGKILL), "never the init group");
+        assert!(!signal_pid(0, SIGKILL), "never our own group");
     }
-    // SAFETY: both descriptors were just created by pipe2 and are owned nowhere else.
-    let (read_end, write_end) =
-        unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-    let mut argv: Vec<*const libc::c_char> = plan.argv.iter().map(|a| a.as_ptr()).collect();
-    argv.push(std::ptr::null());
-    let mut envp: Vec<*const libc::c_char> = plan.envp.iter().map(|e| e.as_ptr()).collect();
-    envp.push(std::ptr::null());
-    let mut memory = Box::new(ChildMemory {
-        path: plan.path.as_ptr(),
-        cwd: plan.cwd.as_ptr(),
-        _plan: plan,
-        argv,
-        envp,
-        fds: [stdin, stdout, stderr],
-        exec_error: write_end.as_raw_fd(),
-        stack: Vec::with_capacity(CHILD_STACK),
-    });
-    // The stack grows down from its (16-byte aligned) end.
-    let top = memory.stack.as_mut_ptr() as usize + CHILD_STACK;
-    let top = (top & !15) as *mut libc::c_void;
-    let arg = std::ptr::addr_of_mut!(*memory).cast::<libc::c_void>();
-    // SAFETY: the child runs `child_main` on its own stack and only reads `memory`, which the
-    // returned Launch keeps alive and unchanged until the child has exec'd or exited; without
-    // CLONE_FILES it gets its own copy of our descriptor table.
-    let pid = unsafe { libc::clone(child_main, top, libc::CLONE_VM | libc::SIGCHLD, arg) };
-    if pid < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    drop(write_end);
-    Ok(Launch {
-        pid: pid as u32,
-        exec_error: read_end,
-        _child_memory: memory,
-    })
-}
 
-/// The child between clone and execve: it shares our memory (including the thread's `errno`),
-/// so it makes raw system calls only, on memory prepared by the parent; no allocation, no
-/// unwinding, no libc wrappers that might write `errno`.
-extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
-    // SAFETY: `arg` points at the ChildMemory that `spawn`'s Launch keeps alive; see `spawn`.
-    unsafe {
-        let m = &*arg.cast::<ChildMemory>();
-        let empty: u64 = 0; // the kernel's sigset_t
-        let mut ret = raw::call4(
-            libc::SYS_rt_sigprocmask,
-            libc::SIG_SETMASK as usize,
-            &empty as *const u64 as usize,
-            0,
-            8,
+    #[test]
+    fn poll_reports_readable_pipes_and_times_out() {
+        let (r, mut w) = std::io::pipe().unwrap();
+        set_nonblocking(&r).unwrap();
+        let fds = [r.as_raw_fd()];
+        assert_eq!(
+            poll_readable(&fds, Some(Duration::from_millis(1))).unwrap(),
+            [false]
         );
-        if ret >= 0 {
-            ret = raw::call4(libc::SYS_setpgid, 0, 0, 0, 0);
-        }
-        if ret >= 0 {
-            ret = raw::call4(libc::SYS_chdir, m.cwd as usize, 0, 0, 0);
-        }
-        for (target, &fd) in m.fds.iter().enumerate() {
-            if ret >= 0 {
-                // dup3 onto itself is an error; clearing close-on-exec does the same job.
-                ret = if fd as usize == target {
-                    raw::call4(libc::SYS_fcntl, fd as usize, libc::F_SETFD as usize, 0, 0)
-                } else {
-                    raw::call4(libc::SYS_dup3, fd as usize, target, 0, 0)
-                };
-            }
-        }
-        if ret >= 0 {
-            ret = raw::call4(
-                libc::SYS_execve,
-                m.path as usize,
-                m.argv.as_ptr() as usize,
-                m.envp.as_ptr() as usize,
-                0,
-            );
-        }
-        let errno = (-ret) as i32;
-        let bytes = errno.to_ne_bytes();
-        raw::call4(
-            libc::SYS_write,
-            m.exec_error as usize,
-            bytes.as_ptr() as usize,
-            4,
-            0,
-        );
-        raw::call4(libc::SYS_exit_group, 127, 0, 0, 0);
-        127
-    }
-}
-
-/// System calls without libc: the result, or minus the error number.
-mod raw {
-    #[cfg(target_arch = "x86_64")]
-    pub unsafe fn call4(n: libc::c_long, a: usize, b: usize, c: usize, d: usize) -> isize {
-        let ret: isize;
-        // SAFETY: the caller passes a valid system call and arguments.
-        unsafe {
-            std::arch::asm!(
-                "syscall",
-                inlateout("rax") n as isize => ret,
-                in("rdi") a, in("rsi") b, in("rdx") c, in("r10") d,
-                lateout("rcx") _, lateout("r11") _,
-                options(nostack),
-            );
-        }
-        ret
-    }
-
-    #[cfg(target_arch = "aarch64")]
-    pub unsafe fn call4(n: libc::c_long, a: usize, b: usize, c: usize, d: usize) -> isize {
-        let ret: isize;
-        // SAFETY: the caller passes a valid system call and arguments.
-        unsafe {
-            std::arch::asm!(
-                "svc 0",
-                in("x8") n,
-                inlateout("x0") a as isize => ret,
-                in("x1") b, in("x2") c, in("x3") d,
-                options(nostack),
-            );
-        }
-        ret
-    }
-}
-
-impl Launch {
-    /// Waits for the child to exec (or fail to): Ok once it runs the program, the exec's error
-    /// otherwise (the child then exits 127).
-    pub fn finish(self) -> io::Result<u32> {
-        let mut buf = [0u8; 4];
-        let mut got = 0;
-        while got < buf.len() {
-            // SAFETY: reading into the unfilled tail of a local buffer.
-            let n = unsafe {
-                libc::read(
-                    self.exec_error.as_raw_fd(),
-                    buf[got..].as_mut_ptr().cast(),
-                    buf.len() - got,
-                )
-            };
-            if n == 0 {
-                break;
-            }
-            if n < 0 {
-                let e = io::Error::last_os_error();
-                if e.kind() == io::ErrorKind::Interrupted {
-                    continue;
-                }
-                return Err(e);
-            }
-            got += n as usize;
-        }
-        match got {
-            0 => Ok(self.pid),
-            4 => Err(io::Error::from_raw_os_error(i32::from_ne_bytes(buf))),
-            _ => Err(io::Error::other("the child failed before exec")),
-        }
+        w.write_all(b"x").unwrap();
+        assert_eq!(poll_readable(&fds, None).unwrap(), [true]);
     }
 }
