@@ -73,8 +73,8 @@ pub struct RunArgs {
     #[arg(short = 'd', long, conflicts_with = "wait")]
     pub detach: bool,
     /// Give up waiting after this many seconds (exit code 7; the app keeps running).
-    #[arg(long, value_name = "SECONDS", value_parser = parse_timeout)]
-    pub timeout: Option<std::time::Duration>,
+    #[arg(long, value_name = "SECONDS")]
+    pub timeout: Option<String>,
     /// Local directory to ship with the job (schedulers that support workspaces).
     #[arg(long)]
     pub workspace: Option<String>,
@@ -91,17 +91,6 @@ pub struct RunArgs {
         value_name = "COMPONENT_AND_ARGS"
     )]
     pub component_and_args: Vec<String>,
-}
-
-/// `--timeout`: a positive, finite number of seconds, at most a year.
-fn parse_timeout(s: &str) -> Result<std::time::Duration, String> {
-    const YEAR: f64 = 365.0 * 86400.0;
-    match s.parse::<f64>() {
-        Ok(t) if t > 0.0 && t <= YEAR => Ok(std::time::Duration::from_secs_f64(t)),
-        _ => Err(format!(
-            "`{s}` is not a timeout: give a number of seconds greater than 0 and at most {YEAR}"
-        )),
-    }
 }
 
 #[derive(Debug, Args)]

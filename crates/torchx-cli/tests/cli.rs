@@ -34,6 +34,14 @@ fn run_echo_succeeds_and_is_visible_from_other_processes() {
         stdout(&text)
     );
 
+    let typo = env.run(&["status", &handle, "--roles", "nosuchrole"]);
+    assert_eq!(typo.status.code(), Some(4), "{}", stderr(&typo));
+    assert!(
+        stderr(&typo).contains("role `nosuchrole` not found") && stderr(&typo).contains("echo"),
+        "{}",
+        stderr(&typo)
+    );
+
     let log = env.run(&["log", &handle]);
     assert_eq!(stdout(&log), "echo/0 hello from torchx\n");
     let log = env.run(&[
@@ -229,6 +237,17 @@ fn bad_input_table() {
     )
     .unwrap();
     std::fs::write(dir.join("c.toml"), "[t]\n[t.app]\nname = \"t\"\n").unwrap();
+    let app =
+        |role: &str| format!("name: x\nroles:\n- {{name: r, image: i, entrypoint: e, {role}}}\n");
+    for (file, role) in [
+        ("huge.yaml", "num_replicas: 1000000000"),
+        ("negcpu.yaml", "resource: {cpu: -1, gpu: 0, memMB: 1024}"),
+        ("negmem.yaml", "resource: {cpu: 1, gpu: 0, memMB: -5}"),
+        ("eqenv.yaml", "env: {\"A=B\": x}"),
+        ("emptyenv.yaml", "env: {\"\": x}"),
+    ] {
+        std::fs::write(dir.join(file), app(role)).unwrap();
+    }
     std::fs::write(dir.join("broken.toml"), "[t\n").unwrap();
     let cases: &[(&[&str], i32, &str)] = &[
         (&["run", "utils.nope"], 4, "component `utils.nope` not found."),
@@ -282,6 +301,26 @@ fn bad_input_table() {
         (&["builtins", "--print", "utils.nope"], 4, "component `utils.nope` not found."),
         (&["configure", "-s", "nope"], 4, "scheduler `nope` not found."),
         (&["frobnicate"], 2, "unrecognized subcommand"),
+        // Values that once panicked or aborted, after or before submitting.
+        (&["run", "--timeout", "-5", "utils.echo"], 2, "`-5` is not a timeout"),
+        (&["run", "--timeout", "nan", "utils.echo"], 2, "`nan` is not a timeout"),
+        (&["run", "--timeout", "inf", "utils.echo"], 2, "`inf` is not a timeout"),
+        (&["run", "--timeout", "1e300", "utils.echo"], 2, "`1e300` is not a timeout"),
+        (&["log", "local_cwd://torchx/app", "--since", "100000000000000000000"], 2, "is not a time"),
+        (&["log", "local_cwd://torchx/app", "--since", "1e300d"], 2, "is not a time"),
+        (&["run", "./huge.yaml"], 2, "at most 100000 are allowed"),
+        (&["run", "--dryrun", "./huge.yaml"], 2, "at most 100000 are allowed"),
+        (&["run", "utils.sh", "--num_replicas", "1000000000", "true"], 2, "at most 100000 are allowed"),
+        // Bad values once accepted silently or failing late.
+        (&["run", "./negcpu.yaml"], 2, "resource cpu = -1 is negative"),
+        (&["run", "./negmem.yaml"], 2, "resource memMB = -5 is negative"),
+        (&["run", "./eqenv.yaml"], 2, "env name `A=B` is not allowed"),
+        (&["run", "./emptyenv.yaml"], 2, "env name `` is not allowed"),
+        (&["--log_level", "LOUD", "builtins"], 2, "log level `LOUD`"),
+        (&["run", "-s", "slurm", "-cfg", "time=abc,slurm_version=24.11", "utils.echo"], 3, "`time` = `abc` is not a Slurm time limit"),
+        (&["run", "-s", "slurm", "-cfg", "time=-5,slurm_version=24.11", "utils.echo"], 3, "`time` = `-5` is not a Slurm time limit"),
+        (&["run", "-s", "slurm", "-cfg", "partition=a;b,slurm_version=24.11", "utils.echo"], 3, "`partition` = `a;b` is not a Slurm partition name"),
+        (&["run", "-cfg", "log_dir=/etc/passwd/sub", "utils.echo"], 3, "cannot create the app's log directory"),
     ];
     assert!(cases.len() >= 30);
     for (args, code, fragment) in cases {
@@ -302,6 +341,60 @@ fn bad_input_table() {
             "{args:?}: one error line: {err}"
         );
         assert_eq!(env.apps(), 0, "{args:?} submitted an app");
+    }
+
+    // A non-UTF-8 argument is an error, not a panic.
+    {
+        use std::os::unix::ffi::OsStrExt;
+        let out = env
+            .cmd(&["run", "utils.echo", "--msg"])
+            .arg(std::ffi::OsStr::from_bytes(b"caf\xe9"))
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+        assert!(
+            stderr(&out).contains("is not valid UTF-8"),
+            "{}",
+            stderr(&out)
+        );
+        assert_eq!(env.apps(), 0);
+    }
+    // An unknown tracker, TORCHXCONFIG naming no file, unreadable or non-UTF-8 config files.
+    std::fs::write(
+        env.cwd.join(".torchxconfig"),
+        "[torchx:tracker]\nfsspek =\n",
+    )
+    .unwrap();
+    let out = env.run(&["run", "utils.echo"]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("tracker `fsspek`"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(
+        stderr(&out).contains("Did you mean `fsspec`?"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(env.apps(), 0);
+    std::fs::write(
+        env.cwd.join(".torchxconfig"),
+        b"[local_cwd]\nlog_dir = caf\xe9\n",
+    )
+    .unwrap();
+    let out = env.run(&["run", "--dryrun", "utils.echo"]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(stderr(&out).contains("not UTF-8"), "{}", stderr(&out));
+    std::fs::remove_file(env.cwd.join(".torchxconfig")).unwrap();
+    for args in [&["list"][..], &["run", "--dryrun", "utils.echo"]] {
+        let out = env
+            .cmd(args)
+            .env("TORCHXCONFIG", "/no/such/file")
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(3), "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains("TORCHXCONFIG"), "{}", stderr(&out));
     }
 
     // Config-file problems.

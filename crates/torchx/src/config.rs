@@ -206,8 +206,16 @@ impl TorchxConfig {
     pub fn load(paths: &[PathBuf]) -> Result<TorchxConfig> {
         let mut files = Vec::new();
         for p in paths {
-            let text = std::fs::read_to_string(p)
-                .map_err(|e| Error::io(format!("reading {}", p.display()), e))?;
+            let text = std::fs::read_to_string(p).map_err(|e| {
+                Error::config(format!(
+                    "cannot read config file {}: {}",
+                    p.display(),
+                    match e.kind() {
+                        std::io::ErrorKind::InvalidData => "it is not UTF-8 text".to_string(),
+                        _ => e.to_string(),
+                    }
+                ))
+            })?;
             files.push(parse_ini(&text, &p.display().to_string())?);
         }
         Ok(TorchxConfig { files })
@@ -304,8 +312,9 @@ impl TorchxConfig {
             }
             let int = |k: &str, v: &str| {
                 v.trim()
-                    .parse::<i64>()
-                    .map_err(|_| err(format!("`{k}` must be an integer, got `{v}`")))
+                    .parse::<u32>()
+                    .map(i64::from)
+                    .map_err(|_| err(format!("`{k}` must be a whole number >= 0, got `{v}`")))
             };
             let pairs_of = |k: &str, v: &str| -> Result<Vec<(String, String)>> {
                 v.split(',')

@@ -159,8 +159,23 @@ impl Runner {
         Ok((parsed, warnings))
     }
 
-    fn tracker_env(&self) -> Vec<(String, String)> {
+    fn tracker_env(&self) -> Result<Vec<(String, String)>> {
         let trackers = tracker::configured(&self.config);
+        for (name, _) in &trackers {
+            // A Python tracker is named by its module (`pkg.module:factory`), which only the
+            // job's runtime can load; any other name must be one this torchx has.
+            let module_path = name.contains(['.', ':']);
+            if !module_path && !self.trackers.names().any(|n| n == name) {
+                let known: Vec<&str> = self.trackers.names().collect();
+                return Err(Error::config(format!(
+                    "tracker `{name}` ([torchx:tracker] or $TORCHX_TRACKERS) is not a known \
+                     tracker: this torchx has {}; a Python tracker is named by its module \
+                     (`pkg.module:factory`){}",
+                    known.join(", "),
+                    crate::error::did_you_mean(name, known.iter().copied())
+                )));
+            }
+        }
         let mut env = Vec::new();
         if !trackers.is_empty() {
             let names: Vec<&str> = trackers.iter().map(|t| t.0.as_str()).collect();
@@ -171,7 +186,7 @@ impl Runner {
                 env.push((tracker::config_env_var(&name), c));
             }
         }
-        env
+        Ok(env)
     }
 
     /// Records `parent` as the source of the run `handle` in every configured tracker this
@@ -208,6 +223,7 @@ impl Runner {
         args: &RunArgs,
     ) -> Result<DryRunInfo> {
         app.validate()?;
+        crate::specs::check_path_component("session name", &self.session_name)?;
         let sched = self.scheduler(scheduler)?;
         let resolved = sched.run_opts().resolve(cfg)?;
         let wants_workspace =
@@ -221,7 +237,7 @@ impl Runner {
         let parent = std::env::var(tracker::ENV_PARENT_RUN_ID)
             .ok()
             .or_else(|| args.parent_run_id.clone());
-        let trackers = self.tracker_env();
+        let trackers = self.tracker_env()?;
         for role in &mut app.roles {
             role.env.insert(
                 tracker::ENV_JOB_ID.into(),

@@ -28,8 +28,10 @@ pub fn runner() -> Result<Runner> {
     extensions().runner(TorchxConfig::discover()?)
 }
 
-/// A runner that reads no config files (for commands that do not need them).
+/// A runner that reads no config files (for commands that do not need them). A
+/// `$TORCHXCONFIG` naming no file is still an error, as for every command.
 pub fn runner_without_config() -> Result<Runner> {
+    torchx::config::find_configs()?;
     extensions().runner(TorchxConfig::default())
 }
 

@@ -41,6 +41,18 @@ pub fn status(a: StatusArgs) -> Result<i32> {
                 .collect()
         })
         .unwrap_or_default();
+    // A scheduler that reports roles can tell a typo from a role with nothing to show.
+    let known: Vec<&str> = status.roles.iter().map(|r| r.role.as_str()).collect();
+    if let Some(missing) = roles
+        .iter()
+        .find(|r| !known.is_empty() && !known.contains(&r.as_str()))
+    {
+        return Err(Error::not_found(
+            "role",
+            missing.as_str(),
+            format!(" in {}; its roles are: {}", a.app_handle, known.join(", ")),
+        ));
+    }
     if a.json {
         print_json(&status.to_json(&roles));
     } else {

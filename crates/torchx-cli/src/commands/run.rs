@@ -14,6 +14,7 @@ use crate::exit_codes;
 use crate::output::{copy_log_lines, print_json, Sink};
 
 pub fn run(a: RunArgs) -> Result<i32> {
+    let timeout = a.timeout.as_deref().map(parse_timeout).transpose()?;
     let runner = super::runner()?;
     let cli_run = runner.config().cli_run();
     let default_scheduler = runner
@@ -80,9 +81,21 @@ pub fn run(a: RunArgs) -> Result<i32> {
         info,
         local || a.wait || a.log,
         local || a.log,
-        a.timeout,
+        timeout,
         a.json,
     ))
+}
+
+/// `--timeout`: a positive, finite number of seconds, at most a year.
+fn parse_timeout(s: &str) -> Result<Duration> {
+    const YEAR: f64 = 365.0 * 86400.0;
+    match s.parse::<f64>() {
+        Ok(t) if t > 0.0 && t <= YEAR => Ok(Duration::from_secs_f64(t)),
+        _ => Err(Error::arg(format!(
+            "--timeout `{s}` is not a timeout: give a number of seconds greater than 0 and at \
+             most {YEAR}"
+        ))),
+    }
 }
 
 fn print_dryrun(info: &DryRunInfo, json: bool) {

@@ -121,6 +121,19 @@ impl Env {
         }
     }
 
+    /// Polls `status` until the app is terminal (or fails the test after `within`).
+    pub fn wait_state_terminal(&self, handle: &str, within: Duration) -> serde_json::Value {
+        let deadline = Instant::now() + within;
+        loop {
+            let s = self.status(handle);
+            if ["SUCCEEDED", "FAILED", "CANCELLED"].contains(&s["state"].as_str().unwrap_or("")) {
+                return s;
+            }
+            assert!(Instant::now() < deadline, "{handle} did not end: {s}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     /// `describe --json` metadata value.
     pub fn metadata(&self, handle: &str, key: &str) -> String {
         let out = self.run(&["describe", handle, "--json"]);

@@ -254,7 +254,7 @@ pub(super) fn instantiate(
     args: &ComponentArgs,
     env: &super::ComponentEnv,
 ) -> Result<AppDef> {
-    let mut value = fill(template, args);
+    let mut value = fill(template, args, false);
     // `resource = "a100x4"` (or `"{{h}}"`): a named resource, builtin or from .torchxconfig.
     for role in value["roles"].as_array_mut().into_iter().flatten() {
         if let Some(name) = role["resource"].as_str() {
@@ -274,11 +274,15 @@ pub(super) fn instantiate(
     Ok(app)
 }
 
-fn fill(v: &Value, args: &ComponentArgs) -> Value {
+/// Substitutes the parameters into a template. A string that is exactly `{{param}}` keeps an
+/// int/float/bool parameter's type (for `num_replicas`, `max_retries`, resources), except where
+/// the AppDef holds text (`as_text`): list items (`args`, `mounts`) and the values of `env` and
+/// `metadata`, which get the value as text, as TorchX's `str(...)` would.
+fn fill(v: &Value, args: &ComponentArgs, as_text: bool) -> Value {
     match v {
         Value::String(s) => {
             let ph = placeholders(s);
-            if ph.len() == 1 && s.trim() == format!("{{{{{}}}}}", ph[0]) {
+            if !as_text && ph.len() == 1 && s.trim() == format!("{{{{{}}}}}", ph[0]) {
                 return match args.values.get(ph[0]) {
                     Some(super::ArgValue::Int(i)) => Value::from(*i),
                     Some(super::ArgValue::Float(f)) => Value::from(*f),
@@ -311,14 +315,18 @@ fn fill(v: &Value, args: &ComponentArgs) -> Value {
                         continue;
                     }
                 }
-                out.push(fill(item, args));
+                // Strings in lists are text; objects in lists (roles) keep their own rules.
+                out.push(fill(item, args, as_text || item.is_string()));
             }
             Value::Array(out)
         }
         Value::Object(map) => {
             let filled: serde_json::Map<String, Value> = map
                 .iter()
-                .map(|(k, v)| (k.clone(), fill(v, args)))
+                .map(|(k, v)| {
+                    let text = as_text || k == "env" || k == "metadata";
+                    (k.clone(), fill(v, args, text))
+                })
                 .filter(|(_, v)| !v.is_null())
                 .collect();
             Value::Object(filled)

@@ -271,6 +271,43 @@ pub struct AppDef {
     pub metadata: BTreeMap<String, String>,
 }
 
+/// The most roles an app may have.
+pub const MAX_ROLES: usize = 1_000;
+/// The most replicas a role, or a whole app, may have.
+pub const MAX_REPLICAS: u32 = 100_000;
+/// The longest app, role or session name, in bytes: they become file names (at most 255
+/// bytes on Linux) with room for a unique suffix.
+pub const MAX_NAME_LEN: usize = 200;
+
+/// Checks that a user-given name (`what`: "role name", "app name", "session name") can be used
+/// as one path component: not empty, not `.` or `..`, no `/` or NUL, at most [`MAX_NAME_LEN`]
+/// bytes. Every scheduler that builds paths from names relies on this rule, checked before
+/// anything is recorded.
+pub fn check_path_component(what: &str, name: &str) -> Result<()> {
+    let problem = if name.is_empty() {
+        "is empty"
+    } else if name == "." || name == ".." {
+        "is a relative path"
+    } else if name.contains('/') {
+        "contains `/`"
+    } else if name.contains('\0') {
+        "contains a NUL byte"
+    } else if name.len() > MAX_NAME_LEN {
+        return Err(Error::spec(format!(
+            "{what} `{}` is {} bytes long; at most {MAX_NAME_LEN} are allowed",
+            crate::text::truncate(name, 40),
+            name.len()
+        )));
+    } else {
+        return Ok(());
+    };
+    Err(Error::spec(format!(
+        "{what} `{}` {problem}: names become file and directory names, so they must be one \
+         path component (not `.` or `..`, no `/`)",
+        crate::text::truncate(name, 40).escape_debug()
+    )))
+}
+
 impl AppDef {
     /// An app with the given name and roles.
     pub fn new(name: impl Into<String>, roles: Vec<Role>) -> AppDef {
@@ -281,19 +318,32 @@ impl AppDef {
         }
     }
 
-    /// Checks what every scheduler needs: a name, at least one role, unique non-empty role names,
-    /// an entrypoint and at least one replica per role, and `min_replicas <= num_replicas`.
+    /// Checks what every scheduler needs: a name, at least one role (at most [`MAX_ROLES`]),
+    /// unique role names, an entrypoint and 1 to [`MAX_REPLICAS`] replicas per role (and at most
+    /// [`MAX_REPLICAS`] in all), `min_replicas <= num_replicas`, resources that are either unset
+    /// or not negative, and env names a process environment can hold. App and role names must
+    /// be usable as one path component (see [`check_path_component`]), as schedulers build log
+    /// and job paths from them.
     pub fn validate(&self) -> Result<()> {
         if self.name.trim().is_empty() {
             return Err(Error::spec("app name must not be empty"));
         }
+        check_path_component("app name", &self.name)?;
         if self.roles.is_empty() {
             return Err(Error::spec(format!(
                 "No roles for app: {}. Did you forget to add roles to AppDef?",
                 self.name
             )));
         }
+        if self.roles.len() > MAX_ROLES {
+            return Err(Error::spec(format!(
+                "app `{}` has {} roles; at most {MAX_ROLES} are allowed",
+                self.name,
+                self.roles.len()
+            )));
+        }
         let mut seen = std::collections::BTreeSet::new();
+        let mut total: u64 = 0;
         for role in &self.roles {
             if role.name.trim().is_empty() {
                 return Err(Error::spec(format!(
@@ -301,6 +351,7 @@ impl AppDef {
                     self.name
                 )));
             }
+            check_path_component("role name", &role.name)?;
             if !seen.insert(role.name.as_str()) {
                 return Err(Error::spec(format!(
                     "role name `{}` is used twice in app `{}`; role names must be unique",
@@ -319,11 +370,32 @@ impl AppDef {
                     role.name
                 )));
             }
+            total += u64::from(role.num_replicas);
+            if role.num_replicas > MAX_REPLICAS || total > u64::from(MAX_REPLICAS) {
+                return Err(Error::spec(format!(
+                    "role `{}`: num_replicas {} brings app `{}` to {total} replicas; at most \
+                     {MAX_REPLICAS} are allowed",
+                    role.name, role.num_replicas, self.name
+                )));
+            }
             if let Some(min) = role.min_replicas {
                 if min > role.num_replicas {
                     return Err(Error::spec(format!(
                         "role `{}`: min_replicas ({min}) must not exceed num_replicas ({})",
                         role.name, role.num_replicas
+                    )));
+                }
+            }
+            role.resource
+                .check()
+                .map_err(|e| Error::spec(format!("role `{}`: {e}", role.name)))?;
+            for key in role.env.keys() {
+                if key.is_empty() || key.contains(['=', '\0']) {
+                    return Err(Error::spec(format!(
+                        "role `{}`: env name `{}` is not allowed: names must be non-empty and \
+                         contain neither `=` nor NUL",
+                        role.name,
+                        key.escape_debug()
                     )));
                 }
             }

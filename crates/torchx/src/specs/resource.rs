@@ -58,6 +58,23 @@ impl Resource {
         *self == Resource::null()
     }
 
+    /// Either unset (cpu, gpu and memMB all -1, as [`Resource::null`]) or none of them negative:
+    /// a negative count would be rounded, dropped or sent on by schedulers, never meant.
+    pub fn check(&self) -> std::result::Result<(), String> {
+        if (self.cpu, self.gpu, self.mem_mb) == (-1, -1, -1) {
+            return Ok(());
+        }
+        for (key, value) in [("cpu", self.cpu), ("gpu", self.gpu), ("memMB", self.mem_mb)] {
+            if value < 0 {
+                return Err(format!(
+                    "resource {key} = {value} is negative; give 0 or more (or leave the whole \
+                     resource unset)"
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// The instance type capability, if set.
     pub fn instance_type(&self) -> Option<&str> {
         self.capabilities

@@ -221,6 +221,26 @@ impl LocalCwdScheduler {
             })
             .collect();
         let request_json = json(serde_json::to_string(req))?;
+        // Before anything is recorded: a log_dir that cannot exist fails the submission alone.
+        super::create_private_dir(&req.log_dir).map_err(|e| match e {
+            Error::Io { source, .. }
+                if matches!(
+                    source.kind(),
+                    std::io::ErrorKind::NotADirectory
+                        | std::io::ErrorKind::PermissionDenied
+                        | std::io::ErrorKind::NotFound
+                        | std::io::ErrorKind::ReadOnlyFilesystem
+                        | std::io::ErrorKind::InvalidFilename
+                ) =>
+            {
+                Error::config(format!(
+                    "cannot create the app's log directory {} (set by -cfg log_dir, or under \
+                     $TORCHX_STATE_DIR): {source}",
+                    req.log_dir.display()
+                ))
+            }
+            e => e,
+        })?;
         self.with_ledger(|l| l.insert_app(&row, &request_json, &replicas))?;
         // From here on the app is recorded: any failure is recorded on it too.
         self.start_supervisor(&exe, req).inspect_err(|e| {
@@ -232,9 +252,7 @@ impl LocalCwdScheduler {
     }
 
     fn start_supervisor(&self, exe: &Path, req: &PopenRequest) -> Result<()> {
-        let log_dir = &req.log_dir;
-        super::create_private_dir(log_dir)?;
-        let log_path = log_dir.join("supervisor.log");
+        let log_path = req.log_dir.join("supervisor.log");
         let log = File::create(&log_path)
             .map_err(|e| Error::io(format!("creating {}", log_path.display()), e))?;
         let mut child = Command::new(exe)

@@ -192,6 +192,50 @@ fn check_option(key: &str, value: &str, allow_spaces: bool) -> Result<()> {
     }
 }
 
+/// Partition, QOS and account names: letters, digits, `_`, `-`, `.` (and `,` between the
+/// partitions of a list), as Slurm accepts them; anything else is a typo caught before sbatch.
+fn check_slurm_name(key: &str, value: &str, list: bool) -> Result<()> {
+    let ok = |c: char| c.is_ascii_alphanumeric() || "_-.".contains(c) || (list && c == ',');
+    if value.is_empty() || value.split(',').any(str::is_empty) || !value.chars().all(ok) {
+        return Err(Error::config(format!(
+            "slurm run option `{key}` = `{value}` is not a Slurm {key} name: use letters, digits, \
+             `_`, `-` and `.`{}",
+            if list {
+                " (several partitions: a,b)"
+            } else {
+                ""
+            }
+        )));
+    }
+    Ok(())
+}
+
+/// `time` in one of sbatch's formats: `minutes`, `minutes:seconds`, `hours:minutes:seconds`,
+/// `days-hours`, `days-hours:minutes`, `days-hours:minutes:seconds`, or `UNLIMITED`.
+fn check_time(value: &str) -> Result<()> {
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    let clock = |s: &str, max_parts: usize| {
+        let parts: Vec<&str> = s.split(':').collect();
+        parts.len() <= max_parts && parts.iter().all(|p| digits(p))
+    };
+    let ok = match value.split_once('-') {
+        _ if value.eq_ignore_ascii_case("unlimited") || value.eq_ignore_ascii_case("infinite") => {
+            true
+        }
+        Some((days, rest)) => digits(days) && clock(rest, 3),
+        None => clock(value, 3),
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::config(format!(
+            "slurm run option `time` = `{value}` is not a Slurm time limit; formats: minutes, \
+             minutes:seconds, hours:minutes:seconds, days-hours, days-hours:minutes, \
+             days-hours:minutes:seconds, UNLIMITED"
+        )))
+    }
+}
+
 fn check_name(what: &str, name: &str, allowed: impl Fn(char) -> bool) -> Result<()> {
     match name.chars().find(|c| !allowed(*c)) {
         Some(c) => Err(Error::spec(format!(
@@ -259,6 +303,18 @@ pub fn render(app: &AppDef, opts: &SlurmOpts, ctx: &DryRunContext) -> Result<Sba
         if let Some(v) = value {
             check_option(key, v, spaces)?;
         }
+    }
+    for (key, value, lists) in [
+        ("partition", &opts.partition, true),
+        ("qos", &opts.qos, false),
+        ("account", &opts.account, false),
+    ] {
+        if let Some(v) = value {
+            check_slurm_name(key, v, lists)?;
+        }
+    }
+    if let Some(t) = &opts.time {
+        check_time(t)?;
     }
     let version = match &opts.slurm_version {
         Some(v) => parse_version(v).ok_or_else(|| {

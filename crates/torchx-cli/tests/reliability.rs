@@ -1,0 +1,213 @@
+//! Reliability of the local scheduler under concurrency, faults and hostile names: each test
+//! here reproduces a defect that once harmed jobs (readers killing live jobs, an unstoppable
+//! foreground run, a cancel that gave up, role names escaping the log directory).
+
+mod support;
+
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use support::{app_id, assert_no_processes, stderr, stdout, wait_processes, Env};
+
+/// Readers (`list`, `status`) running beside many submissions must never settle a live app:
+/// a stale snapshot (PENDING, no supervisor yet, submitter gone by the time it is checked) once
+/// made them SIGKILL the replicas of healthy jobs.
+#[test]
+fn concurrent_readers_never_harm_live_jobs() {
+    let env = Env::new();
+    const JOBS: usize = 40;
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    // One `list` loop and two loops that `status` every listed app, as monitoring would.
+    let readers: Vec<_> = (0..3)
+        .map(|n| {
+            let stop = stop.clone();
+            let (home, state, cwd) = (env.home.clone(), env.state.clone(), env.cwd.clone());
+            std::thread::spawn(move || {
+                let torchx = |args: &[&str]| {
+                    std::process::Command::new(env!("CARGO_BIN_EXE_torchx"))
+                        .args(args)
+                        .current_dir(&cwd)
+                        .env("HOME", &home)
+                        .env("TORCHX_STATE_DIR", &state)
+                        .stderr(Stdio::null())
+                        .output()
+                        .unwrap()
+                };
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    if n == 0 {
+                        torchx(&["list"]);
+                        continue;
+                    }
+                    let out = torchx(&["list", "--json"]);
+                    let apps: Vec<serde_json::Value> =
+                        serde_json::from_slice(&out.stdout).unwrap_or_default();
+                    for a in apps.iter().take(10) {
+                        torchx(&["status", a["app_handle"].as_str().unwrap_or_default()]);
+                    }
+                }
+            })
+        })
+        .collect();
+    let submitters: Vec<_> = (0..JOBS)
+        .map(|_| {
+            env.cmd(&["run", "--detach", "utils.sh", "sleep", "1"])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let handles: Vec<String> = submitters
+        .into_iter()
+        .map(|c| {
+            let out = c.wait_with_output().unwrap();
+            assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+            stdout(&out).trim().to_string()
+        })
+        .collect();
+    // Keep reading while the jobs run, then let them finish.
+    std::thread::sleep(Duration::from_millis(500));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for r in readers {
+        r.join().unwrap();
+    }
+    let mut harmed = Vec::new();
+    for h in &handles {
+        let s = env.wait_state_terminal(h, Duration::from_secs(60));
+        if s["state"] != "SUCCEEDED" {
+            harmed.push(format!("{h}: {s}"));
+        }
+    }
+    assert!(harmed.is_empty(), "jobs harmed by readers: {harmed:#?}");
+}
+
+/// Ctrl-C while a foreground run streams a large backlog of logs cancels the job and exits
+/// 130: the log copy must give the signal handler its turn.
+#[test]
+fn ctrl_c_while_streaming_a_backlog_cancels_and_exits_130() {
+    let env = Env::new();
+    // ~100 MB of output at once, then a long sleep: the run is streaming when Ctrl-C comes.
+    let script = "yes 0123456789012345678901234567890123456789012345678901234567890123456789 \
+                  | head -n 1500000; sleep 60";
+    let mut child = env
+        .cmd(&["run", "utils.sh", "sh", "-c", script])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut handle = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+        &mut handle,
+    )
+    .unwrap();
+    let handle = handle.trim().to_string();
+    std::thread::sleep(Duration::from_millis(300));
+    let sent = Instant::now();
+    signal(child.id(), libc_sigint());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let code = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status.code();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "torchx run ignored SIGINT while streaming logs"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(code, Some(130));
+    eprintln!("exited {:?} after SIGINT", sent.elapsed());
+    let s = env.wait_state_terminal(&handle, Duration::from_secs(30));
+    assert_eq!(s["state"], "CANCELLED", "{s}");
+    assert_no_processes(&handle);
+}
+
+/// `cancel` of an app whose supervisor is stopped (SIGSTOP) stops the replicas itself and
+/// records CANCELLED, instead of timing out with the replicas still running.
+#[test]
+fn cancel_with_a_stopped_supervisor_stops_the_replicas_itself() {
+    let env = Env::new();
+    let handle = env.detach(&["utils.sh", "sleep", "300"]);
+    wait_processes(&handle, 1);
+    let supervisor: u32 = env.metadata(&handle, "supervisor_pid").parse().unwrap();
+    signal(supervisor, 19); // SIGSTOP
+    let out = env.run(&["cancel", &handle]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let s = env.status(&handle);
+    assert_eq!(s["state"], "CANCELLED", "{s}");
+    assert!(
+        s["msg"].as_str().unwrap().contains("did not respond"),
+        "{s}"
+    );
+    assert_no_processes(&handle);
+    // The stopped supervisor was killed too: it cannot wake up and rewrite the record.
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(
+        !std::path::Path::new(&format!("/proc/{supervisor}/stat")).exists()
+            || std::fs::read_to_string(format!("/proc/{supervisor}/stat"))
+                .unwrap_or_default()
+                .rsplit(')')
+                .next()
+                .is_some_and(|r| r.trim_start().starts_with('Z'))
+    );
+    assert_eq!(env.status(&handle)["state"], "CANCELLED");
+}
+
+/// Role, app and session names become path components: anything that is not exactly one
+/// component is refused before anything is recorded, naming the offender.
+#[test]
+fn names_that_are_not_one_path_component_are_refused_before_recording() {
+    let env = Env::new();
+    let victim = env.detach(&["utils.sh", "sleep", "30"]);
+    let victim_id = app_id(&victim).to_string();
+    let long = "x".repeat(5000);
+    let cases: Vec<(String, &str)> = vec![
+        (format!("../{victim_id}/sh"), "role name"),
+        ("../../../../x".into(), "role name"),
+        ("a/b".into(), "role name"),
+        ("..".into(), "role name"),
+        (long.clone(), "role name"),
+    ];
+    for (role, what) in &cases {
+        let app = serde_json::json!({
+            "name": "intruder",
+            "roles": [{"name": role, "image": "x", "entrypoint": "echo", "args": ["intruder"]}]
+        });
+        std::fs::write(env.cwd.join("app.json"), app.to_string()).unwrap();
+        let out = env.run(&["run", "./app.json"]);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{role:.40}: {err}");
+        assert!(err.contains(what), "{err}");
+        assert!(
+            err.len() < 600,
+            "the message must not echo a long name: {err}"
+        );
+    }
+    let app = serde_json::json!({
+        "name": long,
+        "roles": [{"name": "r", "image": "x", "entrypoint": "echo"}]
+    });
+    std::fs::write(env.cwd.join("app.json"), app.to_string()).unwrap();
+    let out = env.run(&["run", "./app.json"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("app name"), "{}", stderr(&out));
+    // Nothing was recorded, and the victim's logs hold only its own output.
+    assert_eq!(env.apps(), 1);
+    let out = env.run(&["log", &victim]);
+    assert!(!stdout(&out).contains("intruder"), "{}", stdout(&out));
+    let _ = env.run(&["cancel", &victim]);
+}
+
+fn libc_sigint() -> i32 {
+    2
+}
+
+fn signal(pid: u32, sig: i32) {
+    let status = std::process::Command::new("kill")
+        .arg(format!("-{sig}"))
+        .arg(pid.to_string())
+        .status()
+        .unwrap();
+    assert!(status.success(), "kill -{sig} {pid}");
+}
