@@ -168,4 +168,32 @@ mod tests {
         let mut gone = FollowedFile::new(tmp.path().join("never"));
         assert!(gone.poll_line(|| true).is_err());
     }
+
+    #[test]
+    fn lines_across_chunk_boundaries_come_out_whole_and_in_order() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("log");
+        // Line lengths chosen to straddle the 64 KiB reads, including empty lines and lines
+        // longer than a chunk.
+        let lines: Vec<String> = (0..400)
+            .map(|i| "x".repeat((i * 7919) % (3 * CHUNK / 2)) + &i.to_string())
+            .chain([String::new(), String::new(), "last".to_string()])
+            .collect();
+        let mut text = lines.join("\n");
+        text.push_str("\nunterminated");
+        std::fs::write(&path, &text).unwrap();
+        let mut f = FollowedFile::new(path);
+        let mut got = Vec::new();
+        loop {
+            match f.poll_line(|| true).unwrap() {
+                Step::Line(l) => got.push(l),
+                Step::End => break,
+                Step::Wait => panic!("a finished writer never makes us wait"),
+            }
+        }
+        let mut want = lines;
+        want.push("unterminated".into());
+        assert_eq!(got.len(), want.len());
+        assert!(got == want, "lines differ");
+    }
 }
