@@ -211,3 +211,118 @@ fn signal(pid: u32, sig: i32) {
         .unwrap();
     assert!(status.success(), "kill -{sig} {pid}");
 }
+
+/// A full state filesystem (a 6 MB tmpfs in a private mount namespace): read-only commands still
+/// answer, and the job that ran into it is recorded, once space is back, with its real exit code
+/// and the cause, instead of "the supervisor died".
+#[test]
+fn a_full_state_disk_neither_breaks_readers_nor_loses_the_outcome() {
+    let env = Env::new();
+    std::fs::create_dir_all(&env.state).unwrap();
+    let script = r#"
+        set -u
+        mount -t tmpfs -o size=6m tmpfs "$TORCHX_STATE_DIR" || exit 99
+        ok=$(torchx run utils.echo --msg before 2>/dev/null)
+        job=$(torchx run --detach utils.sh sh -c 'sleep 1.5; exit 3')
+        dd if=/dev/zero of="$TORCHX_STATE_DIR/fill" bs=64k 2>/dev/null
+        sleep 3
+        torchx list >list.out 2>&1; echo "list exit $?"
+        torchx status "$ok" >status.out 2>&1; echo "status exit $?"
+        rm "$TORCHX_STATE_DIR/fill"
+        i=0
+        while [ $i -lt 100 ] && ! torchx status "$job" | grep -q 'State: FAILED'; do
+            sleep 0.1; i=$((i+1))
+        done
+        torchx status "$job" --json
+    "#;
+    let bin = std::path::Path::new(env!("CARGO_BIN_EXE_torchx"))
+        .parent()
+        .unwrap();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    // Root mounts in a private namespace; others need a user namespace too.
+    let root = std::fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"));
+    let ns = if root { "-m" } else { "-rm" };
+    let out = env
+        .cmd_of("unshare".as_ref(), &[ns, "sh", "-c", script])
+        .env("PATH", path)
+        .output()
+        .unwrap();
+    if out.status.code() == Some(99) || (!out.status.success() && stdout(&out).is_empty()) {
+        support::skip(
+            "a_full_state_disk_neither_breaks_readers_nor_loses_the_outcome",
+            &format!("cannot mount a tmpfs here (unshare {ns}): {}", stderr(&out)),
+        );
+        return;
+    }
+    let text = stdout(&out);
+    let list = std::fs::read_to_string(env.cwd.join("list.out")).unwrap_or_default();
+    assert!(
+        text.contains("list exit 0"),
+        "{text}\n{list}\n{}",
+        stderr(&out)
+    );
+    assert!(
+        list.contains("SUCCEEDED") && list.contains("echo"),
+        "{list}"
+    );
+    assert!(text.contains("status exit 0"), "{text}");
+    let json = &text[text.find('{').expect("final status JSON")..];
+    let status: serde_json::Value = serde_json::from_str(json).unwrap();
+    assert_eq!(status["state"], "FAILED", "{status}");
+    let msg = status["msg"].as_str().unwrap();
+    assert!(msg.contains("exited with code 3"), "{msg}");
+    assert!(
+        msg.contains("disk is full") || msg.contains("No space left"),
+        "{msg}"
+    );
+}
+
+/// Finished jobs reach the ledger's database file (not only its WAL), and a ledger that lost
+/// its records while job logs exist is reported loudly rather than shown as an empty history.
+#[test]
+fn records_reach_the_ledger_file_and_a_lost_ledger_is_reported() {
+    let env = Env::new();
+    for _ in 0..3 {
+        let out = env.run(&["run", "utils.echo"]);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    }
+    let ledger = env.state.join("local_cwd/ledger.sqlite3");
+    // The guards checkpoint after the supervisors' last writes; give the last one a moment.
+    let copy = Env::new();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        std::fs::create_dir_all(copy.state.join("local_cwd")).unwrap();
+        for ext in ["-wal", "-shm"] {
+            let _ = std::fs::remove_file(copy.state.join(format!("local_cwd/ledger.sqlite3{ext}")));
+        }
+        std::fs::copy(&ledger, copy.state.join("local_cwd/ledger.sqlite3")).unwrap();
+        let done = copy
+            .list()
+            .iter()
+            .filter(|a| a["state"] == "SUCCEEDED")
+            .count();
+        if done == 3 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the database file alone holds {done} of 3 finished jobs"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Truncate the database and drop its WAL: `list` must say so.
+    std::fs::write(&ledger, b"").unwrap();
+    for ext in ["-wal", "-shm"] {
+        let _ = std::fs::remove_file(env.state.join(format!("local_cwd/ledger.sqlite3{ext}")));
+    }
+    let out = env.run(&["list"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("lists no jobs, but") && stderr(&out).contains("3 app(s)"),
+        "{}",
+        stderr(&out)
+    );
+}

@@ -678,6 +678,17 @@ impl Ledger {
         Ok(state)
     }
 
+    /// Copies what the WAL holds into the database file, as far as readers allow (a passive
+    /// checkpoint never waits for them). Best effort: a failure leaves the WAL as it was.
+    pub fn checkpoint(&self) {
+        if let Err(e) = self
+            .conn
+            .query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()))
+        {
+            log::debug!("checkpointing {}: {e}", self.path.display());
+        }
+    }
+
     /// Forgets an app; false if it was unknown.
     pub fn delete(&mut self, app_id: &str) -> Result<bool> {
         let path = self.path.clone();

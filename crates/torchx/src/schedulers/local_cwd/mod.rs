@@ -100,9 +100,9 @@ impl Shared {
                 }
             }
         }
-        let state = self.with_ledger(|l| match l.app_liveness(app_id)? {
-            Some(live) => supervisor::reconcile(l, &live).map(Some),
-            None => Ok(None),
+        let state = self.with_ledger(|l| {
+            Ok(l.app_liveness(app_id)?
+                .map(|live| supervisor::reconcile_for_reader(l, &live)))
         })?;
         if let (Some(s), Ok(mut cache)) = (state, self.states.lock()) {
             cache.insert(app_id.to_string(), (Instant::now(), s));
@@ -157,7 +157,7 @@ impl LocalCwdScheduler {
             if live.state.is_terminal() {
                 return Ok(live);
             }
-            supervisor::reconcile(l, &live)?;
+            supervisor::reconcile_for_reader(l, &live);
             l.app_liveness(app_id)?.ok_or_else(|| unknown_app(app_id))
         })
     }
@@ -415,6 +415,52 @@ impl LocalCwdScheduler {
             ))
         }
     }
+
+    /// Every app, newest first, settling those whose owner is gone.
+    fn list_apps(&self) -> Result<Vec<ListAppResponse>> {
+        self.with_ledger(|l| {
+            let mut out = Vec::new();
+            for summary in l.list()? {
+                let live = summary.live;
+                let (state, ended) = if live.state.is_terminal() {
+                    (live.state, live.ended)
+                } else {
+                    let state = supervisor::reconcile_for_reader(l, &live);
+                    (state, state.is_terminal().then(now))
+                };
+                out.push(ListAppResponse {
+                    app_id: live.app_id,
+                    state,
+                    app_handle: String::new(),
+                    name: summary.name,
+                    start_time: Some(live.created),
+                    end_time: ended,
+                });
+            }
+            Ok(out)
+        })
+    }
+
+    /// Says loudly when the ledger lists no app although job logs exist: the ledger was lost or
+    /// damaged (deleted, truncated), which would otherwise look like an empty history.
+    fn warn_if_ledger_lost(&self) {
+        let logs = self.state_dir().join(NAME).join("logs");
+        let apps = fs::read_dir(&logs)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|session| fs::read_dir(session.path()).ok())
+            .map(|dir| dir.count())
+            .sum::<usize>();
+        if apps > 0 {
+            log::warn!(
+                "the job ledger {} lists no jobs, but {} holds the logs of {apps} app(s): the \
+                 ledger was lost or damaged; those jobs cannot be shown",
+                Ledger::path_in(self.state_dir()).display(),
+                logs.display()
+            );
+        }
+    }
 }
 
 fn check_app_id(app_id: &str) -> Result<()> {
@@ -488,27 +534,11 @@ impl Scheduler for LocalCwdScheduler {
     }
 
     async fn list(&self) -> Result<Vec<ListAppResponse>> {
-        self.with_ledger(|l| {
-            let mut out = Vec::new();
-            for summary in l.list()? {
-                let live = summary.live;
-                let (state, ended) = if live.state.is_terminal() {
-                    (live.state, live.ended)
-                } else {
-                    let state = supervisor::reconcile(l, &live)?;
-                    (state, state.is_terminal().then(now))
-                };
-                out.push(ListAppResponse {
-                    app_id: live.app_id,
-                    state,
-                    app_handle: String::new(),
-                    name: summary.name,
-                    start_time: Some(live.created),
-                    end_time: ended,
-                });
-            }
-            Ok(out)
-        })
+        let apps = self.list_apps()?;
+        if apps.is_empty() {
+            self.warn_if_ledger_lost();
+        }
+        Ok(apps)
     }
 
     async fn cancel(&self, app_id: &str) -> Result<()> {

@@ -29,6 +29,14 @@ use super::{now, GRACE, NAME};
 use crate::error::{Error, Result};
 use crate::specs::{AppDef, AppState, RetryPolicy};
 
+/// Writes a line to the supervisor's stderr (its log file). Never `eprintln!`, which panics when
+/// the write fails, as it does on a full disk: the supervisor must outlive that.
+macro_rules! note {
+    ($($arg:tt)*) => {{
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 /// The hidden subcommand that runs [`supervisor_main`].
 pub const SUPERVISE_ARG: &str = "__supervise";
 /// The hidden subcommand that runs [`guard_main`].
@@ -41,7 +49,7 @@ pub fn supervisor_main() -> i32 {
     let _ = std::io::stdin().lock().read_line(&mut app_id);
     let app_id = app_id.trim().to_string();
     if app_id.is_empty() {
-        eprintln!("torchx {SUPERVISE_ARG}: expected an app id on stdin");
+        note!("torchx {SUPERVISE_ARG}: expected an app id on stdin");
         return 2;
     }
     // Out of the submitter's session: terminal signals go to `torchx run`, which cancels.
@@ -54,7 +62,7 @@ pub fn supervisor_main() -> i32 {
             return 0;
         }
         Err(e) => {
-            eprintln!("torchx supervisor of {app_id}: {e}");
+            note!("torchx supervisor of {app_id}: {e}");
             if let Ok(mut ledger) = Ledger::open(&state_dir) {
                 let _ =
                     ledger.finish_if_unfinished(&app_id, AppState::Failed, &e.to_string(), now());
@@ -74,7 +82,7 @@ pub fn supervisor_main() -> i32 {
     match result {
         Ok(()) => 0,
         Err(e) => {
-            eprintln!("torchx supervisor of {app_id}: {e}");
+            note!("torchx supervisor of {app_id}: {e}");
             1
         }
     }
@@ -96,6 +104,11 @@ pub fn guard_main() -> i32 {
     };
     let done = lines.any(|l| l.is_ok_and(|l| l == "done"));
     if done {
+        // The app's final record is in the WAL: copy it into the database file now, off the
+        // path of anyone waiting, so records do not live in the WAL alone.
+        if let Ok(ledger) = Ledger::open(&crate::schedulers::default_state_dir()) {
+            ledger.checkpoint();
+        }
         return 0;
     }
     let result = Ledger::open(&crate::schedulers::default_state_dir()).and_then(|mut ledger| {
@@ -106,7 +119,7 @@ pub fn guard_main() -> i32 {
         }
     });
     if let Err(e) = result {
-        eprintln!("torchx guard of {app_id}: {e}");
+        note!("torchx guard of {app_id}: {e}");
         return 1;
     }
     0
@@ -120,6 +133,15 @@ pub fn guard_main() -> i32 {
 /// and the processes as they are then, so a stale snapshot never harms a live app.
 pub fn reconcile(ledger: &mut Ledger, live: &Liveness) -> Result<AppState> {
     settle(ledger, live, None)
+}
+
+/// [`reconcile`] for a read-only command: when the ledger cannot be written (a full disk), the
+/// app is shown as recorded, with a warning, rather than failing the command.
+pub fn reconcile_for_reader(ledger: &mut Ledger, live: &Liveness) -> AppState {
+    reconcile(ledger, live).unwrap_or_else(|e| {
+        log::warn!("cannot settle app {} now: {e}", live.app_id);
+        live.state
+    })
 }
 
 /// [`reconcile`], where `supervisor_alive` overrides the pid check (the guard knows its
@@ -462,7 +484,7 @@ impl Supervisor {
             match self.save(end) {
                 Ok(()) => break,
                 Err(e) => {
-                    eprintln!("torchx supervisor of {}: {e}; retrying", self.app_id);
+                    note!("torchx supervisor of {}: {e}; retrying", self.app_id);
                     std::thread::sleep(SAVE_RETRY);
                 }
             }
@@ -497,7 +519,7 @@ impl Supervisor {
             Ok(()) => self.unsaved = None,
             Err(e) => {
                 if self.unsaved.is_none() {
-                    eprintln!("torchx supervisor of {}: {e}; retrying", self.app_id);
+                    note!("torchx supervisor of {}: {e}; retrying", self.app_id);
                 }
                 self.save_error.get_or_insert_with(|| {
                     format!("the job ledger could not be written for a while ({e})")
@@ -620,9 +642,10 @@ impl Supervisor {
         if decision != Decision::Fail {
             self.num_restarts += 1;
             self.app_dirty = true;
-            eprintln!(
+            note!(
                 "torchx supervisor: {msg}; restarting ({decision:?}, restart {} of role {})",
-                self.num_restarts, role.name
+                self.num_restarts,
+                role.name
             );
         }
         match decision {
