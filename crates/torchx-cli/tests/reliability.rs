@@ -326,3 +326,48 @@ fn records_reach_the_ledger_file_and_a_lost_ledger_is_reported() {
         stderr(&out)
     );
 }
+
+/// Backend errors keep their cause (shown with `-v`) and a kind users act on: a Slurm
+/// controller that does not answer is "unavailable" (exit 5), never "app not found" (exit 4);
+/// a damaged ledger names SQLite's error as the cause.
+#[test]
+fn backend_errors_keep_their_cause_and_kind() {
+    let env = Env::new();
+    let bin = env.cwd.join("fake-slurm");
+    std::fs::create_dir_all(&bin).unwrap();
+    for tool in ["squeue", "sacct"] {
+        let path = bin.join(tool);
+        std::fs::write(
+            &path,
+            "#!/bin/sh\necho 'slurm_load_jobs error: Unable to contact slurm controller (connect failure)' >&2\nexit 1\n",
+        )
+        .unwrap();
+        let mut perm = std::fs::metadata(&path).unwrap().permissions();
+        std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o755);
+        std::fs::set_permissions(&path, perm).unwrap();
+    }
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    let out = env
+        .cmd(&["status", "slurm://torchx/12345", "-v"])
+        .env("PATH", &path)
+        .output()
+        .unwrap();
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(5), "{err}");
+    assert!(err.contains("cannot reach the Slurm controller"), "{err}");
+    assert!(err.contains("Unable to contact slurm controller"), "{err}");
+    assert!(err.contains("kind: unavailable"), "{err}");
+
+    // A ledger that is not a database: SQLite's own error is the cause.
+    std::fs::create_dir_all(env.state.join("local_cwd")).unwrap();
+    std::fs::write(
+        env.state.join("local_cwd/ledger.sqlite3"),
+        "this is not a database, it is text that is long enough to be read as a header..."
+            .repeat(20),
+    )
+    .unwrap();
+    let out = env.run(&["list", "-v"]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(5), "{err}");
+    assert!(err.contains("caused by: file is not a database"), "{err}");
+}

@@ -19,6 +19,13 @@ pub enum ErrorKind {
     Unsupported,
     /// The scheduler backend (a process, a cluster, an API) failed.
     Backend,
+    /// The backend already has what was to be created (a name clash).
+    AlreadyExists,
+    /// The backend refused the caller: no or wrong credentials, or no permission.
+    PermissionDenied,
+    /// The backend could not be reached or is not answering (worth retrying later); never
+    /// reported as "not found".
+    Unavailable,
     /// A wait ran out of time.
     Timeout,
 }
@@ -33,6 +40,9 @@ impl ErrorKind {
             ErrorKind::NotFound => "not_found",
             ErrorKind::Unsupported => "unsupported",
             ErrorKind::Backend => "backend",
+            ErrorKind::AlreadyExists => "already_exists",
+            ErrorKind::PermissionDenied => "permission_denied",
+            ErrorKind::Unavailable => "unavailable",
             ErrorKind::Timeout => "timeout",
         }
     }
@@ -82,6 +92,12 @@ pub enum Error {
         scheduler: String,
         /// What went wrong.
         message: String,
+        /// Its class: [`ErrorKind::Backend`], or one users act on ([`ErrorKind::AlreadyExists`],
+        /// [`ErrorKind::PermissionDenied`], [`ErrorKind::Unavailable`]).
+        kind: ErrorKind,
+        /// The underlying error (a client library's, SQLite's, ...), shown with `-v`.
+        #[source]
+        source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
     },
     /// A wait timed out.
     #[error("{0}")]
@@ -106,7 +122,8 @@ impl Error {
             Error::InvalidConfig(_) => ErrorKind::InvalidConfig,
             Error::NotFound { .. } => ErrorKind::NotFound,
             Error::Unsupported { .. } => ErrorKind::Unsupported,
-            Error::Backend { .. } | Error::Io { .. } => ErrorKind::Backend,
+            Error::Backend { kind, .. } => *kind,
+            Error::Io { .. } => ErrorKind::Backend,
             Error::Timeout(_) => ErrorKind::Timeout,
         }
     }
@@ -135,12 +152,37 @@ impl Error {
         }
     }
 
-    /// Shorthand for [`Error::Backend`].
+    /// Shorthand for [`Error::Backend`] of kind [`ErrorKind::Backend`], without a source.
     pub fn backend(scheduler: impl Into<String>, message: impl Into<String>) -> Self {
         Error::Backend {
             scheduler: scheduler.into(),
             message: message.into(),
+            kind: ErrorKind::Backend,
+            source: None,
         }
+    }
+
+    /// A backend error of the given kind (one of the backend kinds) caused by `source`.
+    pub fn backend_caused_by(
+        scheduler: impl Into<String>,
+        message: impl Into<String>,
+        kind: ErrorKind,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        Error::Backend {
+            scheduler: scheduler.into(),
+            message: message.into(),
+            kind,
+            source: Some(Box::new(source)),
+        }
+    }
+
+    /// This error with its kind set to `kind`, if it is a backend error.
+    pub fn with_kind(mut self, new: ErrorKind) -> Self {
+        if let Error::Backend { kind, .. } = &mut self {
+            *kind = new;
+        }
+        self
     }
 
     /// Shorthand for [`Error::Unsupported`].

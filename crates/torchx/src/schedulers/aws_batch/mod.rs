@@ -15,7 +15,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
 use aws_sdk_batch::types as bt;
-use aws_sdk_cloudwatchlogs::error::DisplayErrorContext;
+use aws_sdk_cloudwatchlogs::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
 use tokio::sync::OnceCell;
 
 pub use opts::AwsBatchOpts;
@@ -23,7 +23,7 @@ pub use render::{render, BatchJob};
 
 use self::render::ENV_ROLE_NAME;
 use self::state::{job_state, CANCEL_REASON};
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::opts::{Cfg, RunOpts, TypedOpts};
 use crate::scheduler::{
     downcast_request, Capabilities, DryRunContext, LogLines, LogQuery, NativeRequest, Scheduler,
@@ -61,8 +61,36 @@ impl std::fmt::Debug for AwsBatchScheduler {
     }
 }
 
-fn aws_err<E: std::error::Error + 'static>(what: &str) -> impl FnOnce(E) -> Error + '_ {
-    move |e| Error::backend(NAME, format!("{what}: {}", DisplayErrorContext(&e)))
+/// An AWS SDK error, kept as the source, classed by what the caller can do about it: the
+/// request never got an answer (connection, timeout, throttling, 5xx) → unavailable; the
+/// service refused the credentials → permission denied.
+fn aws_err<E, R>(what: &str) -> impl FnOnce(SdkError<E, R>) -> Error + '_
+where
+    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+    R: std::fmt::Debug + Send + Sync + 'static,
+{
+    move |e| {
+        let kind = match &e {
+            SdkError::DispatchFailure(_) | SdkError::TimeoutError(_) => ErrorKind::Unavailable,
+            SdkError::ServiceError(s) => match s.err().code().unwrap_or_default() {
+                "AccessDeniedException"
+                | "AccessDenied"
+                | "UnrecognizedClientException"
+                | "InvalidSignatureException"
+                | "ExpiredTokenException"
+                | "UnauthorizedOperation" => ErrorKind::PermissionDenied,
+                "ThrottlingException"
+                | "TooManyRequestsException"
+                | "ServiceUnavailable"
+                | "ServerException"
+                | "ServiceUnavailableException" => ErrorKind::Unavailable,
+                _ => ErrorKind::Backend,
+            },
+            _ => ErrorKind::Backend,
+        };
+        let message = format!("{what}: {}", DisplayErrorContext(&e));
+        Error::backend_caused_by(NAME, message, kind, e)
+    }
 }
 
 fn split_app_id(app_id: &str) -> Option<(&str, &str)> {

@@ -11,7 +11,7 @@ use kube::{Client, Config};
 use serde_json::Value;
 use tokio::sync::OnceCell;
 
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 
 /// A kind of object: its API group/version, kind and plural.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -119,13 +119,24 @@ impl Kube {
         }
     }
 
+    /// A client error, kept as the source, classed by what the caller can do about it: 401/403
+    /// are permission problems, 409 a name clash, and anything that is not an answer of the API
+    /// server (connection, TLS, timeouts) or a 5xx/429 means the cluster is unavailable.
     fn err(&self, what: String) -> impl FnOnce(kube::Error) -> Error + '_ {
         move |e| {
-            let detail = match &e {
-                kube::Error::Api(s) => format!("{} ({})", s.message, s.code),
-                other => other.to_string(),
+            let (detail, kind) = match &e {
+                kube::Error::Api(s) => (
+                    format!("{} ({})", s.message, s.code),
+                    match s.code {
+                        401 | 403 => ErrorKind::PermissionDenied,
+                        409 => ErrorKind::AlreadyExists,
+                        429 | 500.. => ErrorKind::Unavailable,
+                        _ => ErrorKind::Backend,
+                    },
+                ),
+                other => (other.to_string(), ErrorKind::Unavailable),
             };
-            Error::backend(self.scheduler, format!("{what}: {detail}"))
+            Error::backend_caused_by(self.scheduler, format!("{what}: {detail}"), kind, e)
         }
     }
 
@@ -179,7 +190,8 @@ impl Kube {
                          resubmit the job",
                         kind.kind
                     ),
-                ),
+                )
+                .with_kind(ErrorKind::AlreadyExists),
                 _ => self.err(format!("creating {} {name}", kind.kind))(e),
             })?;
         Ok(serde_json::to_value(created).unwrap_or_default())

@@ -10,7 +10,7 @@ use rusqlite::config::DbConfig;
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension, Row};
 
 use super::NAME;
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::specs::AppState;
 
 /// Bumped when the schema changes incompatibly.
@@ -244,8 +244,22 @@ pub struct Ledger {
     path: PathBuf,
 }
 
+/// A ledger error, keeping SQLite's as its source; a busy or locked ledger is
+/// [`ErrorKind::Unavailable`], an unwritable one [`ErrorKind::PermissionDenied`].
 fn db_err(path: &Path) -> impl Fn(rusqlite::Error) -> Error + '_ {
-    move |e| Error::backend(NAME, format!("job ledger {}: {e}", path.display()))
+    move |e| {
+        let kind = match e.sqlite_error_code() {
+            Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked) => {
+                ErrorKind::Unavailable
+            }
+            Some(rusqlite::ErrorCode::PermissionDenied | rusqlite::ErrorCode::ReadOnly) => {
+                ErrorKind::PermissionDenied
+            }
+            _ => ErrorKind::Backend,
+        };
+        let message = format!("job ledger {}: {e}", path.display());
+        Error::backend_caused_by(NAME, message, kind, e)
+    }
 }
 
 fn state_of(s: String) -> AppState {

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{json, Map, Value};
 
-use crate::error::Error;
+use crate::error::{Error, ErrorKind};
 use crate::opts::{CfgValue, OptSpec, OptType, RunOpts};
 use crate::scheduler::Capabilities;
 use crate::specs::{AppState, DescribeAppResponse, ListAppResponse, ReplicaStatus};
@@ -101,6 +101,13 @@ pub fn to_error(scheduler: &str, app_id: Option<&str>, kind: &str, message: Stri
         ("invalid_spec", _) => Error::spec(format!("{scheduler}: {message}")),
         ("invalid_config", _) => Error::config(format!("{scheduler}: {message}")),
         ("timeout", _) => Error::Timeout(format!("{scheduler}: {message}")),
+        ("already_exists", _) => {
+            Error::backend(scheduler, message).with_kind(ErrorKind::AlreadyExists)
+        }
+        ("permission_denied", _) => {
+            Error::backend(scheduler, message).with_kind(ErrorKind::PermissionDenied)
+        }
+        ("unavailable", _) => Error::backend(scheduler, message).with_kind(ErrorKind::Unavailable),
         _ => Error::backend(scheduler, message),
     }
 }
@@ -330,6 +337,10 @@ mod tests {
         assert_eq!(
             to_error("p", None, "weird", "x".into()).kind(),
             ErrorKind::Backend
+        );
+        assert_eq!(
+            to_error("p", None, "unavailable", "x".into()).kind(),
+            ErrorKind::Unavailable
         );
     }
 

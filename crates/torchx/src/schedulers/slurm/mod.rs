@@ -28,7 +28,7 @@ pub use state::{
     parse_squeue, Component, ListedJob,
 };
 
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::opts::{Cfg, RunOpts, TypedOpts};
 use crate::scheduler::{
     downcast_request, Capabilities, DryRunContext, FollowedFile, LogLines, LogQuery, NativeRequest,
@@ -214,27 +214,42 @@ impl SlurmScheduler {
     /// This user's jobs as `squeue --json` (cached for [`SQUEUE_TTL`]; 22.05 ignores job
     /// filters in JSON mode anyway, so the parsers filter themselves).
     /// With `fresh`, always asks squeue (a job newer than the cached answer is not in it).
-    fn squeue_json(&self, fresh: bool) -> Option<(String, bool)> {
-        let mut cache = self.squeue.lock().ok()?;
+    /// `squeue --json --me`, shared for [`SQUEUE_TTL`] unless `fresh` is asked for; the flag
+    /// says whether the answer is fresh. A failure means the controller did not answer.
+    fn squeue_json(&self, fresh: bool) -> Result<(String, bool)> {
+        let mut cache = self
+            .squeue
+            .lock()
+            .map_err(|_| Error::backend(NAME, "the squeue cache lock is poisoned"))?;
         if let Some((at, text)) = cache.as_ref() {
             if !fresh && at.elapsed() < SQUEUE_TTL {
-                return Some((text.clone(), false));
+                return Ok((text.clone(), false));
             }
         }
-        let out = run("squeue", &["--json", "--me"], COMMAND_TIMEOUT).ok()?;
+        let out = run("squeue", &["--json", "--me"], COMMAND_TIMEOUT)?;
         if !out.ok {
-            return None;
+            return Err(Error::backend(
+                NAME,
+                format!(
+                    "cannot reach the Slurm controller: `squeue --json --me` failed: {}",
+                    out.stderr.trim()
+                ),
+            )
+            .with_kind(ErrorKind::Unavailable));
         }
         *cache = Some((Instant::now(), out.stdout.clone()));
-        Some((out.stdout, true))
+        Ok((out.stdout, true))
     }
 
-    /// The job's components: squeue while Slurm still holds the job, else accounting.
+    /// The job's components: squeue while Slurm still holds the job, else accounting. Empty
+    /// only when the controller answered without the job and accounting has no record of it;
+    /// a controller that did not answer is an error, never "no such job".
     fn components(&self, job_id: i64) -> Result<Vec<Component>> {
         let id = job_id.to_string();
+        let mut unreachable = None;
         for fresh in [false, true] {
             match self.squeue_json(fresh) {
-                Some((text, was_fresh)) => {
+                Ok((text, was_fresh)) => {
                     let c = parse_squeue(&text, job_id)?;
                     if !c.is_empty() {
                         return Ok(c);
@@ -243,7 +258,10 @@ impl SlurmScheduler {
                         break;
                     }
                 }
-                None => break,
+                Err(e) => {
+                    unreachable = Some(e);
+                    break;
+                }
             }
         }
         // Accounting: --parsable2 answers in a quarter of the time --json takes.
@@ -255,9 +273,13 @@ impl SlurmScheduler {
                 return Ok(c);
             }
         }
-        match run("sacct", &["--json", "-j", &id], COMMAND_TIMEOUT) {
-            Ok(o) if o.ok => Ok(parse_sacct_json(&o.stdout, job_id).unwrap_or_default()),
-            _ => Ok(Vec::new()),
+        let found = match run("sacct", &["--json", "-j", &id], COMMAND_TIMEOUT) {
+            Ok(o) if o.ok => parse_sacct_json(&o.stdout, job_id).unwrap_or_default(),
+            _ => Vec::new(),
+        };
+        match unreachable {
+            Some(e) if found.is_empty() => Err(e),
+            _ => Ok(found),
         }
     }
 
@@ -427,10 +449,7 @@ impl Scheduler for SlurmScheduler {
     async fn list(&self) -> Result<Vec<ListAppResponse>> {
         // squeue knows the live jobs (and recent ones, for MinJobAge); accounting knows the
         // history but lags a few seconds behind. Merge both, preferring squeue.
-        let mut jobs = match self.squeue_json(true) {
-            Some((text, _)) => parse_list(&text, "squeue --json")?,
-            None => parse_list(&run_ok("squeue", &["--json", "--me"])?, "squeue --json")?,
-        };
+        let mut jobs = parse_list(&self.squeue_json(true)?.0, "squeue --json")?;
         let history = run(
             "sacct",
             &[
