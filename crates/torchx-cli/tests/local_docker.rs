@@ -6,7 +6,7 @@ mod support;
 
 use std::time::Duration;
 
-use support::{skip, stderr, stdout, Env};
+use support::{skip_engine, stderr, stdout, Env};
 
 const IMAGE: &str = "busybox:local";
 
@@ -16,7 +16,8 @@ fn docker_up(test: &str) -> bool {
         .output()
         .is_ok_and(|o| o.status.success());
     if !ok {
-        skip(
+        skip_engine(
+            "docker",
             test,
             "no Docker engine with busybox:local (run scripts/docker/up.sh as root and export DOCKER_HOST)",
         );

@@ -127,7 +127,11 @@ fn named_resources_from_config_next_to_the_builtins() {
         ),
         (
             "[resource:x]\ncpu = lots\nmemMB = 1\n",
-            "`cpu` must be an integer",
+            "`cpu` must be a whole number >= 0, got `lots`",
+        ),
+        (
+            "[resource:x]\ncpu = 2\nmemMB = -1\n",
+            "`memMB` must be a whole number >= 0, got `-1`",
         ),
         ("[resource:x]\ngpu = 1\n", "`cpu` is required"),
     ] {

@@ -8,7 +8,7 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
-use support::{skip, stderr, stdout, Env};
+use support::{skip_engine, stderr, stdout, Env};
 use torchx::config::TorchxConfig;
 use torchx::scheduler::{Registry, Scheduler};
 use torchx::schedulers::slurm::SlurmScheduler;
@@ -21,7 +21,8 @@ fn slurm_up(test: &str) -> bool {
         .output()
         .is_ok_and(|o| o.status.success() && !o.stdout.is_empty());
     if !ok {
-        skip(
+        skip_engine(
+            "slurm",
             test,
             "no Slurm cluster (run scripts/slurm/up.sh --nodes 4 as root)",
         );

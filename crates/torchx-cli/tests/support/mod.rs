@@ -218,6 +218,22 @@ pub fn skip(test: &str, why: &str) {
     let _ = writeln!(std::io::stderr(), "\n*** SKIPPED {test}: {why} ***\n");
 }
 
+/// Skips a test whose engine (`slurm`, `docker`, `aws`) is missing, loudly; but where the run
+/// promised that engine (`.ci/run` lists the engines it started in `$TORCHX_TEST_ENGINES`), a
+/// missing engine is a failure: a skip must never pass for a test in CI.
+pub fn skip_engine(engine: &str, test: &str, why: &str) {
+    let promised = std::env::var("TORCHX_TEST_ENGINES")
+        .unwrap_or_default()
+        .split(',')
+        .any(|e| e.trim() == engine);
+    assert!(
+        !promised,
+        "{test}: the {engine} engine was started for this run (TORCHX_TEST_ENGINES) but is \
+         missing: {why}"
+    );
+    skip(test, why);
+}
+
 /// Whether the AWS emulator of `scripts/aws/up.sh` answers at `$AWS_ENDPOINT_URL`; says loudly
 /// that `test` is skipped when it does not.
 pub fn aws_emulator_up(test: &str) -> bool {
@@ -229,7 +245,8 @@ pub fn aws_emulator_up(test: &str) -> bool {
         std::net::TcpStream::connect(addr).is_ok()
     });
     if !up {
-        skip(
+        skip_engine(
+            "aws",
             test,
             "no AWS emulator (run `bash scripts/aws/up.sh && . .aws-emu/moto.env`)",
         );
