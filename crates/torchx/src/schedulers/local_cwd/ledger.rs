@@ -615,23 +615,9 @@ impl Ledger {
             .conn
             .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
             .map_err(&err)?;
-        let n = tx
-            .execute(
-                "UPDATE apps SET state = ?2, msg = ?3, ended = ?4 WHERE app_id = ?1 \
-                 AND state NOT IN ('SUCCEEDED', 'FAILED', 'CANCELLED')",
-                params![app_id, state.as_str(), msg, ended],
-            )
-            .map_err(&err)?;
-        if n > 0 {
-            tx.execute(
-                "UPDATE replicas SET state = ?2, ended = ?3 WHERE app_id = ?1 \
-                 AND state NOT IN ('SUCCEEDED', 'FAILED', 'CANCELLED')",
-                params![app_id, state.as_str(), ended],
-            )
-            .map_err(&err)?;
-        }
+        let finished = finish_in(&tx, app_id, state, msg, ended).map_err(&err)?;
         tx.commit().map_err(&err)?;
-        Ok(n > 0)
+        Ok(finished)
     }
 
     /// Settles a non-terminal app whose owner looks dead, in one write transaction, so that the
@@ -676,18 +662,7 @@ impl Ledger {
             .and_then(|mut s| s.query_map([&seen.app_id], replica_row)?.collect())
             .map_err(&err)?;
         stop(&unfinished);
-        let ended = super::now();
-        tx.execute(
-            "UPDATE apps SET state = ?2, msg = ?3, ended = ?4 WHERE app_id = ?1",
-            params![seen.app_id, state.as_str(), msg, ended],
-        )
-        .map_err(&err)?;
-        tx.execute(
-            "UPDATE replicas SET state = ?2, ended = ?3 WHERE app_id = ?1 \
-             AND state NOT IN ('SUCCEEDED', 'FAILED', 'CANCELLED')",
-            params![seen.app_id, state.as_str(), ended],
-        )
-        .map_err(&err)?;
+        finish_in(&tx, &seen.app_id, state, &msg, super::now()).map_err(&err)?;
         tx.commit().map_err(&err)?;
         Ok(state)
     }
@@ -718,6 +693,30 @@ impl Ledger {
         tx.commit().map_err(&err)?;
         Ok(n > 0)
     }
+}
+
+/// Within `tx`: marks a non-terminal app terminal, with its unfinished replicas; false if it
+/// was terminal already.
+fn finish_in(
+    tx: &rusqlite::Transaction<'_>,
+    app_id: &str,
+    state: AppState,
+    msg: &str,
+    ended: f64,
+) -> rusqlite::Result<bool> {
+    let n = tx.execute(
+        "UPDATE apps SET state = ?2, msg = ?3, ended = ?4 WHERE app_id = ?1 \
+         AND state NOT IN ('SUCCEEDED', 'FAILED', 'CANCELLED')",
+        params![app_id, state.as_str(), msg, ended],
+    )?;
+    if n > 0 {
+        tx.execute(
+            "UPDATE replicas SET state = ?2, ended = ?3 WHERE app_id = ?1 \
+             AND state NOT IN ('SUCCEEDED', 'FAILED', 'CANCELLED')",
+            params![app_id, state.as_str(), ended],
+        )?;
+    }
+    Ok(n > 0)
 }
 
 fn upsert_replicas(
