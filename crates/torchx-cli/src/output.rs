@@ -115,7 +115,10 @@ impl Sink {
 
 /// Prints a replica's log lines as `{prefix} {line}`, buffered: a batch is written when it
 /// reaches 64 KiB or when the source has nothing ready, so a backlog streams at disk speed and
-/// a followed log still shows each line as soon as it is written.
+/// a followed log still shows each line as soon as it is written. Lines are taken in batches
+/// ([`LogLines::next_lines`]) and passed through as the bytes the log holds.
+///
+/// [`LogLines::next_lines`]: torchx::scheduler::LogLines::next_lines
 pub async fn copy_log_lines(
     lines: &mut dyn torchx::scheduler::LogLines,
     prefix: &str,
@@ -123,33 +126,39 @@ pub async fn copy_log_lines(
 ) -> torchx::Result<()> {
     use std::task::Poll;
     const BATCH: usize = 64 * 1024;
-    let mut buf: Vec<u8> = Vec::with_capacity(BATCH + 4096);
+    let mut out: Vec<u8> = Vec::with_capacity(2 * BATCH);
+    let mut batch: Vec<u8> = Vec::with_capacity(BATCH);
     let result = loop {
-        let mut next = lines.next_line();
-        let ready = std::future::poll_fn(|cx| Poll::Ready(next.as_mut().poll(cx))).await;
-        let line = match ready {
-            Poll::Ready(line) => line,
-            Poll::Pending => {
-                sink.write(&buf);
-                buf.clear();
-                next.await
-            }
-        };
-        match line {
-            Ok(Some(line)) => {
-                buf.extend_from_slice(prefix.as_bytes());
-                buf.push(b' ');
-                buf.extend_from_slice(line.as_bytes());
-                buf.push(b'\n');
-                if buf.len() >= BATCH {
-                    sink.write(&buf);
-                    buf.clear();
+        batch.clear();
+        let more = {
+            let mut next = lines.next_lines(&mut batch);
+            match std::future::poll_fn(|cx| Poll::Ready(next.as_mut().poll(cx))).await {
+                Poll::Ready(more) => more,
+                Poll::Pending => {
+                    sink.write(&out);
+                    out.clear();
+                    next.await
                 }
             }
-            Ok(None) => break Ok(()),
+        };
+        match more {
+            Ok(true) => {
+                let mut start = 0;
+                for end in memchr::memchr_iter(b'\n', &batch) {
+                    out.extend_from_slice(prefix.as_bytes());
+                    out.push(b' ');
+                    out.extend_from_slice(&batch[start..=end]);
+                    start = end + 1;
+                }
+                if out.len() >= BATCH {
+                    sink.write(&out);
+                    out.clear();
+                }
+            }
+            Ok(false) => break Ok(()),
             Err(e) => break Err(e),
         }
     };
-    sink.write(&buf);
+    sink.write(&out);
     result
 }

@@ -541,4 +541,13 @@ impl LogLines for Cooperative {
             }
         }
     }
+
+    async fn next_lines(&mut self, out: &mut Vec<u8>) -> Result<bool> {
+        if self.regex.is_some() {
+            // Filtering looks at each line.
+            return Ok(crate::scheduler::append_line(out, self.next_line().await?));
+        }
+        tokio::task::consume_budget().await;
+        self.inner.next_lines(out).await
+    }
 }

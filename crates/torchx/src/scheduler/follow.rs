@@ -20,12 +20,27 @@ pub struct LineBuffer {
 impl LineBuffer {
     /// Appends bytes.
     pub fn push(&mut self, bytes: &[u8]) {
+        self.compact();
+        self.pending.extend_from_slice(bytes);
+    }
+
+    /// Appends up to `max` bytes read from `src` (one read), straight into the buffer; the
+    /// number of bytes read, 0 at its end.
+    pub fn read_from(&mut self, src: &mut impl Read, max: usize) -> std::io::Result<usize> {
+        self.compact();
+        self.pending.reserve(max);
+        // `take(..).read_to_end` reads into the spare capacity without zeroing it first.
+        let before = self.pending.len();
+        src.take(max as u64).read_to_end(&mut self.pending)?;
+        Ok(self.pending.len() - before)
+    }
+
+    /// Drops what was already returned (everything before `start`).
+    fn compact(&mut self) {
         if self.start > 0 {
-            // Everything before `start` was returned: drop it before growing.
             self.pending.drain(..self.start);
             self.start = 0;
         }
-        self.pending.extend_from_slice(bytes);
     }
 
     /// The next complete line, if any.
@@ -35,6 +50,17 @@ impl LineBuffer {
         let line = String::from_utf8_lossy(&rest[..len]).into_owned();
         self.start += len + 1;
         Some(line)
+    }
+
+    /// Appends every complete line (with its `\n`) to `out`; false if there was none.
+    pub fn take_lines(&mut self, out: &mut Vec<u8>) -> bool {
+        let rest = &self.pending[self.start..];
+        let Some(last) = memchr::memrchr(b'\n', rest) else {
+            return false;
+        };
+        out.extend_from_slice(&rest[..=last]);
+        self.start += last + 1;
+        true
     }
 
     /// What is left after the stream ended, if anything.
@@ -47,11 +73,44 @@ impl LineBuffer {
     }
 }
 
-/// What [`FollowedFile::poll_line`] found.
+/// How [`FollowedFile::poll`] hands out what it read.
+#[derive(Debug)]
+pub enum Take<'a> {
+    /// One line, as [`Step::Line`].
+    Line,
+    /// Every complete line read so far, appended with their `\n` to the buffer: [`Step::Lines`].
+    Lines(&'a mut Vec<u8>),
+}
+
+impl Take<'_> {
+    /// The same request again, for another poll.
+    pub fn reborrow(&mut self) -> Take<'_> {
+        match self {
+            Take::Line => Take::Line,
+            Take::Lines(out) => Take::Lines(out),
+        }
+    }
+
+    /// What a follower returns for `step` (not `Wait`): the line of [`LogLines::next_line`], or
+    /// whether [`LogLines::next_lines`] appended any.
+    ///
+    /// [`LogLines::next_line`]: super::LogLines::next_line
+    /// [`LogLines::next_lines`]: super::LogLines::next_lines
+    pub fn line(step: Step) -> Option<String> {
+        match step {
+            Step::Line(line) => Some(line),
+            _ => None,
+        }
+    }
+}
+
+/// What [`FollowedFile::poll`] found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Step {
     /// A line.
     Line(String),
+    /// Lines were appended to the caller's buffer.
+    Lines,
     /// Nothing new yet: wait, then poll again.
     Wait,
     /// The writer finished and every line was returned.
@@ -67,7 +126,6 @@ pub struct FollowedFile {
     path: PathBuf,
     file: Option<File>,
     lines: LineBuffer,
-    chunk: Box<[u8]>,
 }
 
 impl FollowedFile {
@@ -77,25 +135,47 @@ impl FollowedFile {
             path,
             file: None,
             lines: LineBuffer::default(),
-            chunk: vec![0; CHUNK].into_boxed_slice(),
         }
     }
 
-    /// The next line, or whether to wait or stop. `finished` says whether the writer is done;
-    /// it is asked only when the file has nothing more, and the file is read once more after
-    /// it said yes, so nothing written before the writer finished is missed. A file still
-    /// missing once the writer finished is an error.
-    pub fn poll_line(&mut self, mut finished: impl FnMut() -> bool) -> Result<Step> {
+    /// The next line, or whether to wait or stop; see [`FollowedFile::poll`].
+    pub fn poll_line(&mut self, finished: impl FnMut() -> bool) -> Result<Step> {
+        self.poll(Take::Line, finished)
+    }
+
+    /// The next line or lines (`take`), or whether to wait or stop. `finished` says whether the
+    /// writer is done; it is asked only when the file has nothing more, and the file is read
+    /// once more after it said yes, so nothing written before the writer finished is missed. A
+    /// last unterminated line is handed out (with a `\n` in a batch) once the writer finished.
+    /// A file still missing then is an error.
+    pub fn poll(&mut self, mut take: Take<'_>, mut finished: impl FnMut() -> bool) -> Result<Step> {
         let mut writer_done = false;
         loop {
-            if let Some(line) = self.lines.next_line() {
-                return Ok(Step::Line(line));
+            match &mut take {
+                Take::Line => {
+                    if let Some(line) = self.lines.next_line() {
+                        return Ok(Step::Line(line));
+                    }
+                }
+                Take::Lines(out) => {
+                    if self.lines.take_lines(out) {
+                        return Ok(Step::Lines);
+                    }
+                }
             }
             if self.read_chunk(writer_done)? {
                 continue;
             }
             if writer_done {
-                return Ok(self.lines.finish().map_or(Step::End, Step::Line));
+                return Ok(match (self.lines.finish(), take) {
+                    (None, _) => Step::End,
+                    (Some(line), Take::Line) => Step::Line(line),
+                    (Some(line), Take::Lines(out)) => {
+                        out.extend_from_slice(line.as_bytes());
+                        out.push(b'\n');
+                        Step::Lines
+                    }
+                });
             }
             if !finished() {
                 return Ok(Step::Wait);
@@ -116,16 +196,9 @@ impl FollowedFile {
                 Err(e) => return Err(err(&self.path, e)),
             },
         };
-        loop {
-            match file.read(&mut self.chunk) {
-                Ok(0) => return Ok(false),
-                Ok(n) => {
-                    self.lines.push(&self.chunk[..n]);
-                    return Ok(true);
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(err(&self.path, e)),
-            }
+        match self.lines.read_from(file, CHUNK) {
+            Ok(n) => Ok(n > 0),
+            Err(e) => Err(err(&self.path, e)),
         }
     }
 }
@@ -188,7 +261,7 @@ mod tests {
             match f.poll_line(|| true).unwrap() {
                 Step::Line(l) => got.push(l),
                 Step::End => break,
-                Step::Wait => panic!("a finished writer never makes us wait"),
+                Step::Wait | Step::Lines => panic!("a finished writer never makes us wait"),
             }
         }
         let mut want = lines;

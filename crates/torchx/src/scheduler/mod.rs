@@ -19,7 +19,7 @@ use crate::error::{Error, Result};
 use crate::opts::{Cfg, RunOpts};
 use crate::specs::{AppDef, DescribeAppResponse, DryRunInfo, ListAppResponse, Stream};
 
-pub use follow::{FollowedFile, LineBuffer, Step};
+pub use follow::{FollowedFile, LineBuffer, Step, Take};
 pub use ids::{encode_id, random_id, random_u64};
 pub use registry::{Registry, SchedulerFactory};
 
@@ -140,6 +140,24 @@ pub struct LogQuery {
 pub trait LogLines: Send {
     /// The next line, `None` at the end.
     async fn next_line(&mut self) -> Result<Option<String>>;
+
+    /// Appends the next lines that are ready (at least one), each with its `\n`, to `out` as
+    /// the bytes the log holds; false at the end. Readers of large logs use it to avoid a call
+    /// and an allocation per line; file-backed schedulers hand out whole chunks.
+    async fn next_lines(&mut self, out: &mut Vec<u8>) -> Result<bool> {
+        Ok(append_line(out, self.next_line().await?))
+    }
+}
+
+/// Appends `line` and its `\n` to `out`; false for `None` (the end), as [`LogLines::next_lines`]
+/// answers.
+pub fn append_line(out: &mut Vec<u8>, line: Option<String>) -> bool {
+    let Some(line) = line else {
+        return false;
+    };
+    out.extend_from_slice(line.as_bytes());
+    out.push(b'\n');
+    true
 }
 
 /// A job scheduler backend. Object-safe; one instance per scheduler name per runner.

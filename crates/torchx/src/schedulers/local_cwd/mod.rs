@@ -39,7 +39,7 @@ use crate::error::{Error, Result};
 use crate::opts::{Cfg, RunOpts, TypedOpts};
 use crate::scheduler::{
     downcast_request, Capabilities, DryRunContext, FollowedFile, LogLines, LogQuery, NativeRequest,
-    Scheduler, Step,
+    Scheduler, Step, Take,
 };
 use crate::specs::{
     AppDef, AppState, DescribeAppResponse, DryRunInfo, ListAppResponse, ReplicaStatus, Stream, NONE,
@@ -659,9 +659,9 @@ impl FileLines {
     }
 }
 
-#[async_trait]
-impl LogLines for FileLines {
-    async fn next_line(&mut self) -> Result<Option<String>> {
+impl FileLines {
+    /// Polls the file until it has what `take` asks for or ends.
+    async fn follow(&mut self, mut take: Take<'_>) -> Result<Step> {
         // Poll quickly at first (short jobs end in milliseconds), then back off.
         let mut pause = Duration::from_millis(1);
         loop {
@@ -673,11 +673,21 @@ impl LogLines for FileLines {
                 exited,
             } = self;
             let finished = || !*tail || app_finished(exited.as_ref(), shared, app_id);
-            match file.poll_line(finished)? {
-                Step::Line(line) => return Ok(Some(line)),
-                Step::End => return Ok(None),
+            match file.poll(take.reborrow(), finished)? {
                 Step::Wait => self.pause(&mut pause).await,
+                step => return Ok(step),
             }
         }
+    }
+}
+
+#[async_trait]
+impl LogLines for FileLines {
+    async fn next_line(&mut self) -> Result<Option<String>> {
+        Ok(Take::line(self.follow(Take::Line).await?))
+    }
+
+    async fn next_lines(&mut self, out: &mut Vec<u8>) -> Result<bool> {
+        Ok(self.follow(Take::Lines(out)).await? == Step::Lines)
     }
 }

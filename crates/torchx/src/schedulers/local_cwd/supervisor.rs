@@ -228,15 +228,17 @@ struct RoleSpec {
 /// A pipe from a replica and the log it feeds.
 struct Pipe {
     src: File,
-    log: File,
     partial: Vec<u8>,
 }
 
 struct Proc {
     pid: u32,
     stop_sent: bool,
+    /// stdout and stderr.
     pipes: [Option<Pipe>; 2],
-    combined: File,
+    /// stdout, stderr and combined logs; opened once the batch of replicas being started is
+    /// running (`None` if that failed: output is then dropped and the failure recorded).
+    logs: Option<[File; 3]>,
 }
 
 struct Slot {
@@ -379,8 +381,32 @@ impl Supervisor {
         Ok(Some(sup))
     }
 
-    /// Starts (or restarts) these slots; false if one could not be started.
+    /// Starts (or restarts) these slots; false if one could not be started. Their log files
+    /// are opened only after the whole batch started: every child inherits (and closes at exec)
+    /// the supervisor's descriptors, so fewer open files during the batch make each start
+    /// cheaper, which otherwise grows with the number of replicas.
     fn spawn(&mut self, targets: &[usize]) -> bool {
+        let all_ok = self.start_batch(targets);
+        for &i in targets {
+            let slot = &mut self.slots[i];
+            if let Some(proc) = slot.proc.as_mut().filter(|p| p.logs.is_none()) {
+                let p = &slot.param;
+                match open_logs(
+                    &[p.stdout.clone(), p.stderr.clone(), p.combined.clone()],
+                    false,
+                ) {
+                    Ok(files) => proc.logs = Some(files),
+                    Err(e) => {
+                        self.log_error
+                            .get_or_insert_with(|| format!("its logs are incomplete: {e}"));
+                    }
+                }
+            }
+        }
+        all_ok
+    }
+
+    fn start_batch(&mut self, targets: &[usize]) -> bool {
         let mut launcher = Launcher::new();
         let mut all_ok = true;
         for &i in targets {
@@ -570,7 +596,7 @@ impl Supervisor {
         let Some(proc) = self.slots[i].proc.as_mut() else {
             return;
         };
-        pump(&mut proc.pipes[k], &mut proc.combined, &mut self.log_error);
+        pump(&mut proc.pipes[k], k, &mut proc.logs, &mut self.log_error);
     }
 
     fn on_exit(&mut self, pid: u32, exit: Exit) {
@@ -588,9 +614,9 @@ impl Supervisor {
         // Whatever the replica left behind in its process group goes with it.
         sys::signal_group(pid, sys::SIGKILL);
         for k in 0..2 {
-            while pump(&mut proc.pipes[k], &mut proc.combined, &mut self.log_error) {}
+            while pump(&mut proc.pipes[k], k, &mut proc.logs, &mut self.log_error) {}
             // A process that escaped the group may hold the pipe open: stop reading anyway.
-            close_pipe(&mut proc.pipes[k], &mut proc.combined, &mut self.log_error);
+            close_pipe(&mut proc.pipes[k], &mut proc.logs, &mut self.log_error);
         }
         slot.dirty = true;
         let row = &mut slot.row;
@@ -736,10 +762,16 @@ impl Supervisor {
     }
 }
 
-/// Copies what is available from a pipe into its log and, whole lines only, into the combined
-/// log. Returns false at end of file (or on error); true if there may be more. The first failed
-/// log write (a full disk) is kept in `log_error`; reading goes on so the replica never blocks.
-fn pump(pipe: &mut Option<Pipe>, combined: &mut File, log_error: &mut Option<String>) -> bool {
+/// Copies what is available from pipe `k` (0 stdout, 1 stderr) into its log and, whole lines
+/// only, into the combined log. Returns false at end of file (or on error); true if there may be
+/// more. The first failed log write (a full disk) is kept in `log_error`; reading goes on so
+/// the replica never blocks.
+fn pump(
+    pipe: &mut Option<Pipe>,
+    k: usize,
+    logs: &mut Option<[File; 3]>,
+    log_error: &mut Option<String>,
+) -> bool {
     let Some(p) = pipe.as_mut() else {
         return false;
     };
@@ -747,10 +779,16 @@ fn pump(pipe: &mut Option<Pipe>, combined: &mut File, log_error: &mut Option<Str
     match p.src.read(&mut buf) {
         Ok(0) => {}
         Ok(n) => {
-            note_log_error(p.log.write_all(&buf[..n]), log_error);
             p.partial.extend_from_slice(&buf[..n]);
-            if let Some(last) = p.partial.iter().rposition(|b| *b == b'\n') {
-                note_log_error(combined.write_all(&p.partial[..=last]), log_error);
+            let whole = p.partial.iter().rposition(|b| *b == b'\n');
+            if let Some([out, err, combined]) = logs.as_mut() {
+                let log = if k == 0 { out } else { err };
+                note_log_error(log.write_all(&buf[..n]), log_error);
+                if let Some(last) = whole {
+                    note_log_error(combined.write_all(&p.partial[..=last]), log_error);
+                }
+            }
+            if let Some(last) = whole {
                 p.partial.drain(..=last);
             }
             return true;
@@ -760,7 +798,7 @@ fn pump(pipe: &mut Option<Pipe>, combined: &mut File, log_error: &mut Option<Str
         Err(e) if e.kind() == ErrorKind::WouldBlock => return false,
         Err(_) => {}
     }
-    close_pipe(pipe, combined, log_error);
+    close_pipe(pipe, logs, log_error);
     false
 }
 
@@ -772,8 +810,12 @@ fn note_log_error(result: std::io::Result<()>, log_error: &mut Option<String>) {
 }
 
 /// Closes a pipe; its last unterminated line still belongs in the combined log.
-fn close_pipe(pipe: &mut Option<Pipe>, combined: &mut File, log_error: &mut Option<String>) {
-    if let Some(p) = pipe.take() {
+fn close_pipe(
+    pipe: &mut Option<Pipe>,
+    logs: &mut Option<[File; 3]>,
+    log_error: &mut Option<String>,
+) {
+    if let (Some(p), Some([_, _, combined])) = (pipe.take(), logs.as_mut()) {
         if !p.partial.is_empty() {
             note_log_error(combined.write_all(&p.partial), log_error);
         }
@@ -781,9 +823,9 @@ fn close_pipe(pipe: &mut Option<Pipe>, combined: &mut File, log_error: &mut Opti
 }
 
 /// Opens (creating, with their directories) a replica's stdout, stderr and combined logs.
-fn open_logs(paths: &[PathBuf; 3]) -> Result<[File; 3]> {
+fn open_logs(paths: &[PathBuf; 3], create_dirs: bool) -> Result<[File; 3]> {
     let open = |p: &PathBuf, create_dir: bool| {
-        let dir = p.parent().filter(|_| create_dir);
+        let dir = p.parent().filter(|_| create_dirs && create_dir);
         dir.map_or(Ok(()), std::fs::create_dir_all)
             .and_then(|()| OpenOptions::new().create(true).append(true).open(p))
             .map_err(|e| Error::io(format!("opening log {}", p.display()), e))
@@ -824,8 +866,12 @@ impl Launcher {
     /// supervisor blocks, and reports exec failures from `spawn` itself. The child is reaped
     /// by the supervisor's `waitpid` loop (dropping a `Child` neither waits nor kills).
     fn launch(&mut self, p: &ReplicaParam, env: &BTreeMap<String, String>) -> Result<Proc> {
-        let [out_log, err_log, combined] =
-            open_logs(&[p.stdout.clone(), p.stderr.clone(), p.combined.clone()])?;
+        // Created (with their directories) before the start, so a replica never runs without
+        // them; opened for writing after its batch started (see `Supervisor::spawn`).
+        drop(open_logs(
+            &[p.stdout.clone(), p.stderr.clone(), p.combined.clone()],
+            true,
+        )?);
         let program = p
             .args
             .first()
@@ -859,12 +905,11 @@ impl Launcher {
             .process_group(0)
             .spawn()
             .map_err(cannot)?;
-        let pipe = |src: Option<OwnedFd>, log: File| {
+        let pipe = |src: Option<OwnedFd>| {
             let src = File::from(src?);
             sys::set_nonblocking(&src).ok()?;
             Some(Pipe {
                 src,
-                log,
                 partial: Vec::new(),
             })
         };
@@ -872,10 +917,10 @@ impl Launcher {
             pid: child.id(),
             stop_sent: false,
             pipes: [
-                pipe(child.stdout.take().map(OwnedFd::from), out_log),
-                pipe(child.stderr.take().map(OwnedFd::from), err_log),
+                pipe(child.stdout.take().map(OwnedFd::from)),
+                pipe(child.stderr.take().map(OwnedFd::from)),
             ],
-            combined,
+            logs: None,
         })
     }
 

@@ -26,7 +26,7 @@ use crate::error::{Error, Result};
 use crate::opts::{Cfg, RunOpts, TypedOpts};
 use crate::scheduler::{
     downcast_request, Capabilities, DryRunContext, FollowedFile, LogLines, LogQuery, NativeRequest,
-    Scheduler, Step,
+    Scheduler, Step, Take,
 };
 use crate::schedulers::command::{self, Output};
 use crate::specs::{
@@ -359,9 +359,9 @@ struct LsfLogLines {
     scheduler: LsfScheduler,
 }
 
-#[async_trait]
-impl LogLines for LsfLogLines {
-    async fn next_line(&mut self) -> Result<Option<String>> {
+impl LsfLogLines {
+    /// Polls the file until it has what `take` asks for or ends.
+    async fn follow(&mut self, mut take: Take<'_>) -> Result<Step> {
         loop {
             let (tail, app_id, job, scheduler) =
                 (self.tail, &self.app_id, &self.job, &self.scheduler);
@@ -373,12 +373,22 @@ impl LogLines for LsfLogLines {
                             .all(|j| job_state(&j.stat, j.exit_code).is_terminal())
                     })
             };
-            match self.file.poll_line(finished)? {
-                Step::Line(line) => return Ok(Some(line)),
-                Step::End => return Ok(None),
+            match self.file.poll(take.reborrow(), finished)? {
                 Step::Wait => tokio::time::sleep(Duration::from_millis(300)).await,
+                step => return Ok(step),
             }
         }
+    }
+}
+
+#[async_trait]
+impl LogLines for LsfLogLines {
+    async fn next_line(&mut self) -> Result<Option<String>> {
+        Ok(Take::line(self.follow(Take::Line).await?))
+    }
+
+    async fn next_lines(&mut self, out: &mut Vec<u8>) -> Result<bool> {
+        Ok(self.follow(Take::Lines(out)).await? == Step::Lines)
     }
 }
 

@@ -32,7 +32,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::opts::{Cfg, RunOpts, TypedOpts};
 use crate::scheduler::{
     downcast_request, Capabilities, DryRunContext, FollowedFile, LogLines, LogQuery, NativeRequest,
-    Scheduler, Step,
+    Scheduler, Step, Take,
 };
 use crate::schedulers::command::{self, Output};
 use crate::specs::{
@@ -565,9 +565,9 @@ struct SlurmLogLines {
     scheduler: SlurmScheduler,
 }
 
-#[async_trait]
-impl LogLines for SlurmLogLines {
-    async fn next_line(&mut self) -> Result<Option<String>> {
+impl SlurmLogLines {
+    /// Polls the file until it has what `take` asks for or ends.
+    async fn follow(&mut self, mut take: Take<'_>) -> Result<Step> {
         loop {
             let (tail, job_id, scheduler) = (self.tail, self.job_id, &self.scheduler);
             let finished = || {
@@ -576,12 +576,22 @@ impl LogLines for SlurmLogLines {
                         .components(job_id)
                         .map_or(true, |c| aggregate(c.iter().map(|c| c.state)).is_terminal())
             };
-            match self.file.poll_line(finished)? {
-                Step::Line(line) => return Ok(Some(line)),
-                Step::End => return Ok(None),
+            match self.file.poll(take.reborrow(), finished)? {
                 Step::Wait => tokio::time::sleep(Duration::from_millis(500)).await,
+                step => return Ok(step),
             }
         }
+    }
+}
+
+#[async_trait]
+impl LogLines for SlurmLogLines {
+    async fn next_line(&mut self) -> Result<Option<String>> {
+        Ok(Take::line(self.follow(Take::Line).await?))
+    }
+
+    async fn next_lines(&mut self, out: &mut Vec<u8>) -> Result<bool> {
+        Ok(self.follow(Take::Lines(out)).await? == Step::Lines)
     }
 }
 
