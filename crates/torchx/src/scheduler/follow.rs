@@ -58,6 +58,14 @@ impl LineBuffer {
         let Some(last) = memchr::memrchr(b'\n', rest) else {
             return false;
         };
+        if out.is_empty() && self.start == 0 {
+            // Hand the buffer over whole and keep only the unterminated tail: the lines are not
+            // copied (the caller's empty buffer, with its capacity, becomes ours).
+            let tail = self.pending.split_off(last + 1);
+            std::mem::swap(out, &mut self.pending);
+            self.pending.extend_from_slice(&tail);
+            return true;
+        }
         out.extend_from_slice(&rest[..=last]);
         self.start += last + 1;
         true
@@ -240,6 +248,20 @@ mod tests {
         assert_eq!(f.poll_line(|| true).unwrap(), Step::End);
         let mut gone = FollowedFile::new(tmp.path().join("never"));
         assert!(gone.poll_line(|| true).is_err());
+    }
+
+    #[test]
+    fn batches_hand_out_whole_lines_and_keep_the_tail() {
+        let mut b = LineBuffer::default();
+        b.push(b"a\nb\nc");
+        let mut out = Vec::new();
+        assert!(b.take_lines(&mut out));
+        assert_eq!(out, b"a\nb\n");
+        assert!(!b.take_lines(&mut out), "only an unterminated tail is left");
+        b.push(b"d\ne\n");
+        assert!(b.take_lines(&mut out), "appends to a non-empty batch");
+        assert_eq!(out, b"a\nb\ncd\ne\n");
+        assert_eq!(b.finish(), None);
     }
 
     #[test]
