@@ -1,0 +1,108 @@
+//! `torchx._rs`: the Rust rules the Python package calls, so that each rule has one
+//! implementation. Values cross as Python strings, lists and tuples, or as JSON text in the
+//! serde shape of the `torchx` crate's types; the Python package turns them into TorchX's
+//! dataclasses and exceptions. Nothing here holds state.
+
+use pyo3::exceptions::{PyKeyError, PyValueError};
+use pyo3::prelude::*;
+
+use torchx::specs::{self, AppState, RoleStatus};
+
+fn value_error(e: impl std::fmt::Display) -> PyErr {
+    PyValueError::new_err(e.to_string())
+}
+
+/// `scheduler://session/app_id` → `(scheduler, session, app_id)`; ValueError if malformed.
+#[pyfunction]
+fn parse_app_handle(handle: &str) -> PyResult<(String, String, String)> {
+    let h = specs::parse_app_handle(handle).map_err(value_error)?;
+    Ok((h.scheduler, h.session_name, h.app_id))
+}
+
+/// TorchX's `--mounts` grammar → JSON list of mounts (`{"type": "bind"|"volume"|"device", ...}`).
+#[pyfunction]
+#[pyo3(signature = (opts, home=None))]
+fn parse_mounts(opts: Vec<String>, home: Option<&str>) -> PyResult<String> {
+    let mounts = specs::parse_mounts(&opts, home).map_err(value_error)?;
+    serde_json::to_string(&mounts).map_err(value_error)
+}
+
+/// The builtin named resources' names, in TorchX's order.
+#[pyfunction]
+fn named_resource_names() -> Vec<&'static str> {
+    specs::named_resource_names().collect()
+}
+
+/// A builtin named resource as JSON (`cpu`, `gpu`, `memMB`, `capabilities`, `devices`);
+/// KeyError if there is none by that name.
+#[pyfunction]
+fn named_resource(name: &str) -> PyResult<String> {
+    let r = specs::named_resource(name).map_err(|e| PyKeyError::new_err(e.to_string()))?;
+    serde_json::to_string(&r).map_err(value_error)
+}
+
+/// Rebuilds the crate's `AppStatus` from `(state, num_restarts, msg, structured_error_msg,
+/// ui_url, roles_json)`, `roles_json` being a JSON list of `RoleStatus`.
+fn app_status(
+    state: &str,
+    num_restarts: i64,
+    msg: String,
+    structured_error_msg: String,
+    ui_url: Option<String>,
+    roles_json: &str,
+) -> PyResult<specs::AppStatus> {
+    let mut status = specs::AppStatus::new(state.parse::<AppState>().map_err(value_error)?);
+    status.num_restarts = num_restarts;
+    status.msg = msg;
+    status.structured_error_msg = structured_error_msg;
+    status.ui_url = ui_url;
+    status.roles = serde_json::from_str::<Vec<RoleStatus>>(roles_json).map_err(value_error)?;
+    Ok(status)
+}
+
+/// TorchX's `AppStatus.format(filter_roles)`: the text of `torchx status`.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+fn format_status(
+    state: &str,
+    num_restarts: i64,
+    msg: String,
+    structured_error_msg: String,
+    ui_url: Option<String>,
+    roles_json: &str,
+    filter_roles: Vec<String>,
+) -> PyResult<String> {
+    let status = app_status(
+        state,
+        num_restarts,
+        msg,
+        structured_error_msg,
+        ui_url,
+        roles_json,
+    )?;
+    Ok(status.format(&filter_roles))
+}
+
+/// `string.Template(template).safe_substitute(values)`, as the Rust macros apply it.
+#[pyfunction]
+fn substitute(template: &str, values: std::collections::HashMap<String, String>) -> String {
+    specs::substitute(template, |name| values.get(name).cloned())
+}
+
+/// The crate's version (the Python package checks it matches its own).
+#[pyfunction]
+fn version() -> &'static str {
+    env!("CARGO_PKG_VERSION")
+}
+
+#[pymodule]
+fn _rs(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(parse_app_handle, m)?)?;
+    m.add_function(wrap_pyfunction!(parse_mounts, m)?)?;
+    m.add_function(wrap_pyfunction!(named_resource_names, m)?)?;
+    m.add_function(wrap_pyfunction!(named_resource, m)?)?;
+    m.add_function(wrap_pyfunction!(format_status, m)?)?;
+    m.add_function(wrap_pyfunction!(substitute, m)?)?;
+    m.add_function(wrap_pyfunction!(version, m)?)?;
+    Ok(())
+}

@@ -1,0 +1,37 @@
+"""torchx-rs: TorchX's Python API on a Rust core.
+
+This distribution (``torchx-rs``) provides the ``torchx`` import package and so replaces
+upstream ``torchx`` in an environment: install one or the other.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import warnings
+
+__version__ = "0.1.0"
+
+
+def _warn_if_upstream_installed() -> None:
+    # A directory listing, not importlib.metadata: importing torchx stays cheap.
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    for entry in sys.path:
+        root = entry or os.getcwd()
+        try:
+            names = os.listdir(root)
+        except OSError:
+            continue
+        for name in names:
+            if name.startswith("torchx-") and name.endswith(".dist-info"):
+                warnings.warn(
+                    f"upstream TorchX ({name[:-len('.dist-info')]}) is installed in {root} next "
+                    f"to torchx-rs (whose `torchx` package is in {here}): both provide the "
+                    "`torchx` import package; uninstall one of them",
+                    RuntimeWarning,
+                    stacklevel=3,
+                )
+                return
+
+
+_warn_if_upstream_installed()

@@ -1,0 +1,356 @@
+"""The data of a TorchX job: plain dataclasses and enums with TorchX's names, fields and
+defaults. Rules that the Rust core also applies (handle and mount grammars, macro substitution,
+the ``torchx status`` text) are called through ``torchx._rs``, so each has one implementation.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import asdict, dataclass, field
+from enum import Enum
+from typing import Any, Dict, List, NamedTuple, Optional, Union
+
+# Sentinels, as TorchX spells them.
+ALL: str = "all"
+MISSING: str = "<MISSING>"
+NONE: str = "<NONE>"
+
+AppHandle = str
+
+
+def _rs() -> Any:
+    # The extension is loaded on first use, never at import time.
+    from torchx import _rs
+
+    return _rs
+
+
+@dataclass
+class Resource:
+    """Resource requirements of a ``Role``: logical CPUs, GPUs, memory in MB, scheduler
+    capabilities (e.g. the instance type) and named devices with their counts."""
+
+    cpu: int
+    gpu: int
+    memMB: int
+    capabilities: Dict[str, Any] = field(default_factory=dict)
+    devices: Dict[str, int] = field(default_factory=dict)
+
+    @staticmethod
+    def copy(original: "Resource", **capabilities: Any) -> "Resource":
+        """A copy of ``original`` with ``capabilities`` added (they win over the original's)."""
+        merged = dict(original.capabilities)
+        merged.update(capabilities)
+        return Resource(
+            cpu=original.cpu,
+            gpu=original.gpu,
+            memMB=original.memMB,
+            capabilities=merged,
+            devices=original.devices,
+        )
+
+
+# "Nothing specified": what a Role has until given a resource.
+NULL_RESOURCE: Resource = Resource(cpu=-1, gpu=-1, memMB=-1)
+
+
+def _null_resource() -> Resource:
+    return NULL_RESOURCE
+
+
+class macros:
+    """Placeholders substituted in ``Role.args``, ``Role.env`` values and ``Role.metadata``
+    when a scheduler renders a role (``string.Template`` syntax: ``${name}``, ``$$``)."""
+
+    img_root = "${img_root}"
+    base_img_root = "${base_img_root}"
+    app_id = "${app_id}"
+    replica_id = "${replica_id}"
+    rank0_env = "${rank0_env}"
+
+    @dataclass
+    class Values:
+        img_root: str
+        app_id: str
+        replica_id: str
+        rank0_env: str
+        base_img_root: str = "DEPRECATED"
+
+        def apply(self, role: "Role") -> "Role":
+            """A copy of ``role`` with the macros in its args, env values and metadata (at
+            any depth of dicts and lists) substituted."""
+            role = copy.deepcopy(role)
+            role.args = [self.substitute(arg) for arg in role.args]
+            role.env = {key: self.substitute(value) for key, value in role.env.items()}
+            role.metadata = self._apply_nested(role.metadata)
+            return role
+
+        def _apply_nested(self, value: Any) -> Any:
+            if isinstance(value, dict):
+                for k, v in value.items():
+                    value[k] = self._apply_nested(v)
+            elif isinstance(value, list):
+                for i, v in enumerate(value):
+                    value[i] = self._apply_nested(v)
+            elif isinstance(value, str):
+                return self.substitute(value)
+            return value
+
+        def substitute(self, arg: str) -> str:
+            """``string.Template(arg).safe_substitute(**asdict(self))``."""
+            return _rs().substitute(arg, {k: str(v) for k, v in asdict(self).items()})
+
+
+class RetryPolicy(str, Enum):
+    """What a failed replica restarts: itself (``REPLICA``), its role (``ROLE``; some
+    schedulers), or the whole app (``APPLICATION``, every scheduler); ``HOT_SPARE`` keeps
+    ``min_replicas`` running (schedulers that support it)."""
+
+    REPLICA = "REPLICA"
+    APPLICATION = "APPLICATION"
+    ROLE = "ROLE"
+    HOT_SPARE = "HOT_SPARE"
+
+
+class MountType(str, Enum):
+    BIND = "bind"
+    VOLUME = "volume"
+    DEVICE = "device"
+
+
+@dataclass
+class BindMount:
+    """A host path mounted into the replica."""
+
+    src_path: str
+    dst_path: str
+    read_only: bool = False
+
+
+@dataclass
+class VolumeMount:
+    """A named volume (a PVC on Kubernetes) mounted into the replica."""
+
+    src: str
+    dst_path: str
+    read_only: bool = False
+
+
+@dataclass
+class DeviceMount:
+    """A host device exposed to the replica, with cgroup permissions (``rwm``)."""
+
+    src_path: str
+    dst_path: str
+    permissions: str = "rwm"
+
+
+@dataclass
+class Role:
+    """A set of identical replicas of one program (e.g. trainers, parameter servers)."""
+
+    name: str
+    image: str
+    min_replicas: Optional[int] = None
+    base_image: Optional[str] = None  # deprecated, as in TorchX
+    entrypoint: str = MISSING
+    args: List[str] = field(default_factory=list)
+    env: Dict[str, str] = field(default_factory=dict)
+    num_replicas: int = 1
+    max_retries: int = 0
+    retry_policy: RetryPolicy = RetryPolicy.APPLICATION
+    resource: Resource = field(default_factory=_null_resource)
+    port_map: Dict[str, int] = field(default_factory=dict)
+    metadata: Dict[str, Any] = field(default_factory=dict)
+    mounts: List[Union[BindMount, VolumeMount, DeviceMount]] = field(default_factory=list)
+
+    def pre_proc(self, scheduler: str, dryrun_info: Any) -> Any:
+        """A hook subclasses override to adjust a scheduler's request for this role; called
+        for each role, in order, by ``submit_dryrun``. Returns the (adjusted) request info."""
+        return dryrun_info
+
+
+@dataclass
+class AppDef:
+    """A distributed application: a name and its roles."""
+
+    name: str
+    roles: List[Role] = field(default_factory=list)
+    metadata: Dict[str, str] = field(default_factory=dict)
+
+
+class AppState(int, Enum):
+    """The state of an app (and of each replica: ``ReplicaState`` is the same enum)."""
+
+    UNSUBMITTED = 0
+    SUBMITTED = 1
+    PENDING = 2
+    RUNNING = 3
+    SUCCEEDED = 4
+    FAILED = 5
+    CANCELLED = 6
+    UNKNOWN = 7
+
+    def __str__(self) -> str:
+        return self.name
+
+    def __repr__(self) -> str:
+        return f"{self.name} ({self.value})"
+
+
+ReplicaState = AppState
+
+_TERMINAL_STATES = (AppState.SUCCEEDED, AppState.FAILED, AppState.CANCELLED)
+
+
+def is_terminal(state: AppState) -> bool:
+    return state in _TERMINAL_STATES
+
+
+def is_started(state: AppState) -> bool:
+    return state in _TERMINAL_STATES or state == AppState.RUNNING
+
+
+@dataclass
+class ReplicaStatus:
+    """The status of one replica of a role."""
+
+    id: int
+    state: ReplicaState
+    role: str
+    hostname: str
+    structured_error_msg: str = NONE
+
+
+@dataclass
+class RoleStatus:
+    """The statuses of a role's replicas."""
+
+    role: str
+    replicas: List[ReplicaStatus]
+
+    def to_json(self) -> Dict[str, Any]:
+        return {"role": self.role, "replicas": [asdict(r) for r in self.replicas]}
+
+
+@dataclass
+class AppStatus:
+    """What a scheduler says about an app: ``format()`` is the text of ``torchx status``."""
+
+    state: AppState
+    num_restarts: int = 0
+    msg: str = ""
+    structured_error_msg: str = NONE
+    ui_url: Optional[str] = None
+    roles: List[RoleStatus] = field(default_factory=list)
+
+    def is_terminal(self) -> bool:
+        return is_terminal(self.state)
+
+    def raise_for_status(self) -> None:
+        """Raises ``AppStatusError`` unless the app SUCCEEDED."""
+        if self.state != AppState.SUCCEEDED:
+            raise AppStatusError(self, f"job did not succeed: {self}")
+
+    def format(self, filter_roles: Optional[List[str]] = None) -> str:
+        """The text ``torchx status`` prints, for every role or only ``filter_roles``."""
+        roles = [
+            {
+                "role": r.role,
+                "replicas": [
+                    {
+                        "id": rep.id,
+                        "state": AppState(rep.state).name,
+                        "role": rep.role,
+                        "hostname": rep.hostname,
+                        "structured_error_msg": rep.structured_error_msg,
+                    }
+                    for rep in r.replicas
+                ],
+            }
+            for r in self.roles
+        ]
+        import json
+
+        return _rs().format_status(
+            AppState(self.state).name,
+            self.num_restarts,
+            self.msg,
+            self.structured_error_msg,
+            self.ui_url,
+            json.dumps(roles),
+            list(filter_roles or []),
+        )
+
+
+class AppStatusError(Exception):
+    """Raised by ``AppStatus.raise_for_status`` when the app did not succeed."""
+
+    def __init__(self, status: AppStatus, *args: object) -> None:
+        super().__init__(*args)
+        self.status = status
+
+
+class MalformedAppHandleException(Exception):
+    """An app handle that is not ``{scheduler}://{session_name}/{app_id}``."""
+
+    def __init__(self, app_handle: str) -> None:
+        super().__init__(
+            f"{app_handle} is not of the form: <scheduler_backend>://<session_name>/<app_id>"
+        )
+
+
+class UnknownSchedulerException(Exception):
+    def __init__(self, scheduler_backend: str) -> None:
+        super().__init__(
+            f"Scheduler backend: {scheduler_backend} does not exist."
+            f" Use one of the available schedulers"
+        )
+
+
+class UnknownAppException(Exception):
+    """An app the scheduler does not know (never submitted, or removed)."""
+
+    def __init__(self, app_handle: str) -> None:
+        super().__init__(
+            f"Unknown app = {app_handle}. Did you forget to call session.run()?"
+            f" Otherwise, the app may have already finished and been removed from the"
+            f" scheduler's data plane"
+        )
+
+
+class ParsedAppHandle(NamedTuple):
+    scheduler_backend: str
+    session_name: str
+    app_id: str
+
+
+def parse_app_handle(app_handle: AppHandle) -> ParsedAppHandle:
+    """``{scheduler}://{session_name}/{app_id}`` → its parts; the session may be empty."""
+    try:
+        scheduler, session, app_id = _rs().parse_app_handle(app_handle)
+    except ValueError:
+        raise MalformedAppHandleException(app_handle) from None
+    return ParsedAppHandle(scheduler, session, app_id)
+
+
+def make_app_handle(scheduler_backend: str, session_name: str, app_id: str) -> str:
+    return f"{scheduler_backend}://{session_name}/{app_id}"
+
+
+def parse_mounts(opts: List[str]) -> List[Union[BindMount, VolumeMount, DeviceMount]]:
+    """TorchX's mount grammar: ``type=bind,src=/a,dst=/b[,readonly]``,
+    ``type=volume,src=name,dst=/b[,readonly]``, ``type=device,src=/dev/x[,dst=..][,perm=rw]``;
+    several mounts may follow each other in one list. ``ValueError`` on bad input."""
+    import json
+
+    mounts: List[Union[BindMount, VolumeMount, DeviceMount]] = []
+    for m in json.loads(_rs().parse_mounts(list(opts))):
+        kind = m.pop("type")
+        if kind == "bind":
+            mounts.append(BindMount(**m))
+        elif kind == "volume":
+            mounts.append(VolumeMount(**m))
+        else:
+            mounts.append(DeviceMount(**m))
+    return mounts

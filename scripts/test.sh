@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# The whole test suite: Rust (`cargo test`, every crate but the Python extension) and Python
+# (pytest against the `torchx` package as `pip install .` builds it, in a venv). Both run; the
+# exit code is non-zero if either failed.
+#
+#   bash scripts/test.sh
+#
+# TORCHX_TEST_VENV   the venv for the Python tests (default: .venv-test in the repository)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+echo "== cargo test --workspace --exclude torchx-py"
+cargo test --workspace --exclude torchx-py
+rust=$?
+
+echo "== Python: pip install . into a venv, then pytest"
+venv=${TORCHX_TEST_VENV:-$PWD/.venv-test}
+python=${PYTHON:-python3}
+python_status=0
+if [ ! -x "$venv/bin/python" ] && ! "$python" -m venv "$venv"; then
+    # Debian ships venv apart (python3-venv); install it when we can.
+    if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then
+        apt-get install -y -q python3-venv >/dev/null && "$python" -m venv "$venv" || python_status=1
+    else
+        echo "!! cannot create a venv: install python3-venv" >&2
+        python_status=1
+    fi
+fi
+if [ "$python_status" -eq 0 ]; then
+    "$venv/bin/python" -m pip install -q --disable-pip-version-check ".[test]" &&
+        "$venv/bin/python" -m pytest -q python/tests
+    python_status=$?
+fi
+
+if [ "$rust" -ne 0 ] || [ "$python_status" -ne 0 ]; then
+    echo "!! failed: rust=$rust python=$python_status" >&2
+    exit 1
+fi
