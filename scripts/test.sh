@@ -10,7 +10,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 
 echo "== cargo test --workspace --exclude torchx-py"
-cargo test --workspace --exclude torchx-py
+# Every suite runs even after a failure, so a run reports everything that is broken.
+cargo test --workspace --exclude torchx-py --no-fail-fast
 rust=$?
 
 echo "== Python: pip install . into a venv, then pytest"
@@ -27,6 +28,8 @@ if [ ! -x "$venv/bin/python" ] && ! "$python" -m venv "$venv"; then
     fi
 fi
 if [ "$python_status" -eq 0 ]; then
+    # The CLI (and local_cwd's supervisor) the Python tests talk to: the one cargo just built.
+    export TORCHX_BIN="${TORCHX_BIN:-${CARGO_TARGET_DIR:-$PWD/target}/debug/torchx}"
     "$venv/bin/python" -m pip install -q --disable-pip-version-check ".[test]" &&
         "$venv/bin/python" -m pytest -q python/tests
     python_status=$?

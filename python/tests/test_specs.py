@@ -239,3 +239,4 @@ def test_readme_python_example_runs_as_written() -> None:
     namespace: dict = {}
     exec(block.group(1), namespace)
     assert namespace["app"].roles[0].resource == specs.named_resources["gpu.small"]
+    assert "#SBATCH" in repr(namespace["info"])

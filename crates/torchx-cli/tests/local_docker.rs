@@ -93,8 +93,9 @@ fn two_roles_two_replicas_reach_each_other_by_name() {
         return;
     }
     let env = Env::new();
-    // Every replica pings rank 0 and every peer by container name, on the torchx network.
-    let script = "sleep 1; for h in $TORCHX_RANK0_HOST ${app_id}-a-0 ${app_id}-a-1 ${app_id}-b-0 ${app_id}-b-1; do ping -c1 -W3 $h >/dev/null || exit 9; done; echo reached all from $(hostname); sleep 1";
+    // Every replica pings rank 0 and every peer by container name, on the torchx network, then
+    // stays up long enough for slower peers to reach it (a stopped container has no name).
+    let script = "sleep 1; for h in $TORCHX_RANK0_HOST ${app_id}-a-0 ${app_id}-a-1 ${app_id}-b-0 ${app_id}-b-1; do ping -c1 -W3 $h >/dev/null || exit 9; done; echo reached all from $(hostname); sleep 8";
     let role = |name: &str| {
         format!("- name: {name}\n  image: {IMAGE}\n  entrypoint: sh\n  num_replicas: 2\n  args: ['-c', '{script}']\n")
     };

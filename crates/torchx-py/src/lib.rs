@@ -3,6 +3,8 @@
 //! serde shape of the `torchx` crate's types; the Python package turns them into TorchX's
 //! dataclasses and exceptions. Nothing here holds state.
 
+mod schedulers;
+
 use pyo3::exceptions::{PyKeyError, PyValueError};
 use pyo3::prelude::*;
 
@@ -89,6 +91,37 @@ fn substitute(template: &str, values: std::collections::HashMap<String, String>)
     specs::substitute(template, |name| values.get(name).cloned())
 }
 
+/// A builtin component's AppDef (crate JSON) from command-line style arguments, or its help
+/// text: `("app", json)` or `("help", text)`. `defaults` are `[component:<name>]`-style
+/// parameter defaults.
+#[pyfunction]
+#[pyo3(signature = (name, args, defaults=None))]
+fn build_component(
+    name: &str,
+    args: Vec<String>,
+    defaults: Option<std::collections::BTreeMap<String, String>>,
+) -> PyResult<(&'static str, String)> {
+    let component = torchx::components::builtins()
+        .into_iter()
+        .find(|c| c.name == name)
+        .ok_or_else(|| PyKeyError::new_err(format!("no builtin component `{name}`")))?;
+    let env = torchx::components::ComponentEnv::from_process();
+    match component
+        .materialize(&args, &defaults.unwrap_or_default(), &env)
+        .map_err(schedulers::to_py)?
+    {
+        Some(app) => Ok(("app", serde_json::to_string(&app).map_err(value_error)?)),
+        None => Ok(("help", component.help(&Default::default()))),
+    }
+}
+
+/// TorchX's `k1=v1,k2=v2` grammar (`;` also separates; the last separator before a key
+/// splits pairs, so list values keep theirs): the pairs in order, values uncast.
+#[pyfunction]
+fn parse_kv(text: &str) -> PyResult<Vec<(String, String)>> {
+    torchx::opts::parse_kv(text).map_err(value_error)
+}
+
 /// The crate's version (the Python package checks it matches its own).
 #[pyfunction]
 fn version() -> &'static str {
@@ -104,5 +137,20 @@ fn _rs(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(format_status, m)?)?;
     m.add_function(wrap_pyfunction!(substitute, m)?)?;
     m.add_function(wrap_pyfunction!(version, m)?)?;
+    m.add_function(wrap_pyfunction!(build_component, m)?)?;
+    m.add_function(wrap_pyfunction!(parse_kv, m)?)?;
+    m.add_function(wrap_pyfunction!(schedulers::scheduler_backends, m)?)?;
+    m.add_function(wrap_pyfunction!(schedulers::run_opts, m)?)?;
+    m.add_function(wrap_pyfunction!(schedulers::resolve_cfg, m)?)?;
+    m.add_function(wrap_pyfunction!(schedulers::cfg_from_str, m)?)?;
+    m.add_function(wrap_pyfunction!(schedulers::submit_dryrun, m)?)?;
+    m.add_function(wrap_pyfunction!(schedulers::schedule, m)?)?;
+    m.add_function(wrap_pyfunction!(schedulers::describe, m)?)?;
+    m.add_function(wrap_pyfunction!(schedulers::list, m)?)?;
+    m.add_function(wrap_pyfunction!(schedulers::cancel, m)?)?;
+    m.add_function(wrap_pyfunction!(schedulers::delete, m)?)?;
+    m.add_function(wrap_pyfunction!(schedulers::log_iter, m)?)?;
+    m.add_class::<schedulers::DryRun>()?;
+    m.add_class::<schedulers::LogIter>()?;
     Ok(())
 }

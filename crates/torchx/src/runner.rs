@@ -501,10 +501,7 @@ impl Runner {
             Err(Error::NotFound { what: "app", .. }) => return Err(self.unknown_app(&h)),
             other => other?,
         };
-        Ok(Box::new(Cooperative {
-            inner: lines,
-            regex: query.regex.clone(),
-        }))
+        Ok(crate::scheduler::cooperative(lines, query.regex.clone()))
     }
 
     /// Closes every scheduler created so far.
@@ -516,38 +513,5 @@ impl Runner {
         for s in scheds {
             s.close().await;
         }
-    }
-}
-
-/// What [`Runner::log_lines`] returns: the scheduler's lines, filtered by the query's regex,
-/// and cooperative: a backlog read from a file is always ready, so without giving the runtime
-/// its turn (tokio's task budget) a reader would starve every other task on its thread,
-/// Ctrl-C handling included.
-struct Cooperative {
-    inner: Box<dyn LogLines>,
-    regex: Option<regex::Regex>,
-}
-
-#[async_trait::async_trait]
-impl LogLines for Cooperative {
-    async fn next_line(&mut self) -> Result<Option<String>> {
-        loop {
-            tokio::task::consume_budget().await;
-            let Some(line) = self.inner.next_line().await? else {
-                return Ok(None);
-            };
-            if self.regex.as_ref().is_none_or(|re| re.is_match(&line)) {
-                return Ok(Some(line));
-            }
-        }
-    }
-
-    async fn next_lines(&mut self, out: &mut Vec<u8>) -> Result<bool> {
-        if self.regex.is_some() {
-            // Filtering looks at each line.
-            return Ok(crate::scheduler::append_line(out, self.next_line().await?));
-        }
-        tokio::task::consume_budget().await;
-        self.inner.next_lines(out).await
     }
 }

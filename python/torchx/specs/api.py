@@ -354,3 +354,181 @@ def parse_mounts(opts: List[str]) -> List[Union[BindMount, VolumeMount, DeviceMo
         else:
             mounts.append(DeviceMount(**m))
     return mounts
+
+
+# ===== run options =====
+
+CfgVal = Union[str, int, float, bool, List[str], Dict[str, str], None]
+
+
+def get_type_name(tp: Any) -> str:
+    """``int`` for plain types, ``typing.List[str]`` for generic ones (as TorchX prints them)."""
+    if getattr(tp, "__module__", "") != "typing" and hasattr(tp, "__name__"):
+        return tp.__name__
+    return str(tp)
+
+
+@dataclass
+class runopt:
+    """One run option of a scheduler."""
+
+    default: CfgVal
+    opt_type: Any
+    is_required: bool
+    help: str
+
+
+class InvalidRunConfigException(Exception):
+    """A run config that does not fit the scheduler's ``runopts``."""
+
+    def __init__(self, invalid_reason: str, cfg_key: str, cfg: Any) -> None:
+        given = ", ".join(sorted(cfg.keys())) if hasattr(cfg, "keys") else str(cfg)
+        super().__init__(f"{invalid_reason}. Given run configs: {given}")
+        self.cfg_key = cfg_key
+
+
+class runopts:
+    """The run options a scheduler accepts: name → type, default, required, help."""
+
+    def __init__(self) -> None:
+        self._opts: Dict[str, runopt] = {}
+
+    def __iter__(self) -> Any:
+        return iter(self._opts.items())
+
+    def __len__(self) -> int:
+        return len(self._opts)
+
+    def __or__(self, other: "runopts") -> "runopts":
+        merged = runopts()
+        merged._opts = {**self._opts, **other._opts}
+        return merged
+
+    def update(self, other: "runopts") -> None:
+        self._opts.update(other._opts)
+
+    @staticmethod
+    def is_type(obj: CfgVal, tp: Any) -> bool:
+        """``isinstance`` that also understands ``List[str]`` and ``Dict[str, str]``."""
+        try:
+            return isinstance(obj, tp)
+        except TypeError:
+            if isinstance(obj, list):
+                return all(isinstance(e, str) for e in obj)
+            if isinstance(obj, dict):
+                return all(isinstance(k, str) and isinstance(v, str) for k, v in obj.items())
+            return False
+
+    def add(
+        self,
+        cfg_key: str,
+        type_: Any,
+        help: str,
+        default: CfgVal = None,
+        required: bool = False,
+    ) -> None:
+        """Adds an option; a required option must have no default, a default must be of
+        ``type_`` (``ValueError`` otherwise)."""
+        if required and default is not None:
+            raise ValueError(
+                f"Required option: {cfg_key} must not specify default value. Given: {default}"
+            )
+        if default is not None and not runopts.is_type(default, type_):
+            raise TypeError(
+                f"Option: {cfg_key}, must be of type: {type_}."
+                f" Given: {default} ({type(default).__name__})"
+            )
+        self._opts[cfg_key] = runopt(default, type_, required, help)
+
+    def get(self, name: str) -> Optional[runopt]:
+        return self._opts.get(name)
+
+    def resolve(self, cfg: Any) -> Dict[str, CfgVal]:
+        """``cfg`` checked against these options, with defaults filled in; unknown keys are
+        kept as given. ``InvalidRunConfigException`` for a missing required option or a value
+        of the wrong type."""
+        resolved: Dict[str, CfgVal] = {**cfg}
+        for key, opt in self._opts.items():
+            value = resolved.get(key)
+            if opt.is_required and value is None:
+                raise InvalidRunConfigException(
+                    f"Required run option: {key}, must be provided and not `None`", key, cfg
+                )
+            if value is not None and not runopts.is_type(value, opt.opt_type):
+                raise InvalidRunConfigException(
+                    f"Run option: {key}, must be of type: {get_type_name(opt.opt_type)},"
+                    f" but was: {value} ({type(value).__name__})",
+                    key,
+                    cfg,
+                )
+            if value is None:
+                resolved[key] = opt.default
+        return resolved
+
+    def cfg_from_str(self, cfg_str: str) -> Dict[str, CfgVal]:
+        """``k1=v1,k2=v2`` (``;`` too) cast to each option's type; unknown keys are dropped.
+        Lists take ``,``/``;``-separated items, dicts ``k:v`` items, bools ``true``."""
+        out: Dict[str, CfgVal] = {}
+        for key, value in _rs().parse_kv(cfg_str):
+            opt = self.get(key)
+            if opt is not None:
+                out[key] = _cast(value, opt.opt_type)
+        return out
+
+    def cfg_from_json_repr(self, json_repr: str) -> Dict[str, CfgVal]:
+        import json
+
+        out: Dict[str, CfgVal] = {}
+        for key, value in json.loads(json_repr).items():
+            opt = self.get(key)
+            if opt is not None:
+                out[key] = _cast(value, opt.opt_type) if isinstance(value, str) else value
+        return out
+
+    def __repr__(self) -> str:
+        required = [(k, o) for k, o in self._opts.items() if o.is_required]
+        optional = [(k, o) for k, o in self._opts.items() if not o.is_required]
+        usage = ",".join(
+            [f"{k}={k.upper()}" for k, _ in required] + [f"[{k}={k.upper()}]" for k, _ in optional]
+        )
+        lines = ["    usage:", f"        {usage}", ""]
+        if required:
+            lines.append("    required arguments:")
+            for k, o in required:
+                lines.append(f"        {k}={k.upper()} ({get_type_name(o.opt_type)})")
+                lines.append(f"            {o.help}")
+            lines.append("")
+        if optional:
+            lines.append("    optional arguments:")
+            for k, o in optional:
+                lines.append(
+                    f"        {k}={k.upper()} ({get_type_name(o.opt_type)}, {o.default})"
+                )
+                lines.append(f"            {o.help}")
+            lines.append("")
+        return "\n".join(lines)
+
+
+def _cast(value: str, opt_type: Any) -> CfgVal:
+    if opt_type is bool:
+        return value.lower() == "true"
+    if opt_type == List[str]:
+        return [v for v in value.replace(";", ",").split(",") if v]
+    if opt_type == Dict[str, str]:
+        return dict(item.split(":", 1) for item in value.replace(";", ",").split(",") if item)
+    return opt_type(value)
+
+
+class AppDryRunInfo:
+    """A scheduler's request for an app, not submitted yet: ``request`` is the scheduler's own
+    object; ``repr()`` shows it as the scheduler renders it."""
+
+    def __init__(self, request: Any, fmt: Any = repr) -> None:
+        self.request = request
+        self._fmt = fmt
+        self._app: Optional[AppDef] = None
+        self._cfg: Dict[str, CfgVal] = {}
+        self._scheduler: Optional[str] = None
+
+    def __repr__(self) -> str:
+        return self._fmt(self.request)

@@ -149,6 +149,45 @@ pub trait LogLines: Send {
     }
 }
 
+/// A scheduler's lines as every reader should consume them: filtered by `regex` (TorchX's
+/// `filter_regex`), and yielding to the runtime regularly (see [`Cooperative`]).
+pub fn cooperative(inner: Box<dyn LogLines>, regex: Option<regex::Regex>) -> Box<dyn LogLines> {
+    Box::new(Cooperative { inner, regex })
+}
+
+/// What [`cooperative`] returns: the scheduler's lines, filtered by the query's regex, and
+/// cooperative: a backlog read from a file is always ready, so without giving the runtime
+/// its turn (tokio's task budget) a reader would starve every other task on its thread,
+/// Ctrl-C handling included.
+struct Cooperative {
+    inner: Box<dyn LogLines>,
+    regex: Option<regex::Regex>,
+}
+
+#[async_trait::async_trait]
+impl LogLines for Cooperative {
+    async fn next_line(&mut self) -> Result<Option<String>> {
+        loop {
+            tokio::task::consume_budget().await;
+            let Some(line) = self.inner.next_line().await? else {
+                return Ok(None);
+            };
+            if self.regex.as_ref().is_none_or(|re| re.is_match(&line)) {
+                return Ok(Some(line));
+            }
+        }
+    }
+
+    async fn next_lines(&mut self, out: &mut Vec<u8>) -> Result<bool> {
+        if self.regex.is_some() {
+            // Filtering looks at each line.
+            return Ok(append_line(out, self.next_line().await?));
+        }
+        tokio::task::consume_budget().await;
+        self.inner.next_lines(out).await
+    }
+}
+
 /// Appends `line` and its `\n` to `out`; false for `None` (the end), as [`LogLines::next_lines`]
 /// answers.
 pub fn append_line(out: &mut Vec<u8>, line: Option<String>) -> bool {

@@ -1,0 +1,307 @@
+//! The builtin schedulers, operation by operation, for the Python `Scheduler` subclasses in
+//! `torchx.schedulers`: AppDefs, run options and responses cross as JSON in the crate's serde
+//! shapes; a dry run stays a Rust value ([`DryRun`]) until it is scheduled. Blocking calls
+//! release the GIL and run on one process-wide tokio runtime.
+
+use std::future::Future;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use torchx::config::TorchxConfig;
+
+use pyo3::exceptions::{
+    PyLookupError, PyNotImplementedError, PyRuntimeError, PyStopIteration, PyTimeoutError,
+    PyValueError,
+};
+use pyo3::prelude::*;
+use serde_json::json;
+
+use torchx::opts::Cfg;
+use torchx::scheduler::{
+    cooperative, random_id, DryRunContext, LogLines, LogQuery, Registry, Scheduler,
+};
+use torchx::specs::{AppDef, DryRunInfo, Stream};
+use torchx::{Error, ErrorKind};
+
+/// A torchx error as the Python exception TorchX code expects for its kind.
+pub fn to_py(e: Error) -> PyErr {
+    let msg = e.to_string();
+    match e.kind() {
+        ErrorKind::InvalidArgument | ErrorKind::InvalidSpec | ErrorKind::InvalidConfig => {
+            PyValueError::new_err(msg)
+        }
+        ErrorKind::NotFound => PyLookupError::new_err(msg),
+        ErrorKind::Unsupported => PyNotImplementedError::new_err(msg),
+        ErrorKind::Timeout => PyTimeoutError::new_err(msg),
+        _ => PyRuntimeError::new_err(msg),
+    }
+}
+
+fn json_err(e: serde_json::Error) -> PyErr {
+    PyValueError::new_err(e.to_string())
+}
+
+fn runtime() -> &'static tokio::runtime::Runtime {
+    static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
+    RUNTIME.get_or_init(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("torchx-rs")
+            .enable_all()
+            .build()
+            .expect("a tokio runtime")
+    })
+}
+
+/// Runs `fut` without the GIL, waking every 100 ms to let Python deliver signals (Ctrl-C
+/// raises `KeyboardInterrupt` and drops the future).
+fn block_on<T: Send>(py: Python<'_>, fut: impl Future<Output = T> + Send) -> PyResult<T> {
+    let mut fut = std::pin::pin!(fut);
+    loop {
+        let step = py.detach(|| {
+            runtime().block_on(async {
+                tokio::time::timeout(Duration::from_millis(100), fut.as_mut()).await
+            })
+        });
+        match step {
+            Ok(value) => return Ok(value),
+            Err(_) => py.check_signals()?,
+        }
+    }
+}
+
+/// The process's scheduler instances, one per name, created on first use (the core's Runner
+/// keeps them; it reads no config files, as TorchX's programmatic Runner).
+fn scheduler(name: &str) -> PyResult<Arc<dyn Scheduler>> {
+    static RUNNER: OnceLock<torchx::Runner> = OnceLock::new();
+    RUNNER
+        .get_or_init(|| torchx::Runner::new(Registry::builtin(), TorchxConfig::default()))
+        .scheduler(name)
+        .map_err(to_py)
+}
+
+/// The builtin schedulers' names, the default first, with their descriptions.
+#[pyfunction]
+pub fn scheduler_backends() -> Vec<(String, String)> {
+    let registry = Registry::builtin();
+    registry
+        .names()
+        .map(|n| {
+            (
+                n.to_string(),
+                registry.description(n).unwrap_or_default().to_string(),
+            )
+        })
+        .collect()
+}
+
+/// A scheduler's run options as JSON: `[{name, type, required, default, help, aliases}]`.
+#[pyfunction]
+pub fn run_opts(name: &str) -> PyResult<String> {
+    Ok(scheduler(name)?.run_opts().to_json().to_string())
+}
+
+/// Checks and completes `cfg` (JSON object) against the scheduler's options: types cast as
+/// TorchX does, defaults filled in, required ones enforced. Returns the resolved JSON.
+#[pyfunction]
+pub fn resolve_cfg(name: &str, cfg_json: &str) -> PyResult<String> {
+    let cfg: Cfg = serde_json::from_str(cfg_json).map_err(json_err)?;
+    let resolved = scheduler(name)?.run_opts().resolve(&cfg).map_err(to_py)?;
+    serde_json::to_string(&resolved).map_err(json_err)
+}
+
+/// Parses `-cfg` text (`k1=v1,k2=v2`) with the scheduler's option types; JSON object.
+#[pyfunction]
+pub fn cfg_from_str(name: &str, text: &str) -> PyResult<String> {
+    let cfg = scheduler(name)?.run_opts().parse_cli(text).map_err(to_py)?;
+    serde_json::to_string(&cfg).map_err(json_err)
+}
+
+/// A dry run's native request, kept as Rust until scheduled.
+#[pyclass(frozen, module = "torchx._rs")]
+pub struct DryRun {
+    info: Mutex<Option<DryRunInfo>>,
+    request_json: String,
+    rendered: String,
+}
+
+#[pymethods]
+impl DryRun {
+    /// The request as JSON (what the scheduler will be sent).
+    fn request_json(&self) -> &str {
+        &self.request_json
+    }
+
+    /// The request as `torchx run --dryrun` shows it.
+    fn render(&self) -> &str {
+        &self.rendered
+    }
+}
+
+/// `scheduler.submit_dryrun(app, cfg)`: the native request for `app_json` (the crate's AppDef
+/// JSON) under the resolved `cfg_json`, in session `session`.
+#[pyfunction]
+pub fn submit_dryrun(
+    py: Python<'_>,
+    name: &str,
+    session: &str,
+    app_json: &str,
+    cfg_json: &str,
+) -> PyResult<DryRun> {
+    let app: AppDef = serde_json::from_str(app_json).map_err(json_err)?;
+    app.validate().map_err(to_py)?;
+    let cfg: Cfg = serde_json::from_str(cfg_json).map_err(json_err)?;
+    let sched = scheduler(name)?;
+    let cwd = std::env::current_dir().map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
+    // Backend facts (e.g. the Slurm version) may run a command: not under the GIL.
+    let request = py.detach(|| {
+        let facts = sched.dryrun_facts(&cfg)?;
+        let ctx = DryRunContext::new(session, random_id(), cwd).with_facts(facts);
+        sched.submit_dryrun(&app, &cfg, &ctx)
+    });
+    let request = request.map_err(to_py)?;
+    let request_json = request.to_json().to_string();
+    let rendered = request.render();
+    Ok(DryRun {
+        info: Mutex::new(Some(DryRunInfo {
+            app,
+            scheduler: name.to_string(),
+            cfg,
+            request,
+        })),
+        request_json,
+        rendered,
+    })
+}
+
+/// `scheduler.schedule(dryrun_info)`: submits a dry run (once); returns the app id.
+#[pyfunction]
+pub fn schedule(py: Python<'_>, dryrun: &DryRun) -> PyResult<String> {
+    let info = dryrun
+        .info
+        .lock()
+        .map_err(|_| PyRuntimeError::new_err("dry run lock poisoned"))?
+        .take()
+        .ok_or_else(|| PyValueError::new_err("this dry run was already scheduled"))?;
+    let sched = scheduler(&info.scheduler)?;
+    block_on(py, async move { sched.schedule(&info).await })?.map_err(to_py)
+}
+
+/// `scheduler.describe(app_id)` as JSON, `None` for an unknown app.
+#[pyfunction]
+pub fn describe(py: Python<'_>, name: &str, app_id: &str) -> PyResult<Option<String>> {
+    let sched = scheduler(name)?;
+    let app_id = app_id.to_string();
+    let resp = block_on(py, async move { sched.describe(&app_id).await })?.map_err(to_py)?;
+    Ok(resp.map(|r| {
+        json!({
+            "app_id": r.app_id,
+            "state": r.state,
+            "num_restarts": r.num_restarts,
+            "msg": r.msg,
+            "structured_error_msg": r.structured_error_msg,
+            "ui_url": r.ui_url,
+            "roles_statuses": r.roles_statuses,
+            "roles": r.roles,
+        })
+        .to_string()
+    }))
+}
+
+/// `scheduler.list()` as JSON.
+#[pyfunction]
+pub fn list(py: Python<'_>, name: &str) -> PyResult<String> {
+    let sched = scheduler(name)?;
+    let apps = block_on(py, async move { sched.list().await })?.map_err(to_py)?;
+    serde_json::to_string(&apps).map_err(json_err)
+}
+
+/// Cancels an app (returns once the scheduler says it is stopping or stopped).
+#[pyfunction]
+pub fn cancel(py: Python<'_>, name: &str, app_id: &str) -> PyResult<()> {
+    let sched = scheduler(name)?;
+    let app_id = app_id.to_string();
+    block_on(py, async move { sched.cancel(&app_id).await })?.map_err(to_py)
+}
+
+/// Deletes an app and what the scheduler keeps of it.
+#[pyfunction]
+pub fn delete(py: Python<'_>, name: &str, app_id: &str) -> PyResult<()> {
+    let sched = scheduler(name)?;
+    let app_id = app_id.to_string();
+    block_on(py, async move { sched.delete(&app_id).await })?.map_err(to_py)
+}
+
+/// A replica's log lines, a Python iterator; each `next()` releases the GIL.
+#[pyclass(module = "torchx._rs")]
+pub struct LogIter {
+    lines: Arc<tokio::sync::Mutex<Box<dyn LogLines>>>,
+}
+
+#[pymethods]
+impl LogIter {
+    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    fn __next__(&self, py: Python<'_>) -> PyResult<String> {
+        let lines = Arc::clone(&self.lines);
+        let next = block_on(py, async move { lines.lock().await.next_line().await })?;
+        match next.map_err(to_py)? {
+            Some(line) => Ok(line),
+            None => Err(PyStopIteration::new_err(())),
+        }
+    }
+}
+
+fn time_of(seconds: Option<f64>) -> PyResult<Option<SystemTime>> {
+    seconds
+        .map(|s| {
+            Duration::try_from_secs_f64(s)
+                .ok()
+                .and_then(|d| UNIX_EPOCH.checked_add(d))
+                .ok_or_else(|| PyValueError::new_err(format!("{s} is not a time (unix seconds)")))
+        })
+        .transpose()
+}
+
+/// `scheduler.log_iter(app_id, role_name, k, regex, since, until, should_tail, streams)`.
+#[pyfunction]
+#[pyo3(signature = (name, app_id, role_name, k=0, regex=None, since=None, until=None, should_tail=false, streams=None))]
+#[allow(clippy::too_many_arguments)]
+pub fn log_iter(
+    py: Python<'_>,
+    name: &str,
+    app_id: &str,
+    role_name: &str,
+    k: u32,
+    regex: Option<&str>,
+    since: Option<f64>,
+    until: Option<f64>,
+    should_tail: bool,
+    streams: Option<&str>,
+) -> PyResult<LogIter> {
+    let query = LogQuery {
+        regex: regex
+            .map(regex::Regex::new)
+            .transpose()
+            .map_err(|e| PyValueError::new_err(e.to_string()))?,
+        since: time_of(since)?,
+        until: time_of(until)?,
+        should_tail,
+        streams: streams
+            .map(str::parse::<Stream>)
+            .transpose()
+            .map_err(to_py)?,
+    };
+    let sched = scheduler(name)?;
+    let (app_id, role) = (app_id.to_string(), role_name.to_string());
+    let regex = query.regex.clone();
+    let lines = block_on(py, async move {
+        sched.log_iter(&app_id, &role, k, &query).await
+    })?
+    .map_err(to_py)?;
+    Ok(LogIter {
+        lines: Arc::new(tokio::sync::Mutex::new(cooperative(lines, regex))),
+    })
+}

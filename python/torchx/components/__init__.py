@@ -1,0 +1,1 @@
+"""TorchX's builtin components (``utils.echo``, ``dist.ddp``, ...)."""

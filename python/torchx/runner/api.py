@@ -1,0 +1,306 @@
+"""TorchX's ``Runner``: submits AppDefs and components to schedulers and follows them by app
+handle. It drives ``Scheduler`` objects only through the scheduler API, so a Python scheduler
+and a builtin (the Rust core's) look the same to it."""
+
+from __future__ import annotations
+
+import os
+import time
+from datetime import datetime
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple, Union
+
+from torchx.schedulers import SchedulerFactory, get_scheduler_factories
+from torchx.schedulers.api import ListAppResponse, Scheduler, Stream
+from torchx.specs import (
+    AppDef,
+    AppDryRunInfo,
+    AppHandle,
+    AppStatus,
+    CfgVal,
+    UnknownAppException,
+    macros,
+    make_app_handle,
+    parse_app_handle,
+    runopts,
+)
+
+ENV_TORCHX_JOB_ID = "TORCHX_JOB_ID"
+ENV_TORCHX_PARENT_RUN_ID = "TORCHX_PARENT_RUN_ID"
+ENV_TORCHX_TRACKERS = "TORCHX_TRACKERS"
+
+
+def _configured_trackers() -> Dict[str, Optional[str]]:
+    """Tracker names → config, from ``$TORCHX_TRACKERS`` (and ``TORCHX_TRACKER_<NAME>_CONFIG``)."""
+    names = [n for n in os.environ.get(ENV_TORCHX_TRACKERS, "").split(",") if n]
+    return {n: os.environ.get(f"TORCHX_TRACKER_{n.upper()}_CONFIG") for n in names}
+
+
+class Runner:
+    """Runs apps on schedulers by name; a context manager that closes its schedulers."""
+
+    def __init__(
+        self,
+        name: str,
+        scheduler_factories: Dict[str, SchedulerFactory],
+        component_defaults: Optional[Dict[str, Dict[str, str]]] = None,
+        scheduler_params: Optional[Dict[str, object]] = None,
+    ) -> None:
+        self._name = name
+        self._scheduler_factories = scheduler_factories
+        self._scheduler_params: Dict[str, Any] = {
+            **self._scheduler_params_from_env(),
+            **(scheduler_params or {}),
+        }
+        self._scheduler_instances: Dict[str, Scheduler] = {}
+        self._apps: Dict[AppHandle, AppDef] = {}
+        self._component_defaults = component_defaults or {}
+
+    @staticmethod
+    def _scheduler_params_from_env() -> Dict[str, str]:
+        # As TorchX: every TORCHX_* variable becomes a scheduler factory argument.
+        return {
+            key.lower()[len("torchx_") :]: value
+            for key, value in os.environ.items()
+            if key.lower().startswith("torchx_")
+        }
+
+    def __enter__(self) -> "Runner":
+        return self
+
+    def __exit__(self, *exc: object) -> bool:
+        self.close()
+        return False
+
+    def close(self) -> None:
+        """Closes every scheduler this runner created."""
+        for scheduler in self._scheduler_instances.values():
+            scheduler.close()
+        self._scheduler_instances.clear()
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    def run_component(
+        self,
+        component: str,
+        component_args: Union[List[str], Dict[str, Any]],
+        scheduler: str,
+        cfg: Optional[Mapping[str, CfgVal]] = None,
+        workspace: Optional[str] = None,
+        parent_run_id: Optional[str] = None,
+    ) -> AppHandle:
+        """Builds ``component`` from its arguments and runs it; returns the app handle."""
+        dryrun_info = self.dryrun_component(
+            component, component_args, scheduler, cfg, workspace, parent_run_id
+        )
+        return self.schedule(dryrun_info)
+
+    def dryrun_component(
+        self,
+        component: str,
+        component_args: Union[List[str], Dict[str, Any]],
+        scheduler: str,
+        cfg: Optional[Mapping[str, CfgVal]] = None,
+        workspace: Optional[str] = None,
+        parent_run_id: Optional[str] = None,
+    ) -> AppDryRunInfo:
+        """``dryrun`` of the AppDef that ``component`` builds from ``component_args``."""
+        from torchx.components._builtin import build
+
+        app = build(component, component_args, self._component_defaults.get(component))
+        return self.dryrun(app, scheduler, cfg, workspace, parent_run_id)
+
+    def run(
+        self,
+        app: AppDef,
+        scheduler: str,
+        cfg: Optional[Mapping[str, CfgVal]] = None,
+        workspace: Optional[str] = None,
+        parent_run_id: Optional[str] = None,
+    ) -> AppHandle:
+        """Runs ``app`` on ``scheduler``; returns the app handle."""
+        return self.schedule(self.dryrun(app, scheduler, cfg, workspace, parent_run_id))
+
+    def schedule(self, dryrun_info: AppDryRunInfo) -> AppHandle:
+        """Submits a dry run; returns the app handle."""
+        if dryrun_info._scheduler is None or dryrun_info._app is None:
+            raise ValueError("schedule() takes what Runner.dryrun returned")
+        app_id = self._scheduler(dryrun_info._scheduler).schedule(dryrun_info)
+        handle = make_app_handle(dryrun_info._scheduler, self._name, app_id)
+        self._apps[handle] = dryrun_info._app
+        return handle
+
+    def dryrun(
+        self,
+        app: AppDef,
+        scheduler: str,
+        cfg: Optional[Mapping[str, CfgVal]] = None,
+        workspace: Optional[str] = None,
+        parent_run_id: Optional[str] = None,
+    ) -> AppDryRunInfo:
+        """The scheduler's request for ``app``, not submitted. Like TorchX, it sets the job
+        environment (``TORCHX_JOB_ID``, trackers, parent run) on the AppDef's roles."""
+        if workspace:
+            raise NotImplementedError(
+                "workspaces are not supported by the Python API yet; pass workspace=None"
+            )
+        if not app.roles:
+            raise ValueError(
+                f"No roles for app: {app.name}. Did you forget to add roles to AppDef?"
+            )
+        parent_run_id = os.environ.get(ENV_TORCHX_PARENT_RUN_ID, parent_run_id)
+        trackers = _configured_trackers()
+        for role in app.roles:
+            if not role.entrypoint:
+                raise ValueError(
+                    f"No entrypoint for role: {role.name}."
+                    f" Did you forget to call role.runs(entrypoint, args, env)?"
+                )
+            if role.num_replicas <= 0:
+                raise ValueError(
+                    f"Non-positive replicas for role: {role.name}."
+                    f" Did you forget to set role.num_replicas?"
+                )
+            role.env[ENV_TORCHX_JOB_ID] = make_app_handle(scheduler, self._name, macros.app_id)
+            if parent_run_id:
+                role.env[ENV_TORCHX_PARENT_RUN_ID] = parent_run_id
+            if trackers:
+                role.env[ENV_TORCHX_TRACKERS] = ",".join(trackers)
+            for tracker, config in trackers.items():
+                if config:
+                    role.env[f"TORCHX_TRACKER_{tracker.upper()}_CONFIG"] = config
+        sched = self._scheduler(scheduler)
+        resolved_cfg = sched.run_opts().resolve(cfg or {})
+        sched._pre_build_validate(app, scheduler, resolved_cfg)
+        sched._validate(app, scheduler)
+        dryrun_info = sched.submit_dryrun(app, resolved_cfg)
+        dryrun_info._scheduler = scheduler
+        return dryrun_info
+
+    def scheduler_run_opts(self, scheduler: str) -> runopts:
+        return self._scheduler(scheduler).run_opts()
+
+    def cfg_from_str(self, scheduler: str, cfg_str: str) -> Dict[str, CfgVal]:
+        return self.scheduler_run_opts(scheduler).cfg_from_str(cfg_str)
+
+    def scheduler_backends(self) -> List[str]:
+        return list(self._scheduler_factories)
+
+    def status(self, app_handle: AppHandle) -> Optional[AppStatus]:
+        """The app's status; ``None`` if its scheduler does not know it."""
+        scheduler, _, app_id = self._scheduler_app_id(app_handle)
+        desc = scheduler.describe(app_id)
+        if desc is None:
+            self._apps.pop(app_handle, None)
+            return None
+        return AppStatus(
+            state=desc.state,
+            num_restarts=desc.num_restarts,
+            msg=desc.msg,
+            structured_error_msg=desc.structured_error_msg,
+            ui_url=desc.ui_url,
+            roles=desc.roles_statuses,
+        )
+
+    def wait(
+        self,
+        app_handle: AppHandle,
+        wait_interval: float = 10,
+        timeout: Optional[float] = None,
+    ) -> Optional[AppStatus]:
+        """Polls ``status`` every ``wait_interval`` seconds until the app ends; ``None`` if it
+        is unknown. With ``timeout``, raises ``TimeoutError`` once that many seconds passed."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            status = self.status(app_handle)
+            if status is None or status.is_terminal():
+                return status
+            if deadline is not None and time.monotonic() >= deadline:
+                raise TimeoutError(f"{app_handle} did not finish within {timeout}s")
+            pause = wait_interval
+            if deadline is not None:
+                pause = max(0.0, min(pause, deadline - time.monotonic()))
+            time.sleep(pause)
+
+    def cancel(self, app_handle: AppHandle) -> None:
+        """Cancels the app (nothing happens for an unknown one)."""
+        scheduler, _, app_id = self._scheduler_app_id(app_handle)
+        scheduler.cancel(app_id)
+
+    def stop(self, app_handle: AppHandle) -> None:
+        """Deprecated alias of ``cancel``."""
+        self.cancel(app_handle)
+
+    def delete(self, app_handle: AppHandle) -> None:
+        """Deletes the app and what its scheduler keeps of it."""
+        scheduler, _, app_id = self._scheduler_app_id(app_handle)
+        scheduler.delete(app_id)
+
+    def describe(self, app_handle: AppHandle) -> Optional[AppDef]:
+        """The app as its scheduler knows it (``None`` if unknown)."""
+        scheduler, _, app_id = self._scheduler_app_id(app_handle)
+        desc = scheduler.describe(app_id)
+        if desc is None:
+            return None
+        return AppDef(name=app_id, roles=desc.roles)
+
+    def log_lines(
+        self,
+        app_handle: AppHandle,
+        role_name: str,
+        k: int = 0,
+        regex: Optional[str] = None,
+        since: Optional[datetime] = None,
+        until: Optional[datetime] = None,
+        should_tail: bool = False,
+        streams: Optional[Stream] = None,
+    ) -> Iterable[str]:
+        """The log lines of replica ``k`` of ``role_name``; ``UnknownAppException`` if the app
+        does not exist."""
+        scheduler, _, app_id = self._scheduler_app_id(app_handle)
+        if not scheduler.exists(app_id):
+            raise UnknownAppException(app_handle)
+        return scheduler.log_iter(app_id, role_name, k, regex, since, until, should_tail, streams)
+
+    def list(self, scheduler: str) -> List[ListAppResponse]:
+        """The apps ``scheduler`` knows, with their handles."""
+        apps = self._scheduler(scheduler).list()
+        for app in apps:
+            app.app_handle = make_app_handle(scheduler, self._name, app.app_id)
+        return apps
+
+    def _scheduler(self, scheduler: str) -> Scheduler:
+        sched = self._scheduler_instances.get(scheduler)
+        if sched is None:
+            factory = self._scheduler_factories.get(scheduler)
+            if factory is None:
+                raise KeyError(
+                    f"Undefined scheduler backend: {scheduler}. Use one of: "
+                    f"{list(self._scheduler_factories)}"
+                )
+            sched = factory(self._name, **self._scheduler_params)
+            self._scheduler_instances[scheduler] = sched
+        return sched
+
+    def _scheduler_app_id(self, app_handle: AppHandle) -> Tuple[Scheduler, str, str]:
+        scheduler_backend, _, app_id = parse_app_handle(app_handle)
+        return self._scheduler(scheduler_backend), scheduler_backend, app_id
+
+    def __repr__(self) -> str:
+        return f"Runner(name={self._name}, schedulers={self._scheduler_factories}, apps={self._apps})"
+
+
+def get_runner(
+    name: Optional[str] = None,
+    component_defaults: Optional[Dict[str, Dict[str, str]]] = None,
+    **scheduler_params: Any,
+) -> Runner:
+    """A ``Runner`` over every scheduler of ``torchx.schedulers.get_scheduler_factories()``;
+    ``name`` is the session name in app handles (default ``torchx``)."""
+    return Runner(
+        name=name or "torchx",
+        scheduler_factories=get_scheduler_factories(),
+        component_defaults=component_defaults,
+        scheduler_params=scheduler_params,
+    )

@@ -1,0 +1,190 @@
+"""The builtin schedulers: ``Scheduler`` subclasses whose every operation is the Rust core's
+(the same code the ``torchx`` CLI runs), so a job started here is the CLI's job too."""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import datetime
+from typing import Any, Dict, Iterable, List, Mapping, Optional
+
+from torchx.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler, Stream
+from torchx.specs import (
+    AppDef,
+    AppDryRunInfo,
+    AppState,
+    ReplicaStatus,
+    RoleStatus,
+    runopts,
+)
+from torchx.specs._json import app_to_json, role_from_json
+
+def _rs() -> Any:
+    from torchx import _rs
+
+    return _rs
+
+
+def _opt_type(name: str) -> Any:
+    """The Python type of a run option, from the core's type name."""
+    return {
+        "str": str,
+        "int": int,
+        "float": float,
+        "bool": bool,
+        "typing.List[str]": List[str],
+        "typing.Dict[str, str]": Dict[str, str],
+    }[name]
+
+
+class RustRequest:
+    """A builtin scheduler's request: ``.request`` of its ``AppDryRunInfo``. The request as
+    data is ``to_json()``; what is scheduled is the request as rendered, so it cannot be
+    changed from Python (``schedule`` refuses one whose data was altered)."""
+
+    def __init__(self, handle: Any) -> None:
+        self._handle = handle
+        self.data = json.loads(handle.request_json())
+
+    def to_json(self) -> Any:
+        return self.data
+
+    def __repr__(self) -> str:
+        return str(self._handle.render())
+
+
+# Schedulers that run whatever resources a role asks for (or none), as TorchX's local and
+# Slurm/LSF schedulers: they skip the "role has a resource" check.
+_NO_RESOURCE_CHECK = {"local_cwd", "local_docker", "slurm", "lsf"}
+
+
+class RustScheduler(Scheduler[Mapping[str, Any]]):
+    """A builtin scheduler of the Rust core, by name."""
+
+    def _validate(self, app: AppDef, scheduler: str) -> None:
+        if self.backend not in _NO_RESOURCE_CHECK:
+            super()._validate(app, scheduler)
+
+    def __init__(self, backend: str, session_name: str, **_: Any) -> None:
+        super().__init__(backend, session_name)
+        if backend == "local_cwd":
+            _point_supervisor_at_torchx()
+
+    def _run_opts(self) -> runopts:
+        opts = runopts()
+        for o in json.loads(_rs().run_opts(self.backend)):
+            required = bool(o["required"])
+            opts.add(
+                o["name"],
+                type_=_opt_type(o["type"]),
+                help=o["help"],
+                default=None if required else o["default"],
+                required=required,
+            )
+        return opts
+
+    def _submit_dryrun(self, app: AppDef, cfg: Mapping[str, Any]) -> AppDryRunInfo:
+        # As TorchX: options this scheduler does not have are ignored.
+        names = {name for name, _ in self.run_opts()}
+        known = {k: v for k, v in cfg.items() if v is not None and k in names}
+        handle = _rs().submit_dryrun(
+            self.backend, self.session_name, json.dumps(app_to_json(app)), json.dumps(known)
+        )
+        return AppDryRunInfo(RustRequest(handle), repr)
+
+    def schedule(self, dryrun_info: AppDryRunInfo) -> str:
+        request = dryrun_info.request
+        if not isinstance(request, RustRequest):
+            raise TypeError(f"{self.backend} cannot schedule a {type(request).__name__}")
+        if request.data != json.loads(request._handle.request_json()):
+            raise ValueError(
+                f"{self.backend}: the dry run's request was changed after submit_dryrun; "
+                "changing a builtin scheduler's request is not supported: change the AppDef "
+                "or the run options and dry-run again"
+            )
+        return _rs().schedule(request._handle)
+
+    def describe(self, app_id: str) -> Optional[DescribeAppResponse]:
+        raw = _rs().describe(self.backend, app_id)
+        if raw is None:
+            return None
+        d = json.loads(raw)
+        return DescribeAppResponse(
+            app_id=d["app_id"],
+            state=AppState[d["state"]],
+            num_restarts=d["num_restarts"],
+            msg=d["msg"],
+            structured_error_msg=d["structured_error_msg"],
+            ui_url=d["ui_url"],
+            roles_statuses=[
+                RoleStatus(
+                    role=rs["role"],
+                    replicas=[
+                        ReplicaStatus(
+                            id=r["id"],
+                            state=AppState[r["state"]],
+                            role=r["role"],
+                            hostname=r["hostname"],
+                            structured_error_msg=r["structured_error_msg"],
+                        )
+                        for r in rs["replicas"]
+                    ],
+                )
+                for rs in d["roles_statuses"]
+            ],
+            roles=[role_from_json(r) for r in d["roles"]],
+        )
+
+    def list(self) -> List[ListAppResponse]:
+        return [
+            ListAppResponse(app_id=a["app_id"], state=AppState[a["state"]], name=a["name"])
+            for a in json.loads(_rs().list(self.backend))
+        ]
+
+    def _cancel_existing(self, app_id: str) -> None:
+        _rs().cancel(self.backend, app_id)
+
+    def _delete_existing(self, app_id: str) -> None:
+        _rs().delete(self.backend, app_id)
+
+    def log_iter(
+        self,
+        app_id: str,
+        role_name: str,
+        k: int = 0,
+        regex: Optional[str] = None,
+        since: Optional[datetime] = None,
+        until: Optional[datetime] = None,
+        should_tail: bool = False,
+        streams: Optional[Stream] = None,
+    ) -> Iterable[str]:
+        return _rs().log_iter(
+            self.backend,
+            app_id,
+            role_name,
+            k,
+            regex,
+            since.timestamp() if since else None,
+            until.timestamp() if until else None,
+            should_tail,
+            Stream(streams).value if streams else None,
+        )
+
+
+def _point_supervisor_at_torchx() -> None:
+    """local_cwd's supervisors are the ``torchx`` executable: the one installed with this
+    package (``$TORCHX_SUPERVISOR`` wins)."""
+    if os.environ.get("TORCHX_SUPERVISOR"):
+        return
+    from torchx._bin import find_torchx_bin
+
+    found = find_torchx_bin()
+    if found:
+        os.environ["TORCHX_SUPERVISOR"] = found
+
+
+def create_scheduler(backend: str) -> Any:
+    def create(session_name: str, **kwargs: Any) -> RustScheduler:
+        return RustScheduler(backend, session_name, **kwargs)
+
+    return create

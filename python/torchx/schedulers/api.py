@@ -1,0 +1,184 @@
+"""TorchX's scheduler API: the ``Scheduler`` base class every scheduler (builtin or a Python
+plugin) implements, and the responses it returns."""
+
+from __future__ import annotations
+
+import abc
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import Enum
+from typing import Any, Generic, Iterable, List, Mapping, Optional, TypeVar
+
+from torchx.specs import (
+    NONE,
+    NULL_RESOURCE,
+    AppDef,
+    AppDryRunInfo,
+    AppState,
+    Role,
+    RoleStatus,
+    runopts,
+)
+
+T = TypeVar("T")
+
+
+class Stream(str, Enum):
+    STDOUT = "stdout"
+    STDERR = "stderr"
+    COMBINED = "combined"
+
+
+@dataclass
+class DescribeAppResponse:
+    """What a scheduler knows about an app."""
+
+    app_id: str = "<NOT_SET>"
+    state: AppState = AppState.UNSUBMITTED
+    num_restarts: int = -1
+    msg: str = NONE
+    structured_error_msg: str = NONE
+    ui_url: Optional[str] = None
+    roles_statuses: List[RoleStatus] = field(default_factory=list)
+    roles: List[Role] = field(default_factory=list)
+
+
+@dataclass
+class ListAppResponse:
+    """One app of ``Scheduler.list()`` (``Runner.list`` fills in the handle)."""
+
+    app_id: str
+    state: AppState
+    app_handle: str = "<NOT_SET>"
+    name: str = ""
+
+    def __hash__(self) -> int:
+        return hash((self.app_id, self.app_handle, self.state))
+
+
+class Scheduler(abc.ABC, Generic[T]):
+    """A job scheduler backend. Subclasses implement ``schedule``, ``_submit_dryrun``,
+    ``describe``, ``list`` and ``_cancel_existing`` (and optionally ``_run_opts``,
+    ``_delete_existing``, ``log_iter``, ``_validate``); the public methods wrap them."""
+
+    def __init__(self, backend: str, session_name: str) -> None:
+        self.backend = backend
+        self.session_name = session_name
+
+    def close(self) -> None:
+        """Releases what the scheduler holds; must not raise, may be called twice."""
+
+    def submit(self, app: AppDef, cfg: Mapping[str, Any], workspace: Optional[str] = None) -> str:
+        """Dry-runs and schedules ``app``; returns the app id."""
+        if workspace:
+            raise NotImplementedError(
+                f"{self.__class__.__qualname__}: workspaces are not supported here yet"
+            )
+        return self.schedule(self.submit_dryrun(app, cfg))
+
+    @abc.abstractmethod
+    def schedule(self, dryrun_info: AppDryRunInfo) -> str:
+        """Submits a dry run's request; returns the app id."""
+
+    def submit_dryrun(self, app: AppDef, cfg: Mapping[str, Any]) -> AppDryRunInfo:
+        """The request ``schedule`` would send: options resolved, then ``_submit_dryrun``,
+        then each role's ``pre_proc`` hook, in role order."""
+        resolved_cfg = self.run_opts().resolve(cfg)
+        dryrun_info = self._submit_dryrun(app, resolved_cfg)  # type: ignore[arg-type]
+        for role in app.roles:
+            dryrun_info = role.pre_proc(self.backend, dryrun_info)
+        dryrun_info._app = app
+        dryrun_info._cfg = resolved_cfg
+        return dryrun_info
+
+    def _submit_dryrun(self, app: AppDef, cfg: T) -> AppDryRunInfo:
+        raise NotImplementedError()
+
+    def run_opts(self) -> runopts:
+        """The run options this scheduler accepts."""
+        return self._run_opts()
+
+    def _run_opts(self) -> runopts:
+        return runopts()
+
+    @abc.abstractmethod
+    def describe(self, app_id: str) -> Optional[DescribeAppResponse]:
+        """What the scheduler knows about the app; ``None`` if it does not know it."""
+
+    @abc.abstractmethod
+    def list(self) -> List[ListAppResponse]:
+        """The apps this scheduler knows."""
+
+    def exists(self, app_id: str) -> bool:
+        return self.describe(app_id) is not None
+
+    @abc.abstractmethod
+    def _cancel_existing(self, app_id: str) -> None:
+        """Cancels an app known to exist."""
+
+    def cancel(self, app_id: str) -> None:
+        """Cancels the app if it exists; does nothing otherwise."""
+        if self.exists(app_id):
+            self._cancel_existing(app_id)
+
+    def delete(self, app_id: str) -> None:
+        """Deletes the app (cancelling it first) if it exists; does nothing otherwise."""
+        if self.exists(app_id):
+            self._delete_existing(app_id)
+
+    def _delete_existing(self, app_id: str) -> None:
+        self._cancel_existing(app_id)
+
+    def log_iter(
+        self,
+        app_id: str,
+        role_name: str,
+        k: int = 0,
+        regex: Optional[str] = None,
+        since: Optional[datetime] = None,
+        until: Optional[datetime] = None,
+        should_tail: bool = False,
+        streams: Optional[Stream] = None,
+    ) -> Iterable[str]:
+        """The log lines of replica ``k`` of ``role_name``."""
+        raise NotImplementedError(
+            f"{self.__class__.__qualname__} does not support application log iteration"
+        )
+
+    def _pre_build_validate(self, app: AppDef, scheduler: str, cfg: T) -> None:
+        """Checks made before any workspace is built (none by default)."""
+
+    def _validate(self, app: AppDef, scheduler: str) -> None:
+        """Checks that ``app`` fits this scheduler (``ValueError`` otherwise)."""
+        for role in app.roles:
+            if role.resource == NULL_RESOURCE:
+                raise ValueError(
+                    f"No resource for role: {role.image}."
+                    f" Did you forget to attach resource to the role"
+                )
+
+
+def filter_regex(regex: str, data: Iterable[str]) -> Iterable[str]:
+    """The items of ``data`` in which ``regex`` matches (``re.search``)."""
+    r = re.compile(regex)
+    return filter(lambda datum: r.search(datum), data)
+
+
+def split_lines(text: str) -> List[str]:
+    """``text`` split after each ``\\n``, keeping the newlines."""
+    lines = []
+    while text:
+        idx = text.find("\n")
+        if idx < 0:
+            lines.append(text)
+            break
+        lines.append(text[: idx + 1])
+        text = text[idx + 1 :]
+    return lines
+
+
+def split_lines_iterator(chunks: Iterable[str]) -> Iterable[str]:
+    """Each chunk split with ``split_lines``, in order."""
+    for chunk in chunks:
+        yield from split_lines(chunk)

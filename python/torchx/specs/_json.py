@@ -1,0 +1,92 @@
+"""AppDefs to and from the Rust core's JSON shape (the serde shape of the ``torchx`` crate)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any, Dict
+
+from torchx.specs.api import (
+    AppDef,
+    BindMount,
+    DeviceMount,
+    Resource,
+    RetryPolicy,
+    Role,
+    VolumeMount,
+)
+
+
+def _mount_to_json(m: Any) -> Dict[str, Any]:
+    kind = {BindMount: "bind", VolumeMount: "volume", DeviceMount: "device"}.get(type(m))
+    if kind is None:
+        raise TypeError(f"not a mount: {m!r} (BindMount, VolumeMount or DeviceMount)")
+    return {"type": kind, **asdict(m)}
+
+
+def role_to_json(role: Role) -> Dict[str, Any]:
+    if role.retry_policy == RetryPolicy.HOT_SPARE:
+        raise ValueError(
+            f"role {role.name}: retry_policy HOT_SPARE is not supported by these schedulers"
+        )
+    return {
+        "name": role.name,
+        "image": role.image,
+        "entrypoint": role.entrypoint,
+        "args": [str(a) for a in role.args],
+        "env": {str(k): str(v) for k, v in role.env.items()},
+        "num_replicas": role.num_replicas,
+        "min_replicas": role.min_replicas,
+        "max_retries": role.max_retries,
+        "retry_policy": RetryPolicy(role.retry_policy).value,
+        "resource": asdict(role.resource),
+        "port_map": dict(role.port_map),
+        "metadata": dict(role.metadata),
+        "mounts": [_mount_to_json(m) for m in role.mounts],
+    }
+
+
+def app_to_json(app: AppDef) -> Dict[str, Any]:
+    """``app`` in the core's shape; ``ValueError``/``TypeError`` for what it cannot hold."""
+    return {
+        "name": app.name,
+        "roles": [role_to_json(r) for r in app.roles],
+        "metadata": {str(k): str(v) for k, v in app.metadata.items()},
+    }
+
+
+def _mount_from_json(m: Dict[str, Any]) -> Any:
+    m = dict(m)
+    kind = m.pop("type")
+    return {"bind": BindMount, "volume": VolumeMount, "device": DeviceMount}[kind](**m)
+
+
+def role_from_json(r: Dict[str, Any]) -> Role:
+    res = r.get("resource")
+    role = Role(name=r["name"], image=r["image"])
+    role.entrypoint = r.get("entrypoint", role.entrypoint)
+    role.args = list(r.get("args", []))
+    role.env = dict(r.get("env", {}))
+    role.num_replicas = r.get("num_replicas", 1)
+    role.min_replicas = r.get("min_replicas")
+    role.max_retries = r.get("max_retries", 0)
+    role.retry_policy = RetryPolicy(r.get("retry_policy", "APPLICATION"))
+    if res is not None:
+        role.resource = Resource(
+            cpu=res["cpu"],
+            gpu=res["gpu"],
+            memMB=res["memMB"],
+            capabilities=dict(res.get("capabilities", {})),
+            devices=dict(res.get("devices", {})),
+        )
+    role.port_map = dict(r.get("port_map", {}))
+    role.metadata = dict(r.get("metadata", {}))
+    role.mounts = [_mount_from_json(m) for m in r.get("mounts", [])]
+    return role
+
+
+def app_from_json(a: Dict[str, Any]) -> AppDef:
+    return AppDef(
+        name=a["name"],
+        roles=[role_from_json(r) for r in a.get("roles", [])],
+        metadata=dict(a.get("metadata", {})),
+    )
