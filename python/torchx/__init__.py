@@ -12,6 +12,9 @@ import warnings
 
 __version__ = "0.1.0"
 
+# The image builtin components run by default (TorchX 0.7.0's).
+IMAGE: str = "ghcr.io/pytorch/torchx:0.7.0"
+
 
 def _warn_if_upstream_installed() -> None:
     # A directory listing, not importlib.metadata: importing torchx stays cheap.

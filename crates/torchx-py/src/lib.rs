@@ -43,26 +43,9 @@ fn named_resource(name: &str) -> PyResult<String> {
     serde_json::to_string(&r).map_err(value_error)
 }
 
-/// Rebuilds the crate's `AppStatus` from `(state, num_restarts, msg, structured_error_msg,
-/// ui_url, roles_json)`, `roles_json` being a JSON list of `RoleStatus`.
-fn app_status(
-    state: &str,
-    num_restarts: i64,
-    msg: String,
-    structured_error_msg: String,
-    ui_url: Option<String>,
-    roles_json: &str,
-) -> PyResult<specs::AppStatus> {
-    let mut status = specs::AppStatus::new(state.parse::<AppState>().map_err(value_error)?);
-    status.num_restarts = num_restarts;
-    status.msg = msg;
-    status.structured_error_msg = structured_error_msg;
-    status.ui_url = ui_url;
-    status.roles = serde_json::from_str::<Vec<RoleStatus>>(roles_json).map_err(value_error)?;
-    Ok(status)
-}
-
-/// TorchX's `AppStatus.format(filter_roles)`: the text of `torchx status`.
+/// TorchX's `AppStatus.format(filter_roles)`, the text of `torchx status`, for the status
+/// `(state, num_restarts, msg, structured_error_msg, ui_url, roles_json)`; `roles_json` is a
+/// JSON list of `RoleStatus`.
 #[pyfunction]
 #[allow(clippy::too_many_arguments)]
 fn format_status(
@@ -74,14 +57,12 @@ fn format_status(
     roles_json: &str,
     filter_roles: Vec<String>,
 ) -> PyResult<String> {
-    let status = app_status(
-        state,
-        num_restarts,
-        msg,
-        structured_error_msg,
-        ui_url,
-        roles_json,
-    )?;
+    let mut status = specs::AppStatus::new(state.parse::<AppState>().map_err(value_error)?);
+    status.num_restarts = num_restarts;
+    status.msg = msg;
+    status.structured_error_msg = structured_error_msg;
+    status.ui_url = ui_url;
+    status.roles = serde_json::from_str::<Vec<RoleStatus>>(roles_json).map_err(value_error)?;
     Ok(status.format(&filter_roles))
 }
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any, Dict, List, Optional, Union
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 from torchx.specs import AppDef
 from torchx.specs._json import app_from_json
@@ -15,12 +15,23 @@ def _as_tokens(args: Dict[str, Any]) -> List[str]:
     for name, value in args.items():
         if value is None:
             continue
-        if isinstance(value, dict):
+        if isinstance(value, bool):
+            value = "True" if value else "False"
+        elif isinstance(value, dict):
             value = ",".join(f"{k}={v}" for k, v in value.items())
         elif isinstance(value, (list, tuple)):
             value = ",".join(str(v) for v in value)
         tokens += [f"--{name}", str(value)]
     return tokens
+
+
+def call(component: str, varargs: Tuple[str, ...], params: Dict[str, Any]) -> AppDef:
+    """What a builtin component function returns: its parameters as the component's command
+    line (``--name value``, varargs after ``--``) built by the Rust builder."""
+    tokens = _as_tokens(params)
+    if varargs:
+        tokens += ["--", *(str(a) for a in varargs)]
+    return build(component, tokens)
 
 
 def build(

@@ -1,0 +1,72 @@
+#!/usr/bin/env python3
+"""The Python front against Python TorchX 0.7.0, side by side in one run.
+
+    python3 bench/python_front.py [--ours-venv .venv-test] [--runs 15]
+
+Needs a venv with this project's package (`scripts/test.sh` makes `.venv-test`) and installs
+`torchx==0.7.0` into a throwaway venv (the same one `bench/compare.py` uses). Reports medians
+of wall time for: `python -c pass`, `python -c 'import torchx.specs'`, and a script doing
+`get_runner().dryrun_component("dist.ddp", ["--script", "t.py", "-j", "2x2"],
+scheduler="slurm", cfg={"partition": "x"})` (ours pins `slurm_version`, which TorchX lacks,
+so neither asks a cluster).
+"""
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+DRYRUN = """
+from torchx.runner import get_runner
+cfg = {{"partition": "x"{extra}}}
+info = get_runner().dryrun_component(
+    "dist.ddp", ["--script", "t.py", "-j", "2x2"], scheduler="slurm", cfg=cfg)
+assert "#SBATCH" in repr(info) or "sbatch" in repr(info), repr(info)[:200]
+"""
+
+
+def median_ms(cmd, runs, env, cwd):
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        subprocess.run(cmd, check=True, env=env, cwd=cwd, stdout=subprocess.DEVNULL)
+        times.append((time.perf_counter() - start) * 1000)
+    return statistics.median(times)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--ours-venv", default=".venv-test")
+    ap.add_argument("--torchx-venv", default=os.path.join(tempfile.gettempdir(), "torchx-py-bench-venv"))
+    ap.add_argument("--runs", type=int, default=15)
+    a = ap.parse_args()
+    if not os.path.exists(os.path.join(a.torchx_venv, "bin", "torchx")):
+        subprocess.run([sys.executable, "-m", "venv", a.torchx_venv], check=True)
+        pip = os.path.join(a.torchx_venv, "bin", "pip")
+        subprocess.run([pip, "install", "-q", "torchx==0.7.0"], check=True)
+    ours = os.path.join(os.path.abspath(a.ours_venv), "bin", "python")
+    theirs = os.path.join(a.torchx_venv, "bin", "python")
+    tmp = tempfile.mkdtemp()
+    env = dict(os.environ, HOME=tmp, TORCHX_STATE_DIR=os.path.join(tmp, "state"))
+    env.pop("TORCHXCONFIG", None)
+    rows = [
+        ("`python -c pass`", ["-c", "pass"], ["-c", "pass"]),
+        ("`python -c 'import torchx.specs'`", ["-c", "import torchx.specs"],
+         ["-c", "import torchx.specs"]),
+        ("`get_runner().dryrun_component('dist.ddp', ..., scheduler='slurm')` script",
+         ["-c", DRYRUN.format(extra=', "slurm_version": "24.11"')],
+         ["-c", DRYRUN.format(extra="")]),
+    ]
+    print("| what | ours (ms) | Python TorchX 0.7.0 (ms) | speed-up |")
+    print("|---|---|---|---|")
+    for what, our_args, their_args in rows:
+        o = median_ms([ours, *our_args], a.runs, env, tmp)
+        t = median_ms([theirs, *their_args], a.runs, env, tmp)
+        print(f"| {what} | {o:.1f} | {t:.1f} | {t / o:.1f}× |")
+
+
+if __name__ == "__main__":
+    main()

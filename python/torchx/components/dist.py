@@ -1,0 +1,96 @@
+"""Distributed training components: ``ddp`` (torchrun, any number of nodes) and ``spmd``."""
+
+from typing import Dict, List, Optional
+
+import torchx
+from torchx import specs
+from torchx.components._builtin import call
+
+
+def spmd(
+    *args: str,
+    script: Optional[str] = None,
+    m: Optional[str] = None,
+    image: str = torchx.IMAGE,
+    name: str = "/",
+    h: str = "gpu.small",
+    j: str = "1x1",
+    env: Optional[Dict[str, str]] = None,
+    max_retries: int = 0,
+    mounts: Optional[List[str]] = None,
+    debug: bool = False,
+) -> specs.AppDef:
+    """Single program, multiple data: ``script`` or ``m`` on ``j`` = {nnodes}x{nproc_per_node}
+    processes.
+
+    Args:
+        args: the arguments to the main module or script
+        script: script or binary to run within the image
+        m: the python module path to run
+        image: image (e.g. docker)
+        name: job name override ({experimentname}/{runname}, {experimentname}/, /{runname}
+            or {runname}); uses the script or module name if {runname} is not given
+        h: the type of host to run on (a registered named resource)
+        j: {nnodes}x{nproc_per_node}
+        env: environment variables to be passed to the run (e.g. ENV1=v1,ENV2=v2)
+        max_retries: the number of scheduler retries allowed
+        mounts: mounts to mount into the worker environment/container
+        debug: whether to run with preset debug flags enabled
+    """
+    return call(
+        "dist.spmd",
+        args,
+        dict(script=script, m=m, image=image, name=name, h=h, j=j, env=env,
+             max_retries=max_retries, mounts=mounts, debug=debug),
+    )
+
+
+def ddp(
+    *script_args: str,
+    script: Optional[str] = None,
+    m: Optional[str] = None,
+    image: str = torchx.IMAGE,
+    name: str = "/",
+    h: Optional[str] = None,
+    cpu: int = 2,
+    gpu: int = 0,
+    memMB: int = 1024,
+    j: str = "1x2",
+    env: Optional[Dict[str, str]] = None,
+    max_retries: int = 0,
+    rdzv_port: int = 29500,
+    rdzv_backend: str = "c10d",
+    mounts: Optional[List[str]] = None,
+    debug: bool = False,
+    tee: int = 3,
+) -> specs.AppDef:
+    """Distributed data parallel with torchrun: ``script`` or ``m`` on ``j`` =
+    [{min_nnodes}:]{nnodes}x{nproc_per_node} processes.
+
+    Args:
+        script_args: arguments to the main module or script
+        script: script or binary to run within the image
+        m: the python module path to run
+        image: image (e.g. docker)
+        name: job name override ({experimentname}/{runname}, {experimentname}/, /{runname}
+            or {runname}); uses the script or module name if {runname} is not given
+        h: a registered named resource (takes precedence over cpu, gpu, memMB)
+        cpu: number of cpus per replica
+        gpu: number of gpus per replica
+        memMB: cpu memory in MB per replica
+        j: [{min_nnodes}:]{nnodes}x{nproc_per_node}
+        env: environment variables to be passed to the run (e.g. ENV1=v1,ENV2=v2)
+        max_retries: the number of scheduler retries allowed
+        rdzv_port: the port on rank0's host for the c10d rendezvous store (multi-node only)
+        rdzv_backend: the rendezvous backend to use (multi-node only)
+        mounts: mounts to mount into the worker environment/container
+        debug: whether to run with preset debug flags enabled
+        tee: tees the std stream(s) to console + file (0: none, 1: stdout, 2: stderr, 3: both)
+    """
+    return call(
+        "dist.ddp",
+        script_args,
+        dict(script=script, m=m, image=image, name=name, h=h, cpu=cpu, gpu=gpu, memMB=memMB,
+             j=j, env=env, max_retries=max_retries, rdzv_port=rdzv_port,
+             rdzv_backend=rdzv_backend, mounts=mounts, debug=debug, tee=tee),
+    )
