@@ -50,7 +50,15 @@ def main():
     ours = os.path.join(os.path.abspath(a.ours_venv), "bin", "python")
     theirs = os.path.join(a.torchx_venv, "bin", "python")
     tmp = tempfile.mkdtemp()
-    env = dict(os.environ, HOME=tmp, TORCHX_STATE_DIR=os.path.join(tmp, "state"))
+    # A `sinfo` that fails at once, as on a machine without Slurm: TorchX asks it during the
+    # dry run and would otherwise wait on whatever controller this machine has.
+    fake = os.path.join(tmp, "bin")
+    os.makedirs(fake)
+    with open(os.path.join(fake, "sinfo"), "w") as f:
+        f.write("#!/bin/sh\nexit 1\n")
+    os.chmod(os.path.join(fake, "sinfo"), 0o755)
+    env = dict(os.environ, HOME=tmp, TORCHX_STATE_DIR=os.path.join(tmp, "state"),
+               PATH=f"{fake}:{os.environ['PATH']}")
     env.pop("TORCHXCONFIG", None)
     rows = [
         ("`python -c pass`", ["-c", "pass"], ["-c", "pass"]),

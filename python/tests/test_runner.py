@@ -35,7 +35,7 @@ def test_runner_lifecycle_on_local_cwd() -> None:
         assert status is not None and status.state == AppState.SUCCEEDED, status
         status.raise_for_status()
         lines = list(runner.log_lines(handle, "echo", k=0))
-        assert lines == ["hello from python"]
+        assert lines == ["hello from python\n"]
         assert list(runner.log_lines(handle, "echo", regex="^nomatch")) == []
         assert handle in [a.app_handle for a in runner.list("local_cwd")]
         described = runner.describe(handle)
@@ -56,7 +56,7 @@ def test_appdef_built_directly_with_macros_and_env() -> None:
     status = runner.wait(handle, wait_interval=0.05)
     assert status is not None and status.state == AppState.SUCCEEDED
     assert [r.id for r in status.roles[0].replicas] == [0, 1]
-    assert list(runner.log_lines(handle, "worker", k=1)) == ["rank=1 greeting=hi"]
+    assert list(runner.log_lines(handle, "worker", k=1)) == ["rank=1 greeting=hi\n"]
     # The runner set the job id on the caller's AppDef, as TorchX does.
     assert role.env["TORCHX_JOB_ID"] == "local_cwd://torchx/${app_id}"
 
@@ -76,7 +76,7 @@ def test_jobs_are_shared_with_the_cli(torchx_bin: str) -> None:
     cli_handle = out.stdout.strip()
     status = runner.status(cli_handle)
     assert status is not None and status.state == AppState.SUCCEEDED
-    assert list(runner.log_lines(cli_handle, "echo")) == ["from the cli"]
+    assert list(runner.log_lines(cli_handle, "echo")) == ["from the cli\n"]
     logged = cli(torchx_bin, "log", handle)
     assert logged.returncode == 0, logged.stderr
 

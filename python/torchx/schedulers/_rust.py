@@ -158,7 +158,7 @@ class RustScheduler(Scheduler[Mapping[str, Any]]):
         should_tail: bool = False,
         streams: Optional[Stream] = None,
     ) -> Iterable[str]:
-        return _rs().log_iter(
+        lines = _rs().log_iter(
             self.backend,
             app_id,
             role_name,
@@ -169,6 +169,8 @@ class RustScheduler(Scheduler[Mapping[str, Any]]):
             should_tail,
             Stream(streams).value if streams else None,
         )
+        # As TorchX's schedulers: each line keeps its newline.
+        return (line + "\n" for line in lines)
 
 
 def _point_supervisor_at_torchx() -> None:

@@ -3,7 +3,6 @@ builtin tables live in the Rust core; this module is their mapping view."""
 
 from __future__ import annotations
 
-import json
 from typing import Dict, Iterator, Mapping, Optional
 
 from torchx.specs.api import Resource
@@ -29,6 +28,8 @@ class _NamedResources(Mapping[str, Resource]):
     def __getitem__(self, name: str) -> Resource:
         if name not in self._load():
             raise KeyError(name)
+        import json
+
         from torchx import _rs
 
         data = json.loads(_rs.named_resource(name))
