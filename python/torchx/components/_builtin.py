@@ -7,6 +7,7 @@ from typing import Any, Dict, List, Optional, Tuple, Union
 
 from torchx.specs import AppDef
 from torchx.specs._json import app_from_json
+from torchx.specs.api import _rs
 
 
 def _as_tokens(args: Dict[str, Any]) -> List[str]:
@@ -42,15 +43,13 @@ def build(
     """The AppDef of builtin ``component`` for ``args`` (command-line tokens, or a dict of
     parameter values). ``ValueError`` for bad arguments, ``LookupError`` for an unknown
     component; Python file components are not supported here yet."""
-    from torchx import _rs
-
     if ":" in component or component.endswith(".py"):
         raise NotImplementedError(
             f"{component}: Python component files are not supported by this torchx yet; "
             "use a builtin component or build the AppDef in Python"
         )
     tokens = _as_tokens(args) if isinstance(args, dict) else [str(a) for a in args]
-    kind, value = _rs.build_component(component, tokens, dict(defaults or {}))
+    kind, value = _rs().build_component(component, tokens, dict(defaults or {}))
     if kind == "help":
         raise ValueError(value)
     return app_from_json(json.loads(value))

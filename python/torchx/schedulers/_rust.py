@@ -18,12 +18,7 @@ from torchx.specs import (
     runopts,
 )
 from torchx.specs._json import app_to_json, role_from_json
-
-def _rs() -> Any:
-    from torchx import _rs
-
-    return _rs
-
+from torchx.specs.api import _rs
 
 def _opt_type(name: str) -> Any:
     """The Python type of a run option, from the core's type name."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Dict, Iterator, Mapping, Optional
 
-from torchx.specs.api import Resource
+from torchx.specs.api import Resource, _rs
 
 # MB in a GiB, as TorchX defines it.
 GiB: int = 1024
@@ -20,9 +20,7 @@ class _NamedResources(Mapping[str, Resource]):
 
     def _load(self) -> Dict[str, None]:
         if self._names is None:
-            from torchx import _rs
-
-            self._names = dict.fromkeys(_rs.named_resource_names())
+            self._names = dict.fromkeys(_rs().named_resource_names())
         return self._names
 
     def __getitem__(self, name: str) -> Resource:
@@ -30,9 +28,7 @@ class _NamedResources(Mapping[str, Resource]):
             raise KeyError(name)
         import json
 
-        from torchx import _rs
-
-        data = json.loads(_rs.named_resource(name))
+        data = json.loads(_rs().named_resource(name))
         return Resource(
             cpu=data["cpu"],
             gpu=data["gpu"],
