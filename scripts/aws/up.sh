@@ -31,7 +31,8 @@
 # Paths are resolved against the directory you run the script from (your checkout).
 set -euo pipefail
 
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+ROOT="$(cd "$HERE/../.." && pwd)"
 VENV="${AWS_EMU_VENV:-$ROOT/.venv-aws}"
 STATE="${AWS_EMU_STATE_DIR:-$ROOT/.aws-emu}"
 export AWS_EMU_PROGRESS="${AWS_EMU_PROGRESS:-1}"
@@ -98,7 +99,6 @@ fi
 
 # 3. start, detached from this shell, pid recorded
 if command -v setsid >/dev/null; then DETACH=(setsid); else DETACH=(); fi
-HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 if [[ "${AWS_EMU_PROGRESS:-0}" == 1 ]]; then
   SERVER=("$VENV/bin/python" "$HERE/moto_ext.py")
 else
