@@ -62,12 +62,19 @@ class RustScheduler(Scheduler[Mapping[str, Any]]):
 
     def __init__(self, backend: str, session_name: str, **_: Any) -> None:
         super().__init__(backend, session_name)
+        self._schema: Optional[List[Dict[str, Any]]] = None
         if backend == "local_cwd":
             _point_supervisor_at_torchx()
 
+    def _opt_schema(self) -> List[Dict[str, Any]]:
+        """The core's run options of this scheduler (fixed: read once)."""
+        if self._schema is None:
+            self._schema = json.loads(_rs().run_opts(self.backend))
+        return self._schema
+
     def _run_opts(self) -> runopts:
         opts = runopts()
-        for o in json.loads(_rs().run_opts(self.backend)):
+        for o in self._opt_schema():
             required = bool(o["required"])
             opts.add(
                 o["name"],
@@ -80,7 +87,7 @@ class RustScheduler(Scheduler[Mapping[str, Any]]):
 
     def _submit_dryrun(self, app: AppDef, cfg: Mapping[str, Any]) -> AppDryRunInfo:
         # As TorchX: options this scheduler does not have are ignored.
-        names = {name for name, _ in self.run_opts()}
+        names = {o["name"] for o in self._opt_schema()}
         known = {k: v for k, v in cfg.items() if v is not None and k in names}
         handle = _rs().submit_dryrun(
             self.backend, self.session_name, json.dumps(app_to_json(app)), json.dumps(known)

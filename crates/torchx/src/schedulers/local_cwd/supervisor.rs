@@ -273,8 +273,8 @@ struct Supervisor {
     guard: Option<ChildStdin>,
     attempts: Vec<AttemptRow>,
     app_dirty: bool,
-    /// The last ledger write failed with this; changes are pending.
-    unsaved: Option<Error>,
+    /// The last ledger write failed: changes are pending.
+    unsaved: bool,
     /// The first ledger write failure, for the final record.
     save_error: Option<String>,
     /// The first failed write to a log file, for the final record.
@@ -367,7 +367,7 @@ impl Supervisor {
             guard: Some(guard),
             attempts: Vec::new(),
             app_dirty: true,
-            unsaved: None,
+            unsaved: false,
             save_error: None,
             log_error: None,
         };
@@ -462,7 +462,7 @@ impl Supervisor {
             let mut timeout = self
                 .stop_deadline
                 .map(|d| d.saturating_duration_since(Instant::now()));
-            if self.unsaved.is_some() {
+            if self.unsaved {
                 // Try the ledger again soon, even if no replica has anything to say.
                 timeout = Some(timeout.map_or(SAVE_RETRY, |t| t.min(SAVE_RETRY)));
             }
@@ -542,15 +542,15 @@ impl Supervisor {
     /// names the problem.
     fn flush(&mut self) {
         match self.save(None) {
-            Ok(()) => self.unsaved = None,
+            Ok(()) => self.unsaved = false,
             Err(e) => {
-                if self.unsaved.is_none() {
+                if !self.unsaved {
                     note!("torchx supervisor of {}: {e}; retrying", self.app_id);
                 }
                 self.save_error.get_or_insert_with(|| {
                     format!("the job ledger could not be written for a while ({e})")
                 });
-                self.unsaved = Some(e);
+                self.unsaved = true;
             }
         }
     }
