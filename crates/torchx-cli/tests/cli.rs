@@ -273,7 +273,7 @@ fn bad_input_table() {
         (&["run", "utils.sh", "--mounts", "type=nfs,src=a,dst=b", "true"], 2, "invalid mount type `nfs`, must be one of: bind, volume, device"),
         (&["run", "utils.sh", "--mounts", "type=bind,src=/a", "true"], 2, "mount of type=bind is missing `dst=`"),
         (&["run", "utils.sh", "--mounts", "type=device,src=/dev/x,perm=rwx", "true"], 2, "`x` is not a valid permission flag"),
-        (&["run", "utils.sh", "--mounts", "type=bind,bogus=1", "true"], 2, "unknown mount option `bogus`"),
+        (&["run", "utils.sh", "--mounts", "type=bind,bogus=1", "true"], 2, "unknown mount option bogus,"),
         (&["run", "dist.ddp", "--script", "a.py", "--rdzv_port", "70000"], 2, "`--rdzv_port` must be a port number (0-65535), got 70000"),
         (&["run", "./bad.yaml"], 2, "unknown field `entrypiont`"),
         (&["run", "./noroles.yaml"], 2, "No roles for app: x. Did you forget to add roles to AppDef?"),

@@ -22,10 +22,15 @@ fn parse_app_handle(handle: &str) -> PyResult<(String, String, String)> {
 }
 
 /// TorchX's `--mounts` grammar → JSON list of mounts (`{"type": "bind"|"volume"|"device", ...}`).
+/// KeyError for an unknown, misplaced or missing option key, ValueError for a bad value (as
+/// TorchX).
 #[pyfunction]
 #[pyo3(signature = (opts, home=None))]
 fn parse_mounts(opts: Vec<String>, home: Option<&str>) -> PyResult<String> {
-    let mounts = specs::parse_mounts(&opts, home).map_err(value_error)?;
+    let mounts = specs::parse_mounts_detailed(&opts, home).map_err(|e| match e {
+        specs::MountError::Key(msg) => PyKeyError::new_err(msg),
+        specs::MountError::Value(msg) => PyValueError::new_err(msg),
+    })?;
     serde_json::to_string(&mounts).map_err(value_error)
 }
 
@@ -103,6 +108,20 @@ fn parse_kv(text: &str) -> PyResult<Vec<(String, String)>> {
     torchx::opts::parse_kv(text).map_err(value_error)
 }
 
+/// `dist.ddp`'s `-j` → `(min_nnodes, max_nnodes, nproc_per_node, nnodes_rep)`; ValueError if
+/// malformed.
+#[pyfunction]
+fn parse_nnodes(j: &str) -> PyResult<(u32, u32, u32, String)> {
+    let n = torchx::components::parse_nnodes(j).map_err(value_error)?;
+    Ok((n.min_nnodes, n.max_nnodes, n.nproc_per_node, n.nnodes_rep))
+}
+
+/// The environment `dist.ddp --debug` sets.
+#[pyfunction]
+fn torch_debug_flags() -> Vec<(&'static str, &'static str)> {
+    torchx::components::DEBUG_FLAGS.to_vec()
+}
+
 /// The crate's version (the Python package checks it matches its own).
 #[pyfunction]
 fn version() -> &'static str {
@@ -120,6 +139,8 @@ fn _rs(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(version, m)?)?;
     m.add_function(wrap_pyfunction!(build_component, m)?)?;
     m.add_function(wrap_pyfunction!(parse_kv, m)?)?;
+    m.add_function(wrap_pyfunction!(parse_nnodes, m)?)?;
+    m.add_function(wrap_pyfunction!(torch_debug_flags, m)?)?;
     m.add_function(wrap_pyfunction!(schedulers::scheduler_backends, m)?)?;
     m.add_function(wrap_pyfunction!(schedulers::run_opts, m)?)?;
     m.add_function(wrap_pyfunction!(schedulers::resolve_cfg, m)?)?;

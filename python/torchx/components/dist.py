@@ -1,10 +1,28 @@
 """Distributed training components: ``ddp`` (torchrun, any number of nodes) and ``spmd``."""
 
-from typing import Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import torchx
 from torchx import specs
 from torchx.components._builtin import call
+
+
+def parse_nnodes(j: str) -> Tuple[int, int, int, str]:
+    """``-j`` as ``(min_nnodes, max_nnodes, nproc_per_node, nnodes_rep)``: ``[[min:]max x]nproc``
+    (``"2"`` is one node of 2 processes, ``"1:2x3"`` one to two nodes of 3). ``ValueError`` if
+    malformed."""
+    from torchx.specs.api import _rs
+
+    return _rs().parse_nnodes(j)
+
+
+def __getattr__(name: str) -> Any:
+    # _TORCH_DEBUG_FLAGS: the environment ``debug=True`` sets (the Rust builder's table).
+    if name == "_TORCH_DEBUG_FLAGS":
+        from torchx.specs.api import _rs
+
+        return dict(_rs().torch_debug_flags())
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def spmd(

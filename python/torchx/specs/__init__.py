@@ -28,6 +28,7 @@ from torchx.specs.api import (
     UnknownAppException,
     UnknownSchedulerException,
     VolumeMount,
+    get_type_name,
     is_started,
     is_terminal,
     macros,
@@ -37,12 +38,14 @@ from torchx.specs.api import (
     runopt,
     runopts,
 )
-from torchx.specs.named_resources import (
+from torchx.specs._named_resources import (
     GiB,
+    _NamedResourcesLibrary,
     get_named_resources,
     named_resources,
     resource,
 )
+from torchx.specs.builders import materialize_appdef
 
 __all__ = [
     "ALL",
@@ -73,10 +76,12 @@ __all__ = [
     "UnknownSchedulerException",
     "VolumeMount",
     "get_named_resources",
+    "get_type_name",
     "is_started",
     "is_terminal",
     "macros",
     "make_app_handle",
+    "materialize_appdef",
     "named_resources",
     "parse_app_handle",
     "parse_mounts",
@@ -84,3 +89,13 @@ __all__ = [
     "runopt",
     "runopts",
 ]
+
+
+def __getattr__(name: str) -> object:
+    # TorchX exposes the loaded ``name -> factory`` table as ``torchx.specs.
+    # _named_resource_factories``; here it is loaded on first use, not at import time.
+    if name == "_named_resource_factories":
+        from torchx.specs import _named_resources
+
+        return _named_resources.factories()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

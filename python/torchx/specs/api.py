@@ -341,11 +341,14 @@ def make_app_handle(scheduler_backend: str, session_name: str, app_id: str) -> s
 def parse_mounts(opts: List[str]) -> List[Union[BindMount, VolumeMount, DeviceMount]]:
     """TorchX's mount grammar: ``type=bind,src=/a,dst=/b[,readonly]``,
     ``type=volume,src=name,dst=/b[,readonly]``, ``type=device,src=/dev/x[,dst=..][,perm=rw]``;
-    several mounts may follow each other in one list. ``ValueError`` on bad input."""
+    several mounts may follow each other in one list; a leading ``~`` in a bind source is the
+    home directory. ``KeyError`` for an unknown, misplaced or missing option, ``ValueError``
+    for a bad value."""
     import json
+    import os
 
     mounts: List[Union[BindMount, VolumeMount, DeviceMount]] = []
-    for m in json.loads(_rs().parse_mounts(list(opts))):
+    for m in json.loads(_rs().parse_mounts(list(opts), os.path.expanduser("~"))):
         kind = m.pop("type")
         if kind == "bind":
             mounts.append(BindMount(**m))

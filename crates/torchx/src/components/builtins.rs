@@ -502,7 +502,8 @@ fn stem(path: &str) -> String {
     }
 }
 
-const DEBUG_FLAGS: [(&str, &str); 4] = [
+/// The environment `dist.ddp --debug` sets: PyTorch's usual debugging switches.
+pub const DEBUG_FLAGS: [(&str, &str); 4] = [
     ("CUDA_LAUNCH_BLOCKING", "1"),
     ("NCCL_DESYNC_DEBUG", "1"),
     ("TORCH_DISTRIBUTED_DEBUG", "DETAIL"),

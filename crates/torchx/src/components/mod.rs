@@ -18,7 +18,7 @@ use crate::error::{did_you_mean, Error, Result};
 use crate::opts::{parse_kv, parse_list};
 use crate::specs::{AppDef, Resource};
 
-pub use builtins::{builtin_names, parse_nnodes, Nnodes};
+pub use builtins::{builtin_names, parse_nnodes, Nnodes, DEBUG_FLAGS};
 pub use file::{load_app_file, load_component_dir, load_file_component};
 
 /// A parameter's type.

@@ -17,7 +17,7 @@ use crate::error::{Error, Result};
 
 pub use handle::{make_app_handle, parse_app_handle, AppHandle};
 pub use macros::{substitute, MacroValues};
-pub use mounts::{parse_mounts, Mount};
+pub use mounts::{parse_mounts, parse_mounts_detailed, Mount, MountError};
 pub use resource::{named_resource, named_resource_names, resource, Resource, GIB};
 pub use status::{
     format_utc, sort_newest_first, AppState, AppStatus, DescribeAppResponse, ListAppResponse,

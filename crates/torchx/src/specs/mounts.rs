@@ -56,10 +56,37 @@ const KEYS: &[(&str, &str)] = &[
     ("perm", "perm"),
 ];
 
+/// Why mount options were refused: a problem with the option keys (unknown key, `type` not
+/// first, a required key missing) or with a value. TorchX raises `KeyError` for the first and
+/// `ValueError` for the second; the Python front keeps that distinction.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MountError {
+    /// An unknown, misplaced or missing option key.
+    Key(String),
+    /// A bad value (mount type, device permissions).
+    Value(String),
+}
+
+impl From<MountError> for Error {
+    fn from(e: MountError) -> Self {
+        match e {
+            MountError::Key(msg) | MountError::Value(msg) => Error::arg(msg),
+        }
+    }
+}
+
 /// Parses mount options. `opts` is a flat list of `key[=value]` tokens (the CLI splits
 /// `type=bind,src=a,dst=b,readonly` on commas); each `type=` starts a new mount. A leading `~` in a
 /// bind source is replaced by `home` when given.
 pub fn parse_mounts<S: AsRef<str>>(opts: &[S], home: Option<&str>) -> Result<Vec<Mount>> {
+    Ok(parse_mounts_detailed(opts, home)?)
+}
+
+/// [`parse_mounts`], telling key problems from value problems.
+pub fn parse_mounts_detailed<S: AsRef<str>>(
+    opts: &[S],
+    home: Option<&str>,
+) -> std::result::Result<Vec<Mount>, MountError> {
     let mut groups: Vec<Vec<(&'static str, String)>> = Vec::new();
     for opt in opts {
         let opt = opt.as_ref().trim();
@@ -69,8 +96,8 @@ pub fn parse_mounts<S: AsRef<str>>(opts: &[S], home: Option<&str>) -> Result<Vec
         let (key, val) = opt.split_once('=').unwrap_or((opt, ""));
         let Some(&(_, canonical)) = KEYS.iter().find(|(k, _)| *k == key) else {
             let valid: Vec<&str> = KEYS.iter().map(|(k, _)| *k).collect();
-            return Err(Error::arg(format!(
-                "unknown mount option `{key}`, must be one of: {}",
+            return Err(MountError::Key(format!(
+                "unknown mount option {key}, must be one of: {}",
                 valid.join(", ")
             )));
         };
@@ -78,7 +105,7 @@ pub fn parse_mounts<S: AsRef<str>>(opts: &[S], home: Option<&str>) -> Result<Vec
             groups.push(Vec::new());
         }
         let Some(cur) = groups.last_mut() else {
-            return Err(Error::arg(format!(
+            return Err(MountError::Key(format!(
                 "mount option `{opt}`: type must be specified first (e.g. type=bind,src=/a,dst=/b)"
             )));
         };
@@ -87,7 +114,10 @@ pub fn parse_mounts<S: AsRef<str>>(opts: &[S], home: Option<&str>) -> Result<Vec
     groups.iter().map(|g| to_mount(g, home)).collect()
 }
 
-fn to_mount(opts: &[(&'static str, String)], home: Option<&str>) -> Result<Mount> {
+fn to_mount(
+    opts: &[(&'static str, String)],
+    home: Option<&str>,
+) -> std::result::Result<Mount, MountError> {
     let get = |k: &str| {
         opts.iter()
             .rev()
@@ -97,7 +127,7 @@ fn to_mount(opts: &[(&'static str, String)], home: Option<&str>) -> Result<Mount
     let typ = get("type").unwrap_or_default();
     let required = |k: &str| {
         get(k).filter(|v| !v.is_empty()).ok_or_else(|| {
-            Error::arg(format!(
+            MountError::Key(format!(
                 "mount of type={typ} is missing `{k}=` (e.g. type=bind,src=/a,dst=/b)"
             ))
         })
@@ -127,7 +157,7 @@ fn to_mount(opts: &[(&'static str, String)], home: Option<&str>) -> Result<Mount
                 .unwrap_or_else(|| src_path.clone());
             let permissions = get("perm").unwrap_or_else(default_perm);
             if let Some(c) = permissions.chars().find(|c| !"rwm".contains(*c)) {
-                return Err(Error::arg(format!(
+                return Err(MountError::Value(format!(
                     "device mount perm=`{permissions}`: `{c}` is not a valid permission flag, must be one of r,w,m"
                 )));
             }
@@ -137,7 +167,7 @@ fn to_mount(opts: &[(&'static str, String)], home: Option<&str>) -> Result<Mount
                 permissions,
             })
         }
-        other => Err(Error::arg(format!(
+        other => Err(MountError::Value(format!(
             "invalid mount type `{other}`, must be one of: bind, volume, device"
         ))),
     }
@@ -193,7 +223,7 @@ mod tests {
             e("src=/a,type=bind"),
             "mount option `src=/a`: type must be specified first (e.g. type=bind,src=/a,dst=/b)"
         );
-        assert_eq!(e("type=bind,foo=1"), "unknown mount option `foo`, must be one of: type, destination, dst, target, read_only, readonly, source, src, perm");
+        assert_eq!(e("type=bind,foo=1"), "unknown mount option foo, must be one of: type, destination, dst, target, read_only, readonly, source, src, perm");
         assert_eq!(
             e("type=nfs,src=a,dst=b"),
             "invalid mount type `nfs`, must be one of: bind, volume, device"

@@ -1,0 +1,45 @@
+"""The builtin named-resource tables, read from the Rust core (one table for the CLI and
+Python): ``name -> factory`` for the generic (``gpu.small``) and AWS (``aws_p3.2xlarge``)
+families."""
+
+from __future__ import annotations
+
+import json
+from typing import Callable, Dict, List
+
+from torchx.specs.api import Resource, _rs
+
+ResourceFactory = Callable[[], Resource]
+
+
+def builtin_names() -> List[str]:
+    return [n for n in _rs().named_resource_names() if n not in ("NULL", "MISSING")]
+
+
+def factory(name: str) -> ResourceFactory:
+    """A function returning a fresh ``Resource`` for the builtin ``name`` on every call."""
+
+    def make() -> Resource:
+        data = json.loads(_rs().named_resource(name))
+        return Resource(
+            cpu=data["cpu"],
+            gpu=data["gpu"],
+            memMB=data["memMB"],
+            capabilities=data.get("capabilities", {}),
+            devices=data.get("devices", {}),
+        )
+
+    make.__name__ = python_name(name)
+    make.__qualname__ = make.__name__
+    make.__doc__ = f"The ``{name}`` named resource."
+    return make
+
+
+def python_name(name: str) -> str:
+    """``aws_p3.2xlarge`` -> ``aws_p3_2xlarge`` (TorchX's factory function names)."""
+    return name.replace(".", "_")
+
+
+def family(prefix: str) -> Dict[str, ResourceFactory]:
+    """The builtin factories whose names start with ``prefix``, in table order."""
+    return {n: factory(n) for n in builtin_names() if n.startswith(prefix)}

@@ -1,0 +1,237 @@
+"""Finding components by name, as TorchX's ``torchx.specs.finder``: builtins
+(``dist.ddp``), components registered under the ``torchx.components`` entry points, and
+component files (``path/to/file.py:fn``)."""
+
+from __future__ import annotations
+
+import abc
+import importlib
+import inspect
+import logging
+import os
+import pkgutil
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Callable, Dict, Iterator, List, Optional, Union
+
+from torchx.specs.api import AppDef
+from torchx.specs.file_linter import get_fn_docstring, validate
+from torchx.util import entrypoints
+from torchx.util.io import read_conf_file
+
+logger: logging.Logger = logging.getLogger(__name__)
+
+
+class ComponentValidationException(Exception):
+    pass
+
+
+class ComponentNotFoundException(Exception):
+    pass
+
+
+@dataclass
+class _Component:
+    """A component: its name (``dist.ddp``, ``path.py:fn``), the first lines of its docstring,
+    its function and what the linter found wrong with it."""
+
+    name: str
+    description: str
+    fn_name: str
+    fn: Callable[..., AppDef]
+    validation_errors: List[str]
+
+
+class ComponentsFinder(abc.ABC):
+    @abc.abstractmethod
+    def find(self) -> List[_Component]:
+        """The components this finder knows."""
+
+
+def is_namespace_package(module: ModuleType) -> bool:
+    return getattr(module, "__file__", None) is None
+
+
+def is_package(module: ModuleType) -> bool:
+    return hasattr(module, "__path__")
+
+
+def module_relname(module: ModuleType, relative_to: ModuleType) -> str:
+    """``module``'s dotted name relative to ``relative_to`` (``ValueError`` if it is not
+    inside it)."""
+    name, base = module.__name__, relative_to.__name__
+    if name == base:
+        return ""
+    if not name.startswith(base + "."):
+        raise ValueError(f"`{name}` is not a submodule of `{base}`")
+    return name[len(base) + 1 :]
+
+
+def _import(module: Union[str, ModuleType]) -> ModuleType:
+    return importlib.import_module(module) if isinstance(module, str) else module
+
+
+class ModuleComponentsFinder(ComponentsFinder):
+    """The components in ``module`` and its submodules. Each is named
+    ``{group}.{module path relative to module}.{function}`` (empty parts left out)."""
+
+    def __init__(self, module: Union[str, ModuleType], group: str) -> None:
+        self.base_module: ModuleType = _import(module)
+        self.group = group
+
+    def _iter_modules_recursive(self, module: Union[str, ModuleType]) -> Iterator[ModuleType]:
+        module = _import(module)
+        if not is_namespace_package(module):
+            yield module
+        if is_package(module):
+            for info in pkgutil.iter_modules(module.__path__, prefix=f"{module.__name__}."):
+                if info.name.rpartition(".")[2].startswith("_"):
+                    continue  # private helpers, not components
+                if info.ispkg:
+                    yield from self._iter_modules_recursive(info.name)
+                else:
+                    yield _import(info.name)
+
+    def find(self) -> List[_Component]:
+        found: List[_Component] = []
+        for module in self._iter_modules_recursive(self.base_module):
+            found += self._get_components_from_module(module)
+        return found
+
+    def _get_components_from_module(self, module: ModuleType) -> List[_Component]:
+        path = module.__file__
+        assert path, f"module must have __file__: {module}"
+        path = os.path.abspath(path)
+        rel_name = module_relname(module, relative_to=self.base_module)
+        found = []
+        for fn_name, fn in inspect.getmembers(module, inspect.isfunction):
+            if fn.__module__ != module.__name__:
+                continue  # imported, not defined here
+            description, _ = get_fn_docstring(fn)
+            found.append(
+                _Component(
+                    name=".".join(p for p in (self.group, rel_name, fn_name) if p),
+                    description=description,
+                    fn_name=fn_name,
+                    fn=fn,
+                    validation_errors=[m.description for m in validate(path, fn_name)],
+                )
+            )
+        return found
+
+
+def _exec_component_file(path: str) -> Dict[str, Any]:
+    """The namespace of the Python file ``path`` executed with TorchX's names available (as
+    in TorchX: the finder's own namespace), so a component file may use ``AppDef`` unimported."""
+    source = read_conf_file(path)
+    namespace: Dict[str, Any] = dict(globals())
+    namespace["__file__"] = path
+    exec(compile(source, path, "exec"), namespace)  # noqa: S102 - the user's component file
+    return namespace
+
+
+class CustomComponentsFinder(ComponentsFinder):
+    """The component ``function_name`` of the Python file ``filepath``."""
+
+    def __init__(self, filepath: str, function_name: str) -> None:
+        self._filepath = filepath
+        self._function_name = function_name
+
+    def find(self) -> List[_Component]:
+        errors = [m.description for m in validate(self._filepath, self._function_name)]
+        namespace = _exec_component_file(self._filepath)
+        fn = namespace.get(self._function_name)
+        if fn is None:
+            raise ComponentNotFoundException(
+                f"Function {self._function_name} does not exist in file {self._filepath}"
+            )
+        description, _ = get_fn_docstring(fn)
+        return [
+            _Component(
+                name=f"{self._filepath}:{self._function_name}",
+                description=description,
+                fn_name=self._function_name,
+                fn=fn,
+                validation_errors=errors,
+            )
+        ]
+
+
+def _load_custom_components() -> List[_Component]:
+    found: List[_Component] = []
+    for group, load_module in (entrypoints.load_group("torchx.components", default={}) or {}).items():
+        # An entry-point name starting with "_" means "no prefix".
+        found += ModuleComponentsFinder(load_module(), "" if group.startswith("_") else group).find()
+    return found
+
+
+def _load_components() -> Dict[str, _Component]:
+    """The builtins (``torchx.components``), or the ``torchx.components`` entry points' if
+    any are registered (as in TorchX, registering components replaces the builtin set)."""
+    found = _load_custom_components() or ModuleComponentsFinder("torchx.components", "").find()
+    return {c.name: c for c in found}
+
+
+_components: Optional[Dict[str, _Component]] = None
+
+
+def _find_components() -> Dict[str, _Component]:
+    global _components
+    if not _components:
+        _components = _load_components()
+    return _components
+
+
+def _is_custom_component(component_name: str) -> bool:
+    return ":" in component_name
+
+
+def _find_custom_components(name: str) -> Dict[str, _Component]:
+    filepath, sep, fn_name = name.rpartition(":")
+    if not sep or not filepath or not fn_name:
+        raise ValueError(
+            f"Invalid custom component: {name}, valid template : `FILEPATH`:`FUNCTION_NAME`"
+        )
+    if not Path(filepath).is_file():
+        raise ComponentNotFoundException(f"Component file `{filepath}` does not exist")
+    return {c.name: c for c in CustomComponentsFinder(filepath, fn_name).find()}
+
+
+def get_components() -> Dict[str, _Component]:
+    """The valid components by name: the ``torchx.components`` entry points' or, if none
+    are registered, the builtins."""
+    return {n: c for n, c in _find_components().items() if not c.validation_errors}
+
+
+def get_component(name: str) -> _Component:
+    """The component ``name`` (``dist.ddp`` or ``path/to/file.py:fn``).
+    ``ComponentNotFoundException`` if there is none, ``ComponentValidationException`` if it
+    is not a valid component."""
+    components = _find_custom_components(name) if _is_custom_component(name) else _find_components()
+    if name not in components:
+        raise ComponentNotFoundException(
+            f"Component `{name}` not found. Please make sure it is one of the "
+            "builtins: `torchx builtins`. Or registered via `[torchx.components]` "
+            "entry point (see: https://pytorch.org/torchx/latest/configure.html)"
+        )
+    component = components[name]
+    if component.validation_errors:
+        errors = "\n".join(component.validation_errors)
+        raise ComponentValidationException(f"Component {name} has validation errors: \n {errors}")
+    return component
+
+
+def get_builtin_source(name: str) -> str:
+    """The source of component ``name``'s function, preceded by the import lines of its file
+    (a starting point for a custom component)."""
+    component = get_component(name)
+    fn_name = component.fn_name
+    imports = []
+    with open(inspect.getfile(component.fn)) as f:
+        for line in f:
+            if line.startswith(f"def {fn_name}("):
+                break
+            if line.startswith(("import ", "from ")):
+                imports.append(line.rstrip("\n"))
+    return "\n".join([*imports, "\n", inspect.getsource(component.fn), "\n"])
