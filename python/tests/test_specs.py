@@ -132,7 +132,7 @@ def test_mounts() -> None:
         VolumeMount(src="cache", dst_path="/cache", read_only=False),
         DeviceMount(src_path="/dev/fuse", dst_path="/dev/fuse", permissions="rwm"),
     ]
-    with pytest.raises(ValueError, match="type must be specified first"):
+    with pytest.raises(KeyError, match="type must be specified first"):
         specs.parse_mounts(["src=/a", "type=bind"])
     with pytest.raises(ValueError, match="invalid mount type `nfs`"):
         specs.parse_mounts(["type=nfs", "src=a", "dst=b"])

@@ -108,6 +108,13 @@ fn parse_kv(text: &str) -> PyResult<Vec<(String, String)>> {
     torchx::opts::parse_kv(text).map_err(value_error)
 }
 
+/// TorchX's `AppStatus._format_error_message`: the interesting part of an error message,
+/// wrapped at `width` with `header` before the first line.
+#[pyfunction]
+fn format_error_message(msg: &str, header: &str, width: usize) -> String {
+    specs::wrap_error_message(msg, header, width)
+}
+
 /// `dist.ddp`'s `-j` → `(min_nnodes, max_nnodes, nproc_per_node, nnodes_rep)`; ValueError if
 /// malformed.
 #[pyfunction]
@@ -140,6 +147,7 @@ fn _rs(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(build_component, m)?)?;
     m.add_function(wrap_pyfunction!(parse_kv, m)?)?;
     m.add_function(wrap_pyfunction!(parse_nnodes, m)?)?;
+    m.add_function(wrap_pyfunction!(format_error_message, m)?)?;
     m.add_function(wrap_pyfunction!(torch_debug_flags, m)?)?;
     m.add_function(wrap_pyfunction!(schedulers::scheduler_backends, m)?)?;
     m.add_function(wrap_pyfunction!(schedulers::run_opts, m)?)?;

@@ -22,9 +22,13 @@ _BUILTINS = (
 
 def get_scheduler_factories() -> Dict[str, SchedulerFactory]:
     """Scheduler name → ``create_scheduler(session_name, **kwargs)``."""
+    from torchx.schedulers import local_scheduler
     from torchx.schedulers._rust import create_scheduler
 
-    return {name: create_scheduler(name) for name in _BUILTINS}
+    factories = {name: create_scheduler(name) for name in _BUILTINS}
+    # local_cwd takes TorchX's local-scheduler arguments (cache_size, ...).
+    factories["local_cwd"] = local_scheduler.create_scheduler
+    return factories
 
 
 def get_default_scheduler_name() -> str:

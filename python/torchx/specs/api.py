@@ -247,6 +247,37 @@ class AppStatus:
     def is_terminal(self) -> bool:
         return is_terminal(self.state)
 
+    def __repr__(self) -> str:
+        # TorchX's YAML rendering: fields sorted, the state as ``FAILED (5)``, a JSON
+        # structured error message expanded into YAML.
+        import json
+
+        import yaml
+
+        fields = asdict(self)
+        error = fields.pop("structured_error_msg")
+        fields["structured_error_msg"] = json.loads(error) if error != NONE else NONE
+        fields["state"] = repr(fields["state"])
+        return yaml.dump({"AppStatus": fields})
+
+    def to_json(self, filter_roles: Optional[List[str]] = None) -> Dict[str, Any]:
+        """The status as ``torchx status --json`` prints it (TorchX's ``to_json``)."""
+        wanted = set(filter_roles or [])
+        return {
+            "state": str(self.state),
+            "num_restarts": self.num_restarts,
+            "roles": [r.to_json() for r in self.roles if not wanted or r.role in wanted],
+            "msg": self.msg,
+            "structured_error_msg": self.structured_error_msg,
+            "url": self.ui_url,
+        }
+
+    def _format_error_message(self, msg: str, header: str, width: int = 80) -> str:
+        """The interesting part of ``msg`` (an RPC or nested exception), wrapped at
+        ``width`` with ``header`` before the first line."""
+        assert len(header) < width
+        return _rs().format_error_message(msg, header, width)
+
     def raise_for_status(self) -> None:
         """Raises ``AppStatusError`` unless the app SUCCEEDED."""
         if self.state != AppState.SUCCEEDED:

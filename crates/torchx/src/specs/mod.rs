@@ -20,8 +20,8 @@ pub use macros::{substitute, MacroValues};
 pub use mounts::{parse_mounts, parse_mounts_detailed, Mount, MountError};
 pub use resource::{named_resource, named_resource_names, resource, Resource, GIB};
 pub use status::{
-    format_utc, sort_newest_first, AppState, AppStatus, DescribeAppResponse, ListAppResponse,
-    ReplicaStatus, RoleStatus, Stream,
+    format_time, format_utc, local_time_zone, sort_newest_first, wrap_error_message, AppState,
+    AppStatus, DescribeAppResponse, ListAppResponse, ReplicaStatus, RoleStatus, Stream,
 };
 
 /// TorchX's marker for a value that was never set (`"<MISSING>"`).

@@ -262,8 +262,14 @@ impl AppStatus {
         })
     }
 
-    /// TorchX's `AppStatus.format()`, the text of `torchx status`.
+    /// TorchX's `AppStatus.format()`, the text of `torchx status`; timestamps in the local
+    /// time zone (`$TZ`, else the system's), as TorchX shows them.
     pub fn format(&self, filter_roles: &[String]) -> String {
+        self.format_in(filter_roles, &local_time_zone())
+    }
+
+    /// [`AppStatus::format`] with timestamps in the time zone `tz`.
+    pub fn format_in(&self, filter_roles: &[String], tz: &jiff::tz::TimeZone) -> String {
         let mut roles = String::new();
         for role in self.filtered(filter_roles) {
             let mut replicas: Vec<&ReplicaStatus> = role.replicas.iter().collect();
@@ -274,7 +280,7 @@ impl AppStatus {
                     "\n {marker}{}[{}]:{}",
                     r.role,
                     r.id,
-                    format_replica(r)
+                    format_replica(r, tz)
                 ));
             }
         }
@@ -289,7 +295,7 @@ impl AppStatus {
     }
 }
 
-fn format_replica(r: &ReplicaStatus) -> String {
+fn format_replica(r: &ReplicaStatus, tz: &jiff::tz::TimeZone) -> String {
     if r.structured_error_msg == NONE {
         let mut data = r.state.to_string();
         if matches!(r.state, AppState::Cancelled | AppState::Failed) {
@@ -315,21 +321,27 @@ fn format_replica(r: &ReplicaStatus) -> String {
     format!(
         "{} (exitcode: {exitcode})\n        timestamp: {}\n        hostname: {}\n    {}",
         r.state,
-        format_utc(timestamp),
+        format_time(timestamp, tz),
         r.hostname,
         wrap_error_message(message, "    error_msg: ", 80)
     )
 }
 
 /// TorchX's `_format_error_message`: keeps the interesting part of RPC and nested exceptions and
-/// wraps at spaces after `width` characters.
-fn wrap_error_message(msg: &str, header: &str, width: usize) -> String {
-    let mut msg = msg.to_string();
-    if let Some(pos) = msg.find("\nException") {
-        msg.truncate(pos);
-        if let Some(start) = msg.rfind('\n') {
-            msg = msg[start + 1..].to_string();
-        }
+/// wraps at spaces after `width` characters (the regexes are TorchX's).
+pub fn wrap_error_message(msg: &str, header: &str, width: usize) -> String {
+    static RPC_ERROR: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(r"\w*\('On WorkerInfo\(.+\):\n(.*\n)*'\)").expect("valid regex")
+    });
+    static EMBEDDED_ERROR: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(r"(?P<msg>.+)\nException.*").expect("valid regex")
+    });
+    let mut msg = msg;
+    if let Some(m) = RPC_ERROR.find(msg) {
+        msg = m.as_str();
+    }
+    if let Some(c) = EMBEDDED_ERROR.captures(msg) {
+        msg = c.name("msg").map_or(msg, |m| m.as_str());
     }
     let chars: Vec<char> = msg.chars().collect();
     let mut lines = Vec::new();
@@ -345,6 +357,32 @@ fn wrap_error_message(msg: &str, header: &str, width: usize) -> String {
         length += 1;
     }
     lines.join("\n")
+}
+
+/// The local time zone: `$TZ` read on every call (a Python program may change it at run time,
+/// which the system zone's cache would miss), else the system's, else UTC.
+pub fn local_time_zone() -> jiff::tz::TimeZone {
+    use jiff::tz::TimeZone;
+    match std::env::var("TZ") {
+        Ok(tz) if !tz.is_empty() => {
+            let name = tz.strip_prefix(':').unwrap_or(&tz);
+            TimeZone::get(name)
+                .or_else(|_| TimeZone::posix(name))
+                .unwrap_or_else(|_| TimeZone::try_system().unwrap_or(TimeZone::UTC))
+        }
+        _ => TimeZone::try_system().unwrap_or(TimeZone::UTC),
+    }
+}
+
+/// `YYYY-MM-DD HH:MM:SS` for a unix timestamp in the time zone `tz`.
+pub fn format_time(secs: i64, tz: &jiff::tz::TimeZone) -> String {
+    match jiff::Timestamp::from_second(secs) {
+        Ok(t) => t
+            .to_zoned(tz.clone())
+            .strftime("%Y-%m-%d %H:%M:%S")
+            .to_string(),
+        Err(_) => format_utc(secs),
+    }
 }
 
 /// `YYYY-MM-DD HH:MM:SS` in UTC for a unix timestamp.
@@ -539,7 +577,7 @@ mod tests {
             "message": {"message": "RuntimeError: boom\nException raised", "extraInfo": {"timestamp": "1700000000"}, "errorCode": null}
         })
         .to_string();
-        insta::assert_snapshot!(s.format(&[]));
+        insta::assert_snapshot!(s.format_in(&[], &jiff::tz::TimeZone::UTC));
     }
 
     #[test]
@@ -567,5 +605,8 @@ mod tests {
         );
         assert_eq!(format_utc(0), "1970-01-01 00:00:00");
         assert_eq!(format_utc(1_700_000_000), "2023-11-14 22:13:20");
+        // A POSIX rule, so the test needs no zoneinfo files: UTC+1.
+        let bst = jiff::tz::TimeZone::posix("BST-1").unwrap();
+        assert_eq!(format_time(1_293_182, &bst), "1970-01-16 00:13:02");
     }
 }
