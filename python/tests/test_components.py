@@ -64,5 +64,7 @@ def test_runner_runs_a_component_from_a_dict_of_arguments() -> None:
     handle = runner.run_component("utils.echo", {"msg": "from a dict"}, scheduler="local_cwd")
     assert runner.wait(handle, wait_interval=0.05).state.name == "SUCCEEDED"
     assert list(runner.log_lines(handle, "echo")) == ["from a dict\n"]
-    with pytest.raises(NotImplementedError, match="Python component files"):
-        runner.dryrun_component("./my_component.py:greet", [], "local_cwd")
+    from torchx.specs.finder import ComponentNotFoundException
+
+    with pytest.raises(ComponentNotFoundException, match="does not exist"):
+        runner.dryrun_component("./no_such_component.py:greet", [], "local_cwd")

@@ -123,6 +123,12 @@ fn parse_nnodes(j: &str) -> PyResult<(u32, u32, u32, String)> {
     Ok((n.min_nnodes, n.max_nnodes, n.nproc_per_node, n.nnodes_rep))
 }
 
+/// The builtin components' names (`dist.ddp`, `utils.echo`, ...).
+#[pyfunction]
+fn builtin_component_names() -> Vec<String> {
+    torchx::components::builtin_names()
+}
+
 /// The environment `dist.ddp --debug` sets.
 #[pyfunction]
 fn torch_debug_flags() -> Vec<(&'static str, &'static str)> {
@@ -149,6 +155,7 @@ fn _rs(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(parse_nnodes, m)?)?;
     m.add_function(wrap_pyfunction!(format_error_message, m)?)?;
     m.add_function(wrap_pyfunction!(torch_debug_flags, m)?)?;
+    m.add_function(wrap_pyfunction!(builtin_component_names, m)?)?;
     m.add_function(wrap_pyfunction!(schedulers::scheduler_backends, m)?)?;
     m.add_function(wrap_pyfunction!(schedulers::run_opts, m)?)?;
     m.add_function(wrap_pyfunction!(schedulers::resolve_cfg, m)?)?;

@@ -40,16 +40,44 @@ def build(
     args: Union[List[str], Dict[str, Any]],
     defaults: Optional[Dict[str, str]] = None,
 ) -> AppDef:
-    """The AppDef of builtin ``component`` for ``args`` (command-line tokens, or a dict of
-    parameter values). ``ValueError`` for bad arguments, ``LookupError`` for an unknown
-    component; Python file components are not supported here yet."""
-    if ":" in component or component.endswith(".py"):
-        raise NotImplementedError(
-            f"{component}: Python component files are not supported by this torchx yet; "
-            "use a builtin component or build the AppDef in Python"
-        )
+    """The AppDef of ``component`` for ``args`` (command-line tokens, or a dict of parameter
+    values): a builtin is built by the Rust builder (as the CLI does); ``path.py:fn`` and
+    components of the ``torchx.components`` entry points are called in Python. A builtin's
+    name cannot be taken by a plugin. ``ValueError`` for bad arguments, ``LookupError`` for
+    an unknown builtin, ``ComponentNotFoundException`` for an unknown plugin or file."""
+    if ":" in component or component not in _builtin_names():
+        return _build_python(component, args, defaults)
     tokens = _as_tokens(args) if isinstance(args, dict) else [str(a) for a in args]
     kind, value = _rs().build_component(component, tokens, dict(defaults or {}))
     if kind == "help":
         raise ValueError(value)
     return app_from_json(json.loads(value))
+
+
+def _builtin_names() -> List[str]:
+    return list(_rs().builtin_component_names())
+
+
+def _build_python(
+    component: str, args: Union[List[str], Dict[str, Any]], defaults: Optional[Dict[str, str]]
+) -> AppDef:
+    from torchx.specs.builders import materialize_appdef
+    from torchx.specs.finder import (
+        ComponentNotFoundException,
+        _load_custom_components,
+        get_component,
+    )
+
+    if ":" in component:
+        fn = get_component(component).fn
+    else:
+        found = {c.name: c for c in _load_custom_components()}
+        if component not in found:
+            raise ComponentNotFoundException(
+                f"Component `{component}` not found: it is not a builtin (`torchx builtins`),"
+                " a `path.py:function` or a `torchx.components` entry-point component"
+            )
+        fn = found[component].fn
+    if isinstance(args, dict):
+        return fn(**args)
+    return materialize_appdef(fn, [str(a) for a in args], defaults)

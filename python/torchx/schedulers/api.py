@@ -21,7 +21,19 @@ from torchx.specs import (
     runopts,
 )
 
+from torchx.schedulers._structured_opts import StructuredOpts
+
 T = TypeVar("T")
+
+__all__ = [
+    "DescribeAppResponse",
+    "ListAppResponse",
+    "Scheduler",
+    "Stream",
+    "StructuredOpts",
+    "filter_regex",
+    "split_lines",
+]
 
 
 class Stream(str, Enum):

@@ -8,7 +8,7 @@ from __future__ import annotations
 import copy
 from dataclasses import asdict, dataclass, field
 from enum import Enum
-from typing import Any, Dict, List, NamedTuple, Optional, Union
+from typing import Any, Dict, Generic, List, NamedTuple, Optional, TypeVar, Union
 
 # Sentinels, as TorchX spells them.
 ALL: str = "all"
@@ -553,7 +553,10 @@ def _cast(value: str, opt_type: Any) -> CfgVal:
     return opt_type(value)
 
 
-class AppDryRunInfo:
+_Request = TypeVar("_Request")
+
+
+class AppDryRunInfo(Generic[_Request]):
     """A scheduler's request for an app, not submitted yet: ``request`` is the scheduler's own
     object; ``repr()`` shows it as the scheduler renders it."""
 
