@@ -123,6 +123,15 @@ fn parse_nnodes(j: &str) -> PyResult<(u32, u32, u32, String)> {
     Ok((n.min_nnodes, n.max_nnodes, n.nproc_per_node, n.nnodes_rep))
 }
 
+/// The trackers a launch uses and their configs: `[torchx:tracker]`/`TORCHX_TRACKERS` with
+/// `[tracker:<name>] config`/`TORCHX_TRACKER_<NAME>_CONFIG`, from the `.torchxconfig` files
+/// the CLI reads. ValueError for an unreadable config.
+#[pyfunction]
+fn configured_trackers() -> PyResult<Vec<(String, Option<String>)>> {
+    let config = torchx::config::TorchxConfig::discover().map_err(value_error)?;
+    Ok(torchx::tracker::configured(&config))
+}
+
 /// The builtin components' names (`dist.ddp`, `utils.echo`, ...).
 #[pyfunction]
 fn builtin_component_names() -> Vec<String> {
@@ -156,6 +165,7 @@ fn _rs(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(format_error_message, m)?)?;
     m.add_function(wrap_pyfunction!(torch_debug_flags, m)?)?;
     m.add_function(wrap_pyfunction!(builtin_component_names, m)?)?;
+    m.add_function(wrap_pyfunction!(configured_trackers, m)?)?;
     m.add_function(wrap_pyfunction!(schedulers::scheduler_backends, m)?)?;
     m.add_function(wrap_pyfunction!(schedulers::run_opts, m)?)?;
     m.add_function(wrap_pyfunction!(schedulers::resolve_cfg, m)?)?;

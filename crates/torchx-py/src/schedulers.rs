@@ -139,20 +139,26 @@ impl DryRun {
 }
 
 /// `scheduler.submit_dryrun(app, cfg)`: the native request for `app_json` (the crate's AppDef
-/// JSON) under the resolved `cfg_json`, in session `session`.
+/// JSON) under the resolved `cfg_json`, in session `session`, submitted from `cwd` (default:
+/// the current directory; local_cwd runs replicas there).
 #[pyfunction]
+#[pyo3(signature = (name, session, app_json, cfg_json, cwd=None))]
 pub fn submit_dryrun(
     py: Python<'_>,
     name: &str,
     session: &str,
     app_json: &str,
     cfg_json: &str,
+    cwd: Option<std::path::PathBuf>,
 ) -> PyResult<DryRun> {
     let app: AppDef = serde_json::from_str(app_json).map_err(json_err)?;
     app.validate().map_err(to_py)?;
     let cfg: Cfg = serde_json::from_str(cfg_json).map_err(json_err)?;
     let sched = scheduler(name)?;
-    let cwd = std::env::current_dir().map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
+    let cwd = match cwd {
+        Some(dir) => dir,
+        None => std::env::current_dir().map_err(|e| PyRuntimeError::new_err(e.to_string()))?,
+    };
     // Backend facts (e.g. the Slurm version) may run a command: not under the GIL.
     let request = py.detach(|| {
         let facts = sched.dryrun_facts(&cfg)?;

@@ -9,6 +9,7 @@ import time
 from datetime import datetime
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple, Union
 
+from torchx.runner.events import log_event
 from torchx.schedulers import SchedulerFactory, get_scheduler_factories
 from torchx.schedulers.api import ListAppResponse, Scheduler, Stream
 from torchx.specs import (
@@ -18,21 +19,31 @@ from torchx.specs import (
     AppStatus,
     CfgVal,
     UnknownAppException,
+    Workspace,
     macros,
     make_app_handle,
     parse_app_handle,
     runopts,
 )
 
+def _json_or_none(cfg: Mapping[str, CfgVal]) -> Optional[str]:
+    import json
+
+    return json.dumps(cfg, default=str) if cfg else None
+
+
 ENV_TORCHX_JOB_ID = "TORCHX_JOB_ID"
 ENV_TORCHX_PARENT_RUN_ID = "TORCHX_PARENT_RUN_ID"
 ENV_TORCHX_TRACKERS = "TORCHX_TRACKERS"
 
 
-def _configured_trackers() -> Dict[str, Optional[str]]:
-    """Tracker names → config, from ``$TORCHX_TRACKERS`` (and ``TORCHX_TRACKER_<NAME>_CONFIG``)."""
-    names = [n for n in os.environ.get(ENV_TORCHX_TRACKERS, "").split(",") if n]
-    return {n: os.environ.get(f"TORCHX_TRACKER_{n.upper()}_CONFIG") for n in names}
+def get_configured_trackers() -> Dict[str, Optional[str]]:
+    """Tracker name → config for a launch: ``[torchx:tracker]`` of ``.torchxconfig`` (or
+    ``$TORCHX_TRACKERS``), each with ``[tracker:<name>] config`` (or
+    ``$TORCHX_TRACKER_<NAME>_CONFIG``); the CLI's rule, from the core."""
+    from torchx.specs.api import _rs
+
+    return dict(_rs().configured_trackers())
 
 
 class Runner:
@@ -140,17 +151,14 @@ class Runner:
         parent_run_id: Optional[str] = None,
     ) -> AppDryRunInfo:
         """The scheduler's request for ``app``, not submitted. Like TorchX, it sets the job
-        environment (``TORCHX_JOB_ID``, trackers, parent run) on the AppDef's roles."""
-        if workspace:
-            raise NotImplementedError(
-                "workspaces are not supported by the Python API yet; pass workspace=None"
-            )
+        environment (``TORCHX_JOB_ID``, trackers, parent run) on the AppDef's roles, and a
+        ``workspace`` becomes role[0]'s, built by a scheduler that is a ``WorkspaceMixin``."""
         if not app.roles:
             raise ValueError(
                 f"No roles for app: {app.name}. Did you forget to add roles to AppDef?"
             )
         parent_run_id = os.environ.get(ENV_TORCHX_PARENT_RUN_ID, parent_run_id)
-        trackers = _configured_trackers()
+        trackers = get_configured_trackers()
         for role in app.roles:
             if not role.entrypoint:
                 raise ValueError(
@@ -170,13 +178,42 @@ class Runner:
             for tracker, config in trackers.items():
                 if config:
                     role.env[f"TORCHX_TRACKER_{tracker.upper()}_CONFIG"] = config
-        sched = self._scheduler(scheduler)
-        resolved_cfg = sched.run_opts().resolve(cfg or {})
-        sched._pre_build_validate(app, scheduler, resolved_cfg)
-        sched._validate(app, scheduler)
-        dryrun_info = sched.submit_dryrun(app, resolved_cfg)
-        dryrun_info._scheduler = scheduler
-        return dryrun_info
+        cfg = cfg or {}
+        with log_event(
+            "dryrun", scheduler, runcfg=_json_or_none(cfg), workspace=workspace
+        ):
+            sched = self._scheduler(scheduler)
+            resolved_cfg = sched.run_opts().resolve(cfg)
+            self._build_workspace(sched, scheduler, app, workspace, resolved_cfg)
+            sched._pre_build_validate(app, scheduler, resolved_cfg)
+            sched._validate(app, scheduler)
+            dryrun_info = sched.submit_dryrun(app, resolved_cfg)
+            dryrun_info._scheduler = scheduler
+            return dryrun_info
+
+    @staticmethod
+    def _build_workspace(
+        sched: Scheduler,
+        scheduler: str,
+        app: AppDef,
+        workspace: Optional[str],
+        cfg: Mapping[str, CfgVal],
+    ) -> None:
+        from torchx.schedulers._rust import RustScheduler
+        from torchx.workspace import WorkspaceMixin
+
+        if not workspace:
+            return
+        if isinstance(sched, WorkspaceMixin):
+            app.roles[0].workspace = Workspace.from_str(workspace)
+            sched.build_workspaces(app.roles, cfg)
+        elif isinstance(sched, RustScheduler) and sched.backend != "local_cwd":
+            # local_cwd runs in the current directory, as TorchX's; the others' workspaces
+            # (images, job_dir copies) are built by the CLI only so far.
+            raise NotImplementedError(
+                f"{scheduler}: workspaces from the Python API are not supported yet; use"
+                f" `torchx run --workspace {workspace} -s {scheduler} ...` or workspace=None"
+            )
 
     def scheduler_run_opts(self, scheduler: str) -> runopts:
         return self._scheduler(scheduler).run_opts()
@@ -238,7 +275,11 @@ class Runner:
         scheduler.delete(app_id)
 
     def describe(self, app_handle: AppHandle) -> Optional[AppDef]:
-        """The app as its scheduler knows it (``None`` if unknown)."""
+        """The app: as this runner submitted it, else as its scheduler knows it (``None`` if
+        unknown)."""
+        app = self._apps.get(app_handle)
+        if app is not None:
+            return app
         scheduler, _, app_id = self._scheduler_app_id(app_handle)
         desc = scheduler.describe(app_id)
         if desc is None:
@@ -261,7 +302,9 @@ class Runner:
         scheduler, _, app_id = self._scheduler_app_id(app_handle)
         if not scheduler.exists(app_id):
             raise UnknownAppException(app_handle)
-        return scheduler.log_iter(app_id, role_name, k, regex, since, until, should_tail, streams)
+        return scheduler.log_iter(
+            app_id, role_name, k, regex, since, until, should_tail, streams=streams
+        )
 
     def list(self, scheduler: str) -> List[ListAppResponse]:
         """The apps ``scheduler`` knows, with their handles."""

@@ -90,9 +90,17 @@ class RustScheduler(Scheduler[Mapping[str, Any]]):
         names = {o["name"] for o in self._opt_schema()}
         known = {k: v for k, v in cfg.items() if v is not None and k in names}
         handle = _rs().submit_dryrun(
-            self.backend, self.session_name, json.dumps(app_to_json(app)), json.dumps(known)
+            self.backend,
+            self.session_name,
+            json.dumps(app_to_json(app)),
+            json.dumps(known),
+            self._submit_cwd(app),
         )
         return AppDryRunInfo(RustRequest(handle), repr)
+
+    def _submit_cwd(self, app: AppDef) -> Optional[str]:
+        """The directory the job is submitted from (None: the current one)."""
+        return None
 
     def schedule(self, dryrun_info: AppDryRunInfo) -> str:
         request = dryrun_info.request

@@ -146,6 +146,53 @@ class DeviceMount:
 
 
 @dataclass
+class Workspace:
+    """Local project directories to mirror into a job (``{local_path: remote_subdir}``; an
+    empty subdir is the workspace root), as TorchX's ``specs.Workspace``."""
+
+    projects: Dict[str, str]
+
+    def __bool__(self) -> bool:
+        return bool(self.projects)
+
+    def __hash__(self) -> int:
+        return hash(frozenset(self.projects.items()))
+
+    def is_unmapped_single_project(self) -> bool:
+        """One project, copied to the workspace root."""
+        return len(self.projects) == 1 and not next(iter(self.projects.values()))
+
+    def merge_into(self, outdir: str) -> None:
+        """Copies each project into ``{outdir}/{remote_subdir}``."""
+        import pathlib
+        import shutil
+
+        for src, dst in self.projects.items():
+            target = pathlib.Path(outdir) / dst
+            if pathlib.Path(src).is_file():
+                shutil.copy2(src, target)
+            else:
+                shutil.copytree(src, target, dirs_exist_ok=True)
+
+    @staticmethod
+    def from_str(workspace: Optional[str]) -> "Workspace":
+        """``"path"`` (one project at the root) or a YAML mapping ``{path: subdir}``."""
+        if not workspace:
+            return Workspace({})
+        import yaml
+
+        projects = yaml.safe_load(workspace)
+        if isinstance(projects, str):
+            return Workspace({projects: ""})
+        return Workspace({str(k): "" if v is None else str(v) for k, v in projects.items()})
+
+    def __str__(self) -> str:
+        if self.is_unmapped_single_project():
+            return next(iter(self.projects))
+        return ";".join(k if not v else f"{k}:{v}" for k, v in self.projects.items())
+
+
+@dataclass
 class Role:
     """A set of identical replicas of one program (e.g. trainers, parameter servers)."""
 
@@ -163,6 +210,7 @@ class Role:
     port_map: Dict[str, int] = field(default_factory=dict)
     metadata: Dict[str, Any] = field(default_factory=dict)
     mounts: List[Union[BindMount, VolumeMount, DeviceMount]] = field(default_factory=list)
+    workspace: Optional[Workspace] = None
 
     def pre_proc(self, scheduler: str, dryrun_info: Any) -> Any:
         """A hook subclasses override to adjust a scheduler's request for this role; called

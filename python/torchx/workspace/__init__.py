@@ -1,0 +1,6 @@
+"""Workspaces (TorchX's ``torchx.workspace``): a scheduler that mixes in ``WorkspaceMixin``
+turns a role's local project directory into something its replicas run (an image, a copy)."""
+
+from torchx.workspace.api import WorkspaceMixin
+
+__all__ = ["WorkspaceMixin"]
