@@ -207,3 +207,64 @@ def test_the_documented_scheduler_skeleton_in_a_runner() -> None:  # block 17
     assert [a.app_handle for a in runner.list("my_backend")] == [handle]
     runner.cancel(handle)
     assert runner._scheduler("my_backend").cancelled == ["job-id-123"]
+
+
+def test_workspace_tracker_and_subcommand_extension_points() -> None:  # blocks 18-20
+    import argparse
+    from typing import Iterable
+
+    from torchx.cli.cmd_base import SubCommand
+    from torchx.tracker.api import Lineage, TrackerArtifact, TrackerBase, TrackerSource
+    from torchx.workspace import WorkspaceMixin
+
+    class MyWorkspaceMixin(WorkspaceMixin[None]):
+        def workspace_opts(self) -> runopts:
+            opts = runopts()
+            opts.add("artifact_store", type_=str, required=True, help="Remote artifact store URL")
+            return opts
+
+        def caching_build_workspace_and_update_role(
+            self, role: Role, cfg: Mapping[str, CfgVal], build_cache: dict[object, object]
+        ) -> None:
+            if not role.workspace:
+                return
+            role.image = f"{cfg['artifact_store']}/{role.name}"
+
+    role = Role(name="r", image="img", workspace=specs.Workspace.from_str("/src"))
+    MyWorkspaceMixin().build_workspaces([role], {"artifact_store": "s3://store"})
+    assert role.image == "s3://store/r"
+    assert MyWorkspaceMixin().workspace_opts().get("artifact_store").is_required
+
+    class MyTracker(TrackerBase):
+        def __init__(self, connection_str: str) -> None:
+            self._conn = connection_str
+
+        def add_artifact(self, run_id: str, name: str, path: str, metadata: Mapping[str, object] | None = None) -> None: ...
+        def add_metadata(self, run_id: str, **kwargs: object) -> None: ...
+        def add_source(self, run_id: str, source_id: str, artifact_name: str | None = None) -> None: ...
+        def artifacts(self, run_id: str) -> Mapping[str, TrackerArtifact]:
+            return {}
+        def metadata(self, run_id: str) -> Mapping[str, object]:
+            return {}
+        def sources(self, run_id: str, artifact_name: str | None = None) -> Iterable[TrackerSource]:
+            return []
+        def lineage(self, run_id: str) -> Lineage:
+            return Lineage()
+        def run_ids(self, **kwargs: str) -> Iterable[str]:
+            return []
+
+    assert MyTracker("conn").lineage("x") == Lineage()
+
+    class CmdMyTool(SubCommand):
+        def add_arguments(self, subparser: argparse.ArgumentParser) -> None:
+            subparser.add_argument("--config", type=str, help="Path to config file")
+            subparser.add_argument("app_id", type=str, help="Application handle")
+
+        def run(self, args: argparse.Namespace) -> None:
+            self.seen = f"Running my_tool on {args.app_id} with config={args.config}"
+
+    parser = argparse.ArgumentParser()
+    cmd = CmdMyTool()
+    cmd.add_arguments(parser)
+    cmd.run(parser.parse_args(["--config", "c.yaml", "local://s/a"]))
+    assert cmd.seen == "Running my_tool on local://s/a with config=c.yaml"

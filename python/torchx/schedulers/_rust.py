@@ -193,10 +193,3 @@ def _point_supervisor_at_torchx() -> None:
     found = find_torchx_bin()
     if found:
         os.environ["TORCHX_SUPERVISOR"] = found
-
-
-def create_scheduler(backend: str) -> Any:
-    def create(session_name: str, **kwargs: Any) -> RustScheduler:
-        return RustScheduler(backend, session_name, **kwargs)
-
-    return create

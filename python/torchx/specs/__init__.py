@@ -46,7 +46,6 @@ from torchx.specs._named_resources import (
     named_resources,
     resource,
 )
-from torchx.specs.builders import materialize_appdef
 
 __all__ = [
     "ALL",
@@ -100,4 +99,9 @@ def __getattr__(name: str) -> object:
         from torchx.specs import _named_resources
 
         return _named_resources.factories()
+    if name == "materialize_appdef":
+        # argparse, ast and the docstring parser load only when a component is materialized.
+        from torchx.specs.builders import materialize_appdef
+
+        return materialize_appdef
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

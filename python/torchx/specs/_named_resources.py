@@ -8,11 +8,8 @@ registration cannot replace a builtin: the builtin is kept and a warning names t
 
 from __future__ import annotations
 
-import difflib
-import importlib
 import os
 import threading
-import warnings
 from typing import Callable, Dict, Iterator, KeysView, Mapping, Optional
 
 from torchx.specs.api import NULL_RESOURCE, Resource
@@ -48,6 +45,8 @@ def _current() -> Mapping[str, ResourceFactory]:
 def _load() -> Dict[str, ResourceFactory]:
     from torchx.specs import named_resources_aws, named_resources_generic
 
+    import warnings
+
     table: Dict[str, ResourceFactory] = {
         **named_resources_generic.NAMED_RESOURCES,
         **named_resources_aws.NAMED_RESOURCES,
@@ -70,6 +69,8 @@ def _load() -> Dict[str, ResourceFactory]:
 def _registered() -> Iterator[tuple[str, Mapping[str, ResourceFactory]]]:
     custom = os.environ.get("TORCHX_CUSTOM_NAMED_RESOURCES")
     if custom:
+        import importlib
+
         module = importlib.import_module(custom)
         yield f"$TORCHX_CUSTOM_NAMED_RESOURCES={custom}", getattr(module, "NAMED_RESOURCES", {})
     from torchx.util.entrypoints import load_group
@@ -86,6 +87,8 @@ class _NamedResourcesLibrary:
         table = _current()
         if key in table:
             return table[key]()
+        import difflib
+
         matches = difflib.get_close_matches(key, table.keys(), n=1)
         if matches:
             hint = f"Did you mean `{matches[0]}`?"
