@@ -132,6 +132,23 @@ fn configured_trackers() -> PyResult<Vec<(String, Option<String>)>> {
     Ok(torchx::tracker::configured(&config))
 }
 
+/// A config section: its name and `(key, value)` pairs.
+type IniSection = (String, Vec<(String, String)>);
+
+/// `.torchxconfig` text parsed as the CLI parses it (configparser semantics, case-sensitive
+/// keys): `[(section, [(key, value)])]` in file order, `[DEFAULT]` keys merged into every
+/// section. ValueError naming `origin` and the line for malformed text.
+#[pyfunction]
+fn parse_ini(text: &str, origin: &str) -> PyResult<Vec<IniSection>> {
+    let ini = torchx::config::parse_ini(text, origin).map_err(value_error)?;
+    Ok(ini
+        .sections
+        .iter()
+        .filter(|(name, _)| name != "DEFAULT")
+        .map(|(name, _)| (name.clone(), ini.section(name).unwrap_or_default()))
+        .collect())
+}
+
 /// The builtin components' names (`dist.ddp`, `utils.echo`, ...).
 #[pyfunction]
 fn builtin_component_names() -> Vec<String> {
@@ -166,6 +183,7 @@ fn _rs(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(torch_debug_flags, m)?)?;
     m.add_function(wrap_pyfunction!(builtin_component_names, m)?)?;
     m.add_function(wrap_pyfunction!(configured_trackers, m)?)?;
+    m.add_function(wrap_pyfunction!(parse_ini, m)?)?;
     m.add_function(wrap_pyfunction!(schedulers::scheduler_backends, m)?)?;
     m.add_function(wrap_pyfunction!(schedulers::run_opts, m)?)?;
     m.add_function(wrap_pyfunction!(schedulers::resolve_cfg, m)?)?;

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::components::{
-    all_components_with, find_component_with, Component, ComponentEnv, ComponentRef,
+    all_components_with, find_component_with, Component, ComponentEnv, ComponentRef, PythonOutcome,
 };
 use crate::config::TorchxConfig;
 use crate::error::{Error, Result};
@@ -304,6 +304,17 @@ impl Runner {
                 match c.materialize(args, &defaults, &env)? {
                     Some(app) => Ok(ComponentOutcome::Done(app)),
                     None => Ok(ComponentOutcome::Help(c.help(&defaults))),
+                }
+            }
+            ComponentRef::Python(c) => {
+                let defaults = self
+                    .config
+                    .component_defaults()?
+                    .remove(component)
+                    .unwrap_or_default();
+                match c.materialize(args, &defaults)? {
+                    PythonOutcome::App(app) => Ok(ComponentOutcome::Done(app)),
+                    PythonOutcome::Help(h) => Ok(ComponentOutcome::Help(h)),
                 }
             }
         }

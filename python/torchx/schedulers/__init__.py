@@ -7,6 +7,10 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, Mapping
 
+from torchx.schedulers.api import Scheduler
+
+__all__ = ["Scheduler", "SchedulerFactory", "get_default_scheduler_name", "get_scheduler_factories"]
+
 SchedulerFactory = Callable[..., Any]
 
 # TorchX's order (its first is its default) and modules.

@@ -12,10 +12,17 @@ use crate::output::print_json;
 pub fn builtins(a: BuiltinsArgs) -> Result<i32> {
     let runner = super::runner()?;
     if let Some(name) = a.print {
-        let ComponentRef::Component(c) = runner.find_component(&name)? else {
-            return Err(Error::arg(format!(
-                "`{name}` is an AppDef file, not a component"
-            )));
+        let c = match runner.find_component(&name)? {
+            ComponentRef::Component(c) => c,
+            ComponentRef::Python(c) => {
+                print!("{}", c.source()?);
+                return Ok(exit_codes::OK);
+            }
+            ComponentRef::AppFile(_) => {
+                return Err(Error::arg(format!(
+                    "`{name}` is an AppDef file, not a component"
+                )))
+            }
         };
         print!("{}", c.help(&Default::default()));
         // The AppDef with default arguments, when the component has no required parameters.

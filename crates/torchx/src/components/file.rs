@@ -60,7 +60,7 @@ pub fn load_file_component(path: &str, func: &str, full_name: &str) -> Result<Co
         .any(|e| path.ends_with(e))
     {
         return Err(Error::arg(format!(
-            "component file `{path}` must end in .toml, .yaml, .yml or .json (Python component files are not supported)"
+            "component file `{path}` must end in .py, .toml, .yaml, .yml or .json"
         )));
     }
     let doc = parse_doc(path, &read(path)?)?;

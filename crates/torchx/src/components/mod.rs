@@ -10,6 +10,7 @@
 
 mod builtins;
 mod file;
+mod python;
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -20,6 +21,7 @@ use crate::specs::{AppDef, Resource};
 
 pub use builtins::{builtin_names, parse_nnodes, Nnodes, DEBUG_FLAGS};
 pub use file::{load_app_file, load_component_dir, load_file_component};
+pub use python::{PythonComponent, PythonOutcome};
 
 /// A parameter's type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -571,6 +573,8 @@ pub enum ComponentRef {
     Component(Component),
     /// A declarative AppDef file (`./app.yaml`, `./app.json`).
     AppFile(AppDef),
+    /// A function in a Python file (`./my_component.py:train`), evaluated by Python.
+    Python(PythonComponent),
 }
 
 /// Finds a component: `path:name` is a component in a YAML/TOML file, a `.yaml`/`.yml`/`.json`
@@ -622,6 +626,9 @@ pub fn find_component_with(
     registered: &[Component],
     dirs: &[std::path::PathBuf],
 ) -> Result<ComponentRef> {
+    if let Some(python) = PythonComponent::parse(name) {
+        return Ok(ComponentRef::Python(python));
+    }
     if let Some((path, func)) = name.rsplit_once(':') {
         return load_file_component(path, func, name).map(ComponentRef::Component);
     }

@@ -1,0 +1,291 @@
+//! Python component files (`torchx run ./my_component.py:train --lr 0.1`), evaluated as TorchX
+//! evaluates them: by a Python interpreter that has the `torchx` package (this project's), which
+//! executes the file, checks the function like TorchX's linter, parses the arguments from its
+//! annotations and docstring, calls it and hands back the AppDef as JSON. Everything after that
+//! is the Rust path.
+//!
+//! The interpreter: `$TORCHX_PYTHON`, else the `python3` installed next to this binary (the
+//! environment `pip install` put `torchx` in), else `python3` on `PATH`. The exchange is one
+//! JSON document each way (`torchx.cli._component`): the request on stdin, the result
+//! (`{"app": ...}`, `{"help": ...}` or `{"error": {"kind", "message"}}`) on stdout.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use serde_json::{json, Value};
+
+use crate::error::{Error, Result};
+use crate::specs::AppDef;
+
+/// The module the interpreter runs.
+const BRIDGE: &str = "torchx.cli._component";
+
+/// A function in a Python file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PythonComponent {
+    /// The file, as given (relative to the current directory or absolute).
+    pub path: String,
+    /// The function's name.
+    pub function: String,
+}
+
+/// What evaluating a Python component gave.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PythonOutcome {
+    /// The AppDef the function returned.
+    App(AppDef),
+    /// `--help` was asked: the help text.
+    Help(String),
+}
+
+impl PythonComponent {
+    /// `path.py:function`, or None when `name` does not name a Python file's function.
+    pub fn parse(name: &str) -> Option<PythonComponent> {
+        let (path, function) = name.rsplit_once(':')?;
+        path.ends_with(".py").then(|| PythonComponent {
+            path: path.to_string(),
+            function: function.to_string(),
+        })
+    }
+
+    /// `path:function`.
+    pub fn name(&self) -> String {
+        format!("{}:{}", self.path, self.function)
+    }
+
+    /// Evaluates the component for the command-line `args`, with `defaults` (text, from
+    /// `[component:<name>]`) replacing the function's declared defaults.
+    pub fn materialize(
+        &self,
+        args: &[String],
+        defaults: &BTreeMap<String, String>,
+    ) -> Result<PythonOutcome> {
+        let result = self.call("materialize", args, defaults)?;
+        self.outcome(result)
+    }
+
+    /// The function's source (what `torchx builtins --print` shows).
+    pub fn source(&self) -> Result<String> {
+        let result = self.call("source", &[], &BTreeMap::new())?;
+        match result.get("source").and_then(Value::as_str) {
+            Some(text) => Ok(text.to_string()),
+            None => self
+                .outcome(result)
+                .and_then(|_| Err(Error::backend("python", "the bridge returned no source"))),
+        }
+    }
+
+    fn call(
+        &self,
+        action: &str,
+        args: &[String],
+        defaults: &BTreeMap<String, String>,
+    ) -> Result<Value> {
+        if self.function.is_empty() || !is_identifier(&self.function) {
+            return Err(Error::arg(format!(
+                "`{}` is not of the form `path.py:function_name`",
+                self.name()
+            )));
+        }
+        if !Path::new(&self.path).is_file() {
+            return Err(Error::not_found(
+                "component file",
+                &self.path,
+                format!(" (for `{}`)", self.name()),
+            ));
+        }
+        let request = json!({
+            "action": action,
+            "path": self.path,
+            "function": self.function,
+            "args": args,
+            "defaults": defaults,
+        });
+        evaluate(&request.to_string(), &self.name())
+    }
+
+    fn outcome(&self, result: Value) -> Result<PythonOutcome> {
+        if let Some(help) = result.get("help").and_then(Value::as_str) {
+            return Ok(PythonOutcome::Help(help.to_string()));
+        }
+        if let Some(app) = result.get("app") {
+            let app: AppDef = serde_json::from_value(app.clone()).map_err(|e| {
+                Error::spec(format!(
+                    "{}: the AppDef it returned cannot be used: {e}",
+                    self.name()
+                ))
+            })?;
+            return Ok(PythonOutcome::App(app));
+        }
+        let error = result.get("error").cloned().unwrap_or(Value::Null);
+        let raw = error["message"]
+            .as_str()
+            .unwrap_or("(no message)")
+            .trim_end();
+        let message = format!("{}: {raw}", self.name());
+        Err(match error["kind"].as_str() {
+            Some("not_found") => Error::not_found("component", self.name(), format!(": {raw}")),
+            Some("invalid_spec") => Error::spec(message),
+            _ => Error::arg(message),
+        })
+    }
+}
+
+fn is_identifier(s: &str) -> bool {
+    let mut chars = s.chars();
+    matches!(chars.next(), Some(c) if c == '_' || c.is_alphabetic())
+        && chars.all(|c| c == '_' || c.is_alphanumeric())
+}
+
+/// The interpreters to try, in order, each with how it was found.
+fn candidates() -> Vec<(PathBuf, String)> {
+    if let Some(p) = std::env::var_os("TORCHX_PYTHON") {
+        return vec![(
+            PathBuf::from(&p),
+            format!("$TORCHX_PYTHON={}", p.to_string_lossy()),
+        )];
+    }
+    let mut out = Vec::new();
+    if let Some(dir) = std::env::current_exe()
+        .ok()
+        .and_then(|e| e.parent().map(Path::to_path_buf))
+    {
+        for name in ["python3", "python"] {
+            let p = dir.join(name);
+            if p.is_file() {
+                out.push((p.clone(), format!("{} (next to this torchx)", p.display())));
+                break;
+            }
+        }
+    }
+    out.push((PathBuf::from("python3"), "python3 on PATH".to_string()));
+    out
+}
+
+/// Runs the bridge with `request` on the first interpreter that has this project's `torchx`.
+fn evaluate(request: &str, component: &str) -> Result<Value> {
+    let mut tried = Vec::new();
+    for (python, how) in candidates() {
+        match run_bridge(&python, request) {
+            Ok(value) => return Ok(value),
+            Err(Attempt::Unusable(why)) => tried.push(format!("{how}: {why}")),
+            Err(Attempt::Failed(e)) => return Err(e),
+        }
+    }
+    Err(Error::not_found(
+        "Python interpreter",
+        "with the torchx package",
+        format!(
+            " (to evaluate {component}); tried {}. Install this project's package \
+             (`pip install torchx-rs`) in the Python you use, or set TORCHX_PYTHON to such an \
+             interpreter",
+            tried.join("; ")
+        ),
+    ))
+}
+
+enum Attempt {
+    /// This interpreter cannot evaluate components; try the next.
+    Unusable(String),
+    /// It could, and the evaluation failed.
+    Failed(Error),
+}
+
+fn run_bridge(python: &Path, request: &str) -> std::result::Result<Value, Attempt> {
+    let mut child = match Command::new(python)
+        .args(["-m", BRIDGE])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+    {
+        Ok(c) => c,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(Attempt::Unusable("not found".into()))
+        }
+        Err(e) => return Err(Attempt::Unusable(e.to_string())),
+    };
+    // The request is small; the bridge reads it whole before writing anything.
+    if let Some(mut stdin) = child.stdin.take() {
+        if let Err(e) = stdin.write_all(request.as_bytes()) {
+            // A bridge that exits at once (no torchx) closes its stdin: judged by its output.
+            if e.kind() != std::io::ErrorKind::BrokenPipe {
+                return Err(Attempt::Failed(Error::io(
+                    format!("writing to {}", python.display()),
+                    e,
+                )));
+            }
+        }
+    }
+    let out = child
+        .wait_with_output()
+        .map_err(|e| Attempt::Failed(Error::io(format!("waiting for {}", python.display()), e)))?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    match serde_json::from_slice::<Value>(&out.stdout) {
+        Ok(value) if value.is_object() => {
+            // What the component printed while it ran goes where the user sees it.
+            if !stderr.is_empty() {
+                eprint!("{stderr}");
+            }
+            Ok(value)
+        }
+        _ if stderr.contains("No module named 'torchx'") => {
+            Err(Attempt::Unusable("has no torchx package".into()))
+        }
+        _ if stderr.contains(&format!("No module named '{BRIDGE}'"))
+            || stderr.contains("No module named 'torchx.cli") =>
+        {
+            Err(Attempt::Unusable(
+                "its torchx is not this project's (upstream TorchX?)".into(),
+            ))
+        }
+        _ => Err(Attempt::Failed(Error::backend(
+            "python",
+            format!(
+                "{} -m {BRIDGE} exited with {} without a result: {}",
+                python.display(),
+                out.status,
+                stderr.trim()
+            ),
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_py_files_are_python_components() {
+        assert_eq!(
+            PythonComponent::parse("./c.py:train"),
+            Some(PythonComponent {
+                path: "./c.py".into(),
+                function: "train".into()
+            })
+        );
+        assert_eq!(PythonComponent::parse("c.toml:train"), None);
+        assert_eq!(PythonComponent::parse("dist.ddp"), None);
+        assert!(!is_identifier("a-b") && !is_identifier("1a") && is_identifier("_train2"));
+    }
+
+    #[test]
+    fn results_map_to_error_kinds() {
+        let c = PythonComponent::parse("c.py:f").unwrap();
+        let err = |kind: &str| {
+            c.outcome(json!({"error": {"kind": kind, "message": "boom"}}))
+                .unwrap_err()
+                .kind()
+        };
+        use crate::error::ErrorKind;
+        assert_eq!(err("not_found"), ErrorKind::NotFound);
+        assert_eq!(err("invalid_spec"), ErrorKind::InvalidSpec);
+        assert_eq!(err("invalid_argument"), ErrorKind::InvalidArgument);
+        assert_eq!(
+            c.outcome(json!({"help": "usage"})).unwrap(),
+            PythonOutcome::Help("usage".into())
+        );
+    }
+}

@@ -1,0 +1,180 @@
+"""``torchx run ./my_component.py:fn`` with the native CLI: the component is evaluated by the
+Python that has this package (``$TORCHX_PYTHON``, else the one installed next to ``torchx``,
+else ``python3`` on PATH), then run, dry-run or described by the Rust core."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Dict, Optional
+
+import pytest
+
+COMPONENT = textwrap.dedent('''
+    import torchx.specs as specs
+    from typing import Dict, List, Optional
+
+
+    def greet(
+        *script_args: str,
+        user: str = "world",
+        times: int = 1,
+        loud: bool = False,
+        tags: Optional[List[str]] = None,
+        env: Optional[Dict[str, str]] = None,
+        h: str = "cpu.small",
+    ) -> specs.AppDef:
+        """Greets someone.
+
+        Says hello a number of times.
+
+        Args:
+            script_args: extra words
+            user: who to greet
+            times: how many greetings
+            loud: shout
+            tags: labels for the job
+            env: extra environment
+            h: host type
+        """
+        word = "HELLO" if loud else "hello"
+        text = " ".join([word, user] * times + list(script_args))
+        return specs.AppDef(
+            name="greet",
+            roles=[
+                specs.Role(
+                    name="greeter",
+                    image="/tmp",
+                    entrypoint="echo",
+                    args=[text],
+                    env=env or {},
+                    resource=specs.resource(h=h),
+                    metadata={"tags": ",".join(tags or [])},
+                )
+            ],
+        )
+
+
+    def needs_name(name: str) -> specs.AppDef:
+        """Args:
+            name: required
+        """
+        return specs.AppDef(name=name, roles=[specs.Role(name="r", image="x", entrypoint="true")])
+
+
+    def untyped(x) -> specs.AppDef:
+        return specs.AppDef(name="x")
+
+
+    def raises(n: int = 1) -> specs.AppDef:
+        raise ValueError(f"bad n={n}")
+
+
+    def not_an_app() -> specs.AppDef:
+        return 42
+''')
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    (tmp_path / "my_component.py").write_text(COMPONENT)
+    return tmp_path
+
+
+def _torchx(torchx_bin: str, cwd: Path, *args: str, env: Optional[Dict[str, str]] = None) -> subprocess.CompletedProcess:
+    full_env = {**os.environ, "TORCHX_PYTHON": sys.executable, **(env or {})}
+    full_env.pop("RUST_BACKTRACE", None)
+    return subprocess.run(
+        [torchx_bin, *args], cwd=cwd, env=full_env, capture_output=True, text=True, timeout=120
+    )
+
+
+def test_run_a_python_component_on_local_cwd(torchx_bin: str, project: Path) -> None:
+    done = _torchx(
+        torchx_bin, project, "run", "--scheduler", "local_cwd", "./my_component.py:greet",
+        "--user", "your name", "--times", "2", "--loud", "True", "--", "and", "bye",
+    )
+    assert done.returncode == 0, done.stderr
+    handle = done.stdout.strip().splitlines()[-1]
+    assert handle.startswith("local_cwd://")
+    log = _torchx(torchx_bin, project, "log", handle)
+    assert "HELLO your name HELLO your name and bye" in log.stdout, log.stderr
+
+
+def test_dryrun_shows_the_typed_arguments(torchx_bin: str, project: Path) -> None:
+    done = _torchx(
+        torchx_bin, project, "run", "--dryrun", "-s", "local_cwd", f"{project}/my_component.py:greet",
+        "--tags", "a,b", "--env", "A=1,B=2", "-h", "cpu.nano",
+    )
+    assert done.returncode == 0, done.stderr
+    assert "hello world" in done.stdout and "A" in done.stdout
+
+
+def test_help_comes_from_the_docstring(torchx_bin: str, project: Path) -> None:
+    for args in (["run", "./my_component.py:greet", "--help"], ["run", "--dryrun", "./my_component.py:greet", "--help"]):
+        done = _torchx(torchx_bin, project, *args)
+        assert done.returncode == 0, done.stderr
+        assert "Greets someone." in done.stdout
+        assert "who to greet (default: world)" in done.stdout
+
+
+def test_component_defaults_from_torchxconfig(torchx_bin: str, project: Path) -> None:
+    (project / ".torchxconfig").write_text("[component:./my_component.py:greet]\nuser = config user\n")
+    done = _torchx(torchx_bin, project, "run", "--dryrun", "-s", "local_cwd", "./my_component.py:greet")
+    assert done.returncode == 0, done.stderr
+    assert "hello config user" in done.stdout
+
+
+def test_builtins_print_shows_the_source(torchx_bin: str, project: Path) -> None:
+    done = _torchx(torchx_bin, project, "builtins", "--print", "./my_component.py:needs_name")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("def needs_name(name: str) -> specs.AppDef:")
+
+
+@pytest.mark.parametrize(
+    "args, code, message",
+    [
+        (["./my_component.py:needs_name"], 2, "the following arguments are required: --name"),
+        (["./my_component.py:greet", "--times", "x"], 2, "argument --times: invalid int value: 'x'"),
+        (["./my_component.py:untyped"], 2, "Arg x missing type annotation"),
+        (["./my_component.py:raises"], 2, "the component raised ValueError: bad n=1"),
+        (["./my_component.py:not_an_app"], 2, "returned int, not an AppDef"),
+        (["./my_component.py:nope"], 4, "Function nope does not exist in file ./my_component.py"),
+        (["./missing.py:greet"], 4, "component file `./missing.py` not found"),
+        (["./my_component.py:1bad"], 2, "is not of the form `path.py:function_name`"),
+    ],
+)
+def test_bad_components_and_arguments(
+    torchx_bin: str, project: Path, args: list, code: int, message: str
+) -> None:
+    done = _torchx(torchx_bin, project, "run", "--dryrun", "-s", "local_cwd", *args)
+    assert done.returncode == code, (done.returncode, done.stderr)
+    assert message in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_a_python_without_the_package_is_named(torchx_bin: str, project: Path, tmp_path: Path) -> None:
+    bare = tmp_path / "bare-venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True)
+    done = _torchx(
+        torchx_bin, project, "run", "--dryrun", "./my_component.py:greet",
+        env={"TORCHX_PYTHON": str(bare / "bin" / "python3")},
+    )
+    assert done.returncode == 4, done.stderr
+    assert f"$TORCHX_PYTHON={bare}/bin/python3: has no torchx package" in done.stderr
+
+
+def test_the_installed_torchx_finds_its_own_python(project: Path) -> None:
+    installed = Path(sys.executable).parent / "torchx"
+    if not installed.exists():
+        pytest.skip("the torchx-rs-cli wheel is not installed next to this Python")
+    env = {k: v for k, v in os.environ.items() if k != "TORCHX_PYTHON"}
+    env["PATH"] = "/usr/bin:/bin"  # no other python3 with the package on PATH
+    done = subprocess.run(
+        [str(installed), "run", "--dryrun", "-s", "local_cwd", "./my_component.py:greet"],
+        cwd=project, env=env, capture_output=True, text=True, timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "hello world" in done.stdout

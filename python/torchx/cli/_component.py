@@ -1,0 +1,96 @@
+"""The bridge the native ``torchx`` CLI runs to evaluate a Python component file
+(``torchx run ./my_component.py:train ...``): ``python -m torchx.cli._component``.
+
+Reads one JSON request on stdin (``path``, ``function``, ``args``, ``defaults`` and an
+optional ``action``: ``materialize`` (default) or ``source``) and writes one JSON result on
+stdout: ``{"app": <AppDef in the core's shape>}``, ``{"help": text}``, ``{"source": text}``
+or ``{"error": {"kind": ..., "message": ...}}``. Whatever the component prints goes to
+stderr, so stdout carries only the result."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import sys
+import traceback
+from typing import Any, Dict
+
+
+def _error(kind: str, message: str) -> Dict[str, Any]:
+    return {"error": {"kind": kind, "message": message}}
+
+
+def _evaluate(request: Dict[str, Any]) -> Dict[str, Any]:
+    from torchx.specs import AppDef
+    from torchx.specs.finder import (
+        ComponentNotFoundException,
+        ComponentValidationException,
+        get_component,
+    )
+
+    name = f"{request['path']}:{request['function']}"
+    try:
+        component = get_component(name)
+    except ComponentNotFoundException as e:
+        return _error("not_found", str(e))
+    except ComponentValidationException as e:
+        return _error("invalid_spec", str(e))
+    except SyntaxError as e:
+        return _error("invalid_spec", f"{e.msg} (line {e.lineno})")
+    except Exception as e:  # the file raised while it was executed
+        return _error("invalid_spec", f"executing the file raised {_describe(e)}")
+
+    if request.get("action") == "source":
+        import inspect
+
+        return {"source": inspect.getsource(component.fn)}
+
+    from torchx.specs._json import app_to_json
+    from torchx.specs.builders import materialize_appdef
+
+    args = [str(a) for a in request.get("args", [])]
+    defaults = {str(k): str(v) for k, v in request.get("defaults", {}).items()}
+    out, err = io.StringIO(), io.StringIO()
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            app = materialize_appdef(component.fn, args, defaults)
+    except SystemExit as e:
+        if e.code in (0, None):  # --help
+            return {"help": out.getvalue()}
+        sys.stderr.write(out.getvalue())
+        return _error("invalid_argument", err.getvalue().strip() or f"exited with {e.code}")
+    except Exception as e:
+        sys.stderr.write(out.getvalue() + err.getvalue())
+        return _error("invalid_argument", f"the component raised {_describe(e)}")
+    sys.stderr.write(out.getvalue() + err.getvalue())
+    if not isinstance(app, AppDef):
+        return _error(
+            "invalid_spec", f"returned {type(app).__name__}, not an AppDef"
+        )
+    try:
+        return {"app": app_to_json(app)}
+    except (TypeError, ValueError) as e:
+        return _error("invalid_spec", f"the AppDef it returned is invalid: {e}")
+
+
+def _describe(e: BaseException) -> str:
+    frames = traceback.extract_tb(e.__traceback__)
+    where = f" at {frames[-1].filename}:{frames[-1].lineno}" if frames else ""
+    return f"{type(e).__name__}: {e}{where}"
+
+
+def main() -> int:
+    try:
+        request = json.load(sys.stdin)
+    except ValueError as e:
+        result = _error("invalid_argument", f"bad request from the torchx CLI: {e}")
+    else:
+        result = _evaluate(request)
+    sys.stdout.write(json.dumps(result))
+    sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
