@@ -9,11 +9,8 @@ stderr, so stdout carries only the result."""
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import sys
-import traceback
 from typing import Any, Dict
 
 
@@ -49,6 +46,9 @@ def _evaluate(request: Dict[str, Any]) -> Dict[str, Any]:
     from torchx.specs._json import app_to_json
     from torchx.specs.builders import materialize_appdef
 
+    import contextlib
+    import io
+
     args = [str(a) for a in request.get("args", [])]
     defaults = {str(k): str(v) for k, v in request.get("defaults", {}).items()}
     out, err = io.StringIO(), io.StringIO()
@@ -75,6 +75,8 @@ def _evaluate(request: Dict[str, Any]) -> Dict[str, Any]:
 
 
 def _describe(e: BaseException) -> str:
+    import traceback
+
     frames = traceback.extract_tb(e.__traceback__)
     where = f" at {frames[-1].filename}:{frames[-1].lineno}" if frames else ""
     return f"{type(e).__name__}: {e}{where}"

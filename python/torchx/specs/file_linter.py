@@ -41,6 +41,71 @@ class TorchXArgumentHelpFormatter(
         return text + f" (default: {action.default})"
 
 
+# Google-style section titles; the ones that list parameters come first.
+_ARG_SECTIONS = ("Args", "Arguments", "Parameters", "Params")
+_SECTIONS = _ARG_SECTIONS + (
+    "Attributes", "Example", "Examples", "Except", "Exceptions", "Note", "Notes",
+    "Raises", "Return", "Returns", "See Also", "Todo", "Warning", "Warnings", "Yield", "Yields",
+)
+
+
+def _parse_google_docstring(doc: str) -> Tuple[str, str, Dict[str, str]]:
+    """``(short description, long description, {param: description})`` of a cleaned
+    Google-style docstring: the description is what precedes the first section title
+    (``Args:``, ``Returns:``, ...), its first line the short one; each ``name (type): text``
+    entry of an ``Args:`` section, with its more-indented continuation lines, describes a
+    parameter."""
+    lines = doc.splitlines()
+    first_section = next(
+        (i for i, line in enumerate(lines) if line.strip().rstrip(":") in _SECTIONS
+         and line.strip().endswith(":")),
+        len(lines),
+    )
+    description = "\n".join(lines[:first_section]).strip()
+    short, _, long = description.partition("\n")
+    params: Dict[str, str] = {}
+    i = first_section
+    while i < len(lines):
+        title = lines[i].strip().rstrip(":")
+        i += 1
+        body: List[str] = []
+        while i < len(lines) and not (
+            lines[i].strip().rstrip(":") in _SECTIONS and lines[i].strip().endswith(":")
+        ):
+            body.append(lines[i])
+            i += 1
+        if title in _ARG_SECTIONS:
+            params.update(_parse_args_section(body))
+    return short.strip(), long.strip(), params
+
+
+def _parse_args_section(body: List[str]) -> Dict[str, str]:
+    entries = [line for line in body if line.strip()]
+    if not entries:
+        return {}
+    indent = min(len(line) - len(line.lstrip()) for line in entries)
+    params: Dict[str, str] = {}
+    name: Optional[str] = None
+    text: List[str] = []
+
+    def flush() -> None:
+        if name is not None:
+            params[name] = inspect.cleandoc("\n".join(text)).strip()
+
+    for line in body:
+        stripped = line.strip()
+        at_entry = stripped and len(line) - len(line.lstrip()) == indent and ":" in stripped
+        if at_entry:
+            flush()
+            head, _, rest = stripped.partition(":")
+            name = head.split("(", 1)[0].strip().lstrip("*")
+            text = [rest.strip()]
+        elif name is not None:
+            text.append(line)
+    flush()
+    return params
+
+
 def get_fn_docstring(fn: Callable[..., object]) -> Tuple[str, Dict[str, str]]:
     """``(description, {parameter: description})`` from ``fn``'s Google-style docstring.
     Without a docstring the description is the function's name and a tip; a parameter the
@@ -53,16 +118,13 @@ def get_fn_docstring(fn: Callable[..., object]) -> Tuple[str, Dict[str, str]]:
     doc = inspect.getdoc(fn)
     if not doc:
         return default_description, arg_descriptions
-
-    from docstring_parser import parse
-
-    parsed = parse(doc)
-    for param in parsed.params:
-        if param.description is not None:
-            arg_descriptions[param.arg_name] = param.description
-    description = parsed.short_description or default_description
-    if parsed.long_description:
-        description += "\n" + parsed.long_description
+    short, long, params = _parse_google_docstring(doc)
+    for name, text in params.items():
+        if name in arg_descriptions and text:
+            arg_descriptions[name] = text
+    description = short or default_description
+    if long:
+        description += "\n" + long
     return description, arg_descriptions
 
 

@@ -5,13 +5,9 @@ component files (``path/to/file.py:fn``)."""
 from __future__ import annotations
 
 import abc
-import importlib
 import inspect
-import logging
 import os
-import pkgutil
 from dataclasses import dataclass
-from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable, Dict, Iterator, List, Optional, Union
 
@@ -19,9 +15,6 @@ from torchx.specs.api import AppDef
 from torchx.specs.file_linter import get_fn_docstring, validate
 from torchx.util import entrypoints
 from torchx.util.io import read_conf_file
-
-logger: logging.Logger = logging.getLogger(__name__)
-
 
 class ComponentValidationException(Exception):
     pass
@@ -69,7 +62,11 @@ def module_relname(module: ModuleType, relative_to: ModuleType) -> str:
 
 
 def _import(module: Union[str, ModuleType]) -> ModuleType:
-    return importlib.import_module(module) if isinstance(module, str) else module
+    if isinstance(module, str):
+        import importlib
+
+        return importlib.import_module(module)
+    return module
 
 
 class ModuleComponentsFinder(ComponentsFinder):
@@ -85,6 +82,8 @@ class ModuleComponentsFinder(ComponentsFinder):
         if not is_namespace_package(module):
             yield module
         if is_package(module):
+            import pkgutil
+
             for info in pkgutil.iter_modules(module.__path__, prefix=f"{module.__name__}."):
                 if info.name.rpartition(".")[2].startswith("_"):
                     continue  # private helpers, not components
@@ -193,7 +192,7 @@ def _find_custom_components(name: str) -> Dict[str, _Component]:
         raise ValueError(
             f"Invalid custom component: {name}, valid template : `FILEPATH`:`FUNCTION_NAME`"
         )
-    if not Path(filepath).is_file():
+    if not os.path.isfile(filepath):
         raise ComponentNotFoundException(f"Component file `{filepath}` does not exist")
     return {c.name: c for c in CustomComponentsFinder(filepath, fn_name).find()}
 

@@ -194,8 +194,9 @@ enum Attempt {
 }
 
 fn run_bridge(python: &Path, request: &str) -> std::result::Result<Value, Attempt> {
+    // `-c` rather than `-m`: runpy's imports would cost a few milliseconds per command.
     let mut child = match Command::new(python)
-        .args(["-m", BRIDGE])
+        .args(["-c", &format!("import sys; from {BRIDGE} import main; sys.exit(main())")])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -244,7 +245,7 @@ fn run_bridge(python: &Path, request: &str) -> std::result::Result<Value, Attemp
         _ => Err(Attempt::Failed(Error::backend(
             "python",
             format!(
-                "{} -m {BRIDGE} exited with {} without a result: {}",
+                "{} (running {BRIDGE}) exited with {} without a result: {}",
                 python.display(),
                 out.status,
                 stderr.trim()
