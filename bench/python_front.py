@@ -8,7 +8,8 @@ Needs a venv with this project's package (`scripts/test.sh` makes `.venv-test`) 
 of wall time for: `python -c pass`, `python -c 'import torchx.specs'`, and a script doing
 `get_runner().dryrun_component("dist.ddp", ["--script", "t.py", "-j", "2x2"],
 scheduler="slurm", cfg={"partition": "x"})` (ours pins `slurm_version`, which TorchX lacks,
-so neither asks a cluster).
+so neither asks a cluster); and the `torchx` command: `torchx run --dryrun -s local_cwd` of a
+Python component file (`./comp.py:greet`) and of the builtin `utils.echo`.
 """
 
 import argparse
@@ -26,6 +27,23 @@ info = get_runner().dryrun_component(
     "dist.ddp", ["--script", "t.py", "-j", "2x2"], scheduler="slurm", cfg=cfg)
 assert "#SBATCH" in repr(info) or "sbatch" in repr(info), repr(info)[:200]
 """
+
+
+COMPONENT = '''
+import torchx.specs as specs
+
+
+def greet(user: str = "world") -> specs.AppDef:
+    """Greets someone.
+
+    Args:
+        user: who to greet
+    """
+    return specs.AppDef(
+        name="greet",
+        roles=[specs.Role(name="greeter", image="/tmp", entrypoint="echo", args=["hello", user])],
+    )
+'''
 
 
 def median_ms(cmd, runs, env, cwd):
@@ -68,11 +86,27 @@ def main():
          ["-c", DRYRUN.format(extra=', "slurm_version": "24.11"')],
          ["-c", DRYRUN.format(extra="")]),
     ]
+    with open(os.path.join(tmp, "comp.py"), "w") as f:
+        f.write(COMPONENT)
+    ours_cli = os.path.join(os.path.dirname(ours), "torchx")
+    theirs_cli = os.path.join(os.path.dirname(theirs), "torchx")
+    dryrun = ["run", "--dryrun", "-s", "local_cwd"]
+    commands = [
+        ("`torchx run --dryrun -s local_cwd ./comp.py:greet` (a Python component file)",
+         [ours_cli, *dryrun, "./comp.py:greet"], [theirs_cli, *dryrun, "./comp.py:greet"]),
+        ("`torchx run --dryrun -s local_cwd utils.echo --msg hi` (a builtin)",
+         [ours_cli, *dryrun, "utils.echo", "--msg", "hi"],
+         [theirs_cli, *dryrun, "utils.echo", "--msg", "hi"]),
+    ]
     print("| what | ours (ms) | Python TorchX 0.7.0 (ms) | speed-up |")
     print("|---|---|---|---|")
     for what, our_args, their_args in rows:
         o = median_ms([ours, *our_args], a.runs, env, tmp)
         t = median_ms([theirs, *their_args], a.runs, env, tmp)
+        print(f"| {what} | {o:.1f} | {t:.1f} | {t / o:.1f}× |")
+    for what, our_cmd, their_cmd in commands:
+        o = median_ms(our_cmd, a.runs, env, tmp)
+        t = median_ms(their_cmd, a.runs, env, tmp)
         print(f"| {what} | {o:.1f} | {t:.1f} | {t / o:.1f}× |")
 
 

@@ -14,9 +14,9 @@ run_opts! {
     pub struct RawKubernetesOpts {
         /// Kubernetes namespace to schedule job in
         namespace: String = "default".into(),
-        /// what to create: `job` (native batch/v1 Indexed Jobs and a headless Service; any cluster) or `volcano` (a batch.volcano.sh Job, as TorchX; needs Volcano and `queue`)
-        mode: String = "job".into(),
-        /// Volcano queue to schedule job in (required when mode=volcano)
+        /// what to create: `volcano` (a batch.volcano.sh Job, as TorchX; needs Volcano and `queue`) or `job` (native batch/v1 Indexed Jobs and a headless Service; any cluster). Default: `volcano` when `queue` is given, else `job`
+        mode: Option<String>,
+        /// Volcano queue to schedule job in (selects mode=volcano unless mode is given)
         queue: Option<String>,
         /// The service account name to set on the pod specs
         service_account: Option<String>,
@@ -115,10 +115,18 @@ impl KubernetesOpts {
     /// Reads and checks the options (no I/O).
     pub fn from_cfg(cfg: &Cfg) -> Result<KubernetesOpts> {
         let raw = RawKubernetesOpts::from_cfg(cfg)?;
-        let mode = match raw.mode.as_str() {
-            "job" => Mode::Job,
-            "volcano" => Mode::Volcano,
-            other => {
+        // TorchX's configs set `queue` (its scheduler is Volcano only): a queue means Volcano
+        // unless `mode` says otherwise, and never silently a plain Job.
+        let mode = match (raw.mode.as_deref(), &raw.queue) {
+            (Some("volcano"), _) | (None, Some(_)) => Mode::Volcano,
+            (Some("job"), None) | (None, None) => Mode::Job,
+            (Some("job"), Some(q)) => {
+                return Err(Error::config(format!(
+                    "run option queue={q} needs mode=volcano (a plain Job has no Volcano \
+                     queue); drop `queue` or `mode=job`"
+                )))
+            }
+            (Some(other), _) => {
                 return Err(Error::config(format!(
                     "run option mode: `{other}` is not one of `job`, `volcano`"
                 )))

@@ -374,6 +374,20 @@ fn names_that_kubernetes_would_reject_are_preflight_errors() {
 }
 
 #[test]
+fn a_queue_selects_volcano_as_in_torchx_configs() {
+    let schema = RawKubernetesOpts::schema();
+    let mode = |s: &str| {
+        KubernetesOpts::from_cfg(&schema.resolve(&schema.parse_cli(s).unwrap()).unwrap())
+            .map(|o| o.mode)
+    };
+    assert_eq!(mode("queue=default").unwrap(), Mode::Volcano);
+    assert_eq!(mode("namespace=ns").unwrap(), Mode::Job);
+    assert_eq!(mode("mode=volcano,queue=q").unwrap(), Mode::Volcano);
+    let e = mode("mode=job,queue=q").unwrap_err().to_string();
+    assert!(e.contains("queue=q needs mode=volcano"), "{e}");
+}
+
+#[test]
 fn option_errors_name_the_key() {
     let schema = RawKubernetesOpts::schema();
     let cfg = |s: &str| schema.resolve(&schema.parse_cli(s).unwrap()).unwrap();
