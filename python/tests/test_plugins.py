@@ -96,7 +96,7 @@ def plugin_dist(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Pat
 
 def test_scheduler_plugin_beside_the_builtins(plugin_dist: Path) -> None:
     with pytest.warns(UserWarning, match="scheduler `slurm`.*ignored"):
-        factories = get_scheduler_factories()
+        factories = dict(get_scheduler_factories())
     assert list(factories)[:2] == ["local_docker", "local_cwd"] and "echo_sched" in factories
     assert get_default_scheduler_name() == "local_docker"
     runner = get_runner()

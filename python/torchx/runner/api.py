@@ -52,7 +52,7 @@ class Runner:
     def __init__(
         self,
         name: str,
-        scheduler_factories: Dict[str, SchedulerFactory],
+        scheduler_factories: Mapping[str, SchedulerFactory],
         component_defaults: Optional[Dict[str, Dict[str, str]]] = None,
         scheduler_params: Optional[Dict[str, object]] = None,
     ) -> None:
@@ -199,11 +199,11 @@ class Runner:
         workspace: Optional[str],
         cfg: Mapping[str, CfgVal],
     ) -> None:
+        if not workspace:
+            return
         from torchx.schedulers._rust import RustScheduler
         from torchx.workspace import WorkspaceMixin
 
-        if not workspace:
-            return
         if isinstance(sched, WorkspaceMixin):
             app.roles[0].workspace = Workspace.from_str(workspace)
             sched.build_workspaces(app.roles, cfg)

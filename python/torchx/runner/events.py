@@ -4,13 +4,12 @@ handler may collect them."""
 
 from __future__ import annotations
 
-import json
-import logging
+import sys
 import time
 from types import TracebackType
 from typing import Any, Dict, Optional, Type
 
-_events: logging.Logger = logging.getLogger("torchx.runner.events")
+_LOGGER = "torchx.runner.events"
 
 
 class log_event:
@@ -45,9 +44,17 @@ class log_event:
         exc: Optional[BaseException],
         tb: Optional[TracebackType],
     ) -> None:
-        if _events.isEnabledFor(logging.DEBUG):
+        # Without `logging` imported nobody can have set up a handler for the events: skip
+        # the (costly) import.
+        logging = sys.modules.get("logging")
+        if logging is None:
+            return
+        events = logging.getLogger(_LOGGER)
+        if events.isEnabledFor(logging.DEBUG):
+            import json
+
             self.event["duration_ms"] = round((time.perf_counter() - self._start) * 1000, 3)
             if exc is not None:
                 self.event["exception_type"] = type(exc).__name__
                 self.event["exception_message"] = str(exc)
-            _events.debug(json.dumps(self.event, default=str))
+            events.debug(json.dumps(self.event, default=str))

@@ -21,8 +21,6 @@ from torchx.specs import (
     runopts,
 )
 
-from torchx.schedulers._structured_opts import StructuredOpts
-
 T = TypeVar("T")
 
 __all__ = [
@@ -194,3 +192,12 @@ def split_lines_iterator(chunks: Iterable[str]) -> Iterable[str]:
     """Each chunk split with ``split_lines``, in order."""
     for chunk in chunks:
         yield from split_lines(chunk)
+
+
+def __getattr__(name: str) -> Any:
+    # StructuredOpts (and its ast/inspect machinery) loads only for schedulers that use it.
+    if name == "StructuredOpts":
+        from torchx.schedulers._structured_opts import StructuredOpts
+
+        return StructuredOpts
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -8,8 +8,8 @@ registration cannot replace a builtin: the builtin is kept and a warning names t
 
 from __future__ import annotations
 
+import _thread
 import os
-import threading
 from typing import Callable, Dict, Iterator, KeysView, Mapping, Optional
 
 from torchx.specs.api import NULL_RESOURCE, Resource
@@ -19,7 +19,8 @@ GiB: int = 1024
 
 ResourceFactory = Callable[[], Resource]
 
-_lock = threading.Lock()
+# `_thread`, not `threading`: the same lock without importing threading into every program.
+_lock = _thread.allocate_lock()
 
 
 def factories() -> Dict[str, ResourceFactory]:

@@ -3,13 +3,9 @@
 from __future__ import annotations
 
 import abc
-import logging
-import tempfile
 from typing import Dict, Generic, List, Mapping, TypeVar
 
 from torchx.specs import AppDef, CfgVal, Role, runopts
-
-logger: logging.Logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
@@ -36,7 +32,11 @@ class WorkspaceMixin(abc.ABC, Generic[T]):
                 old = role.image
                 self.caching_build_workspace_and_update_role(role, cfg, cache)
                 if old != role.image:
-                    logger.info("role[%d]=%s now runs %s (workspace changes)", i, role.name, role.image)
+                    import logging
+
+                    logging.getLogger(__name__).info(
+                        "role[%d]=%s now runs %s (workspace changes)", i, role.name, role.image
+                    )
 
     def caching_build_workspace_and_update_role(
         self, role: Role, cfg: Mapping[str, CfgVal], build_cache: Dict[object, object]
@@ -50,6 +50,8 @@ class WorkspaceMixin(abc.ABC, Generic[T]):
         if workspace.is_unmapped_single_project():
             self.build_workspace_and_update_role(role, str(workspace), cfg)
             return
+        import tempfile
+
         with tempfile.TemporaryDirectory(suffix="torchx_workspace_") as outdir:
             workspace.merge_into(outdir)
             self.build_workspace_and_update_role(role, outdir, cfg)
