@@ -51,7 +51,7 @@ def _plugin_factories() -> Dict[str, SchedulerFactory]:
 
     plugins: Dict[str, SchedulerFactory] = {}
     for name, factory in (load_group("torchx.schedulers", default={}) or {}).items():
-        if name in factories:
+        if name in DEFAULT_SCHEDULER_MODULES:
             import warnings
 
             warnings.warn(

@@ -196,7 +196,10 @@ enum Attempt {
 fn run_bridge(python: &Path, request: &str) -> std::result::Result<Value, Attempt> {
     // `-c` rather than `-m`: runpy's imports would cost a few milliseconds per command.
     let mut child = match Command::new(python)
-        .args(["-c", &format!("import sys; from {BRIDGE} import main; sys.exit(main())")])
+        .args([
+            "-c",
+            &format!("import sys; from {BRIDGE} import main; sys.exit(main())"),
+        ])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
