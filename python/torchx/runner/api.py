@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import os
 import time
-from datetime import datetime
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Mapping, Optional, Tuple, Union
+
+if TYPE_CHECKING:  # annotations only: importing datetime costs every program
+    from datetime import datetime
 
 from torchx.runner.events import log_event
 from torchx.schedulers import SchedulerFactory, get_scheduler_factories

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 import os
-from datetime import datetime
-from typing import Any, Dict, Iterable, List, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Mapping, Optional
+
+if TYPE_CHECKING:  # annotations only: importing datetime costs every program
+    from datetime import datetime
 
 from torchx.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler, Stream
 from torchx.specs import (

@@ -6,9 +6,11 @@ from __future__ import annotations
 import abc
 import re
 from dataclasses import dataclass, field
-from datetime import datetime
 from enum import Enum
-from typing import Any, Generic, Iterable, List, Mapping, Optional, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Iterable, List, Mapping, Optional, TypeVar
+
+if TYPE_CHECKING:  # annotations only: importing datetime costs every program
+    from datetime import datetime
 
 from torchx.specs import (
     NONE,
