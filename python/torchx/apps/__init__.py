@@ -1,0 +1,1 @@
+"""Small programs the builtin components run inside jobs (``python -m torchx.apps...``)."""
