@@ -178,3 +178,41 @@ def test_the_installed_torchx_finds_its_own_python(project: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert "hello world" in done.stdout
+
+
+def test_entry_point_components_in_the_cli(torchx_bin: str, tmp_path: Path) -> None:
+    """A distribution registering `torchx.components` in the environment of TORCHX_PYTHON: its
+    components are listed by `torchx builtins` and run by name; builtins keep their names."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True)
+    site = next((venv / "lib").glob("python3*")) / "site-packages"
+    pkg = site / "my_comps"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "train.py").write_text(COMPONENT.replace("def greet(", "def hello(") + textwrap.dedent('''
+
+        def ddp(script: str) -> specs.AppDef:
+            """Would shadow a builtin.
+
+            Args:
+                script: s
+            """
+            return specs.AppDef(name="shadow", roles=[specs.Role(name="r", image="x", entrypoint="false")])
+    '''))
+    dist = site / "my_comps-0.1.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: my-comps\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text("[torchx.components]\n_0 = my_comps.train\n")
+    # The venv sees this package through the environment it was created from.
+    env = {"TORCHX_PYTHON": str(venv / "bin" / "python3"), "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    listed = _torchx(torchx_bin, tmp_path, "builtins", env=env)
+    assert listed.returncode == 0, listed.stderr
+    assert "components of the torchx.components entry points" in listed.stdout
+    assert "hello" in listed.stdout and "needs_name" in listed.stdout
+    done = _torchx(torchx_bin, tmp_path, "run", "--dryrun", "-s", "local_cwd", "hello", "--user", "plugin", env=env)
+    assert done.returncode == 0, done.stderr
+    assert "hello plugin" in done.stdout
+    builtin = _torchx(torchx_bin, tmp_path, "run", "--dryrun", "-s", "local_cwd", "dist.ddp", "--script", "t.py", env=env)
+    assert builtin.returncode == 0 and "torchrun" in builtin.stdout, builtin.stderr
+    missing = _torchx(torchx_bin, tmp_path, "run", "--dryrun", "nope.nope", env=env)
+    assert missing.returncode == 4 and "torchx.components entry point" in missing.stderr, missing.stderr

@@ -19,13 +19,33 @@ def _error(kind: str, message: str) -> Dict[str, Any]:
 
 
 def _evaluate(request: Dict[str, Any]) -> Dict[str, Any]:
-    from torchx.specs import AppDef
     from torchx.specs.finder import (
         ComponentNotFoundException,
         ComponentValidationException,
         get_component,
     )
 
+    if request.get("action") == "list" or not request.get("path"):
+        # The torchx.components entry points: listed, or one of them by name.
+        try:
+            found = _entry_point_components()
+        except Exception as e:  # an entry point that fails to import
+            return _error(
+                "invalid_spec",
+                f"loading the torchx.components entry points raised {_describe(e)}",
+            )
+        if request.get("action") == "list":
+            valid = [c for c in found.values() if not c.validation_errors]
+            return {"components": [{"name": c.name, "description": c.description} for c in valid]}
+        name = request["function"]
+        if name not in found:
+            return _error(
+                "not_found",
+                "no builtin, component directory or torchx.components entry point has it",
+            )
+        if found[name].validation_errors:
+            return _error("invalid_spec", "\n".join(found[name].validation_errors))
+        return _materialize(found[name].fn, request)
     name = f"{request['path']}:{request['function']}"
     try:
         component = get_component(name)
@@ -43,6 +63,17 @@ def _evaluate(request: Dict[str, Any]) -> Dict[str, Any]:
 
         return {"source": inspect.getsource(component.fn)}
 
+    return _materialize(component.fn, request)
+
+
+def _entry_point_components() -> Dict[str, Any]:
+    from torchx.specs.finder import _load_custom_components
+
+    return {c.name: c for c in _load_custom_components()}
+
+
+def _materialize(fn: Any, request: Dict[str, Any]) -> Dict[str, Any]:
+    from torchx.specs import AppDef
     from torchx.specs._json import app_to_json
     from torchx.specs.builders import materialize_appdef
 
@@ -54,7 +85,7 @@ def _evaluate(request: Dict[str, Any]) -> Dict[str, Any]:
     out, err = io.StringIO(), io.StringIO()
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            app = materialize_appdef(component.fn, args, defaults)
+            app = materialize_appdef(fn, args, defaults)
     except SystemExit as e:
         if e.code in (0, None):  # --help
             return {"help": out.getvalue()}

@@ -49,6 +49,27 @@ pub fn builtins(a: BuiltinsArgs) -> Result<i32> {
             println!(" {:2}. {}  ({})", i + 1, c.name, c.origin);
         }
     }
+    // Components of the Python `torchx.components` entry points (a name a builtin has stays
+    // the builtin's).
+    let plugins: Vec<(String, String)> = match torchx::components::entry_point_components() {
+        Ok(found) => found
+            .into_iter()
+            .filter(|(name, _)| !all.iter().any(|c| &c.name == name))
+            .collect(),
+        Err(e) => {
+            log::warn!("cannot list the torchx.components entry points: {e}");
+            Vec::new()
+        }
+    };
+    if !plugins.is_empty() {
+        println!(
+            "Found {} components of the torchx.components entry points:",
+            plugins.len()
+        );
+        for (i, (name, _)) in plugins.iter().enumerate() {
+            println!(" {:2}. {}", all.len() + i + 1, name);
+        }
+    }
     Ok(exit_codes::OK)
 }
 

@@ -21,7 +21,7 @@ use crate::specs::{AppDef, Resource};
 
 pub use builtins::{builtin_names, parse_nnodes, Nnodes, DEBUG_FLAGS};
 pub use file::{load_app_file, load_component_dir, load_file_component};
-pub use python::{PythonComponent, PythonOutcome};
+pub use python::{entry_point_components, entry_points_declared, PythonComponent, PythonOutcome};
 
 /// A parameter's type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -638,6 +638,10 @@ pub fn find_component_with(
     let all = all_components_with(registered, dirs)?;
     if let Some(c) = all.iter().find(|c| c.name == name) {
         return Ok(ComponentRef::Component(c.clone()));
+    }
+    // Python plugins come after every builtin and registration, so they cannot shadow one.
+    if python::entry_points_declared("torchx.components") {
+        return Ok(ComponentRef::Python(PythonComponent::entry_point(name)));
     }
     Err(Error::not_found(
         "component",

@@ -50,9 +50,21 @@ impl PythonComponent {
         })
     }
 
-    /// `path:function`.
+    /// A component of the `torchx.components` entry points, by its name (`myco.train`).
+    pub fn entry_point(name: &str) -> PythonComponent {
+        PythonComponent {
+            path: String::new(),
+            function: name.to_string(),
+        }
+    }
+
+    /// `path:function`, or the entry-point component's name.
     pub fn name(&self) -> String {
-        format!("{}:{}", self.path, self.function)
+        if self.path.is_empty() {
+            self.function.clone()
+        } else {
+            format!("{}:{}", self.path, self.function)
+        }
     }
 
     /// Evaluates the component for the command-line `args`, with `defaults` (text, from
@@ -83,13 +95,14 @@ impl PythonComponent {
         args: &[String],
         defaults: &BTreeMap<String, String>,
     ) -> Result<Value> {
-        if self.function.is_empty() || !is_identifier(&self.function) {
+        if self.path.is_empty() {
+            // An entry-point component: the bridge finds it by name.
+        } else if self.function.is_empty() || !is_identifier(&self.function) {
             return Err(Error::arg(format!(
                 "`{}` is not of the form `path.py:function_name`",
                 self.name()
             )));
-        }
-        if !Path::new(&self.path).is_file() {
+        } else if !Path::new(&self.path).is_file() {
             return Err(Error::not_found(
                 "component file",
                 &self.path,
@@ -131,6 +144,73 @@ impl PythonComponent {
             _ => Error::arg(message),
         })
     }
+}
+
+/// The components of the `torchx.components` entry points as `(name, description)`, when the
+/// Python environment of this binary declares any (found by reading `entry_points.txt` files,
+/// so a program without plugins starts no interpreter). Empty otherwise.
+pub fn entry_point_components() -> Result<Vec<(String, String)>> {
+    if !entry_points_declared("torchx.components") {
+        return Ok(Vec::new());
+    }
+    let result = evaluate(
+        &json!({"action": "list"}).to_string(),
+        "the torchx.components entry points",
+    )?;
+    Ok(result["components"]
+        .as_array()
+        .map(|items| {
+            items
+                .iter()
+                .filter_map(|c| {
+                    Some((
+                        c["name"].as_str()?.to_string(),
+                        c["description"].as_str().unwrap_or_default().to_string(),
+                    ))
+                })
+                .collect()
+        })
+        .unwrap_or_default())
+}
+
+/// Whether a distribution in the Python environment of `$TORCHX_PYTHON` or of the interpreter
+/// installed next to this binary declares entry points of `group`.
+pub fn entry_points_declared(group: &str) -> bool {
+    let header = format!("[{group}]");
+    site_packages().iter().any(|dir| {
+        std::fs::read_dir(dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|e| {
+                e.file_name().to_string_lossy().ends_with(".dist-info")
+                    && std::fs::read_to_string(e.path().join("entry_points.txt"))
+                        .is_ok_and(|t| t.lines().any(|l| l.trim() == header))
+            })
+    })
+}
+
+/// `<prefix>/lib/python3*/site-packages` of the interpreters `candidates` names by path.
+fn site_packages() -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for (python, _) in candidates() {
+        let Some(prefix) = python.parent().and_then(Path::parent) else {
+            continue;
+        };
+        for entry in std::fs::read_dir(prefix.join("lib"))
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            if entry.file_name().to_string_lossy().starts_with("python3") {
+                let dir = entry.path().join("site-packages");
+                if dir.is_dir() {
+                    out.push(dir);
+                }
+            }
+        }
+    }
+    out
 }
 
 fn is_identifier(s: &str) -> bool {
