@@ -216,3 +216,71 @@ def test_entry_point_components_in_the_cli(torchx_bin: str, tmp_path: Path) -> N
     assert builtin.returncode == 0 and "torchrun" in builtin.stdout, builtin.stderr
     missing = _torchx(torchx_bin, tmp_path, "run", "--dryrun", "nope.nope", env=env)
     assert missing.returncode == 4 and "torchx.components entry point" in missing.stderr, missing.stderr
+
+
+def _plugin_venv(tmp_path: Path, entry_points: str, module: str) -> Dict[str, str]:
+    """A venv whose site-packages holds `my_plugin` and a dist-info declaring `entry_points`."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True)
+    site = next((venv / "lib").glob("python3*")) / "site-packages"
+    (site / "my_plugin.py").write_text(textwrap.dedent(module))
+    dist = site / "my_plugin-0.1.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: my-plugin\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text(textwrap.dedent(entry_points))
+    return {"TORCHX_PYTHON": str(venv / "bin" / "python3"), "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+
+
+def test_named_resource_plugins_in_the_cli(torchx_bin: str, tmp_path: Path) -> None:
+    env = _plugin_venv(tmp_path, "[torchx.named_resources]\ngpu_x4 = my_plugin:gpu_x4\n", """
+        from torchx.specs import Resource
+
+        def gpu_x4() -> Resource:
+            return Resource(cpu=32, gpu=4, memMB=65536, capabilities={"node.kubernetes.io/instance-type": "x4"})
+    """)
+    done = _torchx(torchx_bin, tmp_path, "run", "--dryrun", "-s", "kubernetes", "dist.ddp", "--script", "t.py", "-h", "gpu_x4", env=env)
+    assert done.returncode == 0, done.stderr
+    assert "nvidia.com/gpu: '4'" in done.stdout and "x4" in done.stdout
+    missing = _torchx(torchx_bin, tmp_path, "run", "--dryrun", "-s", "kubernetes", "dist.ddp", "--script", "t.py", "-h", "gpu_x5", env=env)
+    assert missing.returncode == 4 and "gpu_x5" in missing.stderr, missing.stderr
+    # $TORCHX_CUSTOM_NAMED_RESOURCES: a module's NAMED_RESOURCES
+    (tmp_path / "custom_res.py").write_text(
+        "from torchx.specs import Resource\n"
+        "NAMED_RESOURCES = {'tiny': lambda: Resource(cpu=1, gpu=0, memMB=128)}\n"
+    )
+    env2 = {"TORCHX_CUSTOM_NAMED_RESOURCES": "custom_res", "PYTHONPATH": f"{tmp_path}{os.pathsep}{env['PYTHONPATH']}"}
+    done = _torchx(torchx_bin, tmp_path, "run", "--dryrun", "-s", "kubernetes", "dist.ddp", "--script", "t.py", "-h", "tiny", env=env2)
+    assert done.returncode == 0, done.stderr
+    assert "memory: 128M" in done.stdout or "128Mi" in done.stdout, done.stdout[-800:]
+
+
+def test_subcommand_plugins_in_the_cli(torchx_bin: str, tmp_path: Path) -> None:
+    env = _plugin_venv(tmp_path, "[torchx.cli.cmds]\nmy_tool = my_plugin:CmdMyTool\nbroken = my_plugin:Broken\n", """
+        import argparse
+        from torchx.cli.cmd_base import SubCommand
+
+        class CmdMyTool(SubCommand):
+            def add_arguments(self, subparser: argparse.ArgumentParser) -> None:
+                subparser.add_argument("--config", type=str, help="Path to config file")
+                subparser.add_argument("app_id", type=str, help="Application handle")
+
+            def run(self, args: argparse.Namespace) -> None:
+                print(f"Running my_tool on {args.app_id} with config={args.config}")
+
+        class Broken(SubCommand):
+            def add_arguments(self, subparser: argparse.ArgumentParser) -> None:
+                raise ImportError("no such dependency")
+
+            def run(self, args: argparse.Namespace) -> None:
+                pass
+    """)
+    done = _torchx(torchx_bin, tmp_path, "my_tool", "--config", "c.yaml", "local_cwd://s/a", env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "Running my_tool on local_cwd://s/a with config=c.yaml"
+    bad_args = _torchx(torchx_bin, tmp_path, "my_tool", env=env)
+    assert bad_args.returncode == 2 and "the following arguments are required: app_id" in bad_args.stderr
+    broken = _torchx(torchx_bin, tmp_path, "broken", env=env)
+    assert broken.returncode == 5 and "entry point `broken` of torchx.cli.cmds cannot be loaded" in broken.stderr
+    assert "Traceback" not in broken.stderr
+    unknown = _torchx(torchx_bin, tmp_path, "nope", env=env)
+    assert unknown.returncode == 2 and "unrecognized subcommand `nope`" in unknown.stderr

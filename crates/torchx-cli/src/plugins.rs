@@ -43,6 +43,13 @@ pub fn help_section() -> String {
 /// `TORCHX_BIN`, this program, to call back into the CLI.
 pub fn run(cmd: &str, args: &[String], builtins: &[String]) -> i32 {
     let Some(program) = find(cmd) else {
+        // A `SubCommand` of the Python `torchx.cli.cmds` entry points, if any are declared.
+        if let Some(result) = torchx::components::run_subcommand(cmd, args) {
+            return result.unwrap_or_else(|e| {
+                eprintln!("torchx: error: {e}");
+                exit_codes::BACKEND
+            });
+        }
         let hint = torchx::error::did_you_mean(cmd, builtins.iter().map(String::as_str));
         eprintln!(
             "torchx: error: unrecognized subcommand `{cmd}` (no builtin command and no \

@@ -25,6 +25,8 @@ def _evaluate(request: Dict[str, Any]) -> Dict[str, Any]:
         get_component,
     )
 
+    if request.get("action") == "named_resource":
+        return _named_resource(request["name"])
     if request.get("action") == "list" or not request.get("path"):
         # The torchx.components entry points: listed, or one of them by name.
         try:
@@ -64,6 +66,28 @@ def _evaluate(request: Dict[str, Any]) -> Dict[str, Any]:
         return {"source": inspect.getsource(component.fn)}
 
     return _materialize(component.fn, request)
+
+
+def _named_resource(name: str) -> Dict[str, Any]:
+    """A named resource of the plugins (``torchx.named_resources`` entry points or
+    ``$TORCHX_CUSTOM_NAMED_RESOURCES``) in the core's shape."""
+    from torchx.specs import named_resources
+
+    try:
+        resource = named_resources[name]
+    except KeyError as e:
+        return _error("not_found", str(e.args[0]) if e.args else name)
+    except Exception as e:  # a plugin that fails to import or to build its resource
+        return _error("invalid_spec", f"loading the named resources raised {_describe(e)}")
+    return {
+        "resource": {
+            "cpu": resource.cpu,
+            "gpu": resource.gpu,
+            "memMB": resource.memMB,
+            "capabilities": dict(resource.capabilities),
+            "devices": dict(resource.devices),
+        }
+    }
 
 
 def _entry_point_components() -> Dict[str, Any]:

@@ -21,7 +21,9 @@ use crate::specs::{AppDef, Resource};
 
 pub use builtins::{builtin_names, parse_nnodes, Nnodes, DEBUG_FLAGS};
 pub use file::{load_app_file, load_component_dir, load_file_component};
-pub use python::{entry_point_components, entry_points_declared, PythonComponent, PythonOutcome};
+pub use python::{
+    entry_point_components, entry_points_declared, run_subcommand, PythonComponent, PythonOutcome,
+};
 
 /// A parameter's type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -233,12 +235,21 @@ impl ComponentEnv {
         }
     }
 
-    /// A named resource: one defined in config, else a builtin.
+    /// A named resource: one defined in config, else a builtin, else one of the Python
+    /// plugins (asked only for a name nothing else has).
     pub fn resource(&self, name: &str) -> Result<Resource> {
         match self.named_resources.get(name) {
             Some(r) => Ok(r.clone()),
-            None => {
-                crate::specs::named_resource(name).map_err(|e| match e {
+            None => crate::specs::named_resource(name)
+                .or_else(|e| {
+                    if let Error::NotFound { .. } = e {
+                        if let Some(r) = python::plugin_named_resource(name)? {
+                            return Ok(r);
+                        }
+                    }
+                    Err(e)
+                })
+                .map_err(|e| match e {
                     Error::NotFound { .. } if !self.named_resources.is_empty() => {
                         Error::not_found(
                             "named resource",
@@ -250,8 +261,7 @@ impl ComponentEnv {
                         )
                     }
                     e => e,
-                })
-            }
+                }),
         }
     }
 }

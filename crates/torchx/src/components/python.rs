@@ -176,8 +176,58 @@ pub fn entry_point_components() -> Result<Vec<(String, String)>> {
 /// Whether a distribution in the Python environment of `$TORCHX_PYTHON` or of the interpreter
 /// installed next to this binary declares entry points of `group`.
 pub fn entry_points_declared(group: &str) -> bool {
+    declares(&site_packages(), group)
+}
+
+/// A named resource of the Python plugins (`torchx.named_resources` entry points or
+/// `$TORCHX_CUSTOM_NAMED_RESOURCES`), when any are declared; `Ok(None)` otherwise.
+pub fn plugin_named_resource(name: &str) -> Result<Option<crate::specs::Resource>> {
+    if std::env::var_os("TORCHX_CUSTOM_NAMED_RESOURCES").is_none()
+        && !entry_points_declared("torchx.named_resources")
+    {
+        return Ok(None);
+    }
+    let request = json!({"action": "named_resource", "name": name});
+    let result = evaluate(&request.to_string(), &format!("named resource `{name}`"))?;
+    match result.get("resource") {
+        Some(r) => serde_json::from_value(r.clone())
+            .map(Some)
+            .map_err(|e| Error::spec(format!("named resource `{name}` from a Python plugin: {e}"))),
+        None if result["error"]["kind"] == "not_found" => Ok(None),
+        None => Err(Error::spec(format!(
+            "named resource `{name}`: {}",
+            result["error"]["message"]
+                .as_str()
+                .unwrap_or("(no message)")
+        ))),
+    }
+}
+
+/// Runs `torchx <cmd> <args>` as a `SubCommand` of the `torchx.cli.cmds` entry points, with
+/// this terminal; `None` when no interpreter's environment declares that group.
+pub fn run_subcommand(cmd: &str, args: &[String]) -> Option<Result<i32>> {
+    let python = candidates()
+        .into_iter()
+        .map(|(p, _)| p)
+        .find(|p| declares(&site_packages_of(p), "torchx.cli.cmds"))?;
+    let status = Command::new(&python)
+        .arg("-c")
+        .arg("import sys; from torchx.cli._subcommand import main; sys.exit(main())")
+        .arg(cmd)
+        .args(args)
+        .status();
+    Some(match status {
+        Ok(s) => Ok(s.code().unwrap_or_else(|| {
+            use std::os::unix::process::ExitStatusExt;
+            128 + s.signal().unwrap_or(0)
+        })),
+        Err(e) => Err(Error::io(format!("running {}", python.display()), e)),
+    })
+}
+
+fn declares(dirs: &[PathBuf], group: &str) -> bool {
     let header = format!("[{group}]");
-    site_packages().iter().any(|dir| {
+    dirs.iter().any(|dir| {
         std::fs::read_dir(dir)
             .into_iter()
             .flatten()
@@ -190,13 +240,10 @@ pub fn entry_points_declared(group: &str) -> bool {
     })
 }
 
-/// `<prefix>/lib/python3*/site-packages` of the interpreters `candidates` names by path.
-fn site_packages() -> Vec<PathBuf> {
+/// `<prefix>/lib/python3*/site-packages` of the interpreter at `python`.
+fn site_packages_of(python: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
-    for (python, _) in candidates() {
-        let Some(prefix) = python.parent().and_then(Path::parent) else {
-            continue;
-        };
+    if let Some(prefix) = python.parent().and_then(Path::parent) {
         for entry in std::fs::read_dir(prefix.join("lib"))
             .into_iter()
             .flatten()
@@ -211,6 +258,14 @@ fn site_packages() -> Vec<PathBuf> {
         }
     }
     out
+}
+
+/// `<prefix>/lib/python3*/site-packages` of the interpreters `candidates` names by path.
+fn site_packages() -> Vec<PathBuf> {
+    candidates()
+        .iter()
+        .flat_map(|(python, _)| site_packages_of(python))
+        .collect()
 }
 
 fn is_identifier(s: &str) -> bool {
