@@ -284,3 +284,99 @@ def test_subcommand_plugins_in_the_cli(torchx_bin: str, tmp_path: Path) -> None:
     assert "Traceback" not in broken.stderr
     unknown = _torchx(torchx_bin, tmp_path, "nope", env=env)
     assert unknown.returncode == 2 and "unrecognized subcommand `nope`" in unknown.stderr
+
+
+FILE_SCHEDULER = r'''
+    import json, os
+    from dataclasses import dataclass
+    from typing import Any, Iterable, List, Mapping, Optional
+    from torchx.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler, StructuredOpts
+    from torchx.specs import AppDef, AppDryRunInfo, AppState, ReplicaStatus, RoleStatus, runopts
+
+    @dataclass
+    class FileOpts(StructuredOpts):
+        root: str
+        """Directory holding the jobs."""
+
+        prefix: str = "job"
+        """Prefix of app ids."""
+
+    @dataclass
+    class Request:
+        path: str
+        app_id: str
+        cmd: List[str]
+
+    class FileScheduler(Scheduler):
+        """Keeps jobs as files (a stand-in cluster)."""
+
+        def __init__(self, session_name: str, **kwargs: Any) -> None:
+            super().__init__("file_sched", session_name)
+
+        def _run_opts(self) -> runopts:
+            return FileOpts.as_runopts()
+
+        def _submit_dryrun(self, app: AppDef, cfg: Mapping[str, Any]) -> AppDryRunInfo:
+            opts = FileOpts.from_cfg(cfg)
+            role = app.roles[0]
+            app_id = f"{opts.prefix}-{app.name}"
+            return AppDryRunInfo(Request(os.path.join(opts.root, app_id), app_id, [role.entrypoint, *role.args]), repr)
+
+        def schedule(self, dryrun_info: AppDryRunInfo) -> str:
+            r = dryrun_info.request
+            with open(r.path, "w") as f:
+                json.dump({"state": "RUNNING", "cmd": r.cmd}, f)
+            return r.app_id
+
+        def _path(self, app_id: str) -> str:
+            return os.path.join(os.environ["FILE_SCHED_ROOT"], app_id)
+
+        def describe(self, app_id: str) -> Optional[DescribeAppResponse]:
+            if not os.path.exists(self._path(app_id)):
+                return None
+            job = json.load(open(self._path(app_id)))
+            state = AppState[job["state"]]
+            return DescribeAppResponse(app_id=app_id, state=state, roles_statuses=[
+                RoleStatus("echo", [ReplicaStatus(0, state, "echo", "host0")])])
+
+        def list(self) -> List[ListAppResponse]:
+            return [ListAppResponse(app_id=n, state=self.describe(n).state) for n in sorted(os.listdir(os.environ["FILE_SCHED_ROOT"]))]
+
+        def _cancel_existing(self, app_id: str) -> None:
+            json.dump({"state": "CANCELLED"}, open(self._path(app_id), "w"))
+
+        def log_iter(self, app_id: str, role_name: str, k: int = 0, regex: Optional[str] = None,
+                     since: Any = None, until: Any = None, should_tail: bool = False, streams: Any = None) -> Iterable[str]:
+            return iter(["line one\n", "line two\n"])
+
+    def create_scheduler(session_name: str, **kwargs: Any) -> FileScheduler:
+        return FileScheduler(session_name)
+'''
+
+
+def test_python_scheduler_plugins_in_the_cli(torchx_bin: str, tmp_path: Path) -> None:
+    root = tmp_path / "jobs"
+    root.mkdir()
+    env = _plugin_venv(tmp_path, "[torchx.schedulers]\nfile_sched = my_plugin:create_scheduler\n", FILE_SCHEDULER)
+    env["FILE_SCHED_ROOT"] = str(root)
+    opts = _torchx(torchx_bin, tmp_path, "runopts", "file_sched", env=env)
+    assert opts.returncode == 0, opts.stderr
+    assert "root=ROOT (str)" in opts.stdout and "Directory holding the jobs." in opts.stdout
+    dry = _torchx(torchx_bin, tmp_path, "run", "--dryrun", "-s", "file_sched", "-cfg", f"root={root}", "utils.echo", "--msg", "hi", env=env)
+    assert dry.returncode == 0, dry.stderr
+    assert "Request(" in dry.stdout and not list(root.iterdir())
+    run = _torchx(torchx_bin, tmp_path, "run", "-s", "file_sched", "-cfg", f"root={root},prefix=p", "utils.echo", "--msg", "hi", env=env)
+    assert run.returncode == 0, run.stderr
+    handle = run.stdout.strip().splitlines()[-1]
+    assert handle == "file_sched://torchx/p-echo", run.stdout
+    status = _torchx(torchx_bin, tmp_path, "status", handle, env=env)
+    assert status.returncode == 0 and "RUNNING" in status.stdout, status.stderr
+    listed = _torchx(torchx_bin, tmp_path, "list", "-s", "file_sched", env=env)
+    assert "p-echo" in listed.stdout, listed.stderr
+    log = _torchx(torchx_bin, tmp_path, "log", f"{handle}/echo/0", env=env)
+    assert "line one" in log.stdout and "line two" in log.stdout, log.stderr
+    cancel = _torchx(torchx_bin, tmp_path, "cancel", handle, env=env)
+    assert cancel.returncode == 0, cancel.stderr
+    assert "CANCELLED" in _torchx(torchx_bin, tmp_path, "status", handle, env=env).stdout
+    missing_cfg = _torchx(torchx_bin, tmp_path, "run", "--dryrun", "-s", "file_sched", "utils.echo", env=env)
+    assert missing_cfg.returncode == 3 and "root" in missing_cfg.stderr, missing_cfg.stderr

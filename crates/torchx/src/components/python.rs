@@ -226,18 +226,55 @@ pub fn run_subcommand(cmd: &str, args: &[String]) -> Option<Result<i32>> {
 }
 
 fn declares(dirs: &[PathBuf], group: &str) -> bool {
+    !declared_names(dirs, group).is_empty()
+}
+
+/// The entry-point names of `group` declared by the distributions in `dirs` (read from their
+/// `entry_points.txt`, INI sections of `name = module:attr` lines).
+fn declared_names(dirs: &[PathBuf], group: &str) -> Vec<String> {
     let header = format!("[{group}]");
-    dirs.iter().any(|dir| {
-        std::fs::read_dir(dir)
-            .into_iter()
-            .flatten()
-            .flatten()
-            .any(|e| {
-                e.file_name().to_string_lossy().ends_with(".dist-info")
-                    && std::fs::read_to_string(e.path().join("entry_points.txt"))
-                        .is_ok_and(|t| t.lines().any(|l| l.trim() == header))
-            })
-    })
+    let mut names = Vec::new();
+    for dir in dirs {
+        for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            if !entry.file_name().to_string_lossy().ends_with(".dist-info") {
+                continue;
+            }
+            let Ok(text) = std::fs::read_to_string(entry.path().join("entry_points.txt")) else {
+                continue;
+            };
+            let mut inside = false;
+            for line in text.lines().map(str::trim) {
+                if line.starts_with('[') {
+                    inside = line == header;
+                } else if inside {
+                    if let Some((name, _)) = line.split_once('=') {
+                        let name = name.trim().to_string();
+                        if !name.is_empty() && !names.contains(&name) {
+                            names.push(name);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    names
+}
+
+/// The names `group`'s entry points declare in the environments of the candidate interpreters.
+pub fn entry_point_names(group: &str) -> Vec<String> {
+    declared_names(&site_packages(), group)
+}
+
+/// The interpreter and arguments that host scheduler `name` of the `torchx.schedulers` entry
+/// points over the scheduler-plugin protocol, if an environment declares it.
+pub fn python_scheduler_host(name: &str) -> Option<(PathBuf, Vec<String>)> {
+    let python = candidates().into_iter().map(|(p, _)| p).find(|p| {
+        declared_names(&site_packages_of(p), "torchx.schedulers")
+            .iter()
+            .any(|n| n == name)
+    })?;
+    let host = "import sys; from torchx.cli._scheduler_host import main; sys.exit(main())";
+    Some((python, vec!["-c".into(), host.into(), name.into()]))
 }
 
 /// `<prefix>/lib/python3*/site-packages` of the interpreter at `python`.

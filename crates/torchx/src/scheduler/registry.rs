@@ -116,7 +116,12 @@ impl Registry {
     pub fn all_names(&self) -> Vec<String> {
         let mut names: Vec<String> = self.names().map(String::from).collect();
         if self.path_plugins {
-            for (name, _) in crate::schedulers::plugin::all() {
+            let python = crate::components::entry_point_names("torchx.schedulers");
+            for name in crate::schedulers::plugin::all()
+                .into_iter()
+                .map(|p| p.0)
+                .chain(python)
+            {
                 if !names.contains(&name) {
                     names.push(name);
                 }
@@ -144,9 +149,20 @@ impl Registry {
             .path_plugins
             .then(|| crate::schedulers::plugin::find(name))
             .flatten();
-        match plugin {
-            Some(path) => Ok(Arc::new(
+        if let Some(path) = plugin {
+            return Ok(Arc::new(
                 crate::schedulers::plugin::PluginScheduler::connect(name, &path)?,
+            ));
+        }
+        // A Python `Scheduler` of the `torchx.schedulers` entry points, hosted by its
+        // interpreter over the same protocol.
+        let hosted = self
+            .path_plugins
+            .then(|| crate::components::python_scheduler_host(name))
+            .flatten();
+        match hosted {
+            Some((python, args)) => Ok(Arc::new(
+                crate::schedulers::plugin::PluginScheduler::connect_with(name, &python, args)?,
             )),
             None => Err(self.unknown(name)),
         }

@@ -71,7 +71,14 @@ impl PluginScheduler {
     /// Starts `path` once to learn its description, capabilities and run options (a broken
     /// plugin fails here, with an error naming it).
     pub fn connect(name: &str, path: &Path) -> Result<PluginScheduler> {
-        let program = Program::new(name, path)?;
+        Self::connect_with(name, path, Vec::new())
+    }
+
+    /// [`connect`](Self::connect) to `path` started with `args` (e.g. a Python interpreter
+    /// hosting a `torchx.schedulers` entry point).
+    pub fn connect_with(name: &str, path: &Path, args: Vec<String>) -> Result<PluginScheduler> {
+        let mut program = Program::new(name, path)?;
+        program.args = args;
         let v = program.call("info", json!({ "scheduler": name }), None)?;
         let info = protocol::parse_info(&v).map_err(|w| program.fail("info", w))?;
         Ok(PluginScheduler { program, info })

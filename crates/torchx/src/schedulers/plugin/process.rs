@@ -28,6 +28,9 @@ pub struct Program {
     pub scheduler: String,
     /// The executable.
     pub path: PathBuf,
+    /// Its arguments (none for a `torchx-scheduler-<name>` program; the host module for a
+    /// Python scheduler).
+    pub args: Vec<String>,
     /// The deadline of each answer.
     pub timeout: Duration,
 }
@@ -51,6 +54,7 @@ impl Program {
         Ok(Program {
             scheduler: scheduler.to_string(),
             path: path.to_path_buf(),
+            args: Vec::new(),
             timeout,
         })
     }
@@ -70,6 +74,7 @@ impl Program {
     pub fn start(&self, op: &str, body: Value) -> Result<Call> {
         // Its own process group, so that a hung plugin is killed with whatever it started.
         let mut child = Command::new(&self.path)
+            .args(&self.args)
             .process_group(0)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

@@ -1,0 +1,190 @@
+"""Hosts a Python ``Scheduler`` of the ``torchx.schedulers`` entry points for the native CLI,
+over the scheduler-plugin protocol (docs/scheduler-plugins.md, version 1): the CLI starts
+``python -c "... main()" <name>`` once per operation, writes one JSON request on stdin and reads
+JSON lines from stdout. Whatever the scheduler prints goes to stderr."""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import pickle
+import sys
+from typing import Any, Dict, Iterator, List, Optional
+
+PROTOCOL = 1
+
+_TYPES = {str: "str", int: "int", float: "float", bool: "bool"}
+
+
+class _Failure(Exception):
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+def _type_name(tp: Any) -> str:
+    import typing
+
+    if tp in _TYPES:
+        return _TYPES[tp]
+    origin = typing.get_origin(tp)
+    if origin is list:
+        return "list"
+    if origin is dict:
+        return "dict"
+    raise _Failure("invalid_config", f"run option type {tp} is not one the CLI can pass")
+
+
+def _info(sched: Any) -> Dict[str, Any]:
+    opts: List[Dict[str, Any]] = []
+    for name, opt in sched.run_opts():
+        opts.append(
+            {
+                "name": name,
+                "type": _type_name(opt.opt_type),
+                "required": opt.is_required,
+                "default": opt.default,
+                "help": opt.help,
+            }
+        )
+    every = ("describe_replicas", "list", "cancel", "delete", "logs", "log_streams",
+             "log_since_until", "log_tail", "mounts", "retries", "multi_role")
+    return {
+        "description": (type(sched).__doc__ or type(sched).__name__).strip().splitlines()[0],
+        "capabilities": {flag: True for flag in every},
+        "run_opts": opts,
+    }
+
+
+def _dryrun(sched: Any, request: Dict[str, Any]) -> Any:
+    from torchx.specs._json import app_from_json
+
+    app = app_from_json(request["app"])
+    return sched.submit_dryrun(app, request.get("cfg") or {})
+
+
+def _describe(sched: Any, app_id: str) -> Optional[Dict[str, Any]]:
+    desc = sched.describe(app_id)
+    if desc is None:
+        return None
+    return {
+        "state": desc.state.name,
+        "msg": desc.msg,
+        "num_restarts": max(desc.num_restarts, 0),
+        "ui_url": desc.ui_url,
+        "structured_error_msg": desc.structured_error_msg,
+        "roles": [
+            {
+                "role": rs.role,
+                "replicas": [
+                    {"id": r.id, "state": r.state.name, "hostname": r.hostname} for r in rs.replicas
+                ],
+            }
+            for rs in desc.roles_statuses
+        ],
+    }
+
+
+def _log_lines(sched: Any, request: Dict[str, Any]) -> Iterator[str]:
+    from datetime import datetime
+
+    from torchx.schedulers.api import Stream
+
+    def when(t: Optional[float]) -> Optional[datetime]:
+        return None if t is None else datetime.fromtimestamp(t)
+
+    streams = request.get("streams")
+    return iter(
+        sched.log_iter(
+            request["app_id"],
+            request["role"],
+            request.get("k", 0),
+            request.get("regex"),
+            when(request.get("since")),
+            when(request.get("until")),
+            bool(request.get("should_tail")),
+            streams=Stream(streams) if streams else None,
+        )
+    )
+
+
+def _answer(sched: Any, request: Dict[str, Any], emit: Any) -> Any:
+    op = request.get("op")
+    if op == "info":
+        return _info(sched)
+    if op == "dryrun":
+        info = _dryrun(sched, request)
+        try:
+            kept: Dict[str, Any] = {"pickle": base64.b64encode(pickle.dumps(info.request)).decode()}
+        except Exception:
+            kept = {"redo": True}  # an unpicklable request is rebuilt (dry runs are pure)
+        return {"request": kept, "rendered": repr(info)}
+    if op == "schedule":
+        from torchx.specs import AppDryRunInfo
+
+        kept = request.get("request") or {}
+        if "pickle" in kept:
+            info = AppDryRunInfo(pickle.loads(base64.b64decode(kept["pickle"])), repr)
+        else:
+            info = _dryrun(sched, request)
+        return {"app_id": sched.schedule(info)}
+    if op == "describe":
+        return _describe(sched, request["app_id"])
+    if op == "list":
+        return [{"app_id": a.app_id, "state": a.state.name, "name": a.name} for a in sched.list()]
+    if op == "cancel":
+        sched.cancel(request["app_id"])
+        return None
+    if op == "delete":
+        sched.delete(request["app_id"])
+        return None
+    if op == "log_lines":
+        if not sched.exists(request["app_id"]):
+            raise _Failure("not_found", f"no app `{request['app_id']}`")
+        lines = _log_lines(sched, request)
+        emit({"streaming": True})
+        for line in lines:
+            emit({"line": line.rstrip("\n")})
+        return None
+    raise _Failure("unsupported", f"unknown operation `{op}`")
+
+
+def main() -> int:
+    name = sys.argv[1]
+    real_stdout = sys.stdout
+
+    def emit(message: Dict[str, Any]) -> None:
+        real_stdout.write(json.dumps({"protocol": PROTOCOL, **message}) + "\n")
+        real_stdout.flush()
+
+    try:
+        request = json.loads(sys.stdin.readline())
+        with contextlib.redirect_stdout(sys.stderr):
+            from torchx.schedulers import get_scheduler_factories
+
+            factories = get_scheduler_factories()
+            if name not in factories:
+                raise _Failure("not_found", f"no `{name}` in the torchx.schedulers entry points")
+            try:
+                sched = factories[name](session_name=request.get("context", {}).get("session_name", "torchx"))
+            except Exception as e:
+                raise _Failure(
+                    "backend",
+                    f"entry point `{name}` of torchx.schedulers cannot be loaded: {type(e).__name__}: {e}",
+                ) from e
+            result = _answer(sched, request, emit)
+        emit({"ok": result})
+    except _Failure as e:
+        emit({"error": {"kind": e.kind, "message": str(e)}})
+    except (ValueError, KeyError) as e:
+        emit({"error": {"kind": "invalid_argument", "message": f"{type(e).__name__}: {e}"}})
+    except NotImplementedError as e:
+        emit({"error": {"kind": "unsupported", "message": str(e) or "not supported"}})
+    except Exception as e:
+        emit({"error": {"kind": "backend", "message": f"{type(e).__name__}: {e}"}})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
