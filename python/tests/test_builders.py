@@ -162,3 +162,21 @@ def test_types_decode_text_like_the_cli() -> None:
     assert decode_from_string("1=1.5,2=3", Dict[int, float]) == {1: 1.5, 2: 3.0}
     with pytest.raises(ValueError):
         decode_from_string("1", List[List[int]])
+
+
+def test_annotated_parameters_add_flags(tmp_path: Path) -> None:
+    from typing import Annotated
+
+    def comp(
+        src: Annotated[str, "-s"],
+        tags: Annotated[Optional[List[str]], "-t"] = None,
+        dry: Annotated[bool, "-d"] = False,
+    ) -> specs.AppDef:
+        return _app(src=src, tags=tags, dry=dry)
+
+    app = materialize_appdef(comp, ["-s", "a", "-t", "x,y", "-d", "true"])
+    assert app.metadata == {"args": "()", "src": "'a'", "tags": "['x', 'y']", "dry": "True"}
+    assert materialize_appdef(comp, ["--src", "b"]).metadata["src"] == "'b'"
+    f = tmp_path / "c.py"
+    f.write_text("def c(a: Annotated[str, '-a'], b: Annotated[Dict[str, List[str]], '-b']) -> AppDef:\n    pass\n")
+    assert [m.description for m in validate(str(f), "c")] == ["Dict can only have primitive types"]

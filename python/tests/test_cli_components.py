@@ -380,3 +380,10 @@ def test_python_scheduler_plugins_in_the_cli(torchx_bin: str, tmp_path: Path) ->
     assert "CANCELLED" in _torchx(torchx_bin, tmp_path, "status", handle, env=env).stdout
     missing_cfg = _torchx(torchx_bin, tmp_path, "run", "--dryrun", "-s", "file_sched", "utils.echo", env=env)
     assert missing_cfg.returncode == 3 and "root" in missing_cfg.stderr, missing_cfg.stderr
+
+
+def test_cli_run_component_default_can_be_a_python_file(torchx_bin: str, project: Path) -> None:
+    (project / ".torchxconfig").write_text("[cli:run]\ncomponent = ./my_component.py:greet\nscheduler = local_cwd\n")
+    done = _torchx(torchx_bin, project, "run", "--dryrun")
+    assert done.returncode == 0, done.stderr
+    assert "hello world" in done.stdout

@@ -17,7 +17,13 @@ from torchx.specs.api import (
     parse_mounts,
 )
 from torchx.specs.file_linter import TorchXArgumentHelpFormatter, get_fn_docstring
-from torchx.util.types import decode, decode_optional, get_argparse_param_type, is_bool
+from torchx.util.types import (
+    annotated_flags,
+    decode,
+    decode_optional,
+    get_argparse_param_type,
+    is_bool,
+)
 
 __all__ = [
     "BindMount",
@@ -93,9 +99,11 @@ def _create_args_parser(
             )
             continue
         flags = [f"-{name}", f"--{name}"] if len(name) == 1 else [f"--{name}"]
+        # `Annotated[str, "-s"]` adds flags (TorchX's newer builders).
+        flags = [f for f in annotated_flags(param.annotation) if f not in flags] + flags
         if "default" not in kwargs and not (config and name in config):
             kwargs["required"] = True
-        parser.add_argument(*flags, **kwargs)
+        parser.add_argument(*flags, dest=name, **kwargs)
     return parser
 
 

@@ -190,6 +190,10 @@ class TorchxFunctionArgsValidator(TorchxFunctionValidator):
                     f"Arg {arg_def.arg} missing type annotation", arg_def.lineno
                 )
             ]
+        if isinstance(annotation, ast.Subscript) and _type_name(annotation.value) == "Annotated":
+            # Annotated[T, ...]: T is checked.
+            sub = annotation.slice
+            annotation = sub.elts[0] if isinstance(sub, ast.Tuple) and sub.elts else sub
         if isinstance(annotation, (ast.Name, ast.Attribute, ast.Constant)):
             return []
         inner = _optional_inner(annotation)

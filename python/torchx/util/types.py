@@ -36,6 +36,21 @@ def _origin(tp: Any) -> Any:
     return typing.get_origin(tp)
 
 
+def strip_annotated(tp: Any) -> Any:
+    """``T`` for ``Annotated[T, ...]``; any other type unchanged."""
+    if _origin(tp) is typing.Annotated:
+        return typing.get_args(tp)[0]
+    return tp
+
+
+def annotated_flags(tp: Any) -> List[str]:
+    """The extra command-line flags of ``Annotated[T, "-x", ...]`` (strings starting with
+    ``-``)."""
+    if _origin(tp) is not typing.Annotated:
+        return []
+    return [m for m in tp.__metadata__ if isinstance(m, str) and m.startswith("-")]
+
+
 def is_bool(param_type: Any) -> bool:
     return param_type == bool
 
@@ -46,8 +61,10 @@ def is_primitive(param_type: Any) -> bool:
 
 
 def decode_optional(param_type: Any) -> Any:
-    """``Optional[T]`` -> ``T``; any other type unchanged."""
-    if _origin(param_type) is not Union:
+    """``Optional[T]`` (or ``T | None``) -> ``T``; ``Annotated[T, ...]`` -> ``T``; any other type
+    unchanged."""
+    param_type = strip_annotated(param_type)
+    if _origin(param_type) not in (Union, getattr(__import__("types"), "UnionType", Union)):
         return param_type
     args = typing.get_args(param_type)
     if len(args) == 2 and args[1] is type(None):
@@ -75,6 +92,7 @@ def decode_from_string(encoded_value: str, annotation: Any) -> Union[Dict[Any, A
     ``ValueError`` for any other annotation."""
     if not encoded_value:
         return None
+    annotation = strip_annotated(annotation)
     origin = _origin(annotation)
     if origin is dict:
         return _decode_dict(encoded_value, annotation)
@@ -88,6 +106,7 @@ def decode(encoded_value: Any, annotation: Any) -> Any:
     lists and dicts from their text, anything else as given."""
     if encoded_value is None:
         return None
+    annotation = strip_annotated(annotation)
     if is_bool(annotation):
         return bool(encoded_value) and str(encoded_value).lower() == "true"
     if not is_primitive(annotation) and isinstance(encoded_value, str):
@@ -98,8 +117,9 @@ def decode(encoded_value: Any, annotation: Any) -> Any:
 def get_argparse_param_type(parameter: inspect.Parameter) -> Callable[[str], object]:
     """The ``type=`` argparse uses for ``parameter``: the primitive itself, else ``str``
     (decoded afterwards by ``decode``)."""
-    if is_primitive(parameter.annotation):
-        return parameter.annotation
+    annotation = strip_annotated(parameter.annotation)
+    if is_primitive(annotation):
+        return annotation
     return str
 
 
