@@ -387,3 +387,54 @@ def test_cli_run_component_default_can_be_a_python_file(torchx_bin: str, project
     done = _torchx(torchx_bin, project, "run", "--dryrun")
     assert done.returncode == 0, done.stderr
     assert "hello world" in done.stdout
+
+
+def test_python_tracker_plugins_in_the_cli(torchx_bin: str, tmp_path: Path) -> None:
+    env = _plugin_venv(tmp_path, "[torchx.tracker]\njsonfile = my_plugin:create\n", '''
+        import json, os
+        from typing import Iterable, Mapping, Optional
+        from torchx.tracker.api import Lineage, TrackerArtifact, TrackerBase, TrackerSource
+
+        class JsonFileTracker(TrackerBase):
+            def __init__(self, path: str) -> None:
+                self.path = path
+
+            def _load(self) -> dict:
+                return json.load(open(self.path)) if os.path.exists(self.path) else {}
+
+            def _save(self, data: dict) -> None:
+                json.dump(data, open(self.path, "w"))
+
+            def add_metadata(self, run_id: str, **kwargs: object) -> None:
+                data = self._load()
+                data.setdefault(run_id, {}).update(kwargs)
+                self._save(data)
+
+            def metadata(self, run_id: str) -> Mapping[str, object]:
+                return self._load().get(run_id, {})
+
+            def add_artifact(self, run_id, name, path, metadata=None) -> None: ...
+            def artifacts(self, run_id: str) -> Mapping[str, TrackerArtifact]:
+                return {"model": TrackerArtifact("model", "/m.pt", None)}
+            def add_source(self, run_id, source_id, artifact_name=None) -> None: ...
+            def sources(self, run_id, artifact_name=None) -> Iterable[TrackerSource]:
+                return [TrackerSource("parent", None)]
+            def lineage(self, run_id: str) -> Lineage:
+                return Lineage()
+            def run_ids(self, **kwargs: str) -> Iterable[str]:
+                return list(self._load())
+
+        def create(config: Optional[str]) -> JsonFileTracker:
+            return JsonFileTracker(config)
+    ''')
+    env["TORCHX_TRACKER_JSONFILE_CONFIG"] = str(tmp_path / "runs.json")
+    env["TORCHX_JOB_ID"] = "local_cwd://s/app-1"
+    added = _torchx(torchx_bin, tmp_path, "tracker", "--tracker", "jsonfile", "add", "metadata", "lr=0.5", "opt=adam", env=env)
+    assert added.returncode == 0, added.stderr
+    md = _torchx(torchx_bin, tmp_path, "tracker", "--tracker", "jsonfile", "list", "metadata", "--json", "local_cwd://s/app-1", env=env)
+    assert md.returncode == 0, md.stderr
+    assert json.loads(md.stdout) == {"lr": 0.5, "opt": "adam"}
+    jobs = _torchx(torchx_bin, tmp_path, "tracker", "--tracker", "jsonfile", "list", "jobs", env=env)
+    assert "local_cwd://s/app-1" in jobs.stdout, jobs.stderr
+    arts = _torchx(torchx_bin, tmp_path, "tracker", "--tracker", "jsonfile", "list", "artifacts", "x", env=env)
+    assert "/m.pt" in arts.stdout, arts.stderr

@@ -27,6 +27,8 @@ def _evaluate(request: Dict[str, Any]) -> Dict[str, Any]:
 
     if request.get("action") == "named_resource":
         return _named_resource(request["name"])
+    if request.get("action") == "tracker":
+        return _tracker(request)
     if request.get("action") == "list" or not request.get("path"):
         # The torchx.components entry points: listed, or one of them by name.
         try:
@@ -66,6 +68,62 @@ def _evaluate(request: Dict[str, Any]) -> Dict[str, Any]:
         return {"source": inspect.getsource(component.fn)}
 
     return _materialize(component.fn, request)
+
+
+def _tracker(request: Dict[str, Any]) -> Dict[str, Any]:
+    """One operation of a tracker of the ``torchx.tracker`` entry points, built with its config
+    as a job's ``AppRun`` builds it."""
+    from torchx.tracker.api import build_trackers
+
+    name, op, args = request["name"], request["op"], request.get("args") or {}
+    try:
+        trackers = list(build_trackers({name: request.get("config")}))
+    except Exception as e:
+        return _error("backend", f"entry point `{name}` of torchx.tracker cannot be built: {_describe(e)}")
+    if not trackers:
+        return _error("not_found", f"no `{name}` in the torchx.tracker entry points")
+    tracker = trackers[0]
+    try:
+        if op == "add_metadata":
+            tracker.add_metadata(args["run_id"], **args["metadata"])
+            return {"ok": None}
+        if op == "add_artifact":
+            tracker.add_artifact(args["run_id"], args["name"], args["path"], args.get("metadata"))
+            return {"ok": None}
+        if op == "add_source":
+            tracker.add_source(args["run_id"], args["source_id"], args.get("artifact_name"))
+            return {"ok": None}
+        if op == "metadata":
+            return {"ok": dict(tracker.metadata(args["run_id"]))}
+        if op == "artifacts":
+            return {
+                "ok": {
+                    n: {"path": a.path, "metadata": dict(a.metadata) if a.metadata else None}
+                    for n, a in tracker.artifacts(args["run_id"]).items()
+                }
+            }
+        if op == "sources":
+            found = tracker.sources(args["run_id"], args.get("artifact_name"))
+            return {"ok": [_source(s) for s in found]}
+        if op == "lineage":
+            lineage = tracker.lineage(args["run_id"])
+            return {
+                "ok": {
+                    "sources": [_source(s) for s in getattr(lineage, "sources", [])],
+                    "descendants": [_source(s) for s in getattr(lineage, "descendants", [])],
+                }
+            }
+        if op == "run_ids":
+            parent = args.get("parent_run_id")
+            ids = tracker.run_ids(parent_run_id=parent) if parent else tracker.run_ids()
+            return {"ok": list(ids)}
+    except Exception as e:
+        return _error("backend", f"tracker `{name}` failed `{op}`: {_describe(e)}")
+    return _error("invalid_argument", f"unknown tracker operation `{op}`")
+
+
+def _source(s: Any) -> Dict[str, Any]:
+    return {"source_run_id": s.source_run_id, "artifact_name": s.artifact_name}
 
 
 def _named_resource(name: str) -> Dict[str, Any]:

@@ -336,6 +336,12 @@ fn candidates() -> Vec<(PathBuf, String)> {
     out
 }
 
+/// One call of the Python bridge (`torchx.cli._component`) with `request`, by the first
+/// interpreter that has this project's package; `what` names the caller in errors.
+pub fn python_bridge(request: &Value, what: &str) -> Result<Value> {
+    evaluate(&request.to_string(), what)
+}
+
 /// Runs the bridge with `request` on the first interpreter that has this project's `torchx`.
 fn evaluate(request: &str, component: &str) -> Result<Value> {
     let mut tried = Vec::new();

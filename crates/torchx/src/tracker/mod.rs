@@ -4,6 +4,7 @@
 //! [`AppRun`]. The builtin `fsspec` tracker reads and writes TorchX's fsspec layout.
 
 pub mod fsspec;
+mod python;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -137,19 +138,23 @@ impl TrackerRegistry {
 
     /// Builds tracker `name` with `config`.
     pub fn build(&self, name: &str, config: Option<&str>) -> Result<Box<dyn Tracker>> {
-        match self.factories.iter().find(|e| e.0 == name) {
-            Some(e) => (e.1)(config),
-            None => Err(Error::not_found(
-                "tracker",
-                name,
-                format!(
-                    ".{} This torchx knows: {} (Python-only trackers still reach the job through \
-                     TORCHX_TRACKERS)",
-                    did_you_mean(name, self.names()),
-                    self.names().collect::<Vec<_>>().join(", ")
-                ),
-            )),
+        if let Some(e) = self.factories.iter().find(|e| e.0 == name) {
+            return (e.1)(config);
         }
+        // After every builtin and registration: a tracker of the Python entry points.
+        if let Some(t) = python::PythonTracker::find(name, config) {
+            return Ok(Box::new(t));
+        }
+        Err(Error::not_found(
+            "tracker",
+            name,
+            format!(
+                ".{} This torchx knows: {} and the torchx.tracker entry points of its Python \
+                 environment",
+                did_you_mean(name, self.names()),
+                self.names().collect::<Vec<_>>().join(", ")
+            ),
+        ))
     }
 }
 
