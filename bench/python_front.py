@@ -9,7 +9,9 @@ of wall time for: `python -c pass`, `python -c 'import torchx.specs'`, and a scr
 `get_runner().dryrun_component("dist.ddp", ["--script", "t.py", "-j", "2x2"],
 scheduler="slurm", cfg={"partition": "x"})` (ours pins `slurm_version`, which TorchX lacks,
 so neither asks a cluster); and the `torchx` command: `torchx run --dryrun -s local_cwd` of a
-Python component file (`./comp.py:greet`) and of the builtin `utils.echo`.
+Python component file (`./comp.py:greet`), of the builtin `utils.echo`, the same on the Python
+scheduler plugin `example_subprocess` (examples/python-plugin, installed into both venvs), and
+`torchx --help`.
 """
 
 import argparse
@@ -65,6 +67,10 @@ def main():
         subprocess.run([sys.executable, "-m", "venv", a.torchx_venv], check=True)
         pip = os.path.join(a.torchx_venv, "bin", "pip")
         subprocess.run([pip, "install", "-q", "torchx==0.7.0"], check=True)
+    plugin = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples", "python-plugin")
+    for venv in (a.ours_venv, a.torchx_venv):
+        pip = os.path.join(venv, "bin", "pip")
+        subprocess.run([pip, "install", "-q", "--no-deps", plugin], check=True)
     ours = os.path.join(os.path.abspath(a.ours_venv), "bin", "python")
     theirs = os.path.join(a.torchx_venv, "bin", "python")
     tmp = tempfile.mkdtemp()
@@ -97,6 +103,10 @@ def main():
         ("`torchx run --dryrun -s local_cwd utils.echo --msg hi` (a builtin)",
          [ours_cli, *dryrun, "utils.echo", "--msg", "hi"],
          [theirs_cli, *dryrun, "utils.echo", "--msg", "hi"]),
+        ("`torchx run --dryrun -s example_subprocess utils.echo --msg hi` (a Python scheduler plugin)",
+         [ours_cli, "run", "--dryrun", "-s", "example_subprocess", "utils.echo", "--msg", "hi"],
+         [theirs_cli, "run", "--dryrun", "-s", "example_subprocess", "utils.echo", "--msg", "hi"]),
+        ("`torchx --help`", [ours_cli, "--help"], [theirs_cli, "--help"]),
     ]
     print("| what | ours (ms) | Python TorchX 0.7.0 (ms) | speed-up |")
     print("|---|---|---|---|")

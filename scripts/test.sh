@@ -30,8 +30,10 @@ fi
 if [ "$python_status" -eq 0 ]; then
     # The CLI (and local_cwd's supervisor) the Python tests talk to: the one cargo just built.
     export TORCHX_BIN="${TORCHX_BIN:-${CARGO_TARGET_DIR:-$PWD/target}/debug/torchx}"
-    # Both distributions: the package and the native `torchx` command it requires.
-    "$venv/bin/python" -m pip install -q --disable-pip-version-check ./crates/torchx-cli ".[test]" &&
+    # Both distributions: the package and the native `torchx` command it requires; and the
+    # example plugin package (one plugin per entry-point group) the plugin tests drive.
+    "$venv/bin/python" -m pip install -q --disable-pip-version-check ./crates/torchx-cli ".[test]" \
+        ./examples/python-plugin &&
         "$venv/bin/python" -m pytest -q python/tests
     python_status=$?
 fi

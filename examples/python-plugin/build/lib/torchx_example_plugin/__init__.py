@@ -1,0 +1,1 @@
+"""An example TorchX plugin package: one plugin per entry-point group."""
