@@ -18,6 +18,7 @@ def hello(who: str = "world", times: int = 1) -> specs.AppDef:
                 image="/tmp",
                 entrypoint="sh",
                 args=["-c", " ".join([f"echo hello {who};"] * times)],
+                resource=specs.Resource(cpu=1, gpu=0, memMB=128),
             )
         ],
     )

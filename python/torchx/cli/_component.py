@@ -32,7 +32,7 @@ def _evaluate(request: Dict[str, Any]) -> Dict[str, Any]:
     if request.get("action") == "list" or not request.get("path"):
         # The torchx.components entry points: listed, or one of them by name.
         try:
-            found = _entry_point_components()
+            found = _entry_point_components(request.get("entry_points"))
         except Exception as e:  # an entry point that fails to import
             return _error(
                 "invalid_spec",
@@ -148,10 +148,24 @@ def _named_resource(name: str) -> Dict[str, Any]:
     }
 
 
-def _entry_point_components() -> Dict[str, Any]:
-    from torchx.specs.finder import _load_custom_components
+def _entry_point_components(declared: Any = None) -> Dict[str, Any]:
+    """The components of the ``torchx.components`` entry points by name. ``declared``
+    (``{name: module}``, read by the CLI from ``entry_points.txt``) spares the scan of every
+    installed distribution."""
+    from torchx.specs.finder import ModuleComponentsFinder, _load_custom_components
 
-    return {c.name: c for c in _load_custom_components()}
+    if declared is None:
+        return {c.name: c for c in _load_custom_components()}
+    from torchx.util.modules import load_module
+
+    found: Dict[str, Any] = {}
+    for group, target in declared.items():
+        module = load_module(target)
+        if module is None:
+            raise ImportError(f"entry point `{group} = {target}` of torchx.components names nothing")
+        for c in ModuleComponentsFinder(module, "" if group.startswith("_") else group).find():
+            found[c.name] = c
+    return found
 
 
 def _materialize(fn: Any, request: Dict[str, Any]) -> Dict[str, Any]:

@@ -61,6 +61,8 @@ def _dryrun(sched: Any, request: Dict[str, Any]) -> Any:
     from torchx.specs._json import app_from_json
 
     app = app_from_json(request["app"])
+    # As TorchX's Runner: the scheduler's own checks (e.g. "role has a resource") first.
+    sched._validate(app, sched.backend)
     return sched.submit_dryrun(app, request.get("cfg") or {})
 
 
@@ -150,6 +152,25 @@ def _answer(sched: Any, request: Dict[str, Any], emit: Any) -> Any:
     raise _Failure("unsupported", f"unknown operation `{op}`")
 
 
+def _factory(name: str, target: Optional[str]) -> Any:
+    """``create_scheduler`` of entry point ``name``: ``target`` (``module:attr``, as the CLI read
+    it from ``entry_points.txt``) is imported directly; without it the entry points are
+    scanned."""
+    if target:
+        from torchx.util.modules import load_module
+
+        factory = load_module(target)
+        if factory is None:
+            raise ImportError(f"`{target}` names nothing")
+        return factory
+    from torchx.schedulers import get_scheduler_factories
+
+    factories = get_scheduler_factories()
+    if name not in factories:
+        raise _Failure("not_found", f"no `{name}` in the torchx.schedulers entry points")
+    return factories[name]
+
+
 def main() -> int:
     name = sys.argv[1]
     real_stdout = sys.stdout
@@ -161,13 +182,9 @@ def main() -> int:
     try:
         request = json.loads(sys.stdin.readline())
         with contextlib.redirect_stdout(sys.stderr):
-            from torchx.schedulers import get_scheduler_factories
-
-            factories = get_scheduler_factories()
-            if name not in factories:
-                raise _Failure("not_found", f"no `{name}` in the torchx.schedulers entry points")
             try:
-                sched = factories[name](session_name=request.get("context", {}).get("session_name", "torchx"))
+                create = _factory(name, sys.argv[2] if len(sys.argv) > 2 else None)
+                sched = create(session_name=request.get("context", {}).get("session_name", "torchx"))
             except Exception as e:
                 raise _Failure(
                     "backend",

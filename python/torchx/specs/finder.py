@@ -166,10 +166,22 @@ def _load_custom_components() -> List[_Component]:
 
 
 def _load_components() -> Dict[str, _Component]:
-    """The builtins (``torchx.components``), or the ``torchx.components`` entry points' if
-    any are registered (as in TorchX, registering components replaces the builtin set)."""
-    found = _load_custom_components() or ModuleComponentsFinder("torchx.components", "").find()
-    return {c.name: c for c in found}
+    """The builtins (``torchx.components``), then the components of the ``torchx.components``
+    entry points. Unlike TorchX, where registering components replaces the builtin set, a
+    registration only adds: one with a builtin's name is ignored with a warning."""
+    components = {c.name: c for c in ModuleComponentsFinder("torchx.components", "").find()}
+    for c in _load_custom_components():
+        if c.name in components:
+            import warnings
+
+            warnings.warn(
+                f"component `{c.name}` of the torchx.components entry points is ignored: a"
+                " builtin has that name",
+                stacklevel=2,
+            )
+            continue
+        components[c.name] = c
+    return components
 
 
 _components: Optional[Dict[str, _Component]] = None
@@ -198,8 +210,8 @@ def _find_custom_components(name: str) -> Dict[str, _Component]:
 
 
 def get_components() -> Dict[str, _Component]:
-    """The valid components by name: the ``torchx.components`` entry points' or, if none
-    are registered, the builtins."""
+    """The valid components by name: the builtins and those of the ``torchx.components`` entry
+    points."""
     return {n: c for n, c in _find_components().items() if not c.validation_errors}
 
 

@@ -109,13 +109,16 @@ impl PythonComponent {
                 format!(" (for `{}`)", self.name()),
             ));
         }
-        let request = json!({
+        let mut request = json!({
             "action": action,
             "path": self.path,
             "function": self.function,
             "args": args,
             "defaults": defaults,
         });
+        if self.path.is_empty() {
+            request["entry_points"] = component_entry_points();
+        }
         evaluate(&request.to_string(), &self.name())
     }
 
@@ -150,11 +153,12 @@ impl PythonComponent {
 /// Python environment of this binary declares any (found by reading `entry_points.txt` files,
 /// so a program without plugins starts no interpreter). Empty otherwise.
 pub fn entry_point_components() -> Result<Vec<(String, String)>> {
-    if !entry_points_declared("torchx.components") {
+    let declared = component_entry_points();
+    if declared.as_object().is_none_or(|m| m.is_empty()) {
         return Ok(Vec::new());
     }
     let result = evaluate(
-        &json!({"action": "list"}).to_string(),
+        &json!({"action": "list", "entry_points": declared}).to_string(),
         "the torchx.components entry points",
     )?;
     Ok(result["components"]
@@ -171,6 +175,18 @@ pub fn entry_point_components() -> Result<Vec<(String, String)>> {
                 .collect()
         })
         .unwrap_or_default())
+}
+
+/// The `torchx.components` entry points as a JSON object `{name: module}` (passed to the bridge
+/// so that it needs no importlib.metadata scan).
+fn component_entry_points() -> Value {
+    let found = declared_entry_points(&site_packages(), "torchx.components");
+    Value::Object(
+        found
+            .into_iter()
+            .map(|(n, v)| (n, Value::String(v)))
+            .collect(),
+    )
 }
 
 /// Whether a distribution in the Python environment of `$TORCHX_PYTHON` or of the interpreter
@@ -229,11 +245,11 @@ fn declares(dirs: &[PathBuf], group: &str) -> bool {
     !declared_names(dirs, group).is_empty()
 }
 
-/// The entry-point names of `group` declared by the distributions in `dirs` (read from their
-/// `entry_points.txt`, INI sections of `name = module:attr` lines).
-fn declared_names(dirs: &[PathBuf], group: &str) -> Vec<String> {
+/// The entry points `(name, object reference)` of `group` declared by the distributions in
+/// `dirs` (read from their `entry_points.txt`, INI sections of `name = module:attr` lines).
+fn declared_entry_points(dirs: &[PathBuf], group: &str) -> Vec<(String, String)> {
     let header = format!("[{group}]");
-    let mut names = Vec::new();
+    let mut found: Vec<(String, String)> = Vec::new();
     for dir in dirs {
         for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
             if !entry.file_name().to_string_lossy().ends_with(".dist-info") {
@@ -247,17 +263,24 @@ fn declared_names(dirs: &[PathBuf], group: &str) -> Vec<String> {
                 if line.starts_with('[') {
                     inside = line == header;
                 } else if inside {
-                    if let Some((name, _)) = line.split_once('=') {
+                    if let Some((name, value)) = line.split_once('=') {
                         let name = name.trim().to_string();
-                        if !name.is_empty() && !names.contains(&name) {
-                            names.push(name);
+                        if !name.is_empty() && !found.iter().any(|(n, _)| *n == name) {
+                            found.push((name, value.trim().to_string()));
                         }
                     }
                 }
             }
         }
     }
-    names
+    found
+}
+
+fn declared_names(dirs: &[PathBuf], group: &str) -> Vec<String> {
+    declared_entry_points(dirs, group)
+        .into_iter()
+        .map(|(n, _)| n)
+        .collect()
 }
 
 /// The names `group`'s entry points declare in the environments of the candidate interpreters.
@@ -268,13 +291,15 @@ pub fn entry_point_names(group: &str) -> Vec<String> {
 /// The interpreter and arguments that host scheduler `name` of the `torchx.schedulers` entry
 /// points over the scheduler-plugin protocol, if an environment declares it.
 pub fn python_scheduler_host(name: &str) -> Option<(PathBuf, Vec<String>)> {
-    let python = candidates().into_iter().map(|(p, _)| p).find(|p| {
-        declared_names(&site_packages_of(p), "torchx.schedulers")
-            .iter()
-            .any(|n| n == name)
-    })?;
-    let host = "import sys; from torchx.cli._scheduler_host import main; sys.exit(main())";
-    Some((python, vec!["-c".into(), host.into(), name.into()]))
+    candidates().into_iter().find_map(|(python, _)| {
+        let (_, target) = declared_entry_points(&site_packages_of(&python), "torchx.schedulers")
+            .into_iter()
+            .find(|(n, _)| n == name)?;
+        // The entry point's target is passed along: the host imports it without scanning
+        // every installed distribution (importlib.metadata costs ~40 ms per process).
+        let host = "import sys; from torchx.cli._scheduler_host import main; sys.exit(main())";
+        Some((python, vec!["-c".into(), host.into(), name.into(), target]))
+    })
 }
 
 /// `<prefix>/lib/python3*/site-packages` of the interpreter at `python`.
