@@ -3,6 +3,7 @@ Python that has this package (``$TORCHX_PYTHON``, else the one installed next to
 else ``python3`` on PATH), then run, dry-run or described by the Rust core."""
 
 import json
+import time
 import os
 import subprocess
 import sys
@@ -438,3 +439,20 @@ def test_python_tracker_plugins_in_the_cli(torchx_bin: str, tmp_path: Path) -> N
     assert "local_cwd://s/app-1" in jobs.stdout, jobs.stderr
     arts = _torchx(torchx_bin, tmp_path, "tracker", "--tracker", "jsonfile", "list", "artifacts", "x", env=env)
     assert "/m.pt" in arts.stdout, arts.stderr
+
+
+def test_a_component_that_hangs_is_killed_at_the_plugin_timeout(torchx_bin: str, project: Path) -> None:
+    (project / "slow.py").write_text(textwrap.dedent('''
+        import time
+        import torchx.specs as specs
+
+        def slow() -> specs.AppDef:
+            """Never returns."""
+            time.sleep(600)
+            return specs.AppDef(name="x")
+    '''))
+    started = time.monotonic()
+    done = _torchx(torchx_bin, project, "run", "--dryrun", "./slow.py:slow", env={"TORCHX_PLUGIN_TIMEOUT": "2"})
+    assert time.monotonic() - started < 30
+    assert done.returncode == 5, done.stderr
+    assert "gave no answer within 2 s (TORCHX_PLUGIN_TIMEOUT)" in done.stderr

@@ -426,11 +426,39 @@ fn run_bridge(python: &Path, request: &str) -> std::result::Result<Value, Attemp
             }
         }
     }
-    let out = child
-        .wait_with_output()
-        .map_err(|e| Attempt::Failed(Error::io(format!("waiting for {}", python.display()), e)))?;
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    match serde_json::from_slice::<Value>(&out.stdout) {
+    let (stdout, stderr) = (drain(child.stdout.take()), drain(child.stderr.take()));
+    let limit = bridge_timeout();
+    let deadline = std::time::Instant::now() + limit;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(5))
+            }
+            Ok(None) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(Attempt::Failed(Error::backend(
+                    "python",
+                    format!(
+                        "{} (running {BRIDGE}) gave no answer within {} s \
+                         (TORCHX_PLUGIN_TIMEOUT); it was killed",
+                        python.display(),
+                        limit.as_secs_f64()
+                    ),
+                )));
+            }
+            Err(e) => {
+                return Err(Attempt::Failed(Error::io(
+                    format!("waiting for {}", python.display()),
+                    e,
+                )))
+            }
+        }
+    };
+    let out_bytes = collected(stdout);
+    let stderr = String::from_utf8_lossy(&collected(stderr)).into_owned();
+    match serde_json::from_slice::<Value>(&out_bytes) {
         Ok(value) if value.is_object() => {
             // What the component printed while it ran goes where the user sees it.
             if !stderr.is_empty() {
@@ -453,11 +481,43 @@ fn run_bridge(python: &Path, request: &str) -> std::result::Result<Value, Attemp
             format!(
                 "{} (running {BRIDGE}) exited with {} without a result: {}",
                 python.display(),
-                out.status,
+                status,
                 stderr.trim()
             ),
         ))),
     }
+}
+
+/// How long the bridge may take: `TORCHX_PLUGIN_TIMEOUT` seconds (as scheduler plugins), else
+/// 120 s.
+fn bridge_timeout() -> std::time::Duration {
+    std::env::var("TORCHX_PLUGIN_TIMEOUT")
+        .ok()
+        .and_then(|s| s.parse::<f64>().ok())
+        .filter(|t| t.is_finite() && *t > 0.0)
+        .map_or(
+            std::time::Duration::from_secs(120),
+            std::time::Duration::from_secs_f64,
+        )
+}
+
+/// Reads a pipe to its end on a thread (so a chatty bridge never blocks on a full pipe).
+fn drain<R: std::io::Read + Send + 'static>(pipe: Option<R>) -> std::sync::mpsc::Receiver<Vec<u8>> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    if let Some(mut pipe) = pipe {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            let _ = pipe.read_to_end(&mut buf);
+            let _ = tx.send(buf);
+        });
+    }
+    rx
+}
+
+/// What a drained pipe held; bounded, since something the bridge started could hold it open.
+fn collected(rx: std::sync::mpsc::Receiver<Vec<u8>>) -> Vec<u8> {
+    rx.recv_timeout(std::time::Duration::from_secs(1))
+        .unwrap_or_default()
 }
 
 #[cfg(test)]
