@@ -1,1 +1,0 @@
-"""An example TorchX plugin package: one plugin per entry-point group."""
