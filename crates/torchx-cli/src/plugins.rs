@@ -63,10 +63,7 @@ pub fn run(cmd: &str, args: &[String], builtins: &[String]) -> i32 {
         c.env("TORCHX_BIN", me);
     }
     match c.status() {
-        Ok(s) => s.code().unwrap_or_else(|| {
-            use std::os::unix::process::ExitStatusExt;
-            128 + s.signal().unwrap_or(0)
-        }),
+        Ok(s) => torchx::plugins::exit_code(s),
         Err(e) => {
             eprintln!(
                 "torchx: error: cannot run plugin {}: {e}",

@@ -9,6 +9,15 @@ fn is_executable(path: &Path) -> bool {
     std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
+/// The exit code a plugin's status stands for: its own, or 128 + the signal that killed it
+/// (as a shell reports it).
+pub fn exit_code(status: std::process::ExitStatus) -> i32 {
+    use std::os::unix::process::ExitStatusExt;
+    status
+        .code()
+        .unwrap_or_else(|| 128 + status.signal().unwrap_or(0))
+}
+
 /// Plugin names are lowercase ASCII letters, digits, `-` and `_` (no path tricks).
 pub fn is_plugin_name(name: &str) -> bool {
     !name.is_empty()

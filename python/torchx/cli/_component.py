@@ -137,15 +137,9 @@ def _named_resource(name: str) -> Dict[str, Any]:
         return _error("not_found", str(e.args[0]) if e.args else name)
     except Exception as e:  # a plugin that fails to import or to build its resource
         return _error("invalid_spec", f"loading the named resources raised {_describe(e)}")
-    return {
-        "resource": {
-            "cpu": resource.cpu,
-            "gpu": resource.gpu,
-            "memMB": resource.memMB,
-            "capabilities": dict(resource.capabilities),
-            "devices": dict(resource.devices),
-        }
-    }
+    from torchx.specs._json import resource_to_json
+
+    return {"resource": resource_to_json(resource)}
 
 
 def _entry_point_components(declared: Any = None) -> Dict[str, Any]:

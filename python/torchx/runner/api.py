@@ -12,6 +12,12 @@ if TYPE_CHECKING:  # annotations only: importing datetime costs every program
     from datetime import datetime
 
 from torchx.runner.events import log_event
+from torchx.tracker.api import (
+    ENV_TORCHX_JOB_ID,
+    ENV_TORCHX_PARENT_RUN_ID,
+    ENV_TORCHX_TRACKERS,
+    tracker_config_env_var_name,
+)
 from torchx.schedulers import SchedulerFactory, get_scheduler_factories
 from torchx.schedulers.api import ListAppResponse, Scheduler, Stream
 from torchx.specs import (
@@ -34,9 +40,6 @@ def _json_or_none(cfg: Mapping[str, CfgVal]) -> Optional[str]:
     return json.dumps(cfg, default=str) if cfg else None
 
 
-ENV_TORCHX_JOB_ID = "TORCHX_JOB_ID"
-ENV_TORCHX_PARENT_RUN_ID = "TORCHX_PARENT_RUN_ID"
-ENV_TORCHX_TRACKERS = "TORCHX_TRACKERS"
 
 
 def get_configured_trackers() -> Dict[str, Optional[str]]:
@@ -179,7 +182,7 @@ class Runner:
                 role.env[ENV_TORCHX_TRACKERS] = ",".join(trackers)
             for tracker, config in trackers.items():
                 if config:
-                    role.env[f"TORCHX_TRACKER_{tracker.upper()}_CONFIG"] = config
+                    role.env[tracker_config_env_var_name(tracker)] = config
         cfg = cfg or {}
         with log_event(
             "dryrun", scheduler, runcfg=_json_or_none(cfg), workspace=workspace

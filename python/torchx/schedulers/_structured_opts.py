@@ -9,9 +9,10 @@ import re
 import textwrap
 import typing
 from dataclasses import MISSING, fields
-from typing import Any, Dict, Iterator, Mapping, Union
+from typing import Any, Dict, Iterator, Mapping
 
 from torchx.specs.api import CfgVal, runopts
+from torchx.util.types import decode_optional
 
 
 def _snake_to_camel(name: str) -> str:
@@ -21,14 +22,6 @@ def _snake_to_camel(name: str) -> str:
 
 def _camel_to_snake(name: str) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
-
-
-def _unwrap_optional(tp: Any) -> Any:
-    if typing.get_origin(tp) in (Union, getattr(__import__("types"), "UnionType", Union)):
-        args = [a for a in typing.get_args(tp) if a is not type(None)]
-        if len(args) == 1:
-            return args[0]
-    return tp
 
 
 def _is_structured(tp: Any) -> bool:
@@ -58,7 +51,7 @@ class StructuredOpts(Mapping[str, CfgVal]):
         hints = cls._hints()
         kwargs: Dict[str, Any] = {}
         for f in fields(cls):  # type: ignore[arg-type]
-            tp = _unwrap_optional(hints.get(f.name, str))
+            tp = decode_optional(hints.get(f.name, str))
             if _is_structured(tp):
                 prefix = f"{f.name}."
                 nested = {k[len(prefix) :]: v for k, v in cfg.items() if k.startswith(prefix)}
@@ -91,7 +84,7 @@ class StructuredOpts(Mapping[str, CfgVal]):
                 docs[node.target.id] = inspect.cleandoc(after.value.value)
         hints = cls._hints()
         for f in fields(cls):  # type: ignore[arg-type]
-            tp = _unwrap_optional(hints.get(f.name, str))
+            tp = decode_optional(hints.get(f.name, str))
             if _is_structured(tp):
                 for key, doc in tp.get_docstrings().items():
                     docs[f"{f.name}.{key}"] = doc
@@ -103,7 +96,7 @@ class StructuredOpts(Mapping[str, CfgVal]):
         hints = cls._hints()
         docs = cls.get_docstrings()
         for f in fields(cls):  # type: ignore[arg-type]
-            tp = _unwrap_optional(hints.get(f.name, str))
+            tp = decode_optional(hints.get(f.name, str))
             if _is_structured(tp):
                 for key, opt in tp.as_runopts():
                     opts.add(
@@ -144,7 +137,7 @@ class StructuredOpts(Mapping[str, CfgVal]):
     def __iter__(self) -> Iterator[str]:
         hints = self._hints()
         for f in fields(self):  # type: ignore[arg-type]
-            if _is_structured(_unwrap_optional(hints.get(f.name, str))):
+            if _is_structured(decode_optional(hints.get(f.name, str))):
                 nested = getattr(self, f.name)
                 if nested is not None:
                     yield from (f"{f.name}.{k}" for k in nested)

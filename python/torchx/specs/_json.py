@@ -38,7 +38,7 @@ def role_to_json(role: Role) -> Dict[str, Any]:
         "min_replicas": role.min_replicas,
         "max_retries": role.max_retries,
         "retry_policy": RetryPolicy(role.retry_policy).value,
-        "resource": asdict(role.resource),
+        "resource": resource_to_json(role.resource),
         "port_map": dict(role.port_map),
         "metadata": dict(role.metadata),
         "mounts": [_mount_to_json(m) for m in role.mounts],
@@ -60,6 +60,20 @@ def _mount_from_json(m: Dict[str, Any]) -> Any:
     return {"bind": BindMount, "volume": VolumeMount, "device": DeviceMount}[kind](**m)
 
 
+def resource_to_json(r: Resource) -> Dict[str, Any]:
+    return asdict(r)
+
+
+def resource_from_json(r: Dict[str, Any]) -> Resource:
+    return Resource(
+        cpu=r["cpu"],
+        gpu=r["gpu"],
+        memMB=r["memMB"],
+        capabilities=dict(r.get("capabilities", {})),
+        devices=dict(r.get("devices", {})),
+    )
+
+
 def role_from_json(r: Dict[str, Any]) -> Role:
     res = r.get("resource")
     role = Role(name=r["name"], image=r["image"])
@@ -71,13 +85,7 @@ def role_from_json(r: Dict[str, Any]) -> Role:
     role.max_retries = r.get("max_retries", 0)
     role.retry_policy = RetryPolicy(r.get("retry_policy", "APPLICATION"))
     if res is not None:
-        role.resource = Resource(
-            cpu=res["cpu"],
-            gpu=res["gpu"],
-            memMB=res["memMB"],
-            capabilities=dict(res.get("capabilities", {})),
-            devices=dict(res.get("devices", {})),
-        )
+        role.resource = resource_from_json(res)
     role.port_map = dict(r.get("port_map", {}))
     role.metadata = dict(r.get("metadata", {}))
     role.mounts = [_mount_from_json(m) for m in r.get("mounts", [])]

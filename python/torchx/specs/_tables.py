@@ -20,14 +20,9 @@ def factory(name: str) -> ResourceFactory:
     """A function returning a fresh ``Resource`` for the builtin ``name`` on every call."""
 
     def make() -> Resource:
-        data = json.loads(_rs().named_resource(name))
-        return Resource(
-            cpu=data["cpu"],
-            gpu=data["gpu"],
-            memMB=data["memMB"],
-            capabilities=data.get("capabilities", {}),
-            devices=data.get("devices", {}),
-        )
+        from torchx.specs._json import resource_from_json
+
+        return resource_from_json(json.loads(_rs().named_resource(name)))
 
     make.__name__ = python_name(name)
     make.__qualname__ = make.__name__

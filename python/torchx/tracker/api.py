@@ -5,17 +5,22 @@ trackers to use (``TORCHX_TRACKERS``, ``TORCHX_TRACKER_<NAME>_CONFIG``), its run
 
 from __future__ import annotations
 
-import logging
 import os
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Iterable, List, Mapping, Optional
+from typing import Any, Iterable, List, Mapping, Optional
 
 from torchx.util.entrypoints import load_group
 from torchx.util.modules import load_module
 
-logger: logging.Logger = logging.getLogger(__name__)
+
+
+def _logger() -> Any:
+    # `logging` is imported when there is something to log, not by every Runner user.
+    import logging
+
+    return logging.getLogger(__name__)
 
 ENV_TORCHX_TRACKERS = "TORCHX_TRACKERS"
 ENV_TORCHX_PARENT_RUN_ID = "TORCHX_PARENT_RUN_ID"
@@ -102,7 +107,7 @@ def tracker_config_env_var_name(entrypoint_key: str) -> str:
 def _extract_tracker_name_and_config_from_environ() -> Mapping[str, Optional[str]]:
     trackers = os.environ.get(ENV_TORCHX_TRACKERS)
     if trackers is None:
-        logger.info("No trackers were configured, skipping setup.")
+        _logger().info("No trackers were configured, skipping setup.")
         return {}
     return {
         name: os.environ.get(tracker_config_env_var_name(name))
@@ -116,12 +121,12 @@ def build_trackers(factory_and_config: Mapping[str, Optional[str]]) -> Iterable[
     unknown name is skipped with a warning."""
     factories = load_group("torchx.tracker") or {}
     if not factories:
-        logger.warning("No 'torchx.tracker' entry_points are defined.")
+        _logger().warning("No 'torchx.tracker' entry_points are defined.")
     trackers = []
     for name, config in factory_and_config.items():
         factory = factories.get(name) or load_module(name)
         if not factory:
-            logger.warning(
+            _logger().warning(
                 "No tracker factory `%s` found in entry_points or modules."
                 " See https://pytorch.org/torchx/main/tracker.html",
                 name,

@@ -5,6 +5,7 @@ and their ``Optional`` forms."""
 from __future__ import annotations
 
 import inspect
+import types
 import typing
 from typing import Any, Callable, Dict, List, Optional, TypeVar, Union
 
@@ -61,15 +62,13 @@ def is_primitive(param_type: Any) -> bool:
 
 
 def decode_optional(param_type: Any) -> Any:
-    """``Optional[T]`` (or ``T | None``) -> ``T``; ``Annotated[T, ...]`` -> ``T``; any other type
-    unchanged."""
+    """``Optional[T]`` (or ``T | None``, ``None | T``) -> ``T``; ``Annotated[T, ...]`` -> ``T``;
+    any other type unchanged."""
     param_type = strip_annotated(param_type)
-    if _origin(param_type) not in (Union, getattr(__import__("types"), "UnionType", Union)):
+    if _origin(param_type) not in (Union, types.UnionType):
         return param_type
-    args = typing.get_args(param_type)
-    if len(args) == 2 and args[1] is type(None):
-        return args[0]
-    return param_type
+    args = [a for a in typing.get_args(param_type) if a is not type(None)]
+    return args[0] if len(args) == 1 else param_type
 
 
 def _decode_dict(encoded: str, param_type: Any) -> Dict[Any, Any]:

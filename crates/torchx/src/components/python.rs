@@ -227,18 +227,20 @@ pub fn run_subcommand(cmd: &str, args: &[String]) -> Option<Result<i32>> {
         .map(|(p, _)| p)
         .find(|p| declares(&site_packages_of(p), "torchx.cli.cmds"))?;
     let status = Command::new(&python)
-        .arg("-c")
-        .arg("import sys; from torchx.cli._subcommand import main; sys.exit(main())")
+        .args(["-c", &run_main("torchx.cli._subcommand")])
         .arg(cmd)
         .args(args)
         .status();
     Some(match status {
-        Ok(s) => Ok(s.code().unwrap_or_else(|| {
-            use std::os::unix::process::ExitStatusExt;
-            128 + s.signal().unwrap_or(0)
-        })),
+        Ok(s) => Ok(crate::plugins::exit_code(s)),
         Err(e) => Err(Error::io(format!("running {}", python.display()), e)),
     })
+}
+
+/// The `python -c` program running `module`'s `main()` as the exit status. `-c` rather than
+/// `-m`: runpy's imports would cost a few milliseconds per command.
+fn run_main(module: &str) -> String {
+    format!("import sys; from {module} import main; sys.exit(main())")
 }
 
 fn declares(dirs: &[PathBuf], group: &str) -> bool {
@@ -297,8 +299,8 @@ pub fn python_scheduler_host(name: &str) -> Option<(PathBuf, Vec<String>)> {
             .find(|(n, _)| n == name)?;
         // The entry point's target is passed along: the host imports it without scanning
         // every installed distribution (importlib.metadata costs ~40 ms per process).
-        let host = "import sys; from torchx.cli._scheduler_host import main; sys.exit(main())";
-        Some((python, vec!["-c".into(), host.into(), name.into(), target]))
+        let host = run_main("torchx.cli._scheduler_host");
+        Some((python, vec!["-c".into(), host, name.into(), target]))
     })
 }
 
@@ -397,12 +399,8 @@ enum Attempt {
 }
 
 fn run_bridge(python: &Path, request: &str) -> std::result::Result<Value, Attempt> {
-    // `-c` rather than `-m`: runpy's imports would cost a few milliseconds per command.
     let mut child = match Command::new(python)
-        .args([
-            "-c",
-            &format!("import sys; from {BRIDGE} import main; sys.exit(main())"),
-        ])
+        .args(["-c", &run_main(BRIDGE)])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
