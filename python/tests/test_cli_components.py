@@ -239,10 +239,10 @@ def test_named_resource_plugins_in_the_cli(torchx_bin: str, tmp_path: Path) -> N
         def gpu_x4() -> Resource:
             return Resource(cpu=32, gpu=4, memMB=65536, capabilities={"node.kubernetes.io/instance-type": "x4"})
     """)
-    done = _torchx(torchx_bin, tmp_path, "run", "--dryrun", "-s", "kubernetes", "dist.ddp", "--script", "t.py", "-h", "gpu_x4", env=env)
+    done = _torchx(torchx_bin, tmp_path, "run", "--dryrun", "--workspace", "", "-s", "kubernetes", "dist.ddp", "--script", "t.py", "-h", "gpu_x4", env=env)
     assert done.returncode == 0, done.stderr
     assert "nvidia.com/gpu: '4'" in done.stdout and "x4" in done.stdout
-    missing = _torchx(torchx_bin, tmp_path, "run", "--dryrun", "-s", "kubernetes", "dist.ddp", "--script", "t.py", "-h", "gpu_x5", env=env)
+    missing = _torchx(torchx_bin, tmp_path, "run", "--dryrun", "--workspace", "", "-s", "kubernetes", "dist.ddp", "--script", "t.py", "-h", "gpu_x5", env=env)
     assert missing.returncode == 4 and "gpu_x5" in missing.stderr, missing.stderr
     # $TORCHX_CUSTOM_NAMED_RESOURCES: a module's NAMED_RESOURCES
     (tmp_path / "custom_res.py").write_text(
@@ -250,7 +250,7 @@ def test_named_resource_plugins_in_the_cli(torchx_bin: str, tmp_path: Path) -> N
         "NAMED_RESOURCES = {'tiny': lambda: Resource(cpu=1, gpu=0, memMB=128)}\n"
     )
     env2 = {"TORCHX_CUSTOM_NAMED_RESOURCES": "custom_res", "PYTHONPATH": f"{tmp_path}{os.pathsep}{env['PYTHONPATH']}"}
-    done = _torchx(torchx_bin, tmp_path, "run", "--dryrun", "-s", "kubernetes", "dist.ddp", "--script", "t.py", "-h", "tiny", env=env2)
+    done = _torchx(torchx_bin, tmp_path, "run", "--dryrun", "--workspace", "", "-s", "kubernetes", "dist.ddp", "--script", "t.py", "-h", "tiny", env=env2)
     assert done.returncode == 0, done.stderr
     assert "memory: 128M" in done.stdout or "128Mi" in done.stdout, done.stdout[-800:]
 

@@ -62,7 +62,7 @@ def test_scheduler_runs_jobs_end_to_end(torchx_bin: str, here: Path) -> None:
 
 
 def test_named_resource_tracker_and_subcommand(torchx_bin: str, here: Path) -> None:
-    dry = _torchx(torchx_bin, here, "run", "--dryrun", "-s", "kubernetes", "dist.ddp", "--script", "t.py", "-h", "example_gpu_x2")
+    dry = _torchx(torchx_bin, here, "run", "--dryrun", "--workspace", "", "-s", "kubernetes", "dist.ddp", "--script", "t.py", "-h", "example_gpu_x2")
     assert dry.returncode == 0 and "nvidia.com/gpu: '2'" in dry.stdout, dry.stderr
     env = {"TORCHX_TRACKER_EXAMPLE_JSONL_CONFIG": str(here / "runs.jsonl"), "TORCHX_JOB_ID": "local_cwd://torchx/job-1"}
     added = _torchx(torchx_bin, here, "tracker", "--tracker", "example_jsonl", "add", "metadata", "loss=0.25", env=env)

@@ -75,8 +75,10 @@ pub struct RunArgs {
     /// Give up waiting after this many seconds (exit code 7; the app keeps running).
     #[arg(long, value_name = "SECONDS")]
     pub timeout: Option<String>,
-    /// Local directory to ship with the job (schedulers that support workspaces).
-    #[arg(long)]
+    /// Local directory built into the job's image (container schedulers) or copied for it
+    /// (slurm job_dir). Default: `[cli:run] workspace`, else the current directory, where the
+    /// scheduler supports workspaces; `--workspace ""` ships nothing.
+    #[arg(long, value_name = "DIR")]
     pub workspace: Option<String>,
     /// Tracker parent run id.
     #[arg(long = "parent_run_id", alias = "parent-run-id")]

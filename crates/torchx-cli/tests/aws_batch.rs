@@ -163,6 +163,8 @@ fn multi_role_lifecycle_per_node_states_and_failure() {
     .unwrap();
     let out = env.run(&[
         "run",
+        "--workspace",
+        "",
         "-s",
         "aws_batch",
         "-cfg",
@@ -214,6 +216,8 @@ fn multi_role_lifecycle_per_node_states_and_failure() {
     // `bad-*` jobs fail in the emulator: run --wait exits non-zero and says so.
     let out = env.run(&[
         "run",
+        "--workspace",
+        "",
         "-s",
         "aws_batch",
         "-cfg",
@@ -227,6 +231,8 @@ fn multi_role_lifecycle_per_node_states_and_failure() {
     std::fs::write(env.cwd.join("bad.yaml"), "name: bad-app\nroles:\n- name: b\n  image: img\n  entrypoint: 'false'\n  resource: {cpu: 1, gpu: 0, memMB: 512}\n").unwrap();
     let out = env.run(&[
         "run",
+        "--workspace",
+        "",
         "-s",
         "aws_batch",
         "-cfg",
@@ -260,6 +266,8 @@ fn logs_cancel_and_delete() {
     let env = Env::new();
     let out = env.run(&[
         "run",
+        "--workspace",
+        "",
         "-s",
         "aws_batch",
         "-cfg",
@@ -311,6 +319,8 @@ fn logs_cancel_and_delete() {
     // Cancel a running job.
     let out = env.run(&[
         "run",
+        "--workspace",
+        "",
         "-s",
         "aws_batch",
         "-cfg",
@@ -349,4 +359,46 @@ fn logs_cancel_and_delete() {
     // Unknown apps are not found.
     let out = env.run(&["status", "aws_batch://torchx/torchx:never-was-0"]);
     assert_ne!(out.status.code(), Some(0));
+}
+
+/// A workspace on aws_batch: built on top of the role's image, pushed to `image_repo` in a real
+/// registry (open and authenticated), and the job definition registered with the emulator runs
+/// the pushed image.
+#[test]
+fn workspace_image_is_pushed_and_run_by_the_job_definition() {
+    if !emulator_up("aws_batch workspace image") {
+        return;
+    }
+    let Some(reg) = support::registries_up("aws_batch workspace image") else {
+        return;
+    };
+    let env = Env::new();
+    let runs = support::workspace_push_roundtrip(
+        &env,
+        &reg,
+        "aws_batch",
+        "queue=torchx",
+        &[],
+        &["utils.sh", "--image", "busybox:local", "cat", "data.txt"],
+    );
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    for (handle, image) in [runs.open, runs.auth] {
+        let name = handle.rsplit(':').next().unwrap().to_string();
+        let registered = rt.block_on(async {
+            let (batch, _) = clients().await;
+            let defs = batch
+                .describe_job_definitions()
+                .job_definition_name(&name)
+                .send()
+                .await
+                .unwrap();
+            let def = &defs.job_definitions()[0];
+            let nodes = def.node_properties().unwrap().node_range_properties();
+            nodes[0].container().unwrap().image().unwrap().to_string()
+        });
+        assert_eq!(registered, image, "{handle}");
+    }
 }

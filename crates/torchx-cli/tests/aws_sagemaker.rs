@@ -45,6 +45,8 @@ fn training_job_lifecycle_failure_cancel_and_errors() {
     let env = Env::new();
     let out = env.run(&[
         "run",
+        "--workspace",
+        "",
         "-s",
         "aws_sagemaker",
         "-cfg",
@@ -62,6 +64,8 @@ fn training_job_lifecycle_failure_cancel_and_errors() {
     let failing = format!("{CFG},base_job_name=must-fail");
     let out = env.run(&[
         "run",
+        "--workspace",
+        "",
         "-s",
         "aws_sagemaker",
         "-cfg",
@@ -73,6 +77,8 @@ fn training_job_lifecycle_failure_cancel_and_errors() {
     assert!(stderr(&out).contains("FAILED"), "{}", stderr(&out));
     let out = env.run(&[
         "run",
+        "--workspace",
+        "",
         "-s",
         "aws_sagemaker",
         "-cfg",
@@ -105,8 +111,57 @@ fn training_job_lifecycle_failure_cancel_and_errors() {
         "name: two\nroles:\n- name: a\n  image: i\n  entrypoint: x\n- name: b\n  image: i\n  entrypoint: y\n",
     )
     .unwrap();
-    let out = env.run(&["run", "-s", "aws_sagemaker", "-cfg", CFG, "./two.yaml"]);
+    let out = env.run(&[
+        "run",
+        "--workspace",
+        "",
+        "-s",
+        "aws_sagemaker",
+        "-cfg",
+        CFG,
+        "./two.yaml",
+    ]);
     assert_ne!(out.status.code(), Some(0));
     assert!(stderr(&out).contains("2 roles"), "{}", stderr(&out));
     assert!(!stdout(&env.run(&["list", "-s", "aws_sagemaker"])).contains("two-"));
+}
+
+/// A workspace on aws_sagemaker: built on top of the role's image and pushed to `image_repo` in
+/// a real registry (open and authenticated); the training job the emulator accepted runs it
+/// (the dry run's request, which is the body sent, names the pushed image).
+#[test]
+fn workspace_image_is_pushed_and_run_by_the_training_job() {
+    if !aws_emulator_up("aws_sagemaker workspace image") {
+        return;
+    }
+    let Some(reg) = support::registries_up("aws_sagemaker workspace image") else {
+        return;
+    };
+    let env = Env::new();
+    let app = ["utils.sh", "--image", "busybox:local", "cat", "data.txt"];
+    let runs = support::workspace_push_roundtrip(&env, &reg, "aws_sagemaker", CFG, &[], &app);
+    for (handle, _) in [&runs.open, &runs.auth] {
+        let out = env.run(&["status", handle]);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    }
+    let image = &runs.open.1;
+    let cfg = format!("{CFG},image_repo={}", image.rsplit_once(':').unwrap().0);
+    let ws = env.cwd.join("proj");
+    let mut args = vec![
+        "run",
+        "--dryrun",
+        "--json",
+        "-s",
+        "aws_sagemaker",
+        "-cfg",
+        &cfg,
+    ];
+    args.extend(["--workspace", ws.to_str().unwrap()]);
+    args.extend(app);
+    let out = env.run(&args);
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert!(
+        v["request"].to_string().contains(&format!("\"{image}\"")),
+        "{v}"
+    );
 }

@@ -124,12 +124,31 @@ fn dryrun_prints_native_request_for_every_scheduler() {
             _ => "",
         };
         let out = env.run(&["run", "--dryrun", "-s", name, "-cfg", cfg, "utils.echo"]);
-        assert_eq!(out.status.code(), Some(0), "{name}: {}", stderr(&out));
-        assert!(stdout(&out).contains("=== SCHEDULER REQUEST ==="));
+        // The workspace defaults to the current directory, as TorchX's: schedulers that push
+        // it as an image need image_repo.
+        let pushes = [
+            "kubernetes",
+            "kubernetes_mcad",
+            "aws_batch",
+            "aws_sagemaker",
+        ];
+        if pushes.contains(&name.as_str()) {
+            assert_eq!(out.status.code(), Some(3), "{name}: {}", stderr(&out));
+            assert!(
+                stderr(&out).contains("set the run option image_repo"),
+                "{}",
+                stderr(&out)
+            );
+        } else {
+            assert_eq!(out.status.code(), Some(0), "{name}: {}", stderr(&out));
+            assert!(stdout(&out).contains("=== SCHEDULER REQUEST ==="));
+        }
         let out = env.run(&[
             "run",
             "--dryrun",
             "--json",
+            "--workspace",
+            "",
             "-s",
             name,
             "-cfg",
@@ -220,6 +239,30 @@ fn app_files_run() {
     );
 }
 
+/// local_cwd runs in the current directory: that workspace (TorchX's default, `file://$PWD`)
+/// is accepted, explicitly or from `[cli:run]`.
+#[test]
+fn local_cwd_accepts_its_own_directory_as_workspace() {
+    let env = Env::new();
+    let cwd = env.cwd.canonicalize().unwrap();
+    let url = format!("file://{}", cwd.display());
+    for ws in [".", cwd.to_str().unwrap(), url.as_str()] {
+        let out = env.run(&["run", "--workspace", ws, "utils.sh", "cat", "data.txt"]);
+        assert_eq!(out.status.code(), Some(1), "{ws}: {}", stderr(&out));
+        std::fs::write(env.cwd.join("data.txt"), "here\n").unwrap();
+        let out = env.run(&["run", "--workspace", ws, "utils.sh", "cat", "data.txt"]);
+        assert_eq!(out.status.code(), Some(0), "{ws}: {}", stderr(&out));
+        std::fs::remove_file(env.cwd.join("data.txt")).unwrap();
+    }
+    std::fs::write(
+        env.cwd.join(".torchxconfig"),
+        format!("[cli:run]\nworkspace = {url}\n"),
+    )
+    .unwrap();
+    let out = env.run(&["run", "--dryrun", "utils.echo"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+}
+
 /// Bad input: exact message fragment and exit code, and nothing submitted.
 #[test]
 fn bad_input_table() {
@@ -284,7 +327,11 @@ fn bad_input_table() {
         (&["run", "./c.txt:main"], 2, "must end in .py, .toml, .yaml, .yml or .json"),
         (&["run", "./ok.yaml", "--foo"], 2, "is an AppDef file and takes no arguments"),
         (&["run"], 2, "missing component name"),
-        (&["run", "--workspace", ".", "utils.echo"], 6, "scheduler `local_cwd` does not support workspaces"),
+        (&["run", "--workspace", "/", "utils.echo"], 2, "local_cwd runs jobs in the current directory ("),
+        (&["run", "-s", "lsf", "--workspace", ".", "utils.echo"], 6, "scheduler `lsf` does not support workspaces (role `echo` has workspace `.`)"),
+        (&["run", "-s", "local_docker", "--workspace", "s3://b/d", "utils.echo"], 2, "workspace `s3://b/d`: only local directories are supported"),
+        (&["run", "-s", "kubernetes", "-cfg", "image_repo=Bad/Repo", "utils.echo"], 3, "image_repo `Bad/Repo` is not an image repository"),
+        (&["run", "-s", "slurm", "--workspace", "/", "utils.echo"], 3, "workspace `/` is not the current directory"),
         (&["status", "not-a-handle"], 2, "not-a-handle is not of the form: <scheduler_backend>://<session_name>/<app_id>"),
         (&["status", "local_cwd://torchx/"], 2, "is not of the form"),
         (&["status", "local_cwd://torchx/nope-123"], 4, "does not exist or has been removed from local_cwd's data plane"),

@@ -253,6 +253,7 @@ async fn conflicts_are_clear_errors_and_roll_back() {
         scheduler: "kubernetes".into(),
         cfg: c,
         request,
+        images: Vec::new(),
     };
     let err = sched.schedule(&info).await.unwrap_err().to_string();
     assert!(
@@ -281,6 +282,8 @@ fn cli_end_to_end() {
     };
     let out = run(&[
         "run",
+        "--workspace",
+        "",
         "-s",
         "kubernetes",
         "-cfg",
@@ -314,6 +317,8 @@ fn cli_end_to_end() {
     );
     let long = run(&[
         "run",
+        "--workspace",
+        "",
         "-s",
         "kubernetes",
         "-cfg",
@@ -344,5 +349,52 @@ fn cli_end_to_end() {
         format!("GET /api/v1/namespaces/auto/pods/{app}-sh-0-abcde/log?&follow=true&timestamps=true"),
     ] {
         assert!(reqs.iter().any(|r| r.starts_with(&want)), "no `{want}` in {reqs:#?}");
+    }
+}
+
+/// A workspace on `kubernetes` and `kubernetes_mcad`: built on top of the role's image and pushed
+/// to `image_repo` in a real registry (open and authenticated); the Job / AppWrapper the fake
+/// API server receives runs the pushed image. (What this does not prove: that a real cluster
+/// pulls it; the pull itself is proven against the registry with the Docker engine.)
+#[test]
+fn workspace_image_is_pushed_and_run_by_the_submitted_job() {
+    let Some(reg) = support::registries_up("kubernetes workspace image") else {
+        return;
+    };
+    let fake = FakeKube::start(AUTO);
+    let kubeconfig = fake.kubeconfig.to_str().unwrap().to_string();
+    for scheduler in ["kubernetes", "kubernetes_mcad"] {
+        let env = Env::new();
+        let runs = support::workspace_push_roundtrip(
+            &env,
+            &reg,
+            scheduler,
+            "namespace=auto",
+            &[("KUBECONFIG", &kubeconfig)],
+            &["utils.sh", "--image", "busybox:local", "cat", "data.txt"],
+        );
+        let store = fake.store.lock().unwrap();
+        for (handle, image) in [runs.open, runs.auth] {
+            let app = handle.rsplit(':').next().unwrap();
+            // The submitted objects with pod specs (not the headless Service).
+            let with_pods: Vec<String> = store
+                .objects
+                .values()
+                .flat_map(|named| named.iter())
+                .filter(|(name, _)| name.starts_with(app))
+                .map(|(_, obj)| obj.to_string())
+                .filter(|text| text.contains("\"containers\""))
+                .collect();
+            assert!(
+                !with_pods.is_empty(),
+                "{scheduler}: nothing submitted for {handle}"
+            );
+            for text in with_pods {
+                assert!(
+                    text.contains(&format!("\"image\":\"{image}\"")),
+                    "{scheduler}: {text}"
+                );
+            }
+        }
     }
 }

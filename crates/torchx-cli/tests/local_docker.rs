@@ -250,3 +250,72 @@ async fn local_docker_conforms() {
     };
     torchx::testing::conformance(&runner, "local_docker", &opts).await;
 }
+
+/// TorchX's quickstart as written: `torchx run --scheduler local_docker utils.python --script
+/// my_app.py` ships the current directory (the default workspace) on top of TorchX's default
+/// image (a local stand-in with Python, tagged by scripts/docker/up.sh: nothing can be pulled
+/// here); a `Dockerfile.torchx` there is honoured; `--workspace ""` ships nothing.
+#[test]
+fn quickstart_ships_the_current_directory_by_default() {
+    if !docker_up("local_docker quickstart") {
+        return;
+    }
+    let default_image = "ghcr.io/pytorch/torchx:0.7.0";
+    let present = support::docker(None, &["image", "inspect", default_image]);
+    if !present.status.success() {
+        support::skip_engine(
+            "docker",
+            "local_docker quickstart",
+            "no local ghcr.io/pytorch/torchx:0.7.0 (scripts/docker/up.sh tags it)",
+        );
+        return;
+    }
+    let env = Env::new();
+    let quickstart = [
+        "run",
+        "--scheduler",
+        "local_docker",
+        "utils.python",
+        "--script",
+        "my_app.py",
+    ];
+    std::fs::write(env.cwd.join("my_app.py"), "print('Hello, TorchX!')\n").unwrap();
+    let out = env.run(&quickstart);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("python/0 Hello, TorchX!"),
+        "{}",
+        stderr(&out)
+    );
+
+    std::fs::write(
+        env.cwd.join("Dockerfile.torchx"),
+        "ARG IMAGE\nFROM $IMAGE\nCOPY . .\nENV GREETING=from-dockerfile-torchx\n",
+    )
+    .unwrap();
+    std::fs::write(
+        env.cwd.join("my_app.py"),
+        "import os\nprint(os.environ['GREETING'])\n",
+    )
+    .unwrap();
+    let out = env.run(&quickstart);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("python/0 from-dockerfile-torchx"),
+        "{}",
+        stderr(&out)
+    );
+
+    let out = env.run(&[
+        "run",
+        "--scheduler",
+        "local_docker",
+        "--workspace",
+        "",
+        "utils.python",
+        "--script",
+        "my_app.py",
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("can't open file"), "{}", stderr(&out));
+}

@@ -235,3 +235,24 @@ async fn slurm_conforms() {
     std::env::set_current_dir(tmp.path()).unwrap();
     conformance(&runner, "slurm", &opts).await;
 }
+
+/// TorchX's defaults on slurm: a `[cli:run] workspace` (here the current directory, as TorchX's
+/// own default) with no job_dir runs in place; a workspace elsewhere needs job_dir.
+#[test]
+fn workspace_without_job_dir_runs_in_place() {
+    if !slurm_up("slurm workspace in place") {
+        return;
+    }
+    let env = Env::new();
+    std::fs::write(env.cwd.join("data.txt"), "in place\n").unwrap();
+    let config = format!("[cli:run]\nworkspace = file://{}\n", env.cwd.display());
+    std::fs::write(env.cwd.join(".torchxconfig"), config).unwrap();
+    let (handle, code, err) = run_wait(&env, &["utils.sh", "cat", "data.txt"]);
+    assert_eq!(code, 0, "{err}");
+    let log = stdout(&env.run(&["log", &handle, "--streams", "stdout"]));
+    assert!(log.contains("sh/0 in place"), "{log}");
+    let elsewhere = env.home.to_str().unwrap();
+    let (_, code, err) = run_wait(&env, &["--workspace", elsewhere, "utils.sh", "true"]);
+    assert_eq!(code, 3, "{err}");
+    assert!(err.contains("give -cfg job_dir=<new directory>"), "{err}");
+}

@@ -123,6 +123,8 @@ pub struct DryRun {
     info: Mutex<Option<DryRunInfo>>,
     request_json: String,
     rendered: String,
+    role_images: Vec<String>,
+    images_json: String,
 }
 
 #[pymethods]
@@ -135,6 +137,16 @@ impl DryRun {
     /// The request as `torchx run --dryrun` shows it.
     fn render(&self) -> &str {
         &self.rendered
+    }
+
+    /// Each role's image after its workspace was planned into one.
+    fn role_images(&self) -> Vec<String> {
+        self.role_images.clone()
+    }
+
+    /// The workspace images `schedule` builds (and pushes) first, as JSON.
+    fn images_json(&self) -> &str {
+        &self.images_json
     }
 }
 
@@ -151,7 +163,7 @@ pub fn submit_dryrun(
     cfg_json: &str,
     cwd: Option<std::path::PathBuf>,
 ) -> PyResult<DryRun> {
-    let app: AppDef = serde_json::from_str(app_json).map_err(json_err)?;
+    let mut app: AppDef = serde_json::from_str(app_json).map_err(json_err)?;
     app.validate().map_err(to_py)?;
     let cfg: Cfg = serde_json::from_str(cfg_json).map_err(json_err)?;
     let sched = scheduler(name)?;
@@ -160,20 +172,26 @@ pub fn submit_dryrun(
         None => std::env::current_dir().map_err(|e| PyRuntimeError::new_err(e.to_string()))?,
     };
     // Backend facts (e.g. the Slurm version) may run a command: not under the GIL.
-    let request = py.detach(|| {
+    // Workspaces are read (hashed into image names) here: not under the GIL either.
+    let planned = py.detach(|| {
+        let support = sched.capabilities().workspace;
+        let images = torchx::workspace::prepare(&mut app, name, support, &cfg, &cwd)?;
         let facts = sched.dryrun_facts(&cfg)?;
         let ctx = DryRunContext::new(session, random_id(), cwd).with_facts(facts);
-        sched.submit_dryrun(&app, &cfg, &ctx)
+        Ok::<_, Error>((sched.submit_dryrun(&app, &cfg, &ctx)?, images))
     });
-    let request = request.map_err(to_py)?;
+    let (request, images) = planned.map_err(to_py)?;
     let request_json = request.to_json().to_string();
     let rendered = request.render();
     Ok(DryRun {
+        role_images: app.roles.iter().map(|r| r.image.clone()).collect(),
+        images_json: serde_json::to_string(&images).map_err(json_err)?,
         info: Mutex::new(Some(DryRunInfo {
             app,
             scheduler: name.to_string(),
             cfg,
             request,
+            images,
         })),
         request_json,
         rendered,
@@ -190,7 +208,11 @@ pub fn schedule(py: Python<'_>, dryrun: &DryRun) -> PyResult<String> {
         .take()
         .ok_or_else(|| PyValueError::new_err("this dry run was already scheduled"))?;
     let sched = scheduler(&info.scheduler)?;
-    block_on(py, async move { sched.schedule(&info).await })?.map_err(to_py)
+    block_on(py, async move {
+        torchx::workspace::build_images(&info.images, &info.scheduler, &info.cfg).await?;
+        sched.schedule(&info).await
+    })?
+    .map_err(to_py)
 }
 
 /// `scheduler.describe(app_id)` as JSON, `None` for an unknown app.

@@ -226,14 +226,6 @@ impl Runner {
         crate::specs::check_path_component("session name", &self.session_name)?;
         let sched = self.scheduler(scheduler)?;
         let resolved = sched.run_opts().resolve(cfg)?;
-        let wants_workspace =
-            args.workspace.is_some() || app.roles.iter().any(|r| r.workspace.is_some());
-        if wants_workspace && !sched.capabilities().workspace {
-            return Err(Error::unsupported(
-                scheduler,
-                "workspaces (it runs in the current directory; drop --workspace)",
-            ));
-        }
         let parent = std::env::var(tracker::ENV_PARENT_RUN_ID)
             .ok()
             .or_else(|| args.parent_run_id.clone());
@@ -258,6 +250,8 @@ impl Runner {
         }
         let cwd =
             std::env::current_dir().map_err(|e| Error::io("reading the current directory", e))?;
+        let support = sched.capabilities().workspace;
+        let images = crate::workspace::prepare(&mut app, scheduler, support, &resolved, &cwd)?;
         let facts = sched.dryrun_facts(&resolved)?;
         let ctx = DryRunContext::new(&self.session_name, random_id(), cwd).with_facts(facts);
         let request = sched.submit_dryrun(&app, &resolved, &ctx)?;
@@ -266,6 +260,7 @@ impl Runner {
             scheduler: scheduler.to_string(),
             cfg: resolved,
             request,
+            images,
         })
     }
 
@@ -340,6 +335,7 @@ impl Runner {
     /// Submits a dry-run result; returns the app handle.
     pub async fn schedule(&self, info: &DryRunInfo) -> Result<String> {
         let sched = self.scheduler(&info.scheduler)?;
+        crate::workspace::build_images(&info.images, &info.scheduler, &info.cfg).await?;
         let app_id = sched.schedule(info).await?;
         let handle = make_app_handle(&info.scheduler, &self.session_name, &app_id);
         let parent = info

@@ -212,13 +212,10 @@ class Runner:
         if isinstance(sched, WorkspaceMixin):
             app.roles[0].workspace = Workspace.from_str(workspace)
             sched.build_workspaces(app.roles, cfg)
-        elif isinstance(sched, RustScheduler) and sched.backend != "local_cwd":
-            # local_cwd runs in the current directory, as TorchX's; the others' workspaces
-            # (images, job_dir copies) are built by the CLI only so far.
-            raise NotImplementedError(
-                f"{scheduler}: workspaces from the Python API are not supported yet; use"
-                f" `torchx run --workspace {workspace} -s {scheduler} ...` or workspace=None"
-            )
+        elif isinstance(sched, RustScheduler):
+            # The core plans it in submit_dryrun (images, job_dir copies, local_cwd's own
+            # directory) and builds it in schedule; as TorchX's, it is role[0]'s.
+            app.roles[0].workspace = Workspace.from_str(workspace)
 
     def scheduler_run_opts(self, scheduler: str) -> runopts:
         return self._scheduler(scheduler).run_opts()

@@ -98,6 +98,11 @@ class RustScheduler(Scheduler[Mapping[str, Any]]):
             json.dumps(known),
             self._submit_cwd(app),
         )
+        # As TorchX's workspace step: a role whose workspace was planned into an image now
+        # runs that image (built, and pushed, by ``schedule``).
+        for role, image in zip(app.roles, handle.role_images()):
+            if image != role.image:
+                role.image, role.workspace = image, None
         return AppDryRunInfo(RustRequest(handle), repr)
 
     def _submit_cwd(self, app: AppDef) -> Optional[str]:

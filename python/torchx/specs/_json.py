@@ -42,6 +42,7 @@ def role_to_json(role: Role) -> Dict[str, Any]:
         "port_map": dict(role.port_map),
         "metadata": dict(role.metadata),
         "mounts": [_mount_to_json(m) for m in role.mounts],
+        "workspace": dict(role.workspace.projects) if role.workspace else None,
     }
 
 

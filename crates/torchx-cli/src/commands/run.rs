@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use torchx::runner::{ComponentOutcome, RunArgs as LibRunArgs};
-use torchx::scheduler::LogQuery;
+use torchx::scheduler::{LogQuery, WorkspaceSupport};
 use torchx::specs::{AppState, AppStatus, DryRunInfo, Workspace};
 use torchx::{Error, Result, Runner};
 
@@ -49,16 +49,22 @@ pub fn run(a: RunArgs) -> Result<i32> {
         },
     };
     let workspace = match (&a.workspace, &cli_run.workspace) {
-        (Some(w), _) if w.is_empty() => None,
-        (Some(w), _) => Some(Workspace::parse(w)?),
-        // A config-file default applies only where workspaces are supported.
-        (None, Some(w))
-            if !w.is_empty() && runner.scheduler(&scheduler)?.capabilities().workspace =>
-        {
-            Some(Workspace::parse(w)?)
+        (Some(w), _) => Some(w.clone()),
+        // TorchX's defaults (`[cli:run] workspace`, else `file://$PWD`) apply only where
+        // workspaces are supported; given explicitly, one is refused elsewhere.
+        (None, default) => {
+            let support = runner.scheduler(&scheduler)?.capabilities().workspace;
+            match default {
+                _ if support == WorkspaceSupport::None => None,
+                Some(w) => Some(w.clone()),
+                None => Some(current_dir()?.display().to_string()),
+            }
         }
-        _ => None,
     };
+    let workspace = workspace
+        .filter(|w| !w.is_empty())
+        .map(|w| Workspace::parse(&w))
+        .transpose()?;
     let lib_args = LibRunArgs {
         workspace,
         parent_run_id: a.parent_run_id.clone(),
@@ -86,6 +92,10 @@ pub fn run(a: RunArgs) -> Result<i32> {
     ))
 }
 
+fn current_dir() -> Result<std::path::PathBuf> {
+    std::env::current_dir().map_err(|e| Error::io("reading the current directory", e))
+}
+
 /// `--timeout`: a positive, finite number of seconds, at most a year.
 fn parse_timeout(s: &str) -> Result<Duration> {
     const YEAR: f64 = 365.0 * 86400.0;
@@ -105,6 +115,7 @@ fn print_dryrun(info: &DryRunInfo, json: bool) {
             "app": info.app,
             "cfg": info.cfg,
             "request": info.request.to_json(),
+            "images": info.images,
         }));
     } else {
         println!(
@@ -112,6 +123,19 @@ fn print_dryrun(info: &DryRunInfo, json: bool) {
             info.app.to_yaml(),
             info.request.render()
         );
+        if !info.images.is_empty() {
+            println!("\n=== WORKSPACE IMAGES (built before submitting) ===");
+            for i in &info.images {
+                let push = if i.push { ", pushed" } else { "" };
+                println!(
+                    "{}: workspace {} on top of {}{push}; run by {}",
+                    i.image,
+                    i.workspace,
+                    i.base_image,
+                    i.roles.join(", ")
+                );
+            }
+        }
     }
 }
 

@@ -253,3 +253,234 @@ pub fn aws_emulator_up(test: &str) -> bool {
     }
     up
 }
+
+/// The registries of `scripts/registry/up.sh` (`.ci/run` exports their addresses), next to the
+/// Docker engine of `scripts/docker/up.sh` that builds and pushes workspace images.
+pub struct Registries {
+    /// An open registry, `127.0.0.1:<port>`.
+    pub open: String,
+    /// A registry behind htpasswd basic auth.
+    pub auth: String,
+    pub user: String,
+    pub password: String,
+}
+
+/// The registries and the Docker engine, or a loud skip (a failure when `.ci/run` started them).
+pub fn registries_up(test: &str) -> Option<Registries> {
+    let docker = Command::new("docker")
+        .args(["image", "inspect", "busybox:local"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !docker {
+        skip_engine(
+            "docker",
+            test,
+            "no Docker engine with busybox:local (run scripts/docker/up.sh as root and export DOCKER_HOST)",
+        );
+        return None;
+    }
+    let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+    let found = (|| {
+        let r = Registries {
+            open: var("TORCHX_TEST_REGISTRY")?,
+            auth: var("TORCHX_TEST_AUTH_REGISTRY")?,
+            user: var("TORCHX_TEST_REGISTRY_USER")?,
+            password: var("TORCHX_TEST_REGISTRY_PASSWORD")?,
+        };
+        let up = |a: &str| std::net::TcpStream::connect(a).is_ok();
+        (up(&r.open) && up(&r.auth)).then_some(r)
+    })();
+    if found.is_none() {
+        skip_engine(
+            "registry",
+            test,
+            "no registries (run `. \"$(bash scripts/registry/up.sh | tail -1)\"`)",
+        );
+    }
+    found
+}
+
+/// A Docker client config directory holding `user:password` for `registry`.
+pub fn docker_config(dir: &std::path::Path, registry: &str, user: &str, password: &str) {
+    std::fs::create_dir_all(dir).unwrap();
+    let auth = base64_encode(format!("{user}:{password}").as_bytes());
+    let config = serde_json::json!({"auths": {registry: {"auth": auth}}});
+    std::fs::write(dir.join("config.json"), config.to_string()).unwrap();
+}
+
+fn base64_encode(data: &[u8]) -> String {
+    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for chunk in data.chunks(3) {
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(ALPHABET[(n >> (18 - 6 * i) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+/// Runs `docker args` (with the client config in `config`, if any); its output.
+pub fn docker(config: Option<&std::path::Path>, args: &[&str]) -> Output {
+    let mut c = Command::new("docker");
+    if let Some(dir) = config {
+        c.arg("--config").arg(dir);
+    }
+    c.args(args).output().unwrap()
+}
+
+/// Proves a pushed image holds the workspace: drops the local copy, pulls it back from its
+/// registry and runs `cat <file>` in it.
+pub fn pull_and_cat(config: Option<&std::path::Path>, image: &str, file: &str) -> String {
+    docker(None, &["rmi", "-f", image]);
+    let pull = docker(config, &["pull", image]);
+    assert!(
+        pull.status.success(),
+        "docker pull {image}: {}",
+        stderr(&pull)
+    );
+    let run = docker(None, &["run", "--rm", image, "cat", file]);
+    assert!(run.status.success(), "docker run {image}: {}", stderr(&run));
+    docker(None, &["rmi", "-f", image]);
+    stdout(&run)
+}
+
+/// A dry run's planned workspace images (`torchx run --dryrun --json`'s `images`).
+pub fn planned_images(out: &Output) -> Vec<serde_json::Value> {
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(out));
+    let v: serde_json::Value = serde_json::from_str(&stdout(out)).unwrap();
+    v["images"].as_array().cloned().unwrap_or_default()
+}
+
+/// What [`workspace_push_roundtrip`] ran: the handles and images of its two real submissions,
+/// to the open registry and to the authenticated one.
+pub struct PushedRuns {
+    pub open: (String, String),
+    pub auth: (String, String),
+}
+
+/// TorchX's workspace loop on a scheduler that pushes images, against the real registries:
+/// the dry run plans one image `<image_repo>:<hash>` and builds and pushes nothing; the run
+/// builds it, pushes it and submits; the image pulled back from the registry holds the
+/// workspace; a second run of the unchanged workspace neither builds nor pushes; the
+/// authenticated registry refuses a push without credentials and takes one with them.
+/// `app` is the component and its arguments; `extra_env` reaches every `torchx` call.
+pub fn workspace_push_roundtrip(
+    env: &Env,
+    reg: &Registries,
+    scheduler: &str,
+    cfg: &str,
+    extra_env: &[(&str, &str)],
+    app: &[&str],
+) -> PushedRuns {
+    let ws = env.cwd.join("proj");
+    std::fs::create_dir_all(&ws).unwrap();
+    let content = format!(
+        "{scheduler} workspace {} {:?}",
+        std::process::id(),
+        std::time::SystemTime::now()
+    );
+    std::fs::write(ws.join("data.txt"), &content).unwrap();
+    let no_creds = env.home.join("docker-empty");
+    let creds = env.home.join("docker-creds");
+    std::fs::create_dir_all(&no_creds).unwrap();
+    docker_config(&creds, &reg.auth, &reg.user, &reg.password);
+    let sep = if cfg.is_empty() { "" } else { "," };
+    let torchx = |registry: &str, dry: bool, docker_config: &std::path::Path| {
+        let cfg = format!("{cfg}{sep}image_repo={registry}/torchx-test/{scheduler}");
+        let mut args = vec!["run"];
+        if dry {
+            args.extend(["--dryrun", "--json"]);
+        }
+        args.extend([
+            "-s",
+            scheduler,
+            "-cfg",
+            &cfg,
+            "--workspace",
+            ws.to_str().unwrap(),
+        ]);
+        args.extend(app);
+        let mut c = env.cmd(&args);
+        c.env("LOGLEVEL", "info")
+            .env("DOCKER_CONFIG", docker_config);
+        for (k, v) in extra_env {
+            c.env(k, v);
+        }
+        c.output().unwrap()
+    };
+
+    let planned = planned_images(&torchx(&reg.open, true, &no_creds));
+    assert_eq!(planned.len(), 1, "{planned:?}");
+    let image = planned[0]["image"].as_str().unwrap().to_string();
+    assert!(
+        image.starts_with(&format!("{}/torchx-test/{scheduler}:", reg.open)),
+        "{image}"
+    );
+    assert_eq!(planned[0]["push"], true);
+    assert!(
+        !docker(None, &["image", "inspect", &image]).status.success(),
+        "the dry run built {image}"
+    );
+    assert!(
+        !docker(Some(&no_creds), &["pull", &image]).status.success(),
+        "the dry run pushed {image}"
+    );
+
+    let out = torchx(&reg.open, false, &no_creds);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let log = stderr(&out);
+    assert!(
+        log.contains(&format!("building workspace image {image}")),
+        "{log}"
+    );
+    assert!(log.contains(&format!("pushing image {image}")), "{log}");
+    let open_handle = stdout(&out).lines().next().unwrap().to_string();
+    assert_eq!(pull_and_cat(Some(&no_creds), &image, "data.txt"), content);
+
+    let again = torchx(&reg.open, false, &no_creds);
+    assert_eq!(again.status.code(), Some(0), "{}", stderr(&again));
+    let log = stderr(&again);
+    assert!(log.contains("is already in its registry"), "{log}");
+    assert!(
+        !log.contains("building workspace image") && !log.contains("pushing image"),
+        "{log}"
+    );
+
+    let refused = torchx(&reg.auth, false, &no_creds);
+    assert_eq!(refused.status.code(), Some(5), "{}", stderr(&refused));
+    assert!(
+        stderr(&refused).contains(&format!("no credentials for {}", reg.auth)),
+        "{}",
+        stderr(&refused)
+    );
+    let out = torchx(&reg.auth, false, &creds);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let auth_image = image.replacen(&reg.open, &reg.auth, 1);
+    assert!(
+        stderr(&out).contains(&format!("pushing image {auth_image}")),
+        "{}",
+        stderr(&out)
+    );
+    let auth_handle = stdout(&out).lines().next().unwrap().to_string();
+    assert!(
+        !docker(Some(&no_creds), &["pull", &auth_image])
+            .status
+            .success(),
+        "the authenticated registry served {auth_image} without credentials"
+    );
+    assert_eq!(pull_and_cat(Some(&creds), &auth_image, "data.txt"), content);
+    PushedRuns {
+        open: (open_handle, image),
+        auth: (auth_handle, auth_image),
+    }
+}

@@ -44,14 +44,31 @@ pub struct Capabilities {
     pub log_since_until: bool,
     /// Logs can be followed until the app ends.
     pub log_tail: bool,
-    /// Role workspaces are built into the role's image/dir.
-    pub workspace: bool,
+    /// How role workspaces are shipped.
+    pub workspace: WorkspaceSupport,
     /// Mounts are honoured.
     pub mounts: bool,
     /// `max_retries` is honoured.
     pub retries: bool,
     /// Apps with several roles work.
     pub multi_role: bool,
+}
+
+/// How a scheduler ships a role's workspace (TorchX's `WorkspaceMixin` kinds).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WorkspaceSupport {
+    /// Not at all: a workspace is an error.
+    #[default]
+    None,
+    /// Jobs run in the submitter's current directory, the only workspace accepted (local_cwd).
+    CurrentDir,
+    /// Copied into a new job directory, or run in place from the current directory (slurm).
+    Directory,
+    /// Built into an image on the local Docker engine (local_docker).
+    LocalImage,
+    /// Built into an image and pushed to the registry of the `image_repo` run option.
+    PushedImage,
 }
 
 /// A scheduler's native request, as rendered by `submit_dryrun`.

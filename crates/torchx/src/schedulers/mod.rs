@@ -26,15 +26,16 @@ use std::path::{Path, PathBuf};
 use crate::error::{Error, Result};
 use crate::specs::AppDef;
 
-/// Remote schedulers do not build and push workspace images yet: say so instead of running the
-/// role's image without the workspace.
+/// Workspace images are built by the [`Runner`](crate::Runner) (its dry run plans them and
+/// points the roles at them; `schedule` builds and pushes them): a role that still has a
+/// workspace here was handed to the scheduler directly, and would run without it.
 pub fn reject_workspaces(scheduler: &str, app: &AppDef) -> Result<()> {
     match app.roles.iter().find(|r| r.workspace.is_some()) {
         Some(r) => Err(Error::unsupported(
             scheduler,
             format!(
-                "workspaces (role `{}`): building and pushing a patched image to image_repo; \
-                 build and push the image yourself and drop --workspace",
+                "role `{}`'s workspace when called directly: submit through the Runner, which \
+                 builds workspace images (Runner::dryrun, then Runner::schedule)",
                 r.name
             ),
         )),

@@ -90,10 +90,11 @@ impl Workspace {
             let map: BTreeMap<String, Option<String>> = serde_norway::from_str(s)
                 .map_err(|e| Error::arg(format!("invalid workspace mapping `{s}`: {e}")))?;
             for (k, v) in map {
-                projects.insert(k, v.unwrap_or_default());
+                projects.insert(local_path(&k)?.to_string(), v.unwrap_or_default());
             }
         } else {
             for part in s.split(';').filter(|p| !p.is_empty()) {
+                let part = local_path(part)?;
                 match part.split_once(':') {
                     Some((src, dst)) => projects.insert(src.to_string(), dst.to_string()),
                     None => projects.insert(part.to_string(), String::new()),
@@ -106,6 +107,37 @@ impl Workspace {
     /// True when this is a single project copied to the remote root.
     pub fn is_unmapped_single_project(&self) -> bool {
         self.projects.len() == 1 && self.projects.values().all(String::is_empty)
+    }
+}
+
+/// An image a run builds from a workspace before it submits the job: planned by the dry run
+/// (which builds nothing), built (and pushed) by `Runner::schedule`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct WorkspaceImage {
+    /// The roles that run it.
+    pub roles: Vec<String>,
+    /// The roles' own image, which the workspace is built on top of.
+    pub base_image: String,
+    /// What is built into it.
+    pub workspace: Workspace,
+    /// Its name: `torchx-workspace:<content hash>`, or `<image_repo>:<content hash>` when pushed.
+    pub image: String,
+    /// Whether it is pushed to the registry its name starts with.
+    pub push: bool,
+}
+
+/// A workspace project's local path: TorchX's `file://` URLs name local directories; other
+/// fsspec filesystems are not supported.
+fn local_path(project: &str) -> Result<&str> {
+    if let Some(path) = project.strip_prefix("file://") {
+        return Ok(path);
+    }
+    match project.split_once("://") {
+        Some((scheme, _)) if !scheme.contains(['/', ':']) => Err(Error::arg(format!(
+            "workspace `{project}`: only local directories are supported (a path or a file:// \
+             URL), not `{scheme}://`"
+        ))),
+        _ => Ok(project),
     }
 }
 
@@ -435,6 +467,8 @@ pub struct DryRunInfo {
     pub cfg: crate::opts::Cfg,
     /// The native request.
     pub request: Box<dyn crate::scheduler::NativeRequest>,
+    /// The workspace images to build (and push) before the request is submitted.
+    pub images: Vec<WorkspaceImage>,
 }
 
 impl fmt::Display for DryRunInfo {
@@ -521,5 +555,10 @@ mod tests {
         let w = Workspace::parse("{a: x, b: null}").unwrap();
         assert_eq!(w.to_string(), "a:x;b");
         assert!(Workspace::parse("").is_err());
+        // TorchX's default, `file://$PWD`, is a local path.
+        assert_eq!(Workspace::parse("file:///a/b").unwrap().to_string(), "/a/b");
+        assert_eq!(Workspace::parse("file:///a:x").unwrap().to_string(), "/a:x");
+        let err = Workspace::parse("s3://bucket/dir").unwrap_err().to_string();
+        assert!(err.contains("not `s3://`"), "{err}");
     }
 }

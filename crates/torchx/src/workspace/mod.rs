@@ -9,7 +9,19 @@ use std::fs;
 use std::path::Path;
 
 use crate::error::{Error, Result};
-use crate::specs::Workspace;
+use crate::opts::{Cfg, CfgValue};
+use crate::scheduler::WorkspaceSupport;
+use crate::specs::{AppDef, Workspace, WorkspaceImage};
+
+/// True when `workspace` is the directory `cwd` itself, where a job that runs in place (local_cwd,
+/// slurm without `job_dir`) already finds its files.
+pub fn is_current_dir(workspace: &Workspace, cwd: &Path) -> bool {
+    let same = |p: &str| match (fs::canonicalize(p), fs::canonicalize(cwd)) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    };
+    workspace.is_unmapped_single_project() && workspace.projects.keys().all(|p| same(p))
+}
 
 /// The ignore file read from the root of each workspace project.
 pub const IGNORE_FILE: &str = ".torchxignore";
@@ -176,6 +188,101 @@ pub fn copy_into_job_dir(workspace: &Workspace, job_dir: &Path) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Readies the roles' workspaces for `scheduler` before its dry run (TorchX's `WorkspaceMixin`
+/// step): image schedulers get the images to build planned (roles point at them, their
+/// workspaces consumed), local_cwd accepts only its own directory, slurm copies or runs in
+/// place itself; the rest take none. Reads the workspaces; builds nothing.
+pub fn prepare(
+    app: &mut AppDef,
+    scheduler: &str,
+    support: WorkspaceSupport,
+    cfg: &Cfg,
+    cwd: &Path,
+) -> Result<Vec<WorkspaceImage>> {
+    let Some(first) = app.roles.iter().find(|r| r.workspace.is_some()) else {
+        return Ok(Vec::new());
+    };
+    let described = format!(
+        "role `{}` has workspace `{}`",
+        first.name,
+        first
+            .workspace
+            .as_ref()
+            .map(ToString::to_string)
+            .unwrap_or_default()
+    );
+    match support {
+        WorkspaceSupport::None => Err(Error::unsupported(
+            scheduler,
+            format!("workspaces ({described}); give --workspace \"\" to run the image as is"),
+        )),
+        WorkspaceSupport::CurrentDir => {
+            for role in &mut app.roles {
+                match role.workspace.take() {
+                    Some(ws) if !is_current_dir(&ws, cwd) => {
+                        return Err(Error::arg(format!(
+                            "{scheduler} runs jobs in the current directory ({}), but role `{}` \
+                             has workspace `{ws}`: run from that directory, or give \
+                             --workspace \"\"",
+                            cwd.display(),
+                            role.name
+                        )))
+                    }
+                    _ => {}
+                }
+            }
+            Ok(Vec::new())
+        }
+        WorkspaceSupport::Directory => Ok(Vec::new()),
+        WorkspaceSupport::LocalImage => plan_images(app, None, scheduler),
+        WorkspaceSupport::PushedImage => match cfg.get("image_repo") {
+            Some(CfgValue::Str(repo)) if !repo.is_empty() => {
+                plan_images(app, Some(repo), scheduler)
+            }
+            _ => Err(Error::config(format!(
+                "{scheduler}: {described}, built into an image the job pulls from a registry: \
+                 set the run option image_repo (-cfg image_repo=<registry>/<repository>, or \
+                 image_repo in .torchxconfig's [{scheduler}] section), or give --workspace \"\" \
+                 to run the image as is"
+            ))),
+        },
+    }
+}
+
+#[cfg(feature = "docker")]
+fn plan_images(
+    app: &mut AppDef,
+    push_to: Option<&str>,
+    scheduler: &str,
+) -> Result<Vec<WorkspaceImage>> {
+    docker::plan_images(app, push_to, scheduler)
+}
+
+#[cfg(not(feature = "docker"))]
+fn plan_images(_: &mut AppDef, _: Option<&str>, scheduler: &str) -> Result<Vec<WorkspaceImage>> {
+    Err(Error::unsupported(
+        scheduler,
+        "workspace images in this build of torchx (it was built without the `docker` feature)",
+    ))
+}
+
+/// Builds (and pushes) the images [`prepare`] planned, before the job is submitted.
+pub async fn build_images(images: &[WorkspaceImage], scheduler: &str, cfg: &Cfg) -> Result<()> {
+    #[cfg(feature = "docker")]
+    {
+        let quiet = cfg.get("quiet") == Some(&CfgValue::Bool(true));
+        docker::build_images(images, scheduler, quiet).await
+    }
+    #[cfg(not(feature = "docker"))]
+    match (images, cfg) {
+        ([], _) => Ok(()),
+        _ => Err(Error::unsupported(
+            scheduler,
+            "workspace images in this build of torchx",
+        )),
+    }
 }
 
 #[cfg(test)]

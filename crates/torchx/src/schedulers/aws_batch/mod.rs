@@ -27,6 +27,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::opts::{Cfg, RunOpts, TypedOpts};
 use crate::scheduler::{
     downcast_request, Capabilities, DryRunContext, LogLines, LogQuery, NativeRequest, Scheduler,
+    WorkspaceSupport,
 };
 use crate::schedulers::aws::{TAG_APP_NAME, TAG_VERSION};
 use crate::specs::{
@@ -371,6 +372,7 @@ impl Scheduler for AwsBatchScheduler {
             mounts: true,
             retries: true,
             multi_role: true,
+            workspace: WorkspaceSupport::PushedImage,
             ..Capabilities::default()
         }
     }

@@ -22,7 +22,9 @@ pub use render::{render, TrainingJob};
 use self::client::{AwsError, SageMaker};
 use crate::error::{Error, Result};
 use crate::opts::{Cfg, RunOpts, TypedOpts};
-use crate::scheduler::{downcast_request, Capabilities, DryRunContext, NativeRequest, Scheduler};
+use crate::scheduler::{
+    downcast_request, Capabilities, DryRunContext, NativeRequest, Scheduler, WorkspaceSupport,
+};
 use crate::specs::{
     AppDef, AppState, DescribeAppResponse, DryRunInfo, ListAppResponse, ReplicaStatus,
 };
@@ -109,6 +111,7 @@ impl Scheduler for AwsSageMakerScheduler {
             list: true,
             cancel: true,
             retries: true,
+            workspace: WorkspaceSupport::PushedImage,
             ..Capabilities::default()
         }
     }

@@ -32,6 +32,7 @@ use crate::error::{Error, Result};
 use crate::opts::{Cfg, RunOpts, TypedOpts};
 use crate::scheduler::{
     downcast_request, Capabilities, DryRunContext, LogLines, LogQuery, NativeRequest, Scheduler,
+    WorkspaceSupport,
 };
 use crate::specs::{
     AppDef, AppState, DescribeAppResponse, DryRunInfo, ListAppResponse, ReplicaStatus, Stream,
@@ -356,6 +357,7 @@ impl Scheduler for KubernetesScheduler {
             mounts: true,
             retries: true,
             multi_role: true,
+            workspace: WorkspaceSupport::PushedImage,
             ..Capabilities::default()
         }
     }

@@ -21,6 +21,7 @@ use crate::error::{Error, Result};
 use crate::opts::{Cfg, RunOpts, TypedOpts};
 use crate::scheduler::{
     downcast_request, Capabilities, DryRunContext, LogLines, LogQuery, NativeRequest, Scheduler,
+    WorkspaceSupport,
 };
 use crate::schedulers::kubernetes::client::{Kube, APPWRAPPER, POD};
 use crate::schedulers::kubernetes::render::{
@@ -96,6 +97,7 @@ impl Scheduler for KubernetesMcadScheduler {
             mounts: true,
             retries: true,
             multi_role: true,
+            workspace: WorkspaceSupport::PushedImage,
             ..Capabilities::default()
         }
     }

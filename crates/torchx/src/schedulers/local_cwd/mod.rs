@@ -39,7 +39,7 @@ use crate::error::{Error, Result};
 use crate::opts::{Cfg, RunOpts, TypedOpts};
 use crate::scheduler::{
     downcast_request, Capabilities, DryRunContext, FollowedFile, LogLines, LogQuery, NativeRequest,
-    Scheduler, Step, Take,
+    Scheduler, Step, Take, WorkspaceSupport,
 };
 use crate::specs::{
     AppDef, AppState, DescribeAppResponse, DryRunInfo, ListAppResponse, ReplicaStatus, Stream, NONE,
@@ -495,6 +495,7 @@ impl Scheduler for LocalCwdScheduler {
             log_tail: true,
             retries: true,
             multi_role: true,
+            workspace: WorkspaceSupport::CurrentDir,
             ..Capabilities::default()
         }
     }

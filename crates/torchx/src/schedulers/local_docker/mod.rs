@@ -33,7 +33,7 @@ use crate::error::{Error, Result};
 use crate::opts::{Cfg, RunOpts, TypedOpts};
 use crate::scheduler::{
     downcast_request, Capabilities, DryRunContext, LineBuffer, LogLines, LogQuery, NativeRequest,
-    Scheduler,
+    Scheduler, WorkspaceSupport,
 };
 use crate::specs::{
     AppDef, AppState, DescribeAppResponse, DryRunInfo, ListAppResponse, ReplicaStatus, Stream,
@@ -103,14 +103,7 @@ struct Found {
 impl LocalDockerScheduler {
     async fn docker(&self) -> Result<&Docker> {
         self.client
-            .get_or_try_init(|| async {
-                let d = Docker::connect_with_defaults().map_err(engine_err(
-                    "cannot connect to the Docker engine (is dockerd running? DOCKER_HOST?)",
-                ))?;
-                d.negotiate_version().await.map_err(engine_err(
-                    "cannot reach the Docker engine (is dockerd running? DOCKER_HOST?)",
-                ))
-            })
+            .get_or_try_init(|| crate::workspace::docker::connect(NAME))
             .await
     }
 
@@ -329,7 +322,7 @@ impl Scheduler for LocalDockerScheduler {
             log_streams: true,
             log_since_until: true,
             log_tail: true,
-            workspace: true,
+            workspace: WorkspaceSupport::LocalImage,
             mounts: true,
             retries: true,
             multi_role: true,
@@ -361,36 +354,9 @@ impl Scheduler for LocalDockerScheduler {
     }
 
     async fn schedule(&self, info: &DryRunInfo) -> Result<String> {
-        let mut job = downcast_request::<DockerJob>(info, NAME)?.clone();
+        let job = downcast_request::<DockerJob>(info, NAME)?;
+        crate::schedulers::reject_workspaces(NAME, &info.app)?;
         let docker = self.docker().await?;
-        // Roles with a workspace run an image built from it on top of their image (every such
-        // role: TorchX patched only the first).
-        let quiet = LocalDockerOpts::from_cfg(&info.cfg)?.quiet;
-        let mut built: BTreeMap<(String, String), String> = BTreeMap::new();
-        for role in &info.app.roles {
-            let Some(ws) = &role.workspace else { continue };
-            let key = (role.image.clone(), ws.to_string());
-            let image = match built.get(&key) {
-                Some(i) => i.clone(),
-                None => {
-                    let i = crate::workspace::docker::build_workspace_image(
-                        docker,
-                        NAME,
-                        &role.image,
-                        ws,
-                        quiet,
-                    )
-                    .await?;
-                    built.insert(key, i.clone());
-                    i
-                }
-            };
-            for c in &mut job.containers {
-                if c.labels.get(render::LABEL_ROLE) == Some(&role.name) {
-                    c.image.clone_from(&image);
-                }
-            }
-        }
         let network = self.ensure_network(docker).await?;
         let mut created = Vec::new();
         for c in &job.containers {

@@ -7,7 +7,7 @@ use serde_json::{json, Map, Value};
 
 use crate::error::{Error, ErrorKind};
 use crate::opts::{CfgValue, OptSpec, OptType, RunOpts};
-use crate::scheduler::Capabilities;
+use crate::scheduler::{Capabilities, WorkspaceSupport};
 use crate::specs::{AppState, DescribeAppResponse, ListAppResponse, ReplicaStatus};
 
 /// The protocol version this torchx speaks.
@@ -149,7 +149,7 @@ pub fn parse_info(v: &Value) -> Result<Info, String> {
         retries: flag("retries"),
         multi_role: flag("multi_role"),
         // Workspaces need image builds torchx does and plugins cannot see: not offered.
-        workspace: false,
+        workspace: WorkspaceSupport::None,
     };
     let mut opts = Vec::new();
     for o in v

@@ -32,7 +32,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::opts::{Cfg, RunOpts, TypedOpts};
 use crate::scheduler::{
     downcast_request, Capabilities, DryRunContext, FollowedFile, LogLines, LogQuery, NativeRequest,
-    Scheduler, Step, Take,
+    Scheduler, Step, Take, WorkspaceSupport,
 };
 use crate::schedulers::command::{self, Output};
 use crate::specs::{
@@ -331,7 +331,7 @@ impl Scheduler for SlurmScheduler {
             logs: true,
             log_streams: true,
             log_tail: true,
-            workspace: true,
+            workspace: WorkspaceSupport::Directory,
             retries: true,
             multi_role: true,
             ..Capabilities::default()
@@ -373,10 +373,21 @@ impl Scheduler for SlurmScheduler {
     ) -> Result<Box<dyn NativeRequest>> {
         let opts = SlurmOpts::from_cfg(cfg)?;
         let has_workspace = app.roles.iter().any(|r| r.workspace.is_some());
-        if has_workspace && opts.job_dir.is_none() {
-            return Err(Error::config(
-                "a workspace on slurm is copied into job_dir: give -cfg job_dir=<new directory>",
-            ));
+        if opts.job_dir.is_none() {
+            // Without job_dir the job runs in place, from the current directory (as TorchX's).
+            let elsewhere = app.roles.iter().find_map(|r| {
+                r.workspace
+                    .as_ref()
+                    .filter(|ws| !crate::workspace::is_current_dir(ws, &ctx.cwd))
+            });
+            if let Some(ws) = elsewhere {
+                return Err(Error::config(format!(
+                    "workspace `{ws}` is not the current directory ({}), where a slurm job \
+                     without job_dir runs: give -cfg job_dir=<new directory> to run from a copy \
+                     of it, or run from it",
+                    ctx.cwd.display()
+                )));
+            }
         }
         let mut app = app.clone();
         if let (true, Some(dir)) = (has_workspace, &opts.job_dir) {

@@ -1,0 +1,90 @@
+"""Workspaces through TorchX's Python API on the builtin schedulers: ``dryrun`` plans role[0]'s
+image (building nothing), ``run`` builds it on the real Docker engine."""
+
+import os
+import subprocess
+import uuid
+from pathlib import Path
+
+import pytest
+
+from torchx import specs
+from torchx.runner import get_runner
+
+
+_SMALL = specs.Resource(cpu=1, gpu=0, memMB=256)
+
+
+def _app(image: str = "busybox:local") -> specs.AppDef:
+    return specs.AppDef(
+        name="ws",
+        roles=[
+            specs.Role(
+                name="main", image=image, entrypoint="cat", args=["data.txt"], resource=_SMALL
+            ),
+            specs.Role(name="side", image=image, entrypoint="true", resource=_SMALL),
+        ],
+    )
+
+
+def _workspace(tmp_path: Path, content: str) -> str:
+    ws = tmp_path / "proj"
+    ws.mkdir(exist_ok=True)
+    (ws / "data.txt").write_text(content)
+    return str(ws)
+
+
+def test_dryrun_plans_role0_image_and_builds_nothing(tmp_path: Path) -> None:
+    ws = _workspace(tmp_path, "planned")
+    app = _app()
+    with get_runner() as runner:
+        info = runner.dryrun(app, "local_docker", workspace=ws)
+    main, side = info._app.roles
+    assert main.image.startswith("torchx-workspace:") and main.workspace is None
+    assert side.image == "busybox:local", "the workspace is role[0]'s, as TorchX's"
+    assert main.image in str(info)
+
+
+def test_pushing_schedulers_need_image_repo(tmp_path: Path) -> None:
+    ws = _workspace(tmp_path, "pushed")
+    with get_runner() as runner:
+        with pytest.raises(ValueError, match="set the run option image_repo"):
+            runner.dryrun(_app(), "kubernetes", workspace=ws)
+        info = runner.dryrun(
+            _app(), "kubernetes", cfg={"image_repo": "127.0.0.1:5055/team/app"}, workspace=ws
+        )
+    assert info._app.roles[0].image.startswith("127.0.0.1:5055/team/app:")
+
+
+def test_local_cwd_takes_only_its_own_directory(tmp_path: Path) -> None:
+    app = specs.AppDef(name="ws", roles=[specs.Role(name="m", image="", entrypoint="true")])
+    with get_runner() as runner:
+        runner.dryrun(app, "local_cwd", workspace=os.getcwd())
+        with pytest.raises(ValueError, match="runs jobs in the current directory"):
+            runner.dryrun(app, "local_cwd", workspace=str(tmp_path))
+
+
+def _docker_up() -> bool:
+    ok = (
+        subprocess.run(
+            ["docker", "image", "inspect", "busybox:local"], capture_output=True
+        ).returncode
+        == 0
+    )
+    if not ok and "docker" in os.environ.get("TORCHX_TEST_ENGINES", "").split(","):
+        pytest.fail("the Docker engine was started for this run but is missing")
+    return ok
+
+
+def test_run_builds_the_workspace_on_the_real_engine(tmp_path: Path) -> None:
+    if not _docker_up():
+        pytest.skip("no Docker engine with busybox:local (scripts/docker/up.sh)")
+    content = f"from the workspace {uuid.uuid4()}"
+    ws = _workspace(tmp_path, content)
+    with get_runner() as runner:
+        handle = runner.run(_app(), "local_docker", workspace=ws)
+        status = runner.wait(handle, wait_interval=0.2)
+        assert status is not None and status.state == specs.AppState.SUCCEEDED, status
+        lines = list(runner.log_lines(handle, "main", 0))
+        runner.delete(handle)
+    assert any(content in line for line in lines), lines
