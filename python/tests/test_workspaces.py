@@ -88,3 +88,18 @@ def test_run_builds_the_workspace_on_the_real_engine(tmp_path: Path) -> None:
         lines = list(runner.log_lines(handle, "main", 0))
         runner.delete(handle)
     assert any(content in line for line in lines), lines
+
+
+def test_env_keeps_the_users_order_in_the_request() -> None:
+    """Kubernetes expands ``$(VAR)`` only from variables listed before: the order is the user's."""
+    role = specs.Role(
+        name="r",
+        image="img",
+        entrypoint="sh",
+        env={"B": "value-of-b", "A": "$(B)/y", "Z": "last-one"},
+        resource=_SMALL,
+    )
+    with get_runner() as runner:
+        info = runner.dryrun(specs.AppDef(name="order", roles=[role]), "kubernetes")
+    text = str(info)
+    assert text.index("value-of-b") < text.index("$(B)/y") < text.index("last-one"), text

@@ -163,6 +163,60 @@ fn dryrun_prints_native_request_for_every_scheduler() {
     assert_eq!(env.apps(), 0, "a dry run submitted something");
 }
 
+/// Env keeps the user's order in every scheduler's request (Kubernetes expands `$(VAR)` only
+/// from variables listed before), from AppDef files and from components alike.
+#[test]
+fn env_order_is_the_users_in_every_request() {
+    let env = Env::new();
+    std::fs::write(
+        env.cwd.join("app.yaml"),
+        "name: order\nroles:\n- name: r\n  image: img\n  entrypoint: sh\n  args: [-c, 'echo $A']\n  \
+         resource: {cpu: 1, gpu: 0, memMB: 512}\n  env:\n    B: value-of-b\n    A: $(B)/y\n    Z: last-one\n",
+    )
+    .unwrap();
+    let runopts = env.run(&["runopts", "--json"]);
+    let schedulers: serde_json::Value = serde_json::from_str(&stdout(&runopts)).unwrap();
+    for name in schedulers.as_object().unwrap().keys() {
+        let cfg = match name.as_str() {
+            "aws_batch" => "queue=q",
+            "aws_sagemaker" => "role=r,instance_type=ml.m5.xlarge,output_path=s3://b/o",
+            _ => "",
+        };
+        let component = [
+            "utils.sh",
+            "--env",
+            "B=value-of-b,A=$(B)/y,Z=last-one",
+            "true",
+        ];
+        for app in [&["./app.yaml"][..], &component[..]] {
+            let mut args = vec![
+                "run",
+                "--dryrun",
+                "--workspace",
+                "",
+                "-s",
+                name,
+                "-cfg",
+                cfg,
+            ];
+            args.extend(app);
+            let out = env.run(&args);
+            assert_eq!(out.status.code(), Some(0), "{name}: {}", stderr(&out));
+            let text = stdout(&out);
+            let request = &text[text.find("=== SCHEDULER REQUEST ===").unwrap()..];
+            let at = |v: &str| {
+                request
+                    .find(v)
+                    .unwrap_or_else(|| panic!("{name}: no {v} in {request}"))
+            };
+            assert!(
+                at("value-of-b") < at("$(B)/y") && at("$(B)/y") < at("last-one"),
+                "{name}: env reordered in {request}"
+            );
+        }
+    }
+}
+
 #[test]
 fn config_files_apply_with_precedence() {
     let env = Env::new();

@@ -479,6 +479,7 @@ pub fn workspace_push_roundtrip(
         "the authenticated registry served {auth_image} without credentials"
     );
     assert_eq!(pull_and_cat(Some(&creds), &auth_image, "data.txt"), content);
+    // pull_and_cat dropped both local copies; nothing of this test stays on the engine.
     PushedRuns {
         open: (open_handle, image),
         auth: (auth_handle, auth_image),

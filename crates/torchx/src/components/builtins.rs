@@ -1,10 +1,10 @@
 //! The 11 builtin components, with TorchX's names, parameters, defaults and AppDefs.
 
-use std::collections::BTreeMap;
-
 use super::{Component, ComponentArgs, ComponentEnv, Param, ParamDefault as D, ParamType as T};
 use crate::error::{Error, Result};
-use crate::specs::{parse_mounts, resource, AppDef, Mount, Resource, Role, DEFAULT_IMAGE, NONE};
+use crate::specs::{
+    parse_mounts, resource, AppDef, Env, Mount, Resource, Role, DEFAULT_IMAGE, NONE,
+};
 use crate::text::{shell_join, shell_quote};
 
 fn p(name: &str, ty: T, default: D, help: &str) -> Param {
@@ -47,7 +47,7 @@ fn args_mounts(a: &ComponentArgs, env: &ComponentEnv) -> Result<Vec<Mount>> {
     }
 }
 
-fn loglevel(env: &mut BTreeMap<String, String>, cenv: &ComponentEnv) {
+fn loglevel(env: &mut Env, cenv: &ComponentEnv) {
     env.entry("LOGLEVEL".into())
         .or_insert_with(|| cenv.loglevel.clone().unwrap_or_else(|| "WARNING".into()));
 }

@@ -127,7 +127,7 @@ pub enum ArgValue {
     /// A list.
     List(Vec<String>),
     /// A map.
-    Dict(BTreeMap<String, String>),
+    Dict(crate::specs::Env),
 }
 
 impl ArgValue {
@@ -206,7 +206,7 @@ impl ComponentArgs {
         }
     }
     /// A map argument.
-    pub fn dict(&self, name: &str) -> Option<&BTreeMap<String, String>> {
+    pub fn dict(&self, name: &str) -> Option<&crate::specs::Env> {
         match self.values.get(name) {
             Some(ArgValue::Dict(d)) => Some(d),
             _ => None,

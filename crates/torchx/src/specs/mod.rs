@@ -70,6 +70,9 @@ impl std::str::FromStr for RetryPolicy {
     }
 }
 
+/// A role's environment variables, in insertion order.
+pub type Env = indexmap::IndexMap<String, String>;
+
 /// Local directories shipped with a role: local path → sub-directory of the remote root
 /// (empty = the root itself).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -211,9 +214,10 @@ pub struct Role {
     /// Its arguments (macros are substituted).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub args: Vec<String>,
-    /// Environment variables (values have macros substituted).
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub env: BTreeMap<String, String>,
+    /// Environment variables in the user's order (values have macros substituted): Kubernetes
+    /// expands `$(VAR)` only from variables listed before.
+    #[serde(default, skip_serializing_if = "Env::is_empty")]
+    pub env: Env,
     /// How many replicas to run.
     #[serde(default = "default_replicas", skip_serializing_if = "is_one")]
     pub num_replicas: u32,
@@ -251,7 +255,7 @@ impl Role {
             image: image.into(),
             entrypoint: MISSING.to_string(),
             args: Vec::new(),
-            env: BTreeMap::new(),
+            env: Env::new(),
             num_replicas: 1,
             min_replicas: None,
             max_retries: 0,

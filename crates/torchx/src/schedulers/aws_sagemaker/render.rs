@@ -173,7 +173,12 @@ pub fn render(app: &AppDef, opts: &AwsSageMakerOpts, ctx: &DryRunContext) -> Res
     if let Some(w) = opts.max_wait {
         stopping["MaxWaitTimeInSeconds"] = json!(w);
     }
-    let mut env: BTreeMap<String, String> = opts.environment.clone().unwrap_or_default();
+    let mut env: crate::specs::Env = opts
+        .environment
+        .clone()
+        .unwrap_or_default()
+        .into_iter()
+        .collect();
     env.extend(role.env.clone());
     let mut hyper: BTreeMap<String, String> = opts.hyperparameters.clone().unwrap_or_default();
     if let Some(level) = opts.container_log_level {

@@ -35,7 +35,7 @@ fn trainer() -> Role {
     .with_args(["-m", "train", "--epochs", "3", "--run", "${app_id}"]);
     r.num_replicas = 2;
     r.resource = Resource::new(96, 8, 1_000_000);
-    r.env = BTreeMap::from([("NCCL_DEBUG".to_string(), "INFO".to_string())]);
+    r.env = crate::specs::Env::from([("NCCL_DEBUG".to_string(), "INFO".to_string())]);
     r
 }
 

@@ -55,7 +55,7 @@ fn cases() -> Vec<(&'static str, AppDef)> {
     trainer.num_replicas = 2;
     trainer.resource = Resource::new(4, 2, 8192);
     trainer.port_map = BTreeMap::from([("c10d".to_string(), 29500), ("tb".to_string(), 6006)]);
-    trainer.env = BTreeMap::from([
+    trainer.env = crate::specs::Env::from([
         ("NODE".to_string(), "[FIELD_PATH]spec.nodeName".to_string()),
         ("MODE".to_string(), "fast".to_string()),
     ]);

@@ -1,6 +1,5 @@
 //! Pure rendering of an AppDef into the processes to start (TorchX's `PopenRequest`).
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -18,7 +17,7 @@ pub struct ReplicaParam {
     /// The command line (entrypoint first).
     pub args: Vec<String>,
     /// Environment added to the submitter's.
-    pub env: BTreeMap<String, String>,
+    pub env: crate::specs::Env,
     /// stdout log file.
     pub stdout: PathBuf,
     /// stderr log file.

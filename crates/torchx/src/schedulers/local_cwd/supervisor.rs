@@ -244,7 +244,7 @@ struct Proc {
 struct Slot {
     role_idx: usize,
     param: ReplicaParam,
-    env: BTreeMap<String, String>,
+    env: crate::specs::Env,
     row: ReplicaRow,
     proc: Option<Proc>,
     dirty: bool,
@@ -865,7 +865,7 @@ impl Launcher {
     /// `posix_spawn` path here (no pre-exec hook), resets the signal mask and SIGPIPE that the
     /// supervisor blocks, and reports exec failures from `spawn` itself. The child is reaped
     /// by the supervisor's `waitpid` loop (dropping a `Child` neither waits nor kills).
-    fn launch(&mut self, p: &ReplicaParam, env: &BTreeMap<String, String>) -> Result<Proc> {
+    fn launch(&mut self, p: &ReplicaParam, env: &crate::specs::Env) -> Result<Proc> {
         // Created (with their directories) before the start, so a replica never runs without
         // them; opened for writing after its batch started (see `Supervisor::spawn`).
         drop(open_logs(

@@ -47,7 +47,7 @@ pub struct Container {
     /// Hostname.
     pub hostname: String,
     /// Environment.
-    pub environment: BTreeMap<String, String>,
+    pub environment: crate::specs::Env,
     /// Labels.
     pub labels: BTreeMap<String, String>,
     /// `--privileged`.
@@ -142,7 +142,7 @@ pub fn render(app: &AppDef, opts: &LocalDockerOpts, ctx: &DryRunContext) -> Dock
         .first()
         .map(|r| format!("{}-{}-0", tail(&app_id, 30), head(&r.name, 30)))
         .unwrap_or_default();
-    let copied: BTreeMap<String, String> = ctx
+    let copied: crate::specs::Env = ctx
         .facts
         .iter()
         .filter_map(|(k, v)| Some((k.strip_prefix(FACT_ENV_PREFIX)?.to_string(), v.clone())))

@@ -1,8 +1,6 @@
 //! Pure rendering of an AppDef into TorchX's sbatch script: one heterogeneous group per
 //! replica, every user string shell-quoted.
 
-use std::collections::BTreeMap;
-
 use serde::Serialize;
 
 use super::opts::SlurmOpts;
@@ -36,7 +34,7 @@ pub struct ReplicaRequest {
     /// `srun` options of its group, in order.
     pub srun_opts: Vec<(String, String)>,
     /// Its environment.
-    pub env: BTreeMap<String, String>,
+    pub env: crate::specs::Env,
 }
 
 /// An `sbatch` submission.

@@ -211,7 +211,7 @@ fn property_no_argument_or_env_value_can_escape_its_quoting() {
     let mut g = Hostile(0x2545F4914F6CDD1D);
     for round in 0..60 {
         let args: Vec<String> = (0..(g.next() % 5)).map(|_| g.string()).collect();
-        let mut env = BTreeMap::new();
+        let mut env = crate::specs::Env::new();
         // --export values: no commas or newlines (those go through `env`, checked below).
         let v = g.string().replace([',', '\n'], "_");
         env.insert("V".to_string(), v);
