@@ -48,7 +48,7 @@ def main() -> None:
         ("local_docker", ""),
         ("aws_batch", "queue=torchx,image_repo={registry}/bench/{tool}"),
     ]:
-        for tool, binary in [("ours", a.ours), ("torchx", python_torchx)]:
+        for tool, binary in [("ours", str(Path(a.ours).resolve())), ("torchx", python_torchx)]:
             with tempfile.TemporaryDirectory() as tmp:
                 root = Path(tmp) / "proj"
                 root.mkdir()

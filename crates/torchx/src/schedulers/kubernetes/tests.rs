@@ -387,6 +387,26 @@ fn a_queue_selects_volcano_as_in_torchx_configs() {
     assert!(e.contains("queue=q needs mode=volcano"), "{e}");
 }
 
+/// `queue` without `mode` renders TorchX's own Volcano Job: TorchX 0.7.0's request for the same
+/// command (testdata, verbatim) equals ours up to the generated name and the version label.
+#[test]
+fn a_queue_renders_torchx_s_own_volcano_job() {
+    let text = include_str!("testdata/torchx-0.7.0-volcano-echo.yaml");
+    let theirs: Value = serde_norway::from_str(text).unwrap();
+    let app_id = theirs["metadata"]["name"].as_str().unwrap();
+    let mut app = component("utils.echo", &["--msg", "hi"]);
+    // What TorchX's runner injects (ours also injects its session id, left out here).
+    app.roles[0]
+        .env
+        .insert("TORCHX_JOB_ID".into(), "kubernetes://torchx/${app_id}".into());
+    let queue_only = opts(json!({"queue": "default"}));
+    assert_eq!(queue_only.mode, Mode::Volcano);
+    let mut ours = render::volcano_job(&app, &queue_only, app_id).unwrap();
+    let labels = &mut ours["spec"]["tasks"][0]["template"]["metadata"]["labels"];
+    labels["torchx.pytorch.org/version"] = json!("0.7.0");
+    assert_eq!(ours, theirs);
+}
+
 #[test]
 fn option_errors_name_the_key() {
     let schema = RawKubernetesOpts::schema();
