@@ -365,6 +365,7 @@ fn logs_cancel_and_delete() {
 /// registry (open and authenticated), and the job definition registered with the emulator runs
 /// the pushed image.
 #[test]
+#[cfg(feature = "docker")] // the image is built on the local Docker engine
 fn workspace_image_is_pushed_and_run_by_the_job_definition() {
     if !emulator_up("aws_batch workspace image") {
         return;

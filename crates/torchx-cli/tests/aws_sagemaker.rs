@@ -130,6 +130,7 @@ fn training_job_lifecycle_failure_cancel_and_errors() {
 /// a real registry (open and authenticated); the training job the emulator accepted runs it
 /// (the dry run's request, which is the body sent, names the pushed image).
 #[test]
+#[cfg(feature = "docker")] // the image is built on the local Docker engine
 fn workspace_image_is_pushed_and_run_by_the_training_job() {
     if !aws_emulator_up("aws_sagemaker workspace image") {
         return;

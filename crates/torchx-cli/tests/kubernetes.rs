@@ -357,6 +357,7 @@ fn cli_end_to_end() {
 /// API server receives runs the pushed image. (What this does not prove: that a real cluster
 /// pulls it; the pull itself is proven against the registry with the Docker engine.)
 #[test]
+#[cfg(feature = "docker")] // the image is built on the local Docker engine
 fn workspace_image_is_pushed_and_run_by_the_submitted_job() {
     let Some(reg) = support::registries_up("kubernetes workspace image") else {
         return;

@@ -170,6 +170,21 @@ impl Registry {
 
     /// The error for an unknown scheduler name.
     pub fn unknown(&self, name: &str) -> Error {
+        // A builtin this build left out (a slim `--no-default-features` build).
+        const OPTIONAL: [(&str, &str); 5] = [
+            ("local_docker", "docker"),
+            ("kubernetes", "kubernetes"),
+            ("kubernetes_mcad", "kubernetes"),
+            ("aws_batch", "aws"),
+            ("aws_sagemaker", "aws"),
+        ];
+        if let Some((_, feature)) = OPTIONAL.iter().find(|(n, _)| *n == name) {
+            return Error::not_found(
+                "scheduler",
+                name,
+                format!(": this torchx was built without it (cargo feature `{feature}`)"),
+            );
+        }
         let names = self.all_names();
         let plugins = if self.path_plugins {
             format!(

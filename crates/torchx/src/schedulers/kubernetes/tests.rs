@@ -396,9 +396,10 @@ fn a_queue_renders_torchx_s_own_volcano_job() {
     let app_id = theirs["metadata"]["name"].as_str().unwrap();
     let mut app = component("utils.echo", &["--msg", "hi"]);
     // What TorchX's runner injects (ours also injects its session id, left out here).
-    app.roles[0]
-        .env
-        .insert("TORCHX_JOB_ID".into(), "kubernetes://torchx/${app_id}".into());
+    app.roles[0].env.insert(
+        "TORCHX_JOB_ID".into(),
+        "kubernetes://torchx/${app_id}".into(),
+    );
     let queue_only = opts(json!({"queue": "default"}));
     assert_eq!(queue_only.mode, Mode::Volcano);
     let mut ours = render::volcano_job(&app, &queue_only, app_id).unwrap();
