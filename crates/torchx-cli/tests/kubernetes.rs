@@ -248,7 +248,7 @@ async fn conflicts_are_clear_errors_and_roll_back() {
         .entry("/apis/batch/v1/namespaces/conflict/jobs".into())
         .or_default()
         .insert(job["metadata"]["name"].as_str().unwrap().into(), job);
-    let info = torchx::specs::DryRunInfo {
+    let info = torchx::scheduler::DryRunInfo {
         app,
         scheduler: "kubernetes".into(),
         cfg: c,

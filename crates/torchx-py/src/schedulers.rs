@@ -18,9 +18,9 @@ use serde_json::json;
 
 use torchx::opts::Cfg;
 use torchx::scheduler::{
-    cooperative, random_id, DryRunContext, LogLines, LogQuery, Registry, Scheduler,
+    cooperative, random_id, DryRunContext, DryRunInfo, LogLines, LogQuery, Registry, Scheduler,
 };
-use torchx::specs::{AppDef, DryRunInfo, Stream};
+use torchx::specs::{AppDef, Stream};
 use torchx::{Error, ErrorKind};
 
 /// A torchx error as the Python exception TorchX code expects for its kind.

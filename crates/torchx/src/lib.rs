@@ -18,6 +18,7 @@ pub mod runner;
 pub mod scheduler;
 pub mod schedulers;
 pub mod specs;
+mod sys;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 pub mod text;

@@ -11,10 +11,12 @@ use crate::components::{
 use crate::config::TorchxConfig;
 use crate::error::{Error, Result};
 use crate::opts::Cfg;
-use crate::scheduler::{random_id, DryRunContext, LogLines, LogQuery, Registry, Scheduler};
+use crate::scheduler::{
+    random_id, DryRunContext, DryRunInfo, LogLines, LogQuery, Registry, Scheduler,
+};
 use crate::specs::{
-    make_app_handle, parse_app_handle, AppDef, AppHandle, AppStatus, DryRunInfo, ListAppResponse,
-    Resource, Workspace,
+    make_app_handle, parse_app_handle, AppDef, AppHandle, AppStatus, ListAppResponse, Resource,
+    Workspace,
 };
 use crate::tracker::{self, TrackerRegistry};
 

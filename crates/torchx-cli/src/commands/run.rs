@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use torchx::runner::{ComponentOutcome, RunArgs as LibRunArgs};
-use torchx::scheduler::{LogQuery, WorkspaceSupport};
-use torchx::specs::{AppState, AppStatus, DryRunInfo, Workspace};
+use torchx::scheduler::{DryRunInfo, LogQuery, WorkspaceSupport};
+use torchx::specs::{AppState, AppStatus, Workspace};
 use torchx::{Error, Result, Runner};
 
 use crate::cli::RunArgs;

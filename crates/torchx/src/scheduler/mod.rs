@@ -17,11 +17,11 @@ use serde::Serialize;
 
 use crate::error::{Error, Result};
 use crate::opts::{Cfg, RunOpts};
-use crate::specs::{AppDef, DescribeAppResponse, DryRunInfo, ListAppResponse, Stream};
+use crate::specs::{AppDef, DescribeAppResponse, ListAppResponse, Stream, WorkspaceImage};
 
 pub use follow::{FollowedFile, LineBuffer, Step, Take};
 pub use ids::{encode_id, random_id, random_u64};
-pub use registry::{Registry, SchedulerFactory};
+pub use registry::{Registry, SchedulerFactory, SchedulerSource};
 
 /// What a scheduler supports. Operations it does not support return [`Error::Unsupported`], and
 /// the conformance suite picks its checks from these flags.
@@ -79,6 +79,27 @@ pub trait NativeRequest: Debug + Send + Sync + Any {
     fn to_json(&self) -> serde_json::Value;
     /// For downcasting in `schedule`.
     fn as_any(&self) -> &dyn Any;
+}
+
+/// The scheduler's native request, rendered by `submit_dryrun`, plus what produced it.
+#[derive(Debug)]
+pub struct DryRunInfo {
+    /// The app as submitted (after the runner's env injection).
+    pub app: AppDef,
+    /// The scheduler's name.
+    pub scheduler: String,
+    /// The resolved run options.
+    pub cfg: Cfg,
+    /// The native request.
+    pub request: Box<dyn NativeRequest>,
+    /// The workspace images to build (and push) before the request is submitted.
+    pub images: Vec<WorkspaceImage>,
+}
+
+impl std::fmt::Display for DryRunInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.request.render())
+    }
 }
 
 /// Downcasts a dry-run request to the scheduler's own request type.

@@ -8,12 +8,24 @@ use crate::error::{did_you_mean, Error, Result};
 /// Builds a scheduler. Must be cheap: backend clients are created on first use, not here.
 pub type SchedulerFactory = Arc<dyn Fn() -> Result<Arc<dyn Scheduler>> + Send + Sync>;
 
-/// Registered schedulers, in order (the first is the default), and optionally the scheduler
-/// plugins on PATH (`torchx-scheduler-<name>`), which never replace a registered name.
+/// Schedulers found by name outside the registry (the plugins of `schedulers::plugin`), asked
+/// only for names the registry does not hold.
+pub trait SchedulerSource: Send + Sync {
+    /// The names it serves (may read directories).
+    fn names(&self) -> Vec<String>;
+    /// The scheduler `name`, if it serves it.
+    fn create(&self, name: &str) -> Option<Result<Arc<dyn Scheduler>>>;
+    /// How a user would provide `name` (appended to the unknown-scheduler error).
+    fn hint(&self, name: &str) -> String;
+}
+
+/// Registered schedulers, in order (the first is the default), and optionally a source of more
+/// (the plugins), which never replaces a registered name. `Registry::builtin()` (in
+/// `schedulers`) registers every backend compiled in.
 #[derive(Clone)]
 pub struct Registry {
     entries: Vec<(String, &'static str, SchedulerFactory)>,
-    path_plugins: bool,
+    source: Option<Arc<dyn SchedulerSource>>,
 }
 
 impl std::fmt::Debug for Registry {
@@ -25,68 +37,17 @@ impl std::fmt::Debug for Registry {
 }
 
 impl Registry {
-    /// An empty registry (no PATH plugins either).
+    /// An empty registry (no plugins either).
     pub fn empty() -> Registry {
         Registry {
             entries: Vec::new(),
-            path_plugins: false,
+            source: None,
         }
     }
 
-    /// The builtin schedulers compiled into this build, plus the scheduler plugins on PATH.
-    pub fn builtin() -> Registry {
-        let mut r = Registry::empty().with_path_plugins(true);
-        r.register(
-            crate::schedulers::local_cwd::NAME,
-            "Runs replicas as local processes in the current directory",
-            crate::schedulers::local_cwd::create,
-        );
-        #[cfg(feature = "docker")]
-        r.register(
-            crate::schedulers::local_docker::NAME,
-            "Runs each replica as a container on the local Docker engine",
-            crate::schedulers::local_docker::create,
-        );
-        r.register(
-            crate::schedulers::slurm::NAME,
-            "Submits heterogeneous sbatch jobs to a Slurm cluster",
-            crate::schedulers::slurm::create,
-        );
-        r.register(
-            crate::schedulers::lsf::NAME,
-            "Submits one LSF job per replica, each running its container with docker",
-            crate::schedulers::lsf::create,
-        );
-        #[cfg(feature = "kubernetes")]
-        r.register(
-            crate::schedulers::kubernetes::NAME,
-            "Runs an app as Kubernetes Indexed Jobs (or a Volcano Job) on a cluster",
-            crate::schedulers::kubernetes::create,
-        );
-        #[cfg(feature = "kubernetes")]
-        r.register(
-            crate::schedulers::kubernetes_mcad::NAME,
-            "Runs an app as an MCAD AppWrapper on a Kubernetes cluster",
-            crate::schedulers::kubernetes_mcad::create,
-        );
-        #[cfg(feature = "aws")]
-        r.register(
-            crate::schedulers::aws_batch::NAME,
-            "Runs an app as an AWS Batch multi-node parallel job",
-            crate::schedulers::aws_batch::create,
-        );
-        #[cfg(feature = "aws")]
-        r.register(
-            crate::schedulers::aws_sagemaker::NAME,
-            "Runs a one-role app as an AWS SageMaker training job",
-            crate::schedulers::aws_sagemaker::create,
-        );
-        r
-    }
-
-    /// Whether `torchx-scheduler-<name>` programs on PATH serve names not registered here.
-    pub fn with_path_plugins(mut self, enabled: bool) -> Registry {
-        self.path_plugins = enabled;
+    /// Also serves the names `source` has and no registered scheduler shadows.
+    pub fn with_source(mut self, source: Arc<dyn SchedulerSource>) -> Registry {
+        self.source = Some(source);
         self
     }
 
@@ -111,20 +72,13 @@ impl Registry {
         self.entries.iter().map(|e| e.0.as_str())
     }
 
-    /// Registered names, then the names of PATH plugins that no registered scheduler shadows
-    /// (this reads the PATH directories).
+    /// Registered names, then the names of the source's schedulers that no registered one
+    /// shadows (this may read the PATH directories).
     pub fn all_names(&self) -> Vec<String> {
         let mut names: Vec<String> = self.names().map(String::from).collect();
-        if self.path_plugins {
-            let python = crate::components::entry_point_names("torchx.schedulers");
-            for name in crate::schedulers::plugin::all()
-                .into_iter()
-                .map(|p| p.0)
-                .chain(python)
-            {
-                if !names.contains(&name) {
-                    names.push(name);
-                }
+        for name in self.source.iter().flat_map(|s| s.names()) {
+            if !names.contains(&name) {
+                names.push(name);
             }
         }
         names
@@ -145,55 +99,20 @@ impl Registry {
         if let Some(e) = self.entries.iter().find(|e| e.0 == name) {
             return (e.2)();
         }
-        let plugin = self
-            .path_plugins
-            .then(|| crate::schedulers::plugin::find(name))
-            .flatten();
-        if let Some(path) = plugin {
-            return Ok(Arc::new(
-                crate::schedulers::plugin::PluginScheduler::connect(name, &path)?,
-            ));
-        }
-        // A Python `Scheduler` of the `torchx.schedulers` entry points, hosted by its
-        // interpreter over the same protocol.
-        let hosted = self
-            .path_plugins
-            .then(|| crate::components::python_scheduler_host(name))
-            .flatten();
-        match hosted {
-            Some((python, args)) => Ok(Arc::new(
-                crate::schedulers::plugin::PluginScheduler::connect_with(name, &python, args)?,
-            )),
+        match self.source.as_ref().and_then(|s| s.create(name)) {
+            Some(created) => created,
             None => Err(self.unknown(name)),
         }
     }
 
     /// The error for an unknown scheduler name.
     pub fn unknown(&self, name: &str) -> Error {
-        // A builtin this build left out (a slim `--no-default-features` build).
-        const OPTIONAL: [(&str, &str); 5] = [
-            ("local_docker", "docker"),
-            ("kubernetes", "kubernetes"),
-            ("kubernetes_mcad", "kubernetes"),
-            ("aws_batch", "aws"),
-            ("aws_sagemaker", "aws"),
-        ];
-        if let Some((_, feature)) = OPTIONAL.iter().find(|(n, _)| *n == name) {
-            return Error::not_found(
-                "scheduler",
-                name,
-                format!(": this torchx was built without it (cargo feature `{feature}`)"),
-            );
-        }
         let names = self.all_names();
-        let plugins = if self.path_plugins {
-            format!(
-                " (or put a `{}{name}` program on PATH)",
-                crate::schedulers::plugin::PREFIX
-            )
-        } else {
-            String::new()
-        };
+        let plugins = self
+            .source
+            .as_ref()
+            .map(|s| s.hint(name))
+            .unwrap_or_default();
         Error::not_found(
             "scheduler",
             name,

@@ -23,8 +23,114 @@ pub mod slurm;
 
 use std::path::{Path, PathBuf};
 
+use std::sync::Arc;
+
 use crate::error::{Error, Result};
+use crate::scheduler::{Registry, Scheduler, SchedulerSource};
 use crate::specs::AppDef;
+
+impl Registry {
+    /// The builtin schedulers compiled into this build, then the plugins: `torchx-scheduler-<name>`
+    /// programs on PATH and Python `torchx.schedulers` entry points.
+    pub fn builtin() -> Registry {
+        let mut r = Registry::empty().with_source(Arc::new(Plugins));
+        r.register(
+            local_cwd::NAME,
+            "Runs replicas as local processes in the current directory",
+            local_cwd::create,
+        );
+        #[cfg(feature = "docker")]
+        r.register(
+            local_docker::NAME,
+            "Runs each replica as a container on the local Docker engine",
+            local_docker::create,
+        );
+        r.register(
+            slurm::NAME,
+            "Submits heterogeneous sbatch jobs to a Slurm cluster",
+            slurm::create,
+        );
+        r.register(
+            lsf::NAME,
+            "Submits one LSF job per replica, each running its container with docker",
+            lsf::create,
+        );
+        #[cfg(feature = "kubernetes")]
+        r.register(
+            kubernetes::NAME,
+            "Runs an app as Kubernetes Indexed Jobs (or a Volcano Job) on a cluster",
+            kubernetes::create,
+        );
+        #[cfg(feature = "kubernetes")]
+        r.register(
+            kubernetes_mcad::NAME,
+            "Runs an app as an MCAD AppWrapper on a Kubernetes cluster",
+            kubernetes_mcad::create,
+        );
+        #[cfg(feature = "aws")]
+        r.register(
+            aws_batch::NAME,
+            "Runs an app as an AWS Batch multi-node parallel job",
+            aws_batch::create,
+        );
+        #[cfg(feature = "aws")]
+        r.register(
+            aws_sagemaker::NAME,
+            "Runs a one-role app as an AWS SageMaker training job",
+            aws_sagemaker::create,
+        );
+        r
+    }
+}
+
+/// The plugins `Registry::builtin()` serves beyond its schedulers, and a clear error for a
+/// builtin this build left out (a slim `--no-default-features` build).
+struct Plugins;
+
+impl SchedulerSource for Plugins {
+    fn names(&self) -> Vec<String> {
+        let python = crate::components::entry_point_names("torchx.schedulers");
+        plugin::all()
+            .into_iter()
+            .map(|p| p.0)
+            .chain(python)
+            .collect()
+    }
+
+    fn create(&self, name: &str) -> Option<Result<Arc<dyn Scheduler>>> {
+        const OPTIONAL: [(&str, &str, bool); 5] = [
+            ("local_docker", "docker", cfg!(feature = "docker")),
+            ("kubernetes", "kubernetes", cfg!(feature = "kubernetes")),
+            (
+                "kubernetes_mcad",
+                "kubernetes",
+                cfg!(feature = "kubernetes"),
+            ),
+            ("aws_batch", "aws", cfg!(feature = "aws")),
+            ("aws_sagemaker", "aws", cfg!(feature = "aws")),
+        ];
+        if let Some((_, feature, _)) = OPTIONAL.iter().find(|(n, _, built)| *n == name && !built) {
+            return Some(Err(Error::not_found(
+                "scheduler",
+                name,
+                format!(": this torchx was built without it (cargo feature `{feature}`)"),
+            )));
+        }
+        if let Some(path) = plugin::find(name) {
+            let connected = plugin::PluginScheduler::connect(name, &path);
+            return Some(connected.map(|s| Arc::new(s) as Arc<dyn Scheduler>));
+        }
+        // A Python `Scheduler` of the `torchx.schedulers` entry points, hosted by its
+        // interpreter over the same protocol.
+        let (python, args) = crate::components::python_scheduler_host(name)?;
+        let connected = plugin::PluginScheduler::connect_with(name, &python, args);
+        Some(connected.map(|s| Arc::new(s) as Arc<dyn Scheduler>))
+    }
+
+    fn hint(&self, name: &str) -> String {
+        format!(" (or put a `{}{name}` program on PATH)", plugin::PREFIX)
+    }
+}
 
 /// Workspace images are built by the [`Runner`](crate::Runner) (its dry run plans them and
 /// points the roles at them; `schedule` builds and pushes them): a role that still has a
@@ -54,7 +160,7 @@ pub fn default_state_dir() -> PathBuf {
     }
     match std::env::var_os("HOME").filter(|d| !d.is_empty()) {
         Some(h) => PathBuf::from(h).join(".local/state/torchx"),
-        None => std::env::temp_dir().join(format!("torchx-{}", local_cwd::uid())),
+        None => std::env::temp_dir().join(format!("torchx-{}", crate::sys::uid())),
     }
 }
 

@@ -460,27 +460,6 @@ impl AppDef {
     }
 }
 
-/// The scheduler's native request, rendered by `submit_dryrun`, plus what produced it.
-#[derive(Debug)]
-pub struct DryRunInfo {
-    /// The app as submitted (after the runner's env injection).
-    pub app: AppDef,
-    /// The scheduler's name.
-    pub scheduler: String,
-    /// The resolved run options.
-    pub cfg: crate::opts::Cfg,
-    /// The native request.
-    pub request: Box<dyn crate::scheduler::NativeRequest>,
-    /// The workspace images to build (and push) before the request is submitted.
-    pub images: Vec<WorkspaceImage>,
-}
-
-impl fmt::Display for DryRunInfo {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.request.render())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -26,13 +26,11 @@ use self::state::{job_state, CANCEL_REASON};
 use crate::error::{Error, ErrorKind, Result};
 use crate::opts::{Cfg, RunOpts, TypedOpts};
 use crate::scheduler::{
-    downcast_request, Capabilities, DryRunContext, LogLines, LogQuery, NativeRequest, Scheduler,
-    WorkspaceSupport,
+    downcast_request, Capabilities, DryRunContext, DryRunInfo, LogLines, LogQuery, NativeRequest,
+    Scheduler, WorkspaceSupport,
 };
 use crate::schedulers::aws::{TAG_APP_NAME, TAG_VERSION};
-use crate::specs::{
-    AppDef, AppState, DescribeAppResponse, DryRunInfo, ListAppResponse, ReplicaStatus, Stream,
-};
+use crate::specs::{AppDef, AppState, DescribeAppResponse, ListAppResponse, ReplicaStatus, Stream};
 
 /// The registry name.
 pub const NAME: &str = "aws_batch";

@@ -23,11 +23,10 @@ use self::client::{AwsError, SageMaker};
 use crate::error::{Error, Result};
 use crate::opts::{Cfg, RunOpts, TypedOpts};
 use crate::scheduler::{
-    downcast_request, Capabilities, DryRunContext, NativeRequest, Scheduler, WorkspaceSupport,
+    downcast_request, Capabilities, DryRunContext, DryRunInfo, NativeRequest, Scheduler,
+    WorkspaceSupport,
 };
-use crate::specs::{
-    AppDef, AppState, DescribeAppResponse, DryRunInfo, ListAppResponse, ReplicaStatus,
-};
+use crate::specs::{AppDef, AppState, DescribeAppResponse, ListAppResponse, ReplicaStatus};
 
 /// The registry name.
 pub const NAME: &str = "aws_sagemaker";

@@ -31,12 +31,10 @@ use self::render::{
 use crate::error::{Error, Result};
 use crate::opts::{Cfg, RunOpts, TypedOpts};
 use crate::scheduler::{
-    downcast_request, Capabilities, DryRunContext, LogLines, LogQuery, NativeRequest, Scheduler,
-    WorkspaceSupport,
+    downcast_request, Capabilities, DryRunContext, DryRunInfo, LogLines, LogQuery, NativeRequest,
+    Scheduler, WorkspaceSupport,
 };
-use crate::specs::{
-    AppDef, AppState, DescribeAppResponse, DryRunInfo, ListAppResponse, ReplicaStatus, Stream,
-};
+use crate::specs::{AppDef, AppState, DescribeAppResponse, ListAppResponse, ReplicaStatus, Stream};
 
 /// The registry name.
 pub const NAME: &str = "kubernetes";

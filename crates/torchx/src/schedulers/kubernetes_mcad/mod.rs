@@ -20,17 +20,15 @@ pub use render::{render, AppWrapperJob};
 use crate::error::{Error, Result};
 use crate::opts::{Cfg, RunOpts, TypedOpts};
 use crate::scheduler::{
-    downcast_request, Capabilities, DryRunContext, LogLines, LogQuery, NativeRequest, Scheduler,
-    WorkspaceSupport,
+    downcast_request, Capabilities, DryRunContext, DryRunInfo, LogLines, LogQuery, NativeRequest,
+    Scheduler, WorkspaceSupport,
 };
 use crate::schedulers::kubernetes::client::{Kube, APPWRAPPER, POD};
 use crate::schedulers::kubernetes::render::{
     LABEL_APP_NAME, LABEL_REPLICA_ID, LABEL_ROLE_INDEX, LABEL_ROLE_NAME, LABEL_UNIQUE_NAME,
 };
 use crate::schedulers::kubernetes::{create_all, parse_time, replica_log, split_app_id, state};
-use crate::specs::{
-    AppDef, AppState, DescribeAppResponse, DryRunInfo, ListAppResponse, ReplicaStatus,
-};
+use crate::specs::{AppDef, AppState, DescribeAppResponse, ListAppResponse, ReplicaStatus};
 
 /// The registry name.
 pub const NAME: &str = "kubernetes_mcad";

@@ -15,9 +15,8 @@ mod opts;
 mod render;
 mod state;
 pub mod supervisor;
-mod sys;
 
-pub(crate) use sys::uid;
+use crate::sys;
 
 use std::collections::HashMap;
 use std::fs::{self, File};
@@ -38,11 +37,11 @@ pub use supervisor::{embed_supervisor, guard_main, supervisor_main};
 use crate::error::{Error, Result};
 use crate::opts::{Cfg, RunOpts, TypedOpts};
 use crate::scheduler::{
-    downcast_request, Capabilities, DryRunContext, FollowedFile, LogLines, LogQuery, NativeRequest,
-    Scheduler, Step, Take, WorkspaceSupport,
+    downcast_request, Capabilities, DryRunContext, DryRunInfo, FollowedFile, LogLines, LogQuery,
+    NativeRequest, Scheduler, Step, Take, WorkspaceSupport,
 };
 use crate::specs::{
-    AppDef, AppState, DescribeAppResponse, DryRunInfo, ListAppResponse, ReplicaStatus, Stream, NONE,
+    AppDef, AppState, DescribeAppResponse, ListAppResponse, ReplicaStatus, Stream, NONE,
 };
 
 /// The registry name.

@@ -4,7 +4,7 @@
 use crate::specs::{AppState, RetryPolicy};
 
 use super::ledger::Liveness;
-use super::sys::Exit;
+use crate::sys::Exit;
 
 /// How long a PENDING app may wait for its supervisor before it is considered lost.
 pub const START_TIMEOUT_SECS: f64 = 60.0;

@@ -24,10 +24,10 @@ use super::render::{cuda_assignments, join_path, PopenRequest, ReplicaParam};
 use super::state::{
     exit_message, on_failure, verdict_without_supervisor, Alive, Decision, RetryCounters,
 };
-use super::sys::{self, Exit, SignalFd};
 use super::{now, GRACE, NAME};
 use crate::error::{Error, Result};
 use crate::specs::{AppDef, AppState, RetryPolicy};
+use crate::sys::{self, Exit, SignalFd};
 
 /// Writes a line to the supervisor's stderr (its log file). Never `eprintln!`, which panics when
 /// the write fails, as it does on a full disk: the supervisor must outlive that.

@@ -32,12 +32,10 @@ pub use state::{app_state, container_state};
 use crate::error::{Error, Result};
 use crate::opts::{Cfg, RunOpts, TypedOpts};
 use crate::scheduler::{
-    downcast_request, Capabilities, DryRunContext, LineBuffer, LogLines, LogQuery, NativeRequest,
-    Scheduler, WorkspaceSupport,
+    downcast_request, Capabilities, DryRunContext, DryRunInfo, LineBuffer, LogLines, LogQuery,
+    NativeRequest, Scheduler, WorkspaceSupport,
 };
-use crate::specs::{
-    AppDef, AppState, DescribeAppResponse, DryRunInfo, ListAppResponse, ReplicaStatus, Stream,
-};
+use crate::specs::{AppDef, AppState, DescribeAppResponse, ListAppResponse, ReplicaStatus, Stream};
 
 /// The registry name.
 pub const NAME: &str = "local_docker";

@@ -25,13 +25,11 @@ use self::state::{app_state, job_state, parse_bjobs, JobLine};
 use crate::error::{Error, Result};
 use crate::opts::{Cfg, RunOpts, TypedOpts};
 use crate::scheduler::{
-    downcast_request, Capabilities, DryRunContext, FollowedFile, LogLines, LogQuery, NativeRequest,
-    Scheduler, Step, Take,
+    downcast_request, Capabilities, DryRunContext, DryRunInfo, FollowedFile, LogLines, LogQuery,
+    NativeRequest, Scheduler, Step, Take,
 };
 use crate::schedulers::command::{self, Output};
-use crate::specs::{
-    AppDef, AppState, DescribeAppResponse, DryRunInfo, ListAppResponse, ReplicaStatus, Stream,
-};
+use crate::specs::{AppDef, AppState, DescribeAppResponse, ListAppResponse, ReplicaStatus, Stream};
 
 /// The registry name.
 pub const NAME: &str = "lsf";

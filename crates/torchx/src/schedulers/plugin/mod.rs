@@ -20,9 +20,10 @@ use serde_json::{json, Value};
 use crate::error::{Error, Result};
 use crate::opts::{Cfg, RunOpts};
 use crate::scheduler::{
-    downcast_request, Capabilities, DryRunContext, LogLines, LogQuery, NativeRequest, Scheduler,
+    downcast_request, Capabilities, DryRunContext, DryRunInfo, LogLines, LogQuery, NativeRequest,
+    Scheduler,
 };
-use crate::specs::{AppDef, DescribeAppResponse, DryRunInfo, ListAppResponse, Stream};
+use crate::specs::{AppDef, DescribeAppResponse, ListAppResponse, Stream};
 use process::{Call, Program};
 use protocol::{Info, Message};
 

@@ -1,8 +1,6 @@
 //! Running a plugin program once per operation: the request on stdin, answers read line by line
 //! on a thread so that every wait has a deadline (a hung plugin is killed, never waited on).
 
-#![allow(unsafe_code)]
-
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -87,7 +85,7 @@ impl Program {
                 // A plugin that exits without reading must not kill us with SIGPIPE (the CLI
                 // restores its default action): block it in this thread, where it stays pending
                 // and dies with the thread.
-                block_sigpipe();
+                crate::sys::block_sigpipe();
                 let _ = stdin.write_all(request.as_bytes());
                 let _ = stdin.write_all(b"\n");
             });
@@ -305,22 +303,8 @@ impl Drop for Call {
 
 /// Kills the plugin's process group and reaps the plugin.
 fn kill(mut child: Child) {
-    if let Ok(pid) = i32::try_from(child.id()) {
-        // SAFETY: kill(2) on the group this module created for the child.
-        unsafe {
-            libc::kill(-pid, libc::SIGKILL);
-        }
-    }
+    // The group this module created for the child.
+    crate::sys::signal_group(child.id(), crate::sys::SIGKILL);
     let _ = child.kill();
     let _ = child.wait();
-}
-
-fn block_sigpipe() {
-    // SAFETY: plain signal-mask calls on a zeroed, initialised sigset of this thread only.
-    unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        libc::sigaddset(&mut set, libc::SIGPIPE);
-        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
-    }
 }

@@ -31,13 +31,11 @@ pub use state::{
 use crate::error::{Error, ErrorKind, Result};
 use crate::opts::{Cfg, RunOpts, TypedOpts};
 use crate::scheduler::{
-    downcast_request, Capabilities, DryRunContext, FollowedFile, LogLines, LogQuery, NativeRequest,
-    Scheduler, Step, Take, WorkspaceSupport,
+    downcast_request, Capabilities, DryRunContext, DryRunInfo, FollowedFile, LogLines, LogQuery,
+    NativeRequest, Scheduler, Step, Take, WorkspaceSupport,
 };
 use crate::schedulers::command::{self, Output};
-use crate::specs::{
-    AppDef, AppState, DescribeAppResponse, DryRunInfo, ListAppResponse, ReplicaStatus, Stream,
-};
+use crate::specs::{AppDef, AppState, DescribeAppResponse, ListAppResponse, ReplicaStatus, Stream};
 
 /// The registry name.
 pub const NAME: &str = "slurm";

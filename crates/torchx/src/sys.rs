@@ -1,5 +1,6 @@
-//! Thin wrappers over the few POSIX calls std does not offer: each `unsafe` block is one plain
-//! FFI call (plus the buffers it fills). Replicas are started with std's `Command`.
+//! Thin wrappers over the few POSIX calls std does not offer, for local_cwd's supervisor and the
+//! plugin processes: each `unsafe` block is one plain FFI call (plus the buffers it fills), and
+//! this is the library's only module with `unsafe`. Processes are started with std's `Command`.
 #![allow(unsafe_code)]
 
 use std::io;
@@ -202,6 +203,17 @@ pub fn poll_readable(fds: &[RawFd], timeout: Option<Duration>) -> io::Result<Vec
         return Err(e);
     }
     Ok(pfds.iter().map(|p| p.revents != 0).collect())
+}
+
+/// Blocks SIGPIPE for the calling thread, so a write to a closed pipe is an `EPIPE` error.
+pub fn block_sigpipe() {
+    // SAFETY: plain signal-mask calls on a zeroed, initialised sigset of this thread only.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGPIPE);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+    }
 }
 
 #[cfg(test)]
