@@ -420,6 +420,14 @@ else
     fi
 fi
 
+# Every node is this host: make the node names resolve to it (a multi-node job's torchrun
+# rendezvous endpoint is its first node's name). Rewritten in place: /etc/hosts may be a mount.
+if [ "$NODES" != 1 ]; then
+    hosts_marker="# torchx local slurm nodes"
+    hosts=$(grep -v "$hosts_marker\$" /etc/hosts || true)
+    printf '%s\n127.0.0.1 %s %s\n' "$hosts" "${NODE_NAMES[*]}" "$hosts_marker" >/etc/hosts
+fi
+
 for node in "${NODE_NAMES[@]}"; do
     if pid_running "slurmd-$node" slurmd >/dev/null; then
         continue

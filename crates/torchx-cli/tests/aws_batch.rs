@@ -403,3 +403,117 @@ fn workspace_image_is_pushed_and_run_by_the_job_definition() {
         assert_eq!(registered, image, "{handle}");
     }
 }
+
+/// A stand-in Batch endpoint that records every request body (REST-JSON: `POST /v1/<op>`) and
+/// answers RegisterJobDefinition and SubmitJob as Batch does (everything else: `{}`).
+/// Requests a stand-in endpoint received: (path, JSON body).
+type Recorded = std::sync::Arc<std::sync::Mutex<Vec<(String, serde_json::Value)>>>;
+
+fn recording_batch_endpoint() -> (std::net::SocketAddr, Recorded) {
+    use http_body_util::{BodyExt, Full};
+    use hyper::body::Bytes;
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let recorded = std::sync::Arc::clone(&seen);
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+            while let Ok((conn, _)) = listener.accept().await {
+                let recorded = std::sync::Arc::clone(&recorded);
+                tokio::spawn(async move {
+                    let service = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+                        let recorded = std::sync::Arc::clone(&recorded);
+                        async move {
+                            let path = req.uri().path().to_string();
+                            let body = req.into_body().collect().await?.to_bytes();
+                            let body: serde_json::Value =
+                                serde_json::from_slice(&body).unwrap_or_default();
+                            let answer = match path.as_str() {
+                                "/v1/registerjobdefinition" => serde_json::json!({
+                                    "jobDefinitionName": body["jobDefinitionName"],
+                                    "jobDefinitionArn": "arn:aws:batch:us-east-1:123456789012:job-definition/x:1",
+                                    "revision": 1
+                                }),
+                                "/v1/submitjob" => serde_json::json!({
+                                    "jobName": body["jobName"],
+                                    "jobId": "00000000-0000-0000-0000-000000000000",
+                                    "jobArn": "arn:aws:batch:us-east-1:123456789012:job/0"
+                                }),
+                                _ => serde_json::json!({}),
+                            };
+                            recorded.lock().unwrap().push((path, body));
+                            Ok::<_, hyper::Error>(hyper::Response::new(Full::new(Bytes::from(
+                                answer.to_string(),
+                            ))))
+                        }
+                    });
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(hyper_util::rt::TokioIo::new(conn), service)
+                        .await;
+                });
+            }
+        });
+    });
+    (addr, seen)
+}
+
+/// What `--dryrun` shows is what is sent: the job definition the AWS SDK serialises (from
+/// builders filled by hand from our request) equals the dry run's, field for field, for an app
+/// with two roles, env, mounts, devices, retries and a share id. Hermetic: no emulator.
+#[test]
+fn the_dry_run_is_what_is_sent() {
+    let (addr, seen) = recording_batch_endpoint();
+    let env = Env::new();
+    std::fs::write(
+        env.cwd.join("app.yaml"),
+        "name: sent\nroles:\n- name: trainer\n  image: img:1\n  entrypoint: python\n  \
+         args: [train.py, --rank, '${replica_id}']\n  num_replicas: 2\n  max_retries: 3\n  \
+         resource: {cpu: 2, gpu: 1, memMB: 2048, devices: {vpc.amazonaws.com/efa: 1}}\n  \
+         env: {B: x, A: $(B)/y}\n  mounts:\n  - {type: bind, src_path: /data, dst_path: /data, read_only: true}\n  \
+         - {type: volume, src: fs-123, dst_path: /efs}\n  - {type: device, src_path: /dev/fuse, dst_path: /dev/fuse}\n\
+         - name: reader\n  image: img:2\n  entrypoint: reader\n  resource: {cpu: 1, gpu: 0, memMB: 1024}\n",
+    )
+    .unwrap();
+    let torchx = |args: &[&str]| {
+        env.cmd(args)
+            .env("AWS_ENDPOINT_URL", format!("http://{addr}"))
+            .env("AWS_ACCESS_KEY_ID", "test")
+            .env("AWS_SECRET_ACCESS_KEY", "test")
+            .env("AWS_REGION", "us-east-1")
+            .env("TORCHX_INTERNAL_SESSION_ID", "fixedsession")
+            .output()
+            .unwrap()
+    };
+    let cfg = "queue=q,share_id=team,priority=7,privileged=True";
+    let base = ["run", "--workspace", "", "-s", "aws_batch", "-cfg", cfg];
+    let mut dry = base.to_vec();
+    dry.extend(["--dryrun", "--json", "./app.yaml"]);
+    let out = torchx(&dry);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let dry: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let mut run = base.to_vec();
+    run.push("./app.yaml");
+    let out = torchx(&run);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let name = stdout(&out).trim().rsplit(':').next().unwrap().to_string();
+    // Only the generated app id differs between the two.
+    let shown = dry["request"]["jobDef"].to_string();
+    let dry_name = dry["request"]["name"].as_str().unwrap();
+    let shown: serde_json::Value = serde_json::from_str(&shown.replace(dry_name, &name)).unwrap();
+    let seen = seen.lock().unwrap();
+    let sent = &seen
+        .iter()
+        .find(|(path, _)| path == "/v1/registerjobdefinition")
+        .unwrap_or_else(|| panic!("no RegisterJobDefinition in {seen:?}"))
+        .1;
+    assert_eq!(sent, &shown);
+    let submitted = &seen.iter().find(|(p, _)| p == "/v1/submitjob").unwrap().1;
+    assert_eq!(submitted["jobDefinition"], sent["jobDefinitionName"]);
+    assert_eq!(submitted["shareIdentifier"], "team");
+}

@@ -1,6 +1,10 @@
 //! The 11 builtin components, with TorchX's names, parameters, defaults and AppDefs.
 
-use super::{Component, ComponentArgs, ComponentEnv, Param, ParamDefault as D, ParamType as T};
+use std::collections::BTreeMap;
+
+use super::{
+    Component, ComponentArgs, ComponentEnv, Param, ParamDefault as D, ParamType as T, ParseOutcome,
+};
 use crate::error::{Error, Result};
 use crate::specs::{
     parse_mounts, resource, AppDef, Env, Mount, Resource, Role, DEFAULT_IMAGE, NONE,
@@ -625,5 +629,15 @@ fn spmd(a: &ComponentArgs, cenv: &ComponentEnv) -> Result<AppDef> {
             )))
         }
     };
-    ddp_with(a, cenv, &j)
+    // As TorchX's spmd: `ddp` with spmd's arguments, ddp's defaults for the rest (rdzv port and
+    // backend, tee, resources).
+    let ddp = Component::native("dist.ddp", DDP_DOC, ddp_params(), ddp);
+    let mut args = match ddp.parse_args(&[] as &[&str], &BTreeMap::new())? {
+        ParseOutcome::Args(defaults) => defaults,
+        ParseOutcome::Help => unreachable!("no --help was given"),
+    };
+    args.values
+        .extend(a.values.iter().map(|(k, v)| (k.clone(), v.clone())));
+    args.varargs.clone_from(&a.varargs);
+    ddp_with(&args, cenv, &j)
 }

@@ -161,11 +161,34 @@ pub struct ComponentArgs {
     pub values: BTreeMap<String, ArgValue>,
     /// `*args`.
     pub varargs: Vec<String>,
+    /// The component's declared parameters and their types (set by the parser): reading a
+    /// name it does not declare is a bug in the component, caught at once instead of reading
+    /// as `""`/`0`/`false`.
+    declared: BTreeMap<String, ParamType>,
 }
 
 impl ComponentArgs {
+    /// Panics when `name` is not a declared parameter of one of the `types`: a misspelled name
+    /// in a component's builder would otherwise read as empty and build a wrong job.
+    fn check(&self, name: &str, types: &[ParamType]) {
+        if self.declared.is_empty() {
+            return; // built by hand, not by a component's parser
+        }
+        if !self.declared.get(name).is_some_and(|t| types.contains(t)) {
+            panic!(
+                "component bug: it reads parameter `{name}` as {types:?}, but declares {}",
+                self.declared
+                    .iter()
+                    .map(|(n, t)| format!("{n}: {t:?}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
+    }
+
     /// A string argument.
     pub fn opt_str(&self, name: &str) -> Option<&str> {
+        self.check(name, &[ParamType::Str]);
         match self.values.get(name) {
             Some(ArgValue::Str(s)) => Some(s),
             _ => None,
@@ -177,6 +200,7 @@ impl ComponentArgs {
     }
     /// An int argument.
     pub fn opt_int(&self, name: &str) -> Option<i64> {
+        self.check(name, &[ParamType::Int]);
         match self.values.get(name) {
             Some(ArgValue::Int(i)) => Some(*i),
             _ => None,
@@ -188,6 +212,7 @@ impl ComponentArgs {
     }
     /// A float argument.
     pub fn float(&self, name: &str) -> f64 {
+        self.check(name, &[ParamType::Float, ParamType::Int]);
         match self.values.get(name) {
             Some(ArgValue::Float(f)) => *f,
             Some(ArgValue::Int(i)) => *i as f64,
@@ -196,10 +221,12 @@ impl ComponentArgs {
     }
     /// A bool argument.
     pub fn bool(&self, name: &str) -> bool {
+        self.check(name, &[ParamType::Bool]);
         matches!(self.values.get(name), Some(ArgValue::Bool(true)))
     }
     /// A list argument.
     pub fn list(&self, name: &str) -> Option<&[String]> {
+        self.check(name, &[ParamType::List]);
         match self.values.get(name) {
             Some(ArgValue::List(l)) => Some(l),
             _ => None,
@@ -207,6 +234,7 @@ impl ComponentArgs {
     }
     /// A map argument.
     pub fn dict(&self, name: &str) -> Option<&crate::specs::Env> {
+        self.check(name, &[ParamType::Dict]);
         match self.values.get(name) {
             Some(ArgValue::Dict(d)) => Some(d),
             _ => None,
@@ -473,6 +501,7 @@ impl Component {
             args.values.insert(p.name.clone(), self.decode(p, &value)?);
         }
         args.varargs = varargs;
+        args.declared = self.params.iter().map(|p| (p.name.clone(), p.ty)).collect();
         Ok(ParseOutcome::Args(args))
     }
 

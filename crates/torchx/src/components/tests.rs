@@ -374,3 +374,92 @@ args = ["t.py", "--lr={{lr}}", "{{*args}}"]
     };
     assert_eq!(app.name, "a");
 }
+
+/// Builders read only parameters their component declares (ComponentArgs panics otherwise, so a
+/// misspelled name cannot read as `""`/`0`/`false`): every builtin is built with its required
+/// parameters, then with each optional one added, with and without a script; none may panic
+/// (errors for combinations a component refuses are fine).
+#[test]
+fn every_builtin_reads_only_declared_parameters() {
+    let value = |p: &Param| -> String {
+        match p.name.as_str() {
+            "j" => "2x2".into(),
+            "h" => "gpu.small".into(),
+            "mounts" => "type=bind,src=/a,dst=/b".into(),
+            "script" => "a.py".into(),
+            "m" => "pkg.main".into(),
+            "c" => "print(1)".into(),
+            _ => match p.ty {
+                ParamType::Str => "v".into(),
+                ParamType::Int => "1".into(),
+                ParamType::Float => "1.5".into(),
+                ParamType::Bool => "True".into(),
+                ParamType::List => "a,b".into(),
+                ParamType::Dict => "k=v".into(),
+                ParamType::VarArgs => unreachable!("no flag"),
+            },
+        }
+    };
+    let env = ComponentEnv::default();
+    for c in builtins::all() {
+        let flag = |p: &Param| vec![format!("--{}", p.name), value(p)];
+        let required: Vec<String> = c
+            .params
+            .iter()
+            .filter(|p| p.default == ParamDefault::Required)
+            .flat_map(flag)
+            .collect();
+        let optional: Vec<&Param> = c
+            .params
+            .iter()
+            .filter(|p| p.default != ParamDefault::Required && p.ty != ParamType::VarArgs)
+            .collect();
+        let script: Vec<String> = optional
+            .iter()
+            .filter(|p| p.name == "script")
+            .flat_map(|p| flag(p))
+            .collect();
+        let mut cases = vec![
+            required.clone(),
+            [required.clone(), script.clone()].concat(),
+        ];
+        for p in &optional {
+            cases.push([required.clone(), flag(p)].concat());
+            if p.name != "script" {
+                cases.push([required.clone(), script.clone(), flag(p)].concat());
+            }
+        }
+        for mut tokens in cases {
+            if c.varargs().is_some() {
+                tokens.extend(["--".into(), "true".into()]);
+            }
+            let built = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                let _ = c.materialize(&tokens, &BTreeMap::new(), &env);
+            }));
+            assert!(built.is_ok(), "{} {tokens:?} panicked", c.name);
+        }
+    }
+}
+
+#[test]
+#[should_panic(expected = "component bug: it reads parameter `mgs`")]
+fn reading_an_undeclared_parameter_is_a_bug_caught_at_once() {
+    let c = Component::new(
+        "t.echo",
+        "test",
+        vec![Param::new(
+            "msg",
+            ParamType::Str,
+            ParamDefault::Value("hi".into()),
+            "m",
+        )],
+        "tests",
+        |a: &ComponentArgs, _: &ComponentEnv| {
+            Ok(AppDef::new(
+                "x",
+                vec![crate::specs::Role::new("r", a.str("mgs"))],
+            ))
+        },
+    );
+    let _ = c.materialize(&[] as &[&str], &BTreeMap::new(), &ComponentEnv::default());
+}

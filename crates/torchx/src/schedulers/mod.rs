@@ -149,6 +149,17 @@ pub fn reject_workspaces(scheduler: &str, app: &AppDef) -> Result<()> {
     }
 }
 
+/// Runs blocking work (SQLite with its busy timeout, a scheduler's command-line tools) on
+/// tokio's blocking pool, so no caller's async executor stalls on it.
+pub(crate) async fn blocking<T: Send + 'static>(
+    scheduler: &str,
+    work: impl FnOnce() -> Result<T> + Send + 'static,
+) -> Result<T> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| Error::backend(scheduler, format!("a blocking task did not finish: {e}")))?
+}
+
 /// The per-user state directory of every scheduler that keeps records locally:
 /// `$TORCHX_STATE_DIR`, else `$XDG_STATE_HOME/torchx`, else `~/.local/state/torchx`.
 pub fn default_state_dir() -> PathBuf {

@@ -16,6 +16,7 @@ mod render;
 mod state;
 pub mod supervisor;
 
+use crate::schedulers::blocking;
 use crate::sys;
 
 use std::collections::HashMap;
@@ -110,8 +111,9 @@ impl Shared {
     }
 }
 
-/// The local process scheduler.
-#[derive(Debug)]
+/// The local process scheduler. Its ledger work (SQLite, which may wait on its busy timeout)
+/// runs on tokio's blocking pool, with a clone of this handle.
+#[derive(Debug, Clone)]
 pub struct LocalCwdScheduler {
     shared: Arc<Shared>,
 }
@@ -342,29 +344,55 @@ impl LocalCwdScheduler {
         Ok(Some(resp))
     }
 
+    /// Runs `work` off the async executor.
+    async fn off_executor<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(&LocalCwdScheduler) -> Result<T> + Send + 'static,
+    ) -> Result<T> {
+        let this = self.clone();
+        blocking(NAME, move || work(&this)).await
+    }
+
+    /// The app's liveness, settled, off the async executor.
+    async fn settled_off_executor(&self, app_id: &str) -> Result<Liveness> {
+        let app_id = app_id.to_string();
+        self.off_executor(move |s| s.settled(&app_id)).await
+    }
+
     /// Requests a cancel and waits until the app has stopped.
     async fn cancel_and_wait(&self, app_id: &str) -> Result<()> {
-        let live = self.settled(app_id)?;
-        if live.state.is_terminal() {
+        let id = app_id.to_string();
+        let requested = self
+            .off_executor(move |s| {
+                let live = s.settled(&id)?;
+                if live.state.is_terminal() {
+                    return Ok(false);
+                }
+                s.with_ledger(|l| l.request_cancel(&id))?;
+                if let Some(pid) = live.supervisor_pid {
+                    if sys::pid_alive(pid, live.supervisor_start) {
+                        sys::signal_pid(pid, sys::SIGTERM);
+                    }
+                }
+                Ok(true)
+            })
+            .await?;
+        if !requested {
             return Ok(());
-        }
-        self.with_ledger(|l| l.request_cancel(app_id))?;
-        if let Some(pid) = live.supervisor_pid {
-            if sys::pid_alive(pid, live.supervisor_start) {
-                sys::signal_pid(pid, sys::SIGTERM);
-            }
         }
         // The supervisor escalates to SIGKILL after GRACE; past that (plus slack) it is not
         // answering (stopped, hung): stop what it owns ourselves.
         let deadline = Instant::now() + GRACE + Duration::from_secs(3);
         let mut pause = Duration::from_millis(1);
         loop {
-            let live = self.settled(app_id)?;
+            let live = self.settled_off_executor(app_id).await?;
             if live.state.is_terminal() {
                 return Ok(());
             }
             if Instant::now() >= deadline {
-                return self.cancel_without_supervisor(&live);
+                return self
+                    .off_executor(move |s| s.cancel_without_supervisor(&live))
+                    .await;
             }
             tokio::time::sleep(pause).await;
             pause = (pause * 2).min(Duration::from_millis(20));
@@ -515,30 +543,37 @@ impl Scheduler for LocalCwdScheduler {
     }
 
     async fn schedule(&self, info: &DryRunInfo) -> Result<String> {
-        let req = downcast_request::<PopenRequest>(info, NAME)?;
+        let req = downcast_request::<PopenRequest>(info, NAME)?.clone();
         let session = req
             .log_dir
             .parent()
             .and_then(|p| p.file_name())
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_default();
-        self.launch(req, &info.app, &session)
+        let app = info.app.clone();
+        self.off_executor(move |s| s.launch(&req, &app, &session))
+            .await
     }
 
     async fn describe(&self, app_id: &str) -> Result<Option<DescribeAppResponse>> {
-        match self.settled(app_id) {
-            Ok(live) => self.describe_app(&live),
+        let app_id = app_id.to_string();
+        self.off_executor(move |s| match s.settled(&app_id) {
+            Ok(live) => s.describe_app(&live),
             Err(Error::NotFound { .. }) => Ok(None),
             Err(e) => Err(e),
-        }
+        })
+        .await
     }
 
     async fn list(&self) -> Result<Vec<ListAppResponse>> {
-        let apps = self.list_apps()?;
-        if apps.is_empty() {
-            self.warn_if_ledger_lost();
-        }
-        Ok(apps)
+        self.off_executor(|s| {
+            let apps = s.list_apps()?;
+            if apps.is_empty() {
+                s.warn_if_ledger_lost();
+            }
+            Ok(apps)
+        })
+        .await
     }
 
     async fn cancel(&self, app_id: &str) -> Result<()> {
@@ -547,18 +582,22 @@ impl Scheduler for LocalCwdScheduler {
 
     async fn delete(&self, app_id: &str) -> Result<()> {
         self.cancel_and_wait(app_id).await?;
-        let log_dir = self.with_ledger(|l| {
-            let dir = l.app(app_id)?.map(|a| a.log_dir);
-            l.delete(app_id)?;
-            Ok(dir)
-        })?;
-        // Logs are ours to remove only when they live in the state directory.
-        if let Some(dir) = log_dir.map(PathBuf::from) {
-            if dir.starts_with(self.state_dir()) {
-                let _ = fs::remove_dir_all(&dir);
+        let app_id = app_id.to_string();
+        self.off_executor(move |s| {
+            let log_dir = s.with_ledger(|l| {
+                let dir = l.app(&app_id)?.map(|a| a.log_dir);
+                l.delete(&app_id)?;
+                Ok(dir)
+            })?;
+            // Logs are ours to remove only when they live in the state directory.
+            if let Some(dir) = log_dir.map(PathBuf::from) {
+                if dir.starts_with(s.state_dir()) {
+                    let _ = fs::remove_dir_all(&dir);
+                }
             }
-        }
-        Ok(())
+            Ok(())
+        })
+        .await
     }
 
     async fn log_iter(
@@ -568,12 +607,20 @@ impl Scheduler for LocalCwdScheduler {
         k: u32,
         query: &LogQuery,
     ) -> Result<Box<dyn LogLines>> {
-        self.settled(app_id)?;
+        let (id, role_name) = (app_id.to_string(), role.to_string());
         // One row, not all of them: a foreground run follows every replica's log.
-        let replica = match self.with_ledger(|l| l.replica(app_id, role, k))? {
+        let (replica, replicas) = self
+            .off_executor(move |s| {
+                s.settled(&id)?;
+                match s.with_ledger(|l| l.replica(&id, &role_name, k))? {
+                    Some(r) => Ok((Some(r), Vec::new())),
+                    None => Ok((None, s.with_ledger(|l| l.replicas(&id))?)),
+                }
+            })
+            .await?;
+        let replica = match replica {
             Some(r) => r,
             None => {
-                let replicas = self.with_ledger(|l| l.replicas(app_id))?;
                 let of_role = replicas.iter().filter(|r| r.role == role).count();
                 if of_role == 0 {
                     let mut names: Vec<&str> = replicas.iter().map(|r| r.role.as_str()).collect();

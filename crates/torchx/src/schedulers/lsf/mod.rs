@@ -28,6 +28,7 @@ use crate::scheduler::{
     downcast_request, Capabilities, DryRunContext, DryRunInfo, FollowedFile, LogLines, LogQuery,
     NativeRequest, Scheduler, Step, Take,
 };
+use crate::schedulers::blocking;
 use crate::schedulers::command::{self, Output};
 use crate::specs::{AppDef, AppState, DescribeAppResponse, ListAppResponse, ReplicaStatus, Stream};
 
@@ -183,9 +184,57 @@ impl Scheduler for LsfScheduler {
     }
 
     async fn schedule(&self, info: &DryRunInfo) -> Result<String> {
-        let job = downcast_request::<LsfBsub>(info, NAME)?;
+        let (this, job, cfg) = (
+            self.clone(),
+            downcast_request::<LsfBsub>(info, NAME)?.clone(),
+            info.cfg.clone(),
+        );
+        blocking(NAME, move || this.submit(&job, &cfg)).await
+    }
+
+    async fn describe(&self, app_id: &str) -> Result<Option<DescribeAppResponse>> {
+        let (this, app_id) = (self.clone(), app_id.to_string());
+        blocking(NAME, move || this.describe_now(&app_id)).await
+    }
+
+    async fn list(&self) -> Result<Vec<ListAppResponse>> {
+        let this = self.clone();
+        blocking(NAME, move || this.list_now()).await
+    }
+
+    async fn cancel(&self, app_id: &str) -> Result<()> {
+        let (this, app_id) = (self.clone(), app_id.to_string());
+        blocking(NAME, move || this.cancel_now(&app_id)).await
+    }
+
+    /// Stops what still runs and hides the app from torchx (LSF purges its own job history).
+    async fn delete(&self, app_id: &str) -> Result<()> {
+        let (this, app_id) = (self.clone(), app_id.to_string());
+        blocking(NAME, move || this.delete_now(&app_id)).await
+    }
+
+    async fn log_iter(
+        &self,
+        app_id: &str,
+        role: &str,
+        k: u32,
+        query: &LogQuery,
+    ) -> Result<Box<dyn LogLines>> {
+        let (this, app_id, role, query) = (
+            self.clone(),
+            app_id.to_string(),
+            role.to_string(),
+            query.clone(),
+        );
+        blocking(NAME, move || this.log_lines_now(&app_id, &role, k, &query)).await
+    }
+}
+
+/// The blocking halves of the `Scheduler` methods.
+impl LsfScheduler {
+    fn submit(&self, job: &LsfBsub, cfg: &Cfg) -> Result<String> {
         if job.script.contains("<RANK0_HOST>") {
-            let facts = self.dryrun_facts(&info.cfg)?;
+            let facts = self.dryrun_facts(cfg)?;
             let why = facts
                 .get(FACT_BHOSTS_ERROR)
                 .cloned()
@@ -208,7 +257,7 @@ impl Scheduler for LsfScheduler {
         let out = run("/bin/bash", &[&path_str])?;
         if !out.ok {
             // Whatever was submitted before the failure goes again.
-            let _ = self.cancel(&job.app_id).await;
+            let _ = self.cancel_now(&job.app_id);
             return Err(Error::backend(
                 NAME,
                 format!("submitting with {path_str} failed: {}", out.stderr.trim()),
@@ -217,7 +266,7 @@ impl Scheduler for LsfScheduler {
         Ok(job.app_id.clone())
     }
 
-    async fn describe(&self, app_id: &str) -> Result<Option<DescribeAppResponse>> {
+    fn describe_now(&self, app_id: &str) -> Result<Option<DescribeAppResponse>> {
         let jobs = self.jobs(app_id)?;
         if jobs.is_empty() {
             return Ok(None);
@@ -235,7 +284,7 @@ impl Scheduler for LsfScheduler {
         Ok(Some(resp))
     }
 
-    async fn list(&self) -> Result<Vec<ListAppResponse>> {
+    fn list_now(&self) -> Result<Vec<ListAppResponse>> {
         let out = run_ok(
             "bjobs",
             &["-noheader", "-a", "-o", "proj name stat exit_code"],
@@ -265,7 +314,7 @@ impl Scheduler for LsfScheduler {
             .collect())
     }
 
-    async fn cancel(&self, app_id: &str) -> Result<()> {
+    fn cancel_now(&self, app_id: &str) -> Result<()> {
         let jobs = self.jobs(app_id)?;
         if jobs.is_empty() {
             return Err(unknown_app(app_id));
@@ -282,9 +331,8 @@ impl Scheduler for LsfScheduler {
         run_ok("bkill", &live).map(|_| ())
     }
 
-    /// Stops what still runs and hides the app from torchx (LSF purges its own job history).
-    async fn delete(&self, app_id: &str) -> Result<()> {
-        self.cancel(app_id).await?;
+    fn delete_now(&self, app_id: &str) -> Result<()> {
+        self.cancel_now(app_id)?;
         let marker = self.deleted_marker(app_id);
         if let Some(dir) = marker.parent() {
             crate::schedulers::create_private_dir(dir)?;
@@ -293,7 +341,7 @@ impl Scheduler for LsfScheduler {
             .map_err(|e| Error::io(format!("recording the delete in {}", marker.display()), e))
     }
 
-    async fn log_iter(
+    fn log_lines_now(
         &self,
         app_id: &str,
         role: &str,
@@ -361,20 +409,29 @@ impl LsfLogLines {
     /// Polls the file until it has what `take` asks for or ends.
     async fn follow(&mut self, mut take: Take<'_>) -> Result<Step> {
         loop {
-            let (tail, app_id, job, scheduler) =
-                (self.tail, &self.app_id, &self.job, &self.scheduler);
-            let finished = || {
-                !tail
-                    || scheduler.jobs(app_id).map_or(true, |jobs| {
-                        jobs.iter()
-                            .filter(|j| &j.name == job)
-                            .all(|j| job_state(&j.stat, j.exit_code).is_terminal())
-                    })
-            };
-            match self.file.poll(take.reborrow(), finished)? {
-                Step::Wait => tokio::time::sleep(Duration::from_millis(300)).await,
+            let tail = self.tail;
+            match self.file.poll(take.reborrow(), || !tail)? {
+                Step::Wait => {}
                 step => return Ok(step),
             }
+            let (scheduler, app_id, job) = (
+                self.scheduler.clone(),
+                self.app_id.clone(),
+                self.job.clone(),
+            );
+            let ended = blocking(NAME, move || {
+                Ok(scheduler.jobs(&app_id).map_or(true, |jobs| {
+                    jobs.iter()
+                        .filter(|j| j.name == job)
+                        .all(|j| job_state(&j.stat, j.exit_code).is_terminal())
+                }))
+            })
+            .await?;
+            if ended {
+                // Read once more: nothing written before the job ended is missed.
+                return self.file.poll(take, || true);
+            }
+            tokio::time::sleep(Duration::from_millis(300)).await;
         }
     }
 }

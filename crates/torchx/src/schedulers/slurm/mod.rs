@@ -34,8 +34,11 @@ use crate::scheduler::{
     downcast_request, Capabilities, DryRunContext, DryRunInfo, FollowedFile, LogLines, LogQuery,
     NativeRequest, Scheduler, Step, Take, WorkspaceSupport,
 };
+use crate::schedulers::blocking;
 use crate::schedulers::command::{self, Output};
-use crate::specs::{AppDef, AppState, DescribeAppResponse, ListAppResponse, ReplicaStatus, Stream};
+use crate::specs::{
+    AppDef, AppState, DescribeAppResponse, ListAppResponse, ReplicaStatus, Stream, Workspace,
+};
 
 /// The registry name.
 pub const NAME: &str = "slurm";
@@ -53,12 +56,13 @@ pub fn create() -> Result<Arc<dyn Scheduler>> {
     )))
 }
 
-/// The Slurm scheduler (talks to the cluster through its command-line tools).
-#[derive(Debug)]
+/// The Slurm scheduler (talks to the cluster through its command-line tools, off the async
+/// executor: each operation runs on tokio's blocking pool with a clone of this handle).
+#[derive(Debug, Clone)]
 pub struct SlurmScheduler {
     state_dir: PathBuf,
     /// `sinfo` results, probed at most once per process.
-    probe: Mutex<Option<Probe>>,
+    probe: Arc<Mutex<Option<Probe>>>,
     /// The last `squeue --json --me` output: describing many jobs within one poll interval
     /// costs one squeue call, not one per job.
     squeue: Arc<Mutex<Option<(Instant, String)>>>,
@@ -67,11 +71,46 @@ pub struct SlurmScheduler {
 /// How long one `squeue` answer serves every describe.
 const SQUEUE_TTL: Duration = Duration::from_millis(500);
 
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 struct Probe {
     version: Option<String>,
     /// (partition, is default, memory MB) from `sinfo --format %P,%m --noconvert`.
     partitions: Vec<(String, bool, i64)>,
+}
+
+/// How long a cluster probe is reused by later commands (dry runs ask for it every time).
+const PROBE_VALID: Duration = Duration::from_secs(300);
+
+/// What a cached probe is valid for: the `sinfo` found on PATH and the cluster configuration
+/// (`$SLURM_CONF`, else Debian's path), each with its modification time, so an upgraded Slurm or
+/// a changed partition table is noticed at once.
+fn probe_key() -> String {
+    let stamp = |p: &Path| {
+        let modified = std::fs::metadata(p).and_then(|m| m.modified()).ok();
+        let secs = modified
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or(0, |d| d.as_nanos());
+        format!("{}@{secs}", p.display())
+    };
+    let sinfo = std::env::var_os("PATH")
+        .and_then(|path| {
+            std::env::split_paths(&path)
+                .map(|d| d.join("sinfo"))
+                .find(|p| p.is_file())
+        })
+        .unwrap_or_default();
+    let conf = std::env::var_os("SLURM_CONF")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/etc/slurm/slurm.conf"));
+    format!("{}|{}", stamp(&sinfo), stamp(&conf))
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct CachedProbe {
+    key: String,
+    /// Seconds since the epoch.
+    at: u64,
+    probe: Probe,
 }
 
 /// Runs a Slurm command with a timeout, times as epoch seconds whatever the cluster's zone.
@@ -127,7 +166,7 @@ impl SlurmScheduler {
     pub fn new(state_dir: PathBuf) -> Self {
         SlurmScheduler {
             state_dir,
-            probe: Mutex::new(None),
+            probe: Arc::new(Mutex::new(None)),
             squeue: Arc::new(Mutex::new(None)),
         }
     }
@@ -139,6 +178,11 @@ impl SlurmScheduler {
         };
         if let Some(p) = guard.as_ref() {
             return p.clone();
+        }
+        let key = probe_key();
+        if let Some(cached) = self.cached_probe(&key) {
+            *guard = Some(cached.clone());
+            return cached;
         }
         let mut probe = Probe::default();
         match run("sinfo", &["--version"], PROBE_TIMEOUT) {
@@ -164,8 +208,46 @@ impl SlurmScheduler {
                     .collect();
             }
         }
+        if probe.version.is_some() {
+            self.cache_probe(&key, &probe);
+        }
         *guard = Some(probe.clone());
         probe
+    }
+
+    fn probe_file(&self) -> PathBuf {
+        self.state_dir.join(NAME).join("probe.json")
+    }
+
+    /// The probe an earlier command cached for this cluster, while it is fresh.
+    fn cached_probe(&self, key: &str) -> Option<Probe> {
+        let text = std::fs::read_to_string(self.probe_file()).ok()?;
+        let cached: CachedProbe = serde_json::from_str(&text).ok()?;
+        let now = jiff::Timestamp::now().as_second().max(0) as u64;
+        let fresh = now.saturating_sub(cached.at) < PROBE_VALID.as_secs();
+        (cached.key == key && fresh).then_some(cached.probe)
+    }
+
+    /// Best effort: a cache that cannot be written only costs the next command a probe.
+    fn cache_probe(&self, key: &str, probe: &Probe) {
+        let cached = CachedProbe {
+            key: key.to_string(),
+            at: jiff::Timestamp::now().as_second().max(0) as u64,
+            probe: probe.clone(),
+        };
+        let file = self.probe_file();
+        let written =
+            crate::schedulers::create_private_dir(file.parent().unwrap_or(&self.state_dir))
+                .ok()
+                .and_then(|()| serde_json::to_vec(&cached).ok())
+                .map(|bytes| {
+                    // Written whole then renamed: a concurrent reader sees the old file or the new.
+                    let tmp = file.with_extension(format!("tmp{}", std::process::id()));
+                    std::fs::write(&tmp, bytes).and_then(|()| std::fs::rename(&tmp, &file))
+                });
+        if let Some(Err(e)) = written {
+            log::debug!("could not cache the Slurm probe in {}: {e}", file.display());
+        }
     }
 
     fn job_dirs_file(&self) -> PathBuf {
@@ -398,8 +480,47 @@ impl Scheduler for SlurmScheduler {
     }
 
     async fn schedule(&self, info: &DryRunInfo) -> Result<String> {
-        let req = downcast_request::<SbatchRequest>(info, NAME)?;
+        let req = downcast_request::<SbatchRequest>(info, NAME)?.clone();
         let workspace = info.app.roles.iter().find_map(|r| r.workspace.clone());
+        let this = self.clone();
+        blocking(NAME, move || this.submit(&req, workspace)).await
+    }
+
+    async fn describe(&self, app_id: &str) -> Result<Option<DescribeAppResponse>> {
+        let (this, app_id) = (self.clone(), app_id.to_string());
+        blocking(NAME, move || this.describe_now(&app_id)).await
+    }
+
+    async fn list(&self) -> Result<Vec<ListAppResponse>> {
+        let this = self.clone();
+        blocking(NAME, move || this.list_now()).await
+    }
+
+    async fn cancel(&self, app_id: &str) -> Result<()> {
+        let (this, app_id) = (self.clone(), app_id.to_string());
+        blocking(NAME, move || this.cancel_now(&app_id)).await
+    }
+
+    async fn log_iter(
+        &self,
+        app_id: &str,
+        role: &str,
+        k: u32,
+        query: &LogQuery,
+    ) -> Result<Box<dyn LogLines>> {
+        let (this, app_id, role, query) = (
+            self.clone(),
+            app_id.to_string(),
+            role.to_string(),
+            query.clone(),
+        );
+        blocking(NAME, move || this.log_lines_now(&app_id, &role, k, &query)).await
+    }
+}
+
+/// The blocking halves of the `Scheduler` methods.
+impl SlurmScheduler {
+    fn submit(&self, req: &SbatchRequest, workspace: Option<Workspace>) -> Result<String> {
         let tmp;
         let script_dir = match (&req.job_dir, workspace) {
             (Some(dir), Some(ws)) => {
@@ -443,7 +564,7 @@ impl Scheduler for SlurmScheduler {
         Ok(job_id)
     }
 
-    async fn describe(&self, app_id: &str) -> Result<Option<DescribeAppResponse>> {
+    fn describe_now(&self, app_id: &str) -> Result<Option<DescribeAppResponse>> {
         // Not a job id: no such job.
         let Ok(id) = parse_job_id(app_id) else {
             return Ok(None);
@@ -455,7 +576,7 @@ impl Scheduler for SlurmScheduler {
         Ok(Some(self.describe_components(app_id, &comps)))
     }
 
-    async fn list(&self) -> Result<Vec<ListAppResponse>> {
+    fn list_now(&self) -> Result<Vec<ListAppResponse>> {
         // squeue knows the live jobs (and recent ones, for MinJobAge); accounting knows the
         // history but lags a few seconds behind. Merge both, preferring squeue.
         let mut jobs = parse_list(&self.squeue_json(true)?.0, "squeue --json")?;
@@ -496,7 +617,7 @@ impl Scheduler for SlurmScheduler {
         Ok(out)
     }
 
-    async fn cancel(&self, app_id: &str) -> Result<()> {
+    fn cancel_now(&self, app_id: &str) -> Result<()> {
         let id = parse_job_id(app_id).map_err(|_| unknown_app(app_id))?;
         if self.components(id)?.is_empty() {
             return Err(unknown_app(app_id));
@@ -504,7 +625,7 @@ impl Scheduler for SlurmScheduler {
         run_ok("scancel", &[app_id]).map(drop)
     }
 
-    async fn log_iter(
+    fn log_lines_now(
         &self,
         app_id: &str,
         role: &str,
@@ -547,11 +668,7 @@ impl Scheduler for SlurmScheduler {
             tail: query.should_tail,
             job_id: id,
             // Shares the squeue cache: following N replicas costs one squeue per interval.
-            scheduler: SlurmScheduler {
-                state_dir: self.state_dir.clone(),
-                probe: Mutex::new(None),
-                squeue: Arc::clone(&self.squeue),
-            },
+            scheduler: self.clone(),
         }))
     }
 }
@@ -576,19 +693,26 @@ struct SlurmLogLines {
 
 impl SlurmLogLines {
     /// Polls the file until it has what `take` asks for or ends.
+    /// Asks squeue/sacct (on the blocking pool) only when the file has nothing more.
     async fn follow(&mut self, mut take: Take<'_>) -> Result<Step> {
         loop {
-            let (tail, job_id, scheduler) = (self.tail, self.job_id, &self.scheduler);
-            let finished = || {
-                !tail
-                    || scheduler
-                        .components(job_id)
-                        .map_or(true, |c| aggregate(c.iter().map(|c| c.state)).is_terminal())
-            };
-            match self.file.poll(take.reborrow(), finished)? {
-                Step::Wait => tokio::time::sleep(Duration::from_millis(500)).await,
+            let tail = self.tail;
+            match self.file.poll(take.reborrow(), || !tail)? {
+                Step::Wait => {}
                 step => return Ok(step),
             }
+            let (scheduler, job_id) = (self.scheduler.clone(), self.job_id);
+            let ended = blocking(NAME, move || {
+                Ok(scheduler
+                    .components(job_id)
+                    .map_or(true, |c| aggregate(c.iter().map(|c| c.state)).is_terminal()))
+            })
+            .await?;
+            if ended {
+                // Read once more: nothing written before the job ended is missed.
+                return self.file.poll(take, || true);
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
         }
     }
 }
