@@ -174,6 +174,7 @@ while :; do
   "$@"; rc=$?
   if [ "$rc" -eq 0 ] || [ "$tries" -ge "$TORCHX_SUBPROCESS_RETRIES" ]; then break; fi
   tries=$((tries + 1))
+  echo "$tries" > "$TORCHX_SUBPROCESS_DIR/restarts"
 done
 echo "$rc" > "$TORCHX_SUBPROCESS_DIR/exit.tmp" && mv "$TORCHX_SUBPROCESS_DIR/exit.tmp" "$TORCHX_SUBPROCESS_DIR/exit""#;
 
@@ -275,6 +276,7 @@ fn describe(app_id: &str) -> Answer {
     let cancelled = dir.join("cancelled").exists();
     let mut states = Vec::new();
     let mut roles = Vec::new();
+    let mut restarts = 0;
     for role in meta["roles"]
         .as_array()
         .map(Vec::as_slice)
@@ -283,7 +285,10 @@ fn describe(app_id: &str) -> Answer {
         let name = role[0].as_str().unwrap_or_default();
         let mut replicas = Vec::new();
         for k in 0..role[1].as_u64().unwrap_or(0) {
-            let state = replica_state(&dir.join(name).join(k.to_string()), cancelled);
+            let rdir = dir.join(name).join(k.to_string());
+            let state = replica_state(&rdir, cancelled);
+            let tried = std::fs::read_to_string(rdir.join("restarts")).unwrap_or_default();
+            restarts = restarts.max(tried.trim().parse::<i64>().unwrap_or(0));
             states.push(state);
             replicas.push(json!({ "id": k, "state": state, "hostname": "localhost" }));
         }
@@ -299,7 +304,7 @@ fn describe(app_id: &str) -> Answer {
         "SUCCEEDED"
     };
     Ok(
-        json!({ "app_id": app_id, "state": state, "roles": roles, "ui_url": format!("file://{}", dir.display()) }),
+        json!({ "app_id": app_id, "state": state, "roles": roles, "num_restarts": restarts, "ui_url": format!("file://{}", dir.display()) }),
     )
 }
 

@@ -139,6 +139,8 @@ async fn aws_batch_conforms() {
         timeout: Duration::from_secs(60),
         poll: Duration::from_millis(200),
         resource: Some(torchx::specs::Resource::new(1, 0, 512)),
+        // The emulator moves jobs through their states; it runs no command.
+        runs_commands: false,
         ..Conformance::default()
     };
     conformance(&runner, "aws_batch", &opts).await;

@@ -67,6 +67,8 @@ async fn native_jobs_conform() {
     let opts = Conformance {
         cfg: cfg(&[("namespace", AUTO)]),
         timeout: Duration::from_secs(20),
+        // The fake API server's stand-in controllers run no container.
+        runs_commands: false,
         ..Conformance::default()
     };
     conformance(&runner(), "kubernetes", &opts).await;
@@ -81,9 +83,25 @@ async fn volcano_jobs_conform() {
             ("queue", "default"),
         ]),
         timeout: Duration::from_secs(20),
+        // The fake API server's stand-in controllers run no container.
+        runs_commands: false,
         ..Conformance::default()
     };
     conformance(&runner(), "kubernetes", &opts).await;
+}
+
+#[tokio::test]
+async fn kubernetes_mcad_conforms() {
+    let opts = Conformance {
+        cfg: cfg(&[("namespace", AUTO)]),
+        timeout: Duration::from_secs(20),
+        // The fake API server's stand-in controllers run no container.
+        runs_commands: false,
+        // As TorchX's: cancel deletes the AppWrapper.
+        cancel_forgets: true,
+        ..Conformance::default()
+    };
+    conformance(&runner(), "kubernetes_mcad", &opts).await;
 }
 
 #[tokio::test]

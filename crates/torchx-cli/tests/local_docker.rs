@@ -243,9 +243,11 @@ async fn local_docker_conforms() {
         torchx::scheduler::Registry::builtin(),
         torchx::config::TorchxConfig::default(),
     );
+    let mounted = tempfile::tempdir().unwrap();
     let opts = torchx::testing::Conformance {
         image: IMAGE.into(),
         poll: Duration::from_millis(100),
+        mount_dir: Some(mounted.path().to_path_buf()),
         ..Default::default()
     };
     torchx::testing::conformance(&runner, "local_docker", &opts).await;

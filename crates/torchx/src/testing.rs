@@ -30,6 +30,17 @@ pub struct Conformance {
     /// The test apps' resource, for schedulers that need one (default: none, TorchX's
     /// NULL_RESOURCE).
     pub resource: Option<crate::specs::Resource>,
+    /// Whether the test apps' commands really run (false for emulators and fake API servers
+    /// that only move jobs through their states): the checks of what a command does (its two
+    /// streams, a log followed while it writes, retries of a failing command, a mount's
+    /// contents) need it.
+    pub runs_commands: bool,
+    /// A host directory the scheduler's replicas can bind-mount (the `mounts` check writes a
+    /// file there and reads it from the app); `None` skips that check.
+    pub mount_dir: Option<std::path::PathBuf>,
+    /// Whether `cancel` forgets the app, as TorchX's `kubernetes_mcad` (it deletes the
+    /// AppWrapper) does, rather than leaving it CANCELLED.
+    pub cancel_forgets: bool,
 }
 
 impl Default for Conformance {
@@ -40,6 +51,9 @@ impl Default for Conformance {
             timeout: Duration::from_secs(60),
             poll: Duration::from_millis(50),
             resource: None,
+            runs_commands: true,
+            mount_dir: None,
+            cancel_forgets: false,
         }
     }
 }
@@ -58,13 +72,51 @@ impl Suite<'_> {
 
     /// A one-role test app running `sh -c script` in the suite's image.
     fn app(&self, name: &str, script: &str) -> AppDef {
-        let mut role = Role::new("main", &self.opts.image)
+        AppDef::new(name, vec![self.role("main", script)])
+    }
+
+    fn role(&self, name: &str, script: &str) -> Role {
+        let mut role = Role::new(name, &self.opts.image)
             .with_entrypoint("sh")
             .with_args(["-c", script]);
         if let Some(r) = &self.opts.resource {
             role.resource = r.clone();
         }
-        AppDef::new(name, vec![role])
+        role
+    }
+
+    /// Every log line of `handle`'s replica main/0 for `query`, within the suite's timeout.
+    async fn lines(&self, check: &str, handle: &str, query: &LogQuery) -> Vec<String> {
+        let read = async {
+            let mut lines = self
+                .runner
+                .log_lines(handle, "main", 0, query)
+                .await
+                .unwrap_or_else(|e| self.fail(check, e));
+            let mut all = Vec::new();
+            while let Some(l) = lines
+                .next_line()
+                .await
+                .unwrap_or_else(|e| self.fail(check, e))
+            {
+                all.push(l);
+            }
+            all
+        };
+        tokio::time::timeout(self.opts.timeout, read)
+            .await
+            .unwrap_or_else(|_| self.fail(check, "the log did not end with the app"))
+    }
+
+    /// The stream the test apps' `echo` reaches where streams can be chosen.
+    fn stdout_query(&self) -> LogQuery {
+        LogQuery {
+            streams: self
+                .caps
+                .log_streams
+                .then_some(crate::specs::Stream::Stdout),
+            ..LogQuery::default()
+        }
     }
 
     async fn submit(&self, check: &str, app: AppDef) -> String {
@@ -157,28 +209,36 @@ impl Suite<'_> {
         if self.caps.logs {
             let check = "logs";
             // The echo went to stdout; schedulers differ in their default stream.
-            let query = LogQuery {
-                streams: self
-                    .caps
-                    .log_streams
-                    .then_some(crate::specs::Stream::Stdout),
-                ..LogQuery::default()
-            };
-            let mut lines = self
-                .runner
-                .log_lines(&ok, "main", 0, &query)
-                .await
-                .unwrap_or_else(|e| self.fail(check, e));
-            let mut all = Vec::new();
-            while let Some(l) = lines
-                .next_line()
-                .await
-                .unwrap_or_else(|e| self.fail(check, e))
-            {
-                all.push(l);
-            }
+            let all = self.lines(check, &ok, &self.stdout_query()).await;
             if !all.iter().any(|l| l.contains("conformance-ok")) {
                 self.fail(check, format!("the output is missing from {all:?}"));
+            }
+            let check = "logs_regex";
+            let query = LogQuery {
+                regex: Some(regex::Regex::new("^nothing-matches-this$").expect("valid regex")),
+                ..self.stdout_query()
+            };
+            let none = self.lines(check, &ok, &query).await;
+            if !none.is_empty() {
+                self.fail(check, format!("a regex matching nothing kept {none:?}"));
+            }
+            if self.caps.log_since_until {
+                let check = "logs_since_until";
+                let day = Duration::from_secs(86400);
+                let after = LogQuery {
+                    since: Some(std::time::SystemTime::now() + day),
+                    ..self.stdout_query()
+                };
+                let before = LogQuery {
+                    until: Some(std::time::UNIX_EPOCH + day),
+                    ..self.stdout_query()
+                };
+                for (what, query) in [("since tomorrow", after), ("until 1970", before)] {
+                    let kept = self.lines(check, &ok, &query).await;
+                    if !kept.is_empty() {
+                        self.fail(check, format!("{what} kept {kept:?}"));
+                    }
+                }
             }
         }
         if self.caps.list {
@@ -216,9 +276,154 @@ impl Suite<'_> {
             .cancel(&h)
             .await
             .unwrap_or_else(|e| self.fail(check, e));
+        if self.opts.cancel_forgets {
+            match self.runner.status(&h).await {
+                Ok(None) => return,
+                other => self.fail(check, format!("{h} still known after cancel: {other:?}")),
+            }
+        }
         let state = self.final_state(check, &h).await;
         if state != AppState::Cancelled {
             self.fail(check, format!("{h} ended {state}, expected CANCELLED"));
+        }
+    }
+}
+
+impl Suite<'_> {
+    /// `describe_replicas` and `multi_role`: every replica of every role is reported.
+    async fn roles_and_replicas(&self) {
+        let check = "roles_and_replicas";
+        let mut main = self.role("main", "echo conformance-main");
+        main.num_replicas = 2;
+        let mut roles = vec![main];
+        if self.caps.multi_role {
+            roles.push(self.role("side", "echo conformance-side"));
+        }
+        let h = self.submit(check, AppDef::new("roles", roles)).await;
+        let state = self.final_state(check, &h).await;
+        if state != AppState::Succeeded {
+            self.fail(check, format!("{h} ended {state}"));
+        }
+        if self.caps.describe_replicas {
+            let status = self
+                .runner
+                .status(&h)
+                .await
+                .unwrap_or_else(|e| self.fail(check, e))
+                .unwrap_or_else(|| self.fail(check, format!("{h} vanished")));
+            // A one-role scheduler may not know the role's name (the AWS emulator's SageMaker
+            // returns no job environment): there, every replica reported is role main's.
+            let multi = self.caps.multi_role;
+            let ids = |role: &str| -> Vec<u32> {
+                let mut ids: Vec<u32> = status
+                    .roles
+                    .iter()
+                    .filter(|r| !multi || r.role == role)
+                    .flat_map(|r| r.replicas.iter().map(|x| x.id))
+                    .collect();
+                ids.sort_unstable();
+                ids
+            };
+            if ids("main") != [0, 1] {
+                self.fail(check, format!("role main's replicas: {:?}", status.roles));
+            }
+            if self.caps.multi_role && ids("side") != [0] {
+                self.fail(check, format!("role side's replicas: {:?}", status.roles));
+            }
+        }
+        if self.caps.delete {
+            let _ = self.runner.delete(&h).await;
+        }
+    }
+
+    /// `log_streams`: stdout and stderr apart.
+    async fn log_streams(&self) {
+        let check = "log_streams";
+        let h = self
+            .submit(check, self.app("streams", "echo to-out; echo to-err >&2"))
+            .await;
+        self.final_state(check, &h).await;
+        for (stream, want, not) in [
+            (crate::specs::Stream::Stdout, "to-out", "to-err"),
+            (crate::specs::Stream::Stderr, "to-err", "to-out"),
+        ] {
+            let query = LogQuery {
+                streams: Some(stream),
+                ..LogQuery::default()
+            };
+            let lines = self.lines(check, &h, &query).await;
+            if !lines.iter().any(|l| l.contains(want)) || lines.iter().any(|l| l.contains(not)) {
+                self.fail(check, format!("{stream:?} of {h}: {lines:?}"));
+            }
+        }
+    }
+
+    /// `log_tail`: a log followed from the start ends with the app and holds its last line.
+    async fn log_tail(&self) {
+        let check = "log_tail";
+        let h = self
+            .submit(
+                check,
+                self.app("tail", "echo tail-first; sleep 2; echo tail-last"),
+            )
+            .await;
+        let query = LogQuery {
+            should_tail: true,
+            ..self.stdout_query()
+        };
+        let lines = self.lines(check, &h, &query).await;
+        let has = |w: &str| lines.iter().any(|l| l.contains(w));
+        if !has("tail-first") || !has("tail-last") {
+            self.fail(check, format!("followed log of {h}: {lines:?}"));
+        }
+        self.final_state(check, &h).await;
+    }
+
+    /// `retries`: a command that always fails is retried `max_retries` times, then FAILED.
+    async fn retries(&self) {
+        let check = "retries";
+        let mut app = self.app("retry", "exit 3");
+        app.roles[0].max_retries = 1;
+        let h = self.submit(check, app).await;
+        let state = self.final_state(check, &h).await;
+        if state != AppState::Failed {
+            self.fail(check, format!("{h} ended {state}, expected FAILED"));
+        }
+        let status = self
+            .runner
+            .status(&h)
+            .await
+            .unwrap_or_else(|e| self.fail(check, e))
+            .unwrap_or_else(|| self.fail(check, format!("{h} vanished")));
+        if status.num_restarts < 1 {
+            self.fail(check, format!("{h} was not retried: {status:?}"));
+        }
+    }
+
+    /// `mounts`: a bind-mounted host directory is readable from the app.
+    async fn mounts(&self, dir: &std::path::Path) {
+        let check = "mounts";
+        let probe = format!("mounted-{}", crate::scheduler::random_id());
+        std::fs::write(dir.join("probe"), &probe).unwrap_or_else(|e| self.fail(check, e));
+        let mut app = self.app("mounts", "cat /conformance-mnt/probe");
+        app.roles[0].mounts = vec![crate::specs::Mount::Bind {
+            src_path: dir.display().to_string(),
+            dst_path: "/conformance-mnt".into(),
+            read_only: true,
+        }];
+        let h = self.submit(check, app).await;
+        let state = self.final_state(check, &h).await;
+        if state != AppState::Succeeded {
+            self.fail(check, format!("{h} ended {state}"));
+        }
+        if self.caps.logs {
+            let lines = self.lines(check, &h, &self.stdout_query()).await;
+            if !lines.iter().any(|l| l.contains(&probe)) {
+                self.fail(
+                    check,
+                    format!("{h} did not read the mounted file: {lines:?}"),
+                );
+            }
         }
     }
 }
@@ -240,5 +445,22 @@ pub async fn conformance(runner: &Runner, scheduler: &str, opts: &Conformance) {
     suite.success_failure_logs_list_delete().await;
     if caps.cancel {
         suite.cancel_stops_a_running_app().await;
+    }
+    if caps.describe_replicas || caps.multi_role {
+        suite.roles_and_replicas().await;
+    }
+    if opts.runs_commands {
+        if caps.logs && caps.log_streams {
+            suite.log_streams().await;
+        }
+        if caps.logs && caps.log_tail {
+            suite.log_tail().await;
+        }
+        if caps.retries {
+            suite.retries().await;
+        }
+        if let (true, Some(dir)) = (caps.mounts, &opts.mount_dir) {
+            suite.mounts(dir).await;
+        }
     }
 }

@@ -168,11 +168,14 @@ impl Scheduler for AwsSageMakerScheduler {
         ));
         // One replica per instance; SageMaker reports the job, not its hosts.
         let count = job["ResourceConfig"]["InstanceCount"].as_u64().unwrap_or(1);
+        let role = job["Environment"][render::ENV_ROLE_NAME]
+            .as_str()
+            .unwrap_or("sagemaker");
         for k in 0..count {
             resp.add_replica(ReplicaStatus::new(
                 k as u32,
                 state,
-                "sagemaker",
+                role,
                 format!("algo-{}", k + 1),
             ));
         }

@@ -11,6 +11,9 @@ use crate::error::{Error, Result};
 use crate::scheduler::{DryRunContext, NativeRequest};
 use crate::specs::{AppDef, MacroValues};
 
+/// The role name, in the job's environment as on aws_batch (describe reads it back).
+pub const ENV_ROLE_NAME: &str = "TORCHX_ROLE_NAME";
+
 /// What the `rank0_env` macro names: the first host's address, as SageMaker's training
 /// toolkit exports it.
 pub const RANK0_ENV: &str = "SM_MASTER_ADDR";
@@ -180,6 +183,8 @@ pub fn render(app: &AppDef, opts: &AwsSageMakerOpts, ctx: &DryRunContext) -> Res
         .into_iter()
         .collect();
     env.extend(role.env.clone());
+    // Describe reads the role's name back from here (DescribeTrainingJob returns no tags).
+    env.insert(ENV_ROLE_NAME.into(), role.name.clone());
     let mut hyper: BTreeMap<String, String> = opts.hyperparameters.clone().unwrap_or_default();
     if let Some(level) = opts.container_log_level {
         hyper.insert("sagemaker_container_log_level".into(), level.to_string());

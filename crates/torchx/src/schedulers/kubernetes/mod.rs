@@ -222,8 +222,8 @@ impl KubernetesScheduler {
 }
 
 /// A pod's log lines, shared by `kubernetes` and `kubernetes_mcad`: Kubernetes keeps one
-/// combined stream per container; `until` is applied to the API server's timestamps. `None`
-/// while the pod has not started.
+/// combined stream per container; `since` (which the API server honours only to the second)
+/// and `until` are applied to its timestamps. `None` while the pod has not started.
 pub async fn pod_log_lines(
     kube: &Kube,
     scheduler: &str,
@@ -249,15 +249,17 @@ pub async fn pod_log_lines(
         since_seconds,
         ..Default::default()
     };
-    let until = query
-        .until
-        .and_then(|u| u.duration_since(UNIX_EPOCH).ok())
-        .map(|d| d.as_secs_f64());
+    let epoch_secs = |t: SystemTime| t.duration_since(UNIX_EPOCH).ok().map(|d| d.as_secs_f64());
+    let (since, until) = (
+        query.since.and_then(epoch_secs),
+        query.until.and_then(epoch_secs),
+    );
     let Some(reader) = kube.pod_log(ns, pod, &params).await? else {
         return Ok(None);
     };
     Ok(Some(Box::new(PodLogLines {
         reader: Box::pin(reader),
+        since,
         until,
         done: false,
     })))
@@ -300,6 +302,7 @@ pub async fn replica_log<'a>(
 /// Lines of a pod log, each stripped of the API server's timestamp.
 struct PodLogLines {
     reader: std::pin::Pin<Box<dyn AsyncBufRead + Send>>,
+    since: Option<f64>,
     until: Option<f64>,
     done: bool,
 }
@@ -307,33 +310,38 @@ struct PodLogLines {
 #[async_trait]
 impl LogLines for PodLogLines {
     async fn next_line(&mut self) -> Result<Option<String>> {
-        if self.done {
-            return Ok(None);
+        loop {
+            if self.done {
+                return Ok(None);
+            }
+            let mut buf = Vec::new();
+            let n = self
+                .reader
+                .read_until(b'\n', &mut buf)
+                .await
+                .map_err(|e| Error::io("reading a pod log", e))?;
+            if n == 0 {
+                self.done = true;
+                return Ok(None);
+            }
+            if buf.last() == Some(&b'\n') {
+                buf.pop();
+            }
+            let line = String::from_utf8_lossy(&buf).into_owned();
+            let (stamp, text) = line.split_once(' ').unwrap_or(("", line.as_str()));
+            let Some(t) = parse_time(stamp) else {
+                return Ok(Some(line));
+            };
+            if self.until.is_some_and(|u| t >= u) {
+                // Lines are in time order: nothing after this one is wanted either.
+                self.done = true;
+                return Ok(None);
+            }
+            if self.since.is_some_and(|s| t < s) {
+                continue;
+            }
+            return Ok(Some(text.to_string()));
         }
-        let mut buf = Vec::new();
-        let n = self
-            .reader
-            .read_until(b'\n', &mut buf)
-            .await
-            .map_err(|e| Error::io("reading a pod log", e))?;
-        if n == 0 {
-            self.done = true;
-            return Ok(None);
-        }
-        if buf.last() == Some(&b'\n') {
-            buf.pop();
-        }
-        let line = String::from_utf8_lossy(&buf).into_owned();
-        let (stamp, text) = line.split_once(' ').unwrap_or(("", line.as_str()));
-        let Some(t) = parse_time(stamp) else {
-            return Ok(Some(line));
-        };
-        if self.until.is_some_and(|u| t >= u) {
-            // Lines are in time order: nothing after this one is wanted either.
-            self.done = true;
-            return Ok(None);
-        }
-        Ok(Some(text.to_string()))
     }
 }
 
