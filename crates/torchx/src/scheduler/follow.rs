@@ -5,6 +5,8 @@ use std::fs::File;
 use std::io::Read;
 use std::path::PathBuf;
 
+use async_trait::async_trait;
+
 use crate::error::{Error, Result};
 
 /// Splits a byte stream into lines (without their `\n`); a last unterminated piece is a line
@@ -208,6 +210,25 @@ impl FollowedFile {
             Ok(n) => Ok(n > 0),
             Err(e) => Err(err(&self.path, e)),
         }
+    }
+}
+
+/// A log read by following a file: `follow` hands out what `take` asks for, waiting while the
+/// writer may still write. Every `Follow` is a [`LogLines`](super::LogLines).
+#[async_trait]
+pub trait Follow: Send {
+    /// The next line or lines, or the end.
+    async fn follow(&mut self, take: Take<'_>) -> Result<Step>;
+}
+
+#[async_trait]
+impl<T: Follow> super::LogLines for T {
+    async fn next_line(&mut self) -> Result<Option<String>> {
+        Ok(Take::line(self.follow(Take::Line).await?))
+    }
+
+    async fn next_lines(&mut self, out: &mut Vec<u8>) -> Result<bool> {
+        Ok(self.follow(Take::Lines(out)).await? == Step::Lines)
     }
 }
 

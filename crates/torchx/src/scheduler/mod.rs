@@ -19,7 +19,7 @@ use crate::error::{Error, Result};
 use crate::opts::{Cfg, RunOpts};
 use crate::specs::{AppDef, DescribeAppResponse, ListAppResponse, Stream, WorkspaceImage};
 
-pub use follow::{FollowedFile, LineBuffer, Step, Take};
+pub use follow::{Follow, FollowedFile, LineBuffer, Step, Take};
 pub use ids::{encode_id, random_id, random_u64};
 pub use registry::{Registry, SchedulerFactory, SchedulerSource};
 

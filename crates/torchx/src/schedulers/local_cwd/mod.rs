@@ -38,8 +38,8 @@ pub use supervisor::{embed_supervisor, guard_main, supervisor_main};
 use crate::error::{Error, Result};
 use crate::opts::{Cfg, RunOpts, TypedOpts};
 use crate::scheduler::{
-    downcast_request, Capabilities, DryRunContext, DryRunInfo, FollowedFile, LogLines, LogQuery,
-    NativeRequest, Scheduler, Step, Take, WorkspaceSupport,
+    downcast_request, Capabilities, DryRunContext, DryRunInfo, Follow, FollowedFile, LogLines,
+    LogQuery, NativeRequest, Scheduler, Step, Take, WorkspaceSupport,
 };
 use crate::specs::{
     AppDef, AppState, DescribeAppResponse, ListAppResponse, ReplicaStatus, Stream, NONE,
@@ -706,7 +706,8 @@ impl FileLines {
     }
 }
 
-impl FileLines {
+#[async_trait]
+impl Follow for FileLines {
     /// Polls the file until it has what `take` asks for or ends.
     async fn follow(&mut self, mut take: Take<'_>) -> Result<Step> {
         // Poll quickly at first (short jobs end in milliseconds), then back off.
@@ -725,16 +726,5 @@ impl FileLines {
                 step => return Ok(step),
             }
         }
-    }
-}
-
-#[async_trait]
-impl LogLines for FileLines {
-    async fn next_line(&mut self) -> Result<Option<String>> {
-        Ok(Take::line(self.follow(Take::Line).await?))
-    }
-
-    async fn next_lines(&mut self, out: &mut Vec<u8>) -> Result<bool> {
-        Ok(self.follow(Take::Lines(out)).await? == Step::Lines)
     }
 }

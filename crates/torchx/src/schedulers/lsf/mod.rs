@@ -25,8 +25,8 @@ use self::state::{app_state, job_state, parse_bjobs, JobLine};
 use crate::error::{Error, Result};
 use crate::opts::{Cfg, RunOpts, TypedOpts};
 use crate::scheduler::{
-    downcast_request, Capabilities, DryRunContext, DryRunInfo, FollowedFile, LogLines, LogQuery,
-    NativeRequest, Scheduler, Step, Take,
+    downcast_request, Capabilities, DryRunContext, DryRunInfo, Follow, FollowedFile, LogLines,
+    LogQuery, NativeRequest, Scheduler, Step, Take,
 };
 use crate::schedulers::blocking;
 use crate::schedulers::command::{self, Output};
@@ -405,7 +405,8 @@ struct LsfLogLines {
     scheduler: LsfScheduler,
 }
 
-impl LsfLogLines {
+#[async_trait]
+impl Follow for LsfLogLines {
     /// Polls the file until it has what `take` asks for or ends.
     async fn follow(&mut self, mut take: Take<'_>) -> Result<Step> {
         loop {
@@ -433,17 +434,6 @@ impl LsfLogLines {
             }
             tokio::time::sleep(Duration::from_millis(300)).await;
         }
-    }
-}
-
-#[async_trait]
-impl LogLines for LsfLogLines {
-    async fn next_line(&mut self) -> Result<Option<String>> {
-        Ok(Take::line(self.follow(Take::Line).await?))
-    }
-
-    async fn next_lines(&mut self, out: &mut Vec<u8>) -> Result<bool> {
-        Ok(self.follow(Take::Lines(out)).await? == Step::Lines)
     }
 }
 

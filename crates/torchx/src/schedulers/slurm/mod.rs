@@ -31,8 +31,8 @@ pub use state::{
 use crate::error::{Error, ErrorKind, Result};
 use crate::opts::{Cfg, RunOpts, TypedOpts};
 use crate::scheduler::{
-    downcast_request, Capabilities, DryRunContext, DryRunInfo, FollowedFile, LogLines, LogQuery,
-    NativeRequest, Scheduler, Step, Take, WorkspaceSupport,
+    downcast_request, Capabilities, DryRunContext, DryRunInfo, Follow, FollowedFile, LogLines,
+    LogQuery, NativeRequest, Scheduler, Step, Take, WorkspaceSupport,
 };
 use crate::schedulers::blocking;
 use crate::schedulers::command::{self, Output};
@@ -691,7 +691,8 @@ struct SlurmLogLines {
     scheduler: SlurmScheduler,
 }
 
-impl SlurmLogLines {
+#[async_trait]
+impl Follow for SlurmLogLines {
     /// Polls the file until it has what `take` asks for or ends.
     /// Asks squeue/sacct (on the blocking pool) only when the file has nothing more.
     async fn follow(&mut self, mut take: Take<'_>) -> Result<Step> {
@@ -714,17 +715,6 @@ impl SlurmLogLines {
             }
             tokio::time::sleep(Duration::from_millis(500)).await;
         }
-    }
-}
-
-#[async_trait]
-impl LogLines for SlurmLogLines {
-    async fn next_line(&mut self) -> Result<Option<String>> {
-        Ok(Take::line(self.follow(Take::Line).await?))
-    }
-
-    async fn next_lines(&mut self, out: &mut Vec<u8>) -> Result<bool> {
-        Ok(self.follow(Take::Lines(out)).await? == Step::Lines)
     }
 }
 
