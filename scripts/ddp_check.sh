@@ -10,13 +10,15 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python=${TORCHX_DDP_PYTHON:-python3}
-torchx=${TORCHX:-$PWD/${CARGO_TARGET_DIR:-target}/debug/torchx}
-[ -x "$torchx" ] || torchx=$(command -v torchx || true)
-[ -n "$torchx" ] || { echo "ddp_check: no torchx binary (build it, or set TORCHX)" >&2; exit 1; }
 if ! "$python" -c 'import torch.distributed' 2>/dev/null; then
     echo "*** SKIPPED ddp_check: \`$python -c 'import torch'\` fails (set TORCHX_DDP_PYTHON to a python with PyTorch)" >&2
     exit 0
 fi
+target=${CARGO_TARGET_DIR:-target}
+case $target in /*) ;; *) target=$PWD/$target ;; esac
+torchx=${TORCHX:-$target/debug/torchx}
+[ -x "$torchx" ] || torchx=$(command -v torchx || true)
+[ -n "$torchx" ] || { echo "ddp_check: no torchx binary (build it, or set TORCHX)" >&2; exit 1; }
 bin=$(dirname "$("$python" -c 'import sys; print(sys.executable)')")
 export PATH="$bin:$PATH"
 

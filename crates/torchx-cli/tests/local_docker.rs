@@ -230,6 +230,8 @@ fn workspace_is_built_into_the_image_and_reused_when_unchanged() {
     let (log3, image3) = run(&format!("{unique} changed"));
     assert!(log3.contains("changed"), "{log3}");
     assert_ne!(image1, image3);
+    // Its images hold this run's unique content: nobody else uses them.
+    support::docker(None, &["rmi", "-f", &image1, &image3]);
 }
 
 #[tokio::test]
@@ -289,6 +291,7 @@ fn quickstart_ships_the_current_directory_by_default() {
         "{}",
         stderr(&out)
     );
+    env.run(&["delete", stdout(&out).trim()]);
 
     std::fs::write(
         env.cwd.join("Dockerfile.torchx"),
@@ -307,6 +310,7 @@ fn quickstart_ships_the_current_directory_by_default() {
         "{}",
         stderr(&out)
     );
+    env.run(&["delete", stdout(&out).trim()]);
 
     let out = env.run(&[
         "run",
@@ -320,4 +324,5 @@ fn quickstart_ships_the_current_directory_by_default() {
     ]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     assert!(stderr(&out).contains("can't open file"), "{}", stderr(&out));
+    env.run(&["delete", stdout(&out).trim()]);
 }

@@ -108,6 +108,13 @@ impl Suite<'_> {
             .unwrap_or_else(|_| self.fail(check, "the log did not end with the app"))
     }
 
+    /// Removes a finished test app where the scheduler can (nothing of the suite stays behind).
+    async fn forget(&self, handle: &str) {
+        if self.caps.delete {
+            let _ = self.runner.delete(handle).await;
+        }
+    }
+
     /// The stream the test apps' `echo` reaches where streams can be chosen.
     fn stdout_query(&self) -> LogQuery {
         LogQuery {
@@ -286,6 +293,7 @@ impl Suite<'_> {
         if state != AppState::Cancelled {
             self.fail(check, format!("{h} ended {state}, expected CANCELLED"));
         }
+        self.forget(&h).await;
     }
 }
 
@@ -331,9 +339,7 @@ impl Suite<'_> {
                 self.fail(check, format!("role side's replicas: {:?}", status.roles));
             }
         }
-        if self.caps.delete {
-            let _ = self.runner.delete(&h).await;
-        }
+        self.forget(&h).await;
     }
 
     /// `log_streams`: stdout and stderr apart.
@@ -356,6 +362,7 @@ impl Suite<'_> {
                 self.fail(check, format!("{stream:?} of {h}: {lines:?}"));
             }
         }
+        self.forget(&h).await;
     }
 
     /// `log_tail`: a log followed from the start ends with the app and holds its last line.
@@ -377,6 +384,7 @@ impl Suite<'_> {
             self.fail(check, format!("followed log of {h}: {lines:?}"));
         }
         self.final_state(check, &h).await;
+        self.forget(&h).await;
     }
 
     /// `retries`: a command that always fails is retried `max_retries` times, then FAILED.
@@ -398,6 +406,7 @@ impl Suite<'_> {
         if status.num_restarts < 1 {
             self.fail(check, format!("{h} was not retried: {status:?}"));
         }
+        self.forget(&h).await;
     }
 
     /// `mounts`: a bind-mounted host directory is readable from the app.
@@ -425,6 +434,7 @@ impl Suite<'_> {
                 );
             }
         }
+        self.forget(&h).await;
     }
 }
 
