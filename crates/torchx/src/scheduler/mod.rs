@@ -1,6 +1,7 @@
 //! API boundary: the [`Scheduler`] trait every backend implements, its [`Capabilities`], log
 //! queries and the scheduler registry.
 
+mod backend;
 mod follow;
 mod ids;
 mod registry;
@@ -19,6 +20,7 @@ use crate::error::{Error, Result};
 use crate::opts::{Cfg, RunOpts};
 use crate::specs::{AppDef, DescribeAppResponse, ListAppResponse, Stream, WorkspaceImage};
 
+pub use backend::{downcast_request, Backend};
 pub use follow::{Follow, FollowedFile, LineBuffer, Step, Take};
 pub use ids::{encode_id, random_id, random_u64};
 pub use registry::{Registry, SchedulerFactory, SchedulerSource};
@@ -54,6 +56,42 @@ pub struct Capabilities {
     pub multi_role: bool,
 }
 
+impl Capabilities {
+    /// Every capability (and no workspace). Backends state what they lack
+    /// (`Capabilities { mounts: false, ..Capabilities::ALL }`): a new capability is then
+    /// claimed, and checked by the conformance suite, everywhere until a backend opts out.
+    pub const ALL: Capabilities = Capabilities {
+        describe_replicas: true,
+        list: true,
+        cancel: true,
+        delete: true,
+        logs: true,
+        log_streams: true,
+        log_since_until: true,
+        log_tail: true,
+        workspace: WorkspaceSupport::None,
+        mounts: true,
+        retries: true,
+        multi_role: true,
+    };
+
+    /// Only what every scheduler does (dry run, schedule, describe).
+    pub const NONE: Capabilities = Capabilities {
+        describe_replicas: false,
+        list: false,
+        cancel: false,
+        delete: false,
+        logs: false,
+        log_streams: false,
+        log_since_until: false,
+        log_tail: false,
+        workspace: WorkspaceSupport::None,
+        mounts: false,
+        retries: false,
+        multi_role: false,
+    };
+}
+
 /// How a scheduler ships a role's workspace (TorchX's `WorkspaceMixin` kinds).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -77,8 +115,6 @@ pub trait NativeRequest: Debug + Send + Sync + Any {
     fn render(&self) -> String;
     /// The JSON form printed by `torchx run --dryrun --json`.
     fn to_json(&self) -> serde_json::Value;
-    /// For downcasting in `schedule`.
-    fn as_any(&self) -> &dyn Any;
 }
 
 /// The scheduler's native request, rendered by `submit_dryrun`, plus what produced it.
@@ -100,19 +136,6 @@ impl std::fmt::Display for DryRunInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}", self.request.render())
     }
-}
-
-/// Downcasts a dry-run request to the scheduler's own request type.
-pub fn downcast_request<'a, T: 'static>(info: &'a DryRunInfo, scheduler: &str) -> Result<&'a T> {
-    info.request.as_any().downcast_ref::<T>().ok_or_else(|| {
-        Error::backend(
-            scheduler,
-            format!(
-                "dry-run info was made by scheduler `{}`, not `{scheduler}`",
-                info.scheduler
-            ),
-        )
-    })
 }
 
 /// Everything `submit_dryrun` may depend on besides the app and options, gathered beforehand so

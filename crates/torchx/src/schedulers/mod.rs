@@ -19,6 +19,7 @@ pub mod local_cwd;
 pub mod local_docker;
 pub mod lsf;
 pub mod plugin;
+pub(crate) mod probe_cache;
 pub mod slurm;
 
 use std::path::{Path, PathBuf};
@@ -26,7 +27,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
-use crate::scheduler::{Registry, Scheduler, SchedulerSource};
+use crate::scheduler::{Backend, Registry, Scheduler, SchedulerSource};
 use crate::specs::AppDef;
 
 impl Registry {
@@ -149,8 +150,8 @@ pub fn reject_workspaces(scheduler: &str, app: &AppDef) -> Result<()> {
     }
 }
 
-/// Runs blocking work (SQLite with its busy timeout, a scheduler's command-line tools) on
-/// tokio's blocking pool, so no caller's async executor stalls on it.
+/// Runs blocking work (SQLite with its busy timeout, a scheduler's command-line tools, reading
+/// a workspace) on tokio's blocking pool, so no caller's async executor stalls on it.
 pub(crate) async fn blocking<T: Send + 'static>(
     scheduler: &str,
     work: impl FnOnce() -> Result<T> + Send + 'static,
@@ -158,6 +159,16 @@ pub(crate) async fn blocking<T: Send + 'static>(
     tokio::task::spawn_blocking(work)
         .await
         .map_err(|e| Error::backend(scheduler, format!("a blocking task did not finish: {e}")))?
+}
+
+/// [`blocking`] work of a backend whose operations are commands and SQLite (local_cwd, slurm,
+/// lsf), given a clone of the backend (a cheap handle).
+pub(crate) async fn off_executor<B: Backend + Clone, T: Send + 'static>(
+    backend: &B,
+    work: impl FnOnce(&B) -> Result<T> + Send + 'static,
+) -> Result<T> {
+    let backend = backend.clone();
+    blocking(B::NAME, move || work(&backend)).await
 }
 
 /// The per-user state directory of every scheduler that keeps records locally:

@@ -19,6 +19,7 @@ use sha2::{Digest, Sha256};
 
 use super::{walk_workspace, DOCKERFILE};
 use crate::error::{Error, ErrorKind, Result};
+use crate::schedulers::blocking;
 use crate::specs::{AppDef, Workspace, WorkspaceImage};
 
 /// TorchX's default `Dockerfile.torchx`.
@@ -183,9 +184,7 @@ pub async fn build_images(images: &[WorkspaceImage], scheduler: &str, quiet: boo
     let docker = connect(scheduler).await?;
     for planned in images {
         let workspace = planned.workspace.clone();
-        let context = tokio::task::spawn_blocking(move || build_context(&workspace))
-            .await
-            .map_err(|e| Error::backend(scheduler, format!("reading the workspace: {e}")))??;
+        let context = blocking(scheduler, move || build_context(&workspace)).await?;
         let (repo, _) = planned
             .image
             .rsplit_once(':')
@@ -201,11 +200,7 @@ pub async fn build_images(images: &[WorkspaceImage], scheduler: &str, quiet: boo
         let registry = registry_of(&planned.image).to_string();
         let creds = if planned.push {
             let registry = registry.clone();
-            tokio::task::spawn_blocking(move || credentials(&registry))
-                .await
-                .map_err(|e| {
-                    Error::backend(scheduler, format!("reading Docker credentials: {e}"))
-                })??
+            blocking(scheduler, move || credentials(&registry)).await?
         } else {
             None
         };
@@ -247,11 +242,10 @@ async fn build(
     );
     // The base image may have to be pulled from a registry that wants credentials.
     let base_registry = registry_of(base).to_string();
-    let base_creds = tokio::task::spawn_blocking(move || {
+    let base_creds = blocking(scheduler, move || {
         credentials(&base_registry).map(|c| c.map(|c| HashMap::from([(base_registry, c)])))
     })
-    .await
-    .map_err(|e| Error::backend(scheduler, format!("reading Docker credentials: {e}")))??;
+    .await?;
     let opts = BuildImageOptions {
         dockerfile: DOCKERFILE.into(),
         t: Some(planned.image.clone()),

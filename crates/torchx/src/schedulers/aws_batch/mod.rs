@@ -24,10 +24,9 @@ pub use render::{render, BatchJob};
 use self::render::ENV_ROLE_NAME;
 use self::state::{job_state, CANCEL_REASON};
 use crate::error::{Error, ErrorKind, Result};
-use crate::opts::{Cfg, RunOpts, TypedOpts};
 use crate::scheduler::{
-    downcast_request, Capabilities, DryRunContext, DryRunInfo, LogLines, LogQuery, NativeRequest,
-    Scheduler, WorkspaceSupport,
+    Backend, Capabilities, DryRunContext, DryRunInfo, LogLines, LogQuery, Scheduler,
+    WorkspaceSupport,
 };
 use crate::schedulers::aws::{TAG_APP_NAME, TAG_VERSION};
 use crate::specs::{AppDef, AppState, DescribeAppResponse, ListAppResponse, ReplicaStatus, Stream};
@@ -353,49 +352,25 @@ fn container_properties(c: &render::Container) -> bt::ContainerProperties {
 }
 
 #[async_trait]
-impl Scheduler for AwsBatchScheduler {
-    fn name(&self) -> &str {
-        NAME
-    }
+impl Backend for AwsBatchScheduler {
+    const NAME: &'static str = NAME;
+    const CAPABILITIES: Capabilities = Capabilities {
+        log_streams: false,
+        workspace: WorkspaceSupport::PushedImage,
+        ..Capabilities::ALL
+    };
+    type Opts = AwsBatchOpts;
+    type Request = BatchJob;
 
-    fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            describe_replicas: true,
-            list: true,
-            cancel: true,
-            delete: true,
-            logs: true,
-            log_since_until: true,
-            log_tail: true,
-            mounts: true,
-            retries: true,
-            multi_role: true,
-            workspace: WorkspaceSupport::PushedImage,
-            ..Capabilities::default()
-        }
-    }
-
-    fn run_opts(&self) -> RunOpts {
-        AwsBatchOpts::schema()
-    }
-
-    fn dryrun_facts(&self, _cfg: &Cfg) -> Result<BTreeMap<String, String>> {
+    fn dryrun_facts(&self, _opts: &Self::Opts) -> Result<BTreeMap<String, String>> {
         Ok(crate::schedulers::aws::user_facts())
     }
 
-    fn submit_dryrun(
-        &self,
-        app: &AppDef,
-        cfg: &Cfg,
-        ctx: &DryRunContext,
-    ) -> Result<Box<dyn NativeRequest>> {
-        let opts = AwsBatchOpts::from_cfg(cfg)?;
-        Ok(Box::new(render(app, &opts, ctx)?))
+    fn render(&self, app: &AppDef, opts: &AwsBatchOpts, ctx: &DryRunContext) -> Result<BatchJob> {
+        render(app, opts, ctx)
     }
 
-    async fn schedule(&self, info: &DryRunInfo) -> Result<String> {
-        let job = downcast_request::<BatchJob>(info, NAME)?;
-        crate::schedulers::reject_workspaces(NAME, &info.app)?;
+    async fn submit(&self, job: &BatchJob, _info: &DryRunInfo) -> Result<String> {
         let def = &job.job_def;
         let batch = self.batch().await?;
         let nodes = bt::NodeProperties::builder()

@@ -211,9 +211,6 @@ impl NativeRequest for BatchJob {
     fn to_json(&self) -> serde_json::Value {
         serde_json::to_value(self).unwrap_or_default()
     }
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
-    }
 }
 
 /// Batch names: 1-128 letters, digits, `-` and `_`, starting with a letter or digit.

@@ -7,6 +7,8 @@ use serde_json::json;
 
 use super::*;
 use crate::components::test_app as component;
+use crate::opts::{Cfg, TypedOpts};
+use crate::scheduler::NativeRequest;
 use crate::specs::{Mount, Resource, RetryPolicy, Role};
 
 fn ctx() -> DryRunContext {

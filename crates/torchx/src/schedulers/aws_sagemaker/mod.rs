@@ -21,10 +21,8 @@ pub use render::{render, TrainingJob};
 
 use self::client::{AwsError, SageMaker};
 use crate::error::{Error, Result};
-use crate::opts::{Cfg, RunOpts, TypedOpts};
 use crate::scheduler::{
-    downcast_request, Capabilities, DryRunContext, DryRunInfo, NativeRequest, Scheduler,
-    WorkspaceSupport,
+    Backend, Capabilities, DryRunContext, DryRunInfo, Scheduler, WorkspaceSupport,
 };
 use crate::specs::{AppDef, AppState, DescribeAppResponse, ListAppResponse, ReplicaStatus};
 
@@ -99,43 +97,33 @@ impl AwsSageMakerScheduler {
 }
 
 #[async_trait]
-impl Scheduler for AwsSageMakerScheduler {
-    fn name(&self) -> &str {
-        NAME
-    }
+impl Backend for AwsSageMakerScheduler {
+    const NAME: &'static str = NAME;
+    const CAPABILITIES: Capabilities = Capabilities {
+        describe_replicas: true,
+        list: true,
+        cancel: true,
+        retries: true,
+        workspace: WorkspaceSupport::PushedImage,
+        ..Capabilities::NONE
+    };
+    type Opts = AwsSageMakerOpts;
+    type Request = TrainingJob;
 
-    fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            describe_replicas: true,
-            list: true,
-            cancel: true,
-            retries: true,
-            workspace: WorkspaceSupport::PushedImage,
-            ..Capabilities::default()
-        }
-    }
-
-    fn run_opts(&self) -> RunOpts {
-        AwsSageMakerOpts::schema()
-    }
-
-    fn dryrun_facts(&self, _cfg: &Cfg) -> Result<BTreeMap<String, String>> {
+    fn dryrun_facts(&self, _opts: &Self::Opts) -> Result<BTreeMap<String, String>> {
         Ok(crate::schedulers::aws::user_facts())
     }
 
-    fn submit_dryrun(
+    fn render(
         &self,
         app: &AppDef,
-        cfg: &Cfg,
+        opts: &AwsSageMakerOpts,
         ctx: &DryRunContext,
-    ) -> Result<Box<dyn NativeRequest>> {
-        let opts = AwsSageMakerOpts::from_cfg(cfg)?;
-        Ok(Box::new(render(app, &opts, ctx)?))
+    ) -> Result<TrainingJob> {
+        render(app, opts, ctx)
     }
 
-    async fn schedule(&self, info: &DryRunInfo) -> Result<String> {
-        let job = downcast_request::<TrainingJob>(info, NAME)?;
-        crate::schedulers::reject_workspaces(NAME, &info.app)?;
+    async fn submit(&self, job: &TrainingJob, _info: &DryRunInfo) -> Result<String> {
         match self
             .api()
             .await?

@@ -34,9 +34,6 @@ impl NativeRequest for TrainingJob {
     fn to_json(&self) -> Value {
         self.request.clone()
     }
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
-    }
 }
 
 /// SageMaker names: 1-63 letters, digits and '-', starting with a letter or digit.

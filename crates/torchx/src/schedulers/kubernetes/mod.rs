@@ -29,10 +29,9 @@ use self::render::{
     LABEL_UNIQUE_NAME,
 };
 use crate::error::{Error, Result};
-use crate::opts::{Cfg, RunOpts, TypedOpts};
 use crate::scheduler::{
-    downcast_request, Capabilities, DryRunContext, DryRunInfo, LogLines, LogQuery, NativeRequest,
-    Scheduler, WorkspaceSupport,
+    Backend, Capabilities, DryRunContext, DryRunInfo, LogLines, LogQuery, Scheduler,
+    WorkspaceSupport,
 };
 use crate::specs::{AppDef, AppState, DescribeAppResponse, ListAppResponse, ReplicaStatus, Stream};
 
@@ -346,45 +345,26 @@ impl LogLines for PodLogLines {
 }
 
 #[async_trait]
-impl Scheduler for KubernetesScheduler {
-    fn name(&self) -> &str {
-        NAME
-    }
+impl Backend for KubernetesScheduler {
+    const NAME: &'static str = NAME;
+    const CAPABILITIES: Capabilities = Capabilities {
+        log_streams: false,
+        workspace: WorkspaceSupport::PushedImage,
+        ..Capabilities::ALL
+    };
+    type Opts = KubernetesOpts;
+    type Request = KubernetesJob;
 
-    fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            describe_replicas: true,
-            list: true,
-            cancel: true,
-            delete: true,
-            logs: true,
-            log_since_until: true,
-            log_tail: true,
-            mounts: true,
-            retries: true,
-            multi_role: true,
-            workspace: WorkspaceSupport::PushedImage,
-            ..Capabilities::default()
-        }
-    }
-
-    fn run_opts(&self) -> RunOpts {
-        RawKubernetesOpts::schema()
-    }
-
-    fn submit_dryrun(
+    fn render(
         &self,
         app: &AppDef,
-        cfg: &Cfg,
+        opts: &KubernetesOpts,
         ctx: &DryRunContext,
-    ) -> Result<Box<dyn NativeRequest>> {
-        let opts = KubernetesOpts::from_cfg(cfg)?;
-        Ok(Box::new(render(app, &opts, ctx)?))
+    ) -> Result<KubernetesJob> {
+        render(app, opts, ctx)
     }
 
-    async fn schedule(&self, info: &DryRunInfo) -> Result<String> {
-        let job = downcast_request::<KubernetesJob>(info, NAME)?;
-        crate::schedulers::reject_workspaces(NAME, &info.app)?;
+    async fn submit(&self, job: &KubernetesJob, _info: &DryRunInfo) -> Result<String> {
         create_all(&self.kube, &job.namespace, &job.objects).await?;
         Ok(format!("{}:{}", job.namespace, job.name))
     }

@@ -111,9 +111,13 @@ pub fn parse_toleration(s: &str) -> Result<Toleration> {
     })
 }
 
-impl KubernetesOpts {
-    /// Reads and checks the options (no I/O).
-    pub fn from_cfg(cfg: &Cfg) -> Result<KubernetesOpts> {
+/// The schema is the options as given; reading them checks them (no I/O).
+impl TypedOpts for KubernetesOpts {
+    fn schema() -> crate::opts::RunOpts {
+        RawKubernetesOpts::schema()
+    }
+
+    fn from_cfg(cfg: &Cfg) -> Result<KubernetesOpts> {
         let raw = RawKubernetesOpts::from_cfg(cfg)?;
         // TorchX's configs set `queue` (its scheduler is Volcano only): a queue means Volcano
         // unless `mode` says otherwise, and never silently a plain Job.

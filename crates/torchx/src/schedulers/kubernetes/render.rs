@@ -78,9 +78,6 @@ impl NativeRequest for KubernetesJob {
         json!({"namespace": self.namespace, "name": self.name, "mode": self.mode.as_str(),
                "objects": self.objects})
     }
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
-    }
 }
 
 /// Objects as a multi-document YAML stream (what `kubectl apply -f` takes).

@@ -11,7 +11,8 @@ use serde_json::{json, Value};
 
 use super::*;
 use crate::components::test_app as component;
-use crate::opts::Cfg;
+use crate::opts::{Cfg, TypedOpts};
+use crate::scheduler::NativeRequest;
 use crate::schedulers::kubernetes_mcad::{self, KubernetesMcadOpts};
 use crate::specs::{AppDef, Mount, Resource, RetryPolicy, Role};
 

@@ -18,10 +18,9 @@ pub use opts::KubernetesMcadOpts;
 pub use render::{render, AppWrapperJob};
 
 use crate::error::{Error, Result};
-use crate::opts::{Cfg, RunOpts, TypedOpts};
 use crate::scheduler::{
-    downcast_request, Capabilities, DryRunContext, DryRunInfo, LogLines, LogQuery, NativeRequest,
-    Scheduler, WorkspaceSupport,
+    Backend, Capabilities, DryRunContext, DryRunInfo, LogLines, LogQuery, Scheduler,
+    WorkspaceSupport,
 };
 use crate::schedulers::kubernetes::client::{Kube, APPWRAPPER, POD};
 use crate::schedulers::kubernetes::render::{
@@ -78,45 +77,26 @@ fn app_state(aw: &Value) -> Option<AppState> {
 }
 
 #[async_trait]
-impl Scheduler for KubernetesMcadScheduler {
-    fn name(&self) -> &str {
-        NAME
-    }
+impl Backend for KubernetesMcadScheduler {
+    const NAME: &'static str = NAME;
+    const CAPABILITIES: Capabilities = Capabilities {
+        log_streams: false,
+        workspace: WorkspaceSupport::PushedImage,
+        ..Capabilities::ALL
+    };
+    type Opts = KubernetesMcadOpts;
+    type Request = AppWrapperJob;
 
-    fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            describe_replicas: true,
-            list: true,
-            cancel: true,
-            delete: true,
-            logs: true,
-            log_since_until: true,
-            log_tail: true,
-            mounts: true,
-            retries: true,
-            multi_role: true,
-            workspace: WorkspaceSupport::PushedImage,
-            ..Capabilities::default()
-        }
-    }
-
-    fn run_opts(&self) -> RunOpts {
-        KubernetesMcadOpts::schema()
-    }
-
-    fn submit_dryrun(
+    fn render(
         &self,
         app: &AppDef,
-        cfg: &Cfg,
+        opts: &KubernetesMcadOpts,
         ctx: &DryRunContext,
-    ) -> Result<Box<dyn NativeRequest>> {
-        let opts = KubernetesMcadOpts::from_cfg(cfg)?;
-        Ok(Box::new(render(app, &opts, ctx)?))
+    ) -> Result<AppWrapperJob> {
+        render(app, opts, ctx)
     }
 
-    async fn schedule(&self, info: &DryRunInfo) -> Result<String> {
-        let job = downcast_request::<AppWrapperJob>(info, NAME)?;
-        crate::schedulers::reject_workspaces(NAME, &info.app)?;
+    async fn submit(&self, job: &AppWrapperJob, _info: &DryRunInfo) -> Result<String> {
         create_all(
             &self.kube,
             &job.namespace,
@@ -190,7 +170,7 @@ impl Scheduler for KubernetesMcadScheduler {
 
     /// As TorchX: the AppWrapper is deleted (MCAD removes what it wrapped).
     async fn cancel(&self, app_id: &str) -> Result<()> {
-        self.delete(app_id).await
+        Backend::delete(self, app_id).await
     }
 
     async fn delete(&self, app_id: &str) -> Result<()> {

@@ -45,9 +45,6 @@ impl NativeRequest for AppWrapperJob {
     fn to_json(&self) -> Value {
         self.resource.clone()
     }
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
-    }
 }
 
 /// TorchX's `get_unique_truncated_appid`: the unique part shrinks (14 characters at most) so

@@ -16,7 +16,7 @@ mod render;
 mod state;
 pub mod supervisor;
 
-use crate::schedulers::blocking;
+use crate::schedulers::off_executor;
 use crate::sys;
 
 use std::collections::HashMap;
@@ -36,10 +36,9 @@ pub use state::{on_failure, Decision, RetryCounters};
 pub use supervisor::{embed_supervisor, guard_main, supervisor_main};
 
 use crate::error::{Error, Result};
-use crate::opts::{Cfg, RunOpts, TypedOpts};
 use crate::scheduler::{
-    downcast_request, Capabilities, DryRunContext, DryRunInfo, Follow, FollowedFile, LogLines,
-    LogQuery, NativeRequest, Scheduler, Step, Take, WorkspaceSupport,
+    Backend, Capabilities, DryRunContext, DryRunInfo, Follow, FollowedFile, LogLines, LogQuery,
+    Scheduler, Step, Take, WorkspaceSupport,
 };
 use crate::specs::{
     AppDef, AppState, DescribeAppResponse, ListAppResponse, ReplicaStatus, Stream, NONE,
@@ -344,39 +343,29 @@ impl LocalCwdScheduler {
         Ok(Some(resp))
     }
 
-    /// Runs `work` off the async executor.
-    async fn off_executor<T: Send + 'static>(
-        &self,
-        work: impl FnOnce(&LocalCwdScheduler) -> Result<T> + Send + 'static,
-    ) -> Result<T> {
-        let this = self.clone();
-        blocking(NAME, move || work(&this)).await
-    }
-
     /// The app's liveness, settled, off the async executor.
     async fn settled_off_executor(&self, app_id: &str) -> Result<Liveness> {
         let app_id = app_id.to_string();
-        self.off_executor(move |s| s.settled(&app_id)).await
+        off_executor(self, move |s| s.settled(&app_id)).await
     }
 
     /// Requests a cancel and waits until the app has stopped.
     async fn cancel_and_wait(&self, app_id: &str) -> Result<()> {
         let id = app_id.to_string();
-        let requested = self
-            .off_executor(move |s| {
-                let live = s.settled(&id)?;
-                if live.state.is_terminal() {
-                    return Ok(false);
+        let requested = off_executor(self, move |s| {
+            let live = s.settled(&id)?;
+            if live.state.is_terminal() {
+                return Ok(false);
+            }
+            s.with_ledger(|l| l.request_cancel(&id))?;
+            if let Some(pid) = live.supervisor_pid {
+                if sys::pid_alive(pid, live.supervisor_start) {
+                    sys::signal_pid(pid, sys::SIGTERM);
                 }
-                s.with_ledger(|l| l.request_cancel(&id))?;
-                if let Some(pid) = live.supervisor_pid {
-                    if sys::pid_alive(pid, live.supervisor_start) {
-                        sys::signal_pid(pid, sys::SIGTERM);
-                    }
-                }
-                Ok(true)
-            })
-            .await?;
+            }
+            Ok(true)
+        })
+        .await?;
         if !requested {
             return Ok(());
         }
@@ -390,9 +379,7 @@ impl LocalCwdScheduler {
                 return Ok(());
             }
             if Instant::now() >= deadline {
-                return self
-                    .off_executor(move |s| s.cancel_without_supervisor(&live))
-                    .await;
+                return off_executor(self, move |s| s.cancel_without_supervisor(&live)).await;
             }
             tokio::time::sleep(pause).await;
             pause = (pause * 2).min(Duration::from_millis(20));
@@ -506,44 +493,29 @@ fn unknown_app(app_id: &str) -> Error {
 }
 
 #[async_trait]
-impl Scheduler for LocalCwdScheduler {
-    fn name(&self) -> &str {
-        NAME
-    }
+impl Backend for LocalCwdScheduler {
+    const NAME: &'static str = NAME;
+    const CAPABILITIES: Capabilities = Capabilities {
+        log_since_until: false,
+        mounts: false,
+        workspace: WorkspaceSupport::CurrentDir,
+        ..Capabilities::ALL
+    };
+    type Opts = LocalCwdOpts;
+    type Request = PopenRequest;
 
-    fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            describe_replicas: true,
-            list: true,
-            cancel: true,
-            delete: true,
-            logs: true,
-            log_streams: true,
-            log_tail: true,
-            retries: true,
-            multi_role: true,
-            workspace: WorkspaceSupport::CurrentDir,
-            ..Capabilities::default()
-        }
-    }
-
-    fn run_opts(&self) -> RunOpts {
-        LocalCwdOpts::schema()
-    }
-
-    fn submit_dryrun(
+    fn render(
         &self,
         app: &AppDef,
-        cfg: &Cfg,
+        opts: &LocalCwdOpts,
         ctx: &DryRunContext,
-    ) -> Result<Box<dyn NativeRequest>> {
-        let opts = LocalCwdOpts::from_cfg(cfg)?;
+    ) -> Result<PopenRequest> {
         let base = self.state_dir().join(NAME).join("logs");
-        Ok(Box::new(render(app, &opts, ctx, &base)))
+        Ok(render(app, opts, ctx, &base))
     }
 
-    async fn schedule(&self, info: &DryRunInfo) -> Result<String> {
-        let req = downcast_request::<PopenRequest>(info, NAME)?.clone();
+    async fn submit(&self, req: &PopenRequest, info: &DryRunInfo) -> Result<String> {
+        let req = req.clone();
         let session = req
             .log_dir
             .parent()
@@ -551,13 +523,12 @@ impl Scheduler for LocalCwdScheduler {
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_default();
         let app = info.app.clone();
-        self.off_executor(move |s| s.launch(&req, &app, &session))
-            .await
+        off_executor(self, move |s| s.launch(&req, &app, &session)).await
     }
 
     async fn describe(&self, app_id: &str) -> Result<Option<DescribeAppResponse>> {
         let app_id = app_id.to_string();
-        self.off_executor(move |s| match s.settled(&app_id) {
+        off_executor(self, move |s| match s.settled(&app_id) {
             Ok(live) => s.describe_app(&live),
             Err(Error::NotFound { .. }) => Ok(None),
             Err(e) => Err(e),
@@ -566,7 +537,7 @@ impl Scheduler for LocalCwdScheduler {
     }
 
     async fn list(&self) -> Result<Vec<ListAppResponse>> {
-        self.off_executor(|s| {
+        off_executor(self, |s| {
             let apps = s.list_apps()?;
             if apps.is_empty() {
                 s.warn_if_ledger_lost();
@@ -583,7 +554,7 @@ impl Scheduler for LocalCwdScheduler {
     async fn delete(&self, app_id: &str) -> Result<()> {
         self.cancel_and_wait(app_id).await?;
         let app_id = app_id.to_string();
-        self.off_executor(move |s| {
+        off_executor(self, move |s| {
             let log_dir = s.with_ledger(|l| {
                 let dir = l.app(&app_id)?.map(|a| a.log_dir);
                 l.delete(&app_id)?;
@@ -609,15 +580,14 @@ impl Scheduler for LocalCwdScheduler {
     ) -> Result<Box<dyn LogLines>> {
         let (id, role_name) = (app_id.to_string(), role.to_string());
         // One row, not all of them: a foreground run follows every replica's log.
-        let (replica, replicas) = self
-            .off_executor(move |s| {
-                s.settled(&id)?;
-                match s.with_ledger(|l| l.replica(&id, &role_name, k))? {
-                    Some(r) => Ok((Some(r), Vec::new())),
-                    None => Ok((None, s.with_ledger(|l| l.replicas(&id))?)),
-                }
-            })
-            .await?;
+        let (replica, replicas) = off_executor(self, move |s| {
+            s.settled(&id)?;
+            match s.with_ledger(|l| l.replica(&id, &role_name, k))? {
+                Some(r) => Ok((Some(r), Vec::new())),
+                None => Ok((None, s.with_ledger(|l| l.replicas(&id))?)),
+            }
+        })
+        .await?;
         let replica = match replica {
             Some(r) => r,
             None => {

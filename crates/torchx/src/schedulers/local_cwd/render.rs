@@ -60,9 +60,6 @@ impl NativeRequest for PopenRequest {
     fn to_json(&self) -> serde_json::Value {
         serde_json::to_value(self).unwrap_or_default()
     }
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
-    }
 }
 
 /// Joins PATH fragments, skipping empty ones.

@@ -30,10 +30,9 @@ pub use render::{container_name, render, Container, ContainerMount, DockerJob};
 pub use state::{app_state, container_state};
 
 use crate::error::{Error, Result};
-use crate::opts::{Cfg, RunOpts, TypedOpts};
 use crate::scheduler::{
-    downcast_request, Capabilities, DryRunContext, DryRunInfo, LineBuffer, LogLines, LogQuery,
-    NativeRequest, Scheduler, WorkspaceSupport,
+    Backend, Capabilities, DryRunContext, DryRunInfo, LineBuffer, LogLines, LogQuery, Scheduler,
+    WorkspaceSupport,
 };
 use crate::specs::{AppDef, AppState, DescribeAppResponse, ListAppResponse, ReplicaStatus, Stream};
 
@@ -305,55 +304,33 @@ impl LocalDockerScheduler {
 }
 
 #[async_trait]
-impl Scheduler for LocalDockerScheduler {
-    fn name(&self) -> &str {
-        NAME
-    }
+impl Backend for LocalDockerScheduler {
+    const NAME: &'static str = NAME;
+    const CAPABILITIES: Capabilities = Capabilities {
+        workspace: WorkspaceSupport::LocalImage,
+        ..Capabilities::ALL
+    };
+    type Opts = LocalDockerOpts;
+    type Request = DockerJob;
 
-    fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            describe_replicas: true,
-            list: true,
-            cancel: true,
-            delete: true,
-            logs: true,
-            log_streams: true,
-            log_since_until: true,
-            log_tail: true,
-            workspace: WorkspaceSupport::LocalImage,
-            mounts: true,
-            retries: true,
-            multi_role: true,
-            ..Capabilities::default()
-        }
-    }
-
-    fn run_opts(&self) -> RunOpts {
-        LocalDockerOpts::schema()
-    }
-
-    fn dryrun_facts(&self, cfg: &Cfg) -> Result<BTreeMap<String, String>> {
-        let opts = LocalDockerOpts::from_cfg(cfg)?;
-        let patterns = opts.copy_env.unwrap_or_default();
+    fn dryrun_facts(&self, opts: &LocalDockerOpts) -> Result<BTreeMap<String, String>> {
+        let patterns = opts.copy_env.as_deref().unwrap_or_default();
         Ok(std::env::vars()
             .filter(|(k, _)| patterns.iter().any(|p| crate::workspace::fnmatch(p, k)))
             .map(|(k, v)| (format!("{}{k}", render::FACT_ENV_PREFIX), v))
             .collect())
     }
 
-    fn submit_dryrun(
+    fn render(
         &self,
         app: &AppDef,
-        cfg: &Cfg,
+        opts: &LocalDockerOpts,
         ctx: &DryRunContext,
-    ) -> Result<Box<dyn NativeRequest>> {
-        let opts = LocalDockerOpts::from_cfg(cfg)?;
-        Ok(Box::new(render(app, &opts, ctx)))
+    ) -> Result<DockerJob> {
+        Ok(render(app, opts, ctx))
     }
 
-    async fn schedule(&self, info: &DryRunInfo) -> Result<String> {
-        let job = downcast_request::<DockerJob>(info, NAME)?;
-        crate::schedulers::reject_workspaces(NAME, &info.app)?;
+    async fn submit(&self, job: &DockerJob, _info: &DryRunInfo) -> Result<String> {
         let docker = self.docker().await?;
         let network = self.ensure_network(docker).await?;
         let mut created = Vec::new();

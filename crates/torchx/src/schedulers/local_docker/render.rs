@@ -88,9 +88,6 @@ impl NativeRequest for DockerJob {
     fn to_json(&self) -> serde_json::Value {
         serde_json::to_value(self).unwrap_or_default()
     }
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
-    }
 }
 
 fn tail(s: &str, n: usize) -> &str {

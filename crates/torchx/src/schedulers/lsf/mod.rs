@@ -23,13 +23,13 @@ pub use render::{render, LsfBsub};
 use self::render::FACT_RANK0_HOST;
 use self::state::{app_state, job_state, parse_bjobs, JobLine};
 use crate::error::{Error, Result};
-use crate::opts::{Cfg, RunOpts, TypedOpts};
 use crate::scheduler::{
-    downcast_request, Capabilities, DryRunContext, DryRunInfo, Follow, FollowedFile, LogLines,
-    LogQuery, NativeRequest, Scheduler, Step, Take,
+    Backend, Capabilities, DryRunContext, DryRunInfo, Follow, FollowedFile, LogLines, LogQuery,
+    Scheduler, Step, Take,
 };
-use crate::schedulers::blocking;
 use crate::schedulers::command::{self, Output};
+use crate::schedulers::probe_cache::{on_path, stamp, ProbeCache};
+use crate::schedulers::{blocking, off_executor};
 use crate::specs::{AppDef, AppState, DescribeAppResponse, ListAppResponse, ReplicaStatus, Stream};
 
 /// The registry name.
@@ -74,6 +74,38 @@ fn run_ok(program: &str, args: &[&str]) -> Result<String> {
 }
 
 impl LsfScheduler {
+    /// The hosts (`bhosts`) the rank-0 host is chosen from, cached in the state dir for a few
+    /// minutes per cluster; why they could not be asked otherwise.
+    fn bhosts_facts(&self) -> BTreeMap<String, String> {
+        let conf = std::env::var_os("LSF_ENVDIR")
+            .map_or_else(|| PathBuf::from("/etc"), PathBuf::from)
+            .join("lsf.conf");
+        let key = format!("{}|{}", stamp(&on_path("bhosts")), stamp(&conf));
+        let cache = ProbeCache::new(self.state_dir.join("bhosts.json"));
+        if let Some(hosts) = cache.get::<String>(&key) {
+            return BTreeMap::from([(FACT_BHOSTS.to_string(), hosts)]);
+        }
+        let probe = command::run(
+            NAME,
+            "bhosts",
+            &["-noheader", "-o", "hname max ng"],
+            &[],
+            Duration::from_secs(5),
+            "is this an LSF host?",
+        );
+        BTreeMap::from([match probe {
+            Ok(o) if o.ok => {
+                cache.put(&key, &o.stdout);
+                (FACT_BHOSTS.to_string(), o.stdout)
+            }
+            Ok(o) => (
+                FACT_BHOSTS_ERROR.to_string(),
+                format!("`bhosts` failed: {}", o.stderr.trim()),
+            ),
+            Err(e) => (FACT_BHOSTS_ERROR.to_string(), e.to_string()),
+        }])
+    }
+
     fn deleted_marker(&self, app_id: &str) -> PathBuf {
         self.state_dir.join("deleted").join(app_id)
     }
@@ -124,93 +156,53 @@ fn unknown_app(app_id: &str) -> Error {
 }
 
 #[async_trait]
-impl Scheduler for LsfScheduler {
-    fn name(&self) -> &str {
-        NAME
+impl Backend for LsfScheduler {
+    const NAME: &'static str = NAME;
+    const CAPABILITIES: Capabilities = Capabilities {
+        log_since_until: false,
+        retries: false,
+        ..Capabilities::ALL
+    };
+    type Opts = LsfOpts;
+    type Request = LsfBsub;
+
+    fn dryrun_facts(&self, _opts: &LsfOpts) -> Result<BTreeMap<String, String>> {
+        Ok(self.bhosts_facts())
     }
 
-    fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            describe_replicas: true,
-            list: true,
-            cancel: true,
-            delete: true,
-            logs: true,
-            log_streams: true,
-            log_tail: true,
-            mounts: true,
-            multi_role: true,
-            ..Capabilities::default()
-        }
-    }
-
-    fn run_opts(&self) -> RunOpts {
-        LsfOpts::schema()
-    }
-
-    fn dryrun_facts(&self, _cfg: &Cfg) -> Result<BTreeMap<String, String>> {
-        let probe = command::run(
-            NAME,
-            "bhosts",
-            &["-noheader", "-o", "hname max ng"],
-            &[],
-            Duration::from_secs(5),
-            "is this an LSF host?",
-        );
-        Ok(BTreeMap::from([match probe {
-            Ok(o) if o.ok => (FACT_BHOSTS.to_string(), o.stdout),
-            Ok(o) => (
-                FACT_BHOSTS_ERROR.to_string(),
-                format!("`bhosts` failed: {}", o.stderr.trim()),
-            ),
-            Err(e) => (FACT_BHOSTS_ERROR.to_string(), e.to_string()),
-        }]))
-    }
-
-    fn submit_dryrun(
-        &self,
-        app: &AppDef,
-        cfg: &Cfg,
-        ctx: &DryRunContext,
-    ) -> Result<Box<dyn NativeRequest>> {
-        let opts = LsfOpts::from_cfg(cfg)?;
+    fn render(&self, app: &AppDef, opts: &LsfOpts, ctx: &DryRunContext) -> Result<LsfBsub> {
         let mut ctx = ctx.clone();
         if let (Some(hosts), Some(role)) = (ctx.facts.get(FACT_BHOSTS).cloned(), app.roles.first())
         {
             let host = render::pick_rank0_host(&hosts, role.resource.cpu, role.resource.gpu)?;
             ctx.facts.insert(FACT_RANK0_HOST.into(), host);
         }
-        Ok(Box::new(render(app, &opts, &ctx)?))
+        render(app, opts, &ctx)
     }
 
-    async fn schedule(&self, info: &DryRunInfo) -> Result<String> {
-        let (this, job, cfg) = (
-            self.clone(),
-            downcast_request::<LsfBsub>(info, NAME)?.clone(),
-            info.cfg.clone(),
-        );
-        blocking(NAME, move || this.submit(&job, &cfg)).await
+    async fn submit(&self, job: &LsfBsub, _info: &DryRunInfo) -> Result<String> {
+        let job = job.clone();
+        off_executor(self, move |s| s.submit_now(&job)).await
     }
 
     async fn describe(&self, app_id: &str) -> Result<Option<DescribeAppResponse>> {
-        let (this, app_id) = (self.clone(), app_id.to_string());
-        blocking(NAME, move || this.describe_now(&app_id)).await
+        let app_id = app_id.to_string();
+        off_executor(self, move |s| s.describe_now(&app_id)).await
     }
 
     async fn list(&self) -> Result<Vec<ListAppResponse>> {
-        let this = self.clone();
-        blocking(NAME, move || this.list_now()).await
+        off_executor(self, |s| s.list_now()).await
     }
 
     async fn cancel(&self, app_id: &str) -> Result<()> {
-        let (this, app_id) = (self.clone(), app_id.to_string());
-        blocking(NAME, move || this.cancel_now(&app_id)).await
+        let app_id = app_id.to_string();
+        off_executor(self, move |s| s.cancel_now(&app_id)).await
     }
 
     /// Stops what still runs and hides the app from torchx (LSF purges its own job history).
     async fn delete(&self, app_id: &str) -> Result<()> {
-        let (this, app_id) = (self.clone(), app_id.to_string());
-        blocking(NAME, move || this.delete_now(&app_id)).await
+        let app_id = app_id.to_string();
+        off_executor(self, move |s| s.delete_now(&app_id)).await
     }
 
     async fn log_iter(
@@ -220,21 +212,16 @@ impl Scheduler for LsfScheduler {
         k: u32,
         query: &LogQuery,
     ) -> Result<Box<dyn LogLines>> {
-        let (this, app_id, role, query) = (
-            self.clone(),
-            app_id.to_string(),
-            role.to_string(),
-            query.clone(),
-        );
-        blocking(NAME, move || this.log_lines_now(&app_id, &role, k, &query)).await
+        let (app_id, role, query) = (app_id.to_string(), role.to_string(), query.clone());
+        off_executor(self, move |s| s.log_lines_now(&app_id, &role, k, &query)).await
     }
 }
 
 /// The blocking halves of the `Scheduler` methods.
 impl LsfScheduler {
-    fn submit(&self, job: &LsfBsub, cfg: &Cfg) -> Result<String> {
+    fn submit_now(&self, job: &LsfBsub) -> Result<String> {
         if job.script.contains("<RANK0_HOST>") {
-            let facts = self.dryrun_facts(cfg)?;
+            let facts = self.bhosts_facts();
             let why = facts
                 .get(FACT_BHOSTS_ERROR)
                 .cloned()

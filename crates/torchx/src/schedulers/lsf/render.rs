@@ -34,9 +34,6 @@ impl NativeRequest for LsfBsub {
     fn to_json(&self) -> serde_json::Value {
         serde_json::json!({"app_id": self.app_id, "jobdir": self.jobdir, "script": self.script})
     }
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
-    }
 }
 
 /// TorchX's lsf `cleanup_str`: lowercase, keep `[a-z0-9_-]`, drop one leading `-`.

@@ -5,6 +5,8 @@ use std::collections::BTreeMap;
 
 use super::*;
 use crate::components::test_app as component;
+use crate::opts::TypedOpts;
+use crate::scheduler::NativeRequest;
 use crate::schedulers::hostile::Hostile;
 use crate::specs::{Mount, Resource, Role};
 

@@ -9,7 +9,6 @@
 pub mod process;
 pub mod protocol;
 
-use std::any::Any;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::UNIX_EPOCH;
@@ -62,9 +61,6 @@ impl NativeRequest for PluginRequest {
     }
     fn to_json(&self) -> Value {
         self.request.clone()
-    }
-    fn as_any(&self) -> &dyn Any {
-        self
     }
 }
 

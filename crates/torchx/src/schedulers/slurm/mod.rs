@@ -29,13 +29,13 @@ pub use state::{
 };
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::opts::{Cfg, RunOpts, TypedOpts};
 use crate::scheduler::{
-    downcast_request, Capabilities, DryRunContext, DryRunInfo, Follow, FollowedFile, LogLines,
-    LogQuery, NativeRequest, Scheduler, Step, Take, WorkspaceSupport,
+    Backend, Capabilities, DryRunContext, DryRunInfo, Follow, FollowedFile, LogLines, LogQuery,
+    Scheduler, Step, Take, WorkspaceSupport,
 };
-use crate::schedulers::blocking;
 use crate::schedulers::command::{self, Output};
+use crate::schedulers::probe_cache::{on_path, stamp, ProbeCache};
+use crate::schedulers::{blocking, off_executor};
 use crate::specs::{
     AppDef, AppState, DescribeAppResponse, ListAppResponse, ReplicaStatus, Stream, Workspace,
 };
@@ -78,39 +78,14 @@ struct Probe {
     partitions: Vec<(String, bool, i64)>,
 }
 
-/// How long a cluster probe is reused by later commands (dry runs ask for it every time).
-const PROBE_VALID: Duration = Duration::from_secs(300);
-
 /// What a cached probe is valid for: the `sinfo` found on PATH and the cluster configuration
-/// (`$SLURM_CONF`, else Debian's path), each with its modification time, so an upgraded Slurm or
-/// a changed partition table is noticed at once.
+/// (`$SLURM_CONF`, else Debian's path), so an upgraded Slurm or a changed partition table is
+/// noticed at once.
 fn probe_key() -> String {
-    let stamp = |p: &Path| {
-        let modified = std::fs::metadata(p).and_then(|m| m.modified()).ok();
-        let secs = modified
-            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-            .map_or(0, |d| d.as_nanos());
-        format!("{}@{secs}", p.display())
-    };
-    let sinfo = std::env::var_os("PATH")
-        .and_then(|path| {
-            std::env::split_paths(&path)
-                .map(|d| d.join("sinfo"))
-                .find(|p| p.is_file())
-        })
-        .unwrap_or_default();
     let conf = std::env::var_os("SLURM_CONF")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("/etc/slurm/slurm.conf"));
-    format!("{}|{}", stamp(&sinfo), stamp(&conf))
-}
-
-#[derive(serde::Serialize, serde::Deserialize)]
-struct CachedProbe {
-    key: String,
-    /// Seconds since the epoch.
-    at: u64,
-    probe: Probe,
+    format!("{}|{}", stamp(&on_path("sinfo")), stamp(&conf))
 }
 
 /// Runs a Slurm command with a timeout, times as epoch seconds whatever the cluster's zone.
@@ -180,7 +155,8 @@ impl SlurmScheduler {
             return p.clone();
         }
         let key = probe_key();
-        if let Some(cached) = self.cached_probe(&key) {
+        let cache = ProbeCache::new(self.state_dir.join(NAME).join("probe.json"));
+        if let Some(cached) = cache.get::<Probe>(&key) {
             *guard = Some(cached.clone());
             return cached;
         }
@@ -209,45 +185,10 @@ impl SlurmScheduler {
             }
         }
         if probe.version.is_some() {
-            self.cache_probe(&key, &probe);
+            cache.put(&key, &probe);
         }
         *guard = Some(probe.clone());
         probe
-    }
-
-    fn probe_file(&self) -> PathBuf {
-        self.state_dir.join(NAME).join("probe.json")
-    }
-
-    /// The probe an earlier command cached for this cluster, while it is fresh.
-    fn cached_probe(&self, key: &str) -> Option<Probe> {
-        let text = std::fs::read_to_string(self.probe_file()).ok()?;
-        let cached: CachedProbe = serde_json::from_str(&text).ok()?;
-        let now = jiff::Timestamp::now().as_second().max(0) as u64;
-        let fresh = now.saturating_sub(cached.at) < PROBE_VALID.as_secs();
-        (cached.key == key && fresh).then_some(cached.probe)
-    }
-
-    /// Best effort: a cache that cannot be written only costs the next command a probe.
-    fn cache_probe(&self, key: &str, probe: &Probe) {
-        let cached = CachedProbe {
-            key: key.to_string(),
-            at: jiff::Timestamp::now().as_second().max(0) as u64,
-            probe: probe.clone(),
-        };
-        let file = self.probe_file();
-        let written =
-            crate::schedulers::create_private_dir(file.parent().unwrap_or(&self.state_dir))
-                .ok()
-                .and_then(|()| serde_json::to_vec(&cached).ok())
-                .map(|bytes| {
-                    // Written whole then renamed: a concurrent reader sees the old file or the new.
-                    let tmp = file.with_extension(format!("tmp{}", std::process::id()));
-                    std::fs::write(&tmp, bytes).and_then(|()| std::fs::rename(&tmp, &file))
-                });
-        if let Some(Err(e)) = written {
-            log::debug!("could not cache the Slurm probe in {}: {e}", file.display());
-        }
     }
 
     fn job_dirs_file(&self) -> PathBuf {
@@ -412,32 +353,19 @@ impl SlurmScheduler {
 }
 
 #[async_trait]
-impl Scheduler for SlurmScheduler {
-    fn name(&self) -> &str {
-        NAME
-    }
+impl Backend for SlurmScheduler {
+    const NAME: &'static str = NAME;
+    const CAPABILITIES: Capabilities = Capabilities {
+        delete: false,
+        log_since_until: false,
+        mounts: false,
+        workspace: WorkspaceSupport::Directory,
+        ..Capabilities::ALL
+    };
+    type Opts = SlurmOpts;
+    type Request = SbatchRequest;
 
-    fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            describe_replicas: true,
-            list: true,
-            cancel: true,
-            logs: true,
-            log_streams: true,
-            log_tail: true,
-            workspace: WorkspaceSupport::Directory,
-            retries: true,
-            multi_role: true,
-            ..Capabilities::default()
-        }
-    }
-
-    fn run_opts(&self) -> RunOpts {
-        SlurmOpts::schema()
-    }
-
-    fn dryrun_facts(&self, cfg: &Cfg) -> Result<BTreeMap<String, String>> {
-        let opts = SlurmOpts::from_cfg(cfg)?;
+    fn dryrun_facts(&self, opts: &SlurmOpts) -> Result<BTreeMap<String, String>> {
         let mut facts = BTreeMap::new();
         if opts.slurm_version.is_some() {
             return Ok(facts); // pinned: no cluster needed
@@ -459,13 +387,7 @@ impl Scheduler for SlurmScheduler {
         Ok(facts)
     }
 
-    fn submit_dryrun(
-        &self,
-        app: &AppDef,
-        cfg: &Cfg,
-        ctx: &DryRunContext,
-    ) -> Result<Box<dyn NativeRequest>> {
-        let opts = SlurmOpts::from_cfg(cfg)?;
+    fn render(&self, app: &AppDef, opts: &SlurmOpts, ctx: &DryRunContext) -> Result<SbatchRequest> {
         let has_workspace = app.roles.iter().any(|r| r.workspace.is_some());
         if opts.job_dir.is_none() {
             // Without job_dir the job runs in place, from the current directory (as TorchX's).
@@ -490,29 +412,27 @@ impl Scheduler for SlurmScheduler {
                 r.image.clone_from(dir);
             }
         }
-        Ok(Box::new(render(&app, &opts, ctx)?))
+        render(&app, opts, ctx)
     }
 
-    async fn schedule(&self, info: &DryRunInfo) -> Result<String> {
-        let req = downcast_request::<SbatchRequest>(info, NAME)?.clone();
+    async fn submit(&self, req: &SbatchRequest, info: &DryRunInfo) -> Result<String> {
+        let req = req.clone();
         let workspace = info.app.roles.iter().find_map(|r| r.workspace.clone());
-        let this = self.clone();
-        blocking(NAME, move || this.submit(&req, workspace)).await
+        off_executor(self, move |s| s.submit_now(&req, workspace)).await
     }
 
     async fn describe(&self, app_id: &str) -> Result<Option<DescribeAppResponse>> {
-        let (this, app_id) = (self.clone(), app_id.to_string());
-        blocking(NAME, move || this.describe_now(&app_id)).await
+        let app_id = app_id.to_string();
+        off_executor(self, move |s| s.describe_now(&app_id)).await
     }
 
     async fn list(&self) -> Result<Vec<ListAppResponse>> {
-        let this = self.clone();
-        blocking(NAME, move || this.list_now()).await
+        off_executor(self, |s| s.list_now()).await
     }
 
     async fn cancel(&self, app_id: &str) -> Result<()> {
-        let (this, app_id) = (self.clone(), app_id.to_string());
-        blocking(NAME, move || this.cancel_now(&app_id)).await
+        let app_id = app_id.to_string();
+        off_executor(self, move |s| s.cancel_now(&app_id)).await
     }
 
     async fn log_iter(
@@ -522,19 +442,14 @@ impl Scheduler for SlurmScheduler {
         k: u32,
         query: &LogQuery,
     ) -> Result<Box<dyn LogLines>> {
-        let (this, app_id, role, query) = (
-            self.clone(),
-            app_id.to_string(),
-            role.to_string(),
-            query.clone(),
-        );
-        blocking(NAME, move || this.log_lines_now(&app_id, &role, k, &query)).await
+        let (app_id, role, query) = (app_id.to_string(), role.to_string(), query.clone());
+        off_executor(self, move |s| s.log_lines_now(&app_id, &role, k, &query)).await
     }
 }
 
 /// The blocking halves of the `Scheduler` methods.
 impl SlurmScheduler {
-    fn submit(&self, req: &SbatchRequest, workspace: Option<Workspace>) -> Result<String> {
+    fn submit_now(&self, req: &SbatchRequest, workspace: Option<Workspace>) -> Result<String> {
         let tmp;
         let script_dir = match (&req.job_dir, workspace) {
             (Some(dir), Some(ws)) => {

@@ -63,9 +63,6 @@ impl NativeRequest for SbatchRequest {
         v["script"] = self.materialize().into();
         v
     }
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
-    }
 }
 
 /// Quotes an argument for bash, turning the literal `${app_id}` into `"$SLURM_JOB_ID"`.

@@ -8,7 +8,9 @@ use std::path::Path;
 use super::render::{FACT_PARTITION_MEM, FACT_VERSION};
 use super::*;
 use crate::components::test_app as component;
+use crate::opts::{Cfg, TypedOpts};
 use crate::scheduler::DryRunContext;
+use crate::scheduler::NativeRequest;
 use crate::schedulers::hostile::Hostile;
 use crate::specs::{AppDef, Resource, Role};
 
@@ -382,30 +384,4 @@ fn state_mapping_is_torchx_s() {
     ] {
         assert_eq!(app_state(s), want, "{s}");
     }
-}
-
-/// Dry runs do not ask `sinfo` every time: a probe is cached in the state dir for its cluster
-/// (the key names sinfo and slurm.conf with their modification times) and for a short while.
-#[test]
-fn cluster_probe_is_cached_per_cluster_and_expires() {
-    let tmp = tempfile::tempdir().unwrap();
-    let sched = SlurmScheduler::new(tmp.path().to_path_buf());
-    let probe = Probe {
-        version: Some("slurm 24.11.1".into()),
-        partitions: vec![("debug".into(), true, 4096)],
-    };
-    assert_eq!(sched.cached_probe("k1"), None);
-    sched.cache_probe("k1", &probe);
-    assert_eq!(sched.cached_probe("k1"), Some(probe.clone()));
-    assert_eq!(sched.cached_probe("k2"), None, "another cluster's probe");
-    let stale = CachedProbe {
-        key: "k1".into(),
-        at: jiff::Timestamp::now().as_second() as u64 - PROBE_VALID.as_secs() - 1,
-        probe,
-    };
-    std::fs::write(sched.probe_file(), serde_json::to_vec(&stale).unwrap()).unwrap();
-    assert_eq!(sched.cached_probe("k1"), None, "an expired probe");
-    std::fs::write(sched.probe_file(), "not json").unwrap();
-    assert_eq!(sched.cached_probe("k1"), None, "a damaged cache is ignored");
-    assert!(probe_key().contains('|'));
 }
