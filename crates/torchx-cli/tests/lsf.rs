@@ -228,3 +228,37 @@ async fn lsf_conforms() {
     };
     conformance(&runner, "lsf", &opts).await;
 }
+
+/// Dry runs do not ask `bhosts` every time: its answer is cached in the state dir, keyed by the
+/// cluster's files (`$LSF_ENVDIR`), so a cluster that changed is asked again.
+#[test]
+fn bhosts_is_asked_again_only_when_the_cluster_changed() {
+    let lsf = Lsf::new();
+    let envdir = lsf.fake.path().join("conf");
+    std::fs::create_dir(&envdir).unwrap();
+    std::fs::write(envdir.join("lsf.conf"), "LSF_SERVERDIR=/x\n").unwrap();
+    let dry_run = || {
+        let out = lsf
+            .env
+            .cmd(&["run", "--dryrun", "-s", "lsf", "utils.echo"])
+            .env("PATH", path_with_fakes())
+            .env("LSF_FAKE_DIR", lsf.fake.path())
+            .env("LSF_ENVDIR", &envdir)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        assert!(stdout(&out).contains("hostA"), "{}", stdout(&out));
+    };
+    let calls = || {
+        std::fs::read_to_string(lsf.fake.path().join("bhosts.calls"))
+            .unwrap_or_default()
+            .lines()
+            .count()
+    };
+    dry_run();
+    dry_run();
+    assert_eq!(calls(), 1, "the second dry run asked bhosts again");
+    std::fs::write(envdir.join("lsf.cluster.torchx"), "Begin Host\nEnd Host\n").unwrap();
+    dry_run();
+    assert_eq!(calls(), 2, "a new cluster file was not noticed");
+}

@@ -54,6 +54,27 @@ pub struct LsfScheduler {
     state_dir: PathBuf,
 }
 
+/// What cached `bhosts` output is valid for: the `bhosts` on PATH, `lsf.conf` and the cluster
+/// files beside it (`lsf.cluster.<name>` lists the hosts), so a changed cluster is noticed.
+fn bhosts_key() -> String {
+    let envdir =
+        std::env::var_os("LSF_ENVDIR").map_or_else(|| PathBuf::from("/etc"), PathBuf::from);
+    let mut files = vec![on_path("bhosts"), envdir.join("lsf.conf")];
+    if let Ok(entries) = std::fs::read_dir(&envdir) {
+        let mut clusters: Vec<PathBuf> = entries
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| {
+                p.file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with("lsf.cluster."))
+            })
+            .collect();
+        clusters.sort();
+        files.extend(clusters);
+    }
+    files.iter().map(|f| stamp(f)).collect::<Vec<_>>().join("|")
+}
+
 fn run(program: &str, args: &[&str]) -> Result<Output> {
     command::run(NAME, program, args, &[], TIMEOUT, "is this an LSF host?")
 }
@@ -77,10 +98,7 @@ impl LsfScheduler {
     /// The hosts (`bhosts`) the rank-0 host is chosen from, cached in the state dir for a few
     /// minutes per cluster; why they could not be asked otherwise.
     fn bhosts_facts(&self) -> BTreeMap<String, String> {
-        let conf = std::env::var_os("LSF_ENVDIR")
-            .map_or_else(|| PathBuf::from("/etc"), PathBuf::from)
-            .join("lsf.conf");
-        let key = format!("{}|{}", stamp(&on_path("bhosts")), stamp(&conf));
+        let key = bhosts_key();
         let cache = ProbeCache::new(self.state_dir.join("bhosts.json"));
         if let Some(hosts) = cache.get::<String>(&key) {
             return BTreeMap::from([(FACT_BHOSTS.to_string(), hosts)]);
