@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite: Rust (`cargo test`, every crate but the Python extension) and Python
-# (pytest against the `torchx` package as `pip install .` builds it, in a venv). Both run; the
-# exit code is non-zero if either failed.
+# (pytest against the `torchx` package as `pip install .` builds it, in a venv, which the Rust
+# tests also use to host a Python scheduler). Both run; the exit code is non-zero if either
+# failed.
 #
 #   bash scripts/test.sh
 #
@@ -9,12 +10,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-echo "== cargo test --workspace --exclude torchx-py"
-# Every suite runs even after a failure, so a run reports everything that is broken.
-cargo test --workspace --exclude torchx-py --no-fail-fast
-rust=$?
-
-echo "== Python: pip install . into a venv, then pytest"
+echo "== Python: pip install . into a venv (the tests of both languages use it)"
 venv=${TORCHX_TEST_VENV:-$PWD/.venv-test}
 python=${PYTHON:-python3}
 python_status=0
@@ -28,13 +24,27 @@ if [ ! -x "$venv/bin/python" ] && ! "$python" -m venv "$venv"; then
     fi
 fi
 if [ "$python_status" -eq 0 ]; then
-    # The CLI (and local_cwd's supervisor) the Python tests talk to: the one cargo just built.
-    export TORCHX_BIN="${TORCHX_BIN:-${CARGO_TARGET_DIR:-$PWD/target}/debug/torchx}"
     # Both distributions: the package and the native `torchx` command it requires; and the
     # example plugin package (one plugin per entry-point group) the plugin tests drive.
     "$venv/bin/python" -m pip install -q --disable-pip-version-check ./crates/torchx-cli ".[test]" \
-        ./examples/python-plugin &&
-        "$venv/bin/python" -m pytest -q python/tests
+        ./examples/python-plugin
+    python_status=$?
+fi
+if [ "$python_status" -eq 0 ]; then
+    # The interpreter whose Python schedulers the Rust conformance suite runs.
+    export TORCHX_TEST_PYTHON="$venv/bin/python"
+fi
+
+echo "== cargo test --workspace --exclude torchx-py"
+# Every suite runs even after a failure, so a run reports everything that is broken.
+cargo test --workspace --exclude torchx-py --no-fail-fast
+rust=$?
+
+if [ "$python_status" -eq 0 ]; then
+    echo "== pytest python/tests"
+    # The CLI (and local_cwd's supervisor) the Python tests talk to: the one cargo just built.
+    export TORCHX_BIN="${TORCHX_BIN:-${CARGO_TARGET_DIR:-$PWD/target}/debug/torchx}"
+    "$venv/bin/python" -m pytest -q python/tests
     python_status=$?
 fi
 

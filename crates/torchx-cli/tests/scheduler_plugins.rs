@@ -206,3 +206,31 @@ fn plugins_never_replace_builtin_schedulers() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(!stderr(&out).contains("hijacked"));
 }
+
+/// A Python scheduler (the example package's `example_subprocess` entry point, hosted by its
+/// interpreter over the protocol) passes the conformance suite. The interpreter is
+/// `$TORCHX_TEST_PYTHON`, which scripts/test.sh sets to the venv it installs the package and
+/// the example plugin into.
+#[tokio::test]
+async fn python_scheduler_passes_the_conformance_suite() {
+    let test = "python_scheduler_passes_the_conformance_suite";
+    let Some(python) = std::env::var_os("TORCHX_TEST_PYTHON") else {
+        support::skip_engine(
+            "python",
+            test,
+            "$TORCHX_TEST_PYTHON names no Python with torchx and the example plugin installed",
+        );
+        return;
+    };
+    let root = tempfile::tempdir().unwrap();
+    std::env::set_var("TORCHX_PYTHON", &python);
+    std::env::set_var("TORCHX_EXAMPLE_DIR", root.path());
+    let runner = Runner::new(Registry::builtin(), TorchxConfig::default());
+    let opts = Conformance {
+        image: "ignored".into(),
+        // TorchX's `Scheduler._validate` wants a resource on every role.
+        resource: Some(torchx::specs::Resource::new(1, 0, 64)),
+        ..Conformance::default()
+    };
+    conformance(&runner, "example_subprocess", &opts).await;
+}

@@ -9,11 +9,11 @@ import shutil
 import signal
 import subprocess
 import time
-import uuid
 from dataclasses import dataclass
 from typing import Any, Dict, Iterable, List, Mapping, Optional
 
 from torchx.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler, Stream
+from torchx.schedulers.ids import make_unique
 from torchx.specs import AppDef, AppDryRunInfo, AppState, ReplicaStatus, RoleStatus, macros, runopts
 
 
@@ -36,6 +36,9 @@ class Request:
 class ExampleSubprocessScheduler(Scheduler[Request]):
     """Runs replicas as detached local processes (an example plugin)."""
 
+    # One log per replica (stdout and stderr together, no timestamps), no restarts, no mounts.
+    unsupported_capabilities = frozenset({"log_streams", "log_since_until", "mounts", "retries"})
+
     def __init__(self, session_name: str, **kwargs: Any) -> None:
         super().__init__("example_subprocess", session_name)
 
@@ -50,7 +53,7 @@ class ExampleSubprocessScheduler(Scheduler[Request]):
         if not 0 <= nice <= 19:
             raise ValueError(f"run option nice must be 0-19, got {nice}")
         root = _default_root()
-        app_id = f"{app.name}-{uuid.uuid4().hex[:8]}"
+        app_id = make_unique(app.name)
         replicas = []
         for role in app.roles:
             for i in range(role.num_replicas):

@@ -48,22 +48,47 @@ def _info(sched: Any) -> Dict[str, Any]:
                 "help": opt.help,
             }
         )
-    every = ("describe_replicas", "list", "cancel", "delete", "logs", "log_streams",
-             "log_since_until", "log_tail", "mounts", "retries", "multi_role")
     return {
         "description": (type(sched).__doc__ or type(sched).__name__).strip().splitlines()[0],
-        "capabilities": {flag: True for flag in every},
+        "capabilities": _capabilities(sched),
         "run_opts": opts,
     }
+
+
+_CAPABILITIES = ("describe_replicas", "list", "cancel", "delete", "logs", "log_streams",
+                 "log_since_until", "log_tail", "mounts", "retries", "multi_role")
+
+
+def _capabilities(sched: Any) -> Dict[str, bool]:
+    """Everything but what the class says it lacks (``unsupported_capabilities``), and logs only
+    if it overrides ``log_iter``: the log options reach ``log_iter`` as in TorchX, and the
+    conformance suite checks every claim."""
+    from torchx.schedulers.api import Scheduler
+
+    lacks = set(getattr(sched, "unsupported_capabilities", ()))
+    unknown = lacks.difference(_CAPABILITIES)
+    if unknown:
+        raise _Failure(
+            "invalid_config",
+            f"unsupported_capabilities of {type(sched).__qualname__}: {sorted(unknown)} are not "
+            f"capabilities (one of {', '.join(_CAPABILITIES)})",
+        )
+    if getattr(type(sched), "log_iter", None) is getattr(Scheduler, "log_iter", None):
+        lacks.update(("logs", "log_streams", "log_since_until", "log_tail"))
+    return {flag: flag not in lacks for flag in _CAPABILITIES}
 
 
 def _dryrun(sched: Any, request: Dict[str, Any]) -> Any:
     from torchx.specs._json import app_from_json
 
+    from torchx.schedulers.ids import pinned
+
     app = app_from_json(request["app"])
     # As TorchX's Runner: the scheduler's own checks (e.g. "role has a resource") first.
     sched._validate(app, sched.backend)
-    return sched.submit_dryrun(app, request.get("cfg") or {})
+    # `make_unique` appends the CLI's id: the same inputs give the same request.
+    with pinned((request.get("context") or {}).get("unique")):
+        return sched.submit_dryrun(app, request.get("cfg") or {})
 
 
 def _describe(sched: Any, app_id: str) -> Optional[Dict[str, Any]]:

@@ -7,7 +7,7 @@ import abc
 import re
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import TYPE_CHECKING, Any, Generic, Iterable, List, Mapping, Optional, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, FrozenSet, Generic, Iterable, List, Mapping, Optional, TypeVar
 
 if TYPE_CHECKING:  # annotations only: importing datetime costs every program
     from datetime import datetime
@@ -73,6 +73,13 @@ class Scheduler(abc.ABC, Generic[T]):
     """A job scheduler backend. Subclasses implement ``schedule``, ``_submit_dryrun``,
     ``describe``, ``list`` and ``_cancel_existing`` (and optionally ``_run_opts``,
     ``_delete_existing``, ``log_iter``, ``_validate``); the public methods wrap them."""
+
+    #: What the scheduler does not honour, as names of the native CLI's capabilities
+    #: (``describe_replicas``, ``list``, ``cancel``, ``delete``, ``logs``, ``log_streams``,
+    #: ``log_since_until``, ``log_tail``, ``mounts``, ``retries``, ``multi_role``). Not in
+    #: TorchX: the CLI refuses the operations listed here (list, cancel, delete, logs, one
+    #: stream's logs) without calling the scheduler, and its conformance suite checks the rest.
+    unsupported_capabilities: ClassVar[FrozenSet[str]] = frozenset()
 
     def __init__(self, backend: str, session_name: str) -> None:
         self.backend = backend
