@@ -172,6 +172,64 @@ impl Suite<'_> {
         }
     }
 
+    /// What a dry run shows of the claimed `mounts`, `retries` and `multi_role`: each changes
+    /// the request (a claimed feature is never dropped on the way), and a mount's target is
+    /// named in it. The only evidence where the engine runs no command (emulators, fake API
+    /// servers); elsewhere the checks that run apps follow.
+    fn claims_reach_the_request(&self) {
+        let check = "claims_reach_the_request";
+        let sched = self
+            .runner
+            .scheduler(self.scheduler)
+            .unwrap_or_else(|e| self.fail(check, e));
+        let cfg = sched
+            .run_opts()
+            .resolve(&self.opts.cfg)
+            .unwrap_or_else(|e| self.fail(check, e));
+        let ctx = crate::scheduler::DryRunContext::new("s", "fixed", "/work");
+        // Both forms: a plugin's rendered text may be a summary of its JSON request.
+        let render = |what: &str, app: &AppDef| {
+            let request = sched
+                .submit_dryrun(app, &cfg, &ctx)
+                .unwrap_or_else(|e| self.fail(check, format!("{what}: {e}")));
+            format!("{}\n{}", request.render(), request.to_json())
+        };
+        let plain = self.app("claims", "echo hi");
+        let base = render("the plain app", &plain);
+        let mut variants = Vec::new();
+        if self.caps.mounts {
+            let mut app = plain.clone();
+            app.roles[0].mounts = vec![crate::specs::Mount::Bind {
+                src_path: "/tmp".into(),
+                dst_path: "/conformance-claims-mnt".into(),
+                read_only: true,
+            }];
+            let with = render("a bind mount", &app);
+            if !with.contains("/conformance-claims-mnt") {
+                self.fail(
+                    check,
+                    format!("the mount's target is not in the request: {with}"),
+                );
+            }
+            variants.push(("a bind mount", with));
+        }
+        if self.caps.retries {
+            let mut app = plain.clone();
+            app.roles[0].max_retries = 2;
+            variants.push(("max_retries=2", render("max_retries=2", &app)));
+        }
+        if self.caps.multi_role {
+            let mut app = plain.clone();
+            app.roles.push(self.role("side", "echo hi"));
+            variants.push(("a second role", render("a second role", &app)));
+        }
+        for (what, request) in variants {
+            if request == base {
+                self.fail(check, format!("{what} left the request unchanged: {base}"));
+            }
+        }
+    }
+
     async fn unknown_apps_are_not_found(&self) {
         let check = "unknown_apps_are_not_found";
         let handle = format!("{}://torchx/conformance-missing-0", self.scheduler);
@@ -451,6 +509,7 @@ pub async fn conformance(runner: &Runner, scheduler: &str, opts: &Conformance) {
         caps,
     };
     suite.dryrun_is_deterministic();
+    suite.claims_reach_the_request();
     suite.unknown_apps_are_not_found().await;
     suite.success_failure_logs_list_delete().await;
     if caps.cancel {

@@ -35,6 +35,13 @@ pub struct RoleParams {
     pub role: String,
     /// GPUs per replica (for CUDA_VISIBLE_DEVICES assignment at launch).
     pub gpus_per_replica: i64,
+    /// How many times failed replicas are restarted (requests recorded by earlier versions
+    /// have neither field).
+    #[serde(default)]
+    pub max_retries: u32,
+    /// What a restart restarts.
+    #[serde(default)]
+    pub retry_policy: crate::specs::RetryPolicy,
     /// One entry per replica.
     pub replicas: Vec<ReplicaParam>,
 }
@@ -108,6 +115,8 @@ pub fn render(
         roles.push(RoleParams {
             role: role.name.clone(),
             gpus_per_replica: role.resource.gpu.max(0),
+            max_retries: role.max_retries,
+            retry_policy: role.retry_policy,
             replicas,
         });
     }

@@ -26,7 +26,7 @@ use super::state::{
 };
 use super::{now, GRACE, NAME};
 use crate::error::{Error, Result};
-use crate::specs::{AppDef, AppState, RetryPolicy};
+use crate::specs::{AppState, RetryPolicy};
 use crate::sys::{self, Exit, SignalFd};
 
 /// Writes a line to the supervisor's stderr (its log file). Never `eprintln!`, which panics when
@@ -303,12 +303,6 @@ impl Supervisor {
             .and_then(|j| {
                 serde_json::from_str(&j).map_err(|e| corrupt("request", e.to_string()))
             })?;
-        let app: AppDef = ledger
-            .app(app_id)?
-            .ok_or_else(|| Error::not_found("app", app_id, " in the job ledger"))
-            .and_then(|a| {
-                serde_json::from_str(&a.app_json).map_err(|e| corrupt("AppDef", e.to_string()))
-            })?;
         let me = std::process::id();
         if !ledger.claim(app_id, me, sys::proc_start_time(me))? {
             return Ok(None);
@@ -344,13 +338,10 @@ impl Supervisor {
         let roles: Vec<RoleSpec> = request
             .roles
             .iter()
-            .map(|r| {
-                let spec = app.roles.iter().find(|a| a.name == r.role);
-                RoleSpec {
-                    name: r.role.clone(),
-                    policy: spec.map(|s| s.retry_policy).unwrap_or_default(),
-                    max_retries: spec.map_or(0, |s| s.max_retries),
-                }
+            .map(|r| RoleSpec {
+                name: r.role.clone(),
+                policy: r.retry_policy,
+                max_retries: r.max_retries,
             })
             .collect();
         let mut sup = Supervisor {
