@@ -82,11 +82,17 @@ def test_run_builds_the_workspace_on_the_real_engine(tmp_path: Path) -> None:
     content = f"from the workspace {uuid.uuid4()}"
     ws = _workspace(tmp_path, content)
     with get_runner() as runner:
-        handle = runner.run(_app(), "local_docker", workspace=ws)
-        status = runner.wait(handle, wait_interval=0.2)
-        assert status is not None and status.state == specs.AppState.SUCCEEDED, status
-        lines = list(runner.log_lines(handle, "main", 0))
-        runner.delete(handle)
+        info = runner.dryrun(_app(), "local_docker", workspace=ws)
+        image = info._app.roles[0].image
+        try:
+            handle = runner.schedule(info)
+            status = runner.wait(handle, wait_interval=0.2)
+            assert status is not None and status.state == specs.AppState.SUCCEEDED, status
+            lines = list(runner.log_lines(handle, "main", 0))
+            runner.delete(handle)
+        finally:
+            # The image holds this run's unique content: nobody else uses it.
+            subprocess.run(["docker", "rmi", "-f", image], capture_output=True)
     assert any(content in line for line in lines), lines
 
 
