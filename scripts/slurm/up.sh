@@ -9,7 +9,7 @@
 # node as plain background daemons, records their pids in /run/slurm-local and
 # waits until every node is usable in sinfo. Re-running it is cheap: whatever is
 # already up with the same configuration is left alone. Stop with down.sh.
-# See README.md next to this file.
+# A running cluster is never reconfigured (its jobs would be cancelled) without --force.
 set -euo pipefail
 
 SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -32,7 +32,8 @@ usage: bash up.sh [options]
   --mem-mb N       RealMemory per node in MB (default: MemTotal). SLURM_LOCAL_MEM_MB.
   --no-install     never call apt-get; fail if a package is missing.
   --fresh          forget all previous jobs (controller state, accounting DB).
-  --force          overwrite an /etc/slurm/slurm.conf that up.sh did not write.
+  --force          overwrite an /etc/slurm/slurm.conf that up.sh did not write, or
+                   reconfigure a running cluster (its jobs are cancelled).
   --timeout S      seconds to wait for each daemon / the nodes (default 90).
 EOF
 }
@@ -214,15 +215,26 @@ install_conf() {
         rm -f "$tmp"
         return 0
     fi
+    # A running cluster is somebody's: changing its configuration would cancel its jobs.
+    if [ -e "$dest" ] && [ "$guard_running" = 1 ] && cluster_running && [ "$FORCE" != 1 ] && [ "$FRESH" != 1 ]; then
+        diff -u "$dest" "$tmp" >&2 || true
+        rm -f "$tmp"
+        die "a cluster is running with another $dest (diff above); these options would cancel its jobs and restart it: pass --force to do that, or stop it first with down.sh"
+    fi
     install -m "$mode" -o root -g root "$tmp" "$dest"
     rm -f "$tmp"
     CONF_CHANGED=1
     log "wrote $dest"
 }
 
+cluster_running() {
+    pid_running slurmctld slurmctld >/dev/null || compgen -G "$RUN_DIR/slurmd-*.pid" >/dev/null
+}
 mkdir -p "$CONF_DIR"
 CONF_CHANGED=0
+guard_running=1
 install_conf "$SCRIPT_DIR/slurm.conf.in" "$CONF_DIR/slurm.conf" 644
+guard_running=0
 SLURM_CONF_CHANGED=$CONF_CHANGED
 DBD_CONF_CHANGED=0
 if [ "$ACCOUNTING" = 1 ]; then
