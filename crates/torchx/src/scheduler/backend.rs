@@ -121,7 +121,7 @@ impl<B: Backend> Scheduler for B {
             B::CAPABILITIES.workspace,
             WorkspaceSupport::CurrentDir | WorkspaceSupport::Directory
         ) {
-            crate::schedulers::reject_workspaces(B::NAME, &info.app)?;
+            reject_workspaces(B::NAME, &info.app)?;
         }
         self.submit(request, info).await
     }
@@ -154,5 +154,72 @@ impl<B: Backend> Scheduler for B {
 
     async fn close(&self) {
         Backend::close(self).await
+    }
+}
+
+/// Workspace images are built by the [`Runner`](crate::Runner) (its dry run plans them and
+/// points the roles at them; `schedule` builds and pushes them): a role that still has a
+/// workspace here was handed to the scheduler directly, and would run without it.
+fn reject_workspaces(scheduler: &str, app: &AppDef) -> Result<()> {
+    match app.roles.iter().find(|r| r.workspace.is_some()) {
+        Some(r) => Err(Error::unsupported(
+            scheduler,
+            format!(
+                "role `{}`'s workspace when called directly: submit through the Runner, which \
+                 builds workspace images (Runner::dryrun, then Runner::schedule)",
+                r.name
+            ),
+        )),
+        None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::specs::{Role, Workspace};
+
+    fn dry_run(scheduler: &dyn Scheduler, app: AppDef) -> DryRunInfo {
+        let cfg = scheduler.run_opts().resolve(&Cfg::new()).unwrap();
+        let ctx = DryRunContext::new("s", "u", "/work");
+        DryRunInfo {
+            request: scheduler.submit_dryrun(&app, &cfg, &ctx).unwrap(),
+            scheduler: scheduler.name().to_string(),
+            app,
+            cfg,
+            images: Vec::new(),
+        }
+    }
+
+    fn app() -> AppDef {
+        AppDef::new("a", vec![Role::new("main", "img").with_entrypoint("true")])
+    }
+
+    /// Nothing reaches the backend (no `bsub` runs) when the adapter refuses.
+    #[tokio::test]
+    async fn a_role_still_carrying_a_workspace_is_refused() {
+        let lsf = crate::schedulers::lsf::create().unwrap();
+        let mut info = dry_run(lsf.as_ref(), app());
+        info.app.roles[0].workspace = Some(Workspace::parse("/tmp").unwrap());
+        let err = lsf.schedule(&info).await.unwrap_err();
+        assert!(matches!(err, Error::Unsupported { .. }), "{err}");
+        assert!(
+            err.to_string()
+                .contains("role `main`'s workspace when called directly"),
+            "{err}"
+        );
+    }
+
+    #[tokio::test]
+    async fn another_schedulers_request_is_refused() {
+        let lsf = crate::schedulers::lsf::create().unwrap();
+        let slurm = crate::schedulers::slurm::create().unwrap();
+        let info = dry_run(slurm.as_ref(), app());
+        let err = lsf.schedule(&info).await.unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("made by scheduler `slurm`, not `lsf`"),
+            "{err}"
+        );
     }
 }

@@ -28,7 +28,6 @@ use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::scheduler::{Backend, Registry, Scheduler, SchedulerSource};
-use crate::specs::AppDef;
 
 impl Registry {
     /// The builtin schedulers compiled into this build, then the plugins: `torchx-scheduler-<name>`
@@ -130,23 +129,6 @@ impl SchedulerSource for Plugins {
 
     fn hint(&self, name: &str) -> String {
         format!(" (or put a `{}{name}` program on PATH)", plugin::PREFIX)
-    }
-}
-
-/// Workspace images are built by the [`Runner`](crate::Runner) (its dry run plans them and
-/// points the roles at them; `schedule` builds and pushes them): a role that still has a
-/// workspace here was handed to the scheduler directly, and would run without it.
-pub fn reject_workspaces(scheduler: &str, app: &AppDef) -> Result<()> {
-    match app.roles.iter().find(|r| r.workspace.is_some()) {
-        Some(r) => Err(Error::unsupported(
-            scheduler,
-            format!(
-                "role `{}`'s workspace when called directly: submit through the Runner, which \
-                 builds workspace images (Runner::dryrun, then Runner::schedule)",
-                r.name
-            ),
-        )),
-        None => Ok(()),
     }
 }
 
