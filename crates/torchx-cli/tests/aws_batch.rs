@@ -106,8 +106,8 @@ async fn aws_batch_conforms() {
     if !emulator_up("aws_batch conformance") {
         return;
     }
-    // The suite's `ok` app echoes `conformance-ok`: write that line where Batch would, for
-    // every `ok-*` job that starts, while the suite runs.
+    // The suite's `ok` app echoes `conformance-ok`, its `tail` app two lines around a sleep:
+    // write them where Batch would, for every such job that starts, while the suite runs.
     let feeder = tokio::spawn(async {
         let (batch, _) = clients().await;
         let mut fed = std::collections::BTreeSet::new();
@@ -121,13 +121,15 @@ async fn aws_batch_conforms() {
                 .unwrap();
             for j in jobs.job_summary_list() {
                 let name = j.job_name().unwrap_or_default().to_string();
-                if name.starts_with("ok-") && fed.insert(name.clone()) {
-                    put_logs(
-                        &format!("aws_batch://torchx/{QUEUE}:{name}"),
-                        0,
-                        &["conformance-ok"],
-                    )
-                    .await;
+                let lines: &[&str] = if name.starts_with("ok-") {
+                    &["conformance-ok"]
+                } else if name.starts_with("tail-") {
+                    &["tail-first", "tail-last"]
+                } else {
+                    continue;
+                };
+                if fed.insert(name.clone()) {
+                    put_logs(&format!("aws_batch://torchx/{QUEUE}:{name}"), 0, lines).await;
                 }
             }
             tokio::time::sleep(Duration::from_millis(100)).await;

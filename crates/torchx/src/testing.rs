@@ -32,8 +32,9 @@ pub struct Conformance {
     pub resource: Option<crate::specs::Resource>,
     /// Whether the test apps' commands really run (false for emulators and fake API servers
     /// that only move jobs through their states): the checks of what a command does (its two
-    /// streams, a log followed while it writes, retries of a failing command, a mount's
-    /// contents) need it.
+    /// streams, retries of a failing command, a mount's contents) need it. Without it, the
+    /// test must still make the logs of the apps the suite reads appear (`ok`: its echo;
+    /// `tail`: two echoed lines while it runs), as the engine would.
     pub runs_commands: bool,
     /// A host directory the scheduler's replicas can bind-mount (the `mounts` check writes a
     /// file there and reads it from the app); `None` skips that check.
@@ -518,12 +519,12 @@ pub async fn conformance(runner: &Runner, scheduler: &str, opts: &Conformance) {
     if caps.describe_replicas || caps.multi_role {
         suite.roles_and_replicas().await;
     }
+    if caps.logs && caps.log_tail {
+        suite.log_tail().await;
+    }
     if opts.runs_commands {
         if caps.logs && caps.log_streams {
             suite.log_streams().await;
-        }
-        if caps.logs && caps.log_tail {
-            suite.log_tail().await;
         }
         if caps.retries {
             suite.retries().await;

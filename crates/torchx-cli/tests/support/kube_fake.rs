@@ -4,8 +4,9 @@
 //!
 //! Objects in namespace `auto` are driven by a tiny stand-in for the controllers and kubelet:
 //! pods appear for Jobs, Volcano Jobs and AppWrappers, are Pending for a moment, Running, then
-//! end as their `sh -c` script says (`echo x` logs `x` and succeeds, `exit N` fails, `sleep`
-//! runs until cancelled). In any other namespace nothing moves unless a test says so.
+//! end as their `sh -c` script says (`echo x` logs `x` and succeeds, `exit N` fails, `sleep N`
+//! of under a minute writes what came before it, then waits N seconds; a longer `sleep` runs
+//! until cancelled). In any other namespace nothing moves unless a test says so.
 //!
 //! What this does not prove: that a real API server, admission webhooks, the Job/Volcano/MCAD
 //! controllers and kubelets behave like this stand-in; only the requests and our reading of
@@ -365,17 +366,37 @@ impl Store {
             if current.as_ref().and_then(Value::as_str) != Some("Running") {
                 self.set_pod(AUTO, pod, labels.clone(), "Running");
             }
-            if script.contains("sleep") || age < PENDING_FOR + RUNNING_FOR {
-                out.push(None);
-                continue;
-            }
+            // The script's steps, each logged once the pod has run long enough to reach it.
+            let mut reached = PENDING_FOR;
             let mut success = true;
+            let mut done = true;
+            let written = self
+                .logs
+                .get(&format!("{AUTO}/{pod}"))
+                .map_or(0, |l| l.lines().count());
+            let mut echoes = 0;
             for part in script.split(';').map(str::trim) {
-                if let Some(text) = part.strip_prefix("echo ") {
-                    self.log(AUTO, pod, text.trim_matches(|c| c == '\'' || c == '"'));
+                if let Some(secs) = part.strip_prefix("sleep ") {
+                    reached = reached.saturating_add(match secs.trim().parse::<u64>() {
+                        Ok(s) if s < 60 => Duration::from_secs(s),
+                        _ => Duration::MAX, // until cancelled
+                    });
+                    if age < reached {
+                        done = false;
+                        break;
+                    }
+                } else if let Some(text) = part.strip_prefix("echo ") {
+                    echoes += 1;
+                    if echoes > written {
+                        self.log(AUTO, pod, text.trim_matches(|c| c == '\'' || c == '"'));
+                    }
                 } else if let Some(code) = part.strip_prefix("exit ") {
                     success = code.trim() == "0";
                 }
+            }
+            if !done || age < reached.saturating_add(RUNNING_FOR) {
+                out.push(None);
+                continue;
             }
             self.set_pod(
                 AUTO,
