@@ -10,7 +10,7 @@ use std::fmt::Debug;
 use async_trait::async_trait;
 
 use super::{
-    Capabilities, DryRunContext, DryRunInfo, LogLines, LogQuery, NativeRequest, Scheduler,
+    Capabilities, DryRunContext, DryRunInfo, LogLines, LogQuery, NativeRequest, Replica, Scheduler,
     WorkspaceSupport,
 };
 use crate::error::{Error, Result};
@@ -57,14 +57,8 @@ pub trait Backend: Debug + Send + Sync + 'static {
         Err(Error::unsupported(Self::NAME, "delete"))
     }
     /// As [`Scheduler::log_iter`].
-    async fn log_iter(
-        &self,
-        app_id: &str,
-        role: &str,
-        k: u32,
-        query: &LogQuery,
-    ) -> Result<Box<dyn LogLines>> {
-        let _ = (app_id, role, k, query);
+    async fn log_iter(&self, replica: Replica<'_>, query: &LogQuery) -> Result<Box<dyn LogLines>> {
+        let _ = (replica, query);
         Err(Error::unsupported(Self::NAME, "logs"))
     }
     /// Releases resources.
@@ -149,7 +143,8 @@ impl<B: Backend> Scheduler for B {
         k: u32,
         query: &LogQuery,
     ) -> Result<Box<dyn LogLines>> {
-        Backend::log_iter(self, app_id, role, k, query).await
+        let replica = Replica { app_id, role, k };
+        Backend::log_iter(self, replica, query).await
     }
 
     async fn close(&self) {

@@ -196,6 +196,17 @@ pub struct LogQuery {
     pub streams: Option<Stream>,
 }
 
+/// The replica whose log a backend reads: replica `k` of `role` in app `app_id`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Replica<'a> {
+    /// The app id (without scheduler and session).
+    pub app_id: &'a str,
+    /// The role name.
+    pub role: &'a str,
+    /// The replica index within the role.
+    pub k: u32,
+}
+
 /// An async iterator of log lines (each without its trailing newline).
 #[async_trait]
 pub trait LogLines: Send {

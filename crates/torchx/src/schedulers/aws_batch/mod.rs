@@ -25,7 +25,7 @@ use self::render::ENV_ROLE_NAME;
 use self::state::{job_state, CANCEL_REASON};
 use crate::error::{Error, ErrorKind, Result};
 use crate::scheduler::{
-    Backend, Capabilities, DryRunContext, DryRunInfo, LogLines, LogQuery, Scheduler,
+    Backend, Capabilities, DryRunContext, DryRunInfo, LogLines, LogQuery, Replica, Scheduler,
     WorkspaceSupport,
 };
 use crate::schedulers::aws::{TAG_APP_NAME, TAG_VERSION};
@@ -588,13 +588,8 @@ impl Backend for AwsBatchScheduler {
         Ok(())
     }
 
-    async fn log_iter(
-        &self,
-        app_id: &str,
-        role: &str,
-        k: u32,
-        query: &LogQuery,
-    ) -> Result<Box<dyn LogLines>> {
+    async fn log_iter(&self, replica: Replica<'_>, query: &LogQuery) -> Result<Box<dyn LogLines>> {
+        let Replica { app_id, role, k } = replica;
         if !matches!(query.streams, None | Some(Stream::Combined)) {
             return Err(Error::unsupported(
                 NAME,

@@ -30,7 +30,7 @@ use self::render::{
 };
 use crate::error::{Error, Result};
 use crate::scheduler::{
-    Backend, Capabilities, DryRunContext, DryRunInfo, LogLines, LogQuery, Scheduler,
+    Backend, Capabilities, DryRunContext, DryRunInfo, LogLines, LogQuery, Replica, Scheduler,
     WorkspaceSupport,
 };
 use crate::specs::{AppDef, AppState, DescribeAppResponse, ListAppResponse, ReplicaStatus, Stream};
@@ -488,13 +488,8 @@ impl Backend for KubernetesScheduler {
         Ok(())
     }
 
-    async fn log_iter(
-        &self,
-        app_id: &str,
-        role: &str,
-        k: u32,
-        query: &LogQuery,
-    ) -> Result<Box<dyn LogLines>> {
+    async fn log_iter(&self, replica: Replica<'_>, query: &LogQuery) -> Result<Box<dyn LogLines>> {
+        let Replica { app_id, role, k } = replica;
         let (ns, name) = split_app_id(NAME, app_id)?;
         // (log_pod's first answer already fails an unknown app, before any wait.)
         let pod_of = || self.log_pod(ns, name, role, k).boxed();

@@ -19,7 +19,7 @@ pub use render::{render, AppWrapperJob};
 
 use crate::error::{Error, Result};
 use crate::scheduler::{
-    Backend, Capabilities, DryRunContext, DryRunInfo, LogLines, LogQuery, Scheduler,
+    Backend, Capabilities, DryRunContext, DryRunInfo, LogLines, LogQuery, Replica, Scheduler,
     WorkspaceSupport,
 };
 use crate::schedulers::kubernetes::client::{Kube, APPWRAPPER, POD};
@@ -182,13 +182,8 @@ impl Backend for KubernetesMcadScheduler {
         }
     }
 
-    async fn log_iter(
-        &self,
-        app_id: &str,
-        role: &str,
-        k: u32,
-        query: &LogQuery,
-    ) -> Result<Box<dyn LogLines>> {
+    async fn log_iter(&self, replica: Replica<'_>, query: &LogQuery) -> Result<Box<dyn LogLines>> {
+        let Replica { app_id, role, k } = replica;
         let (ns, name) = split_app_id(NAME, app_id)?;
         let aw = self
             .kube

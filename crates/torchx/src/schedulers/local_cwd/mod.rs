@@ -38,7 +38,7 @@ pub use supervisor::{embed_supervisor, guard_main, supervisor_main};
 use crate::error::{Error, Result};
 use crate::scheduler::{
     Backend, Capabilities, DryRunContext, DryRunInfo, Follow, FollowedFile, LogLines, LogQuery,
-    Scheduler, Step, Take, WorkspaceSupport,
+    Replica, Scheduler, Step, Take, WorkspaceSupport,
 };
 use crate::specs::{
     AppDef, AppState, DescribeAppResponse, ListAppResponse, ReplicaStatus, Stream, NONE,
@@ -571,13 +571,8 @@ impl Backend for LocalCwdScheduler {
         .await
     }
 
-    async fn log_iter(
-        &self,
-        app_id: &str,
-        role: &str,
-        k: u32,
-        query: &LogQuery,
-    ) -> Result<Box<dyn LogLines>> {
+    async fn log_iter(&self, replica: Replica<'_>, query: &LogQuery) -> Result<Box<dyn LogLines>> {
+        let Replica { app_id, role, k } = replica;
         let (id, role_name) = (app_id.to_string(), role.to_string());
         // One row, not all of them: a foreground run follows every replica's log.
         let (replica, replicas) = off_executor(self, move |s| {

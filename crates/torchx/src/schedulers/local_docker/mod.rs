@@ -31,8 +31,8 @@ pub use state::{app_state, container_state};
 
 use crate::error::{Error, Result};
 use crate::scheduler::{
-    Backend, Capabilities, DryRunContext, DryRunInfo, LineBuffer, LogLines, LogQuery, Scheduler,
-    WorkspaceSupport,
+    Backend, Capabilities, DryRunContext, DryRunInfo, LineBuffer, LogLines, LogQuery, Replica,
+    Scheduler, WorkspaceSupport,
 };
 use crate::specs::{AppDef, AppState, DescribeAppResponse, ListAppResponse, ReplicaStatus, Stream};
 
@@ -451,13 +451,8 @@ impl Backend for LocalDockerScheduler {
         Ok(())
     }
 
-    async fn log_iter(
-        &self,
-        app_id: &str,
-        role: &str,
-        k: u32,
-        query: &LogQuery,
-    ) -> Result<Box<dyn LogLines>> {
+    async fn log_iter(&self, replica: Replica<'_>, query: &LogQuery) -> Result<Box<dyn LogLines>> {
+        let Replica { app_id, role, k } = replica;
         let found = self.find(Some(app_id)).await?;
         if found.is_empty() {
             return Err(Error::not_found(

@@ -31,7 +31,7 @@ pub use state::{
 use crate::error::{Error, ErrorKind, Result};
 use crate::scheduler::{
     Backend, Capabilities, DryRunContext, DryRunInfo, Follow, FollowedFile, LogLines, LogQuery,
-    Scheduler, Step, Take, WorkspaceSupport,
+    Replica, Scheduler, Step, Take, WorkspaceSupport,
 };
 use crate::schedulers::command::{self, Output};
 use crate::schedulers::probe_cache::{on_path, stamp, ProbeCache};
@@ -435,13 +435,8 @@ impl Backend for SlurmScheduler {
         off_executor(self, move |s| s.cancel_now(&app_id)).await
     }
 
-    async fn log_iter(
-        &self,
-        app_id: &str,
-        role: &str,
-        k: u32,
-        query: &LogQuery,
-    ) -> Result<Box<dyn LogLines>> {
+    async fn log_iter(&self, replica: Replica<'_>, query: &LogQuery) -> Result<Box<dyn LogLines>> {
+        let Replica { app_id, role, k } = replica;
         let (app_id, role, query) = (app_id.to_string(), role.to_string(), query.clone());
         off_executor(self, move |s| s.log_lines_now(&app_id, &role, k, &query)).await
     }
