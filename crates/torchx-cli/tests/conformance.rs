@@ -1,6 +1,7 @@
-//! The shared scheduler conformance suite (`torchx::testing`), run against every scheduler this
-//! machine can run for real. local_cwd runs everywhere; engine-backed schedulers join here when
-//! their engines are up (see .ci/run).
+//! The shared scheduler conformance suite (`torchx::testing`) for local_cwd, which runs
+//! everywhere. Every other scheduler runs it in its own test file, against its engine, emulator
+//! or fake (`slurm.rs`, `local_docker.rs`, `kubernetes.rs`, ...; the plugins in
+//! `scheduler_plugins.rs`).
 
 use std::path::PathBuf;
 use std::sync::Arc;
