@@ -150,25 +150,28 @@ impl Suite<'_> {
         }
     }
 
-    fn dryrun_is_deterministic(&self) {
-        let check = "dryrun_is_deterministic";
+    /// `app`'s request in both forms, text and JSON (a plugin's text may summarise its JSON),
+    /// rendered with a fixed context.
+    fn request_of(&self, check: &str, what: &str, app: &AppDef) -> String {
         let sched = self
             .runner
             .scheduler(self.scheduler)
             .unwrap_or_else(|e| self.fail(check, e));
-        let app = self.app("det", "echo hi");
         let cfg = sched
             .run_opts()
             .resolve(&self.opts.cfg)
             .unwrap_or_else(|e| self.fail(check, e));
         let ctx = crate::scheduler::DryRunContext::new("s", "fixed", "/work");
-        let render = || {
-            sched
-                .submit_dryrun(&app, &cfg, &ctx)
-                .unwrap_or_else(|e| self.fail(check, e))
-                .render()
-        };
-        if render() != render() {
+        let request = sched
+            .submit_dryrun(app, &cfg, &ctx)
+            .unwrap_or_else(|e| self.fail(check, format!("{what}: {e}")));
+        format!("{}\n{}", request.render(), request.to_json())
+    }
+
+    fn dryrun_is_deterministic(&self) {
+        let check = "dryrun_is_deterministic";
+        let app = self.app("det", "echo hi");
+        if self.request_of(check, "a dry run", &app) != self.request_of(check, "a dry run", &app) {
             self.fail(check, "two dry runs of the same inputs differ");
         }
     }
@@ -179,22 +182,7 @@ impl Suite<'_> {
     /// servers); elsewhere the checks that run apps follow.
     fn claims_reach_the_request(&self) {
         let check = "claims_reach_the_request";
-        let sched = self
-            .runner
-            .scheduler(self.scheduler)
-            .unwrap_or_else(|e| self.fail(check, e));
-        let cfg = sched
-            .run_opts()
-            .resolve(&self.opts.cfg)
-            .unwrap_or_else(|e| self.fail(check, e));
-        let ctx = crate::scheduler::DryRunContext::new("s", "fixed", "/work");
-        // Both forms: a plugin's rendered text may be a summary of its JSON request.
-        let render = |what: &str, app: &AppDef| {
-            let request = sched
-                .submit_dryrun(app, &cfg, &ctx)
-                .unwrap_or_else(|e| self.fail(check, format!("{what}: {e}")));
-            format!("{}\n{}", request.render(), request.to_json())
-        };
+        let render = |what: &str, app: &AppDef| self.request_of(check, what, app);
         let plain = self.app("claims", "echo hi");
         let base = render("the plain app", &plain);
         let mut variants = Vec::new();
