@@ -1,0 +1,51 @@
+"""Small TorchX modules that custom schedulers, components and scripts import:
+``torchx.version``, ``torchx.util.strings``, ``torchx.schedulers.devices`` and
+``python -m torchx.cli.main``."""
+
+import subprocess
+import sys
+
+import pytest
+
+from torchx.specs.api import DeviceMount
+from torchx.specs.named_resources_aws import EFA_DEVICE, NEURON_DEVICE
+
+
+def test_version_names_the_default_image() -> None:
+    import torchx
+    from torchx.version import TORCHX_IMAGE, __version__
+
+    assert TORCHX_IMAGE == "ghcr.io/pytorch/torchx:0.7.0"
+    assert __version__ == torchx.__version__
+
+
+def test_normalize_str_keeps_what_kubernetes_accepts() -> None:
+    from torchx.util.strings import normalize_str
+
+    assert normalize_str("-My_App.v2-x") == "myappv2-x"
+    assert normalize_str("--a") == "-a"
+    assert normalize_str("ok-123") == "ok-123"
+
+
+def test_device_mounts_of_named_devices() -> None:
+    from torchx.schedulers.devices import get_device_mounts
+
+    assert get_device_mounts({EFA_DEVICE: 2, NEURON_DEVICE: 1}) == [
+        DeviceMount("/dev/infiniband/uverbs0", "/dev/infiniband/uverbs0"),
+        DeviceMount("/dev/infiniband/uverbs1", "/dev/infiniband/uverbs1"),
+        DeviceMount("/dev/neuron0", "/dev/neuron0"),
+    ]
+    with pytest.warns(UserWarning, match="Could not find named device: tpu"):
+        assert get_device_mounts({"tpu": 4}) == []
+
+
+def test_python_m_torchx_cli_main_is_the_cli() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "torchx.cli.main", "runopts", "local_cwd"],
+        capture_output=True,
+        text=True,
+    )
+    assert out.returncode == 0, out.stderr
+    assert "log_dir" in out.stdout
+    bad = subprocess.run([sys.executable, "-m", "torchx.cli.main", "status", "nope"], capture_output=True, text=True)
+    assert bad.returncode != 0 and "nope" in bad.stderr
