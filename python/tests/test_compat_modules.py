@@ -49,3 +49,60 @@ def test_python_m_torchx_cli_main_is_the_cli() -> None:
     assert "log_dir" in out.stdout
     bad = subprocess.run([sys.executable, "-m", "torchx.cli.main", "status", "nope"], capture_output=True, text=True)
     assert bad.returncode != 0 and "nope" in bad.stderr
+
+
+def test_entry_points_are_read_the_way_torchx_tests_patch_them() -> None:
+    from importlib.metadata import EntryPoint, EntryPoints
+    from unittest.mock import patch
+
+    from torchx.util.entrypoints import load, load_group
+
+    eps = EntryPoints(
+        [
+            EntryPoint("j", "json:dumps", "grp.a"),
+            EntryPoint("s", "shlex:quote", "grp.b"),
+        ]
+    )
+    with patch("torchx.util.entrypoints.metadata.entry_points", return_value=eps):
+        group = load_group("grp.a")
+        assert group is not None and list(group) == ["j"]
+        assert group["j"]([1]) == "[1]"
+        assert load("grp.b", "s")("a b") == "'a b'"
+        assert load_group("grp.none") is None
+
+
+def test_submit_builds_role0s_workspace_through_the_mixin() -> None:
+    from typing import Any, List, Mapping, Optional
+
+    from torchx.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler
+    from torchx.specs import AppDef, AppDryRunInfo, Role
+    from torchx.workspace import WorkspaceMixin
+
+    class Plain(Scheduler[None]):
+        def __init__(self) -> None:
+            super().__init__("plain", "s")
+
+        def _submit_dryrun(self, app: AppDef, cfg: Mapping[str, Any]) -> AppDryRunInfo[None]:
+            return AppDryRunInfo(None, str)
+
+        def schedule(self, dryrun_info: AppDryRunInfo[None]) -> str:
+            assert dryrun_info._app is not None
+            return dryrun_info._app.roles[0].image
+
+        def describe(self, app_id: str) -> Optional[DescribeAppResponse]:
+            return None
+
+        def list(self) -> List[ListAppResponse]:
+            return []
+
+        def _cancel_existing(self, app_id: str) -> None:
+            pass
+
+    class Building(Plain, WorkspaceMixin[None]):
+        def build_workspace_and_update_role(self, role: Role, workspace: str, cfg: Mapping[str, Any]) -> None:
+            role.image = f"built:{workspace}"
+
+    app = AppDef("a", [Role("r", "img", entrypoint="true")])
+    assert Building().submit(app, {}, workspace="/ws") == "built:/ws"
+    with pytest.raises(NotImplementedError, match="does not build workspaces"):
+        Plain().submit(AppDef("a", [Role("r", "img", entrypoint="true")]), {}, workspace="/ws")

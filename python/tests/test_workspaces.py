@@ -64,6 +64,15 @@ def test_local_cwd_takes_only_its_own_directory(tmp_path: Path) -> None:
             runner.dryrun(app, "local_cwd", workspace=str(tmp_path))
 
 
+def test_builtin_submit_takes_a_workspace_as_the_runner_does(tmp_path: Path) -> None:
+    from torchx.schedulers.local_scheduler import create_scheduler
+
+    app = specs.AppDef(name="ws", roles=[specs.Role(name="m", image="", entrypoint="true")])
+    sched = create_scheduler("test")
+    with pytest.raises(ValueError, match="runs jobs in the current directory"):
+        sched.submit(app, {}, workspace=str(tmp_path))
+
+
 def _docker_up() -> bool:
     ok = (
         subprocess.run(

@@ -105,6 +105,14 @@ class RustScheduler(Scheduler[Mapping[str, Any]]):
                 role.image, role.workspace = image, None
         return AppDryRunInfo(RustRequest(handle), repr)
 
+    def submit(self, app: AppDef, cfg: Mapping[str, Any], workspace: Optional[str] = None) -> str:
+        if workspace:
+            from torchx.specs import Workspace
+
+            # The core plans it in the dry run and builds it in schedule, as the Runner's.
+            app.roles[0].workspace = Workspace.from_str(workspace)
+        return self.schedule(self.submit_dryrun(app, cfg))
+
     def _submit_cwd(self, app: AppDef) -> Optional[str]:
         """The directory the job is submitted from (None: the current one)."""
         return None

@@ -89,12 +89,19 @@ class Scheduler(abc.ABC, Generic[T]):
         """Releases what the scheduler holds; must not raise, may be called twice."""
 
     def submit(self, app: AppDef, cfg: Mapping[str, Any], workspace: Optional[str] = None) -> str:
-        """Dry-runs and schedules ``app``; returns the app id."""
+        """Dry-runs and schedules ``app``; returns the app id. A ``workspace`` is built for
+        role[0] by the scheduler's ``WorkspaceMixin`` (mostly for tests: prefer the Runner)."""
+        resolved_cfg = self.run_opts().resolve(cfg)
         if workspace:
-            raise NotImplementedError(
-                f"{self.__class__.__qualname__}: workspaces are not supported here yet"
-            )
-        return self.schedule(self.submit_dryrun(app, cfg))
+            from torchx.workspace import WorkspaceMixin
+
+            if not isinstance(self, WorkspaceMixin):
+                raise NotImplementedError(
+                    f"{self.__class__.__qualname__} does not build workspaces (it is not a "
+                    "WorkspaceMixin)"
+                )
+            self.build_workspace_and_update_role(app.roles[0], workspace, resolved_cfg)
+        return self.schedule(self.submit_dryrun(app, resolved_cfg))
 
     @abc.abstractmethod
     def schedule(self, dryrun_info: AppDryRunInfo) -> str:

@@ -12,7 +12,8 @@ from typing import Any, Callable, Dict, Optional
 def _entry_points(group: str) -> Any:
     from importlib import metadata
 
-    return metadata.entry_points(group=group)
+    # As TorchX's (tests patch ``metadata.entry_points`` and select from what it returns).
+    return metadata.entry_points().select(group=group)
 
 
 def load(group: str, name: str, default: Any = None) -> Any:
@@ -46,3 +47,13 @@ def load_group(
     returns the module if the entry point names a module."""
     eps = {ep.name: _deferred(ep) for ep in _entry_points(group)}
     return eps or default
+
+
+def __getattr__(name: str) -> Any:
+    # TorchX's module imports ``importlib.metadata`` as ``metadata`` (tests patch
+    # ``torchx.util.entrypoints.metadata.entry_points``); here it loads on first use.
+    if name == "metadata":
+        from importlib import metadata
+
+        return metadata
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
