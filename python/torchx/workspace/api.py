@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 import abc
-from typing import Dict, Generic, List, Mapping, TypeVar
+import fnmatch
+import posixpath
+from typing import TYPE_CHECKING, Dict, Generic, Iterable, List, Mapping, Tuple, TypeVar
 
 from torchx.specs import AppDef, CfgVal, Role, runopts
 
+if TYPE_CHECKING:
+    from fsspec import AbstractFileSystem
+
 T = TypeVar("T")
+
+#: The ignore file of a workspace (``.dockerignore`` rules).
+TORCHX_IGNORE = ".torchxignore"
 
 
 class WorkspaceMixin(abc.ABC, Generic[T]):
@@ -70,3 +78,60 @@ class WorkspaceMixin(abc.ABC, Generic[T]):
     def push_images(self, images_to_push: T) -> None:
         """Pushes what ``dryrun_push_images`` returned."""
         raise NotImplementedError("push is not implemented")
+
+
+def _ignore(path: str, patterns: Iterable[str]) -> Tuple[int, bool]:
+    """(index of the last pattern matching ``path``, whether ``path`` is ignored): a pattern
+    ignores what it matches, a ``!pattern`` takes it back; the last match wins."""
+    last, ignored = -1, False
+    if path in (".", "Dockerfile.torchx"):
+        return last, ignored
+    path = posixpath.normpath(path)
+    for i, pattern in enumerate(patterns):
+        if pattern.startswith("!") and fnmatch.fnmatch(path, pattern[1:]):
+            last, ignored = i, False
+        elif fnmatch.fnmatch(path, pattern):
+            last, ignored = i, True
+    return last, ignored
+
+
+def walk_workspace(
+    fs: "AbstractFileSystem",
+    path: str,
+    ignore_name: str = TORCHX_IGNORE,
+) -> Iterable[Tuple[str, Iterable[str], Mapping[str, Mapping[str, object]]]]:
+    """``fs.walk(path)`` without what the workspace's ignore file (``.dockerignore`` rules)
+    excludes: ``(dir, subdirs, {file: info})`` per directory kept. Below a directory, only the
+    patterns after the last one that matched it apply (as TorchX's)."""
+    patterns: List[str] = []
+    ignore_file = posixpath.join(path, ignore_name)
+    if fs.exists(ignore_file):
+        with fs.open(ignore_file, "rt") as f:
+            for line in f.readlines():
+                line = line.partition("#")[0].strip()
+                if line and line != ".":
+                    patterns.append(line)
+
+    def rel(dir: str, name: str) -> str:
+        return posixpath.join(dir, name) if dir != "." else name
+
+    pending = [(0, path)]
+    while pending:
+        first, current = pending.pop()
+        active = patterns[first:]
+        for dir, dirs, files in fs.walk(current, detail=True, maxdepth=1):
+            relpath = posixpath.relpath(dir, path)
+            if _ignore(relpath, active)[1]:
+                continue
+            kept_dirs: List[str] = []
+            starts: List[int] = []
+            for d in dirs:
+                index, ignored = _ignore(posixpath.join(relpath, d), active)
+                if not ignored:
+                    kept_dirs.append(d)
+                    starts.append(first + index + 1)
+            kept_files = {
+                name: info for name, info in files.items() if not _ignore(rel(relpath, name), active)[1]
+            }
+            yield dir, kept_dirs, kept_files
+            pending.extend((start, posixpath.join(dir, d)) for start, d in zip(starts, kept_dirs))
