@@ -285,9 +285,11 @@ impl SlurmScheduler {
                     let c = parse_squeue(&text, job_id)?;
                     // A job cancelled just after its step launched stays COMPLETING in squeue
                     // for Slurm's own wait (over a minute); accounting already has its end.
+                    // Only a cancel: a failed attempt may be requeueing itself (max_retries),
+                    // and its accounted FAILED is not the job's end.
                     if c.iter().any(|x| x.slurm_state == "COMPLETING") {
                         if let Some(ended) = self.accounted(job_id) {
-                            if ended.iter().all(|x| x.state.is_terminal()) {
+                            if ended.iter().all(|x| x.state == AppState::Cancelled) {
                                 return Ok(ended);
                             }
                         }
