@@ -416,53 +416,35 @@ type Recorded = std::sync::Arc<std::sync::Mutex<Vec<(String, serde_json::Value)>
 fn recording_batch_endpoint() -> (std::net::SocketAddr, Recorded) {
     use http_body_util::{BodyExt, Full};
     use hyper::body::Bytes;
-    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.set_nonblocking(true).unwrap();
-    let addr = listener.local_addr().unwrap();
+    let seen: Recorded = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let recorded = std::sync::Arc::clone(&seen);
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async move {
-            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
-            while let Ok((conn, _)) = listener.accept().await {
-                let recorded = std::sync::Arc::clone(&recorded);
-                tokio::spawn(async move {
-                    let service = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
-                        let recorded = std::sync::Arc::clone(&recorded);
-                        async move {
-                            let path = req.uri().path().to_string();
-                            let body = req.into_body().collect().await?.to_bytes();
-                            let body: serde_json::Value =
-                                serde_json::from_slice(&body).unwrap_or_default();
-                            let answer = match path.as_str() {
-                                "/v1/registerjobdefinition" => serde_json::json!({
-                                    "jobDefinitionName": body["jobDefinitionName"],
-                                    "jobDefinitionArn": "arn:aws:batch:us-east-1:123456789012:job-definition/x:1",
-                                    "revision": 1
-                                }),
-                                "/v1/submitjob" => serde_json::json!({
-                                    "jobName": body["jobName"],
-                                    "jobId": "00000000-0000-0000-0000-000000000000",
-                                    "jobArn": "arn:aws:batch:us-east-1:123456789012:job/0"
-                                }),
-                                _ => serde_json::json!({}),
-                            };
-                            recorded.lock().unwrap().push((path, body));
-                            Ok::<_, hyper::Error>(hyper::Response::new(Full::new(Bytes::from(
-                                answer.to_string(),
-                            ))))
-                        }
-                    });
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(hyper_util::rt::TokioIo::new(conn), service)
-                        .await;
-                });
-            }
-        });
+    let addr = support::serve_http(move |req: hyper::Request<hyper::body::Incoming>| {
+        let recorded = std::sync::Arc::clone(&recorded);
+        async move {
+            let path = req.uri().path().to_string();
+            let body = match req.into_body().collect().await {
+                Ok(b) => b.to_bytes(),
+                Err(_) => Bytes::new(),
+            };
+            let body: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+            let answer = match path.as_str() {
+                "/v1/registerjobdefinition" => serde_json::json!({
+                    "jobDefinitionName": body["jobDefinitionName"],
+                    "jobDefinitionArn": "arn:aws:batch:us-east-1:123456789012:job-definition/x:1",
+                    "revision": 1
+                }),
+                "/v1/submitjob" => serde_json::json!({
+                    "jobName": body["jobName"],
+                    "jobId": "00000000-0000-0000-0000-000000000000",
+                    "jobArn": "arn:aws:batch:us-east-1:123456789012:job/0"
+                }),
+                _ => serde_json::json!({}),
+            };
+            recorded.lock().unwrap().push((path, body));
+            Ok::<_, std::convert::Infallible>(hyper::Response::new(Full::new(Bytes::from(
+                answer.to_string(),
+            ))))
+        }
     });
     (addr, seen)
 }

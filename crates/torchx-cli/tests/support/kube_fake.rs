@@ -615,32 +615,8 @@ impl FakeKube {
     /// namespace is `namespace`.
     pub fn start(namespace: &str) -> FakeKube {
         let store = Arc::new(Mutex::new(Store::default()));
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        listener.set_nonblocking(true).unwrap();
-        let addr = listener.local_addr().unwrap();
         let served = Arc::clone(&store);
-        std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            rt.block_on(async move {
-                let listener = tokio::net::TcpListener::from_std(listener).unwrap();
-                loop {
-                    let Ok((conn, _)) = listener.accept().await else {
-                        continue;
-                    };
-                    let store = Arc::clone(&served);
-                    tokio::spawn(async move {
-                        let service =
-                            hyper::service::service_fn(move |req| handle(Arc::clone(&store), req));
-                        let _ = hyper::server::conn::http1::Builder::new()
-                            .serve_connection(hyper_util::rt::TokioIo::new(conn), service)
-                            .await;
-                    });
-                }
-            });
-        });
+        let addr = super::serve_http(move |req| handle(Arc::clone(&served), req));
         let dir = tempfile::tempdir().unwrap();
         let kubeconfig = dir.path().join("kubeconfig");
         std::fs::write(

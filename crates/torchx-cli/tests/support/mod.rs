@@ -485,3 +485,41 @@ pub fn workspace_push_roundtrip(
         auth: (auth_handle, auth_image),
     }
 }
+
+/// Serves HTTP/1 on a loopback port from a thread of its own (its own runtime, so any test
+/// can use it), answering every request with `handler`; returns the address.
+pub fn serve_http<H, F, B>(handler: H) -> std::net::SocketAddr
+where
+    H: Fn(hyper::Request<hyper::body::Incoming>) -> F + Clone + Send + 'static,
+    F: std::future::Future<Output = Result<hyper::Response<B>, std::convert::Infallible>>
+        + Send
+        + 'static,
+    B: hyper::body::Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+            loop {
+                let Ok((conn, _)) = listener.accept().await else {
+                    continue;
+                };
+                let service = hyper::service::service_fn(handler.clone());
+                tokio::spawn(async move {
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(hyper_util::rt::TokioIo::new(conn), service)
+                        .await;
+                });
+            }
+        });
+    });
+    addr
+}
