@@ -138,6 +138,15 @@ impl Suite<'_> {
             .unwrap_or_else(|e| self.fail(check, format!("schedule failed: {e}")))
     }
 
+    /// The status of an app the check submitted (it must still be known).
+    async fn status_of(&self, check: &str, handle: &str) -> crate::specs::AppStatus {
+        self.runner
+            .status(handle)
+            .await
+            .unwrap_or_else(|e| self.fail(check, e))
+            .unwrap_or_else(|| self.fail(check, format!("{handle} vanished")))
+    }
+
     async fn final_state(&self, check: &str, handle: &str) -> AppState {
         match self
             .runner
@@ -360,12 +369,7 @@ impl Suite<'_> {
             self.fail(check, format!("{h} ended {state}"));
         }
         if self.caps.describe_replicas {
-            let status = self
-                .runner
-                .status(&h)
-                .await
-                .unwrap_or_else(|e| self.fail(check, e))
-                .unwrap_or_else(|| self.fail(check, format!("{h} vanished")));
+            let status = self.status_of(check, &h).await;
             // A one-role scheduler may not know the role's name (the AWS emulator's SageMaker
             // returns no job environment): there, every replica reported is role main's.
             let multi = self.caps.multi_role;
@@ -444,12 +448,7 @@ impl Suite<'_> {
         if state != AppState::Failed {
             self.fail(check, format!("{h} ended {state}, expected FAILED"));
         }
-        let status = self
-            .runner
-            .status(&h)
-            .await
-            .unwrap_or_else(|e| self.fail(check, e))
-            .unwrap_or_else(|| self.fail(check, format!("{h} vanished")));
+        let status = self.status_of(check, &h).await;
         if status.num_restarts < 1 {
             self.fail(check, format!("{h} was not retried: {status:?}"));
         }
