@@ -72,13 +72,14 @@ def test_entry_points_are_read_the_way_torchx_tests_patch_them() -> None:
 
 
 def test_submit_builds_role0s_workspace_through_the_mixin() -> None:
-    from typing import Any, List, Mapping, Optional
+    from typing import Any, Mapping
 
-    from torchx.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler
+    from _inert import InertScheduler
+
     from torchx.specs import AppDef, AppDryRunInfo, Role
     from torchx.workspace import WorkspaceMixin
 
-    class Plain(Scheduler[None]):
+    class Plain(InertScheduler[None]):
         def __init__(self) -> None:
             super().__init__("plain", "s")
 
@@ -88,15 +89,6 @@ def test_submit_builds_role0s_workspace_through_the_mixin() -> None:
         def schedule(self, dryrun_info: AppDryRunInfo[None]) -> str:
             assert dryrun_info._app is not None
             return dryrun_info._app.roles[0].image
-
-        def describe(self, app_id: str) -> Optional[DescribeAppResponse]:
-            return None
-
-        def list(self) -> List[ListAppResponse]:
-            return []
-
-        def _cancel_existing(self, app_id: str) -> None:
-            pass
 
     class Building(Plain, WorkspaceMixin[None]):
         def build_workspace_and_update_role(self, role: Role, workspace: str, cfg: Mapping[str, Any]) -> None:

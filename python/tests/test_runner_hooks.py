@@ -4,12 +4,12 @@
 import logging
 import os
 from pathlib import Path
-from typing import Any, List, Mapping, Optional
+from typing import Any, List, Mapping
 
 import pytest
+from _inert import InertScheduler
 
 from torchx.runner import Runner, get_runner
-from torchx.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler
 from torchx.schedulers.local_scheduler import LocalDirectoryImageProvider, create_scheduler
 from torchx.specs import AppDef, AppDryRunInfo, AppState, CfgVal, Resource, Role
 from torchx.test.fixtures import TestWithTmpDir
@@ -78,7 +78,7 @@ def test_trackers_from_torchxconfig(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert role.env["TORCHX_JOB_ID"] == "local_cwd://torchx/${app_id}"
 
 
-class _ImageBuilder(WorkspaceMixin[None], Scheduler[AppDef]):
+class _ImageBuilder(WorkspaceMixin[None], InertScheduler[AppDef]):
     def __init__(self, session_name: str, **_: Any) -> None:
         super().__init__("builder", session_name)
         self.built: List[str] = []
@@ -94,15 +94,6 @@ class _ImageBuilder(WorkspaceMixin[None], Scheduler[AppDef]):
 
     def schedule(self, dryrun_info: AppDryRunInfo) -> str:
         return "id"
-
-    def describe(self, app_id: str) -> Optional[DescribeAppResponse]:
-        return None
-
-    def list(self) -> List[ListAppResponse]:
-        return []
-
-    def _cancel_existing(self, app_id: str) -> None:
-        pass
 
 
 def test_workspace_is_built_for_role0_by_a_workspace_scheduler() -> None:

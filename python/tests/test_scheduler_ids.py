@@ -2,12 +2,12 @@
 makes of a Python scheduler: its pinned ids and its capabilities."""
 
 import re
-from typing import Any, List, Mapping, Optional
+from typing import Any, List, Mapping
 
 import pytest
+from _inert import InertScheduler
 
 from torchx.cli import _scheduler_host as host
-from torchx.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler
 from torchx.schedulers.ids import get_len_random_id, make_unique, pinned, random_id
 from torchx.specs import AppDef, AppDryRunInfo, Resource, Role
 
@@ -31,7 +31,7 @@ def test_a_pinned_id_is_used_within_its_block_only() -> None:
         assert make_unique("app") != make_unique("app")
 
 
-class _Minimal(Scheduler[str]):
+class _Minimal(InertScheduler[str]):
     def __init__(self) -> None:
         super().__init__("minimal", "s")
 
@@ -40,15 +40,6 @@ class _Minimal(Scheduler[str]):
 
     def schedule(self, dryrun_info: AppDryRunInfo[str]) -> str:
         return dryrun_info.request
-
-    def describe(self, app_id: str) -> Optional[DescribeAppResponse]:
-        return None
-
-    def list(self) -> List[ListAppResponse]:
-        return []
-
-    def _cancel_existing(self, app_id: str) -> None:
-        pass
 
 
 def test_the_host_claims_what_the_scheduler_does_not_disclaim() -> None:
