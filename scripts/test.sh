@@ -25,9 +25,10 @@ if [ ! -x "$venv/bin/python" ] && ! "$python" -m venv "$venv"; then
 fi
 if [ "$python_status" -eq 0 ]; then
     # Both distributions: the package and the native `torchx` command it requires; and the
-    # example plugin package (one plugin per entry-point group) the plugin tests drive.
+    # example plugin packages the plugin tests drive: one plugin per entry-point group, and
+    # TorchX 0.8's namespace-package shape (torchx_plugins.*).
     "$venv/bin/python" -m pip install -q --disable-pip-version-check ./crates/torchx-cli ".[test]" \
-        ./examples/python-plugin
+        ./examples/python-plugin ./examples/namespace-plugin
     python_status=$?
 fi
 if [ "$python_status" -eq 0 ]; then

@@ -10,6 +10,7 @@ from typing import Iterator
 import pytest
 
 import torchx.specs as specs
+from torchx.plugins import registry
 from torchx.runner import get_runner
 from torchx.schedulers import get_default_scheduler_name, get_scheduler_factories
 from torchx.tracker.api import build_trackers
@@ -88,7 +89,9 @@ def plugin_dist(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Pat
     """))
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.delitem(specs.__dict__, "_named_resource_factories", raising=False)
+    registry.cache_clear()
     yield tmp_path
+    registry.cache_clear()
     specs.__dict__.pop("_named_resource_factories", None)
     for name in [m for m in sys.modules if m.startswith("my_plugins")]:
         del sys.modules[name]

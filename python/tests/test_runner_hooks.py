@@ -108,9 +108,15 @@ def test_workspace_is_built_for_role0_by_a_workspace_scheduler() -> None:
         runner2.dryrun(AppDef("a", roles=[Role("r", "img", entrypoint="x", resource=SMALL)]), "kubernetes", workspace=".")
 
 
-def test_usage_events_are_logged(caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.DEBUG, logger="torchx.runner.events"):
-        Runner("e", {"builder": _ImageBuilder}).dryrun(
-            AppDef("a", roles=[Role("r", "img", entrypoint="x", resource=SMALL)]), "builder", cfg={"k": "v"}
-        )
-    assert any('"api": "dryrun"' in r.getMessage() and '"scheduler": "builder"' in r.getMessage() for r in caplog.records)
+def test_usage_events_are_recorded(monkeypatch: pytest.MonkeyPatch) -> None:
+    recorded: List[Any] = []
+    monkeypatch.setattr("torchx.runner.events.record", recorded.append)
+    Runner("e", {"builder": _ImageBuilder}).dryrun(
+        AppDef("a", roles=[Role("r", "img", entrypoint="x", resource=SMALL)]), "builder", cfg={"k": "v"}
+    )
+    (event,) = [e for e in recorded if e.api == "dryrun"]
+    assert event.scheduler == "builder" and event.session and event.wall_time_usec is not None
+    # The default destination drops events; "console" would print them.
+    from torchx.runner.events import TorchxEvent, record
+
+    record(TorchxEvent(session="s", scheduler="x", api="y"))

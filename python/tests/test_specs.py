@@ -66,6 +66,7 @@ def test_dataclass_behaviour() -> None:
         "memMB": 8192,
         "capabilities": {},
         "devices": {},
+        "tags": {},
     }
     assert d["roles"][0]["retry_policy"] == RetryPolicy.APPLICATION
     clone = copy.deepcopy(app)

@@ -27,6 +27,8 @@ def _evaluate(request: Dict[str, Any]) -> Dict[str, Any]:
 
     if request.get("action") == "named_resource":
         return _named_resource(request["name"])
+    if request.get("action") == "plugin_names":
+        return _plugin_names(request["group"])
     if request.get("action") == "tracker":
         return _tracker(request)
     if request.get("action") == "list" or not request.get("path"):
@@ -124,6 +126,22 @@ def _tracker(request: Dict[str, Any]) -> Dict[str, Any]:
 
 def _source(s: Any) -> Dict[str, Any]:
     return {"source_run_id": s.source_run_id, "artifact_name": s.artifact_name}
+
+
+def _plugin_names(group: str) -> Dict[str, Any]:
+    """The names ``torchx.plugins.registry()`` finds for ``group`` (schedulers: less the
+    builtins' names, which plugins cannot take). Discovery errors go to stderr as warnings."""
+    import logging
+
+    from torchx import plugins
+
+    logging.basicConfig(format="torchx: %(message)s")
+    found = plugins.registry().get(plugins.PluginType(group))
+    if group == plugins.PluginType.SCHEDULER.value:
+        from torchx.schedulers import DEFAULT_SCHEDULER_MODULES, without_builtins
+
+        found = without_builtins(found, DEFAULT_SCHEDULER_MODULES, "scheduler")
+    return {"names": sorted(found)}
 
 
 def _named_resource(name: str) -> Dict[str, Any]:

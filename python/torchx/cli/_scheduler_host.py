@@ -1,12 +1,13 @@
-"""Hosts a Python ``Scheduler`` of the ``torchx.schedulers`` entry points for the native CLI,
-over the scheduler-plugin protocol (docs/scheduler-plugins.md, version 1): the CLI starts
-``python -c "... main()" <name>`` once per operation, writes one JSON request on stdin and reads
-JSON lines from stdout. Whatever the scheduler prints goes to stderr."""
+"""Hosts a Python scheduler plugin (``torchx_plugins.schedulers`` or a ``torchx.schedulers``
+entry point) for the native CLI, over the scheduler-plugin protocol (docs/scheduler-plugins.md,
+version 1) in a session: the CLI starts ``python -c "... main()" <name> [<module:attr>]`` once
+per command and the one scheduler object serves every operation. Requests come as JSON lines
+on stdin and answers go as JSON lines to stdout, each carrying its request's ``id``. Whatever
+the scheduler prints goes to stderr."""
 
 from __future__ import annotations
 
 import base64
-import contextlib
 import json
 import pickle
 import sys
@@ -178,9 +179,10 @@ def _answer(sched: Any, request: Dict[str, Any], emit: Any) -> Any:
 
 
 def _factory(name: str, target: Optional[str]) -> Any:
-    """``create_scheduler`` of entry point ``name``: ``target`` (``module:attr``, as the CLI read
-    it from ``entry_points.txt``) is imported directly; without it the entry points are
-    scanned."""
+    """``create_scheduler`` of plugin ``name``: ``target`` (``module:attr``, the entry point the
+    CLI read from ``entry_points.txt``) is imported directly. Without one the CLI found no entry
+    point by that name, so only the ``torchx_plugins.schedulers`` namespace is scanned (which
+    spares ``importlib.metadata``'s scan of every installed distribution)."""
     if target:
         from torchx.util.modules import load_module
 
@@ -188,35 +190,26 @@ def _factory(name: str, target: Optional[str]) -> Any:
         if factory is None:
             raise ImportError(f"`{target}` names nothing")
         return factory
-    from torchx.schedulers import get_scheduler_factories
+    from torchx.plugins._registry import PluginRegistry, PluginSource, PluginType, sources_from_env
+    from torchx.schedulers import DEFAULT_SCHEDULER_MODULES, without_builtins
 
-    factories = get_scheduler_factories()
-    if name not in factories:
-        raise _Failure("not_found", f"no `{name}` in the torchx.schedulers entry points")
-    return factories[name]
+    found = PluginRegistry(plugin_sources=sources_from_env() & PluginSource.NAMESPACE_PKG)
+    factories = without_builtins(found.get(PluginType.SCHEDULER), DEFAULT_SCHEDULER_MODULES, "scheduler")
+    if name in factories:
+        return factories[name]
+    if found.errors:
+        # It may be in one of these: name them rather than calling the scheduler unknown.
+        failures = "; ".join(f"`{e.module}`: {e.error}" for e in found.errors)
+        raise _Failure(
+            "backend", f"no scheduler plugin `{name}` is registered; plugins failed: {failures}"
+        )
+    raise _Failure("not_found", f"no scheduler plugin `{name}` is registered")
 
 
-def main() -> int:
-    name = sys.argv[1]
-    real_stdout = sys.stdout
-
-    def emit(message: Dict[str, Any]) -> None:
-        real_stdout.write(json.dumps({"protocol": PROTOCOL, **message}) + "\n")
-        real_stdout.flush()
-
+def _serve(request: Dict[str, Any], scheduler: Any, emit: Any) -> None:
+    """Answers one request with ``emit`` (errors as the protocol's error messages)."""
     try:
-        request = json.loads(sys.stdin.readline())
-        with contextlib.redirect_stdout(sys.stderr):
-            try:
-                create = _factory(name, sys.argv[2] if len(sys.argv) > 2 else None)
-                sched = create(session_name=request.get("context", {}).get("session_name", "torchx"))
-            except Exception as e:
-                raise _Failure(
-                    "backend",
-                    f"entry point `{name}` of torchx.schedulers cannot be loaded: {type(e).__name__}: {e}",
-                ) from e
-            result = _answer(sched, request, emit)
-        emit({"ok": result})
+        emit({"ok": _answer(scheduler(request), request, emit)})
     except _Failure as e:
         emit({"error": {"kind": e.kind, "message": str(e)}})
     except (ValueError, KeyError) as e:
@@ -225,6 +218,57 @@ def main() -> int:
         emit({"error": {"kind": "unsupported", "message": str(e) or "not supported"}})
     except Exception as e:
         emit({"error": {"kind": "backend", "message": f"{type(e).__name__}: {e}"}})
+
+
+def main() -> int:
+    """Serves the CLI's requests (one JSON object a line, each with an ``id`` that its answers
+    repeat) until stdin closes. Each request runs on its own thread, as TorchX's runner calls
+    a scheduler from several (a followed log and the status polls of ``torchx run``)."""
+    import threading
+
+    name = sys.argv[1]
+    target = sys.argv[2] if len(sys.argv) > 2 else None
+    real_stdout = sys.stdout
+    # What the scheduler prints goes to stderr: stdout is the protocol's.
+    sys.stdout = sys.stderr
+    write_lock = threading.Lock()
+    create_lock = threading.Lock()
+    created: List[Any] = []
+
+    def scheduler(request: Dict[str, Any]) -> Any:
+        with create_lock:
+            if not created:
+                try:
+                    create = _factory(name, target)
+                    session = (request.get("context") or {}).get("session_name", "torchx")
+                    created.append(create(session_name=session))
+                except _Failure:
+                    raise
+                except Exception as e:
+                    raise _Failure(
+                        "backend",
+                        f"scheduler plugin `{name}` cannot be loaded: {type(e).__name__}: {e}",
+                    ) from e
+            return created[0]
+
+    def answer(line: str) -> None:
+        try:
+            request = json.loads(line)
+        except ValueError:
+            return  # not a request: no id to answer
+        ident = request.get("id")
+
+        def emit(message: Dict[str, Any]) -> None:
+            text = json.dumps({"protocol": PROTOCOL, "id": ident, **message}) + "\n"
+            with write_lock:
+                real_stdout.write(text)
+                real_stdout.flush()
+
+        _serve(request, scheduler, emit)
+
+    for line in sys.stdin:
+        if line.strip():
+            threading.Thread(target=answer, args=(line,), daemon=True).start()
     return 0
 
 

@@ -16,13 +16,13 @@ from typing import Dict, Iterable, List, Optional, TextIO, Tuple
 from torchx.schedulers import get_scheduler_factories
 from torchx.schedulers.api import Scheduler
 from torchx.specs import CfgVal, get_type_name
+from torchx.settings import ENV_TORCHXCONFIG  # re-exported: 0.7.0 defined it here
 from torchx.specs.api import runopt
 
 log: logging.Logger = logging.getLogger(__name__)
 
 CONFIG_FILE = ".torchxconfig"
 CONFIG_PREFIX_DELIM = ":"
-ENV_TORCHXCONFIG = "TORCHXCONFIG"
 # Searched in order when no directories are given: $HOME, then the current directory (both
 # taken when searching, so a later chdir counts; replace the list to search elsewhere).
 DEFAULT_CONFIG_DIRS: List[str] = [str(Path.home()), str(Path.cwd())]

@@ -1,7 +1,8 @@
 """The schedulers: ``get_scheduler_factories()`` maps each name to its
-``create_scheduler(session_name, **kwargs)``: the builtins (the Rust core's), then the
-``torchx.schedulers`` entry points. Unlike TorchX, a plugin cannot replace or hide a
-builtin: one with a builtin's name is ignored with a warning."""
+``create_scheduler(session_name, **kwargs)``: the builtins (the Rust core's), then the scheduler
+plugins (``torchx_plugins.schedulers`` modules and the ``torchx.schedulers`` entry points).
+Unlike TorchX, a plugin cannot replace or hide a builtin: one with a builtin's name is ignored
+with a warning."""
 
 from __future__ import annotations
 
@@ -35,11 +36,12 @@ def _defer_load_scheduler(path: str) -> SchedulerFactory:
     return create
 
 
-def get_scheduler_factories() -> MutableMapping[str, SchedulerFactory]:
-    """Scheduler name → ``create_scheduler(session_name, **kwargs)``: builtins first, then
-    ``torchx.schedulers`` entry points with other names. The entry points are scanned only
-    when a name is not a builtin's or the names are listed."""
-    return _LazySchedulerFactories()
+def get_scheduler_factories(*, skip_defaults: bool = False) -> MutableMapping[str, SchedulerFactory]:
+    """Scheduler name → ``create_scheduler(session_name, **kwargs)``: the builtins first (none
+    with ``skip_defaults``), then the plugins of :func:`torchx.plugins.registry` with other
+    names. Plugins are discovered only when a name is not a builtin's or the names are
+    listed."""
+    return _LazySchedulerFactories({} if skip_defaults else _builtin_factories())
 
 
 def _builtin_factories() -> Dict[str, SchedulerFactory]:
@@ -47,29 +49,39 @@ def _builtin_factories() -> Dict[str, SchedulerFactory]:
 
 
 def _plugin_factories() -> Dict[str, SchedulerFactory]:
-    from torchx.util.entrypoints import load_group
+    from torchx import plugins
 
-    plugins: Dict[str, SchedulerFactory] = {}
-    for name, factory in (load_group("torchx.schedulers", default={}) or {}).items():
-        if name in DEFAULT_SCHEDULER_MODULES:
+    found = plugins.registry().get(plugins.PluginType.SCHEDULER)
+    return without_builtins(found, DEFAULT_SCHEDULER_MODULES, "scheduler")
+
+
+def without_builtins(
+    found: Mapping[str, Any], builtins: Any, kind: str
+) -> Dict[str, Any]:
+    """``found`` less the plugins named as a builtin, each dropped with a warning: a plugin adds
+    to the builtins and never replaces one."""
+    kept: Dict[str, Any] = {}
+    for name, factory in found.items():
+        if name in builtins:
             import warnings
 
             warnings.warn(
-                f"scheduler `{name}` of the `torchx.schedulers` entry points is ignored: a"
-                " builtin scheduler has that name",
-                stacklevel=2,
+                f"{kind} `{name}` of the plugins ({getattr(factory, '__module__', '?')}) is"
+                f" ignored: a builtin {kind} has that name (plugins add to the builtins, never"
+                " replace one)",
+                stacklevel=3,
             )
             continue
-        plugins[name] = factory
-    return plugins
+        kept[name] = factory
+    return kept
 
 
 class _LazySchedulerFactories(MutableMapping[str, SchedulerFactory]):
     """The factories as a mapping that reads the entry points on first need: a runner that
     uses builtins never pays for ``importlib.metadata``."""
 
-    def __init__(self) -> None:
-        self._builtins = _builtin_factories()
+    def __init__(self, builtins: Dict[str, SchedulerFactory]) -> None:
+        self._builtins = builtins
         self._all: Optional[Dict[str, SchedulerFactory]] = None
 
     def _loaded(self) -> Dict[str, SchedulerFactory]:

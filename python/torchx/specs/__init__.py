@@ -39,6 +39,8 @@ from torchx.specs.api import (
     runopt,
     runopts,
 )
+from torchx.specs.capabilities import CapabilityKey
+from torchx.specs.metadata_keys import NA, TORCHX_CONTEXT_NAME, app_metadata
 from torchx.specs._named_resources import (
     GiB,
     _NamedResourcesLibrary,
@@ -49,6 +51,10 @@ from torchx.specs._named_resources import (
 
 __all__ = [
     "ALL",
+    "NA",
+    "TORCHX_CONTEXT_NAME",
+    "CapabilityKey",
+    "app_metadata",
     "MISSING",
     "NONE",
     "NULL_RESOURCE",

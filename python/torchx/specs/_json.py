@@ -62,7 +62,14 @@ def _mount_from_json(m: Dict[str, Any]) -> Any:
 
 
 def resource_to_json(r: Resource) -> Dict[str, Any]:
-    return asdict(r)
+    # Tags are the Python side's metadata: no scheduler reads them.
+    return {
+        "cpu": r.cpu,
+        "gpu": r.gpu,
+        "memMB": r.memMB,
+        "capabilities": dict(r.capabilities),
+        "devices": dict(r.devices),
+    }
 
 
 def resource_from_json(r: Dict[str, Any]) -> Resource:

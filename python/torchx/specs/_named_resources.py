@@ -2,7 +2,8 @@
 
 The registered set is the builtin tables (from the Rust core, which the CLI uses too), then the
 module named by ``$TORCHX_CUSTOM_NAMED_RESOURCES`` (its ``NAMED_RESOURCES``), then the
-``torchx.named_resources`` entry points. It is loaded on first lookup. Unlike TorchX, a
+named-resource plugins (``torchx_plugins.named_resources`` modules and the
+``torchx.named_resources`` entry points). It is loaded on first lookup. Unlike TorchX, a
 registration cannot replace a builtin: the builtin is kept and a warning names the plugin.
 """
 
@@ -74,10 +75,10 @@ def _registered() -> Iterator[tuple[str, Mapping[str, ResourceFactory]]]:
 
         module = importlib.import_module(custom)
         yield f"$TORCHX_CUSTOM_NAMED_RESOURCES={custom}", getattr(module, "NAMED_RESOURCES", {})
-    from torchx.util.entrypoints import load_group
+    from torchx import plugins
 
-    plugins = load_group("torchx.named_resources", default={}) or {}
-    yield "the `torchx.named_resources` entry points", plugins
+    found = plugins.registry().get(plugins.PluginType.NAMED_RESOURCE)
+    yield "the named-resource plugins (torchx_plugins.named_resources, entry points)", found
 
 
 class _NamedResourcesLibrary:

@@ -35,6 +35,21 @@ class Resource:
     memMB: int
     capabilities: Dict[str, Any] = field(default_factory=dict)
     devices: Dict[str, int] = field(default_factory=dict)
+    # Metadata that no scheduler reads (0.8): e.g. the named resource that made it.
+    tags: Dict[str, object] = field(default_factory=dict)
+
+    def is_fractional(self) -> bool:
+        """Whether a registered named resource made this as a slice of a whole host."""
+        from torchx.plugins._registration import resource_tags
+
+        return bool(self.tags.get(resource_tags.IS_FRACTIONAL, False))
+
+    def get_resource_name(self) -> Optional[str]:
+        """The registered named resource that made this, if one did."""
+        from torchx.plugins._registration import resource_tags
+
+        name = self.tags.get(resource_tags.RESOURCE_NAME)
+        return None if name is None else str(name)
 
     @staticmethod
     def copy(original: "Resource", **capabilities: Any) -> "Resource":
@@ -46,7 +61,8 @@ class Resource:
             gpu=original.gpu,
             memMB=original.memMB,
             capabilities=merged,
-            devices=original.devices,
+            devices=dict(original.devices),
+            tags=dict(original.tags),
         )
 
 

@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Iterable, List, Mapping, Optional
 
+from torchx import plugins
 from torchx.util.entrypoints import load_group
 from torchx.util.modules import load_module
-
 
 
 def _logger() -> Any:
@@ -22,9 +22,12 @@ def _logger() -> Any:
 
     return logging.getLogger(__name__)
 
-ENV_TORCHX_TRACKERS = "TORCHX_TRACKERS"
-ENV_TORCHX_PARENT_RUN_ID = "TORCHX_PARENT_RUN_ID"
-ENV_TORCHX_JOB_ID = "TORCHX_JOB_ID"
+# Defined in torchx.settings (0.8); re-exported where 0.7.0 had them.
+from torchx.settings import (  # noqa: E402
+    ENV_TORCHX_JOB_ID,
+    ENV_TORCHX_PARENT_RUN_ID,
+    ENV_TORCHX_TRACKERS,
+)
 
 
 @dataclass
@@ -116,19 +119,24 @@ def _extract_tracker_name_and_config_from_environ() -> Mapping[str, Optional[str
 
 
 def build_trackers(factory_and_config: Mapping[str, Optional[str]]) -> Iterable[TrackerBase]:
-    """A tracker per ``name -> config``: ``name`` is a ``torchx.tracker`` entry point or a
-    module path (``pkg.mod:factory``); the factory is called with the config (or None). An
-    unknown name is skipped with a warning."""
-    factories = load_group("torchx.tracker") or {}
+    """A tracker per ``name -> config``: ``name`` is a tracker plugin
+    (``torchx_plugins.tracker`` or a ``torchx.tracker`` entry point) or a module path
+    (``pkg.mod:factory``); the factory is called with the config (or None). An unknown name is
+    skipped with a warning."""
+    found = plugins.registry()
+    factories = dict(found.get(plugins.PluginType.TRACKER))
+    if found.reads_entry_points():
+        # 0.7.0 read the entry points through this module's `load_group` (code patches it).
+        factories = {**(load_group("torchx.tracker") or {}), **factories}
     if not factories:
-        _logger().warning("No 'torchx.tracker' entry_points are defined.")
+        _logger().warning("no 'torchx.tracker' plugins registered")
     trackers = []
     for name, config in factory_and_config.items():
         factory = factories.get(name) or load_module(name)
-        if not factory:
+        if not factory or not callable(factory):
             _logger().warning(
-                "No tracker factory `%s` found in entry_points or modules."
-                " See https://pytorch.org/torchx/main/tracker.html",
+                "no tracker factory `%s` found in plugins or modules, see"
+                " https://pytorch.org/torchx/main/tracker.html",
                 name,
             )
             continue

@@ -22,8 +22,8 @@ use crate::specs::{AppDef, Resource};
 pub use builtins::{builtin_names, parse_nnodes, Nnodes, DEBUG_FLAGS};
 pub use file::{load_app_file, load_component_dir, load_file_component};
 pub use python::{
-    entry_point_components, entry_point_names, entry_points_declared, python_bridge,
-    python_scheduler_host, run_subcommand, PythonComponent, PythonOutcome,
+    entry_point_components, plugin_names, plugins_declared, python_bridge, python_scheduler_host,
+    run_subcommand, PythonComponent, PythonOutcome,
 };
 
 /// A parameter's type.
@@ -680,7 +680,7 @@ pub fn find_component_with(
         return Ok(ComponentRef::Component(c.clone()));
     }
     // Python plugins come after every builtin and registration, so they cannot shadow one.
-    if python::entry_points_declared("torchx.components") {
+    if python::plugins_declared("torchx.components") {
         return Ok(ComponentRef::Python(PythonComponent::entry_point(name)));
     }
     Err(Error::not_found(

@@ -189,17 +189,70 @@ fn component_entry_points() -> Value {
     )
 }
 
-/// Whether a distribution in the Python environment of `$TORCHX_PYTHON` or of the interpreter
-/// installed next to this binary declares entry points of `group`.
-pub fn entry_points_declared(group: &str) -> bool {
-    declares(&site_packages(), group)
+/// Whether the Python environment of `$TORCHX_PYTHON` or of the interpreter installed next to
+/// this binary has plugins of `group`: a distribution declaring entry points of it, or modules
+/// in its `torchx_plugins` namespace package (a directory check: nothing is imported).
+pub fn plugins_declared(group: &str) -> bool {
+    let dirs = site_packages();
+    declares(&dirs, group) || has_namespace_plugins(&dirs, group)
+}
+
+/// The `torchx_plugins.<kind>` namespace package of an entry-point group (TorchX 0.8's
+/// discovery channel): `torchx.schedulers` → `torchx_plugins/schedulers`.
+fn namespace_dir(group: &str) -> Option<PathBuf> {
+    // The plugin types of `torchx.plugins.PluginType`; components and CLI commands are
+    // still entry points only.
+    let kind = group.strip_prefix("torchx.")?;
+    ["schedulers", "named_resources", "tracker"]
+        .contains(&kind)
+        .then(|| Path::new("torchx_plugins").join(kind))
+}
+
+/// Whether a directory on the import path of these site-packages (they and the directories
+/// their `.pth` files add) holds a `torchx_plugins.<kind>` namespace package for `group`.
+fn has_namespace_plugins(site_dirs: &[PathBuf], group: &str) -> bool {
+    let Some(namespace) = namespace_dir(group).filter(|_| channels().namespace) else {
+        return false;
+    };
+    import_path(site_dirs)
+        .iter()
+        .any(|dir| dir.join(&namespace).is_dir())
+}
+
+/// `$PYTHONPATH`, the site-packages directories and the directories their `.pth` files list
+/// (editable installs; `import` lines are code, not directories, and are skipped).
+fn import_path(site_dirs: &[PathBuf]) -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = std::env::var_os("PYTHONPATH")
+        .map(|p| std::env::split_paths(&p).filter(|d| d.is_dir()).collect())
+        .unwrap_or_default();
+    dirs.extend(site_dirs.iter().cloned());
+    for site in site_dirs {
+        for entry in std::fs::read_dir(site).into_iter().flatten().flatten() {
+            if !entry.file_name().to_string_lossy().ends_with(".pth") {
+                continue;
+            }
+            let Ok(text) = std::fs::read_to_string(entry.path()) else {
+                continue;
+            };
+            for line in text.lines().map(str::trim) {
+                if line.is_empty() || line.starts_with('#') || line.starts_with("import") {
+                    continue;
+                }
+                let dir = site.join(line);
+                if dir.is_dir() && !dirs.contains(&dir) {
+                    dirs.push(dir);
+                }
+            }
+        }
+    }
+    dirs
 }
 
 /// A named resource of the Python plugins (`torchx.named_resources` entry points or
 /// `$TORCHX_CUSTOM_NAMED_RESOURCES`), when any are declared; `Ok(None)` otherwise.
 pub fn plugin_named_resource(name: &str) -> Result<Option<crate::specs::Resource>> {
     if std::env::var_os("TORCHX_CUSTOM_NAMED_RESOURCES").is_none()
-        && !entry_points_declared("torchx.named_resources")
+        && !plugins_declared("torchx.named_resources")
     {
         return Ok(None);
     }
@@ -247,9 +300,34 @@ fn declares(dirs: &[PathBuf], group: &str) -> bool {
     !declared_names(dirs, group).is_empty()
 }
 
+/// Which plugin channels `TORCHX_PLUGINS_SOURCE` turns on (as `torchx.plugins.registry()`
+/// reads it: 0 none, 1 namespace packages, 2 entry points, 3 both, the default). A value it
+/// refuses leaves both on here: the Python side reports it where a plugin is loaded.
+#[derive(Debug, Clone, Copy)]
+struct Channels {
+    namespace: bool,
+    entry_points: bool,
+}
+
+fn channels() -> Channels {
+    let bits = std::env::var("TORCHX_PLUGINS_SOURCE")
+        .ok()
+        .and_then(|v| v.trim().parse::<u8>().ok())
+        .filter(|v| *v <= 3)
+        .unwrap_or(3);
+    Channels {
+        namespace: bits & 1 != 0,
+        entry_points: bits & 2 != 0,
+    }
+}
+
 /// The entry points `(name, object reference)` of `group` declared by the distributions in
 /// `dirs` (read from their `entry_points.txt`, INI sections of `name = module:attr` lines).
+/// None for the plugin groups when `TORCHX_PLUGINS_SOURCE` turns entry points off.
 fn declared_entry_points(dirs: &[PathBuf], group: &str) -> Vec<(String, String)> {
+    if namespace_dir(group).is_some() && !channels().entry_points {
+        return Vec::new();
+    }
     let header = format!("[{group}]");
     let mut found: Vec<(String, String)> = Vec::new();
     for dir in dirs {
@@ -285,22 +363,72 @@ fn declared_names(dirs: &[PathBuf], group: &str) -> Vec<String> {
         .collect()
 }
 
-/// The names `group`'s entry points declare in the environments of the candidate interpreters.
-pub fn entry_point_names(group: &str) -> Vec<String> {
-    declared_names(&site_packages(), group)
+/// The names of `group`'s plugins (schedulers, trackers) in the environments of the candidate
+/// interpreters: read from `entry_points.txt` files, and, where a `torchx_plugins` namespace
+/// package of the group is installed, asked of that interpreter's `torchx.plugins.registry()`
+/// (its plugins' names are in their decorators). A registry that cannot be read is reported
+/// as a warning: commands that do not need the plugin keep working.
+pub fn plugin_names(group: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    for (python, _) in candidates() {
+        let dirs = site_packages_of(&python);
+        let found = if has_namespace_plugins(&dirs, group) {
+            match namespace_names(&python, group) {
+                Ok(found) => found,
+                Err(e) => {
+                    log::warn!("the {group} plugins of {}: {e}", python.display());
+                    declared_names(&dirs, group)
+                }
+            }
+        } else {
+            declared_names(&dirs, group)
+        };
+        for name in found {
+            if !names.contains(&name) {
+                names.push(name);
+            }
+        }
+    }
+    names
 }
 
-/// The interpreter and arguments that host scheduler `name` of the `torchx.schedulers` entry
-/// points over the scheduler-plugin protocol, if an environment declares it.
+/// The plugin names `torchx.plugins.registry()` of `python` finds for `group`.
+fn namespace_names(python: &Path, group: &str) -> Result<Vec<String>> {
+    let request = json!({"action": "plugin_names", "group": group}).to_string();
+    let answer = run_bridge(python, &request).map_err(|a| match a {
+        Attempt::Failed(e) => e,
+        Attempt::Unusable(why) => Error::backend("python", why),
+    })?;
+    Ok(answer["names"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|n| n.as_str().map(String::from))
+        .collect())
+}
+
+/// The interpreter and arguments that host Python scheduler `name` over the scheduler-plugin
+/// protocol: one of the `torchx.schedulers` entry points, or, where a `torchx_plugins.schedulers`
+/// namespace package is installed, whatever its registry finds by that name (the host says
+/// `not_found` if it finds nothing).
 pub fn python_scheduler_host(name: &str) -> Option<(PathBuf, Vec<String>)> {
+    const GROUP: &str = "torchx.schedulers";
+    let host = run_main("torchx.cli._scheduler_host");
     candidates().into_iter().find_map(|(python, _)| {
-        let (_, target) = declared_entry_points(&site_packages_of(&python), "torchx.schedulers")
+        let dirs = site_packages_of(&python);
+        let declared = declared_entry_points(&dirs, GROUP)
             .into_iter()
-            .find(|(n, _)| n == name)?;
-        // The entry point's target is passed along: the host imports it without scanning
-        // every installed distribution (importlib.metadata costs ~40 ms per process).
-        let host = run_main("torchx.cli._scheduler_host");
-        Some((python, vec!["-c".into(), host, name.into(), target]))
+            .find(|(n, _)| n == name);
+        let args = match declared {
+            // The entry point's target is passed along: the host imports it without scanning
+            // every installed distribution (importlib.metadata costs ~40 ms per process).
+            Some((_, target)) => vec!["-c".into(), host.clone(), name.into(), target],
+            None if has_namespace_plugins(&dirs, GROUP) => {
+                vec!["-c".into(), host.clone(), name.into()]
+            }
+            None => return None,
+        };
+        Some((python, args))
     })
 }
 

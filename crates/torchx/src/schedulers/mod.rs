@@ -89,7 +89,7 @@ struct Plugins;
 
 impl SchedulerSource for Plugins {
     fn names(&self) -> Vec<String> {
-        let python = crate::components::entry_point_names("torchx.schedulers");
+        let python = crate::components::plugin_names("torchx.schedulers");
         plugin::all()
             .into_iter()
             .map(|p| p.0)
@@ -123,8 +123,14 @@ impl SchedulerSource for Plugins {
         // A Python `Scheduler` of the `torchx.schedulers` entry points, hosted by its
         // interpreter over the same protocol.
         let (python, args) = crate::components::python_scheduler_host(name)?;
-        let connected = plugin::PluginScheduler::connect_with(name, &python, args);
-        Some(connected.map(|s| Arc::new(s) as Arc<dyn Scheduler>))
+        match plugin::PluginScheduler::connect_resident(name, &python, args) {
+            Ok(s) => Some(Ok(Arc::new(s) as Arc<dyn Scheduler>)),
+            // No namespace plugin has that name: the registry's unknown-scheduler error.
+            Err(Error::NotFound {
+                what: "scheduler", ..
+            }) => None,
+            Err(e) => Some(Err(e)),
+        }
     }
 
     fn hint(&self, name: &str) -> String {

@@ -19,7 +19,7 @@ pub struct PythonTracker {
 impl PythonTracker {
     /// The tracker `name` of the `torchx.tracker` entry points, if an environment declares it.
     pub fn find(name: &str, config: Option<&str>) -> Option<PythonTracker> {
-        crate::components::entry_point_names("torchx.tracker")
+        crate::components::plugin_names("torchx.tracker")
             .iter()
             .any(|n| n == name)
             .then(|| PythonTracker {

@@ -1,6 +1,6 @@
 //! Schedulers in other programs: an executable `torchx-scheduler-<name>` on PATH is scheduler
 //! `<name>`, spoken to through a small versioned JSON-over-stdio protocol, one process per
-//! operation (docs/scheduler-plugins.md is the reference; `protocol.rs` the wire format,
+//! operation (a Python scheduler's host instead serves every operation from one process) (docs/scheduler-plugins.md is the reference; `protocol.rs` the wire format,
 //! `process.rs` the I/O). Builtin schedulers always win over a plugin of the same name.
 //!
 //! `submit_dryrun` runs the plugin's `dryrun` operation, which the protocol requires to be pure
@@ -68,14 +68,17 @@ impl PluginScheduler {
     /// Starts `path` once to learn its description, capabilities and run options (a broken
     /// plugin fails here, with an error naming it).
     pub fn connect(name: &str, path: &Path) -> Result<PluginScheduler> {
-        Self::connect_with(name, path, Vec::new())
+        Self::connected(Program::new(name, path)?)
     }
 
-    /// [`connect`](Self::connect) to `path` started with `args` (e.g. a Python interpreter
-    /// hosting a `torchx.schedulers` entry point).
-    pub fn connect_with(name: &str, path: &Path, args: Vec<String>) -> Result<PluginScheduler> {
-        let mut program = Program::new(name, path)?;
-        program.args = args;
+    /// [`connect`](Self::connect) to a resident `path` started once with `args` (a Python
+    /// interpreter hosting a Python scheduler), which serves every operation of this scheduler.
+    pub fn connect_resident(name: &str, path: &Path, args: Vec<String>) -> Result<PluginScheduler> {
+        Self::connected(Program::new(name, path)?.resident(args))
+    }
+
+    fn connected(program: Program) -> Result<PluginScheduler> {
+        let name = program.scheduler.clone();
         let v = program.call("info", json!({ "scheduler": name }), None)?;
         let info = protocol::parse_info(&v).map_err(|w| program.fail("info", w))?;
         Ok(PluginScheduler { program, info })

@@ -1,11 +1,16 @@
-//! Running a plugin program once per operation: the request on stdin, answers read line by line
-//! on a thread so that every wait has a deadline (a hung plugin is killed, never waited on).
+//! Running a plugin program: once per operation (a `torchx-scheduler-<name>` program: the
+//! request on stdin, answers read line by line on a thread), or, for a Python scheduler, one
+//! resident host per scheduler object that serves every operation of the command: requests and
+//! answers carry an `id`, a thread routes each answer line to its call. Every wait has a
+//! deadline (a hung plugin is killed, never waited on).
 
+use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -31,6 +36,9 @@ pub struct Program {
     pub args: Vec<String>,
     /// The deadline of each answer.
     pub timeout: Duration,
+    /// One resident process serving every operation (the Python host), started on the first;
+    /// shared by the clones of this program. None: a process per operation.
+    resident: Option<Arc<Mutex<Option<Arc<Session>>>>>,
 }
 
 impl Program {
@@ -54,7 +62,29 @@ impl Program {
             path: path.to_path_buf(),
             args: Vec::new(),
             timeout,
+            resident: None,
         })
+    }
+
+    /// Serves every operation from one process started with `args` (a protocol session: each
+    /// request and answer carries an `id`).
+    pub fn resident(mut self, args: Vec<String>) -> Program {
+        self.args = args;
+        self.resident = Some(Arc::new(Mutex::new(None)));
+        self
+    }
+
+    /// The running session, started if there is none (or the last one died).
+    fn session(&self, slot: &Mutex<Option<Arc<Session>>>, op: &str) -> Result<Arc<Session>> {
+        let mut slot = slot
+            .lock()
+            .map_err(|_| self.fail(op, "its session lock was poisoned"))?;
+        if let Some(session) = slot.as_ref().filter(|s| s.alive()) {
+            return Ok(Arc::clone(session));
+        }
+        let session = Arc::new(Session::spawn(self, op)?);
+        *slot = Some(Arc::clone(&session));
+        Ok(session)
     }
 
     /// The error for `op` naming this plugin.
@@ -70,6 +100,10 @@ impl Program {
 
     /// Starts `op` with `body`.
     pub fn start(&self, op: &str, body: Value) -> Result<Call> {
+        if let Some(slot) = &self.resident {
+            let session = self.session(slot, op)?;
+            return session.call(self, op, body);
+        }
         // Its own process group, so that a hung plugin is killed with whatever it started.
         let mut child = Command::new(&self.path)
             .args(&self.args)
@@ -101,35 +135,14 @@ impl Program {
                 }
             });
         }
-        let stderr = Arc::new(Mutex::new(Vec::new()));
-        // Disconnects when the reader reaches the end of stderr.
-        let (stderr_open, stderr_closed) = mpsc::channel::<()>();
-        if let Some(err) = child.stderr.take() {
-            let sink = Arc::clone(&stderr);
-            let scheduler = self.scheduler.clone();
-            std::thread::spawn(move || {
-                let _open = stderr_open;
-                for line in BufReader::new(err)
-                    .lines()
-                    .map_while(std::result::Result::ok)
-                {
-                    log::info!("{scheduler} plugin: {line}");
-                    if let Ok(mut s) = sink.lock() {
-                        if s.len() == STDERR_TAIL {
-                            s.remove(0);
-                        }
-                        s.push(line);
-                    }
-                }
-            });
-        }
+        let (stderr, stderr_closed) = tail_stderr(&mut child, &self.scheduler);
         Ok(Call {
             program: self.clone(),
             op: op.to_string(),
-            child: Some(child),
+            child: Some(Owner::Process(child)),
             lines,
             stderr,
-            stderr_closed,
+            stderr_closed: Arc::new(Mutex::new(stderr_closed)),
         })
     }
 
@@ -148,21 +161,228 @@ impl Program {
     }
 }
 
+/// What answers a call: its own process, or a call id of a resident session.
+enum Owner {
+    Process(Child),
+    Session(Arc<Session>, u64),
+}
+
 /// One running operation.
 pub struct Call {
     program: Program,
     op: String,
-    child: Option<Child>,
+    /// None once the final answer was given (or the call failed).
+    child: Option<Owner>,
     lines: Receiver<String>,
     stderr: Arc<Mutex<Vec<String>>>,
-    stderr_closed: Receiver<()>,
+    stderr_closed: Arc<Mutex<Receiver<()>>>,
+}
+
+/// A resident plugin process: requests go to its stdin through a writer thread, answer lines
+/// are routed by their `id` to the calls waiting for them.
+struct Session {
+    child: Mutex<Option<Child>>,
+    requests: Mutex<Option<Sender<String>>>,
+    routes: Arc<Mutex<HashMap<u64, Sender<String>>>>,
+    next_id: AtomicU64,
+    stderr: Arc<Mutex<Vec<String>>>,
+    stderr_closed: Arc<Mutex<Receiver<()>>>,
+}
+
+impl Session {
+    fn spawn(program: &Program, op: &str) -> Result<Session> {
+        let mut child = Command::new(&program.path)
+            .args(&program.args)
+            .process_group(0)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| program.fail(op, format!("cannot start it: {e}")))?;
+        let (requests, pending) = mpsc::channel::<String>();
+        if let Some(mut stdin) = child.stdin.take() {
+            std::thread::spawn(move || {
+                // As in a one-shot call: a host that died must not kill us with SIGPIPE.
+                crate::sys::block_sigpipe();
+                for line in pending {
+                    if stdin.write_all(line.as_bytes()).is_err() || stdin.flush().is_err() {
+                        break;
+                    }
+                }
+                // Dropping stdin tells the host the session is over.
+            });
+        }
+        let routes: Arc<Mutex<HashMap<u64, Sender<String>>>> = Arc::default();
+        if let Some(out) = child.stdout.take() {
+            let routes = Arc::clone(&routes);
+            std::thread::spawn(move || {
+                for line in BufReader::new(out)
+                    .lines()
+                    .map_while(std::result::Result::ok)
+                {
+                    let id = serde_json::from_str::<Value>(&line)
+                        .ok()
+                        .and_then(|v| v.get("id").and_then(Value::as_u64));
+                    let route = id.and_then(|id| routes.lock().ok()?.get(&id).cloned());
+                    match route {
+                        Some(to) => drop(to.send(line)),
+                        None => log::debug!("plugin answer for no waiting call: {line}"),
+                    }
+                }
+                // The host is gone: every waiting call sees its channel close.
+                if let Ok(mut r) = routes.lock() {
+                    r.clear();
+                }
+            });
+        }
+        let (stderr, stderr_closed) = tail_stderr(&mut child, &program.scheduler);
+        Ok(Session {
+            child: Mutex::new(Some(child)),
+            requests: Mutex::new(Some(requests)),
+            routes,
+            next_id: AtomicU64::new(1),
+            stderr,
+            stderr_closed: Arc::new(Mutex::new(stderr_closed)),
+        })
+    }
+
+    fn alive(&self) -> bool {
+        match self.child.lock() {
+            Ok(mut c) => matches!(c.as_mut().map(Child::try_wait), Some(Ok(None))),
+            Err(_) => false,
+        }
+    }
+
+    fn call(self: &Arc<Self>, program: &Program, op: &str, body: Value) -> Result<Call> {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let mut request = protocol::request(op, body);
+        request["id"] = Value::from(id);
+        let (to, lines) = mpsc::channel();
+        self.routes
+            .lock()
+            .map_err(|_| program.fail(op, "its session routes were poisoned"))?
+            .insert(id, to);
+        let sent = self
+            .requests
+            .lock()
+            .ok()
+            .and_then(|r| r.as_ref()?.send(format!("{request}\n")).ok());
+        if sent.is_none() {
+            self.forget(id);
+            return Err(program.fail(op, "its session is closed"));
+        }
+        Ok(Call {
+            program: program.clone(),
+            op: op.to_string(),
+            child: Some(Owner::Session(Arc::clone(self), id)),
+            lines,
+            stderr: Arc::clone(&self.stderr),
+            stderr_closed: Arc::clone(&self.stderr_closed),
+        })
+    }
+
+    fn forget(&self, id: u64) {
+        if let Ok(mut r) = self.routes.lock() {
+            r.remove(&id);
+        }
+    }
+
+    /// How the host ended, if it did.
+    fn status(&self) -> String {
+        let Ok(mut child) = self.child.lock() else {
+            return "gone".into();
+        };
+        match child.as_mut().map(Child::try_wait) {
+            Some(Ok(Some(s))) => describe_status(s),
+            Some(Ok(None)) => "still running".into(),
+            _ => "gone".into(),
+        }
+    }
+
+    /// Kills the host and whatever it started (it hung or broke the protocol).
+    fn kill(&self) {
+        if let Some(child) = self.child.lock().ok().and_then(|mut c| c.take()) {
+            kill(child);
+        }
+    }
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session").finish_non_exhaustive()
+    }
+}
+
+impl Drop for Session {
+    /// The command is done with the scheduler: closing stdin ends the host, which is given a
+    /// moment to exit before it is stopped.
+    fn drop(&mut self) {
+        if let Ok(mut r) = self.requests.lock() {
+            r.take();
+        }
+        if let Some(child) = self.child.get_mut().ok().and_then(Option::take) {
+            exit_or_kill(child);
+        }
+    }
+}
+
+/// Lines of `child`'s stderr (the last [`STDERR_TAIL`]), read on a thread and logged; the
+/// receiver disconnects at its end.
+fn tail_stderr(child: &mut Child, scheduler: &str) -> (Arc<Mutex<Vec<String>>>, Receiver<()>) {
+    let stderr = Arc::new(Mutex::new(Vec::new()));
+    let (stderr_open, stderr_closed) = mpsc::channel::<()>();
+    if let Some(err) = child.stderr.take() {
+        let sink = Arc::clone(&stderr);
+        let scheduler = scheduler.to_string();
+        std::thread::spawn(move || {
+            let _open = stderr_open;
+            for line in BufReader::new(err)
+                .lines()
+                .map_while(std::result::Result::ok)
+            {
+                log::info!("{scheduler} plugin: {line}");
+                if let Ok(mut s) = sink.lock() {
+                    if s.len() == STDERR_TAIL {
+                        s.remove(0);
+                    }
+                    s.push(line);
+                }
+            }
+        });
+    }
+    (stderr, stderr_closed)
+}
+
+fn describe_status(s: std::process::ExitStatus) -> String {
+    match (s.code(), std::os::unix::process::ExitStatusExt::signal(&s)) {
+        (Some(c), _) => format!("exit code {c}"),
+        (None, Some(sig)) => format!("killed by signal {sig}"),
+        _ => s.to_string(),
+    }
+}
+
+/// Gives a plugin that has said everything a moment to exit, then stops it, on a thread (the
+/// caller does not wait; detached jobs it started live in their own sessions).
+fn exit_or_kill(mut child: Child) {
+    std::thread::spawn(move || {
+        let deadline = Instant::now() + Duration::from_millis(500);
+        while Instant::now() < deadline {
+            if matches!(child.try_wait(), Ok(Some(_))) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        kill(child);
+    });
 }
 
 impl Call {
     /// The last lines of a dead plugin's stderr.
     fn stderr_tail(&self) -> String {
         // Read to its end first (bounded: something the plugin started may hold it open).
-        let _ = self.stderr_closed.recv_timeout(Duration::from_secs(1));
+        if let Ok(closed) = self.stderr_closed.lock() {
+            let _ = closed.recv_timeout(Duration::from_secs(1));
+        }
         let lines = self.stderr.lock().map(|s| s.join("\n")).unwrap_or_default();
         if lines.trim().is_empty() {
             String::new()
@@ -247,36 +467,26 @@ impl Call {
     }
 
     fn reap(&mut self) -> String {
-        let Some(mut child) = self.child.take() else {
-            return "gone".into();
-        };
-        match child.wait() {
-            Ok(s) => match (s.code(), std::os::unix::process::ExitStatusExt::signal(&s)) {
-                (Some(c), _) => format!("exit code {c}"),
-                (None, Some(sig)) => format!("killed by signal {sig}"),
-                _ => s.to_string(),
+        match self.child.take() {
+            Some(Owner::Process(mut child)) => match child.wait() {
+                Ok(s) => describe_status(s),
+                Err(e) => e.to_string(),
             },
-            Err(e) => e.to_string(),
+            Some(Owner::Session(session, id)) => {
+                session.forget(id);
+                session.status()
+            }
+            None => "gone".into(),
         }
     }
 
-    /// After the final answer the plugin has nothing more to say: a thread gives it a moment to
-    /// exit, then stops it (detached jobs it started live in their own sessions). The caller
-    /// does not wait for that.
+    /// The final answer came: a process has nothing more to say; a session serves on.
     fn finish(&mut self) {
-        let Some(mut child) = self.child.take() else {
-            return;
-        };
-        std::thread::spawn(move || {
-            let deadline = Instant::now() + Duration::from_millis(500);
-            while Instant::now() < deadline {
-                if matches!(child.try_wait(), Ok(Some(_))) {
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(5));
-            }
-            kill(child);
-        });
+        match self.child.take() {
+            Some(Owner::Process(child)) => exit_or_kill(child),
+            Some(Owner::Session(session, id)) => session.forget(id),
+            None => {}
+        }
     }
 }
 
@@ -287,17 +497,26 @@ impl Call {
         self.program.fail(&self.op, what)
     }
 
-    /// Kills the plugin now (it hung or broke the protocol).
+    /// Kills the plugin now (it hung or broke the protocol): a resident host too, with every
+    /// call it was serving.
     fn abort(&mut self) {
-        if let Some(child) = self.child.take() {
-            kill(child);
+        match self.child.take() {
+            Some(Owner::Process(child)) => kill(child),
+            Some(Owner::Session(session, _)) => session.kill(),
+            None => {}
         }
     }
 }
 
 impl Drop for Call {
     fn drop(&mut self) {
-        self.abort();
+        match self.child.take() {
+            Some(Owner::Process(child)) => kill(child),
+            // A call given up early (a log stream no one reads any more): its answers are
+            // dropped; the host serves the other calls.
+            Some(Owner::Session(session, id)) => session.forget(id),
+            None => {}
+        }
     }
 }
 

@@ -96,6 +96,8 @@ pub fn parse_message(line: &str) -> Result<Message, String> {
 pub fn to_error(scheduler: &str, app_id: Option<&str>, kind: &str, message: String) -> Error {
     match (kind, app_id) {
         ("not_found", Some(id)) => Error::not_found("app", id, format!(": {message}")),
+        // Outside an app's operations: the host found no scheduler by that name.
+        ("not_found", None) => Error::not_found("scheduler", scheduler, format!(": {message}")),
         ("unsupported", _) => Error::unsupported(scheduler, message),
         ("invalid_argument", _) => Error::arg(format!("{scheduler}: {message}")),
         ("invalid_spec", _) => Error::spec(format!("{scheduler}: {message}")),

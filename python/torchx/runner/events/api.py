@@ -1,0 +1,61 @@
+"""The event each Runner API call records (TorchX's ``torchx.runner.events.api``)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from enum import Enum
+from typing import Dict, Optional, Union
+
+
+class SourceType(str, Enum):
+    UNKNOWN = "<unknown>"
+    INTERNAL = "INTERNAL"
+    EXTERNAL = "EXTERNAL"
+
+
+@dataclass
+class TorchxEvent:
+    """One Runner API call: its session, scheduler, api name, app, config, where it came from,
+    its CPU and wall time, and the exception it raised, if any."""
+
+    session: str
+    scheduler: str
+    api: str
+    app_id: Optional[str] = None
+    app_image: Optional[str] = None
+    app_metadata: Optional[Dict[str, str]] = None
+    runcfg: Optional[str] = None
+    raw_exception: Optional[str] = None
+    source: SourceType = SourceType.UNKNOWN
+    cpu_time_usec: Optional[int] = None
+    wall_time_usec: Optional[int] = None
+    start_epoch_time_usec: Optional[int] = None
+    workspace: Optional[str] = None
+    exception_type: Optional[str] = None
+    exception_message: Optional[str] = None
+    exception_source_location: Optional[str] = None
+
+    def __str__(self) -> str:
+        return self.serialize()
+
+    @staticmethod
+    def deserialize(data: Union[str, "TorchxEvent"]) -> "TorchxEvent":
+        """The event ``serialize`` wrote (an event is returned as it is); ``TypeError`` for
+        anything else. An unknown ``source`` is dropped (read as ``UNKNOWN``)."""
+        if isinstance(data, TorchxEvent):
+            return data
+        if not isinstance(data, str):
+            raise TypeError(
+                f"expected a serialized TorchxEvent (str) or a TorchxEvent, got {type(data).__name__}"
+            )
+        fields = json.loads(data)
+        if "source" in fields:
+            try:
+                fields["source"] = SourceType(fields["source"])
+            except ValueError:
+                del fields["source"]
+        return TorchxEvent(**fields)
+
+    def serialize(self) -> str:
+        return json.dumps(asdict(self))

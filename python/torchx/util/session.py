@@ -1,0 +1,30 @@
+"""The session id of this process's TorchX calls: ``$TORCHX_INTERNAL_SESSION_ID`` if set, else
+a new uuid, the same for the life of the process."""
+
+import os
+from typing import Optional
+
+from torchx import settings
+
+TORCHX_INTERNAL_SESSION_ID: str = settings.ENV_TORCHX_INTERNAL_SESSION_ID
+
+CURRENT_SESSION_ID: Optional[str] = None
+
+
+def get_session_id_or_create_new() -> str:
+    """This process's session id (created on the first call)."""
+    global CURRENT_SESSION_ID
+    if not CURRENT_SESSION_ID:
+        CURRENT_SESSION_ID = os.getenv(TORCHX_INTERNAL_SESSION_ID) or _new_id()
+    return CURRENT_SESSION_ID
+
+
+def _new_id() -> str:
+    import uuid
+
+    return str(uuid.uuid4())
+
+
+def get_torchx_session_id() -> Optional[str]:
+    """The session id, if one was created."""
+    return CURRENT_SESSION_ID
