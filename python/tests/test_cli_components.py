@@ -139,7 +139,7 @@ def test_builtins_print_shows_the_source(torchx_bin: str, project: Path) -> None
     [
         (["./my_component.py:needs_name"], 2, "the following arguments are required: --name"),
         (["./my_component.py:greet", "--times", "x"], 2, "argument --times: invalid int value: 'x'"),
-        (["./my_component.py:untyped"], 2, "Arg x missing type annotation"),
+        (["./my_component.py:untyped"], 2, "Missing type annotation for argument 'x'"),
         (["./my_component.py:raises"], 2, "the component raised ValueError: bad n=1"),
         (["./my_component.py:not_an_app"], 2, "returned int, not an AppDef"),
         (["./my_component.py:nope"], 4, "Function nope does not exist in file ./my_component.py"),

@@ -22,7 +22,7 @@ def fresh_table(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 def test_aws_factories_match_the_table() -> None:
     p4d = aws.aws_p4d_24xlarge()
-    assert (p4d.cpu, p4d.gpu, p4d.memMB) == (96, 8, 1152 * aws.GiB)
+    assert (p4d.cpu, p4d.gpu, p4d.memMB) == (96, 8, 1152 * int(aws.GiB * aws.MEM_TAX))
     assert p4d.devices == {aws.EFA_DEVICE: 4}
     assert p4d.capabilities[aws.K8S_ITYPE] == "p4d.24xlarge"
     assert aws.NAMED_RESOURCES["aws_p4d.24xlarge"]() == p4d == specs.named_resources["aws_p4d.24xlarge"]

@@ -57,8 +57,11 @@ def test_appdef_built_directly_with_macros_and_env() -> None:
     assert status is not None and status.state == AppState.SUCCEEDED
     assert [r.id for r in status.roles[0].replicas] == [0, 1]
     assert list(runner.log_lines(handle, "worker", k=1)) == ["rank=1 greeting=hi\n"]
-    # The runner set the job id on the caller's AppDef, as TorchX does.
-    assert role.env["TORCHX_JOB_ID"] == "local_cwd://torchx/${app_id}"
+    # As 0.8's, the runner sets the job id on its copy, never on the caller's AppDef.
+    assert "TORCHX_JOB_ID" not in role.env
+    submitted = runner.describe(handle)
+    assert submitted is not None
+    assert submitted.roles[0].env["TORCHX_JOB_ID"] == "local_cwd://torchx/${app_id}"
 
 
 def test_jobs_are_shared_with_the_cli(torchx_bin: str) -> None:

@@ -70,7 +70,10 @@ def test_trackers_from_torchxconfig(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     )
     role = Role("r", image="x", entrypoint="true")
     with get_runner() as runner:
-        runner.dryrun(AppDef("t", roles=[role]), "local_cwd", parent_run_id="parent-1")
+        info = runner.dryrun(AppDef("t", roles=[role]), "local_cwd", parent_run_id="parent-1")
+    assert role.env == {}  # the caller's AppDef is left alone (0.8)
+    assert info._app is not None
+    role = info._app.roles[0]
     assert role.env["TORCHX_TRACKERS"] == "fsspec,mine"
     assert role.env["TORCHX_TRACKER_FSSPEC_CONFIG"] == "/etc/fsspec.conf"
     assert "TORCHX_TRACKER_MINE_CONFIG" not in role.env

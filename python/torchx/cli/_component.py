@@ -183,7 +183,7 @@ def _entry_point_components(declared: Any = None) -> Dict[str, Any]:
 def _materialize(fn: Any, request: Dict[str, Any]) -> Dict[str, Any]:
     from torchx.specs import AppDef
     from torchx.specs._json import app_to_json
-    from torchx.specs.builders import materialize_appdef
+    from torchx.specs.builders import component_args_from_str
 
     import contextlib
     import io
@@ -193,7 +193,10 @@ def _materialize(fn: Any, request: Dict[str, Any]) -> Dict[str, Any]:
     out, err = io.StringIO(), io.StringIO()
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            app = materialize_appdef(fn, args, defaults)
+            parsed = component_args_from_str(fn, args, defaults)
+            # Called here rather than by materialize_appdef: a result that is not an AppDef
+            # is the component's spec error, not a failure of its call.
+            app = fn(*parsed.positional_args.values(), *parsed.var_args, **parsed.kwargs)
     except SystemExit as e:
         if e.code in (0, None):  # --help
             return {"help": out.getvalue()}

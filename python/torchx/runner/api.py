@@ -6,12 +6,25 @@ from __future__ import annotations
 
 import os
 import time
-from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Mapping, Optional, Tuple, Union
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Dict,
+    Iterable,
+    List,
+    Literal,
+    Mapping,
+    Optional,
+    Tuple,
+    Union,
+    overload,
+)
 
 if TYPE_CHECKING:  # annotations only: importing datetime costs every program
     from datetime import datetime
 
 from torchx.runner.events import log_event
+from torchx.settings import ENV_TORCHX_INTERNAL_SESSION_ID
 from torchx.tracker.api import (
     ENV_TORCHX_JOB_ID,
     ENV_TORCHX_PARENT_RUN_ID,
@@ -33,6 +46,8 @@ from torchx.specs import (
     parse_app_handle,
     runopts,
 )
+from torchx.specs.api import _copy_sharing_overrides
+from torchx.util.session import get_session_id_or_create_new
 
 def _json_or_none(cfg: Mapping[str, CfgVal]) -> Optional[str]:
     import json
@@ -56,12 +71,14 @@ class Runner:
 
     def __init__(
         self,
-        name: str,
-        scheduler_factories: Mapping[str, SchedulerFactory],
+        name: str = "",
+        scheduler_factories: Optional[Mapping[str, SchedulerFactory]] = None,
         component_defaults: Optional[Dict[str, Dict[str, str]]] = None,
         scheduler_params: Optional[Dict[str, object]] = None,
     ) -> None:
         self._name = name
+        if scheduler_factories is None:
+            scheduler_factories = get_scheduler_factories()
         self._scheduler_factories = scheduler_factories
         self._scheduler_params: Dict[str, Any] = {
             **self._scheduler_params_from_env(),
@@ -127,6 +144,30 @@ class Runner:
         app = build(component, component_args, self._component_defaults.get(component))
         return self.dryrun(app, scheduler, cfg, workspace, parent_run_id)
 
+    @overload
+    def run(
+        self,
+        app: AppDef,
+        scheduler: str,
+        cfg: Optional[Mapping[str, CfgVal]] = ...,
+        workspace: Optional[str] = ...,
+        parent_run_id: Optional[str] = ...,
+        *,
+        dryrun: Literal[True],
+    ) -> AppDryRunInfo: ...
+
+    @overload
+    def run(
+        self,
+        app: AppDef,
+        scheduler: str,
+        cfg: Optional[Mapping[str, CfgVal]] = ...,
+        workspace: Optional[str] = ...,
+        parent_run_id: Optional[str] = ...,
+        *,
+        dryrun: Literal[False] = ...,
+    ) -> AppHandle: ...
+
     def run(
         self,
         app: AppDef,
@@ -134,9 +175,13 @@ class Runner:
         cfg: Optional[Mapping[str, CfgVal]] = None,
         workspace: Optional[str] = None,
         parent_run_id: Optional[str] = None,
-    ) -> AppHandle:
-        """Runs ``app`` on ``scheduler``; returns the app handle."""
-        return self.schedule(self.dryrun(app, scheduler, cfg, workspace, parent_run_id))
+        *,
+        dryrun: bool = False,
+    ) -> Union[AppHandle, AppDryRunInfo]:
+        """Runs ``app`` on ``scheduler`` and returns the app handle; with ``dryrun=True``
+        returns the request instead, submitting nothing."""
+        info = self.dryrun(app, scheduler, cfg, workspace, parent_run_id)
+        return info if dryrun else self.schedule(info)
 
     def schedule(self, dryrun_info: AppDryRunInfo) -> AppHandle:
         """Submits a dry run; returns the app handle."""
@@ -156,13 +201,16 @@ class Runner:
         parent_run_id: Optional[str] = None,
     ) -> AppDryRunInfo:
         """The scheduler's request for ``app``, not submitted. Like TorchX, it sets the job
-        environment (``TORCHX_JOB_ID``, trackers, parent run) on the AppDef's roles, and a
-        ``workspace`` becomes role[0]'s, built by a scheduler that is a ``WorkspaceMixin``."""
+        environment (``TORCHX_JOB_ID``, trackers, parent run) on the roles, and a ``workspace`` becomes
+        role[0]'s, built by a scheduler that is a ``WorkspaceMixin``; as 0.8's, on a copy of
+        ``app`` (the request's ``_app``), never on the caller's."""
+        app = _copy_sharing_overrides(app)  # 0.8: never the caller's AppDef
         if not app.roles:
             raise ValueError(
                 f"No roles for app: {app.name}. Did you forget to add roles to AppDef?"
             )
         parent_run_id = os.environ.get(ENV_TORCHX_PARENT_RUN_ID, parent_run_id)
+        session_id = get_session_id_or_create_new()
         trackers = get_configured_trackers()
         for role in app.roles:
             if not role.entrypoint:
@@ -176,6 +224,7 @@ class Runner:
                     f" Did you forget to set role.num_replicas?"
                 )
             role.env[ENV_TORCHX_JOB_ID] = make_app_handle(scheduler, self._name, macros.app_id)
+            role.env[ENV_TORCHX_INTERNAL_SESSION_ID] = session_id
             if parent_run_id:
                 role.env[ENV_TORCHX_PARENT_RUN_ID] = parent_run_id
             if trackers:
@@ -308,9 +357,14 @@ class Runner:
             app_id, role_name, k, regex, since, until, should_tail, streams=streams
         )
 
-    def list(self, scheduler: str) -> List[ListAppResponse]:
-        """The apps ``scheduler`` knows, with their handles."""
-        apps = self._scheduler(scheduler).list()
+    def list(
+        self, scheduler: str, cfg: Optional[Mapping[str, CfgVal]] = None
+    ) -> List[ListAppResponse]:
+        """The apps ``scheduler`` knows, with their handles; ``cfg`` (0.8) reaches schedulers
+        that route listings by it (one whose ``list`` takes no config gets none)."""
+        sched = self._scheduler(scheduler)
+        with log_event("list", scheduler):
+            apps = sched.list(cfg) if _takes_cfg(sched.list) else sched.list()
         for app in apps:
             app.app_handle = make_app_handle(scheduler, self._name, app.app_id)
         return apps
@@ -334,6 +388,16 @@ class Runner:
 
     def __repr__(self) -> str:
         return f"Runner(name={self._name}, schedulers={self._scheduler_factories}, apps={self._apps})"
+
+
+def _takes_cfg(list_fn: Any) -> bool:
+    """Whether a scheduler's ``list`` accepts a config (0.8's) or none (0.7.0's)."""
+    import inspect
+
+    try:
+        return bool(inspect.signature(list_fn).parameters)
+    except (TypeError, ValueError):
+        return True
 
 
 def get_runner(

@@ -5,23 +5,17 @@ from __future__ import annotations
 
 import ast
 import inspect
-import re
 import textwrap
 import typing
 from dataclasses import MISSING, fields
 from typing import Any, Dict, Iterator, Mapping
 
-from torchx.specs.api import CfgVal, runopts
+from torchx.specs.api import CfgVal, cases, runopts
 from torchx.util.types import decode_optional
 
 
-def _snake_to_camel(name: str) -> str:
-    head, *rest = name.split("_")
-    return head + "".join(part.capitalize() for part in rest)
-
-
-def _camel_to_snake(name: str) -> str:
-    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+_snake_to_camel = cases.snake_to_camel
+_camel_to_snake = cases.camel_to_snake
 
 
 def _is_structured(tp: Any) -> bool:

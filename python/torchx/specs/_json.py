@@ -24,10 +24,6 @@ def _mount_to_json(m: Any) -> Dict[str, Any]:
 
 
 def role_to_json(role: Role) -> Dict[str, Any]:
-    if role.retry_policy == RetryPolicy.HOT_SPARE:
-        raise ValueError(
-            f"role {role.name}: retry_policy HOT_SPARE is not supported by these schedulers"
-        )
     return {
         "name": role.name,
         "image": role.image,

@@ -31,8 +31,8 @@ def factory(name: str) -> ResourceFactory:
 
 
 def python_name(name: str) -> str:
-    """``aws_p3.2xlarge`` -> ``aws_p3_2xlarge`` (TorchX's factory function names)."""
-    return name.replace(".", "_")
+    """``aws_p3.2xlarge`` -> ``aws_p3_2xlarge``, ``aws_p6-b200.48xlarge`` -> ``aws_p6_b200_48xlarge`` (TorchX's factory function names)."""
+    return name.replace(".", "_").replace("-", "_")
 
 
 def family(prefix: str) -> Dict[str, ResourceFactory]:

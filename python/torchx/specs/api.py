@@ -6,14 +6,31 @@ the ``torchx status`` text) are called through ``torchx._rs``, so each has one i
 from __future__ import annotations
 
 import copy
+import threading
 from dataclasses import asdict, dataclass, field
 from enum import Enum
-from typing import Any, Dict, Generic, List, NamedTuple, Optional, TypeVar, Union
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Dict,
+    Generic,
+    List,
+    Mapping,
+    NamedTuple,
+    Optional,
+    TypeVar,
+    Union,
+)
+
+if TYPE_CHECKING:
+    import pathlib
 
 # Sentinels, as TorchX spells them.
 ALL: str = "all"
 MISSING: str = "<MISSING>"
 NONE: str = "<NONE>"
+# A value no one knows (e.g. a scheduler that does not report it).
+UNKNOWN: str = "<UNKNOWN>"
 
 AppHandle = str
 
@@ -23,6 +40,18 @@ def _rs() -> Any:
     from torchx import _rs
 
     return _rs
+
+
+def TORCHX_HOME(*subdir_paths: str) -> "pathlib.Path":
+    """TorchX's dot-directory (``$TORCHX_HOME``, else ``~/.torchx``), or ``subdir_paths``
+    under it; created if missing."""
+    import os
+    import pathlib
+
+    home = pathlib.Path(os.getenv("TORCHX_HOME", str(pathlib.Path.home() / ".torchx")))
+    path = home / os.path.sep.join(subdir_paths)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
 
 
 @dataclass
@@ -94,8 +123,8 @@ class macros:
 
         def apply(self, role: "Role") -> "Role":
             """A copy of ``role`` with the macros in its args, env values and metadata (at
-            any depth of dicts and lists) substituted."""
-            role = copy.deepcopy(role)
+            any depth of dicts and lists) substituted; it shares ``role``'s overrides."""
+            role = _copy_sharing_overrides(role)
             role.args = [self.substitute(arg) for arg in role.args]
             role.env = {key: self.substitute(value) for key, value in role.env.items()}
             role.metadata = self._apply_nested(role.metadata)
@@ -119,13 +148,12 @@ class macros:
 
 class RetryPolicy(str, Enum):
     """What a failed replica restarts: itself (``REPLICA``), its role (``ROLE``; some
-    schedulers), or the whole app (``APPLICATION``, every scheduler); ``HOT_SPARE`` keeps
-    ``min_replicas`` running (schedulers that support it)."""
+    schedulers), or the whole app (``APPLICATION``, every scheduler). (0.7.0's ``HOT_SPARE``
+    is gone in 0.8, and no scheduler here honoured it.)"""
 
     REPLICA = "REPLICA"
     APPLICATION = "APPLICATION"
     ROLE = "ROLE"
-    HOT_SPARE = "HOT_SPARE"
 
 
 class MountType(str, Enum):
@@ -208,9 +236,90 @@ class Workspace:
         return ";".join(k if not v else f"{k}:{v}" for k, v in self.projects.items())
 
 
+_NO_OVERRIDE: object = object()
+
+# The key in a Role's `overrides` dict holding the lock that makes each override resolve once
+# (per dict: a slow producer on one role never stalls reads of another).
+_OVERRIDES_LOCK_KEY: str = "<overrides resolution lock>"
+
+_lock_minting = threading.Lock()
+
+
+class _OverridesLock:
+    """The re-entrant lock kept under ``_OVERRIDES_LOCK_KEY`` (copies of the dict share it)."""
+
+    __slots__ = ("lock",)
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+
+    def __deepcopy__(self, memo: Dict[int, object]) -> "_OverridesLock":
+        return self
+
+
+def _overrides_resolution_lock(overrides: Dict[str, Any]) -> Any:
+    holder = overrides.get(_OVERRIDES_LOCK_KEY)
+    if holder is None:
+        with _lock_minting:
+            holder = overrides.setdefault(_OVERRIDES_LOCK_KEY, _OverridesLock())
+    return holder.lock
+
+
+class _ResolvedOverride:
+    """An override's value once produced (so a value that is itself callable is never
+    called again)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: object) -> None:
+        self.value = value
+
+    def __call__(self) -> object:
+        return self.value
+
+
+def _resolve_awaitable(attrname: str, value: Any) -> object:
+    """The result of awaiting ``value`` from synchronous code, whatever loop it is bound to and
+    whatever loop runs in this thread (a loop running here cannot be blocked on: an error)."""
+    import asyncio
+    import concurrent.futures
+
+    async def wait(aw: Any) -> object:
+        return await aw
+
+    bound = value.get_loop() if hasattr(value, "get_loop") else None
+    try:
+        running = asyncio.get_running_loop()
+    except RuntimeError:
+        running = None
+    if bound is not None and bound is running:
+        raise RuntimeError(
+            f"override `{attrname}` is bound to the event loop currently running in this"
+            " thread; `await` it instead of accessing the attribute synchronously"
+        )
+    if bound is not None and bound.is_running():
+        return asyncio.run_coroutine_threadsafe(wait(value), bound).result()
+    if running is None:
+        if bound is not None:
+            return bound.run_until_complete(value)
+        loop = asyncio.new_event_loop()
+        try:
+            return loop.run_until_complete(value)
+        finally:
+            loop.close()
+    # A loop runs in this thread: resolve on another thread.
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        if bound is not None:
+            return pool.submit(bound.run_until_complete, value).result()
+        return pool.submit(lambda: asyncio.run(wait(value))).result()
+
+
 @dataclass
 class Role:
-    """A set of identical replicas of one program (e.g. trainers, parameter servers)."""
+    """A set of identical replicas of one program (e.g. trainers, parameter servers).
+
+    ``overrides`` (0.8) maps a field name to a producer of its value (a callable, or an
+    awaitable): the field reads as the produced value, produced once, on first read."""
 
     name: str
     image: str
@@ -227,11 +336,58 @@ class Role:
     metadata: Dict[str, Any] = field(default_factory=dict)
     mounts: List[Union[BindMount, VolumeMount, DeviceMount]] = field(default_factory=list)
     workspace: Optional[Workspace] = None
+    overrides: Dict[str, Any] = field(default_factory=dict)
+
+    def __getattribute__(self, attrname: str) -> Any:
+        if attrname == "overrides" or attrname.startswith("__"):
+            return object.__getattribute__(self, attrname)
+        try:
+            overrides = object.__getattribute__(self, "overrides")
+        except AttributeError:  # during __init__
+            return object.__getattribute__(self, attrname)
+        value = overrides.get(attrname, _NO_OVERRIDE)
+        if value is _NO_OVERRIDE:
+            return object.__getattribute__(self, attrname)
+        if isinstance(value, _ResolvedOverride):
+            return value.value
+        with _overrides_resolution_lock(overrides):
+            value = overrides[attrname]
+            if isinstance(value, _ResolvedOverride):
+                return value.value
+            import inspect
+
+            result = _resolve_awaitable(attrname, value) if inspect.isawaitable(value) else value()
+            overrides[attrname] = _ResolvedOverride(result)
+            return result
 
     def pre_proc(self, scheduler: str, dryrun_info: Any) -> Any:
         """A hook subclasses override to adjust a scheduler's request for this role; called
         for each role, in order, by ``submit_dryrun``. Returns the (adjusted) request info."""
         return dryrun_info
+
+
+_T = TypeVar("_T")
+
+
+def _copy_sharing_overrides(obj: _T) -> _T:
+    """A deep copy of a Role, or of an AppDef, whose roles share the originals' ``overrides``
+    dicts: they may hold producers that cannot be copied (futures), and an override resolved
+    through either owner is then resolved for both."""
+    roles: List[Role] = list(obj.roles) if isinstance(obj, AppDef) else [obj]  # type: ignore[list-item]
+    detached = [role.overrides for role in roles]
+    if not any(key != _OVERRIDES_LOCK_KEY for overrides in detached for key in overrides):
+        return copy.deepcopy(obj)  # nothing to share: the copy gets its own (empty) dicts
+    for role in roles:
+        role.overrides = {}
+    try:
+        clone = copy.deepcopy(obj)
+    finally:
+        for role, overrides in zip(roles, detached):
+            role.overrides = overrides
+    clones: List[Role] = list(clone.roles) if isinstance(clone, AppDef) else [clone]  # type: ignore[list-item]
+    for role, overrides in zip(clones, detached):
+        role.overrides = overrides
+    return clone
 
 
 @dataclass
@@ -284,6 +440,12 @@ class ReplicaStatus:
     role: str
     hostname: str
     structured_error_msg: str = NONE
+    # The address to reach it at (0.8): its hostname unless a scheduler knows better.
+    hostaddr: Optional[str] = None
+
+    def __post_init__(self) -> None:
+        if self.hostaddr is None:
+            self.hostaddr = self.hostname
 
 
 @dataclass
@@ -466,6 +628,23 @@ def get_type_name(tp: Any) -> str:
     return str(tp)
 
 
+class cases:
+    """Spelling conversions of option names (``StructuredOpts`` accepts camelCase aliases)."""
+
+    @staticmethod
+    def snake_to_camel(name: str) -> str:
+        """``foo_bar_baz`` → ``fooBarBaz``."""
+        first, *rest = name.split("_")
+        return first + "".join(part.title() for part in rest)
+
+    @staticmethod
+    def camel_to_snake(name: str) -> str:
+        """``fooBarBaz`` → ``foo_bar_baz``."""
+        import re
+
+        return re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", name).lower()
+
+
 @dataclass
 class runopt:
     """One run option of a scheduler."""
@@ -474,6 +653,36 @@ class runopt:
     opt_type: Any
     is_required: bool
     help: str
+
+    @property
+    def is_type_list_of_str(self) -> bool:
+        return self.opt_type in (List[str], list[str])
+
+    @property
+    def is_type_dict_of_str(self) -> bool:
+        return self.opt_type in (Dict[str, str], dict[str, str])
+
+    def cast_to_type(self, value: str) -> CfgVal:
+        """``value`` (text) as this option's type: bools from the INI words (``true/1/yes/on``,
+        ``false/0/no/off``, any case; ``ValueError`` otherwise), lists from ``a,b`` or ``a;b``,
+        dicts from ``k:v,k2:v2``, and ``str``/``int``/``float`` by their constructors."""
+        if self.opt_type is None:
+            raise ValueError("runopt's opt_type cannot be `None`")
+        if self.opt_type is bool:
+            word = value.lower()
+            if word in ("true", "1", "yes", "on"):
+                return True
+            if word in ("false", "0", "no", "off"):
+                return False
+            raise ValueError(
+                f"`{value}` is not a valid bool literal, expected one of (case-insensitive):"
+                " true/1/yes/on or false/0/no/off"
+            )
+        if self.is_type_list_of_str:
+            return [v for v in value.replace(";", ",").split(",") if v]
+        if self.is_type_dict_of_str:
+            return dict(item.split(":", 1) for item in value.replace(";", ",").split(","))
+        return self.opt_type(value)
 
 
 class InvalidRunConfigException(Exception):
@@ -539,7 +748,11 @@ class runopts:
         self._opts[cfg_key] = runopt(default, type_, required, help)
 
     def get(self, name: str) -> Optional[runopt]:
-        return self._opts.get(name)
+        """The option ``name`` (a camelCase name finds its snake_case option)."""
+        found = self._opts.get(name)
+        if found is None:
+            found = self._opts.get(cases.camel_to_snake(name))
+        return found
 
     def resolve(self, cfg: Any) -> Dict[str, CfgVal]:
         """``cfg`` checked against these options, with defaults filled in; unknown keys are
@@ -548,6 +761,10 @@ class runopts:
         resolved: Dict[str, CfgVal] = {**cfg}
         for key, opt in self._opts.items():
             value = resolved.get(key)
+            camel = cases.snake_to_camel(key)
+            if key not in resolved and camel in resolved:
+                # A camelCase key (0.8) names the snake_case option.
+                value = resolved[key] = resolved.pop(camel)
             if opt.is_required and value is None:
                 raise InvalidRunConfigException(
                     f"Required run option: {key}, must be provided and not `None`", key, cfg
@@ -559,7 +776,7 @@ class runopts:
                     key,
                     cfg,
                 )
-            if value is None:
+            if value is None and key not in resolved:
                 resolved[key] = opt.default
         return resolved
 
@@ -608,13 +825,7 @@ class runopts:
 
 
 def _cast(value: str, opt_type: Any) -> CfgVal:
-    if opt_type is bool:
-        return value.lower() == "true"
-    if opt_type == List[str]:
-        return [v for v in value.replace(";", ",").split(",") if v]
-    if opt_type == Dict[str, str]:
-        return dict(item.split(":", 1) for item in value.replace(";", ",").split(",") if item)
-    return opt_type(value)
+    return runopt(None, opt_type, False, "").cast_to_type(value)
 
 
 _Request = TypeVar("_Request")
@@ -630,6 +841,18 @@ class AppDryRunInfo(Generic[_Request]):
         self._app: Optional[AppDef] = None
         self._cfg: Dict[str, CfgVal] = {}
         self._scheduler: Optional[str] = None
+
+    @property
+    def app(self) -> Optional[AppDef]:
+        """The AppDef the request was made for (set by ``submit_dryrun``/``Runner.dryrun``)."""
+        return self._app
+
+    @property
+    def cfg(self) -> Mapping[str, CfgVal]:
+        """The resolved run config, read-only."""
+        from types import MappingProxyType
+
+        return MappingProxyType(self._cfg)
 
     def __repr__(self) -> str:
         return self._fmt(self.request)

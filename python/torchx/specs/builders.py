@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import argparse
 import inspect
-from typing import Any, Callable, Dict, List, Mapping, Optional
+from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional
 
 from torchx.specs.api import (
     AppDef,
@@ -107,19 +107,71 @@ def _create_args_parser(
     return parser
 
 
+class ComponentArgs(NamedTuple):
+    """A component function's arguments as parsed from a command line."""
+
+    positional_args: Dict[str, Any]
+    var_args: List[str]
+    kwargs: Dict[str, Any]
+
+
 def parse_args(
     cmpnt_fn: Callable[..., AppDef],
     cmpnt_args: List[str],
     cmpnt_defaults: Optional[Dict[str, Any]] = None,
     config: Optional[Dict[str, Any]] = None,
 ) -> argparse.Namespace:
-    """``cmpnt_args`` parsed for ``cmpnt_fn``, with ``config`` values (from a config file)
-    taking precedence over the command line."""
-    parsed = _create_args_parser(cmpnt_fn, cmpnt_defaults, config).parse_args(cmpnt_args)
-    for key, value in (config or {}).items():
-        if key in parsed:
-            setattr(parsed, key, value)
+    """``cmpnt_args`` parsed for ``cmpnt_fn``. Precedence, highest first: what the command line
+    gives, then ``config`` (from ``--stdin``/a config file), then ``cmpnt_defaults`` (from
+    ``.torchxconfig``), then the function's own defaults."""
+    parser = _create_args_parser(cmpnt_fn, cmpnt_defaults, config)
+    parsed = parser.parse_args(cmpnt_args)
+    if config:
+        # Which parameters the command line set: parse again onto a namespace of sentinels.
+        unset = object()
+        seeded = argparse.Namespace(**dict.fromkeys(_parameters(cmpnt_fn), unset))
+        parser.parse_args(cmpnt_args, namespace=seeded)
+        given = {name for name, value in vars(seeded).items() if value is not unset}
+        for key, value in config.items():
+            if key in parsed and key not in given:
+                setattr(parsed, key, value)
     return parsed
+
+
+def component_args_from_str(
+    cmpnt_fn: Callable[..., AppDef],
+    cmpnt_args: List[str],
+    cmpnt_args_defaults: Optional[Dict[str, Any]] = None,
+    config: Optional[Dict[str, Any]] = None,
+) -> ComponentArgs:
+    """``cmpnt_args`` (``--name value`` or ``--name=value``, then ``*args``) parsed and decoded
+    to ``cmpnt_fn``'s annotations (``int``, ``List[str]``, ``Dict[str, int]``, ``bool`` from
+    ``True``/``false``, ...), split into positional, ``*args`` and keyword-only arguments. A
+    leading ``--`` of ``*args`` is dropped; a ``**kwargs`` parameter is a ``TypeError``."""
+    parsed = parse_args(cmpnt_fn, cmpnt_args, cmpnt_args_defaults, config)
+    positional: Dict[str, Any] = {}
+    var_args: List[Any] = []
+    kwargs: Dict[str, Any] = {}
+    for name, param in _parameters(cmpnt_fn).items():
+        value = getattr(parsed, name)
+        if param.kind is inspect.Parameter.VAR_KEYWORD:
+            raise TypeError(
+                f"component fn param `{name}` is a '**kwargs' which is not supported; consider"
+                " changing the type to a dict or explicitly declare the params"
+            )
+        if param.kind is inspect.Parameter.VAR_POSITIONAL:
+            var_args = list(value or [])
+            continue
+        annotation = decode_optional(param.annotation)
+        if annotation != value.__class__:
+            value = decode(value, annotation)
+        if param.kind is inspect.Parameter.KEYWORD_ONLY:
+            kwargs[name] = value
+        else:
+            positional[name] = value
+    if var_args and var_args[0] == "--":
+        var_args = var_args[1:]
+    return ComponentArgs(positional, var_args, kwargs)
 
 
 def materialize_appdef(
@@ -128,24 +180,11 @@ def materialize_appdef(
     cmpnt_defaults: Optional[Dict[str, Any]] = None,
     config: Optional[Dict[str, Any]] = None,
 ) -> AppDef:
-    """The ``AppDef`` ``cmpnt_fn`` returns for the command line ``cmpnt_args``: each value
-    decoded to its parameter's annotation (``int``, ``List[str]``, ``Dict[str, int]``,
-    ``bool`` from ``True``/``false``, ...). A leading ``--`` of ``*args`` is dropped. Bad
-    arguments exit as argparse does; ``**kwargs`` parameters are a ``TypeError``."""
-    parsed = parse_args(cmpnt_fn, cmpnt_args, cmpnt_defaults, config)
-    positional: List[Any] = []
-    var_args: List[Any] = []
-    kwargs: Dict[str, Any] = {}
-    for name, param in _parameters(cmpnt_fn).items():
-        if param.kind is inspect.Parameter.VAR_KEYWORD:
-            raise TypeError("**kwargs are not supported for component definitions")
-        value = decode(getattr(parsed, name), decode_optional(param.annotation))
-        if param.kind is inspect.Parameter.VAR_POSITIONAL:
-            var_args = list(value or [])
-        elif param.kind is inspect.Parameter.KEYWORD_ONLY:
-            kwargs[name] = value
-        else:
-            positional.append(value)
-    if var_args and var_args[0] == "--":
-        var_args = var_args[1:]
-    return cmpnt_fn(*positional, *var_args, **kwargs)
+    """The ``AppDef`` ``cmpnt_fn`` returns for the command line ``cmpnt_args`` (see
+    :func:`component_args_from_str`); ``TypeError`` if it returns anything else. Bad arguments
+    exit as argparse does."""
+    args = component_args_from_str(cmpnt_fn, cmpnt_args, cmpnt_defaults, config)
+    app = cmpnt_fn(*args.positional_args.values(), *args.var_args, **args.kwargs)
+    if not isinstance(app, AppDef):
+        raise TypeError(f"Expected a component that returns `AppDef`, but got `{type(app)}`")
+    return app

@@ -16,7 +16,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 
 from torchx.util.io import read_conf_file
 
-_DOCS_URL = "https://pytorch.org/torchx/latest/component_best_practices.html"
+_DOCS_URL = "https://meta-pytorch.org/torchx/latest/component_best_practices.html"
 
 
 def _default_arg_descriptions(fn: Callable[..., object]) -> Dict[str, str]:
@@ -137,7 +137,10 @@ class LinterMessage:
     severity: str = "error"
 
 
-class TorchxFunctionValidator(abc.ABC):
+class ComponentFunctionValidator(abc.ABC):
+    """A check of a component function's definition (0.8's name; 0.7.0's was
+    ``TorchxFunctionValidator``)."""
+
     @abc.abstractmethod
     def validate(self, app_specs_func_def: ast.FunctionDef) -> List[LinterMessage]:
         """The problems of the component function ``app_specs_func_def``."""
@@ -148,29 +151,37 @@ class TorchxFunctionValidator(abc.ABC):
         )
 
 
-def _type_name(node: ast.expr) -> Optional[str]:
-    """``List`` for ``List``, ``typing.List`` and ``list``; None for anything else."""
-    if isinstance(node, ast.Name):
-        name = node.id
-    elif isinstance(node, ast.Attribute):
-        name = node.attr
-    else:
-        return None
-    return {"list": "List", "dict": "Dict"}.get(name, name)
+TorchxFunctionValidator = ComponentFunctionValidator
 
 
-def _optional_inner(node: ast.expr) -> Optional[ast.expr]:
-    """``X`` for ``Optional[X]`` and ``X | None``; None if ``node`` is neither."""
-    if isinstance(node, ast.Subscript) and _type_name(node.value) == "Optional":
-        return node.slice
-    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
-        for inner, other in ((node.left, node.right), (node.right, node.left)):
+def is_primitive(arg: ast.expr) -> bool:
+    """Any bare name (``int``, ``str``, ``MyType``) counts as a primitive type."""
+    return isinstance(arg, ast.Name)
+
+
+def get_generic_type(arg: ast.expr) -> ast.expr:
+    """``T`` of ``C[T]``."""
+    if not isinstance(arg, ast.Subscript):
+        raise TypeError(f"expected a subscripted type (C[T]), got {ast.unparse(arg)!r}")
+    return arg.slice
+
+
+def get_optional_type(arg: ast.expr) -> Optional[ast.expr]:
+    """``T`` of ``Optional[T]``, ``T | None`` or ``None | T``; None for anything else."""
+    if isinstance(arg, ast.Subscript) and getattr(arg.value, "id", None) == "Optional":
+        return get_generic_type(arg)
+    if isinstance(arg, ast.BinOp) and isinstance(arg.op, ast.BitOr):
+        for inner, other in ((arg.left, arg.right), (arg.right, arg.left)):
             if isinstance(other, ast.Constant) and other.value is None:
                 return inner
     return None
 
 
-class TorchxFunctionArgsValidator(TorchxFunctionValidator):
+class ArgTypeValidator(ComponentFunctionValidator):
+    """Every parameter (``*args`` and keyword-only ones too) is annotated with a primitive
+    (any bare name), ``Optional`` of one, ``Dict[K, V]``/``List[T]`` of primitives, or a
+    ``Tuple[T1, T2, ...]`` of primitives; ``Annotated[T, ...]`` is checked as ``T``."""
+
     def validate(self, app_specs_func_def: ast.FunctionDef) -> List[LinterMessage]:
         args = app_specs_func_def.args
         params = list(args.args)
@@ -182,54 +193,70 @@ class TorchxFunctionArgsValidator(TorchxFunctionValidator):
             errors += self._validate_arg_def(app_specs_func_def.name, arg)
         return errors
 
-    def _validate_arg_def(self, function_name: str, arg_def: ast.arg) -> List[LinterMessage]:
-        annotation = arg_def.annotation
-        if annotation is None:
-            return [
-                self._gen_linter_message(
-                    f"Arg {arg_def.arg} missing type annotation", arg_def.lineno
-                )
-            ]
-        if isinstance(annotation, ast.Subscript) and _type_name(annotation.value) == "Annotated":
-            # Annotated[T, ...]: T is checked.
-            sub = annotation.slice
-            annotation = sub.elts[0] if isinstance(sub, ast.Tuple) and sub.elts else sub
-        if isinstance(annotation, (ast.Name, ast.Attribute, ast.Constant)):
+    def _validate_arg_def(self, function_name: str, arg: ast.arg) -> List[LinterMessage]:
+        problem = self._problem(arg.annotation)
+        if problem is None:
             return []
-        inner = _optional_inner(annotation)
-        if inner is not None:
-            if isinstance(inner, (ast.Name, ast.Attribute)):
-                return []  # Optional[primitive]
-            annotation = inner
-        type_name = (
-            _type_name(annotation.value) if isinstance(annotation, ast.Subscript) else None
-        )
-        if type_name not in ("Dict", "List"):
-            shown = type_name or ast.unparse(annotation)
-            return [
-                self._gen_linter_message(
-                    f"`{function_name}` allows only Dict, List as complex types."
-                    f"Argument `{arg_def.arg}` has: {shown}",
-                    arg_def.lineno,
+        return [
+            self._gen_linter_message(
+                f"{problem} for argument {ast.unparse(arg)!r} in function {function_name!r}",
+                arg.lineno,
+            )
+        ]
+
+    @staticmethod
+    def _problem(arg_type: Optional[ast.expr]) -> Optional[str]:
+        if arg_type is None:
+            return "Missing type annotation"
+        if isinstance(arg_type, ast.Subscript) and getattr(arg_type.value, "id", None) == "Annotated":
+            inner = arg_type.slice
+            if isinstance(inner, ast.Tuple) and inner.elts:
+                arg_type = inner.elts[0]
+        arg_type = get_optional_type(arg_type) or arg_type
+        if is_primitive(arg_type):
+            return None
+        if not isinstance(arg_type, ast.Subscript):
+            return f"Unsupported argument type {ast.unparse(arg_type)!r}"
+        container = getattr(arg_type.value, "id", ast.unparse(arg_type.value))
+        params = arg_type.slice
+        if container in ("Dict", "dict"):
+            if not isinstance(params, ast.Tuple) or len(params.elts) != 2:
+                return (
+                    f"Malformed dict type {ast.unparse(arg_type)!r}, expected exactly two type"
+                    " parameters (dict[K, V])"
                 )
-            ]
-        assert isinstance(annotation, ast.Subscript)
-        sub = annotation.slice
-        if type_name == "Dict":
-            elements = sub.elts if isinstance(sub, ast.Tuple) else [sub]
-            if not all(isinstance(e, (ast.Name, ast.Attribute)) for e in elements):
-                return [
-                    self._gen_linter_message(
-                        "Dict can only have primitive types", arg_def.lineno
-                    )
-                ]
-        elif not isinstance(sub, (ast.Name, ast.Attribute)):
-            return [self._gen_linter_message("List can only have primitive types", arg_def.lineno)]
-        return []
+            key, value = params.elts
+            if not is_primitive(key):
+                return f"Non-primitive key type {ast.unparse(key)!r}"
+            if not is_primitive(value):
+                return f"Non-primitive value type {ast.unparse(value)!r}"
+            return None
+        if container in ("List", "list"):
+            return None if is_primitive(params) else f"Non-primitive element type {ast.unparse(params)!r}"
+        if container in ("Tuple", "tuple"):
+            if not isinstance(params, ast.Tuple):
+                return (
+                    f"Unsupported tuple type {ast.unparse(arg_type)!r}: single-element tuples"
+                    " are valid typing but not supported for components; expected element"
+                    " types (tuple[T1, T2, ...])"
+                )
+            for element in params.elts:
+                if not is_primitive(element):
+                    return f"Non-primitive element type '{ast.unparse(element)!r}'"
+            return None
+        return f"Unsupported container type {container!r}"
 
 
-class TorchxReturnValidator(TorchxFunctionValidator):
-    """The function must be annotated to return ``AppDef`` (or ``specs.AppDef``)."""
+TorchxFunctionArgsValidator = ArgTypeValidator
+
+
+class ReturnTypeValidator(ComponentFunctionValidator):
+    """The function must be annotated to return ``supported_return_type`` (``AppDef``, as
+    ``AppDef``, ``specs.AppDef`` or a string)."""
+
+    def __init__(self, supported_return_type: str = "AppDef") -> None:
+        super().__init__()
+        self._supported_return_type = supported_return_type
 
     def _get_return_annotation(self, app_specs_func_def: ast.FunctionDef) -> Optional[str]:
         returns = app_specs_func_def.returns
@@ -244,33 +271,41 @@ class TorchxReturnValidator(TorchxFunctionValidator):
     def validate(self, app_specs_func_def: ast.FunctionDef) -> List[LinterMessage]:
         returns = self._get_return_annotation(app_specs_func_def)
         name = app_specs_func_def.name
+        supported = self._supported_return_type
         if not returns:
             return [
                 self._gen_linter_message(
                     f"Function: {name} missing return annotation or has unknown annotations."
-                    " Supported return annotation: AppDef",
+                    f" Supported return annotation: {supported}",
                     app_specs_func_def.lineno,
                 )
             ]
-        if returns != "AppDef":
+        if returns != supported:
             return [
                 self._gen_linter_message(
                     f"Function: {name} has incorrect return annotation,"
-                    " supported annotation: AppDef",
+                    f" supported annotation: {supported}",
                     app_specs_func_def.lineno,
                 )
             ]
         return []
 
 
-class TorchFunctionVisitor(ast.NodeVisitor):
-    """Finds the component function and runs the validators on it."""
+TorchxReturnValidator = ReturnTypeValidator
 
-    def __init__(self, component_function_name: str) -> None:
-        self.validators: List[TorchxFunctionValidator] = [
-            TorchxFunctionArgsValidator(),
-            TorchxReturnValidator(),
-        ]
+
+class ComponentFnVisitor(ast.NodeVisitor):
+    """Finds the component function and runs the validators on it (by default
+    :class:`ArgTypeValidator` and ``ReturnTypeValidator("AppDef")``)."""
+
+    def __init__(
+        self,
+        component_function_name: str,
+        validators: Optional[List[ComponentFunctionValidator]] = None,
+    ) -> None:
+        self.validators: List[ComponentFunctionValidator] = (
+            [ArgTypeValidator(), ReturnTypeValidator("AppDef")] if validators is None else validators
+        )
         self.linter_errors: List[LinterMessage] = []
         self.component_function_name = component_function_name
         self.visited_function = False
@@ -283,10 +318,18 @@ class TorchFunctionVisitor(ast.NodeVisitor):
             self.linter_errors += validator.validate(node)
 
 
-def validate(path: str, component_function: str) -> List[LinterMessage]:
+TorchFunctionVisitor = ComponentFnVisitor
+
+
+def validate(
+    path: str,
+    component_function: str,
+    validators: Optional[List[ComponentFunctionValidator]] = None,
+) -> List[LinterMessage]:
     """The problems of ``component_function`` in the Python file ``path``: a syntax error,
-    the function not found, unannotated or unsupported parameters, a missing or wrong return
-    annotation. Empty when the function is a valid component."""
+    the function not found, and what the ``validators`` find (by default: unannotated or
+    unsupported parameters, a missing or wrong return annotation). Empty when the function is
+    a valid component."""
     source = read_conf_file(path)
     try:
         module = ast.parse(source)
@@ -299,7 +342,7 @@ def validate(path: str, component_function: str) -> List[LinterMessage]:
                 char=e.offset or 0,
             )
         ]
-    visitor = TorchFunctionVisitor(component_function)
+    visitor = ComponentFnVisitor(component_function, validators)
     visitor.visit(module)
     errors = visitor.linter_errors
     if not visitor.visited_function:

@@ -12,9 +12,13 @@ from types import ModuleType
 from typing import Any, Callable, Dict, Iterator, List, Optional, Union
 
 from torchx.specs.api import AppDef
-from torchx.specs.file_linter import get_fn_docstring, validate
+from torchx.specs.file_linter import ComponentFunctionValidator, get_fn_docstring, validate
 from torchx.util import entrypoints
 from torchx.util.io import read_conf_file
+
+# Checks of a component function (None: the linter's defaults).
+Validators = Optional[List[ComponentFunctionValidator]]
+
 
 class ComponentValidationException(Exception):
     pass
@@ -38,7 +42,7 @@ class _Component:
 
 class ComponentsFinder(abc.ABC):
     @abc.abstractmethod
-    def find(self) -> List[_Component]:
+    def find(self, validators: Validators = None) -> List[_Component]:
         """The components this finder knows."""
 
 
@@ -92,13 +96,15 @@ class ModuleComponentsFinder(ComponentsFinder):
                 else:
                     yield _import(info.name)
 
-    def find(self) -> List[_Component]:
+    def find(self, validators: Validators = None) -> List[_Component]:
         found: List[_Component] = []
         for module in self._iter_modules_recursive(self.base_module):
-            found += self._get_components_from_module(module)
+            found += self._get_components_from_module(module, validators)
         return found
 
-    def _get_components_from_module(self, module: ModuleType) -> List[_Component]:
+    def _get_components_from_module(
+        self, module: ModuleType, validators: Validators = None
+    ) -> List[_Component]:
         path = module.__file__
         assert path, f"module must have __file__: {module}"
         path = os.path.abspath(path)
@@ -114,7 +120,9 @@ class ModuleComponentsFinder(ComponentsFinder):
                     description=description,
                     fn_name=fn_name,
                     fn=fn,
-                    validation_errors=[m.description for m in validate(path, fn_name)],
+                    validation_errors=[
+                        m.description for m in validate(path, fn_name, validators)
+                    ],
                 )
             )
         return found
@@ -137,8 +145,10 @@ class CustomComponentsFinder(ComponentsFinder):
         self._filepath = filepath
         self._function_name = function_name
 
-    def find(self) -> List[_Component]:
-        errors = [m.description for m in validate(self._filepath, self._function_name)]
+    def find(self, validators: Validators = None) -> List[_Component]:
+        errors = [
+            m.description for m in validate(self._filepath, self._function_name, validators)
+        ]
         namespace = _exec_component_file(self._filepath)
         fn = namespace.get(self._function_name)
         if fn is None:
@@ -157,20 +167,22 @@ class CustomComponentsFinder(ComponentsFinder):
         ]
 
 
-def _load_custom_components() -> List[_Component]:
+def _load_custom_components(validators: Validators = None) -> List[_Component]:
     found: List[_Component] = []
     for group, load_module in (entrypoints.load_group("torchx.components", default={}) or {}).items():
         # An entry-point name starting with "_" means "no prefix".
-        found += ModuleComponentsFinder(load_module(), "" if group.startswith("_") else group).find()
+        prefix = "" if group.startswith("_") else group
+        found += ModuleComponentsFinder(load_module(), prefix).find(validators)
     return found
 
 
-def _load_components() -> Dict[str, _Component]:
+def _load_components(validators: Validators = None) -> Dict[str, _Component]:
     """The builtins (``torchx.components``), then the components of the ``torchx.components``
     entry points. Unlike TorchX, where registering components replaces the builtin set, a
     registration only adds: one with a builtin's name is ignored with a warning."""
-    components = {c.name: c for c in ModuleComponentsFinder("torchx.components", "").find()}
-    for c in _load_custom_components():
+    builtins = ModuleComponentsFinder("torchx.components", "").find(validators)
+    components = {c.name: c for c in builtins}
+    for c in _load_custom_components(validators):
         if c.name in components:
             import warnings
 
@@ -187,10 +199,10 @@ def _load_components() -> Dict[str, _Component]:
 _components: Optional[Dict[str, _Component]] = None
 
 
-def _find_components() -> Dict[str, _Component]:
+def _find_components(validators: Validators = None) -> Dict[str, _Component]:
     global _components
     if not _components:
-        _components = _load_components()
+        _components = _load_components(validators)
     return _components
 
 
@@ -198,7 +210,7 @@ def _is_custom_component(component_name: str) -> bool:
     return ":" in component_name
 
 
-def _find_custom_components(name: str) -> Dict[str, _Component]:
+def _find_custom_components(name: str, validators: Validators = None) -> Dict[str, _Component]:
     filepath, sep, fn_name = name.rpartition(":")
     if not sep or not filepath or not fn_name:
         raise ValueError(
@@ -206,20 +218,23 @@ def _find_custom_components(name: str) -> Dict[str, _Component]:
         )
     if not os.path.isfile(filepath):
         raise ComponentNotFoundException(f"Component file `{filepath}` does not exist")
-    return {c.name: c for c in CustomComponentsFinder(filepath, fn_name).find()}
+    return {c.name: c for c in CustomComponentsFinder(filepath, fn_name).find(validators)}
 
 
-def get_components() -> Dict[str, _Component]:
+def get_components(validators: Validators = None) -> Dict[str, _Component]:
     """The valid components by name: the builtins and those of the ``torchx.components`` entry
-    points."""
-    return {n: c for n, c in _find_components().items() if not c.validation_errors}
+    points (checked by ``validators``, by default the linter's)."""
+    return {n: c for n, c in _find_components(validators).items() if not c.validation_errors}
 
 
-def get_component(name: str) -> _Component:
+def get_component(name: str, validators: Validators = None) -> _Component:
     """The component ``name`` (``dist.ddp`` or ``path/to/file.py:fn``).
     ``ComponentNotFoundException`` if there is none, ``ComponentValidationException`` if it
     is not a valid component."""
-    components = _find_custom_components(name) if _is_custom_component(name) else _find_components()
+    if _is_custom_component(name):
+        components = _find_custom_components(name, validators)
+    else:
+        components = _find_components(validators)
     if name not in components:
         raise ComponentNotFoundException(
             f"Component `{name}` not found. Please make sure it is one of the "
@@ -233,10 +248,10 @@ def get_component(name: str) -> _Component:
     return component
 
 
-def get_builtin_source(name: str) -> str:
+def get_builtin_source(name: str, validators: Validators = None) -> str:
     """The source of component ``name``'s function, preceded by the import lines of its file
     (a starting point for a custom component)."""
-    component = get_component(name)
+    component = get_component(name, validators)
     fn_name = component.fn_name
     imports = []
     with open(inspect.getfile(component.fn)) as f:

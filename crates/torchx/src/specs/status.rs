@@ -175,6 +175,9 @@ impl ReplicaStatus {
             "role": self.role,
             "hostname": self.hostname,
             "structured_error_msg": self.structured_error_msg,
+            // 0.8's address to reach the replica at; no scheduler here knows one apart from
+            // the hostname.
+            "hostaddr": self.hostname,
         })
     }
 }
@@ -306,22 +309,38 @@ fn format_replica(r: &ReplicaStatus, tz: &jiff::tz::TimeZone) -> String {
     let Ok(err) = serde_json::from_str::<Value>(&r.structured_error_msg) else {
         return r.structured_error_msg.clone();
     };
-    let message = err["message"]["message"].as_str().unwrap_or_default();
-    let timestamp = match &err["message"]["extraInfo"]["timestamp"] {
-        Value::String(s) => s.parse::<i64>().unwrap_or(0),
-        v => v.as_i64().unwrap_or(0),
+    // Reply files come in two shapes (TorchX 0.8): torchelastic's error file nests the error,
+    // `{"message": {"message", "errorCode", "extraInfo": {"timestamp"}}}`; a scheduler's is
+    // flat, `{"message", "errorCode", "timestamp"}`. Anything else is the job's own text and
+    // is shown as it is.
+    let (message, timestamp, exitcode) = match &err["message"] {
+        Value::Object(nested) => match nested.get("message").and_then(Value::as_str) {
+            Some(m) => (
+                m,
+                &err["message"]["extraInfo"]["timestamp"],
+                &err["message"]["errorCode"],
+            ),
+            None => return r.structured_error_msg.clone(),
+        },
+        Value::String(m) => (m.as_str(), &err["timestamp"], &err["errorCode"]),
+        _ => return r.structured_error_msg.clone(),
     };
-    let exitcode = match &err["message"]["errorCode"] {
-        Value::Null => "<N/A>".to_string(),
-        Value::Number(n) if n.as_i64() == Some(0) => "<N/A>".to_string(),
+    let timestamp = match timestamp {
+        Value::String(s) => s.trim().parse::<i64>().ok(),
+        Value::Number(n) => n.as_i64().or_else(|| n.as_f64().map(|f| f as i64)),
+        _ => None,
+    };
+    let exitcode = match exitcode {
+        Value::Null | Value::Bool(false) => "<N/A>".to_string(),
+        Value::Number(n) if n.as_f64() == Some(0.0) => "<N/A>".to_string(),
         Value::String(s) if s.is_empty() => "<N/A>".to_string(),
         Value::String(s) => s.clone(),
         v => v.to_string(),
     };
+    let timestamp = timestamp.map_or_else(|| "<N/A>".to_string(), |t| format_time(t, tz));
     format!(
-        "{} (exitcode: {exitcode})\n        timestamp: {}\n        hostname: {}\n    {}",
+        "{} (exitcode: {exitcode})\n        timestamp: {timestamp}\n        hostname: {}\n    {}",
         r.state,
-        format_time(timestamp, tz),
         r.hostname,
         wrap_error_message(message, "    error_msg: ", 80)
     )
@@ -581,12 +600,40 @@ mod tests {
     }
 
     #[test]
+    fn reply_files_of_either_schema_or_none() {
+        let tz = jiff::tz::TimeZone::UTC;
+        let replica = |error: String| {
+            let mut s = status();
+            // The failed replica, trainer[1].
+            s.roles[0].replicas[0].structured_error_msg = error;
+            s.format_in(&[], &tz)
+        };
+        // A scheduler's flat reply file.
+        let flat = replica(
+            json!({"message": "OOM killed", "errorCode": 137, "timestamp": 1_700_000_000})
+                .to_string(),
+        );
+        assert!(flat.contains("trainer[1]:FAILED (exitcode: 137)"), "{flat}");
+        assert!(flat.contains("timestamp: 2023-11-14 22:13:20"), "{flat}");
+        assert!(flat.contains("error_msg: OOM killed"), "{flat}");
+        // Missing fields read as not available, not as the epoch.
+        let bare = replica(json!({"message": {"message": "boom"}}).to_string());
+        assert!(
+            bare.contains("(exitcode: <N/A>)") && bare.contains("timestamp: <N/A>"),
+            "{bare}"
+        );
+        // What is neither (the job's own text, other JSON) is shown as it is.
+        assert!(replica("not json".into()).contains("trainer[1]:not json"));
+        assert!(replica(r#"{"other": 1}"#.into()).contains(r#"trainer[1]:{"other": 1}"#));
+    }
+
+    #[test]
     fn json_matches_torchx() {
         assert_eq!(
             status().to_json(&[]),
             json!({"state": "RUNNING", "num_restarts": 0, "roles": [{"role": "trainer", "replicas": [
-                {"id": 1, "state": 5, "role": "trainer", "hostname": "h1", "structured_error_msg": "<NONE>"},
-                {"id": 0, "state": 3, "role": "trainer", "hostname": "h0", "structured_error_msg": "<NONE>"}]}],
+                {"id": 1, "state": 5, "role": "trainer", "hostname": "h1", "structured_error_msg": "<NONE>", "hostaddr": "h1"},
+                {"id": 0, "state": 3, "role": "trainer", "hostname": "h0", "structured_error_msg": "<NONE>", "hostaddr": "h0"}]}],
                 "msg": "hi", "structured_error_msg": "<NONE>", "url": "http://x"})
         );
     }
