@@ -15,9 +15,9 @@ from torchx.specs import named_resources_generic as generic
 
 @pytest.fixture
 def fresh_table(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.delitem(specs.__dict__, "_named_resource_factories", raising=False)
+    specs.named_resources.reset()
     yield
-    specs.__dict__.pop("_named_resource_factories", None)
+    specs.named_resources.reset()
 
 
 def test_aws_factories_match_the_table() -> None:

@@ -35,11 +35,11 @@ from torchx.tracker.api import build_trackers
 @pytest.fixture(autouse=True)
 def fresh_registry(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
     monkeypatch.setenv("TORCHX_MY_BACKEND_DIR", str(tmp_path / "my_backend"))
-    monkeypatch.delitem(specs.__dict__, "_named_resource_factories", raising=False)
+    specs.named_resources.reset()
     plugins.registry.cache_clear()
     yield
     plugins.registry.cache_clear()
-    specs.__dict__.pop("_named_resource_factories", None)
+    specs.named_resources.reset()
     for name in [m for m in sys.modules if m.startswith("torchx_plugins")]:
         del sys.modules[name]
 

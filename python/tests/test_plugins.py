@@ -88,11 +88,11 @@ def plugin_dist(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Pat
         my_tracker = my_plugins:create_tracker
     """))
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.delitem(specs.__dict__, "_named_resource_factories", raising=False)
+    specs.named_resources.reset()
     registry.cache_clear()
     yield tmp_path
     registry.cache_clear()
-    specs.__dict__.pop("_named_resource_factories", None)
+    specs.named_resources.reset()
     for name in [m for m in sys.modules if m.startswith("my_plugins")]:
         del sys.modules[name]
 

@@ -113,7 +113,7 @@ def test_run_options_and_errors() -> None:
     }
     with pytest.raises(specs.InvalidRunConfigException, match="prepend_cwd"):
         runner.dryrun_component("utils.echo", [], "local_cwd", cfg={"prepend_cwd": "yes"})
-    with pytest.raises(KeyError, match="Undefined scheduler backend: nope"):
+    with pytest.raises(KeyError, match="Scheduler backend: nope does not exist"):
         runner.run_component("utils.echo", [], "nope")
     with pytest.raises(specs.MalformedAppHandleException):
         runner.status("not-a-handle")

@@ -156,10 +156,14 @@ fn expand(
     Ok(out)
 }
 
-/// The config files to read, in precedence order: `$TORCHXCONFIG` alone if set (it must exist),
-/// else `$HOME/.torchxconfig` then `$CWD/.torchxconfig` when they exist.
+/// The config files to read, in precedence order: `$TORCHXCONFIG` alone if set (it must exist;
+/// set and empty, as in TorchX 0.8, it means no config file at all), else `$HOME/.torchxconfig`
+/// then `$CWD/.torchxconfig` when they exist.
 pub fn find_configs() -> Result<Vec<PathBuf>> {
     if let Some(path) = std::env::var_os("TORCHXCONFIG") {
+        if path.is_empty() {
+            return Ok(Vec::new());
+        }
         let path = PathBuf::from(path);
         if !path.is_file() {
             return Err(Error::config(format!(

@@ -34,6 +34,7 @@ def spmd(
     h: str = "gpu.small",
     j: str = "1x1",
     env: Optional[Dict[str, str]] = None,
+    metadata: Optional[Dict[str, str]] = None,
     max_retries: int = 0,
     mounts: Optional[List[str]] = None,
     debug: bool = False,
@@ -51,6 +52,7 @@ def spmd(
         h: the type of host to run on (a registered named resource)
         j: {nnodes}x{nproc_per_node}
         env: environment variables to be passed to the run (e.g. ENV1=v1,ENV2=v2)
+        metadata: metadata to be passed to the scheduler (e.g. KEY1=v1,KEY2=v2)
         max_retries: the number of scheduler retries allowed
         mounts: mounts to mount into the worker environment/container
         debug: whether to run with preset debug flags enabled
@@ -58,7 +60,7 @@ def spmd(
     return call(
         "dist.spmd",
         args,
-        dict(script=script, m=m, image=image, name=name, h=h, j=j, env=env,
+        dict(script=script, m=m, image=image, name=name, h=h, j=j, env=env, metadata=metadata,
              max_retries=max_retries, mounts=mounts, debug=debug),
     )
 
@@ -75,9 +77,11 @@ def ddp(
     memMB: int = 1024,
     j: str = "1x2",
     env: Optional[Dict[str, str]] = None,
+    metadata: Optional[Dict[str, str]] = None,
     max_retries: int = 0,
     rdzv_port: int = 29500,
     rdzv_backend: str = "c10d",
+    rdzv_conf: Optional[str] = None,
     mounts: Optional[List[str]] = None,
     debug: bool = False,
     tee: int = 3,
@@ -98,9 +102,11 @@ def ddp(
         memMB: cpu memory in MB per replica
         j: [{min_nnodes}:]{nnodes}x{nproc_per_node}
         env: environment variables to be passed to the run (e.g. ENV1=v1,ENV2=v2)
+        metadata: metadata to be passed to the scheduler (e.g. KEY1=v1,KEY2=v2)
         max_retries: the number of scheduler retries allowed
         rdzv_port: the port on rank0's host for the c10d rendezvous store (multi-node only)
         rdzv_backend: the rendezvous backend to use (multi-node only)
+        rdzv_conf: additional rendezvous configuration (e.g. join_timeout=600,timeout=600)
         mounts: mounts to mount into the worker environment/container
         debug: whether to run with preset debug flags enabled
         tee: tees the std stream(s) to console + file (0: none, 1: stdout, 2: stderr, 3: both)
@@ -109,6 +115,7 @@ def ddp(
         "dist.ddp",
         script_args,
         dict(script=script, m=m, image=image, name=name, h=h, cpu=cpu, gpu=gpu, memMB=memMB,
-             j=j, env=env, max_retries=max_retries, rdzv_port=rdzv_port,
-             rdzv_backend=rdzv_backend, mounts=mounts, debug=debug, tee=tee),
+             j=j, env=env, metadata=metadata, max_retries=max_retries, rdzv_port=rdzv_port,
+             rdzv_backend=rdzv_backend, rdzv_conf=rdzv_conf, mounts=mounts, debug=debug,
+             tee=tee),
     )

@@ -1,7 +1,7 @@
 """Utility components: run a command, a script or a binary, copy files, and test apps.
 Each returns the AppDef the Rust core's builder makes, as ``torchx run utils.<name>`` does."""
 
-from typing import Dict, List, Optional
+from typing import Annotated, Dict, List, Optional
 
 import torchx
 from torchx import specs
@@ -75,6 +75,7 @@ def python(
     memMB: int = 1024,
     h: Optional[str] = None,
     num_replicas: int = 1,
+    mounts: Optional[List[str]] = None,
 ) -> specs.AppDef:
     """Runs ``python`` with a module (``-m``), a program (``-c``) or a script; exactly one.
 
@@ -90,12 +91,14 @@ def python(
         memMB: cpu memory in MB per replica
         h: a registered named resource (takes precedence over cpu, gpu, memMB)
         num_replicas: number of copies to run (each on its own container)
+        mounts: mounts to mount into the worker environment/container
+            (ex. type=<bind/volume>,src=/host,dst=/job[,readonly])
     """
     return call(
         "utils.python",
         args,
         dict(m=m, c=c, script=script, image=image, name=name, cpu=cpu, gpu=gpu, memMB=memMB,
-             h=h, num_replicas=num_replicas),
+             h=h, num_replicas=num_replicas, mounts=mounts),
     )
 
 
@@ -129,7 +132,9 @@ def binary(
     )
 
 
-def copy(src: str, dst: str, image: str = torchx.IMAGE) -> specs.AppDef:
+def copy(
+    src: str, dst: str, image: str = torchx.IMAGE, mounts: Optional[List[str]] = None
+) -> specs.AppDef:
     """Copies a file from ``src`` to ``dst`` (fsspec locations).
 
     Args:
@@ -137,7 +142,7 @@ def copy(src: str, dst: str, image: str = torchx.IMAGE) -> specs.AppDef:
         dst: the destination fsspec file location
         image: the image that contains the copy app
     """
-    return call("utils.copy", (), dict(src=src, dst=dst, image=image))
+    return call("utils.copy", (), dict(src=src, dst=dst, image=image, mounts=mounts))
 
 
 def booth(
@@ -161,3 +166,36 @@ def booth(
         (),
         dict(x1=x1, x2=x2, trial_idx=trial_idx, tracker_base=tracker_base, image=image),
     )
+
+
+def hydra(
+    *overrides: str,
+    config_name: Annotated[str, "-cn"],
+    config_dir: Annotated[str, "-cd"] = ".torchx",
+) -> specs.AppDef:
+    """Builds the AppDef a Hydra config describes: its ``app`` key, with
+    ``_target_: torchx.specs.AppDef`` (other top-level keys serve as config groups and
+    interpolation sources). Needs ``hydra-core``. The resolvers ``${torchx.app_id}``,
+    ``${torchx.replica_id}``, ``${torchx.rank0_env}`` and ``${torchx.img_root}`` give TorchX's
+    macros, substituted by the scheduler.
+
+    Args:
+        overrides: Hydra overrides (e.g. role.num_replicas=2)
+        config_name: the config's name in config_dir
+        config_dir: the directory of the configs
+    """
+    import os
+
+    from hydra import compose, initialize_config_dir
+    from hydra.utils import instantiate
+    from omegaconf import OmegaConf
+
+    for name in ("app_id", "replica_id", "rank0_env", "img_root"):
+        # A backslash keeps OmegaConf from resolving the macro's own `${...}` again.
+        macro = getattr(specs.macros, name)
+        OmegaConf.register_new_resolver(f"torchx.{name}", lambda m=macro: f"\\{m}", replace=True)
+    initialize_config_dir(config_dir=os.path.abspath(config_dir), version_base="1.3")
+    cfg = compose(config_name=config_name, overrides=list(overrides))
+    if os.environ.get("TORCHX_DEBUG"):
+        print(OmegaConf.to_yaml(cfg))
+    return instantiate(cfg.app, _convert_="all")  # type: ignore[no-any-return]

@@ -40,6 +40,7 @@ from torchx.specs import (
     AppStatus,
     CfgVal,
     UnknownAppException,
+    UnknownSchedulerException,
     Workspace,
     macros,
     make_app_handle,
@@ -120,7 +121,7 @@ class Runner:
         component_args: Union[List[str], Dict[str, Any]],
         scheduler: str,
         cfg: Optional[Mapping[str, CfgVal]] = None,
-        workspace: Optional[str] = None,
+        workspace: Union[Workspace, str, None] = None,
         parent_run_id: Optional[str] = None,
     ) -> AppHandle:
         """Builds ``component`` from its arguments and runs it; returns the app handle."""
@@ -135,7 +136,7 @@ class Runner:
         component_args: Union[List[str], Dict[str, Any]],
         scheduler: str,
         cfg: Optional[Mapping[str, CfgVal]] = None,
-        workspace: Optional[str] = None,
+        workspace: Union[Workspace, str, None] = None,
         parent_run_id: Optional[str] = None,
     ) -> AppDryRunInfo:
         """``dryrun`` of the AppDef that ``component`` builds from ``component_args``."""
@@ -150,7 +151,7 @@ class Runner:
         app: AppDef,
         scheduler: str,
         cfg: Optional[Mapping[str, CfgVal]] = ...,
-        workspace: Optional[str] = ...,
+        workspace: Union[Workspace, str, None] = ...,
         parent_run_id: Optional[str] = ...,
         *,
         dryrun: Literal[True],
@@ -162,7 +163,7 @@ class Runner:
         app: AppDef,
         scheduler: str,
         cfg: Optional[Mapping[str, CfgVal]] = ...,
-        workspace: Optional[str] = ...,
+        workspace: Union[Workspace, str, None] = ...,
         parent_run_id: Optional[str] = ...,
         *,
         dryrun: Literal[False] = ...,
@@ -173,7 +174,7 @@ class Runner:
         app: AppDef,
         scheduler: str,
         cfg: Optional[Mapping[str, CfgVal]] = None,
-        workspace: Optional[str] = None,
+        workspace: Union[Workspace, str, None] = None,
         parent_run_id: Optional[str] = None,
         *,
         dryrun: bool = False,
@@ -197,7 +198,7 @@ class Runner:
         app: AppDef,
         scheduler: str,
         cfg: Optional[Mapping[str, CfgVal]] = None,
-        workspace: Optional[str] = None,
+        workspace: Union[Workspace, str, None] = None,
         parent_run_id: Optional[str] = None,
     ) -> AppDryRunInfo:
         """The scheduler's request for ``app``, not submitted. Like TorchX, it sets the job
@@ -238,8 +239,8 @@ class Runner:
         ):
             sched = self._scheduler(scheduler)
             resolved_cfg = sched.run_opts().resolve(cfg)
-            self._build_workspace(sched, scheduler, app, workspace, resolved_cfg)
             sched._pre_build_validate(app, scheduler, resolved_cfg)
+            self._build_workspace(sched, app, workspace, resolved_cfg)
             sched._validate(app, scheduler)
             dryrun_info = sched.submit_dryrun(app, resolved_cfg)
             dryrun_info._scheduler = scheduler
@@ -248,29 +249,33 @@ class Runner:
     @staticmethod
     def _build_workspace(
         sched: Scheduler,
-        scheduler: str,
         app: AppDef,
-        workspace: Optional[str],
+        workspace: Union[Workspace, str, None],
         cfg: Mapping[str, CfgVal],
     ) -> None:
-        if not workspace:
-            return
+        """As 0.8's: a ``workspace`` argument becomes role[0]'s (replacing its own), then a
+        ``WorkspaceMixin`` scheduler builds every role that has a workspace. The core's
+        schedulers plan role workspaces in ``submit_dryrun`` and build them in ``schedule``."""
         from torchx.schedulers._rust import RustScheduler
         from torchx.workspace import WorkspaceMixin
 
+        if workspace and isinstance(sched, (WorkspaceMixin, RustScheduler)):
+            if isinstance(workspace, str):
+                workspace = Workspace.from_str(workspace)
+            app.roles[0].workspace = workspace
         if isinstance(sched, WorkspaceMixin):
-            app.roles[0].workspace = Workspace.from_str(workspace)
             sched.build_workspaces(app.roles, cfg)
-        elif isinstance(sched, RustScheduler):
-            # The core plans it in submit_dryrun (images, job_dir copies, local_cwd's own
-            # directory) and builds it in schedule; as TorchX's, it is role[0]'s.
-            app.roles[0].workspace = Workspace.from_str(workspace)
 
     def scheduler_run_opts(self, scheduler: str) -> runopts:
         return self._scheduler(scheduler).run_opts()
 
-    def cfg_from_str(self, scheduler: str, cfg_str: str) -> Dict[str, CfgVal]:
-        return self.scheduler_run_opts(scheduler).cfg_from_str(cfg_str)
+    def cfg_from_str(self, scheduler: str, *cfg_literal: str) -> Dict[str, CfgVal]:
+        """The run config of ``k=v,...`` literals for ``scheduler`` (later ones win)."""
+        opts = self.scheduler_run_opts(scheduler)
+        cfg: Dict[str, CfgVal] = {}
+        for literal in cfg_literal:
+            cfg.update(opts.cfg_from_str(literal))
+        return cfg
 
     def scheduler_backends(self) -> List[str]:
         return list(self._scheduler_factories)
@@ -374,10 +379,7 @@ class Runner:
         if sched is None:
             factory = self._scheduler_factories.get(scheduler)
             if factory is None:
-                raise KeyError(
-                    f"Undefined scheduler backend: {scheduler}. Use one of: "
-                    f"{list(self._scheduler_factories)}"
-                )
+                raise UnknownSchedulerException(scheduler, list(self._scheduler_factories))
             sched = factory(self._name, **self._scheduler_params)
             self._scheduler_instances[scheduler] = sched
         return sched

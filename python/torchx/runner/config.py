@@ -87,22 +87,8 @@ def dump(f: TextIO, schedulers: Optional[List[str]] = None, required_only: bool 
 
 
 def _cast(opt: runopt, value: str) -> CfgVal:
-    from typing import Dict as _Dict
-    from typing import List as _List
-
-    if opt.opt_type is bool:
-        lowered = value.strip().lower()
-        if lowered in ("1", "yes", "true", "on"):
-            return True
-        if lowered in ("0", "no", "false", "off"):
-            return False
-        raise ValueError(f"Not a boolean: {value}")
-    if opt.opt_type == _List[str]:
-        return [item for item in value.split(";") if item]
-    if opt.opt_type == _Dict[str, str]:
-        pairs = [item.split(":", 1) for item in value.replace(",", ";").split(";") if item]
-        return {k: v for k, v in pairs}
-    return opt.opt_type(value)
+    # As 0.8: a config file's value parses exactly as the same `-cfg` value does.
+    return opt.cast_to_type(value)
 
 
 def load(scheduler: str, f: TextIO, cfg: Dict[str, CfgVal]) -> None:
@@ -167,10 +153,12 @@ def get_config(
 
 def find_configs(dirs: Optional[Iterable[str]] = None) -> List[str]:
     """The config files to read, in order: ``$TORCHXCONFIG`` alone if set
-    (``FileNotFoundError`` if it is not a file), else ``.torchxconfig`` in each of ``dirs``
+    (``FileNotFoundError`` if it is not a file; none if it is empty), else ``.torchxconfig`` in each of ``dirs``
     (default ``DEFAULT_CONFIG_DIRS``: ``$HOME``, then the current directory) where readable."""
     override = os.getenv(ENV_TORCHXCONFIG)
     if override is not None:
+        if not override:
+            return []  # set and empty: no config file (0.8)
         if not Path(override).is_file():
             raise FileNotFoundError(
                 f"`{ENV_TORCHXCONFIG}={override}` does not exist or is not a file."

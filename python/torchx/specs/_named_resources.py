@@ -9,9 +9,9 @@ registration cannot replace a builtin: the builtin is kept and a warning names t
 
 from __future__ import annotations
 
-import _thread
 import os
-from typing import Callable, Dict, Iterator, KeysView, Mapping, Optional
+import threading
+from typing import Callable, Dict, Iterator, KeysView, Mapping, Optional, Tuple
 
 from torchx.specs.api import NULL_RESOURCE, Resource
 
@@ -20,31 +20,14 @@ GiB: int = 1024
 
 ResourceFactory = Callable[[], Resource]
 
-# `_thread`, not `threading`: the same lock without importing threading into every program.
-_lock = _thread.allocate_lock()
-
 
 def factories() -> Dict[str, ResourceFactory]:
-    """The registered ``name -> factory`` table, loaded once and kept as
-    ``torchx.specs._named_resource_factories`` (where TorchX's tests patch it)."""
-    import torchx.specs as specs
-
-    with _lock:
-        loaded = specs.__dict__.get("_named_resource_factories")
-        if loaded is None:
-            loaded = _load()
-            specs.__dict__["_named_resource_factories"] = loaded
-    return loaded
+    """The registered ``name -> factory`` table (what ``torchx.specs._named_resource_factories``
+    reads as, where 0.7.0's tests patch it), loaded once."""
+    return named_resources._load()
 
 
-def _current() -> Mapping[str, ResourceFactory]:
-    import torchx.specs as specs
-
-    # A test may have replaced the table (``patch("torchx.specs._named_resource_factories")``).
-    return specs.__dict__.get("_named_resource_factories") or factories()
-
-
-def _load() -> Dict[str, ResourceFactory]:
+def _build() -> Dict[str, ResourceFactory]:
     from torchx.specs import named_resources_aws, named_resources_generic
 
     import warnings
@@ -59,7 +42,7 @@ def _load() -> Dict[str, ResourceFactory]:
                 warnings.warn(
                     f"named resource `{name}` from {origin} is ignored: a builtin (or an"
                     " earlier registration) has that name",
-                    stacklevel=3,
+                    stacklevel=4,
                 )
             else:
                 table[name] = factory
@@ -83,10 +66,52 @@ def _registered() -> Iterator[tuple[str, Mapping[str, ResourceFactory]]]:
 
 class _NamedResourcesLibrary:
     """``name -> Resource``: each lookup calls the factory, so callers may mutate what they
-    get. ``KeyError`` for an unknown name suggests the closest registered one."""
+    get. ``KeyError`` for an unknown name suggests the closest registered one. The table is
+    discovered on first lookup, once even when threads race (a lookup from a plugin module
+    while discovery imports it is a ``RuntimeError``: the table is incomplete then)."""
+
+    def __init__(self) -> None:
+        self._factories: Optional[Dict[str, ResourceFactory]] = None
+        self._lock = threading.RLock()
+        self._loading = False
+
+    def _load(self) -> Dict[str, ResourceFactory]:
+        if self._factories is not None:
+            return self._factories
+        with self._lock:
+            if self._factories is not None:
+                return self._factories
+            if self._loading:
+                raise RuntimeError(
+                    "re-entrant named-resource lookup: discovery is already in progress on"
+                    " this thread. A plugin module is likely looking up a named resource at"
+                    " import time; the registered set is incomplete mid-scan, so defer the"
+                    " lookup into the factory body."
+                )
+            self._loading = True
+            try:
+                self._factories = _build()
+            finally:
+                self._loading = False
+            return self._factories
+
+    def _table(self) -> Mapping[str, ResourceFactory]:
+        if self is named_resources:
+            # 0.7.0's spelling of the table, when a caller set it (tests patch it).
+            import torchx.specs as specs
+
+            patched = specs.__dict__.get("_named_resource_factories")
+            if patched is not None:
+                return patched  # type: ignore[no-any-return]
+        return self._load()
+
+    def reset(self) -> None:
+        """Forgets the table: the next lookup discovers it again."""
+        with self._lock:
+            self._factories = None
 
     def __getitem__(self, key: str) -> Resource:
-        table = _current()
+        table = self._table()
         if key in table:
             return table[key]()
         import difflib
@@ -99,22 +124,27 @@ class _NamedResourcesLibrary:
         raise KeyError(f"No named resource found for `{key}`. {hint}")
 
     def __contains__(self, key: object) -> bool:
-        return key in _current()
+        return key in self._table()
 
     def __iter__(self) -> Iterator[str]:
-        return iter(list(_current()))
+        return iter(list(self._table()))
 
     def __len__(self) -> int:
-        return len(_current())
+        return len(self._table())
 
     def keys(self) -> KeysView[str]:
-        return _current().keys()
+        return self._table().keys()
+
+    def items(self) -> Iterator[Tuple[str, Resource]]:
+        """``(name, resource)`` for each registered name (each resource made anew)."""
+        for name, factory in list(self._table().items()):
+            yield name, factory()
 
     def get(self, key: str, default: Optional[Resource] = None) -> Optional[Resource]:
         return self[key] if key in self else default
 
     def __repr__(self) -> str:
-        return f"named_resources({list(_current())})"
+        return f"named_resources({list(self._table())})"
 
 
 named_resources: _NamedResourcesLibrary = _NamedResourcesLibrary()

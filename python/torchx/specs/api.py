@@ -557,12 +557,16 @@ class MalformedAppHandleException(Exception):
         )
 
 
-class UnknownSchedulerException(Exception):
-    def __init__(self, scheduler_backend: str) -> None:
-        super().__init__(
-            f"Scheduler backend: {scheduler_backend} does not exist."
-            f" Use one of the available schedulers"
-        )
+class UnknownSchedulerException(KeyError):
+    """A scheduler name no factory has (0.8 raises it where 0.7.0 raised a ``KeyError``:
+    it is both)."""
+
+    def __init__(self, scheduler_backend: str, known: Optional[List[str]] = None) -> None:
+        choices = f"one of: {known}" if known is not None else "one of the available schedulers"
+        super().__init__(f"Scheduler backend: {scheduler_backend} does not exist. Use {choices}")
+
+    def __str__(self) -> str:
+        return str(self.args[0])
 
 
 class UnknownAppException(Exception):

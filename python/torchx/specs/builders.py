@@ -46,7 +46,9 @@ def _parameters(fn: Callable[..., Any]) -> Mapping[str, inspect.Parameter]:
 
 
 class _RemainderAction(argparse.Action):
-    """``*args``: what is left of the command line, or the default's words if nothing is."""
+    """``*args``: what is left of the command line, or the default's words if nothing is
+    (a value the namespace was seeded with is kept: ``parse_args`` seeds one to tell what the
+    command line gave)."""
 
     def __call__(
         self,
@@ -56,6 +58,8 @@ class _RemainderAction(argparse.Action):
         option_string: Optional[str] = None,
     ) -> None:
         if len(values) == 0:
+            if getattr(namespace, self.dest, None) is not self.default:
+                return  # nothing on the command line: keep what the namespace was seeded with
             values = (self.default or "").split()
         setattr(namespace, self.dest, values)
 

@@ -35,6 +35,7 @@ fn resource_params() -> Vec<Param> {
 }
 const ENV_HELP: &str =
     "environment varibles to be passed to the run (e.g. ENV1=v1,ENV2=v2,ENV3=v3)";
+const METADATA_HELP: &str = "metadata to be passed to the scheduler (e.g. KEY1=v1,KEY2=v2,KEY3=v3)";
 const MOUNTS_HELP: &str = "mounts to mount into the worker environment/container (ex. type=<bind/volume>,src=/host,dst=/job[,readonly]). See scheduler documentation for more info.";
 
 fn args_resource(a: &ComponentArgs, env: &ComponentEnv) -> Result<Resource> {
@@ -133,6 +134,7 @@ pub(super) fn all() -> Vec<Component> {
                 p("src", T::Str, D::Required, "the source fsspec file location"),
                 p("dst", T::Str, D::Required, "the destination fsspec file location"),
                 image("the image that contains the copy app"),
+                p("mounts", T::List, D::Absent, MOUNTS_HELP),
             ],
             copy,
         ),
@@ -159,7 +161,10 @@ pub(super) fn all() -> Vec<Component> {
                     p("name", T::Str, v("torchx_utils_python"), "name of the job"),
                 ],
                 resource_params(),
-                vec![p("num_replicas", T::Int, v("1"), "number of copies to run (each on its own container)")],
+                vec![
+                    p("num_replicas", T::Int, v("1"), "number of copies to run (each on its own container)"),
+                    p("mounts", T::List, D::Absent, MOUNTS_HELP),
+                ],
             ]
             .concat(),
             python,
@@ -255,6 +260,7 @@ fn python(a: &ComponentArgs, cenv: &ComponentEnv) -> Result<AppDef> {
     if let Some(m) = m {
         role.env.insert("HYDRA_MAIN_MODULE".into(), m.into());
     }
+    role.mounts = args_mounts(a, cenv)?;
     Ok(single(a.str("name"), role))
 }
 
@@ -267,8 +273,8 @@ fn binary(a: &ComponentArgs, cenv: &ComponentEnv) -> Result<AppDef> {
     Ok(single(a.str("name"), role))
 }
 
-fn copy(a: &ComponentArgs, _: &ComponentEnv) -> Result<AppDef> {
-    let role = Role::new("torchx-utils-copy", a.str("image"))
+fn copy(a: &ComponentArgs, cenv: &ComponentEnv) -> Result<AppDef> {
+    let mut role = Role::new("torchx-utils-copy", a.str("image"))
         .with_entrypoint("python")
         .with_args([
             "-m",
@@ -279,6 +285,7 @@ fn copy(a: &ComponentArgs, _: &ComponentEnv) -> Result<AppDef> {
             a.str("dst"),
         ])
         .with_resource(Resource::new(1, 0, 1024));
+    role.mounts = args_mounts(a, cenv)?;
     Ok(single("torchx-utils-copy", role))
 }
 
@@ -384,6 +391,7 @@ fn ddp_params() -> Vec<Param> {
             p("memMB", T::Int, v("1024"), "cpu memory in MB per replica"),
             p("j", T::Str, v("1x2"), "[{min_nnodes}:]{nnodes}x{nproc_per_node}, for gpu hosts, nproc_per_node must not exceed num gpus"),
             p("env", T::Dict, D::Absent, ENV_HELP),
+            p("metadata", T::Dict, D::Absent, METADATA_HELP),
             p("max_retries", T::Int, v("0"), "the number of scheduler retries allowed"),
             p("rdzv_port", T::Int, v("29500"), "the port on rank0's host to use for hosting the c10d store used for rendezvous. Only takes effect when running multi-node."),
             p("rdzv_backend", T::Str, v("c10d"), "the rendezvous backend to use. Only takes effect when running multi-node."),
@@ -403,6 +411,7 @@ fn spmd_params() -> Vec<Param> {
             p("h", T::Str, v("gpu.small"), "the type of host to run on (e.g. aws_p4d.24xlarge). Must be one of the registered named resources"),
             p("j", T::Str, v("1x1"), "{nnodes}x{nproc_per_node}. For GPU hosts omitting nproc_per_node will infer it from the GPU count on the host"),
             p("env", T::Dict, D::Absent, ENV_HELP),
+            p("metadata", T::Dict, D::Absent, METADATA_HELP),
             p("max_retries", T::Int, v("0"), "the number of scheduler retries allowed"),
             p("mounts", T::List, D::Absent, MOUNTS_HELP),
             p("debug", T::Bool, v("False"), "whether to run with preset debug flags enabled"),
@@ -602,7 +611,14 @@ fn ddp_with(a: &ComponentArgs, cenv: &ComponentEnv, j: &str) -> Result<AppDef> {
     role.port_map.insert("c10d".into(), rdzv_port);
     role.max_retries = non_negative(a, "max_retries")?;
     role.mounts = args_mounts(a, cenv)?;
-    Ok(single(&run, role))
+    let mut app = single(&run, role);
+    app.metadata = a
+        .dict("metadata")
+        .cloned()
+        .unwrap_or_default()
+        .into_iter()
+        .collect();
+    Ok(app)
 }
 
 fn spmd(a: &ComponentArgs, cenv: &ComponentEnv) -> Result<AppDef> {

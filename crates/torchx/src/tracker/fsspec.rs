@@ -237,21 +237,19 @@ impl Tracker for FsspecTracker {
     }
 
     fn add_source(&self, run_id: &str, source_id: &str, artifact_name: Option<&str>) -> Result<()> {
-        let line = format!("{}\n", artifact_name.unwrap_or(""));
+        // As TorchX 0.8: links accumulate (each artifact of one source is kept), and a source
+        // run that has tracked data learns of its descendant.
+        let line = artifact_name.unwrap_or("");
         let sources = self.run_dir(run_id).join("sources");
         std::fs::create_dir_all(&sources)
             .map_err(|e| io(format!("creating {}", sources.display()), e))?;
-        let file = sources.join(b32encode(source_id.as_bytes()));
-        std::fs::write(&file, &line).map_err(|e| io(format!("writing {}", file.display()), e))?;
-        let descendants = self.run_dir(source_id).join("descendants");
-        if descendants.is_dir() {
-            let file = descendants.join(b32encode(run_id.as_bytes()));
-            OpenOptions::new()
-                .append(true)
-                .create(true)
-                .open(&file)
-                .and_then(|mut f| f.write_all(line.as_bytes()))
-                .map_err(|e| io(format!("appending to {}", file.display()), e))?;
+        append_unique(&sources.join(b32encode(source_id.as_bytes())), line)?;
+        let parent = self.run_dir(source_id);
+        if parent.is_dir() {
+            let descendants = parent.join("descendants");
+            std::fs::create_dir_all(&descendants)
+                .map_err(|e| io(format!("creating {}", descendants.display()), e))?;
+            append_unique(&descendants.join(b32encode(run_id.as_bytes())), line)?;
         }
         Ok(())
     }
@@ -435,6 +433,22 @@ fn python_str(s: &str) -> String {
     out
 }
 
+/// Appends `line` to `file` unless the file holds that line already.
+fn append_unique(file: &Path, line: &str) -> Result<()> {
+    match std::fs::read_to_string(file) {
+        Ok(text) if text.lines().any(|l| l.trim() == line) => return Ok(()),
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(io(format!("reading {}", file.display()), e)),
+    }
+    OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(file)
+        .and_then(|mut f| f.write_all(format!("{line}\n").as_bytes()))
+        .map_err(|e| io(format!("appending to {}", file.display()), e))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -474,6 +488,34 @@ mod tests {
         assert_eq!(c["root_path"], "/x");
         assert_eq!(c["storage"]["key"], "k");
         assert!(read_config("a.=1").unwrap_err().contains("`a.`"));
+    }
+
+    #[test]
+    fn source_links_accumulate_and_reach_a_tracked_parent() {
+        let tmp = tempfile::tempdir().unwrap();
+        let t = FsspecTracker::new(tmp.path()).unwrap();
+        t.add_source("c", "untracked", None).unwrap();
+        assert!(!tmp.path().join(b32encode(b"untracked")).exists());
+        t.add_metadata("p", &json!({"k": 1}).as_object().unwrap().clone())
+            .unwrap();
+        for artifact in ["a1", "a2", "a1"] {
+            t.add_source("c", "p", Some(artifact)).unwrap();
+        }
+        let mut names: Vec<_> = t
+            .sources("c", None)
+            .unwrap()
+            .into_iter()
+            .filter(|s| s.source_run_id == "p")
+            .filter_map(|s| s.artifact_name)
+            .collect();
+        names.sort();
+        assert_eq!(names, ["a1", "a2"]);
+        let edge = tmp
+            .path()
+            .join(b32encode(b"p"))
+            .join("descendants")
+            .join(b32encode(b"c"));
+        assert_eq!(std::fs::read_to_string(edge).unwrap(), "a1\na2\n");
     }
 
     #[test]

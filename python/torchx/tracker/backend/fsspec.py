@@ -113,16 +113,26 @@ class FsspecTracker(TrackerBase):
         return merged
 
     def add_source(self, run_id: str, source_id: str, artifact_name: Optional[str] = None) -> None:
+        """Links ``run_id`` to its source run, for ``artifact_name`` (links accumulate: each
+        artifact of one source is kept). A source run that has tracked data learns of its
+        descendant too."""
         sources = self._run(run_id).with_subpath("sources")
         self.fs.mkdirs(sources.path(), exist_ok=True)
-        line = f"{artifact_name or ''}\n"
-        with self.fs.open(sources.with_run_id(source_id).path(), mode="w") as f:
-            f.write(line)
-        # The parent learns of its descendant only if it opted in (its directory exists).
-        descendants = self._run(source_id).with_subpath("descendants")
-        if self.fs.exists(descendants.path()):
-            with self.fs.open(descendants.with_run_id(run_id).path(), mode="a") as f:
-                f.write(line)
+        line = artifact_name or ""
+        self._append_unique(sources.with_run_id(source_id).path(), line)
+        if self.fs.exists(self._run(source_id).path()):
+            descendants = self._run(source_id).with_subpath("descendants")
+            self.fs.mkdirs(descendants.path(), exist_ok=True)
+            self._append_unique(descendants.with_run_id(run_id).path(), line)
+
+    def _append_unique(self, ref_file: str, line: str) -> None:
+        """Appends ``line`` to ``ref_file`` unless it holds it already."""
+        if self.fs.exists(ref_file):
+            with self.fs.open(ref_file, mode="r") as f:
+                if line in (existing.strip() for existing in f.read().splitlines()):
+                    return
+        with self.fs.open(ref_file, mode="a") as f:
+            f.write(f"{line}\n")
 
     def _read_links(self, file: str, artifact_name: Optional[str]) -> List[TrackerSource]:
         with self.fs.open(file, mode="r") as f:
