@@ -36,10 +36,25 @@ def role_to_json(role: Role) -> Dict[str, Any]:
         "retry_policy": RetryPolicy(role.retry_policy).value,
         "resource": resource_to_json(role.resource),
         "port_map": dict(role.port_map),
-        "metadata": dict(role.metadata),
+        "metadata": {k: _tuples_as_put(v) for k, v in role.metadata.items()},
         "mounts": [_mount_to_json(m) for m in role.mounts],
         "workspace": dict(role.workspace.projects) if role.workspace else None,
     }
+
+
+def _tuples_as_put(value: Any) -> Any:
+    """Metadata as JSON: a tuple inside a dict (an overlay's "replace this list") becomes the
+    ``PUT`` operator's key, which says the same in JSON."""
+    if isinstance(value, dict):
+        from torchx.specs.overlays import PUT
+
+        return {
+            (PUT(k) if isinstance(v, tuple) and isinstance(k, str) else k): _tuples_as_put(v)
+            for k, v in value.items()
+        }
+    if isinstance(value, (list, tuple)):
+        return [_tuples_as_put(v) for v in value]
+    return value
 
 
 def app_to_json(app: AppDef) -> Dict[str, Any]:

@@ -5,6 +5,7 @@
 mod handle;
 mod macros;
 mod mounts;
+pub mod overlay;
 mod resource;
 mod status;
 

@@ -21,7 +21,7 @@ use serde_json::{json, Value};
 use super::opts::{KubernetesOpts, Mode};
 use crate::error::{Error, Result};
 use crate::scheduler::{DryRunContext, NativeRequest};
-use crate::specs::{AppDef, MacroValues, Mount, RetryPolicy, Role};
+use crate::specs::{overlay, AppDef, MacroValues, Mount, RetryPolicy, Role};
 
 /// TorchX version label.
 pub const LABEL_VERSION: &str = "torchx.pytorch.org/version";
@@ -420,6 +420,54 @@ pub fn role_to_pod(
     })
 }
 
+/// `pod` with the role's `kubernetes` metadata's `V1Pod` overlay merged in (else the app's,
+/// as `--metadata kubernetes=file://...` of the builtin components sets it): only its
+/// `metadata` and `spec` are kept, as TorchX keeps them. See [`crate::specs::overlay`].
+pub fn with_pod_overlay(
+    app: &AppDef,
+    role: &Role,
+    pod: PodTemplateSpec,
+) -> Result<PodTemplateSpec> {
+    const NAMESPACE: &str = "kubernetes";
+    let role_metadata: serde_json::Map<String, Value> = role
+        .metadata
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let overlay = match overlay::get(&role_metadata, NAMESPACE, "V1Pod")? {
+        Some(o) => o,
+        None => {
+            let app_metadata: serde_json::Map<String, Value> = app
+                .metadata
+                .iter()
+                .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+                .collect();
+            match overlay::get(&app_metadata, NAMESPACE, "V1Pod")? {
+                Some(o) => o,
+                None => return Ok(pod),
+            }
+        }
+    };
+    let Value::Object(mut merged) = to_value(&pod) else {
+        unreachable!("a pod template serializes to an object")
+    };
+    let Value::Object(overlay) = overlay else {
+        unreachable!("overlay::get returns objects")
+    };
+    overlay::apply(&mut merged, &overlay)
+        .map_err(|e| Error::spec(format!("role `{}`: the V1Pod overlay: {e}", role.name)))?;
+    let kept: serde_json::Map<String, Value> = merged
+        .into_iter()
+        .filter(|(k, _)| k == "metadata" || k == "spec")
+        .collect();
+    serde_json::from_value(Value::Object(kept)).map_err(|e| {
+        Error::spec(format!(
+            "role `{}`: the V1Pod overlay does not make a valid pod: {e}",
+            role.name
+        ))
+    })
+}
+
 fn to_value<T: serde::Serialize>(t: &T) -> Value {
     serde_json::to_value(t).unwrap_or(Value::Null)
 }
@@ -487,7 +535,11 @@ pub fn volcano_job(app: &AppDef, opts: &KubernetesOpts, app_id: &str) -> Result<
                     .env
                     .insert("TORCHX_RANK0_HOST".into(), "localhost".into());
             }
-            let mut pod = role_to_pod(&task_name, &replica_role, &settings)?;
+            let mut pod = with_pod_overlay(
+                app,
+                role,
+                role_to_pod(&task_name, &replica_role, &settings)?,
+            )?;
             let labels = pod_labels(app, role_idx, role, Some(replica_id), app_id);
             check_labels(&labels)?;
             if let Some(m) = pod.metadata.as_mut() {
@@ -580,7 +632,11 @@ pub fn native_jobs(app: &AppDef, opts: &KubernetesOpts, app_id: &str) -> Result<
         };
         let container = normalize_str(&role.name);
         check_dns_label("container name", &container)?;
-        let mut pod = role_to_pod(&container, &values.apply(role), &settings)?;
+        let mut pod = with_pod_overlay(
+            app,
+            role,
+            role_to_pod(&container, &values.apply(role), &settings)?,
+        )?;
         let labels = pod_labels(app, role_idx, role, None, app_id);
         check_labels(&labels)?;
         if let Some(m) = pod.metadata.as_mut() {

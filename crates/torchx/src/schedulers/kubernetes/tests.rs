@@ -458,3 +458,85 @@ fn torchx_name_helpers() {
     assert_eq!(parse_time("2026-11-21T10:00:00.5Z"), Some(1_795_255_200.5));
     assert_eq!(parse_time("nonsense"), None);
 }
+
+/// A role with TorchX 0.8's `V1Pod` overlay (nested format) merging into every render.
+fn overlaid_app() -> AppDef {
+    let mut app = component("utils.echo", &["--msg", "hi"]);
+    app.roles[0].metadata.insert(
+        "kubernetes".into(),
+        json!({
+            crate::specs::overlay::FORMAT_KEY: true,
+            "V1Pod": {
+                "metadata": {"annotations": {"team": "ml"}},
+                "spec": {
+                    "nodeSelector": {"pool": "a100"},
+                    "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}],
+                    "__put__:volumes": [{"name": "scratch", "emptyDir": {}}],
+                    "__join__:containers:name": [{"name": "echo-0", "imagePullPolicy": "Always"}],
+                },
+            },
+        }),
+    );
+    app
+}
+
+#[test]
+fn pod_overlays_merge_into_every_kubernetes_render() {
+    let volcano = render(
+        &overlaid_app(),
+        &opts(json!({"mode": "volcano", "queue": "default"})),
+        &ctx(),
+    )
+    .unwrap();
+    let schema = crd_schema("volcano-batch.volcano.sh_jobs.yaml", "v1alpha1");
+    assert_valid(&schema, &volcano.objects[0], "overlaid");
+    let pod = &volcano.objects[0]["spec"]["tasks"][0]["template"];
+    assert_round_trips::<PodTemplateSpec>(pod, "overlaid");
+    assert_eq!(pod["metadata"]["annotations"]["team"], "ml");
+    assert_eq!(pod["spec"]["nodeSelector"]["pool"], "a100");
+    assert_eq!(
+        pod["spec"]["volumes"],
+        json!([{"name": "scratch", "emptyDir": {}}])
+    );
+    let container = &pod["spec"]["containers"][0];
+    assert_eq!(
+        (
+            container["name"].as_str(),
+            container["imagePullPolicy"].as_str()
+        ),
+        (Some("echo-0"), Some("Always"))
+    );
+    assert!(
+        container["command"].is_array(),
+        "JOIN keeps the rendered fields: {container}"
+    );
+    // The labels TorchX needs are set after the overlay, so it cannot lose them.
+    assert!(pod["metadata"]["labels"]["app.kubernetes.io/instance"].is_string());
+
+    let native = render(&overlaid_app(), &opts(json!({})), &ctx()).unwrap();
+    let template = &native.objects[1]["spec"]["template"];
+    assert_round_trips::<Job>(&native.objects[1], "overlaid");
+    assert_eq!(template["spec"]["nodeSelector"]["pool"], "a100");
+    assert_eq!(template["spec"]["tolerations"][0]["key"], "nvidia.com/gpu");
+
+    let aw = kubernetes_mcad::render(&overlaid_app(), &mcad_opts(json!({})), &ctx()).unwrap();
+    let rendered = aw.render();
+    assert!(
+        rendered.contains("pool: a100") && rendered.contains("team: ml"),
+        "{rendered}"
+    );
+}
+
+#[test]
+fn bad_pod_overlays_are_spec_errors() {
+    let mut app = overlaid_app();
+    app.roles[0].metadata.insert(
+        "kubernetes".into(),
+        json!({"spec": {"containers": {"not": "a list"}}}),
+    );
+    let err = render(&app, &opts(json!({})), &ctx()).unwrap_err();
+    assert!(
+        err.to_string().contains("V1Pod overlay") && err.to_string().contains("containers"),
+        "{err}"
+    );
+}

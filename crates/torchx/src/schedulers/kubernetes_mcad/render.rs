@@ -13,7 +13,7 @@ use crate::error::{Error, Result};
 use crate::scheduler::{DryRunContext, NativeRequest};
 use crate::schedulers::kubernetes::render::{
     check_dns_label, check_label_value, cleanup_str, object_labels, pod_labels, role_to_pod,
-    PodSettings, LABEL_KUBE_APP_NAME, LABEL_UNIQUE_NAME,
+    with_pod_overlay, PodSettings, LABEL_KUBE_APP_NAME, LABEL_UNIQUE_NAME,
 };
 use crate::specs::{AppDef, MacroValues};
 
@@ -158,7 +158,8 @@ pub fn render(
                 trailing_env: trailing,
                 ..Default::default()
             };
-            let template = role_to_pod(&name, &replica_role, &settings)?;
+            let template =
+                with_pod_overlay(app, role, role_to_pod(&name, &replica_role, &settings)?)?;
             let mut metadata = template.metadata.unwrap_or_default();
             let mut labels = pod_labels(app, role_idx, role, Some(k), &id);
             if opts.coscheduler_name.is_some() {
