@@ -24,7 +24,7 @@ def load(group: str, name: str, default: Any = None) -> Any:
             return ep.load()
     if default is not None:
         return default
-    raise KeyError(f"no entry point `{name}` in group `{group}`")
+    raise KeyError(f"entrypoint {group}.{name} not found")
 
 
 def _deferred(ep: Any) -> Callable[..., Any]:
@@ -43,10 +43,11 @@ def load_group(
     group: str, default: Optional[Dict[str, Any]] = None
 ) -> Optional[Dict[str, Callable[..., Any]]]:
     """``name -> deferred loader`` for every entry point of ``group`` (``default`` if it has
-    none). Calling a loader imports its target and calls it with the given arguments, or
-    returns the module if the entry point names a module."""
+    none and one is given, else ``{}`` as 0.8's: 0.7.0 returned None). Calling a loader imports
+    its target and calls it with the given arguments, or returns the module if the entry point
+    names a module."""
     eps = {ep.name: _deferred(ep) for ep in _entry_points(group)}
-    return eps or default
+    return eps or (default if default is not None else {})
 
 
 def __getattr__(name: str) -> Any:

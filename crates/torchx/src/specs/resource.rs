@@ -367,7 +367,13 @@ mod tests {
             Resource::new(1, 0, 512)
         );
         assert_eq!(named_resource("NULL").unwrap(), Resource::null());
-        assert_eq!(named_resource_names().count(), 10 + 40 + 2);
+        // TorchX 0.8's table: 61 AWS instance types (0.7.0 had 40).
+        assert_eq!(named_resource_names().count(), 10 + 61 + 2);
+        let r = named_resource("aws_p6-b300.48xlarge").unwrap();
+        assert_eq!(
+            (r.gpu, r.mem_mb, r.devices[EFA_DEVICE]),
+            (8, 4096 * 983, 16)
+        );
     }
 
     #[test]

@@ -91,11 +91,14 @@ pub fn render_yaml(objects: &[Value]) -> String {
 
 /// TorchX's `normalize_str`: drop one leading `-`, lowercase, keep `[a-z0-9-]`.
 pub fn normalize_str(s: &str) -> String {
-    let s = s.strip_prefix('-').unwrap_or(s);
-    s.to_lowercase()
+    // As TorchX 0.8: filter, then strip every leading `-` (0.7.0 dropped one before filtering,
+    // which left names like `-job` for `_-job`).
+    let kept: String = s
+        .to_lowercase()
         .chars()
         .filter(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '-')
-        .collect()
+        .collect();
+    kept.trim_start_matches('-').to_string()
 }
 
 /// TorchX's `cleanup_str` (kubernetes_mcad): `normalize_str`, then no leading digits.
