@@ -9,7 +9,7 @@ from torchx.components._builtin import call
 
 
 def echo(msg: str = "hello world", image: str = torchx.IMAGE, num_replicas: int = 1) -> specs.AppDef:
-    """Echos a message to stdout (calls echo).
+    """Echos a message to stdout (calls echo)
 
     Args:
         msg: message to echo
@@ -20,7 +20,7 @@ def echo(msg: str = "hello world", image: str = torchx.IMAGE, num_replicas: int 
 
 
 def touch(file: str, image: str = torchx.IMAGE) -> specs.AppDef:
-    """Touches a file (calls touch).
+    """Touches a file (calls touch)
 
     Args:
         file: file to create

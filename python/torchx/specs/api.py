@@ -482,7 +482,12 @@ class AppStatus:
 
         fields = asdict(self)
         error = fields.pop("structured_error_msg")
-        fields["structured_error_msg"] = json.loads(error) if error != NONE else NONE
+        if error != NONE:
+            try:
+                error = json.loads(error)
+            except ValueError:
+                pass  # a reply file is the job's text, not always JSON: shown as it is
+        fields["structured_error_msg"] = error
         fields["state"] = repr(fields["state"])
         return yaml.dump({"AppStatus": fields})
 

@@ -111,8 +111,8 @@ class ModuleComponentsFinder(ComponentsFinder):
         rel_name = module_relname(module, relative_to=self.base_module)
         found = []
         for fn_name, fn in inspect.getmembers(module, inspect.isfunction):
-            if fn.__module__ != module.__name__:
-                continue  # imported, not defined here
+            if fn.__module__ != module.__name__ or fn_name.startswith("__"):
+                continue  # imported, not defined here; or a module hook (`__getattr__`)
             description, _ = get_fn_docstring(fn)
             found.append(
                 _Component(
