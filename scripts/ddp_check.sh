@@ -11,6 +11,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 python=${TORCHX_DDP_PYTHON:-python3}
 if ! "$python" -c 'import torch.distributed' 2>/dev/null; then
+    if [[ ",${TORCHX_TEST_ENGINES:-}," == *,torch,* ]]; then
+        echo "ddp_check: PyTorch was promised (TORCHX_TEST_ENGINES has torch) but \`$python -c 'import torch'\` fails" >&2
+        exit 1
+    fi
     echo "*** SKIPPED ddp_check: \`$python -c 'import torch'\` fails (set TORCHX_DDP_PYTHON to a python with PyTorch)" >&2
     exit 0
 fi

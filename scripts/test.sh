@@ -7,6 +7,8 @@
 #   bash scripts/test.sh
 #
 # TORCHX_TEST_VENV   the venv for the Python tests (default: .venv-test in the repository)
+# TORCHX_TEST_TORCH  1: also install PyTorch into it (.ci/run does), for torchx.distributed's
+#                    tests and scripts/ddp_check.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -30,6 +32,13 @@ if [ "$python_status" -eq 0 ]; then
     "$venv/bin/python" -m pip install -q --disable-pip-version-check ./crates/torchx-cli ".[test]" \
         ./examples/python-plugin ./examples/namespace-plugin
     python_status=$?
+fi
+if [ "$python_status" -eq 0 ] && [ "${TORCHX_TEST_TORCH:-0}" = 1 ]; then
+    # Real PyTorch (CPU use of PyPI's wheel) for torchx.distributed's tests and
+    # scripts/ddp_check.sh; pip's cache and an existing install make later runs quick.
+    echo "== Python: PyTorch into the venv (TORCHX_TEST_TORCH=1)"
+    "$venv/bin/python" -c 'import torch' 2>/dev/null ||
+        "$venv/bin/python" -m pip install -q --disable-pip-version-check torch || python_status=1
 fi
 if [ "$python_status" -eq 0 ]; then
     # The interpreter whose Python schedulers the Rust conformance suite runs.
