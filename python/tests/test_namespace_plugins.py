@@ -243,3 +243,13 @@ def test_cli_ignores_a_namespace_plugin_with_a_builtins_name(torchx_bin: str, tm
     assert "=== SCHEDULER REQUEST ===" in out.stdout
     listing = cli(torchx_bin, ["runopts"], PYTHONPATH=str(tmp_path))
     assert "scheduler `local_cwd` of the plugins" in listing.stderr and "ignored" in listing.stderr
+
+
+def test_cli_uses_namespace_named_resources(torchx_bin: str) -> None:
+    out = cli(
+        torchx_bin,
+        ["run", "--dryrun", "--json", "-s", "local_cwd", "dist.ddp", "-h", "example_node_4", "--script", "t.py"],
+    )
+    assert out.returncode == 0, out.stderr
+    resource = json.loads(out.stdout)["app"]["roles"][0]["resource"]
+    assert (resource["cpu"], resource["gpu"]) == (32, 4)

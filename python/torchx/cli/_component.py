@@ -81,9 +81,9 @@ def _tracker(request: Dict[str, Any]) -> Dict[str, Any]:
     try:
         trackers = list(build_trackers({name: request.get("config")}))
     except Exception as e:
-        return _error("backend", f"entry point `{name}` of torchx.tracker cannot be built: {_describe(e)}")
+        return _error("backend", f"tracker plugin `{name}` cannot be built: {_describe(e)}")
     if not trackers:
-        return _error("not_found", f"no `{name}` in the torchx.tracker entry points")
+        return _error("not_found", f"no tracker plugin `{name}` (torchx_plugins.tracker or a torchx.tracker entry point)")
     tracker = trackers[0]
     try:
         if op == "add_metadata":
