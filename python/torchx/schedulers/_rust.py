@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Mapping, Optional
@@ -32,6 +33,38 @@ def _opt_type(name: str) -> Any:
         "typing.List[str]": List[str],
         "typing.Dict[str, str]": Dict[str, str],
     }[name]
+
+
+def builtin_opts(backend: str, class_name: str, module: str) -> Any:
+    """A ``StructuredOpts`` dataclass of builtin scheduler ``backend``'s run options (the core's
+    schema, so Python and the CLI take the same options): one field per option, named as the
+    option (``-`` as ``_``, the option's spelling kept as ``cfg_key``), typed, with the option's
+    default (``Optional`` and ``None`` when it has none) and help."""
+    from dataclasses import field, make_dataclass
+
+    from torchx.schedulers._structured_opts import StructuredOpts
+
+    schema = json.loads(_rs().run_opts(backend))
+    required, optional = [], []
+    for o in schema:
+        name = o["name"].replace("-", "_").replace(".", "_")
+        meta = {"help": o["help"], "cfg_key": o["name"]}
+        tp = _opt_type(o["type"])
+        if o["required"]:
+            required.append((name, tp, field(metadata=meta)))
+        elif o["default"] is None:
+            optional.append((name, Optional[tp], field(default=None, metadata=meta)))
+        elif isinstance(o["default"], (list, dict)):
+            default = o["default"]
+            optional.append(
+                (name, tp, field(default_factory=lambda d=default: copy.deepcopy(d), metadata=meta))
+            )
+        else:
+            optional.append((name, tp, field(default=o["default"], metadata=meta)))
+    cls = make_dataclass(class_name, required + optional, bases=(StructuredOpts,))
+    cls.__module__ = module
+    cls.__doc__ = f"The run options of the builtin `{backend}` scheduler (typed)."
+    return cls
 
 
 class RustRequest:

@@ -63,10 +63,14 @@ class StructuredOpts(Mapping[str, CfgVal]):
         """Field name -> the string literal right after the field in the class body."""
         docs: Dict[str, str] = {}
         try:
-            tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
+            tree: Any = ast.parse(textwrap.dedent(inspect.getsource(cls)))
         except (OSError, TypeError, SyntaxError):
-            return docs
-        body = tree.body[0].body if tree.body and isinstance(tree.body[0], ast.ClassDef) else []
+            tree = None  # a generated class: its fields' metadata hold the help
+        body = (
+            tree.body[0].body
+            if tree is not None and tree.body and isinstance(tree.body[0], ast.ClassDef)
+            else []
+        )
         for node, after in zip(body, body[1:]):
             if (
                 isinstance(node, ast.AnnAssign)
@@ -76,6 +80,9 @@ class StructuredOpts(Mapping[str, CfgVal]):
                 and isinstance(after.value.value, str)
             ):
                 docs[node.target.id] = inspect.cleandoc(after.value.value)
+        for f in fields(cls):  # type: ignore[arg-type]
+            if f.name not in docs and "help" in f.metadata:
+                docs[f.name] = f.metadata["help"]  # a generated class (no source to read)
         hints = cls._hints()
         for f in fields(cls):  # type: ignore[arg-type]
             tp = decode_optional(hints.get(f.name, str))
