@@ -8,7 +8,16 @@ use crate::output;
 
 /// torchx: launch PyTorch jobs on any scheduler from one job spec.
 #[derive(Debug, Parser)]
-#[command(name = "torchx", version, about, long_about = None, max_term_width = 100)]
+#[command(
+    name = "torchx",
+    version,
+    about,
+    long_about = None,
+    max_term_width = 100,
+    // As TorchX's argparse: an unambiguous prefix of a long option is that option
+    // (`torchx status --role echo` for `--roles`).
+    infer_long_args = true
+)]
 pub struct Cli {
     /// Log level: DEBUG, INFO, WARNING, ERROR (default: $LOGLEVEL or WARNING).
     #[arg(long = "log_level", alias = "log-level", global = true)]

@@ -13,6 +13,16 @@ use crate::cli::RunArgs;
 use crate::exit_codes;
 use crate::output::{copy_log_lines, print_json, Sink};
 
+/// Whether `job_dir` is set for `scheduler`: by `-cfg` or by its `.torchxconfig` section.
+fn has_job_dir(runner: &Runner, scheduler: &str, cfg: &torchx::opts::Cfg) -> bool {
+    cfg.get("job_dir").is_some()
+        || runner
+            .config()
+            .section(scheduler)
+            .iter()
+            .any(|(k, v)| k == "job_dir" && !v.is_empty())
+}
+
 pub fn run(a: RunArgs) -> Result<i32> {
     let timeout = a.timeout.as_deref().map(parse_timeout).transpose()?;
     let runner = super::runner()?;
@@ -56,6 +66,17 @@ pub fn run(a: RunArgs) -> Result<i32> {
             let support = runner.scheduler(&scheduler)?.capabilities().workspace;
             match default {
                 _ if support == WorkspaceSupport::None => None,
+                // As TorchX: a directory workspace without a job_dir to copy it into is
+                // ignored (the job runs in place), with a warning here.
+                Some(w)
+                    if support == WorkspaceSupport::Directory
+                        && !has_job_dir(&runner, &scheduler, &cfg) =>
+                {
+                    log::warn!(
+                        "[cli:run] workspace `{w}` is ignored: {scheduler} without job_dir runs                          the job in the current directory (give -cfg job_dir=<new directory>                          to run from a copy of the workspace)"
+                    );
+                    None
+                }
                 Some(w) => Some(w.clone()),
                 None => Some(current_dir()?.display().to_string()),
             }

@@ -431,10 +431,36 @@ impl Component {
                 None => (stripped, None),
             };
             let single_dash = !tok.starts_with("--");
-            let param = self
+            let exact = self
                 .param(flag)
-                .filter(|p| !single_dash || p.name.chars().count() == 1)
-                .ok_or_else(|| {
+                .filter(|p| !single_dash || p.name.chars().count() == 1);
+            // As TorchX's argparse: an unambiguous prefix of a long option is that option.
+            let prefixed = || -> Result<Option<&Param>> {
+                if single_dash || flag.is_empty() {
+                    return Ok(None);
+                }
+                let matches: Vec<&Param> = self
+                    .params
+                    .iter()
+                    .filter(|p| p.ty != ParamType::VarArgs && p.name.starts_with(flag))
+                    .collect();
+                match matches.as_slice() {
+                    [one] => Ok(Some(*one)),
+                    [] => Ok(None),
+                    many => Err(self.err(format!(
+                        "ambiguous option: --{flag} could match {}",
+                        many.iter()
+                            .map(|p| format!("--{}", p.name))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ))),
+                }
+            };
+            let param = match exact {
+                Some(p) => Some(p),
+                None => prefixed()?,
+            }
+            .ok_or_else(|| {
                     self.err(format!(
                         "unknown argument `{tok}`.{} Valid parameters: {}",
                         did_you_mean(
