@@ -32,28 +32,40 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run a component or AppDef file on a scheduler.
+    #[command(infer_long_args = true)]
     Run(RunArgs),
     /// List the builtin components.
+    #[command(infer_long_args = true)]
     Builtins(BuiltinsArgs),
     /// Show the status of an app.
+    #[command(infer_long_args = true)]
     Status(StatusArgs),
     /// Show the AppDef of an app as the scheduler knows it.
+    #[command(infer_long_args = true)]
     Describe(HandleArgs),
     /// List the apps a scheduler knows.
+    #[command(infer_long_args = true)]
     List(ListArgs),
     /// Print the logs of an app's replicas.
+    #[command(infer_long_args = true)]
     Log(LogArgs),
     /// Cancel an app.
+    #[command(infer_long_args = true)]
     Cancel(HandleArgs),
     /// Delete an app (cancelling it first) and what the scheduler keeps of it.
+    #[command(infer_long_args = true)]
     Delete(HandleArgs),
     /// Show the run options of schedulers.
+    #[command(infer_long_args = true)]
     Runopts(RunoptsArgs),
     /// Write a .torchxconfig template.
+    #[command(infer_long_args = true)]
     Configure(ConfigureArgs),
     /// Query what trackers recorded, or record from inside a job.
+    #[command(infer_long_args = true)]
     Tracker(TrackerArgs),
     /// Print shell completions.
+    #[command(infer_long_args = true)]
     Completions(CompletionsArgs),
     /// A plugin command: `torchx-<cmd>` on PATH.
     #[command(external_subcommand)]
@@ -334,11 +346,20 @@ fn normalise_args(args: impl Iterator<Item = String>) -> Vec<String> {
     let mut out = Vec::new();
     let mut in_component = false;
     let mut seen_run = false;
+    let mut run_options: Option<Vec<(String, String)>> = None;
     for a in args {
         if in_component {
             out.push(a);
             continue;
         }
+        // `run`'s own options come before the component, where clap reads unknown `--x` as
+        // the component (it takes hyphen values): their prefixes are completed here.
+        let a = if seen_run && a.starts_with("--") {
+            let names = run_options.get_or_insert_with(run_long_options);
+            complete_prefix(&a, names)
+        } else {
+            a
+        };
         if seen_run && !a.starts_with('-') && out.last().is_none_or(|p: &String| !takes_value(p)) {
             in_component = true;
         }
@@ -354,6 +375,47 @@ fn normalise_args(args: impl Iterator<Item = String>) -> Vec<String> {
         out.push(a);
     }
     out
+}
+
+/// The long options `torchx run` takes (its own and the global ones), each with its argument's
+/// id: aliases of one option share it.
+fn run_long_options() -> Vec<(String, String)> {
+    let cli = Cli::command();
+    let run = cli.find_subcommand("run");
+    [Some(&cli), run]
+        .into_iter()
+        .flatten()
+        .flat_map(|c| c.get_arguments())
+        .flat_map(|a| {
+            let id = a.get_id().to_string();
+            let aliases = a.get_all_aliases().unwrap_or_default();
+            a.get_long()
+                .into_iter()
+                .chain(aliases)
+                .map(move |name| (id.clone(), name.to_string()))
+        })
+        .collect()
+}
+
+/// `--pre[=v]` as the one option of `names` that starts with `pre` (argparse's abbreviations);
+/// unchanged when it is an option, matches none, or could be several (clap then reports it).
+fn complete_prefix(arg: &str, names: &[(String, String)]) -> String {
+    let (flag, value) = match arg[2..].split_once('=') {
+        Some((f, v)) => (f, Some(v)),
+        None => (&arg[2..], None),
+    };
+    if flag.is_empty() || names.iter().any(|(_, n)| n == flag) {
+        return arg.to_string();
+    }
+    let matches: Vec<&(String, String)> =
+        names.iter().filter(|(_, n)| n.starts_with(flag)).collect();
+    match matches.first() {
+        Some((id, name)) if matches.iter().all(|(other, _)| other == id) => match value {
+            Some(v) => format!("--{name}={v}"),
+            None => format!("--{name}"),
+        },
+        _ => arg.to_string(),
+    }
 }
 
 fn takes_value(flag: &str) -> bool {

@@ -323,14 +323,30 @@ fn local_cwd_accepts_its_own_directory_as_workspace() {
 #[test]
 fn slurm_ignores_a_config_workspace_without_job_dir() {
     let env = Env::new();
-    std::fs::write(env.cwd.join(".torchxconfig"), "[cli:run]
+    std::fs::write(
+        env.cwd.join(".torchxconfig"),
+        "[cli:run]
 workspace = /
-").unwrap();
-    let dryrun = ["run", "--dryrun", "-s", "slurm", "-cfg", "slurm_version=24.11", "utils.echo"];
+",
+    )
+    .unwrap();
+    let dryrun = [
+        "run",
+        "--dryrun",
+        "-s",
+        "slurm",
+        "-cfg",
+        "slurm_version=24.11",
+        "utils.echo",
+    ];
     let out = env.run(&dryrun);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(stdout(&out).contains("#SBATCH"), "{}", stdout(&out));
-    assert!(stderr(&out).contains("[cli:run] workspace `/` is ignored"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("[cli:run] workspace `/` is ignored"),
+        "{}",
+        stderr(&out)
+    );
     let mut explicit = dryrun.to_vec();
     explicit.splice(2..2, ["--workspace", "/"]);
     assert_eq!(env.run(&explicit).status.code(), Some(3));
@@ -340,21 +356,42 @@ workspace = /
 #[test]
 fn long_option_prefixes() {
     let env = Env::new();
-    let out = env.run(&["run", "--dry", "--sched", "local_cwd", "utils.echo"]);
+    let out = env.run(&["run", "--dry", "--sched=local_cwd", "utils.echo"]);
+    // `--sched` could be --scheduler or --scheduler_args: ambiguous, as in argparse.
+    assert_ne!(out.status.code(), Some(0));
+    let out = env.run(&[
+        "run",
+        "--dry",
+        "--par",
+        "p1",
+        "-s",
+        "local_cwd",
+        "utils.echo",
+    ]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    assert!(stdout(&out).contains("=== SCHEDULER REQUEST ==="), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("=== SCHEDULER REQUEST ==="),
+        "{}",
+        stdout(&out)
+    );
     // Component arguments too (argparse parses them in TorchX); an ambiguous one is an error.
     let out = env.run(&["run", "--dryrun", "utils.echo", "--ms", "prefixed"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(stdout(&out).contains("prefixed"), "{}", stdout(&out));
-    let out = env.run(&["run", "--dryrun", "dist.ddp", "--rdzv", "x", "--script", "t.py"]);
+    let out = env.run(&[
+        "run", "--dryrun", "dist.ddp", "--rdzv", "x", "--script", "t.py",
+    ]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(
-        stderr(&out).contains("ambiguous option: --rdzv could match --rdzv_port, --rdzv_backend, --rdzv_conf"),
+        stderr(&out).contains(
+            "ambiguous option: --rdzv could match --rdzv_port, --rdzv_backend, --rdzv_conf"
+        ),
         "{}",
         stderr(&out)
     );
-    let out = env.run(&["run", "--dryrun", "dist.ddp", "--mem", "2048", "--script", "t.py"]);
+    let out = env.run(&[
+        "run", "--dryrun", "dist.ddp", "--mem", "2048", "--script", "t.py",
+    ]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
 }
 

@@ -461,18 +461,18 @@ impl Component {
                 None => prefixed()?,
             }
             .ok_or_else(|| {
-                    self.err(format!(
-                        "unknown argument `{tok}`.{} Valid parameters: {}",
-                        did_you_mean(
-                            flag,
-                            self.params
-                                .iter()
-                                .filter(|p| p.ty != ParamType::VarArgs)
-                                .map(|p| p.name.as_str())
-                        ),
-                        self.param_names()
-                    ))
-                })?;
+                self.err(format!(
+                    "unknown argument `{tok}`.{} Valid parameters: {}",
+                    did_you_mean(
+                        flag,
+                        self.params
+                            .iter()
+                            .filter(|p| p.ty != ParamType::VarArgs)
+                            .map(|p| p.name.as_str())
+                    ),
+                    self.param_names()
+                ))
+            })?;
             if raw.contains_key(&param.name) {
                 return Err(self.err(format!(
                     "parameter `--{}` is given more than once",
