@@ -6,7 +6,7 @@ from __future__ import annotations
 import copy
 import json
 import os
-from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Mapping, Optional, Tuple
 
 if TYPE_CHECKING:  # annotations only: importing datetime costs every program
     from datetime import datetime
@@ -65,6 +65,23 @@ def builtin_opts(backend: str, class_name: str, module: str) -> Any:
     cls.__module__ = module
     cls.__doc__ = f"The run options of the builtin `{backend}` scheduler (typed)."
     return cls
+
+
+def typed_opts_getattr(backend: str, names: Tuple[str, ...], module: str) -> Any:
+    """A module ``__getattr__`` that serves ``backend``'s typed options class (``builtin_opts``)
+    under each of ``names``: made on first use, then kept as module attributes."""
+
+    def __getattr__(name: str) -> Any:
+        if name not in names:
+            raise AttributeError(f"module {module!r} has no attribute {name!r}")
+        import sys
+
+        cls = builtin_opts(backend, names[0], module)
+        for alias in names:
+            setattr(sys.modules[module], alias, cls)
+        return cls
+
+    return __getattr__
 
 
 class RustRequest:

@@ -2,7 +2,7 @@
 
 from typing import Any
 
-from torchx.schedulers._rust import RustScheduler
+from torchx.schedulers._rust import RustScheduler, typed_opts_getattr
 
 
 def create_scheduler(session_name: str, **kwargs: Any) -> RustScheduler:
@@ -11,18 +11,4 @@ def create_scheduler(session_name: str, **kwargs: Any) -> RustScheduler:
 
 # The typed run options (TorchX 0.8's ``StructuredOpts`` of this scheduler), made from the core's
 # option schema on first use.
-_OPTS_NAMES = ('Opts', 'KubernetesOpts')
-
-
-def _opts_class() -> Any:
-    from torchx.schedulers._rust import builtin_opts
-
-    cls = builtin_opts('kubernetes', _OPTS_NAMES[0], __name__)
-    globals().update(dict.fromkeys(_OPTS_NAMES, cls))
-    return cls
-
-
-def __getattr__(name: str) -> Any:
-    if name in _OPTS_NAMES:
-        return _opts_class()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = typed_opts_getattr("kubernetes", ("Opts", "KubernetesOpts"), __name__)

@@ -9,7 +9,7 @@ import copy
 import os
 from typing import Any, List, Mapping, Optional, Type
 
-from torchx.schedulers._rust import RustScheduler
+from torchx.schedulers._rust import RustScheduler, typed_opts_getattr
 from torchx.specs import AppDef, AppDryRunInfo, Role
 
 
@@ -115,18 +115,4 @@ def create_scheduler(
 
 # The typed run options (TorchX 0.8's ``StructuredOpts`` of this scheduler), made from the core's
 # option schema on first use.
-_OPTS_NAMES = ('Opts', 'LocalOpts')
-
-
-def _opts_class() -> Any:
-    from torchx.schedulers._rust import builtin_opts
-
-    cls = builtin_opts('local_cwd', _OPTS_NAMES[0], __name__)
-    globals().update(dict.fromkeys(_OPTS_NAMES, cls))
-    return cls
-
-
-def __getattr__(name: str) -> Any:
-    if name in _OPTS_NAMES:
-        return _opts_class()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = typed_opts_getattr("local_cwd", ("Opts", "LocalOpts"), __name__)
