@@ -2,26 +2,19 @@
 real Docker engine of scripts/docker/up.sh: a workspace is built on top of a role's image and the
 role points at the new image."""
 
-import os
 import subprocess
 import uuid
 from pathlib import Path
 
 import pytest
+from _engines import docker_up
 
 from torchx import specs
 from torchx.workspace.docker_workspace import DockerWorkspaceMixin
 
 
-def _engine() -> bool:
-    up = subprocess.run(["docker", "image", "inspect", "busybox:local"], capture_output=True).returncode == 0
-    if not up and "docker" in os.environ.get("TORCHX_TEST_ENGINES", "").split(","):
-        pytest.fail("the Docker engine was started for this run but is missing")
-    return up
-
-
 def test_builds_a_workspace_image_on_the_real_engine(tmp_path: Path) -> None:
-    if not _engine():
+    if not docker_up():
         pytest.skip("no Docker engine with busybox:local (scripts/docker/up.sh)")
     docker = pytest.importorskip("docker")
     content = f"workspace {uuid.uuid4()}"

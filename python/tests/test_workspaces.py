@@ -7,6 +7,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from _engines import docker_up
 
 from torchx import specs
 from torchx.runner import get_runner
@@ -73,20 +74,8 @@ def test_builtin_submit_takes_a_workspace_as_the_runner_does(tmp_path: Path) -> 
         sched.submit(app, {}, workspace=str(tmp_path))
 
 
-def _docker_up() -> bool:
-    ok = (
-        subprocess.run(
-            ["docker", "image", "inspect", "busybox:local"], capture_output=True
-        ).returncode
-        == 0
-    )
-    if not ok and "docker" in os.environ.get("TORCHX_TEST_ENGINES", "").split(","):
-        pytest.fail("the Docker engine was started for this run but is missing")
-    return ok
-
-
 def test_run_builds_the_workspace_on_the_real_engine(tmp_path: Path) -> None:
-    if not _docker_up():
+    if not docker_up():
         pytest.skip("no Docker engine with busybox:local (scripts/docker/up.sh)")
     content = f"from the workspace {uuid.uuid4()}"
     ws = _workspace(tmp_path, content)
