@@ -450,18 +450,31 @@ fn ddp_launches_torchrun_with_the_right_arguments() {
 
 #[test]
 fn ddp_with_real_torchrun_and_gloo_when_torch_is_importable() {
-    let torch = Command::new("python3")
+    // The PyTorch of $TORCHX_DDP_PYTHON (.ci/run: the test venv's), else python3's.
+    let python = std::env::var("TORCHX_DDP_PYTHON").unwrap_or_else(|_| "python3".into());
+    let torch = Command::new(&python)
         .args(["-c", "import torch"])
         .stderr(Stdio::null())
         .status()
         .is_ok_and(|s| s.success());
     if !torch {
-        support::skip(
+        support::skip_engine(
+            "torch",
             "ddp_with_real_torchrun_and_gloo",
-            "`import torch` fails on this machine",
+            &format!("`{python} -c 'import torch'` fails"),
         );
         return;
     }
+    // Its torchrun first on PATH, as a user's activated environment has it.
+    let bin = Command::new(&python)
+        .args([
+            "-c",
+            "import sys, os; print(os.path.dirname(sys.executable))",
+        ])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default();
+    let path = format!("{bin}:{}", std::env::var("PATH").unwrap_or_default());
     let env = Env::new();
     std::fs::write(
         env.cwd.join("x.py"),
@@ -471,7 +484,11 @@ fn ddp_with_real_torchrun_and_gloo_when_torch_is_importable() {
          open(f\"rank{dist.get_rank()}\", 'w').write(str(int(t.item())))\n",
     )
     .unwrap();
-    let out = env.run(&["run", "dist.ddp", "-j", "1x2", "--script", "x.py"]);
+    let out = env
+        .cmd(&["run", "dist.ddp", "-j", "1x2", "--script", "x.py"])
+        .env("PATH", path)
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     for rank in 0..2 {
         let got = std::fs::read_to_string(env.cwd.join(format!("rank{rank}"))).unwrap();

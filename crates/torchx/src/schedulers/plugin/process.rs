@@ -98,21 +98,26 @@ impl Program {
         )
     }
 
-    /// Starts `op` with `body`.
-    pub fn start(&self, op: &str, body: Value) -> Result<Call> {
-        if let Some(slot) = &self.resident {
-            let session = self.session(slot, op)?;
-            return session.call(self, op, body);
-        }
-        // Its own process group, so that a hung plugin is killed with whatever it started.
-        let mut child = Command::new(&self.path)
+    /// The plugin's process, with piped stdio, in its own process group so that a hung plugin
+    /// is killed with whatever it started.
+    fn spawn(&self, op: &str) -> Result<Child> {
+        Command::new(&self.path)
             .args(&self.args)
             .process_group(0)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
-            .map_err(|e| self.fail(op, format!("cannot start it: {e}")))?;
+            .map_err(|e| self.fail(op, format!("cannot start it: {e}")))
+    }
+
+    /// Starts `op` with `body`.
+    pub fn start(&self, op: &str, body: Value) -> Result<Call> {
+        if let Some(slot) = &self.resident {
+            let session = self.session(slot, op)?;
+            return session.call(self, op, body);
+        }
+        let mut child = self.spawn(op)?;
         let request = protocol::request(op, body).to_string();
         if let Some(mut stdin) = child.stdin.take() {
             std::thread::spawn(move || {
@@ -191,14 +196,7 @@ struct Session {
 
 impl Session {
     fn spawn(program: &Program, op: &str) -> Result<Session> {
-        let mut child = Command::new(&program.path)
-            .args(&program.args)
-            .process_group(0)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(|e| program.fail(op, format!("cannot start it: {e}")))?;
+        let mut child = program.spawn(op)?;
         let (requests, pending) = mpsc::channel::<String>();
         if let Some(mut stdin) = child.stdin.take() {
             std::thread::spawn(move || {
