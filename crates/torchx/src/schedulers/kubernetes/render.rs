@@ -423,41 +423,47 @@ pub fn role_to_pod(
     })
 }
 
-/// `pod` with the role's `kubernetes` metadata's `V1Pod` overlay merged in (else the app's,
-/// as `--metadata kubernetes=file://...` of the builtin components sets it): only its
-/// `metadata` and `spec` are kept, as TorchX keeps them. See [`crate::specs::overlay`].
-pub fn with_pod_overlay(
-    app: &AppDef,
-    role: &Role,
-    pod: PodTemplateSpec,
-) -> Result<PodTemplateSpec> {
+/// The role's `kubernetes` metadata's `V1Pod` overlay (else the app's, as
+/// `--metadata kubernetes=file://...` of the builtin components sets it), looked up (and a file
+/// read) once per role. See [`crate::specs::overlay`].
+pub fn pod_overlay(app: &AppDef, role: &Role) -> Result<Option<serde_json::Map<String, Value>>> {
     const NAMESPACE: &str = "kubernetes";
     let role_metadata: serde_json::Map<String, Value> = role
         .metadata
         .iter()
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
-    let overlay = match overlay::get(&role_metadata, NAMESPACE, "V1Pod")? {
-        Some(o) => o,
+    let found = match overlay::get(&role_metadata, NAMESPACE, "V1Pod")? {
+        Some(o) => Some(o),
         None => {
             let app_metadata: serde_json::Map<String, Value> = app
                 .metadata
                 .iter()
                 .map(|(k, v)| (k.clone(), Value::String(v.clone())))
                 .collect();
-            match overlay::get(&app_metadata, NAMESPACE, "V1Pod")? {
-                Some(o) => o,
-                None => return Ok(pod),
-            }
+            overlay::get(&app_metadata, NAMESPACE, "V1Pod")?
         }
+    };
+    Ok(found.and_then(|o| match o {
+        Value::Object(map) => Some(map),
+        _ => None,
+    }))
+}
+
+/// `pod` with `overlay` (from [`pod_overlay`]) merged in: only its `metadata` and `spec` are
+/// kept, as TorchX keeps them.
+pub fn with_pod_overlay(
+    role: &Role,
+    overlay: Option<&serde_json::Map<String, Value>>,
+    pod: PodTemplateSpec,
+) -> Result<PodTemplateSpec> {
+    let Some(overlay) = overlay else {
+        return Ok(pod);
     };
     let Value::Object(mut merged) = to_value(&pod) else {
         unreachable!("a pod template serializes to an object")
     };
-    let Value::Object(overlay) = overlay else {
-        unreachable!("overlay::get returns objects")
-    };
-    overlay::apply(&mut merged, &overlay)
+    overlay::apply(&mut merged, overlay)
         .map_err(|e| Error::spec(format!("role `{}`: the V1Pod overlay: {e}", role.name)))?;
     let kept: serde_json::Map<String, Value> = merged
         .into_iter()
@@ -516,6 +522,7 @@ pub fn volcano_job(app: &AppDef, opts: &KubernetesOpts, app_id: &str) -> Result<
     let elastic = app.roles.iter().any(|r| r.min_replicas.is_some());
     for (role_idx, role) in app.roles.iter().enumerate() {
         min_available += role.min_replicas.unwrap_or(role.num_replicas);
+        let overlay = pod_overlay(app, role)?;
         for replica_id in 0..role.num_replicas {
             let rank0 = role_idx == 0 && replica_id == 0;
             let values = MacroValues {
@@ -539,8 +546,8 @@ pub fn volcano_job(app: &AppDef, opts: &KubernetesOpts, app_id: &str) -> Result<
                     .insert("TORCHX_RANK0_HOST".into(), "localhost".into());
             }
             let mut pod = with_pod_overlay(
-                app,
                 role,
+                overlay.as_ref(),
                 role_to_pod(&task_name, &replica_role, &settings)?,
             )?;
             let labels = pod_labels(app, role_idx, role, Some(replica_id), app_id);
@@ -636,8 +643,8 @@ pub fn native_jobs(app: &AppDef, opts: &KubernetesOpts, app_id: &str) -> Result<
         let container = normalize_str(&role.name);
         check_dns_label("container name", &container)?;
         let mut pod = with_pod_overlay(
-            app,
             role,
+            pod_overlay(app, role)?.as_ref(),
             role_to_pod(&container, &values.apply(role), &settings)?,
         )?;
         let labels = pod_labels(app, role_idx, role, None, app_id);

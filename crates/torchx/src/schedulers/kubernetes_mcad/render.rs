@@ -12,8 +12,8 @@ use super::opts::KubernetesMcadOpts;
 use crate::error::{Error, Result};
 use crate::scheduler::{DryRunContext, NativeRequest};
 use crate::schedulers::kubernetes::render::{
-    check_dns_label, check_label_value, cleanup_str, object_labels, pod_labels, role_to_pod,
-    with_pod_overlay, PodSettings, LABEL_KUBE_APP_NAME, LABEL_UNIQUE_NAME,
+    check_dns_label, check_label_value, cleanup_str, object_labels, pod_labels, pod_overlay,
+    role_to_pod, with_pod_overlay, PodSettings, LABEL_KUBE_APP_NAME, LABEL_UNIQUE_NAME,
 };
 use crate::specs::{AppDef, MacroValues};
 
@@ -117,6 +117,7 @@ pub fn render(
     let rank0_env = hosts_env(&app.roles[0].name);
     let rank0_host = format!("{}.{id}", pod_name(&id, 0, 0));
     for (role_idx, role) in app.roles.iter().enumerate() {
+        let overlay = pod_overlay(app, role)?;
         for k in 0..role.num_replicas {
             let rank0 = role_idx == 0 && k == 0;
             let values = MacroValues {
@@ -158,8 +159,11 @@ pub fn render(
                 trailing_env: trailing,
                 ..Default::default()
             };
-            let template =
-                with_pod_overlay(app, role, role_to_pod(&name, &replica_role, &settings)?)?;
+            let template = with_pod_overlay(
+                role,
+                overlay.as_ref(),
+                role_to_pod(&name, &replica_role, &settings)?,
+            )?;
             let mut metadata = template.metadata.unwrap_or_default();
             let mut labels = pod_labels(app, role_idx, role, Some(k), &id);
             if opts.coscheduler_name.is_some() {
