@@ -136,12 +136,11 @@ def _plugin_names(group: str) -> Dict[str, Any]:
     from torchx import plugins
 
     logging.basicConfig(format="torchx: %(message)s")
-    found = plugins.registry().get(plugins.PluginType(group))
     if group == plugins.PluginType.SCHEDULER.value:
-        from torchx.schedulers import DEFAULT_SCHEDULER_MODULES, without_builtins
+        from torchx.schedulers import _plugin_factories
 
-        found = without_builtins(found, DEFAULT_SCHEDULER_MODULES, "scheduler")
-    return {"names": sorted(found)}
+        return {"names": sorted(_plugin_factories())}
+    return {"names": sorted(plugins.registry().get(plugins.PluginType(group)))}
 
 
 def _named_resource(name: str) -> Dict[str, Any]:
