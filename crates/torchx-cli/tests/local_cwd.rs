@@ -476,12 +476,14 @@ fn ddp_with_real_torchrun_and_gloo_when_torch_is_importable() {
         .unwrap_or_default();
     let path = format!("{bin}:{}", std::env::var("PATH").unwrap_or_default());
     let env = Env::new();
+    // The group is destroyed before exit: gloo can abort a rank exiting with it alive.
     std::fs::write(
         env.cwd.join("x.py"),
         "import os, torch, torch.distributed as dist\n\
          dist.init_process_group('gloo')\n\
          t = torch.ones(1)\ndist.all_reduce(t)\n\
-         open(f\"rank{dist.get_rank()}\", 'w').write(str(int(t.item())))\n",
+         open(f\"rank{dist.get_rank()}\", 'w').write(str(int(t.item())))\n\
+         dist.destroy_process_group()\n",
     )
     .unwrap();
     let out = env
