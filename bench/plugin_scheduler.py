@@ -8,7 +8,10 @@ side with Python TorchX's own CLI.
 `--ours`: a venv with this project's package and the example (scripts/test.sh's `.venv-test`);
 `--theirs`: a venv with upstream `torchx-nightly` (the 0.8 line) and the example. Reports medians
 of wall time for `torchx run --dryrun -s <plugin> utils.echo --msg hi` and
-`torchx runopts <plugin>`, and how many Python interpreters our dry run started (strace).
+`torchx runopts <plugin>`, ours both with a warm plugin host (the default: the command forks
+its host from the interpreter an earlier command left) and cold (`TORCHX_PLUGIN_HOST_IDLE=0`:
+every command starts its interpreter, as the first command after an idle period does), and how
+many Python interpreters our dry run started (strace).
 """
 
 import argparse
@@ -56,13 +59,21 @@ def main():
         env = {**os.environ, "TORCHX_STATE_DIR": state, "TORCHX_MY_BACKEND_DIR": state}
         ours_env = {**env, "TORCHX_PYTHON": f"{a.ours}/bin/python"}
         theirs_cmds = commands("create_scheduler")
+        # A private directory for the warm hosts of this run (none left from earlier runs).
+        runtime = os.path.join(state, "run")
+        os.mkdir(runtime, 0o700)
+        ours_env["XDG_RUNTIME_DIR"] = runtime
+        cold_env = {**ours_env, "TORCHX_PLUGIN_HOST_IDLE": "0"}
         for name, args in commands("my_backend").items():
-            ours = median_ms([f"{a.ours}/bin/torchx", *args], ours_env, a.runs)
             theirs = median_ms([f"{a.theirs}/bin/torchx", *theirs_cmds[name]], env, a.runs)
-            print(f"{name:45s} ours {ours:6.0f} ms   TorchX {theirs:6.0f} ms   {theirs / ours:4.1f}x")
+            for how, how_env in (("warm", ours_env), ("cold", cold_env)):
+                ours = median_ms([f"{a.ours}/bin/torchx", *args], how_env, a.runs)
+                print(f"{name:40s} ours ({how}) {ours:5.0f} ms   TorchX {theirs:5.0f} ms   "
+                      f"{theirs / ours:4.1f}x")
         dryrun = commands("my_backend")["run --dryrun -s <plugin> utils.echo"]
-        started = interpreters([f"{a.ours}/bin/torchx", *dryrun], ours_env)
-        print(f"Python interpreters our dry run started: {started}")
+        for how, how_env in (("warm", ours_env), ("cold", cold_env)):
+            started = interpreters([f"{a.ours}/bin/torchx", *dryrun], how_env)
+            print(f"Python interpreters our dry run started ({how}): {started}")
 
 
 if __name__ == "__main__":

@@ -45,6 +45,10 @@ if [ "$python_status" -eq 0 ]; then
     export TORCHX_TEST_PYTHON="$venv/bin/python"
 fi
 
+# Tests run plugin commands in many environments, each with its own warm plugin host: let them
+# go soon after the suite instead of the default ten minutes.
+export TORCHX_PLUGIN_HOST_IDLE="${TORCHX_PLUGIN_HOST_IDLE:-20}"
+
 echo "== cargo test --workspace --exclude torchx-py"
 # Every suite runs even after a failure, so a run reports everything that is broken.
 cargo test --workspace --exclude torchx-py --no-fail-fast

@@ -1,7 +1,8 @@
 """Hosts a Python scheduler plugin (``torchx_plugins.schedulers`` or a ``torchx.schedulers``
 entry point) for the native CLI, over the scheduler-plugin protocol (docs/scheduler-plugins.md,
 version 1) in a session: the CLI starts ``python -c "... main()" <name> [<module:attr>]`` once
-per command and the one scheduler object serves every operation. Requests come as JSON lines
+per command (or has a warm host fork one, ``torchx.cli._warm_host``) and the one scheduler object
+serves every operation. Requests come as JSON lines
 on stdin and answers go as JSON lines to stdout, each carrying its request's ``id``. Whatever
 the scheduler prints goes to stderr."""
 
@@ -11,7 +12,7 @@ import base64
 import json
 import pickle
 import sys
-from typing import Any, Dict, Iterator, List, Optional
+from typing import Any, Callable, Dict, Iterator, List, Optional
 
 PROTOCOL = 1
 
@@ -220,14 +221,13 @@ def _serve(request: Dict[str, Any], scheduler: Any, emit: Any) -> None:
         emit({"error": {"kind": "backend", "message": f"{type(e).__name__}: {e}"}})
 
 
-def main() -> int:
+def serve(name: str, load: Callable[[], Any]) -> int:
     """Serves the CLI's requests (one JSON object a line, each with an ``id`` that its answers
-    repeat) until stdin closes. Each request runs on its own thread, as TorchX's runner calls
-    a scheduler from several (a followed log and the status polls of ``torchx run``)."""
+    repeat) until stdin closes, with the scheduler ``load()`` returns the factory of. Each
+    request runs on its own thread, as TorchX's runner calls a scheduler from several (a
+    followed log and the status polls of ``torchx run``)."""
     import threading
 
-    name = sys.argv[1]
-    target = sys.argv[2] if len(sys.argv) > 2 else None
     real_stdout = sys.stdout
     # What the scheduler prints goes to stderr: stdout is the protocol's.
     sys.stdout = sys.stderr
@@ -239,7 +239,7 @@ def main() -> int:
         with create_lock:
             if not created:
                 try:
-                    create = _factory(name, target)
+                    create = load()
                     session = (request.get("context") or {}).get("session_name", "torchx")
                     created.append(create(session_name=session))
                 except _Failure:
@@ -270,6 +270,13 @@ def main() -> int:
         if line.strip():
             threading.Thread(target=answer, args=(line,), daemon=True).start()
     return 0
+
+
+def main() -> int:
+    """``<name> [<module:attr>]``: serves plugin ``name`` (docs/scheduler-plugins.md)."""
+    name = sys.argv[1]
+    target = sys.argv[2] if len(sys.argv) > 2 else None
+    return serve(name, lambda: _factory(name, target))
 
 
 if __name__ == "__main__":

@@ -22,8 +22,8 @@ use crate::specs::{AppDef, Resource};
 pub use builtins::{builtin_names, parse_nnodes, Nnodes, DEBUG_FLAGS};
 pub use file::{load_app_file, load_component_dir, load_file_component};
 pub use python::{
-    entry_point_components, plugin_names, plugins_declared, python_bridge, python_scheduler_host,
-    run_subcommand, PythonComponent, PythonOutcome,
+    entry_point_components, plugin_names, plugins_declared, python_bridge, python_main,
+    python_scheduler_host, run_subcommand, PythonComponent, PythonOutcome,
 };
 
 /// A parameter's type.

@@ -296,6 +296,15 @@ fn run_main(module: &str) -> String {
     format!("import sys; from {module} import main; sys.exit(main())")
 }
 
+/// [`run_main`] for a scheduler host, whose imports must not depend on the working directory
+/// (`-c` puts it first on `sys.path`; TorchX's console script does not): the same plugin in
+/// every directory, and a warm host serves commands from any of them.
+pub fn python_main(module: &str) -> String {
+    format!(
+        "import sys; sys.path[0] == '' and sys.path.pop(0); from {module} import main; sys.exit(main())"
+    )
+}
+
 fn declares(dirs: &[PathBuf], group: &str) -> bool {
     !declared_names(dirs, group).is_empty()
 }
@@ -407,13 +416,12 @@ fn namespace_names(python: &Path, group: &str) -> Result<Vec<String>> {
         .collect())
 }
 
-/// The interpreter and arguments that host Python scheduler `name` over the scheduler-plugin
-/// protocol: one of the `torchx.schedulers` entry points, or, where a `torchx_plugins.schedulers`
+/// The interpreter and the host's arguments (`<name> [<module:attr>]`) that serve Python
+/// scheduler `name` over the scheduler-plugin protocol: one of the `torchx.schedulers` entry points, or, where a `torchx_plugins.schedulers`
 /// namespace package is installed, whatever its registry finds by that name (the host says
 /// `not_found` if it finds nothing).
 pub fn python_scheduler_host(name: &str) -> Option<(PathBuf, Vec<String>)> {
     const GROUP: &str = "torchx.schedulers";
-    let host = run_main("torchx.cli._scheduler_host");
     candidates().into_iter().find_map(|(python, _)| {
         let dirs = site_packages_of(&python);
         let declared = declared_entry_points(&dirs, GROUP)
@@ -422,10 +430,8 @@ pub fn python_scheduler_host(name: &str) -> Option<(PathBuf, Vec<String>)> {
         let args = match declared {
             // The entry point's target is passed along: the host imports it without scanning
             // every installed distribution (importlib.metadata costs ~40 ms per process).
-            Some((_, target)) => vec!["-c".into(), host.clone(), name.into(), target],
-            None if has_namespace_plugins(&dirs, GROUP) => {
-                vec!["-c".into(), host.clone(), name.into()]
-            }
+            Some((_, target)) => vec![name.into(), target],
+            None if has_namespace_plugins(&dirs, GROUP) => vec![name.into()],
             None => return None,
         };
         Some((python, args))

@@ -122,8 +122,8 @@ impl SchedulerSource for Plugins {
         }
         // A Python `Scheduler` of the `torchx.schedulers` entry points, hosted by its
         // interpreter over the same protocol.
-        let (python, args) = crate::components::python_scheduler_host(name)?;
-        match plugin::PluginScheduler::connect_resident(name, &python, args) {
+        let (python, plugin) = crate::components::python_scheduler_host(name)?;
+        match plugin::PluginScheduler::connect_python(name, &python, plugin) {
             Ok(s) => Some(Ok(Arc::new(s) as Arc<dyn Scheduler>)),
             // No namespace plugin has that name: the registry's unknown-scheduler error.
             Err(Error::NotFound {

@@ -1,13 +1,16 @@
 //! Schedulers in other programs: an executable `torchx-scheduler-<name>` on PATH is scheduler
 //! `<name>`, spoken to through a small versioned JSON-over-stdio protocol, one process per
-//! operation (a Python scheduler's host instead serves every operation from one process) (docs/scheduler-plugins.md is the reference; `protocol.rs` the wire format,
-//! `process.rs` the I/O). Builtin schedulers always win over a plugin of the same name.
+//! operation (a Python scheduler's host instead serves every operation from one process,
+//! forked by a warm host where it can) (docs/scheduler-plugins.md is the reference;
+//! `protocol.rs` the wire format, `process.rs` the I/O, `warm.rs` warm hosts). Builtin
+//! schedulers always win over a plugin of the same name.
 //!
 //! `submit_dryrun` runs the plugin's `dryrun` operation, which the protocol requires to be pure
 //! and deterministic like every builtin's.
 
 pub mod process;
 pub mod protocol;
+mod warm;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -71,10 +74,15 @@ impl PluginScheduler {
         Self::connected(Program::new(name, path)?)
     }
 
-    /// [`connect`](Self::connect) to a resident `path` started once with `args` (a Python
-    /// interpreter hosting a Python scheduler), which serves every operation of this scheduler.
-    pub fn connect_resident(name: &str, path: &Path, args: Vec<String>) -> Result<PluginScheduler> {
-        Self::connected(Program::new(name, path)?.resident(args))
+    /// [`connect`](Self::connect) to a Python scheduler hosted by interpreter `python`
+    /// (`torchx.cli._scheduler_host` with `plugin`'s arguments: `<name> [<module:attr>]`),
+    /// whose one host serves every operation of this scheduler.
+    pub fn connect_python(
+        name: &str,
+        python: &Path,
+        plugin: Vec<String>,
+    ) -> Result<PluginScheduler> {
+        Self::connected(Program::new(name, python)?.python_host(plugin)?)
     }
 
     fn connected(program: Program) -> Result<PluginScheduler> {

@@ -1,11 +1,11 @@
 //! Running a plugin program: once per operation (a `torchx-scheduler-<name>` program: the
 //! request on stdin, answers read line by line on a thread), or, for a Python scheduler, one
 //! resident host per scheduler object that serves every operation of the command: requests and
-//! answers carry an `id`, a thread routes each answer line to its call. Every wait has a
-//! deadline (a hung plugin is killed, never waited on).
+//! answers carry an `id`, a thread routes each answer line to its call (`warm.rs` forks that
+//! host from a warm interpreter where it can). Every wait has a deadline (a hung plugin is killed, never waited on).
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -39,6 +39,9 @@ pub struct Program {
     /// One resident process serving every operation (the Python host), started on the first;
     /// shared by the clones of this program. None: a process per operation.
     resident: Option<Arc<Mutex<Option<Arc<Session>>>>>,
+    /// The Python host's plugin arguments and how long its warm host stays, when it is forked
+    /// by one.
+    warm: Option<(Vec<String>, Duration)>,
 }
 
 impl Program {
@@ -63,15 +66,19 @@ impl Program {
             args: Vec::new(),
             timeout,
             resident: None,
+            warm: None,
         })
     }
 
-    /// Serves every operation from one process started with `args` (a protocol session: each
-    /// request and answer carries an `id`).
-    pub fn resident(mut self, args: Vec<String>) -> Program {
-        self.args = args;
+    /// This interpreter hosting a Python scheduler (`plugin`: `<name> [<module:attr>]`): one
+    /// host serves every operation (a protocol session: each request and answer carries an
+    /// `id`), forked by a warm host unless `TORCHX_PLUGIN_HOST_IDLE` is 0.
+    pub fn python_host(mut self, plugin: Vec<String>) -> Result<Program> {
+        let host = crate::components::python_main("torchx.cli._scheduler_host");
+        self.warm = super::warm::idle()?.map(|idle| (plugin.clone(), idle));
+        self.args = [vec!["-c".to_string(), host], plugin].concat();
         self.resident = Some(Arc::new(Mutex::new(None)));
-        self
+        Ok(self)
     }
 
     /// The running session, started if there is none (or the last one died).
@@ -140,7 +147,10 @@ impl Program {
                 }
             });
         }
-        let (stderr, stderr_closed) = tail_stderr(&mut child, &self.scheduler);
+        let (stderr, stderr_closed) = match child.stderr.take() {
+            Some(err) => tail_stderr(err, &self.scheduler),
+            None => (Arc::default(), mpsc::channel().1),
+        };
         Ok(Call {
             program: self.clone(),
             op: op.to_string(),
@@ -183,10 +193,10 @@ pub struct Call {
     stderr_closed: Arc<Mutex<Receiver<()>>>,
 }
 
-/// A resident plugin process: requests go to its stdin through a writer thread, answer lines
-/// are routed by their `id` to the calls waiting for them.
+/// A resident host: requests go to its stdin through a writer thread, answer lines are routed
+/// by their `id` to the calls waiting for them.
 struct Session {
-    child: Mutex<Option<Child>>,
+    host: Mutex<Option<Host>>,
     requests: Mutex<Option<Sender<String>>>,
     routes: Arc<Mutex<HashMap<u64, Sender<String>>>>,
     next_id: AtomicU64,
@@ -194,48 +204,117 @@ struct Session {
     stderr_closed: Arc<Mutex<Receiver<()>>>,
 }
 
+/// A resident host's process: started by this command, or forked by a warm host.
+enum Host {
+    Spawned(Child),
+    Forked(super::warm::Forked),
+}
+
+impl Host {
+    /// How it ended, None while it runs.
+    fn ended(&mut self) -> Option<String> {
+        match self {
+            Host::Spawned(child) => match child.try_wait() {
+                Ok(Some(s)) => Some(describe_status(s)),
+                Ok(None) => None,
+                Err(e) => Some(e.to_string()),
+            },
+            Host::Forked(forked) => forked.ended(Duration::ZERO),
+        }
+    }
+
+    fn kill(self) {
+        match self {
+            Host::Spawned(child) => kill(child),
+            Host::Forked(forked) => forked.kill(),
+        }
+    }
+
+    /// Gives a host whose stdin closed a moment to exit, then stops it, on a thread.
+    fn exit_or_kill(self) {
+        match self {
+            Host::Spawned(child) => exit_or_kill(child),
+            Host::Forked(forked) => {
+                std::thread::spawn(move || {
+                    if forked.ended(Duration::from_millis(500)).is_none() {
+                        forked.kill();
+                    }
+                });
+            }
+        }
+    }
+}
+
 impl Session {
+    /// A host forked by the warm host, else a process of its own.
     fn spawn(program: &Program, op: &str) -> Result<Session> {
-        let mut child = program.spawn(op)?;
+        let warm = program
+            .warm
+            .as_ref()
+            .and_then(|(plugin, idle)| super::warm::fork(program, plugin, *idle));
+        let (host, stdin, stdout, stderr): (
+            Host,
+            Box<dyn Write + Send>,
+            Box<dyn Read + Send>,
+            Box<dyn Read + Send>,
+        ) = match warm {
+            Some((forked, pipes)) => (
+                Host::Forked(forked),
+                Box::new(pipes.stdin),
+                Box::new(pipes.stdout),
+                Box::new(pipes.stderr),
+            ),
+            None => {
+                let mut child = program.spawn(op)?;
+                let pipes = (child.stdin.take(), child.stdout.take(), child.stderr.take());
+                let (Some(stdin), Some(stdout), Some(stderr)) = pipes else {
+                    kill(child);
+                    return Err(program.fail(op, "its stdio was not piped"));
+                };
+                (
+                    Host::Spawned(child),
+                    Box::new(stdin),
+                    Box::new(stdout),
+                    Box::new(stderr),
+                )
+            }
+        };
         let (requests, pending) = mpsc::channel::<String>();
-        if let Some(mut stdin) = child.stdin.take() {
-            std::thread::spawn(move || {
-                // As in a one-shot call: a host that died must not kill us with SIGPIPE.
-                crate::sys::block_sigpipe();
-                for line in pending {
-                    if stdin.write_all(line.as_bytes()).is_err() || stdin.flush().is_err() {
-                        break;
-                    }
+        let mut stdin = stdin;
+        std::thread::spawn(move || {
+            // As in a one-shot call: a host that died must not kill us with SIGPIPE.
+            crate::sys::block_sigpipe();
+            for line in pending {
+                if stdin.write_all(line.as_bytes()).is_err() || stdin.flush().is_err() {
+                    break;
                 }
-                // Dropping stdin tells the host the session is over.
-            });
-        }
+            }
+            // Dropping stdin tells the host the session is over.
+        });
         let routes: Arc<Mutex<HashMap<u64, Sender<String>>>> = Arc::default();
-        if let Some(out) = child.stdout.take() {
-            let routes = Arc::clone(&routes);
-            std::thread::spawn(move || {
-                for line in BufReader::new(out)
-                    .lines()
-                    .map_while(std::result::Result::ok)
-                {
-                    let id = serde_json::from_str::<Value>(&line)
-                        .ok()
-                        .and_then(|v| v.get("id").and_then(Value::as_u64));
-                    let route = id.and_then(|id| routes.lock().ok()?.get(&id).cloned());
-                    match route {
-                        Some(to) => drop(to.send(line)),
-                        None => log::debug!("plugin answer for no waiting call: {line}"),
-                    }
+        let answers = Arc::clone(&routes);
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout)
+                .lines()
+                .map_while(std::result::Result::ok)
+            {
+                let id = serde_json::from_str::<Value>(&line)
+                    .ok()
+                    .and_then(|v| v.get("id").and_then(Value::as_u64));
+                let route = id.and_then(|id| answers.lock().ok()?.get(&id).cloned());
+                match route {
+                    Some(to) => drop(to.send(line)),
+                    None => log::debug!("plugin answer for no waiting call: {line}"),
                 }
-                // The host is gone: every waiting call sees its channel close.
-                if let Ok(mut r) = routes.lock() {
-                    r.clear();
-                }
-            });
-        }
-        let (stderr, stderr_closed) = tail_stderr(&mut child, &program.scheduler);
+            }
+            // The host is gone: every waiting call sees its channel close.
+            if let Ok(mut r) = answers.lock() {
+                r.clear();
+            }
+        });
+        let (stderr, stderr_closed) = tail_stderr(stderr, &program.scheduler);
         Ok(Session {
-            child: Mutex::new(Some(child)),
+            host: Mutex::new(Some(host)),
             requests: Mutex::new(Some(requests)),
             routes,
             next_id: AtomicU64::new(1),
@@ -245,8 +324,8 @@ impl Session {
     }
 
     fn alive(&self) -> bool {
-        match self.child.lock() {
-            Ok(mut c) => matches!(c.as_mut().map(Child::try_wait), Some(Ok(None))),
+        match self.host.lock() {
+            Ok(mut h) => h.as_mut().is_some_and(|h| h.ended().is_none()),
             Err(_) => false,
         }
     }
@@ -287,20 +366,20 @@ impl Session {
 
     /// How the host ended, if it did.
     fn status(&self) -> String {
-        let Ok(mut child) = self.child.lock() else {
+        let Ok(mut host) = self.host.lock() else {
             return "gone".into();
         };
-        match child.as_mut().map(Child::try_wait) {
-            Some(Ok(Some(s))) => describe_status(s),
-            Some(Ok(None)) => "still running".into(),
-            _ => "gone".into(),
+        match host.as_mut().map(Host::ended) {
+            Some(Some(ended)) => ended,
+            Some(None) => "still running".into(),
+            None => "gone".into(),
         }
     }
 
     /// Kills the host and whatever it started (it hung or broke the protocol).
     fn kill(&self) {
-        if let Some(child) = self.child.lock().ok().and_then(|mut c| c.take()) {
-            kill(child);
+        if let Some(host) = self.host.lock().ok().and_then(|mut h| h.take()) {
+            host.kill();
         }
     }
 }
@@ -318,36 +397,37 @@ impl Drop for Session {
         if let Ok(mut r) = self.requests.lock() {
             r.take();
         }
-        if let Some(child) = self.child.get_mut().ok().and_then(Option::take) {
-            exit_or_kill(child);
+        if let Some(host) = self.host.get_mut().ok().and_then(Option::take) {
+            host.exit_or_kill();
         }
     }
 }
 
-/// Lines of `child`'s stderr (the last [`STDERR_TAIL`]), read on a thread and logged; the
+/// Lines of a plugin's stderr (the last [`STDERR_TAIL`]), read on a thread and logged; the
 /// receiver disconnects at its end.
-fn tail_stderr(child: &mut Child, scheduler: &str) -> (Arc<Mutex<Vec<String>>>, Receiver<()>) {
+fn tail_stderr(
+    err: impl Read + Send + 'static,
+    scheduler: &str,
+) -> (Arc<Mutex<Vec<String>>>, Receiver<()>) {
     let stderr = Arc::new(Mutex::new(Vec::new()));
     let (stderr_open, stderr_closed) = mpsc::channel::<()>();
-    if let Some(err) = child.stderr.take() {
-        let sink = Arc::clone(&stderr);
-        let scheduler = scheduler.to_string();
-        std::thread::spawn(move || {
-            let _open = stderr_open;
-            for line in BufReader::new(err)
-                .lines()
-                .map_while(std::result::Result::ok)
-            {
-                log::info!("{scheduler} plugin: {line}");
-                if let Ok(mut s) = sink.lock() {
-                    if s.len() == STDERR_TAIL {
-                        s.remove(0);
-                    }
-                    s.push(line);
+    let sink = Arc::clone(&stderr);
+    let scheduler = scheduler.to_string();
+    std::thread::spawn(move || {
+        let _open = stderr_open;
+        for line in BufReader::new(err)
+            .lines()
+            .map_while(std::result::Result::ok)
+        {
+            log::info!("{scheduler} plugin: {line}");
+            if let Ok(mut s) = sink.lock() {
+                if s.len() == STDERR_TAIL {
+                    s.remove(0);
                 }
+                s.push(line);
             }
-        });
-    }
+        }
+    });
     (stderr, stderr_closed)
 }
 
