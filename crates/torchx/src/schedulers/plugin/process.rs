@@ -252,17 +252,12 @@ impl Session {
             .warm
             .as_ref()
             .and_then(|(plugin, idle)| super::warm::fork(program, plugin, *idle));
-        let (host, stdin, stdout, stderr): (
-            Host,
-            Box<dyn Write + Send>,
-            Box<dyn Read + Send>,
-            Box<dyn Read + Send>,
-        ) = match warm {
+        let (host, mut stdin, stdout, stderr) = match warm {
             Some((forked, pipes)) => (
                 Host::Forked(forked),
-                Box::new(pipes.stdin),
-                Box::new(pipes.stdout),
-                Box::new(pipes.stderr),
+                Box::new(pipes.stdin) as Box<dyn Write + Send>,
+                Box::new(pipes.stdout) as Box<dyn Read + Send>,
+                Box::new(pipes.stderr) as Box<dyn Read + Send>,
             ),
             None => {
                 let mut child = program.spawn(op)?;
@@ -273,14 +268,13 @@ impl Session {
                 };
                 (
                     Host::Spawned(child),
-                    Box::new(stdin),
-                    Box::new(stdout),
-                    Box::new(stderr),
+                    Box::new(stdin) as Box<dyn Write + Send>,
+                    Box::new(stdout) as Box<dyn Read + Send>,
+                    Box::new(stderr) as Box<dyn Read + Send>,
                 )
             }
         };
         let (requests, pending) = mpsc::channel::<String>();
-        let mut stdin = stdin;
         std::thread::spawn(move || {
             // As in a one-shot call: a host that died must not kill us with SIGPIPE.
             crate::sys::block_sigpipe();
