@@ -137,7 +137,44 @@ class RustScheduler(Scheduler[Mapping[str, Any]]):
             )
         return opts
 
+    def _local_workspaces(self, app: AppDef) -> AppDef:
+        """``app``, or a copy whose fsspec workspace projects (``memory://``, ``s3://``: the
+        notebook's ``%%workspacefile`` workspace) are copied to local directories, which the
+        core reads; the copies live as long as this scheduler object."""
+        remote = [
+            role
+            for role in app.roles
+            if role.workspace
+            and any("://" in p and not p.startswith("file://") for p in role.workspace.projects)
+        ]
+        if not remote:
+            return app
+        import shutil
+        import tempfile
+        import weakref
+
+        import fsspec
+
+        from torchx.specs import Workspace
+
+        app = copy.deepcopy(app)
+        for role in app.roles:
+            if not role.workspace:
+                continue
+            projects = {}
+            for src, dst in role.workspace.projects.items():
+                if "://" in src and not src.startswith("file://"):
+                    local = tempfile.mkdtemp(prefix="torchx-workspace-")
+                    weakref.finalize(self, shutil.rmtree, local, True)
+                    fs, path = fsspec.core.url_to_fs(src)
+                    fs.get(path.rstrip("/") + "/", local + "/", recursive=True)
+                    src = local
+                projects[src] = dst
+            role.workspace = Workspace(projects)
+        return app
+
     def _submit_dryrun(self, app: AppDef, cfg: Mapping[str, Any]) -> AppDryRunInfo:
+        app = self._local_workspaces(app)
         # As TorchX: options this scheduler does not have are ignored.
         names = {o["name"] for o in self._opt_schema()}
         known = {k: v for k, v in cfg.items() if v is not None and k in names}

@@ -10,7 +10,7 @@ import os
 from typing import Any, List, Mapping, Optional, Type
 
 from torchx.schedulers._rust import RustScheduler, typed_opts_getattr
-from torchx.specs import AppDef, AppDryRunInfo, Role
+from torchx.specs import AppDef, AppDryRunInfo, Role, is_terminal
 
 
 class ImageProvider:
@@ -57,7 +57,9 @@ def _join_path(*parts: Optional[str]) -> str:
 
 
 class LocalScheduler(RustScheduler):
-    """``local_cwd`` with TorchX's local-scheduler arguments."""
+    """``local_cwd`` with TorchX's local-scheduler arguments. As TorchX's, :meth:`close` (a
+    Runner leaving its ``with`` block) cancels the apps this scheduler object started that are
+    still running; jobs started by the CLI, or by a Runner that is never closed, live on."""
 
     def __init__(
         self,
@@ -72,6 +74,22 @@ class LocalScheduler(RustScheduler):
         super().__init__("local_cwd", session_name, **kwargs)
         self._image_provider_class = image_provider_class
         self._extra_paths = list(extra_paths or [])
+        self._started: List[str] = []
+
+    def schedule(self, dryrun_info: AppDryRunInfo) -> str:
+        app_id = super().schedule(dryrun_info)
+        self._started.append(app_id)
+        return app_id
+
+    def close(self) -> None:
+        started, self._started = self._started, []
+        for app_id in started:
+            try:
+                desc = self.describe(app_id)
+                if desc is not None and not is_terminal(desc.state):
+                    self._cancel_existing(app_id)
+            except Exception:  # close must not raise: the app is gone or cannot be reached
+                pass
 
     def _submit_dryrun(self, app: AppDef, cfg: Mapping[str, Any]) -> AppDryRunInfo:
         # The request is rendered from a copy: the caller's AppDef stays as given.

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import List
+from typing import Dict, List
 
 TORCHSERVE_PARAMS = (
     "model_name",
@@ -63,11 +63,29 @@ def rand_id() -> str:
     return f"{getuser()}_{os.urandom(8).hex()}"
 
 
+def _post(url: str, params: Dict[str, str], timeout: int) -> str:
+    """POSTs ``params`` as the query of ``url``: with ``requests`` where it is installed (as
+    TorchX, whose Docker dependency brings it), else the standard library's ``urllib``."""
+    try:
+        import requests
+    except ImportError:
+        import urllib.parse
+        import urllib.request
+
+        request = urllib.request.Request(
+            f"{url}?{urllib.parse.urlencode(params)}", method="POST", data=b""
+        )
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return response.read().decode("utf-8", "replace")
+    response = requests.post(url, params=params, timeout=timeout)
+    response.raise_for_status()
+    return response.text
+
+
 def main(argv: List[str]) -> None:
     import tempfile
     import threading
     import urllib.parse
-    import urllib.request
     from functools import partial
     from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 
@@ -94,11 +112,9 @@ def main(argv: List[str]) -> None:
             print(f"serving file at {model_url}")
             params = {"url": model_url}
             params.update({p: getattr(args, p) for p in TORCHSERVE_PARAMS if getattr(args, p) is not None})
-            url = f"{args.management_api}/models?{urllib.parse.urlencode(params)}"
-            print(f"POST {url}")
-            request = urllib.request.Request(url, method="POST", data=b"")
-            with urllib.request.urlopen(request, timeout=args.timeout) as response:
-                print(response.read().decode("utf-8", "replace"))
+            url = f"{args.management_api}/models"
+            print(f"POST {url}?{urllib.parse.urlencode(params)}")
+            print(_post(url, params, args.timeout))
         finally:
             server.shutdown()
             server.server_close()
