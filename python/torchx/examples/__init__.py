@@ -1,0 +1,1 @@
+"""Example applications shipped with TorchX (run them with the builtin components)."""
