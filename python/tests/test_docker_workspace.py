@@ -1,11 +1,14 @@
-"""``DockerWorkspaceMixin`` (a Python scheduler's container workspace, through docker-py) on the
-real Docker engine of scripts/docker/up.sh: a workspace is built on top of a role's image and the
-role points at the new image."""
+"""``DockerWorkspaceMixin`` (a Python scheduler's container workspace: through the core's Docker
+code, or docker-py when a client is given) on the real Docker engine of scripts/docker/up.sh and
+the registry of scripts/registry/up.sh: a workspace is built on top of a role's image, the role
+points at the new image, and remote jobs push it."""
 
+import os
 import subprocess
 import uuid
 from pathlib import Path
 
+import fsspec
 import pytest
 from _engines import docker_up
 
@@ -40,3 +43,58 @@ def test_builds_a_workspace_image_on_the_real_engine(tmp_path: Path) -> None:
         assert list(planned.values())[0][0] == "localhost:5055/ws"
     finally:
         subprocess.run(["docker", "rmi", "-f", role.image], capture_output=True)
+
+
+def registry() -> str:
+    """The open local registry of scripts/registry/up.sh (``TORCHX_TEST_REGISTRY``)."""
+    found = os.environ.get("TORCHX_TEST_REGISTRY")
+    if not found:
+        if "registry" in os.environ.get("TORCHX_TEST_ENGINES", "").split(","):
+            pytest.fail("the registry was started for this run but TORCHX_TEST_REGISTRY is unset")
+        pytest.skip("no local registry (scripts/registry/up.sh)")
+    return found
+
+
+def test_the_core_builds_and_pushes_without_docker_py(tmp_path: Path) -> None:
+    """No docker-py client given: the core's Docker workspace code builds (from an fsspec
+    workspace too), reuses an unchanged image, and pushes to a real registry."""
+    if not docker_up():
+        pytest.skip("no Docker engine with busybox:local (scripts/docker/up.sh)")
+    repo = f"{registry()}/native-ws"
+    fs = fsspec.filesystem("memory")
+    root = f"/native-{uuid.uuid4().hex}"
+    content = f"native {uuid.uuid4()}"
+    fs.pipe({f"{root}/bar/data.txt": content.encode(), f"{root}/skip.txt": b"x", f"{root}/.dockerignore": b"skip.txt\n"})
+    role = specs.Role("main", image="busybox:local", entrypoint="cat", args=["bar/data.txt"])
+    mixin = DockerWorkspaceMixin()
+    mixin.build_workspace_and_update_role(role, f"memory://{root}", {"quiet": True})
+    image = role.image
+    assert image.startswith("sha256:")
+    try:
+        run = subprocess.run(
+            ["docker", "run", "--rm", image, "sh", "-c", "cat bar/data.txt; ls"], capture_output=True, text=True
+        )
+        assert content in run.stdout and "skip.txt" not in run.stdout, run.stderr
+        # The same workspace again: the same image, not rebuilt.
+        again = specs.Role("main", image="busybox:local")
+        mixin.build_workspace_and_update_role(again, f"memory://{root}", {"quiet": True})
+        assert again.image == image
+        app = specs.AppDef("ws", roles=[role])
+        planned = mixin.dryrun_push_images(app, {"image_repo": repo})
+        mixin.push_images(planned)
+        pushed = app.roles[0].image
+        subprocess.run(["docker", "rmi", "-f", pushed], capture_output=True)
+        pull = subprocess.run(["docker", "pull", pushed], capture_output=True, text=True)
+        assert pull.returncode == 0, pull.stderr
+    finally:
+        subprocess.run(["docker", "rmi", "-f", image], capture_output=True)
+
+
+def test_a_failed_core_build_names_the_scheduler(tmp_path: Path) -> None:
+    if not docker_up():
+        pytest.skip("no Docker engine with busybox:local (scripts/docker/up.sh)")
+    (tmp_path / "Dockerfile.torchx").write_text("ARG IMAGE\nFROM $IMAGE\nRUN exit 3\n")
+    role = specs.Role("main", image="busybox:local")
+    with pytest.raises(RuntimeError, match="docker.*building the workspace image"):
+        DockerWorkspaceMixin().build_workspace_and_update_role(role, str(tmp_path), {"quiet": True})
+    assert role.image == "busybox:local"

@@ -195,6 +195,8 @@ fn _rs(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(schedulers::cancel, m)?)?;
     m.add_function(wrap_pyfunction!(schedulers::delete, m)?)?;
     m.add_function(wrap_pyfunction!(schedulers::log_iter, m)?)?;
+    m.add_function(wrap_pyfunction!(schedulers::docker_build_workspace, m)?)?;
+    m.add_function(wrap_pyfunction!(schedulers::docker_push, m)?)?;
     m.add_class::<schedulers::DryRun>()?;
     m.add_class::<schedulers::LogIter>()?;
     Ok(())

@@ -333,3 +333,45 @@ pub fn log_iter(
         lines: Arc::new(tokio::sync::Mutex::new(cooperative(lines, regex))),
     })
 }
+
+/// `DockerWorkspaceMixin.build_workspace_and_update_role`: the id of the image of directory
+/// `workspace` built on top of `base_image` (errors name `scheduler`).
+#[pyfunction]
+pub fn docker_build_workspace(
+    py: Python<'_>,
+    scheduler: &str,
+    base_image: &str,
+    workspace: &str,
+    quiet: bool,
+) -> PyResult<String> {
+    let workspace = torchx::specs::Workspace {
+        projects: [(workspace.to_string(), String::new())].into(),
+    };
+    let (scheduler, base_image) = (scheduler.to_string(), base_image.to_string());
+    block_on(py, async move {
+        torchx::workspace::docker::build_workspace_image(&base_image, &workspace, &scheduler, quiet)
+            .await
+    })?
+    .map_err(to_py)
+}
+
+/// `DockerWorkspaceMixin.push_images`: tags local image `local` as `repo:tag` and pushes it.
+#[pyfunction]
+pub fn docker_push(
+    py: Python<'_>,
+    scheduler: &str,
+    local: &str,
+    repo: &str,
+    tag: &str,
+) -> PyResult<()> {
+    let (scheduler, local, repo, tag) = (
+        scheduler.to_string(),
+        local.to_string(),
+        repo.to_string(),
+        tag.to_string(),
+    );
+    block_on(py, async move {
+        torchx::workspace::docker::tag_and_push(&local, &repo, &tag, &scheduler).await
+    })?
+    .map_err(to_py)
+}

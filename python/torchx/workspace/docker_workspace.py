@@ -1,14 +1,18 @@
 """``DockerWorkspaceMixin``: the workspace of a Python scheduler that runs containers (as
 TorchX's): a role's workspace is built into a new image on top of its image (``Dockerfile.torchx``
-in the workspace, else ``COPY . .``), pushed to ``image_repo`` for remote jobs. It talks to the
-Docker engine with ``docker`` (docker-py), imported only when an image is built or pushed.
+in the workspace, else ``COPY . .``; ``.dockerignore`` honoured), pushed to ``image_repo`` for
+remote jobs.
 
-The builtin schedulers build and push workspace images in the Rust core instead
-(``torchx run --workspace``); this mixin is for schedulers written in Python.
+Images are built and pushed by the core's Docker workspace code, the one the builtin schedulers
+use (``DOCKER_HOST``, Docker config credentials; an unchanged workspace reuses its image; an
+fsspec workspace such as ``memory://`` is copied to a local directory first). A scheduler that
+passes its own ``docker_client`` (a docker-py client, as TorchX's tests do) is served through
+that client instead.
 """
 
 from __future__ import annotations
 
+import contextlib
 import io
 import logging
 import posixpath
@@ -16,7 +20,7 @@ import stat
 import sys
 import tarfile
 import tempfile
-from typing import IO, TYPE_CHECKING, Dict, Iterable, Mapping, Optional, TextIO, Tuple
+from typing import IO, TYPE_CHECKING, Dict, Iterable, Iterator, Mapping, Optional, TextIO, Tuple
 
 from torchx.specs import AppDef, CfgVal, Role, runopts
 from torchx.workspace.api import WorkspaceMixin, walk_workspace
@@ -40,8 +44,8 @@ ImagesToPush = Dict[str, Tuple[str, str]]
 
 
 class DockerWorkspaceMixin(WorkspaceMixin[ImagesToPush]):
-    """Builds role workspaces into Docker images (``docker_client``: a docker-py client; the
-    environment's by default) and pushes them for remote jobs."""
+    """Builds role workspaces into Docker images and pushes them for remote jobs (through the
+    core, or through ``docker_client``, a docker-py client, when one is given)."""
 
     LABEL_VERSION: str = "torchx.pytorch.org/version"
 
@@ -50,6 +54,13 @@ class DockerWorkspaceMixin(WorkspaceMixin[ImagesToPush]):
     ) -> None:
         super().__init__(*args, **kwargs)
         self.__docker_client = docker_client
+
+    def _native(self) -> bool:
+        """Whether the core builds and pushes (no docker-py client was given)."""
+        return self.__docker_client is None
+
+    def _backend_name(self) -> str:
+        return str(getattr(self, "backend", None) or "docker")
 
     @property
     def _docker_client(self) -> "DockerClient":
@@ -79,8 +90,17 @@ class DockerWorkspaceMixin(WorkspaceMixin[ImagesToPush]):
         self, role: Role, workspace: str, cfg: Mapping[str, CfgVal]
     ) -> None:
         """Builds ``workspace`` (an fsspec path) on top of ``role.image`` and points the role
-        at the new image's id. The base image is pulled first when it can be (a local one is
-        used otherwise). A failed build raises docker's ``BuildError``."""
+        at the new image's id. With a docker-py client the base image is pulled first when it
+        can be (a local one is used otherwise) and a failed build raises docker's
+        ``BuildError``; the core's build raises ``RuntimeError``."""
+        if self._native():
+            from torchx.specs.api import _rs
+
+            with _local_copy(workspace) as path:
+                role.image = _rs().docker_build_workspace(
+                    self._backend_name(), role.image, path, bool(cfg.get("quiet", False))
+                )
+            return
         from docker.errors import BuildError
 
         import torchx
@@ -143,6 +163,13 @@ class DockerWorkspaceMixin(WorkspaceMixin[ImagesToPush]):
         """Tags and pushes each local image, showing docker's progress."""
         if not images_to_push:
             return
+        if self._native():
+            from torchx.specs.api import _rs
+
+            for local, (repo, tag) in images_to_push.items():
+                log.info("pushing image `%s:%s`...", repo, tag)
+                _rs().docker_push(self._backend_name(), local, repo, tag)
+            return
         client = self._docker_client
         for local, (repo, tag) in images_to_push.items():
             log.info("pushing image `%s:%s`...", repo, tag)
@@ -173,6 +200,20 @@ def print_push_events(events: Iterable[Dict[str, str]], stream: TextIO = sys.std
         else:
             up = len(layers) - layers.index(layer)
             stream.write(f"\033[{up}F{clear}{line}\033[{up}E")
+
+
+@contextlib.contextmanager
+def _local_copy(workspace: str) -> Iterator[str]:
+    """``workspace`` as a local directory: itself, or a temporary copy of an fsspec one."""
+    if "://" not in workspace or workspace.startswith("file://"):
+        yield workspace[len("file://") :] if workspace.startswith("file://") else workspace
+        return
+    import fsspec
+
+    fs, path = fsspec.core.url_to_fs(workspace)
+    with tempfile.TemporaryDirectory(prefix="torchx-workspace-") as local:
+        fs.get(path.rstrip("/") + "/", local + "/", recursive=True)
+        yield local
 
 
 def _build_context(img: str, workspace: str) -> IO[bytes]:

@@ -228,6 +228,62 @@ pub async fn build_images(images: &[WorkspaceImage], scheduler: &str, quiet: boo
     Ok(())
 }
 
+/// Builds `workspace` on top of `base_image` into a local `torchx-workspace:<hash>` image (an
+/// unchanged workspace reuses it) and returns the image's id (`sha256:...`): TorchX's
+/// `DockerWorkspaceMixin.build_workspace_and_update_role` for Python schedulers.
+pub async fn build_workspace_image(
+    base_image: &str,
+    workspace: &Workspace,
+    scheduler: &str,
+    quiet: bool,
+) -> Result<String> {
+    let owned = workspace.clone();
+    let context = blocking(scheduler, move || build_context(&owned)).await?;
+    let planned = WorkspaceImage {
+        roles: Vec::new(),
+        base_image: base_image.to_string(),
+        workspace: workspace.clone(),
+        image: image_name(LOCAL_REPO, base_image, &context),
+        push: false,
+    };
+    let docker = connect(scheduler).await?;
+    if docker.inspect_image(&planned.image).await.is_err() {
+        build(&docker, scheduler, &planned, context, quiet).await?;
+    }
+    let inspected = docker.inspect_image(&planned.image).await.map_err(|e| {
+        Error::backend(
+            scheduler,
+            format!("the workspace image {} was not built: {e}", planned.image),
+        )
+    })?;
+    inspected.id.ok_or_else(|| {
+        Error::backend(
+            scheduler,
+            format!("the engine gave no id for {}", planned.image),
+        )
+    })
+}
+
+/// Tags local image `local` (a name or id) as `repo:tag` and pushes it with the registry's
+/// Docker config credentials: TorchX's `DockerWorkspaceMixin.push_images`.
+pub async fn tag_and_push(local: &str, repo: &str, tag: &str, scheduler: &str) -> Result<()> {
+    check_image_repo(scheduler, repo)?;
+    let docker = connect(scheduler).await?;
+    let opts = bollard::query_parameters::TagImageOptions {
+        repo: Some(repo.to_string()),
+        tag: Some(tag.to_string()),
+    };
+    docker
+        .tag_image(local, Some(opts))
+        .await
+        .map_err(|e| Error::backend(scheduler, format!("tagging {local} as {repo}:{tag}: {e}")))?;
+    let image = format!("{repo}:{tag}");
+    let registry = registry_of(&image).to_string();
+    let lookup = registry.clone();
+    let creds = blocking(scheduler, move || credentials(&lookup)).await?;
+    push(&docker, scheduler, &image, &registry, creds).await
+}
+
 async fn build(
     docker: &Docker,
     scheduler: &str,
