@@ -9,6 +9,7 @@
 # TORCHX_TEST_VENV   the venv for the Python tests (default: .venv-test in the repository)
 # TORCHX_TEST_TORCH  1: also install PyTorch into it (.ci/run does), for torchx.distributed's
 #                    tests and scripts/ddp_check.sh
+# TORCHX_TEST_NEMO   1: also make a venv with NeMo-Run over the same wheels (.ci/run does)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -29,8 +30,14 @@ if [ "$python_status" -eq 0 ]; then
     # Both distributions: the package and the native `torchx` command it requires; and the
     # example plugin packages the plugin tests drive: one plugin per entry-point group, and
     # TorchX 0.8's namespace-package shape (torchx_plugins.*).
-    "$venv/bin/python" -m pip install -q --disable-pip-version-check ./crates/torchx-cli ".[test]" \
-        ./examples/python-plugin ./examples/namespace-plugin
+    # Both wheels are built once (maturin, release) and installed from the files, so the
+    # NeMo-Run venv below installs the very same ones.
+    wheels="$venv/wheels"
+    rm -rf "$wheels"
+    pip_q=(-q --disable-pip-version-check)
+    "$venv/bin/python" -m pip wheel "${pip_q[@]}" --no-deps -w "$wheels" ./crates/torchx-cli . &&
+        "$venv/bin/python" -m pip install "${pip_q[@]}" "$wheels"/torchx_rs_cli-*.whl \
+            "$(echo "$wheels"/torchx-*.whl)[test]" ./examples/python-plugin ./examples/namespace-plugin
     python_status=$?
 fi
 if [ "$python_status" -eq 0 ] && [ "${TORCHX_TEST_TORCH:-0}" = 1 ]; then
@@ -39,6 +46,20 @@ if [ "$python_status" -eq 0 ] && [ "${TORCHX_TEST_TORCH:-0}" = 1 ]; then
     echo "== Python: PyTorch into the venv (TORCHX_TEST_TORCH=1)"
     "$venv/bin/python" -c 'import torch' 2>/dev/null ||
         "$venv/bin/python" -m pip install -q --disable-pip-version-check torch || python_status=1
+fi
+if [ "$python_status" -eq 0 ] && [ "${TORCHX_TEST_NEMO:-0}" = 1 ]; then
+    # NeMo-Run 0.11.1 (requires torchx>=0.7.0) installed after our wheels, in a venv of its
+    # own, as its users install it: it must keep our torchx (python/tests/test_nemo_run.py).
+    # leptonai 0.47 dropped the `leptonai.api.v1` NeMo-Run 0.11.1 imports: an older one.
+    echo "== Python: NeMo-Run 0.11.1 over our package (TORCHX_TEST_NEMO=1)"
+    nemo_venv=${TORCHX_TEST_NEMO_VENV:-$PWD/.venv-nemo}
+    { [ -x "$nemo_venv/bin/python" ] || "$python" -m venv "$nemo_venv"; } &&
+        "$nemo_venv/bin/python" -m pip install "${pip_q[@]}" "$wheels"/torchx_rs_cli-*.whl \
+            "$wheels"/torchx-*.whl &&
+        "$nemo_venv/bin/python" -m pip install "${pip_q[@]}" nemo-run==0.11.1 "leptonai<0.47" &&
+        export TORCHX_TEST_NEMO_PYTHON="$nemo_venv/bin/python" || python_status=1
+    # The wheels, for the test that installs them over upstream torchx.
+    export TORCHX_TEST_WHEELS="$wheels"
 fi
 if [ "$python_status" -eq 0 ]; then
     # The interpreter whose Python schedulers the Rust conformance suite runs.

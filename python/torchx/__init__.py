@@ -1,7 +1,7 @@
 """torchx-rs: TorchX's Python API on a Rust core.
 
-This distribution (``torchx-rs``) provides the ``torchx`` import package and so replaces
-upstream ``torchx`` in an environment: install one or the other.
+The distribution is named ``torchx`` (version ``<TorchX line>+rs.<ours>``): installing it replaces
+upstream ``torchx`` in an environment, and requirements on ``torchx`` are met by it.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import os
 import sys
 import warnings
 
-__version__ = "0.1.0"
+__version__ = "0.8.0+rs.0.1.0"
 
 # The image builtin components run by default (TorchX 0.7.0's).
 IMAGE: str = "ghcr.io/pytorch/torchx:0.7.0"
@@ -26,7 +26,11 @@ def _warn_if_upstream_installed() -> None:
         except OSError:
             continue
         for name in names:
-            if name.startswith("torchx-") and name.endswith(".dist-info"):
+            # Upstream's distributions: torchx (without our local label) and torchx-nightly.
+            upstream = name.startswith("torchx_nightly-") or (
+                name.startswith("torchx-") and "+rs" not in name
+            )
+            if upstream and name.endswith(".dist-info"):
                 warnings.warn(
                     f"upstream TorchX ({name[:-len('.dist-info')]}) is installed in {root} next "
                     f"to torchx-rs (whose `torchx` package is in {here}): both provide the "

@@ -162,6 +162,31 @@ fn torch_debug_flags() -> Vec<(&'static str, &'static str)> {
 }
 
 /// The crate's version (the Python package checks it matches its own).
+/// Slurm job state → TorchX state name, for every state the core maps (`SLURM_STATES`).
+#[pyfunction]
+fn slurm_states() -> Vec<(&'static str, String)> {
+    torchx::schedulers::slurm::KNOWN_STATES
+        .iter()
+        .map(|s| (*s, state_name(torchx::schedulers::slurm::app_state(s))))
+        .collect()
+}
+
+/// A Docker container's TorchX state name (`exit_code` decides an exited one).
+#[pyfunction]
+#[pyo3(signature = (status, exit_code=None))]
+fn docker_container_state(status: &str, exit_code: Option<i64>) -> String {
+    state_name(torchx::schedulers::local_docker::container_state(
+        status, exit_code,
+    ))
+}
+
+fn state_name(state: torchx::specs::AppState) -> String {
+    serde_json::to_value(state)
+        .ok()
+        .and_then(|v| v.as_str().map(String::from))
+        .unwrap_or_else(|| "UNKNOWN".into())
+}
+
 #[pyfunction]
 fn version() -> &'static str {
     env!("CARGO_PKG_VERSION")
@@ -176,6 +201,8 @@ fn _rs(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(format_status, m)?)?;
     m.add_function(wrap_pyfunction!(substitute, m)?)?;
     m.add_function(wrap_pyfunction!(version, m)?)?;
+    m.add_function(wrap_pyfunction!(slurm_states, m)?)?;
+    m.add_function(wrap_pyfunction!(docker_container_state, m)?)?;
     m.add_function(wrap_pyfunction!(build_component, m)?)?;
     m.add_function(wrap_pyfunction!(parse_kv, m)?)?;
     m.add_function(wrap_pyfunction!(parse_nnodes, m)?)?;

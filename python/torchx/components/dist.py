@@ -16,6 +16,18 @@ def parse_nnodes(j: str) -> Tuple[int, int, int, str]:
     return _rs().parse_nnodes(j)
 
 
+class _noquote(str):
+    """A command-line argument that :func:`_args_join` leaves unquoted (a shell expansion such
+    as ``$${TORCHX_RANK0_HOST:=localhost}:29500``), as TorchX's."""
+
+
+def _args_join(args: List[str]) -> str:
+    """``shlex.join``, except for :class:`_noquote` arguments, which are kept as they are."""
+    import shlex
+
+    return " ".join(arg if isinstance(arg, _noquote) else shlex.quote(arg) for arg in args)
+
+
 def __getattr__(name: str) -> Any:
     # _TORCH_DEBUG_FLAGS: the environment ``debug=True`` sets (the Rust builder's table).
     if name == "_TORCH_DEBUG_FLAGS":

@@ -263,7 +263,9 @@ class Runner:
             if isinstance(workspace, str):
                 workspace = Workspace.from_str(workspace)
             app.roles[0].workspace = workspace
-        if isinstance(sched, WorkspaceMixin):
+        # A core scheduler (DockerScheduler is also a DockerWorkspaceMixin) plans its images in
+        # the dry run without building them.
+        if isinstance(sched, WorkspaceMixin) and not isinstance(sched, RustScheduler):
             sched.build_workspaces(app.roles, cfg)
 
     def scheduler_run_opts(self, scheduler: str) -> runopts:

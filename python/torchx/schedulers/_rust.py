@@ -108,20 +108,25 @@ _NO_RESOURCE_CHECK = {"local_cwd", "local_docker", "slurm", "lsf"}
 class RustScheduler(Scheduler[Mapping[str, Any]]):
     """A builtin scheduler of the Rust core, by name."""
 
+    #: The core scheduler this object drives (its ``backend`` unless a subclass renamed that,
+    #: as TorchX subclasses do: NeMo-Run's local scheduler calls itself ``local``).
+    _core: str = ""
+    _schema: Optional[List[Dict[str, Any]]] = None
+
     def _validate(self, app: AppDef, scheduler: str) -> None:
-        if self.backend not in _NO_RESOURCE_CHECK:
+        if self._core not in _NO_RESOURCE_CHECK:
             super()._validate(app, scheduler)
 
     def __init__(self, backend: str, session_name: str, **_: Any) -> None:
         super().__init__(backend, session_name)
-        self._schema: Optional[List[Dict[str, Any]]] = None
+        self._core = backend
         if backend == "local_cwd":
             _point_supervisor_at_torchx()
 
     def _opt_schema(self) -> List[Dict[str, Any]]:
         """The core's run options of this scheduler (fixed: read once)."""
         if self._schema is None:
-            self._schema = json.loads(_rs().run_opts(self.backend))
+            self._schema = json.loads(_rs().run_opts(self._core))
         return self._schema
 
     def _run_opts(self) -> runopts:
@@ -179,7 +184,7 @@ class RustScheduler(Scheduler[Mapping[str, Any]]):
         names = {o["name"] for o in self._opt_schema()}
         known = {k: v for k, v in cfg.items() if v is not None and k in names}
         handle = _rs().submit_dryrun(
-            self.backend,
+            self._core,
             self.session_name,
             json.dumps(app_to_json(app)),
             json.dumps(known),
@@ -217,7 +222,7 @@ class RustScheduler(Scheduler[Mapping[str, Any]]):
         return _rs().schedule(request._handle)
 
     def describe(self, app_id: str) -> Optional[DescribeAppResponse]:
-        raw = _rs().describe(self.backend, app_id)
+        raw = _rs().describe(self._core, app_id)
         if raw is None:
             return None
         d = json.loads(raw)
@@ -250,14 +255,14 @@ class RustScheduler(Scheduler[Mapping[str, Any]]):
     def list(self) -> List[ListAppResponse]:
         return [
             ListAppResponse(app_id=a["app_id"], state=AppState[a["state"]], name=a["name"])
-            for a in json.loads(_rs().list(self.backend))
+            for a in json.loads(_rs().list(self._core))
         ]
 
     def _cancel_existing(self, app_id: str) -> None:
-        _rs().cancel(self.backend, app_id)
+        _rs().cancel(self._core, app_id)
 
     def _delete_existing(self, app_id: str) -> None:
-        _rs().delete(self.backend, app_id)
+        _rs().delete(self._core, app_id)
 
     def log_iter(
         self,
@@ -271,7 +276,7 @@ class RustScheduler(Scheduler[Mapping[str, Any]]):
         streams: Optional[Stream] = None,
     ) -> Iterable[str]:
         lines = _rs().log_iter(
-            self.backend,
+            self._core,
             app_id,
             role_name,
             k,

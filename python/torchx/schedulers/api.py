@@ -122,8 +122,15 @@ class Scheduler(abc.ABC, Generic[T]):
         raise NotImplementedError()
 
     def run_opts(self) -> runopts:
-        """The run options this scheduler accepts."""
-        return self._run_opts()
+        """The run options this scheduler accepts (with its workspace's, as TorchX's, for a
+        ``WorkspaceMixin``; the core's schedulers list those among their own)."""
+        from torchx.schedulers._rust import RustScheduler
+        from torchx.workspace.api import WorkspaceMixin
+
+        opts = self._run_opts()
+        if isinstance(self, WorkspaceMixin) and not isinstance(self, RustScheduler):
+            opts.update(self.workspace_opts())
+        return opts
 
     def _run_opts(self) -> runopts:
         return runopts()

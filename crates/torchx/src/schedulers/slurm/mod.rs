@@ -25,7 +25,7 @@ pub use opts::SlurmOpts;
 pub use render::{parse_version, quote_with_app_id, render, ReplicaRequest, SbatchRequest};
 pub use state::{
     aggregate, app_state, parse_list, parse_list_parsable, parse_sacct_json, parse_sacct_parsable,
-    parse_squeue, Component, ListedJob,
+    parse_squeue, Component, ListedJob, KNOWN_STATES,
 };
 
 use crate::error::{Error, ErrorKind, Result};

@@ -8,6 +8,30 @@ use crate::specs::AppState;
 
 use super::NAME;
 
+/// Every Slurm job state [`app_state`] maps (TorchX's `SLURM_STATES` and the transient ones
+/// newer Slurm versions report).
+pub const KNOWN_STATES: [&str; 19] = [
+    "BOOT_FAIL",
+    "CANCELLED",
+    "COMPLETED",
+    "COMPLETING",
+    "CONFIGURING",
+    "DEADLINE",
+    "FAILED",
+    "NODE_FAIL",
+    "OUT_OF_MEMORY",
+    "PENDING",
+    "PREEMPTED",
+    "REQUEUED",
+    "REQUEUE_FED",
+    "REQUEUE_HOLD",
+    "RESIZING",
+    "REVOKED",
+    "RUNNING",
+    "SUSPENDED",
+    "TIMEOUT",
+];
+
 /// TorchX's mapping of Slurm job states.
 pub fn app_state(slurm: &str) -> AppState {
     match slurm {

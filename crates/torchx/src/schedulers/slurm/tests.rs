@@ -384,4 +384,8 @@ fn state_mapping_is_torchx_s() {
     ] {
         assert_eq!(app_state(s), want, "{s}");
     }
+    // Every state TorchX's `SLURM_STATES` (Python) lists is mapped.
+    for s in super::state::KNOWN_STATES {
+        assert_ne!(app_state(s), AppState::Unknown, "{s}");
+    }
 }
