@@ -99,3 +99,24 @@ def test_submit_builds_role0s_workspace_through_the_mixin() -> None:
     assert Building().submit(app, {}, workspace="/ws") == "built:/ws"
     with pytest.raises(NotImplementedError, match="does not build workspaces"):
         Plain().submit(AppDef("a", [Role("r", "img", entrypoint="true")]), {}, workspace="/ws")
+
+
+def test_cmd_run_and_cmd_status_helpers(tmp_path, monkeypatch) -> None:
+    import argparse
+
+    import pytest
+
+    from torchx.cli.cmd_run import TorchXRunArgs, torchx_run_args_from_argparse, torchx_run_args_from_json
+    from torchx.cli.cmd_status import parse_list_arg
+
+    monkeypatch.chdir(tmp_path)
+    args = torchx_run_args_from_json({"component_name": "utils.echo", "scheduler": "local_cwd", "scheduler_args": {}})
+    assert (args.workspace, args.dryrun, args.component_args_str) == (str(tmp_path), False, [])
+    with pytest.raises(ValueError, match="missing: scheduler, scheduler_args"):
+        torchx_run_args_from_json({"component_name": "x"})
+    with pytest.raises(ValueError, match="not part of the run command: bogus"):
+        torchx_run_args_from_json({"component_name": "x", "scheduler": "s", "scheduler_args": {}, "bogus": 1})
+    ns = argparse.Namespace(scheduler="slurm", dryrun=True, wait=False, log=False, workspace="w", parent_run_id=None, tee_logs=False)
+    built = torchx_run_args_from_argparse(ns, "utils.echo", ["--msg", "hi"], {"partition": "p"})
+    assert built == TorchXRunArgs("utils.echo", "slurm", {}, {"partition": "p"}, True, workspace="w", component_args_str=["--msg", "hi"])
+    assert parse_list_arg("a,b") == ["a", "b"] and parse_list_arg("") is None
