@@ -54,7 +54,8 @@ def run_nemo(python: str, workdir: Path, script: str, **env: str) -> Dict[str, o
         "NEMORUN_HOME": str(workdir / "nemo_home"),
         **env,
     }
-    full.pop("TORCHX_BIN", None)  # the venv's own torchx
+    for inherited in ("TORCHX_BIN", "TORCHX_SUPERVISOR"):
+        full.pop(inherited, None)  # the venv's own torchx
     out = subprocess.run(
         [python, "main.py"], cwd=workdir, env=full, capture_output=True, text=True, timeout=600
     )
