@@ -6,7 +6,14 @@ Builds the release binary and examples, installs torchx==0.7.0 into a throwaway 
 --venv points at one that has it), runs every measurement N times (default 7), alternating ours and
 theirs so that machine noise hits both alike, and prints medians as Markdown tables.
 """
-import argparse, json, os, shutil, statistics, subprocess, sys, tempfile, time
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

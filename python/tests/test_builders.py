@@ -1,7 +1,6 @@
 """Component functions as TorchX treats them: the linter, the argparse command line built from
 annotations and docstrings, the finder (builtins and ``file.py:fn``), structured arguments."""
 
-import sys
 import textwrap
 from pathlib import Path
 from typing import Dict, List, Optional

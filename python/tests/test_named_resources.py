@@ -1,7 +1,6 @@
 """Named resources: TorchX's module layout and lookup errors over the Rust tables, plus
 registrations (``TORCHX_CUSTOM_NAMED_RESOURCES``) that may add names but never replace a builtin."""
 
-import sys
 import textwrap
 from pathlib import Path
 from typing import Iterator

@@ -1,7 +1,6 @@
 """The Runner's TorchX hooks: image providers and PATH of the local scheduler, trackers from
 ``.torchxconfig``, workspaces built by a ``WorkspaceMixin`` scheduler, usage events."""
 
-import logging
 import os
 from pathlib import Path
 from typing import Any, List, Mapping

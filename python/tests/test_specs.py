@@ -4,6 +4,7 @@ Rust core implements (handles, mounts, macros, named resources, the status text)
 import copy
 import dataclasses
 import pickle
+import os
 import subprocess
 import sys
 
@@ -220,11 +221,15 @@ def test_importing_specs_loads_no_extension() -> None:
 
 
 def test_warns_when_upstream_torchx_is_installed_too(tmp_path) -> None:
-    (tmp_path / "torchx-0.7.0.dist-info").mkdir()
+    # This package in a site directory where upstream's nightly also installed itself.
+    import torchx
+
+    (tmp_path / "torchx").symlink_to(os.path.dirname(torchx.__file__))
+    (tmp_path / "torchx_nightly-2026.10.26.dist-info").mkdir()
     code = "import warnings; warnings.simplefilter('error'); import torchx"
     env = {"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
-    assert out.returncode != 0 and "upstream TorchX (torchx-0.7.0)" in out.stderr, out.stderr
+    assert out.returncode != 0 and "upstream TorchX (torchx_nightly-2026.10.26)" in out.stderr, out.stderr
     clean = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert clean.returncode == 0, clean.stderr
 

@@ -87,7 +87,7 @@ def probe(torchx_bin: str, env: Dict[str, str], cwd: Path) -> Dict[str, object]:
         timeout=120,
     )
     assert out.returncode == 0, out.stderr
-    line = next(l for l in out.stdout.splitlines() if l.startswith("{"))
+    line = next(text for text in out.stdout.splitlines() if text.startswith("{"))
     return eval(line)  # the probe's own repr of a dict of str and int
 
 

@@ -236,10 +236,10 @@ def _serve_forks(
                 selector.register(conn, selectors.EVENT_READ, pid)
             else:
                 # The CLI closed its connection: its host ends when its stdin closes.
-                conn = hosts.get(key.data)
-                if conn is not None:
-                    selector.unregister(conn)
-                    conn.close()
+                gone = hosts.get(key.data)
+                if gone is not None:
+                    selector.unregister(gone)
+                    gone.close()
                     hosts[key.data] = None
         _reap(hosts, selector)
 

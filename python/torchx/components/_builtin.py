@@ -7,7 +7,7 @@ from typing import Any, Dict, List, Optional, Tuple, Union
 
 from torchx.specs import AppDef
 from torchx.specs._json import app_from_json
-from torchx.specs.api import _rs
+from torchx import _native
 
 
 def _as_tokens(args: Dict[str, Any]) -> List[str]:
@@ -48,14 +48,14 @@ def build(
     if ":" in component or component not in _builtin_names():
         return _build_python(component, args, defaults)
     tokens = _as_tokens(args) if isinstance(args, dict) else [str(a) for a in args]
-    kind, value = _rs().build_component(component, tokens, dict(defaults or {}))
+    kind, value = _native.ext.build_component(component, tokens, dict(defaults or {}))
     if kind == "help":
         raise ValueError(value)
     return app_from_json(json.loads(value))
 
 
 def _builtin_names() -> List[str]:
-    return list(_rs().builtin_component_names())
+    return list(_native.ext.builtin_component_names())
 
 
 def _build_python(

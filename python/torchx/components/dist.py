@@ -11,9 +11,9 @@ def parse_nnodes(j: str) -> Tuple[int, int, int, str]:
     """``-j`` as ``(min_nnodes, max_nnodes, nproc_per_node, nnodes_rep)``: ``[[min:]max x]nproc``
     (``"2"`` is one node of 2 processes, ``"1:2x3"`` one to two nodes of 3). ``ValueError`` if
     malformed."""
-    from torchx.specs.api import _rs
+    from torchx import _native
 
-    return _rs().parse_nnodes(j)
+    return _native.ext.parse_nnodes(j)
 
 
 class _noquote(str):
@@ -31,9 +31,9 @@ def _args_join(args: List[str]) -> str:
 def __getattr__(name: str) -> Any:
     # _TORCH_DEBUG_FLAGS: the environment ``debug=True`` sets (the Rust builder's table).
     if name == "_TORCH_DEBUG_FLAGS":
-        from torchx.specs.api import _rs
+        from torchx import _native
 
-        return dict(_rs().torch_debug_flags())
+        return dict(_native.ext.torch_debug_flags())
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

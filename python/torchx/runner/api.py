@@ -62,9 +62,9 @@ def get_configured_trackers() -> Dict[str, Optional[str]]:
     """Tracker name → config for a launch: ``[torchx:tracker]`` of ``.torchxconfig`` (or
     ``$TORCHX_TRACKERS``), each with ``[tracker:<name>] config`` (or
     ``$TORCHX_TRACKER_<NAME>_CONFIG``); the CLI's rule, from the core."""
-    from torchx.specs.api import _rs
+    from torchx import _native
 
-    return dict(_rs().configured_trackers())
+    return dict(_native.ext.configured_trackers())
 
 
 class Runner:
@@ -85,7 +85,7 @@ class Runner:
             **self._scheduler_params_from_env(),
             **(scheduler_params or {}),
         }
-        self._scheduler_instances: Dict[str, Scheduler] = {}
+        self._scheduler_instances: Dict[str, Scheduler[Any]] = {}
         self._apps: Dict[AppHandle, AppDef] = {}
         self._component_defaults = component_defaults or {}
 
@@ -101,7 +101,7 @@ class Runner:
     def __enter__(self) -> "Runner":
         return self
 
-    def __exit__(self, *exc: object) -> bool:
+    def __exit__(self, *exc: object) -> Literal[False]:
         self.close()
         return False
 
@@ -138,7 +138,7 @@ class Runner:
         cfg: Optional[Mapping[str, CfgVal]] = None,
         workspace: Union[Workspace, str, None] = None,
         parent_run_id: Optional[str] = None,
-    ) -> AppDryRunInfo:
+    ) -> AppDryRunInfo[Any]:
         """``dryrun`` of the AppDef that ``component`` builds from ``component_args``."""
         from torchx.components._builtin import build
 
@@ -155,7 +155,7 @@ class Runner:
         parent_run_id: Optional[str] = ...,
         *,
         dryrun: Literal[True],
-    ) -> AppDryRunInfo: ...
+    ) -> AppDryRunInfo[Any]: ...
 
     @overload
     def run(
@@ -178,13 +178,13 @@ class Runner:
         parent_run_id: Optional[str] = None,
         *,
         dryrun: bool = False,
-    ) -> Union[AppHandle, AppDryRunInfo]:
+    ) -> Union[AppHandle, AppDryRunInfo[Any]]:
         """Runs ``app`` on ``scheduler`` and returns the app handle; with ``dryrun=True``
         returns the request instead, submitting nothing."""
         info = self.dryrun(app, scheduler, cfg, workspace, parent_run_id)
         return info if dryrun else self.schedule(info)
 
-    def schedule(self, dryrun_info: AppDryRunInfo) -> AppHandle:
+    def schedule(self, dryrun_info: AppDryRunInfo[Any]) -> AppHandle:
         """Submits a dry run; returns the app handle."""
         if dryrun_info._scheduler is None or dryrun_info._app is None:
             raise ValueError("schedule() takes what Runner.dryrun returned")
@@ -200,7 +200,7 @@ class Runner:
         cfg: Optional[Mapping[str, CfgVal]] = None,
         workspace: Union[Workspace, str, None] = None,
         parent_run_id: Optional[str] = None,
-    ) -> AppDryRunInfo:
+    ) -> AppDryRunInfo[Any]:
         """The scheduler's request for ``app``, not submitted. Like TorchX, it sets the job
         environment (``TORCHX_JOB_ID``, trackers, parent run) on the roles, and a ``workspace`` becomes
         role[0]'s, built by a scheduler that is a ``WorkspaceMixin``; as 0.8's, on a copy of
@@ -235,7 +235,10 @@ class Runner:
                     role.env[tracker_config_env_var_name(tracker)] = config
         cfg = cfg or {}
         with log_event(
-            "dryrun", scheduler, runcfg=_json_or_none(cfg), workspace=workspace
+            "dryrun",
+            scheduler,
+            runcfg=_json_or_none(cfg),
+            workspace=workspace if isinstance(workspace, str) or workspace is None else str(workspace),
         ):
             sched = self._scheduler(scheduler)
             resolved_cfg = sched.run_opts().resolve(cfg)
@@ -248,7 +251,7 @@ class Runner:
 
     @staticmethod
     def _build_workspace(
-        sched: Scheduler,
+        sched: Scheduler[Any],
         app: AppDef,
         workspace: Union[Workspace, str, None],
         cfg: Mapping[str, CfgVal],
@@ -371,12 +374,12 @@ class Runner:
         that route listings by it (one whose ``list`` takes no config gets none)."""
         sched = self._scheduler(scheduler)
         with log_event("list", scheduler):
-            apps = sched.list(cfg) if _takes_cfg(sched.list) else sched.list()
+            apps = sched.list(cfg) if _takes_cfg(sched.list) else sched.list()  # type: ignore[call-arg]
         for app in apps:
             app.app_handle = make_app_handle(scheduler, self._name, app.app_id)
         return apps
 
-    def _scheduler(self, scheduler: str) -> Scheduler:
+    def _scheduler(self, scheduler: str) -> Scheduler[Any]:
         sched = self._scheduler_instances.get(scheduler)
         if sched is None:
             factory = self._scheduler_factories.get(scheduler)
@@ -386,7 +389,7 @@ class Runner:
             self._scheduler_instances[scheduler] = sched
         return sched
 
-    def _scheduler_app_id(self, app_handle: AppHandle) -> Tuple[Scheduler, str, str]:
+    def _scheduler_app_id(self, app_handle: AppHandle) -> Tuple[Scheduler[Any], str, str]:
         scheduler_backend, _, app_id = parse_app_handle(app_handle)
         return self._scheduler(scheduler_backend), scheduler_backend, app_id
 

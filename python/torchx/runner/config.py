@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import os
 from pathlib import Path
-from typing import Dict, Iterable, List, Optional, TextIO, Tuple
+from typing import Any, Dict, Iterable, List, Optional, TextIO, Tuple
 
 from torchx.schedulers import get_scheduler_factories
 from torchx.schedulers.api import Scheduler
@@ -32,22 +32,23 @@ _NONE = "None"
 
 
 def _sections(text: str, origin: str) -> List[Tuple[str, List[Tuple[str, str]]]]:
-    from torchx.specs.api import _rs
+    from torchx import _native
 
-    return _rs().parse_ini(text, origin)
+    return _native.ext.parse_ini(text, origin)
 
 
 def _read(f: TextIO) -> List[Tuple[str, List[Tuple[str, str]]]]:
     return _sections(f.read(), getattr(f, "name", "<config>"))
 
 
-def _get_scheduler(name: str) -> Scheduler:
+def _get_scheduler(name: str) -> Scheduler[Any]:
     factories = get_scheduler_factories()
     if name not in factories:
         raise ValueError(
             f"`{name}` is not a registered scheduler. Valid scheduler names: {list(factories)}"
         )
-    return factories[name](session_name="_")
+    sched: "Scheduler[Any]" = factories[name](session_name="_")
+    return sched
 
 
 def _fixme_placeholder(opt: runopt, max_len: int = 60) -> str:

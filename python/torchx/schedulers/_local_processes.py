@@ -217,7 +217,7 @@ class LogIterator:
     _CHUNK = 64000
     _POLL_SECONDS = 0.1
 
-    def __init__(self, app_id: str, log_file: str, scheduler: "Scheduler", should_tail: bool = True) -> None:
+    def __init__(self, app_id: str, log_file: str, scheduler: "Scheduler[Any]", should_tail: bool = True) -> None:
         self._app_id = app_id
         self._log_file = log_file
         self._log_fp: Optional[TextIO] = None
@@ -401,7 +401,7 @@ class ProcessLauncher:
         if combined_file is not None:
             if not (replica_params.stdout and replica_params.stderr):
                 raise ValueError("a combined log needs both the stdout and stderr files")
-            combined = Tee(combined_file, replica_params.stdout, replica_params.stderr)  # type: ignore[arg-type]
+            combined = Tee(combined_file, replica_params.stdout, replica_params.stderr)
         return stdout, stderr, combined
 
     def _get_replica_env(self, replica_params: ReplicaParam) -> Dict[str, str]:
@@ -428,8 +428,8 @@ class ProcessLauncher:
             role_name,
             replica_id,
             proc,
-            stdout=stdout,  # type: ignore[arg-type]
-            stderr=stderr,  # type: ignore[arg-type]
+            stdout=stdout,
+            stderr=stderr,
             combined=combined,
             error_file=env.get("TORCHELASTIC_ERROR_FILE", NA),
         )
@@ -446,7 +446,7 @@ class ProcessLauncher:
         try:
             for role_name, params in request.role_params.items():
                 for replica_id, (replica, replica_dir) in enumerate(
-                    zip(params, request.role_log_dirs[role_name])
+                    zip(params, request.role_log_dirs[role_name], strict=True)
                 ):
                     os.makedirs(replica_dir)
                     app.add_replica(role_name, self._popen(role_name, replica_id, replica))

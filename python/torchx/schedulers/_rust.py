@@ -21,7 +21,7 @@ from torchx.specs import (
     runopts,
 )
 from torchx.specs._json import app_to_json, role_from_json
-from torchx.specs.api import _rs
+from torchx import _native
 
 def _opt_type(name: str) -> Any:
     """The Python type of a run option, from the core's type name."""
@@ -44,7 +44,7 @@ def builtin_opts(backend: str, class_name: str, module: str) -> Any:
 
     from torchx.schedulers._structured_opts import StructuredOpts
 
-    schema = json.loads(_rs().run_opts(backend))
+    schema = json.loads(_native.ext.run_opts(backend))
     required, optional = [], []
     for o in schema:
         name = o["name"].replace("-", "_").replace(".", "_")
@@ -56,9 +56,11 @@ def builtin_opts(backend: str, class_name: str, module: str) -> Any:
             optional.append((name, Optional[tp], field(default=None, metadata=meta)))
         elif isinstance(o["default"], (list, dict)):
             default = o["default"]
-            optional.append(
-                (name, tp, field(default_factory=lambda d=default: copy.deepcopy(d), metadata=meta))
-            )
+
+            def fresh(d: Any = default) -> Any:
+                return copy.deepcopy(d)
+
+            optional.append((name, tp, field(default_factory=fresh, metadata=meta)))
         else:
             optional.append((name, tp, field(default=o["default"], metadata=meta)))
     cls = make_dataclass(class_name, required + optional, bases=(StructuredOpts,))
@@ -126,7 +128,7 @@ class RustScheduler(Scheduler[Mapping[str, Any]]):
     def _opt_schema(self) -> List[Dict[str, Any]]:
         """The core's run options of this scheduler (fixed: read once)."""
         if self._schema is None:
-            self._schema = json.loads(_rs().run_opts(self._core))
+            self._schema = json.loads(_native.ext.run_opts(self._core))
         return self._schema
 
     def _run_opts(self) -> runopts:
@@ -178,12 +180,12 @@ class RustScheduler(Scheduler[Mapping[str, Any]]):
             role.workspace = Workspace(projects)
         return app
 
-    def _submit_dryrun(self, app: AppDef, cfg: Mapping[str, Any]) -> AppDryRunInfo:
+    def _submit_dryrun(self, app: AppDef, cfg: Mapping[str, Any]) -> AppDryRunInfo[Any]:
         app = self._local_workspaces(app)
         # As TorchX: options this scheduler does not have are ignored.
         names = {o["name"] for o in self._opt_schema()}
         known = {k: v for k, v in cfg.items() if v is not None and k in names}
-        handle = _rs().submit_dryrun(
+        handle = _native.ext.submit_dryrun(
             self._core,
             self.session_name,
             json.dumps(app_to_json(app)),
@@ -192,7 +194,7 @@ class RustScheduler(Scheduler[Mapping[str, Any]]):
         )
         # As TorchX's workspace step: a role whose workspace was planned into an image now
         # runs that image (built, and pushed, by ``schedule``).
-        for role, image in zip(app.roles, handle.role_images()):
+        for role, image in zip(app.roles, handle.role_images(), strict=True):
             if image != role.image:
                 role.image, role.workspace = image, None
         return AppDryRunInfo(RustRequest(handle), repr)
@@ -209,7 +211,7 @@ class RustScheduler(Scheduler[Mapping[str, Any]]):
         """The directory the job is submitted from (None: the current one)."""
         return None
 
-    def schedule(self, dryrun_info: AppDryRunInfo) -> str:
+    def schedule(self, dryrun_info: AppDryRunInfo[Any]) -> str:
         request = dryrun_info.request
         if not isinstance(request, RustRequest):
             raise TypeError(f"{self.backend} cannot schedule a {type(request).__name__}")
@@ -219,10 +221,10 @@ class RustScheduler(Scheduler[Mapping[str, Any]]):
                 "changing a builtin scheduler's request is not supported: change the AppDef "
                 "or the run options and dry-run again"
             )
-        return _rs().schedule(request._handle)
+        return _native.ext.schedule(request._handle)
 
     def describe(self, app_id: str) -> Optional[DescribeAppResponse]:
-        raw = _rs().describe(self._core, app_id)
+        raw = _native.ext.describe(self._core, app_id)
         if raw is None:
             return None
         d = json.loads(raw)
@@ -255,14 +257,14 @@ class RustScheduler(Scheduler[Mapping[str, Any]]):
     def list(self) -> List[ListAppResponse]:
         return [
             ListAppResponse(app_id=a["app_id"], state=AppState[a["state"]], name=a["name"])
-            for a in json.loads(_rs().list(self._core))
+            for a in json.loads(_native.ext.list(self._core))
         ]
 
     def _cancel_existing(self, app_id: str) -> None:
-        _rs().cancel(self._core, app_id)
+        _native.ext.cancel(self._core, app_id)
 
     def _delete_existing(self, app_id: str) -> None:
-        _rs().delete(self._core, app_id)
+        _native.ext.delete(self._core, app_id)
 
     def log_iter(
         self,
@@ -275,7 +277,7 @@ class RustScheduler(Scheduler[Mapping[str, Any]]):
         should_tail: bool = False,
         streams: Optional[Stream] = None,
     ) -> Iterable[str]:
-        lines = _rs().log_iter(
+        lines = _native.ext.log_iter(
             self._core,
             app_id,
             role_name,

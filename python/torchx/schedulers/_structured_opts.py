@@ -8,7 +8,7 @@ import inspect
 import textwrap
 import typing
 from dataclasses import MISSING, fields
-from typing import Any, Dict, Iterator, Mapping
+from typing import Any, Dict, Iterator, Mapping, cast
 
 from torchx.specs.api import CfgVal, cases, runopts
 from torchx.util.types import decode_optional
@@ -71,7 +71,7 @@ class StructuredOpts(Mapping[str, CfgVal]):
             if tree is not None and tree.body and isinstance(tree.body[0], ast.ClassDef)
             else []
         )
-        for node, after in zip(body, body[1:]):
+        for node, after in zip(body, body[1:], strict=False):
             if (
                 isinstance(node, ast.AnnAssign)
                 and isinstance(node.target, ast.Name)
@@ -114,7 +114,7 @@ class StructuredOpts(Mapping[str, CfgVal]):
                 f.metadata.get("cfg_key", f.name),
                 type_=tp,
                 help=docs.get(f.name, f.name),
-                default=f.default if has_default else None,
+                default=cast(CfgVal, f.default) if has_default else None,
                 required=required,
             )
         return opts
@@ -129,10 +129,10 @@ class StructuredOpts(Mapping[str, CfgVal]):
             raise KeyError(key)
         snake = _camel_to_snake(key)
         if snake in names:
-            return getattr(self, snake)
+            return cast(CfgVal, getattr(self, snake))
         for f in names.values():
             if f.metadata.get("cfg_key") == key:
-                return getattr(self, f.name)
+                return cast(CfgVal, getattr(self, f.name))
         raise KeyError(key)
 
     def __iter__(self) -> Iterator[str]:
@@ -157,5 +157,5 @@ class StructuredOpts(Mapping[str, CfgVal]):
             return False
         return True
 
-    def __or__(self, other: "StructuredOpts") -> Dict[str, CfgVal]:  # type: ignore[override]
+    def __or__(self, other: "StructuredOpts") -> Dict[str, CfgVal]:
         return {**dict(self.items()), **dict(other.items())}

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, FrozenSet, Generic, Iterable, L
 
 if TYPE_CHECKING:  # annotations only: importing datetime costs every program
     from datetime import datetime
+    from torchx.schedulers._structured_opts import StructuredOpts
 
 from torchx.specs import (
     NONE,
@@ -104,10 +105,10 @@ class Scheduler(abc.ABC, Generic[T]):
         return self.schedule(self.submit_dryrun(app, resolved_cfg))
 
     @abc.abstractmethod
-    def schedule(self, dryrun_info: AppDryRunInfo) -> str:
+    def schedule(self, dryrun_info: AppDryRunInfo[Any]) -> str:
         """Submits a dry run's request; returns the app id."""
 
-    def submit_dryrun(self, app: AppDef, cfg: Mapping[str, Any]) -> AppDryRunInfo:
+    def submit_dryrun(self, app: AppDef, cfg: Mapping[str, Any]) -> AppDryRunInfo[Any]:
         """The request ``schedule`` would send: options resolved, then ``_submit_dryrun``,
         then each role's ``pre_proc`` hook, in role order."""
         resolved_cfg = self.run_opts().resolve(cfg)
@@ -118,7 +119,7 @@ class Scheduler(abc.ABC, Generic[T]):
         dryrun_info._cfg = resolved_cfg
         return dryrun_info
 
-    def _submit_dryrun(self, app: AppDef, cfg: T) -> AppDryRunInfo:
+    def _submit_dryrun(self, app: AppDef, cfg: T) -> AppDryRunInfo[Any]:
         raise NotImplementedError()
 
     def run_opts(self) -> runopts:

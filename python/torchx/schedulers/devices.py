@@ -36,7 +36,7 @@ def get_device_mounts(devices: Dict[str, int]) -> List[DeviceMount]:
     mounts: List[DeviceMount] = []
     for name, count in devices.items():
         if name not in DEVICES:
-            warnings.warn(f"Could not find named device: {name}")
+            warnings.warn(f"Could not find named device: {name}", stacklevel=2)
             continue
         mounts += DEVICES[name](count)
     return mounts

@@ -41,7 +41,7 @@ class DockerJob:
     def __str__(self) -> str:
         import yaml
 
-        return yaml.dump(self.containers)
+        return str(yaml.dump(self.containers))
 
     def __repr__(self) -> str:
         return str(self)
@@ -87,10 +87,10 @@ def __getattr__(name: str) -> Any:
     if name == "CONTAINER_STATE":
         # Docker container status -> AppState (the core's table; ``exited`` depends on the
         # exit code and is decided by ``_get_app_state``).
-        from torchx.specs.api import _rs
+        from torchx import _native
 
         statuses = ("created", "restarting", "running", "paused", "removing", "dead")
-        return {s: AppState[_rs().docker_container_state(s)] for s in statuses}
+        return {s: AppState[_native.ext.docker_container_state(s)] for s in statuses}
     return _typed_opts(name)
 
 
@@ -110,15 +110,18 @@ class DockerScheduler(DockerWorkspaceMixin, RustScheduler):
 
     def _get_app_state(self, container: "Container") -> AppState:
         """A docker-py container's state: ``exited`` is SUCCEEDED with exit code 0."""
-        from torchx.specs.api import _rs
+        from torchx import _native
 
         exit_code = None
         if container.status == "exited":
             exit_code = container.wait(timeout=10)["StatusCode"]
-        return AppState[_rs().docker_container_state(container.status, exit_code)]
+        return AppState[_native.ext.docker_container_state(container.status, exit_code)]
 
     def _get_containers(self, app_id: str) -> "List[Container]":
-        return self._docker_client.containers.list(all=True, filters={"label": f"{LABEL_APP_ID}={app_id}"})
+        found: "List[Container]" = self._docker_client.containers.list(
+            all=True, filters={"label": f"{LABEL_APP_ID}={app_id}"}
+        )
+        return found
 
     def _get_container(self, app_id: str, role: str, replica_id: int) -> "Container":
         labels = [f"{LABEL_APP_ID}={app_id}", f"{LABEL_ROLE_NAME}={role}", f"{LABEL_REPLICA_ID}={replica_id}"]

@@ -29,7 +29,7 @@ from torchx.schedulers._local_processes import (
     RoleName,
     _join_PATH,
     _LocalAppDef,
-    _LocalReplica,
+    _LocalReplica,  # noqa: F401  (TorchX's name, imported from here by subclasses)
 )
 from torchx.schedulers._rust import RustScheduler, typed_opts_getattr
 from torchx.schedulers.api import DescribeAppResponse, Stream, filter_regex, split_lines_iterator
@@ -149,7 +149,7 @@ class LocalScheduler(ProcessLauncher, RustScheduler):
     def _validate(self, app: AppDef, scheduler: str) -> None:
         pass  # TorchX's local scheduler runs roles without a resource
 
-    def _submit_dryrun(self, app: AppDef, cfg: Mapping[str, Any]) -> AppDryRunInfo:
+    def _submit_dryrun(self, app: AppDef, cfg: Mapping[str, Any]) -> AppDryRunInfo[Any]:
         # The request is rendered from a copy: the caller's AppDef stays as given.
         if self._extra_paths:
             app = copy.deepcopy(app)
@@ -171,7 +171,7 @@ class LocalScheduler(ProcessLauncher, RustScheduler):
             )
         return dirs.pop() if dirs else None
 
-    def schedule(self, dryrun_info: AppDryRunInfo) -> str:
+    def schedule(self, dryrun_info: AppDryRunInfo[Any]) -> str:
         if isinstance(dryrun_info.request, PopenRequest):
             return self._schedule_popen(dryrun_info.request)
         app_id = super().schedule(dryrun_info)
@@ -200,7 +200,8 @@ class LocalScheduler(ProcessLauncher, RustScheduler):
         if since or until:
             warnings.warn(
                 "Since and/or until times specified for LocalScheduler.log_iter."
-                " These will be ignored and all log lines will be returned"
+                " These will be ignored and all log lines will be returned",
+                stacklevel=2,
             )
         lines: Iterable[str] = split_lines_iterator(
             LogIterator(app_id, self._log_file(app_id, role_name, k, streams), self)

@@ -26,7 +26,7 @@ class Tee:
         for source in sources:
             stream = io.open(source, "rb", buffering=0)
             os.set_blocking(stream.fileno(), False)
-            self.streams.append(stream)  # type: ignore[arg-type]
+            self.streams.append(stream)
         self._closed = False
         self.thread = threading.Thread(target=self._copy, daemon=True)
         self.thread.start()

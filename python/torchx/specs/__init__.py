@@ -46,7 +46,7 @@ from torchx.specs.capabilities import CapabilityKey
 from torchx.specs.metadata_keys import NA, TORCHX_CONTEXT_NAME, app_metadata
 from torchx.specs._named_resources import (
     GiB,
-    _NamedResourcesLibrary,
+    _NamedResourcesLibrary as _NamedResourcesLibrary,
     get_named_resources,
     named_resources,
     resource,

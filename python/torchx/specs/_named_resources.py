@@ -100,9 +100,9 @@ class _NamedResourcesLibrary:
             # 0.7.0's spelling of the table, when a caller set it (tests patch it).
             import torchx.specs as specs
 
-            patched = specs.__dict__.get("_named_resource_factories")
+            patched: Optional[Mapping[str, ResourceFactory]] = vars(specs).get("_named_resource_factories")
             if patched is not None:
-                return patched  # type: ignore[no-any-return]
+                return patched
         return self._load()
 
     def reset(self) -> None:

@@ -7,13 +7,14 @@ from __future__ import annotations
 import json
 from typing import Callable, Dict, List
 
-from torchx.specs.api import Resource, _rs
+from torchx import _native
+from torchx.specs.api import Resource
 
 ResourceFactory = Callable[[], Resource]
 
 
 def builtin_names() -> List[str]:
-    return [n for n in _rs().named_resource_names() if n not in ("NULL", "MISSING")]
+    return [n for n in _native.ext.named_resource_names() if n not in ("NULL", "MISSING")]
 
 
 def factory(name: str) -> ResourceFactory:
@@ -22,7 +23,7 @@ def factory(name: str) -> ResourceFactory:
     def make() -> Resource:
         from torchx.specs._json import resource_from_json
 
-        return resource_from_json(json.loads(_rs().named_resource(name)))
+        return resource_from_json(json.loads(_native.ext.named_resource(name)))
 
     make.__name__ = python_name(name)
     make.__qualname__ = make.__name__

@@ -22,6 +22,8 @@ from typing import (
     Union,
 )
 
+from torchx import _native
+
 if TYPE_CHECKING:
     import pathlib
 
@@ -33,13 +35,6 @@ NONE: str = "<NONE>"
 UNKNOWN: str = "<UNKNOWN>"
 
 AppHandle = str
-
-
-def _rs() -> Any:
-    # The extension is loaded on first use, never at import time.
-    from torchx import _rs
-
-    return _rs
 
 
 def TORCHX_HOME(*subdir_paths: str) -> "pathlib.Path":
@@ -143,7 +138,7 @@ class macros:
 
         def substitute(self, arg: str) -> str:
             """``string.Template(arg).safe_substitute(**asdict(self))``."""
-            return _rs().substitute(arg, {k: str(v) for k, v in asdict(self).items()})
+            return _native.ext.substitute(arg, {k: str(v) for k, v in asdict(self).items()})
 
 
 class RetryPolicy(str, Enum):
@@ -382,10 +377,10 @@ def _copy_sharing_overrides(obj: _T) -> _T:
     try:
         clone = copy.deepcopy(obj)
     finally:
-        for role, overrides in zip(roles, detached):
+        for role, overrides in zip(roles, detached, strict=True):
             role.overrides = overrides
     clones: List[Role] = list(clone.roles) if isinstance(clone, AppDef) else [clone]  # type: ignore[list-item]
-    for role, overrides in zip(clones, detached):
+    for role, overrides in zip(clones, detached, strict=True):
         role.overrides = overrides
     return clone
 
@@ -489,7 +484,7 @@ class AppStatus:
                 pass  # a reply file is the job's text, not always JSON: shown as it is
         fields["structured_error_msg"] = error
         fields["state"] = repr(fields["state"])
-        return yaml.dump({"AppStatus": fields})
+        return str(yaml.dump({"AppStatus": fields}))
 
     def to_json(self, filter_roles: Optional[List[str]] = None) -> Dict[str, Any]:
         """The status as ``torchx status --json`` prints it (TorchX's ``to_json``)."""
@@ -507,7 +502,7 @@ class AppStatus:
         """The interesting part of ``msg`` (an RPC or nested exception), wrapped at
         ``width`` with ``header`` before the first line."""
         assert len(header) < width
-        return _rs().format_error_message(msg, header, width)
+        return _native.ext.format_error_message(msg, header, width)
 
     def raise_for_status(self) -> None:
         """Raises ``AppStatusError`` unless the app SUCCEEDED."""
@@ -534,7 +529,7 @@ class AppStatus:
         ]
         import json
 
-        return _rs().format_status(
+        return _native.ext.format_status(
             AppState(self.state).name,
             self.num_restarts,
             self.msg,
@@ -594,7 +589,7 @@ class ParsedAppHandle(NamedTuple):
 def parse_app_handle(app_handle: AppHandle) -> ParsedAppHandle:
     """``{scheduler}://{session_name}/{app_id}`` → its parts; the session may be empty."""
     try:
-        scheduler, session, app_id = _rs().parse_app_handle(app_handle)
+        scheduler, session, app_id = _native.ext.parse_app_handle(app_handle)
     except ValueError:
         raise MalformedAppHandleException(app_handle) from None
     return ParsedAppHandle(scheduler, session, app_id)
@@ -614,7 +609,7 @@ def parse_mounts(opts: List[str]) -> List[Union[BindMount, VolumeMount, DeviceMo
     import os
 
     mounts: List[Union[BindMount, VolumeMount, DeviceMount]] = []
-    for m in json.loads(_rs().parse_mounts(list(opts), os.path.expanduser("~"))):
+    for m in json.loads(_native.ext.parse_mounts(list(opts), os.path.expanduser("~"))):
         kind = m.pop("type")
         if kind == "bind":
             mounts.append(BindMount(**m))
@@ -633,7 +628,7 @@ CfgVal = Union[str, int, float, bool, List[str], Dict[str, str], None]
 def get_type_name(tp: Any) -> str:
     """``int`` for plain types, ``typing.List[str]`` for generic ones (as TorchX prints them)."""
     if getattr(tp, "__module__", "") != "typing" and hasattr(tp, "__name__"):
-        return tp.__name__
+        return str(tp.__name__)
     return str(tp)
 
 
@@ -691,7 +686,8 @@ class runopt:
             return [v for v in value.replace(";", ",").split(",") if v]
         if self.is_type_dict_of_str:
             return dict(item.split(":", 1) for item in value.replace(";", ",").split(","))
-        return self.opt_type(value)
+        converted: CfgVal = self.opt_type(value)
+        return converted
 
 
 class InvalidRunConfigException(Exception):
@@ -793,7 +789,7 @@ class runopts:
         """``k1=v1,k2=v2`` (``;`` too) cast to each option's type; unknown keys are dropped.
         Lists take ``,``/``;``-separated items, dicts ``k:v`` items, bools ``true``."""
         out: Dict[str, CfgVal] = {}
-        for key, value in _rs().parse_kv(cfg_str):
+        for key, value in _native.ext.parse_kv(cfg_str):
             opt = self.get(key)
             if opt is not None:
                 out[key] = _cast(value, opt.opt_type)
@@ -864,4 +860,4 @@ class AppDryRunInfo(Generic[_Request]):
         return MappingProxyType(self._cfg)
 
     def __repr__(self) -> str:
-        return self._fmt(self.request)
+        return str(self._fmt(self.request))

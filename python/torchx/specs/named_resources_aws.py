@@ -9,7 +9,7 @@ resource names to them. The values come from the Rust core's table, which the CL
 from __future__ import annotations
 
 import warnings
-from typing import Any, Callable, Dict, Mapping
+from typing import Any, Callable, Dict, Mapping, Optional
 
 from torchx.specs.api import Resource
 
@@ -22,7 +22,7 @@ MEM_TAX = 0.96
 GiB: int = 1024
 
 
-def instance_type_from_resource(resource: Resource) -> str:
+def instance_type_from_resource(resource: Resource) -> Optional[str]:
     """The instance type named by ``resource``'s ``K8S_ITYPE`` capability (warns if none)."""
     instance_type = resource.capabilities.get(K8S_ITYPE)
     if instance_type is None:
@@ -45,7 +45,7 @@ def __getattr__(name: str) -> Any:
     # NAMED_RESOURCES and the factory functions are made on first use (they read the Rust
     # table), then kept as module attributes.
     factories = _factories()
-    namespace = {f.__name__: f for f in factories.values()}
+    namespace: Dict[str, Any] = {f.__name__: f for f in factories.values()}
     namespace["NAMED_RESOURCES"] = factories
     globals().update(namespace)
     if name in namespace:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import copy
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Set, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Set, Tuple, cast
 
 if TYPE_CHECKING:
     from torchx.specs.api import AppDef, Role
@@ -166,7 +166,7 @@ def _load_overlay_file(uri: str) -> _Overlay:
     except json.JSONDecodeError:
         import yaml
 
-        class _Loader(yaml.SafeLoader):
+        class _Loader(yaml.SafeLoader):  # type: ignore[misc]  # untyped PyYAML
             pass
 
         _Loader.add_constructor(
@@ -188,7 +188,8 @@ def set_overlay(target: "AppDef | Role", namespace: str, kind: str, overlay: _Ov
     """Stores ``overlay`` as ``target.metadata[namespace][kind]``, merged (operators kept) into
     what is there already."""
     _reserved(kind)
-    metadata = target.metadata
+    # AppDef.metadata is typed as strings; overlays store dicts in it, as TorchX's.
+    metadata = cast(Dict[str, Any], target.metadata)
     stored = metadata.setdefault(namespace, {})
     if not isinstance(stored, dict):
         logger.warning(

@@ -24,9 +24,9 @@ def _logger() -> Any:
 
 # Defined in torchx.settings (0.8); re-exported where 0.7.0 had them.
 from torchx.settings import (  # noqa: E402
-    ENV_TORCHX_JOB_ID,
-    ENV_TORCHX_PARENT_RUN_ID,
-    ENV_TORCHX_TRACKERS,
+    ENV_TORCHX_JOB_ID as ENV_TORCHX_JOB_ID,
+    ENV_TORCHX_PARENT_RUN_ID as ENV_TORCHX_PARENT_RUN_ID,
+    ENV_TORCHX_TRACKERS as ENV_TORCHX_TRACKERS,
 )
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import inspect
 import types
 import typing
-from typing import Any, Callable, Dict, List, Optional, TypeVar, Union
+from typing import Any, Callable, Dict, List, Optional, TypeVar, Union, cast
 
 _PRIMITIVES = (int, str, float)
 
@@ -28,9 +28,9 @@ def to_dict(arg: str) -> Dict[str, str]:
     read. The rule is the Rust core's, the one the CLI applies to ``--env`` and ``-cfg``."""
     if not arg:
         return {}
-    from torchx.specs.api import _rs
+    from torchx import _native
 
-    return dict(_rs().parse_kv(arg))
+    return dict(_native.ext.parse_kv(arg))
 
 
 def _origin(tp: Any) -> Any:
@@ -53,7 +53,7 @@ def annotated_flags(tp: Any) -> List[str]:
 
 
 def is_bool(param_type: Any) -> bool:
-    return param_type == bool
+    return param_type is bool
 
 
 def is_primitive(param_type: Any) -> bool:
@@ -118,7 +118,7 @@ def get_argparse_param_type(parameter: inspect.Parameter) -> Callable[[str], obj
     (decoded afterwards by ``decode``)."""
     annotation = strip_annotated(parameter.annotation)
     if is_primitive(annotation):
-        return annotation
+        return cast(Callable[[str], object], annotation)
     return str
 
 

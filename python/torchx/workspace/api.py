@@ -134,4 +134,4 @@ def walk_workspace(
                 name: info for name, info in files.items() if not _ignore(rel(relpath, name), active)[1]
             }
             yield dir, kept_dirs, kept_files
-            pending.extend((start, posixpath.join(dir, d)) for start, d in zip(starts, kept_dirs))
+            pending.extend((start, posixpath.join(dir, d)) for start, d in zip(starts, kept_dirs, strict=True))

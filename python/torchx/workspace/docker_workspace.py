@@ -94,10 +94,10 @@ class DockerWorkspaceMixin(WorkspaceMixin[ImagesToPush]):
         can be (a local one is used otherwise) and a failed build raises docker's
         ``BuildError``; the core's build raises ``RuntimeError``."""
         if self._native():
-            from torchx.specs.api import _rs
+            from torchx import _native
 
             with _local_copy(workspace) as path:
-                role.image = _rs().docker_build_workspace(
+                role.image = _native.ext.docker_build_workspace(
                     self._backend_name(), role.image, path, bool(cfg.get("quiet", False))
                 )
             return
@@ -164,11 +164,11 @@ class DockerWorkspaceMixin(WorkspaceMixin[ImagesToPush]):
         if not images_to_push:
             return
         if self._native():
-            from torchx.specs.api import _rs
+            from torchx import _native
 
             for local, (repo, tag) in images_to_push.items():
                 log.info("pushing image `%s:%s`...", repo, tag)
-                _rs().docker_push(self._backend_name(), local, repo, tag)
+                _native.ext.docker_push(self._backend_name(), local, repo, tag)
             return
         client = self._docker_client
         for local, (repo, tag) in images_to_push.items():

@@ -54,7 +54,7 @@ def get_routable_ip_to(addr: str) -> str:
     parsed = urlparse(addr)
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
         s.connect((parsed.hostname or "localhost", parsed.port or 80))
-        return s.getsockname()[0]
+        return str(s.getsockname()[0])
 
 
 def rand_id() -> str:
@@ -76,7 +76,7 @@ def _post(url: str, params: Dict[str, str], timeout: int) -> str:
             f"{url}?{urllib.parse.urlencode(params)}", method="POST", data=b""
         )
         with urllib.request.urlopen(request, timeout=timeout) as response:
-            return response.read().decode("utf-8", "replace")
+            return str(response.read().decode("utf-8", "replace"))
     response = requests.post(url, params=params, timeout=timeout)
     response.raise_for_status()
     return response.text

@@ -36,7 +36,7 @@ def _exists(url: Optional[str]) -> bool:
     import fsspec
 
     fs, path = fsspec.core.url_to_fs(url)
-    return fs.exists(path)
+    return bool(fs.exists(path))
 
 
 def main(argv: List[str]) -> None:

@@ -46,6 +46,7 @@ class FsspecResultTracker(ResultTracker):
 
         mapper = fsspec.get_mapper(self._tracker_base)
         try:
-            return json.loads(mapper[str(key)].decode("utf-8"))
+            results: Dict[str, Union[int, float, str]] = json.loads(mapper[str(key)].decode("utf-8"))
+            return results
         except KeyError:
             return {}

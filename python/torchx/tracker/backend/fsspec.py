@@ -57,7 +57,7 @@ class _FsspecTrackerPathBuilder:
         return self.root_dir
 
 
-def _record_order(name: str) -> tuple:
+def _record_order(name: str) -> tuple[Any, ...]:
     base = os.path.basename(name)
     return (int(base) if base.isdigit() else float("inf"), base)
 
@@ -151,7 +151,7 @@ class FsspecTracker(TrackerBase):
             found += self._read_links(name, artifact_name)
         return found
 
-    def run_ids(self, parent_run_id: Optional[str] = None, **kwargs: str) -> Iterable[str]:  # type: ignore[override]
+    def run_ids(self, parent_run_id: Optional[str] = None, **kwargs: str) -> Iterable[str]:
         root = self._path_builder.path()
         if not self.fs.exists(root):
             return []
