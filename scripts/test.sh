@@ -35,9 +35,12 @@ if [ "$python_status" -eq 0 ]; then
     wheels="$venv/wheels"
     rm -rf "$wheels"
     pip_q=(-q --disable-pip-version-check)
+    # The library is asked for by name and exact version (its extras, and the CLI's
+    # requirement on it, then resolve to the built wheel, never to PyPI's torchx).
     "$venv/bin/python" -m pip wheel "${pip_q[@]}" --no-deps -w "$wheels" ./crates/torchx-cli . &&
-        "$venv/bin/python" -m pip install "${pip_q[@]}" "$wheels"/torchx_rs_cli-*.whl \
-            "$(echo "$wheels"/torchx-*.whl)[test]" ./examples/python-plugin ./examples/namespace-plugin
+        version=$(basename "$wheels"/torchx-*.whl | cut -d- -f2) &&
+        "$venv/bin/python" -m pip install "${pip_q[@]}" --find-links "$wheels" \
+            "torchx[test]==$version" torchx-rs-cli ./examples/python-plugin ./examples/namespace-plugin
     python_status=$?
 fi
 if [ "$python_status" -eq 0 ] && [ "${TORCHX_TEST_TORCH:-0}" = 1 ]; then
@@ -54,8 +57,8 @@ if [ "$python_status" -eq 0 ] && [ "${TORCHX_TEST_NEMO:-0}" = 1 ]; then
     echo "== Python: NeMo-Run 0.11.1 over our package (TORCHX_TEST_NEMO=1)"
     nemo_venv=${TORCHX_TEST_NEMO_VENV:-$PWD/.venv-nemo}
     { [ -x "$nemo_venv/bin/python" ] || "$python" -m venv "$nemo_venv"; } &&
-        "$nemo_venv/bin/python" -m pip install "${pip_q[@]}" "$wheels"/torchx_rs_cli-*.whl \
-            "$wheels"/torchx-*.whl &&
+        "$nemo_venv/bin/python" -m pip install "${pip_q[@]}" --find-links "$wheels" \
+            "torchx==$version" torchx-rs-cli &&
         "$nemo_venv/bin/python" -m pip install "${pip_q[@]}" nemo-run==0.11.1 "leptonai<0.47" &&
         export TORCHX_TEST_NEMO_PYTHON="$nemo_venv/bin/python" || python_status=1
     # The wheels, for the test that installs them over upstream torchx.

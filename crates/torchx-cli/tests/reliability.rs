@@ -280,6 +280,75 @@ fn a_full_state_disk_neither_breaks_readers_nor_loses_the_outcome() {
     );
 }
 
+/// A ledger that stays unwritable when a job ends (here a full state disk that is not freed
+/// in time; a read-only remount or a revoked permission alike): the supervisor gives up after
+/// `TORCHX_SUPERVISOR_SAVE_TIMEOUT` and exits, readers show the job FAILED (never RUNNING with
+/// every replica gone), and once the ledger is writable again the guard records the real
+/// outcome, exit code and all. Runs in private mount and pid namespaces, so only this job's
+/// processes are seen.
+#[test]
+fn an_unwritable_ledger_never_leaves_a_job_running_forever() {
+    let env = Env::new();
+    std::fs::create_dir_all(&env.state).unwrap();
+    let script = r#"
+        set -u
+        mount -t tmpfs -o size=6m tmpfs "$TORCHX_STATE_DIR" || exit 99
+        job=$(torchx run --detach utils.sh sh -c 'sleep 1.5; exit 3')
+        dd if=/dev/zero of="$TORCHX_STATE_DIR/fill" bs=64k 2>/dev/null
+        sleep 6
+        if pgrep -f "__supervis[e]" >/dev/null; then echo "supervisor still alive"; fi
+        pgrep -f "__guar[d]" >/dev/null && echo "guard waiting"
+        torchx status "$job" --json >full.json 2>full.err; echo "full status exit $?"
+        rm "$TORCHX_STATE_DIR/fill"
+        i=0
+        while [ $i -lt 100 ] && ! torchx status "$job" --json | grep -q 'exited with code 3'; do
+            sleep 0.1; i=$((i+1))
+        done
+        torchx status "$job" --json
+    "#;
+    let bin = std::path::Path::new(env!("CARGO_BIN_EXE_torchx"))
+        .parent()
+        .unwrap();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    let root = std::fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"));
+    let ns = if root { "-mpf" } else { "-rmpf" };
+    let out = env
+        .cmd_of(
+            "unshare".as_ref(),
+            &[ns, "--mount-proc", "sh", "-c", script],
+        )
+        .env("PATH", path)
+        .env("TORCHX_SUPERVISOR_SAVE_TIMEOUT", "1")
+        .output()
+        .unwrap();
+    if out.status.code() == Some(99) || (!out.status.success() && stdout(&out).is_empty()) {
+        support::skip(
+            "an_unwritable_ledger_never_leaves_a_job_running_forever",
+            &format!("cannot mount a tmpfs here (unshare {ns}): {}", stderr(&out)),
+        );
+        return;
+    }
+    let text = stdout(&out);
+    assert!(!text.contains("supervisor still alive"), "{text}");
+    assert!(text.contains("guard waiting"), "{text}");
+    assert!(
+        text.contains("full status exit 0"),
+        "{text}\n{}",
+        stderr(&out)
+    );
+    let full: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(env.cwd.join("full.json")).unwrap()).unwrap();
+    assert_eq!(full["state"], "FAILED", "while the ledger was full: {full}");
+    let json = &text[text.find('{').expect("final status JSON")..];
+    let status: serde_json::Value = serde_json::from_str(json).unwrap();
+    assert_eq!(status["state"], "FAILED", "{status}");
+    let msg = status["msg"].as_str().unwrap();
+    assert!(msg.contains("exited with code 3"), "{msg}");
+}
+
 /// Finished jobs reach the ledger's database file (not only its WAL), and a ledger that lost
 /// its records while job logs exist is reported loudly rather than shown as an empty history.
 #[test]

@@ -90,23 +90,49 @@ pub enum Exit {
     Signal(i32),
 }
 
-/// Reaps one exited child without blocking.
-pub fn reap_any() -> Option<(u32, Exit)> {
-    let mut status = 0;
-    // SAFETY: waitpid writes only to `status`.
-    let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
+/// One exited child (`only`: that one, else any), left a zombie, without blocking: until
+/// [`reap`] collects it, its pid — and so its process group id — cannot be reused, so its group
+/// can still be signalled safely.
+pub fn peek_exited(only: Option<u32>) -> Option<(u32, Exit)> {
+    let (idtype, id): (libc::idtype_t, libc::id_t) = match only {
+        Some(pid) => (libc::P_PID, pid),
+        None => (libc::P_ALL, 0),
+    };
+    // SAFETY: an all-zero siginfo_t is a valid value; waitid writes only into it.
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    // SAFETY: plain waitid(2) on any child; WNOWAIT leaves the child waitable.
+    let rc = unsafe {
+        libc::waitid(
+            idtype,
+            id,
+            &mut info,
+            libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+        )
+    };
+    if rc != 0 {
+        return None;
+    }
+    // SAFETY: waitid filled `info` for a CLD_* event (or left it zeroed: si_pid 0).
+    let (pid, status) = unsafe { (info.si_pid(), info.si_status()) };
     if pid <= 0 {
         return None;
     }
-    let exit = if libc::WIFEXITED(status) {
-        Exit::Code(libc::WEXITSTATUS(status))
-    } else if libc::WIFSIGNALED(status) {
-        Exit::Signal(libc::WTERMSIG(status))
-    } else {
-        // Stopped/continued are not reported without WUNTRACED/WCONTINUED.
-        Exit::Code(-1)
+    let exit = match info.si_code {
+        libc::CLD_EXITED => Exit::Code(status),
+        libc::CLD_KILLED | libc::CLD_DUMPED => Exit::Signal(status),
+        _ => Exit::Code(-1),
     };
     Some((pid as u32, exit))
+}
+
+/// Collects child `pid` (after [`peek_exited`] saw it exit).
+pub fn reap(pid: u32) {
+    let Ok(pid) = i32::try_from(pid) else { return };
+    let mut status = 0;
+    // SAFETY: waitpid writes only to `status`.
+    unsafe {
+        libc::waitpid(pid, &mut status, libc::WNOHANG);
+    }
 }
 
 /// Puts a file descriptor in non-blocking mode.
@@ -269,5 +295,56 @@ mod tests {
         );
         w.write_all(b"x").unwrap();
         assert_eq!(poll_readable(&fds, None).unwrap(), [true]);
+    }
+
+    /// A replica's leader has exited and left a process in its group: seen (not reaped), the
+    /// leader keeps its pid — the group's id — reserved, so the group is signalled while it is
+    /// certainly still that replica's; then the leader is collected.
+    #[test]
+    fn an_exited_leader_keeps_its_group_reserved_until_reaped() {
+        let out = tempfile::tempdir().unwrap();
+        let pidfile = out.path().join("straggler");
+        let child = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(format!("sleep 60 & echo $! > {}", pidfile.display()))
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let leader = child.id();
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        let (pid, exit) = loop {
+            if let Some(seen) = peek_exited(Some(leader)) {
+                break seen;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the leader did not exit"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        assert_eq!((pid, exit), (leader, Exit::Code(0)));
+        // Still a zombie: its pid is not free for anyone else.
+        let stat = std::fs::read_to_string(format!("/proc/{leader}/stat")).unwrap();
+        assert_eq!(
+            stat[stat.rfind(')').unwrap() + 2..].split(' ').next(),
+            Some("Z")
+        );
+        let straggler: u32 = std::fs::read_to_string(&pidfile)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        assert!(signal_group(leader, SIGKILL));
+        reap(leader);
+        assert!(!std::path::Path::new(&format!("/proc/{leader}")).exists());
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while pid_alive(straggler, None) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the straggler survived"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        drop(child); // already collected: dropping a Child neither waits nor kills
     }
 }

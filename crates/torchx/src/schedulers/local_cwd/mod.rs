@@ -157,8 +157,14 @@ impl LocalCwdScheduler {
             if live.state.is_terminal() {
                 return Ok(live);
             }
-            supervisor::reconcile_for_reader(l, &live);
-            l.app_liveness(app_id)?.ok_or_else(|| unknown_app(app_id))
+            let state = supervisor::reconcile_for_reader(l, &live);
+            let mut now = l.app_liveness(app_id)?.ok_or_else(|| unknown_app(app_id))?;
+            if state.is_terminal() && !now.state.is_terminal() {
+                // Not recorded yet (the ledger cannot be written, or the guard records the
+                // outcome): shown as it will be.
+                now.state = state;
+            }
+            Ok(now)
         })
     }
 
@@ -306,7 +312,13 @@ impl LocalCwdScheduler {
         let Some(app) = app else {
             return Ok(None);
         };
-        let mut resp = DescribeAppResponse::new(app_id, app.state);
+        // A verdict not recorded yet (see `settled`) wins over the stale row.
+        let state = if live.state.is_terminal() && !app.state.is_terminal() {
+            live.state
+        } else {
+            app.state
+        };
+        let mut resp = DescribeAppResponse::new(app_id, state);
         resp.msg = app.msg.clone();
         resp.num_restarts = app.num_restarts;
         resp.ui_url = Some(format!("file://{}", app.log_dir));

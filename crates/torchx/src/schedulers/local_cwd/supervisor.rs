@@ -17,7 +17,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{ChildStdin, Command, Stdio};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::ledger::{AttemptRow, Ledger, Liveness, Progress, ReplicaRow};
 use super::render::{cuda_assignments, join_path, PopenRequest, ReplicaParam};
@@ -102,7 +102,19 @@ pub fn guard_main() -> i32 {
     let Some(Ok(app_id)) = lines.next() else {
         return 2;
     };
-    let done = lines.any(|l| l.is_ok_and(|l| l == "done"));
+    let mut outcome: Option<(AppState, String)> = None;
+    let mut done = false;
+    for line in lines.map_while(std::result::Result::ok) {
+        if line == "done" {
+            done = true;
+        } else if let Some(rest) = line.strip_prefix(OUTCOME) {
+            let (state, msg) = rest.split_once(' ').unwrap_or((rest, ""));
+            outcome = state.parse().ok().map(|s| (s, msg.to_string()));
+        }
+    }
+    if let Some((state, msg)) = outcome {
+        return record_outcome(&app_id, state, &msg);
+    }
     if done {
         // The app's final record is in the WAL: copy it into the database file now, off the
         // path of anyone waiting, so records do not live in the WAL alone.
@@ -125,6 +137,39 @@ pub fn guard_main() -> i32 {
     0
 }
 
+/// The guard records the outcome its supervisor could not: retried until the ledger can be
+/// written again (or [`GUARD_SAVE_TIMEOUT`]); readers meanwhile show the verdict on a dead
+/// supervisor ([`reconcile_for_reader`]).
+fn record_outcome(app_id: &str, state: AppState, msg: &str) -> i32 {
+    let deadline = Instant::now() + GUARD_SAVE_TIMEOUT;
+    loop {
+        let recorded = Ledger::open(&crate::schedulers::default_state_dir()).and_then(|mut l| {
+            match l.app_liveness(app_id)? {
+                Some(live) => l
+                    .settle(&live, |_| Some((state, msg.to_string())), stop_replicas)
+                    .map(drop),
+                None => Ok(()),
+            }
+        });
+        match recorded {
+            Ok(()) => return 0,
+            Err(e) if Instant::now() >= deadline => {
+                note!("torchx guard of {app_id}: the outcome was never recorded: {e}");
+                return 1;
+            }
+            Err(_) => std::thread::sleep(SAVE_RETRY),
+        }
+    }
+}
+
+fn stop_replicas(replicas: &[ReplicaRow]) {
+    for r in replicas {
+        if let Some(pid) = r.pid {
+            kill_group_if_ours(pid, r.pid_start);
+        }
+    }
+}
+
 /// Brings an app whose supervisor is gone to a terminal state: kills its replicas' process
 /// groups and records the verdict. Returns the app's state afterwards.
 ///
@@ -140,7 +185,8 @@ pub fn reconcile(ledger: &mut Ledger, live: &Liveness) -> Result<AppState> {
 pub fn reconcile_for_reader(ledger: &mut Ledger, live: &Liveness) -> AppState {
     reconcile(ledger, live).unwrap_or_else(|e| {
         log::warn!("cannot settle app {} now: {e}", live.app_id);
-        live.state
+        // Shown as it will be recorded: never RUNNING with its supervisor gone.
+        verdict(live, None).map_or(live.state, |(state, _)| state)
     })
 }
 
@@ -151,26 +197,47 @@ fn settle(
     live: &Liveness,
     supervisor_alive: Option<bool>,
 ) -> Result<AppState> {
-    let verdict = |l: &Liveness| {
-        let alive = Alive {
-            supervisor: supervisor_alive.unwrap_or_else(|| {
-                l.supervisor_pid
-                    .is_some_and(|p| sys::pid_alive(p, l.supervisor_start))
-            }),
-            submitter: sys::pid_alive(l.submitter_pid, l.submitter_start),
-        };
-        verdict_without_supervisor(l, alive, now())
-    };
-    if live.state.is_terminal() || verdict(live).is_none() {
+    let Some((state, _)) = verdict(live, supervisor_alive).filter(|_| !live.state.is_terminal())
+    else {
         return Ok(live.state);
+    };
+    if supervisor_alive.is_none() && guard_running(&live.app_id) {
+        // Its guard records the outcome the supervisor could not (or the reason it died):
+        // shown as the verdict meanwhile, left for the guard to write.
+        return Ok(state);
     }
-    ledger.settle(live, verdict, |replicas| {
-        for r in replicas {
-            if let Some(pid) = r.pid {
-                kill_group_if_ours(pid, r.pid_start);
-            }
-        }
+    ledger.settle(live, |l| verdict(l, supervisor_alive), stop_replicas)
+}
+
+/// Whether app `app_id`'s guard still runs (found by its command line, `__guard <app_id>`).
+/// Asked only about an app whose supervisor is gone, which is rare: a scan of /proc is fine.
+fn guard_running(app_id: &str) -> bool {
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return false;
+    };
+    procs.flatten().any(|p| {
+        let is_pid = p
+            .file_name()
+            .to_str()
+            .is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()));
+        is_pid
+            && std::fs::read(p.path().join("cmdline")).is_ok_and(|cmdline| {
+                let mut args = cmdline.split(|b| *b == 0).skip(1);
+                args.next() == Some(GUARD_ARG.as_bytes()) && args.next() == Some(app_id.as_bytes())
+            })
     })
+}
+
+/// The state an app whose supervisor is gone is settled in (None while it is alive).
+fn verdict(live: &Liveness, supervisor_alive: Option<bool>) -> Option<(AppState, String)> {
+    let alive = Alive {
+        supervisor: supervisor_alive.unwrap_or_else(|| {
+            live.supervisor_pid
+                .is_some_and(|p| sys::pid_alive(p, live.supervisor_start))
+        }),
+        submitter: sys::pid_alive(live.submitter_pid, live.submitter_start),
+    };
+    verdict_without_supervisor(live, alive, now())
 }
 
 /// SIGKILLs a replica's process group unless its leader's pid now belongs to someone else. A
@@ -283,6 +350,21 @@ struct Supervisor {
 
 /// How often a failed ledger write is retried.
 const SAVE_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
+/// The guard line that carries an outcome the supervisor could not record:
+/// `outcome <STATE> <message>`.
+const OUTCOME: &str = "outcome ";
+/// How long the guard keeps trying to record such an outcome.
+const GUARD_SAVE_TIMEOUT: Duration = Duration::from_secs(3600);
+
+/// How long the supervisor keeps trying to record the app's outcome before handing it to the
+/// guard: `TORCHX_SUPERVISOR_SAVE_TIMEOUT` seconds (default 300).
+fn final_save_timeout() -> Duration {
+    std::env::var("TORCHX_SUPERVISOR_SAVE_TIMEOUT")
+        .ok()
+        .and_then(|s| s.trim().parse::<f64>().ok())
+        .filter(|s| s.is_finite() && *s >= 0.0)
+        .map_or(Duration::from_secs(300), Duration::from_secs_f64)
+}
 
 impl Supervisor {
     /// Claims the app, starts the guard and the replicas. `None` if the app was cancelled first.
@@ -467,8 +549,11 @@ impl Supervisor {
             if ready[0] {
                 for sig in self.signals.read() {
                     if sig == sys::SIGCHLD {
-                        while let Some((pid, exit)) = sys::reap_any() {
+                        // Seen but not reaped: the group is killed while its id is still
+                        // reserved by the zombie leader, then the leader is collected.
+                        while let Some((pid, exit)) = sys::peek_exited(None) {
                             self.on_exit(pid, exit);
+                            sys::reap(pid);
                         }
                     } else {
                         self.cancel();
@@ -491,8 +576,10 @@ impl Supervisor {
             }
             msg.push_str(problem);
         }
-        // The outcome must reach the ledger: keep trying (a full disk may be freed) rather than
-        // exit and leave readers to guess from a dead supervisor.
+        // The outcome must reach the ledger: keep trying for a while (a full disk may be
+        // freed). A failure that lasts (a read-only remount, a revoked permission) is handed to
+        // the guard, which records the outcome when it can; this process exits non-zero.
+        let deadline = Instant::now() + final_save_timeout();
         loop {
             for s in &mut self.slots {
                 s.dirty = true;
@@ -500,6 +587,20 @@ impl Supervisor {
             let end = Some((final_state, msg.as_str(), ended));
             match self.save(end) {
                 Ok(()) => break,
+                Err(e) if Instant::now() >= deadline => {
+                    if let Some(mut g) = self.guard.take() {
+                        let _ = writeln!(g, "{OUTCOME}{} {msg}", final_state.as_str());
+                    }
+                    return Err(Error::backend(
+                        NAME,
+                        format!(
+                            "the outcome of {} ({final_state:?}) could not be recorded within \
+                             {:?}; its guard records it when the ledger can be written: {e}",
+                            self.app_id,
+                            final_save_timeout()
+                        ),
+                    ));
+                }
                 Err(e) => {
                     note!("torchx supervisor of {}: {e}; retrying", self.app_id);
                     std::thread::sleep(SAVE_RETRY);
@@ -602,7 +703,8 @@ impl Supervisor {
         let Some(mut proc) = slot.proc.take() else {
             return;
         };
-        // Whatever the replica left behind in its process group goes with it.
+        // Whatever the replica left behind in its process group goes with it. The leader is
+        // not reaped yet (see `run`), so this group id cannot have been reused.
         sys::signal_group(pid, sys::SIGKILL);
         for k in 0..2 {
             while pump(&mut proc.pipes[k], k, &mut proc.logs, &mut self.log_error) {}
@@ -950,6 +1052,8 @@ fn spawn_guard(state_dir: &Path, app_id: &str) -> std::io::Result<ChildStdin> {
     let exe = std::env::current_exe()?;
     let mut child = Command::new(exe)
         .arg(GUARD_ARG)
+        // Also on its command line: readers find a guard that is recording an outcome.
+        .arg(app_id)
         .env("TORCHX_STATE_DIR", state_dir)
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
