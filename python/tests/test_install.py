@@ -14,6 +14,8 @@ runner = get_runner()
 handle = runner.run_component("utils.echo", ["--msg", "installed"], "local_cwd")
 status = runner.wait(handle, wait_interval=0.05)
 print(status.state.name, "".join(runner.log_lines(handle, "echo")).strip())
+import os
+print("env untouched:", "TORCHX_SUPERVISOR" not in os.environ)
 """
 
 
@@ -32,4 +34,5 @@ def test_the_torchx_command_is_installed_with_the_package(tmp_path) -> None:
         [sys.executable, "-c", SCRIPT], capture_output=True, text=True, env=env, timeout=120
     )
     assert run.returncode == 0, run.stderr
-    assert run.stdout.strip() == "SUCCEEDED installed"
+    # The supervisor path went to the core, not into this process's environment.
+    assert run.stdout.strip().splitlines() == ["SUCCEEDED installed", "env untouched: True"]

@@ -187,6 +187,12 @@ fn state_name(state: torchx::specs::AppState) -> String {
         .unwrap_or_else(|| "UNKNOWN".into())
 }
 
+/// Makes `path` local_cwd's supervisor for apps this process starts (`TORCHX_SUPERVISOR` wins).
+#[pyfunction]
+fn use_supervisor(path: &str) {
+    torchx::schedulers::local_cwd::use_supervisor(path.into());
+}
+
 #[pyfunction]
 fn version() -> &'static str {
     env!("CARGO_PKG_VERSION")
@@ -201,6 +207,7 @@ fn _rs(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(format_status, m)?)?;
     m.add_function(wrap_pyfunction!(substitute, m)?)?;
     m.add_function(wrap_pyfunction!(version, m)?)?;
+    m.add_function(wrap_pyfunction!(use_supervisor, m)?)?;
     m.add_function(wrap_pyfunction!(slurm_states, m)?)?;
     m.add_function(wrap_pyfunction!(docker_container_state, m)?)?;
     m.add_function(wrap_pyfunction!(build_component, m)?)?;

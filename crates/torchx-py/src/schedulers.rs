@@ -4,7 +4,7 @@
 //! release the GIL and run on one process-wide tokio runtime.
 
 use std::future::Future;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use torchx::config::TorchxConfig;
@@ -23,10 +23,41 @@ use torchx::scheduler::{
 use torchx::specs::{AppDef, Stream};
 use torchx::{Error, ErrorKind};
 
-/// A torchx error as the Python exception TorchX code expects for its kind.
+/// A torchx error as the exception class of its kind (`torchx.errors`: each subclasses the
+/// builtin TorchX code expects, e.g. `ValueError`), with its cause chain as `__cause__`.
 pub fn to_py(e: Error) -> PyErr {
     let msg = e.to_string();
-    match e.kind() {
+    let kind = e.kind();
+    let causes: Vec<String> = std::iter::successors(std::error::Error::source(&e), |s| s.source())
+        .map(ToString::to_string)
+        .collect();
+    Python::attach(|py| {
+        let err = typed_error(py, kind, &msg).unwrap_or_else(|_| builtin_error(kind, msg));
+        // The innermost cause first, each chained to the next outer one.
+        let cause = causes.iter().rev().fold(None::<PyErr>, |inner, text| {
+            let outer = PyRuntimeError::new_err(text.clone());
+            outer.set_cause(py, inner);
+            Some(outer)
+        });
+        if cause.is_some() {
+            err.set_cause(py, cause);
+        }
+        err
+    })
+}
+
+/// An instance of `torchx.errors.BY_KIND[kind]`.
+fn typed_error(py: Python<'_>, kind: ErrorKind, msg: &str) -> PyResult<PyErr> {
+    let class = py
+        .import("torchx.errors")?
+        .getattr("BY_KIND")?
+        .get_item(kind.as_str())?;
+    Ok(PyErr::from_value(class.call1((msg,))?))
+}
+
+/// The builtin exception of `kind` (if `torchx.errors` cannot be imported).
+fn builtin_error(kind: ErrorKind, msg: String) -> PyErr {
+    match kind {
         ErrorKind::InvalidArgument | ErrorKind::InvalidSpec | ErrorKind::InvalidConfig => {
             PyValueError::new_err(msg)
         }
@@ -41,25 +72,53 @@ fn json_err(e: serde_json::Error) -> PyErr {
     PyValueError::new_err(e.to_string())
 }
 
-fn runtime() -> &'static tokio::runtime::Runtime {
-    static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
-    RUNTIME.get_or_init(|| {
+/// A value made once per process. A child of `os.fork()` inherits the parent's copy without the
+/// threads and connections behind it (a tokio runtime's workers, a client's pool), so it makes
+/// its own; the inherited one is leaked: dropping it would wait on threads that are not there.
+struct PerProcess<T: 'static>(Mutex<Option<(u32, &'static T)>>);
+
+impl<T> PerProcess<T> {
+    const fn new() -> Self {
+        PerProcess(Mutex::new(None))
+    }
+
+    fn get_or_try_init(&self, init: impl FnOnce() -> PyResult<T>) -> PyResult<&'static T> {
+        let pid = std::process::id();
+        let mut slot = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some((owner, value)) = *slot {
+            if owner == pid {
+                return Ok(value);
+            }
+        }
+        let value: &'static T = Box::leak(Box::new(init()?));
+        *slot = Some((pid, value));
+        Ok(value)
+    }
+}
+
+fn runtime() -> PyResult<&'static tokio::runtime::Runtime> {
+    static RUNTIME: PerProcess<tokio::runtime::Runtime> = PerProcess::new();
+    RUNTIME.get_or_try_init(|| {
         tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .thread_name("torchx-rs")
             .enable_all()
             .build()
-            .expect("a tokio runtime")
+            .map_err(|e| PyRuntimeError::new_err(format!("cannot start torchx's runtime: {e}")))
     })
 }
 
 /// Runs `fut` without the GIL, waking every 100 ms to let Python deliver signals (Ctrl-C
 /// raises `KeyboardInterrupt` and drops the future).
 fn block_on<T: Send>(py: Python<'_>, fut: impl Future<Output = T> + Send) -> PyResult<T> {
+    let runtime = runtime()?;
     let mut fut = std::pin::pin!(fut);
     loop {
         let step = py.detach(|| {
-            runtime().block_on(async {
+            runtime.block_on(async {
                 tokio::time::timeout(Duration::from_millis(100), fut.as_mut()).await
             })
         });
@@ -73,9 +132,14 @@ fn block_on<T: Send>(py: Python<'_>, fut: impl Future<Output = T> + Send) -> PyR
 /// The process's scheduler instances, one per name, created on first use (the core's Runner
 /// keeps them; it reads no config files, as TorchX's programmatic Runner).
 fn scheduler(name: &str) -> PyResult<Arc<dyn Scheduler>> {
-    static RUNNER: OnceLock<torchx::Runner> = OnceLock::new();
+    static RUNNER: PerProcess<torchx::Runner> = PerProcess::new();
     RUNNER
-        .get_or_init(|| torchx::Runner::new(Registry::builtin(), TorchxConfig::default()))
+        .get_or_try_init(|| {
+            Ok(torchx::Runner::new(
+                Registry::builtin(),
+                TorchxConfig::default(),
+            ))
+        })?
         .scheduler(name)
         .map_err(to_py)
 }

@@ -294,11 +294,12 @@ class RustScheduler(Scheduler[Mapping[str, Any]]):
 
 def _point_supervisor_at_torchx() -> None:
     """local_cwd's supervisors are the ``torchx`` executable: the one installed with this
-    package (``$TORCHX_SUPERVISOR`` wins)."""
+    package (``$TORCHX_SUPERVISOR`` wins), handed to the core (this process's environment is
+    left alone)."""
     if os.environ.get("TORCHX_SUPERVISOR"):
         return
     from torchx._bin import find_torchx_bin
 
     found = find_torchx_bin()
     if found:
-        os.environ["TORCHX_SUPERVISOR"] = found
+        _native.ext.use_supervisor(found)

@@ -33,7 +33,7 @@ use ledger::{AppRow, Ledger, Liveness, ReplicaRow};
 pub use opts::LocalCwdOpts;
 pub use render::{cuda_assignments, render, PopenRequest, ReplicaParam, RoleParams};
 pub use state::{on_failure, Decision, RetryCounters};
-pub use supervisor::{embed_supervisor, guard_main, supervisor_main};
+pub use supervisor::{embed_supervisor, guard_main, supervisor_main, use_supervisor};
 
 use crate::error::{Error, Result};
 use crate::scheduler::{

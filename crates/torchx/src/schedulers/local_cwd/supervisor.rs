@@ -258,6 +258,9 @@ pub fn supervisor_exe() -> Result<PathBuf> {
     if let Some(p) = std::env::var_os("TORCHX_SUPERVISOR").filter(|p| !p.is_empty()) {
         return Ok(PathBuf::from(p));
     }
+    if let Some(exe) = CONFIGURED.get() {
+        return Ok(exe.clone());
+    }
     if EMBEDDED.get().is_some() {
         if let Ok(exe) = std::env::current_exe() {
             return Ok(exe);
@@ -272,6 +275,14 @@ pub fn supervisor_exe() -> Result<PathBuf> {
 }
 
 static EMBEDDED: std::sync::OnceLock<()> = std::sync::OnceLock::new();
+static CONFIGURED: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+
+/// Makes `exe` (a `torchx` executable) the supervisor of the apps this process starts, unless
+/// `TORCHX_SUPERVISOR` names another: how a host program that is not `torchx` (the Python
+/// extension) points local_cwd at it without writing its own environment. The first call wins.
+pub fn use_supervisor(exe: PathBuf) {
+    let _ = CONFIGURED.set(exe);
+}
 
 /// Makes this program its own supervisor: if it was started as `__supervise` or `__guard`, runs
 /// that role and exits; otherwise records that it can, and returns. Call first thing in `main`.

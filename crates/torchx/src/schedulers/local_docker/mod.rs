@@ -327,7 +327,7 @@ impl Backend for LocalDockerScheduler {
         opts: &LocalDockerOpts,
         ctx: &DryRunContext,
     ) -> Result<DockerJob> {
-        Ok(render(app, opts, ctx))
+        render(app, opts, ctx)
     }
 
     async fn submit(&self, job: &DockerJob, _info: &DryRunInfo) -> Result<String> {

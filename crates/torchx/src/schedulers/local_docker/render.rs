@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::opts::LocalDockerOpts;
+use crate::error::{Error, Result};
 use crate::scheduler::{DryRunContext, NativeRequest};
 use crate::specs::{AppDef, MacroValues, Mount};
 
@@ -132,7 +133,8 @@ fn resource_devices(devices: &BTreeMap<String, i64>) -> Vec<String> {
 }
 
 /// Renders the containers for `app`.
-pub fn render(app: &AppDef, opts: &LocalDockerOpts, ctx: &DryRunContext) -> DockerJob {
+/// A role name Docker cannot use in a container name is an error.
+pub fn render(app: &AppDef, opts: &LocalDockerOpts, ctx: &DryRunContext) -> Result<DockerJob> {
     let app_id = ctx.make_unique(&app.name);
     let rank0 = app
         .roles
@@ -146,6 +148,18 @@ pub fn render(app: &AppDef, opts: &LocalDockerOpts, ctx: &DryRunContext) -> Dock
         .collect();
     let mut containers = Vec::new();
     for role in &app.roles {
+        // The role name is part of each container's name, which Docker limits to these.
+        if let Some(c) = role
+            .name
+            .chars()
+            .find(|c| !(c.is_ascii_alphanumeric() || "_.-".contains(*c)))
+        {
+            return Err(Error::spec(format!(
+                "role name `{}` contains {c:?}; on local_docker (it names the containers) it may \
+                 only contain letters, digits, `_`, `.` and `-`",
+                role.name
+            )));
+        }
         for i in 0..role.num_replicas {
             let values = MacroValues {
                 img_root: String::new(),
@@ -217,7 +231,7 @@ pub fn render(app: &AppDef, opts: &LocalDockerOpts, ctx: &DryRunContext) -> Dock
             });
         }
     }
-    DockerJob { app_id, containers }
+    Ok(DockerJob { app_id, containers })
 }
 
 #[cfg(test)]
@@ -288,7 +302,7 @@ mod tests {
             ])),
         );
         let opts = LocalDockerOpts::from_cfg(&cfg).unwrap();
-        let job = render(&app, &opts, &ctx());
+        let job = render(&app, &opts, &ctx()).unwrap();
         let c = &job.containers[1];
         assert_eq!(
             c.environment["LR"], "0.1",
@@ -297,5 +311,21 @@ mod tests {
         assert_eq!(c.environment["FOO_TOKEN"], "t0k");
         assert_eq!(c.environment["TORCHX_RANK0_HOST"], "train-abc123-trainer-0");
         insta::assert_snapshot!(job.render());
+    }
+
+    #[test]
+    fn role_names_docker_cannot_use_are_refused() {
+        let opts = LocalDockerOpts::from_cfg(&Cfg::new()).unwrap();
+        let app = AppDef::new(
+            "a",
+            vec![Role::new("my role", "img").with_entrypoint("true")],
+        );
+        let err = render(&app, &opts, &ctx()).unwrap_err().to_string();
+        assert!(err.contains("role name `my role` contains ' '"), "{err}");
+        let app = AppDef::new(
+            "a",
+            vec![Role::new("my_role.v-2", "img").with_entrypoint("true")],
+        );
+        assert!(render(&app, &opts, &ctx()).is_ok());
     }
 }

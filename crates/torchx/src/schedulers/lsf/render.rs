@@ -195,6 +195,7 @@ fn bsub(
 /// Renders the submit script; the rank-0 host comes from `ctx.facts` (or a placeholder when
 /// LSF could not be asked, which `schedule` refuses).
 pub fn render(app: &AppDef, opts: &LsfOpts, ctx: &DryRunContext) -> Result<LsfBsub> {
+    check_shm_size(&opts.shm_size)?;
     let app_id = cleanup_str(&ctx.make_unique(&app.name));
     if app_id.is_empty() || app_id.len() > 511 {
         return Err(Error::spec(format!(
@@ -262,4 +263,20 @@ pub fn pick_rank0_host(bhosts: &str, cpu: i64, gpu: i64) -> Result<String> {
         super::NAME,
         format!("cannot find a host with {cpu} CPUs and {gpu} GPUs (bhosts lists none); try again with fewer resources"),
     ))
+}
+
+/// `shm_size` reaches `docker run --shm-size`: a size (`64m`, `1g`, `1073741824`, optionally with
+/// `b`), nothing else — quoting would keep a newline from breaking the script, but it is still
+/// not a size.
+fn check_shm_size(size: &str) -> Result<()> {
+    static SIZE: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(r"^[0-9]+(\.[0-9]+)?[bkmgBKMG]?[bB]?$").expect("valid regex")
+    });
+    if size.is_empty() || SIZE.is_match(size) {
+        return Ok(());
+    }
+    Err(Error::config(format!(
+        "shm_size `{}` is not a size: give a number with an optional unit (b, k, m, g), e.g. 64m or 1g",
+        size.escape_debug()
+    )))
 }

@@ -196,3 +196,20 @@ fn dryrun_is_deterministic_and_names_are_clean() {
     );
     assert_eq!(render::cleanup_str("-My_App.1"), "my_app1");
 }
+
+#[test]
+fn shm_size_must_be_a_size() {
+    let app = component("utils.echo", &[]);
+    for ok in ["64m", "1g", "1073741824", "512MB", "2.5g", ""] {
+        let o = opts(serde_json::json!({ "shm_size": ok }));
+        assert!(render(&app, &o, &ctx()).is_ok(), "{ok}");
+    }
+    for bad in ["64m\nrm -rf /", "lots", "-1g", "1 g", "1g;"] {
+        let o = opts(serde_json::json!({ "shm_size": bad }));
+        let err = render(&app, &o, &ctx()).unwrap_err().to_string();
+        assert!(
+            err.contains("shm_size") && err.contains("not a size"),
+            "{bad}: {err}"
+        );
+    }
+}
