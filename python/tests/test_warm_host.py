@@ -77,8 +77,8 @@ def write_probe(root: Path, version: str) -> None:
     path.write_text(textwrap.dedent(PLUGIN.format(version=version)))
 
 
-def probe(torchx_bin: str, env: Dict[str, str], cwd: Path) -> Dict[str, object]:
-    out = subprocess.run(
+def dryrun(torchx_bin: str, env: Dict[str, str], cwd: Path) -> "subprocess.CompletedProcess[str]":
+    return subprocess.run(
         [torchx_bin, "run", "--dryrun", "-s", "warm_probe", "utils.echo"],
         capture_output=True,
         text=True,
@@ -86,6 +86,10 @@ def probe(torchx_bin: str, env: Dict[str, str], cwd: Path) -> Dict[str, object]:
         cwd=cwd,
         timeout=120,
     )
+
+
+def probe(torchx_bin: str, env: Dict[str, str], cwd: Path) -> Dict[str, object]:
+    out = dryrun(torchx_bin, env, cwd)
     assert out.returncode == 0, out.stderr
     line = next(text for text in out.stdout.splitlines() if text.startswith("{"))
     return eval(line)  # the probe's own repr of a dict of str and int
@@ -162,14 +166,7 @@ def test_a_hung_forked_host_is_killed(torchx_bin: str, env: Dict[str, str], tmp_
     hang = {**env, "WARM_TEST_HANG": str(tmp_path / "hung.pid"), "TORCHX_PLUGIN_TIMEOUT": "2"}
     subprocess.run([torchx_bin, "runopts", "warm_probe"], env=hang, capture_output=True, timeout=120)
     started = time.monotonic()
-    out = subprocess.run(
-        [torchx_bin, "run", "--dryrun", "-s", "warm_probe", "utils.echo"],
-        capture_output=True,
-        text=True,
-        env=hang,
-        cwd=tmp_path,
-        timeout=120,
-    )
+    out = dryrun(torchx_bin, hang, tmp_path)
     assert out.returncode != 0
     assert "no answer within 2s" in out.stderr
     assert time.monotonic() - started < 30

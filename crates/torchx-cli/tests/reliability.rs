@@ -212,6 +212,53 @@ fn signal(pid: u32, sig: i32) {
     assert!(status.success(), "kill -{sig} {pid}");
 }
 
+/// Runs the shell `script` with this build's `torchx` first on PATH and `vars` set, in a private
+/// mount namespace (and pid namespace, with `/proc` remounted, when `pid_ns`): as root directly,
+/// in a user namespace otherwise. None, with the test reported SKIPPED, where such namespaces or
+/// tmpfs mounts are not allowed (the scripts exit 99 when their mount fails).
+fn in_private_namespaces(
+    env: &Env,
+    test: &str,
+    script: &str,
+    pid_ns: bool,
+    vars: &[(&str, &str)],
+) -> Option<std::process::Output> {
+    let bin = std::path::Path::new(env!("CARGO_BIN_EXE_torchx"))
+        .parent()
+        .unwrap();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    // Root mounts in a private namespace; others need a user namespace too.
+    let root = std::fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"));
+    let ns = match (root, pid_ns) {
+        (true, false) => "-m",
+        (false, false) => "-rm",
+        (true, true) => "-mpf",
+        (false, true) => "-rmpf",
+    };
+    let mut args = vec![ns];
+    if pid_ns {
+        args.push("--mount-proc");
+    }
+    args.extend(["sh", "-c", script]);
+    let out = env
+        .cmd_of("unshare".as_ref(), &args)
+        .env("PATH", path)
+        .envs(vars.iter().copied())
+        .output()
+        .unwrap();
+    if out.status.code() == Some(99) || (!out.status.success() && stdout(&out).is_empty()) {
+        support::skip(
+            test,
+            &format!("cannot mount a tmpfs here (unshare {ns}): {}", stderr(&out)),
+        );
+        return None;
+    }
+    Some(out)
+}
+
 /// A full state filesystem (a 6 MB tmpfs in a private mount namespace): read-only commands still
 /// answer, and the job that ran into it is recorded, once space is back, with its real exit code
 /// and the cause, instead of "the supervisor died".
@@ -235,28 +282,15 @@ fn a_full_state_disk_neither_breaks_readers_nor_loses_the_outcome() {
         done
         torchx status "$job" --json
     "#;
-    let bin = std::path::Path::new(env!("CARGO_BIN_EXE_torchx"))
-        .parent()
-        .unwrap();
-    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
-    // Root mounts in a private namespace; others need a user namespace too.
-    let root = std::fs::read_to_string("/proc/self/status")
-        .unwrap()
-        .lines()
-        .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"));
-    let ns = if root { "-m" } else { "-rm" };
-    let out = env
-        .cmd_of("unshare".as_ref(), &[ns, "sh", "-c", script])
-        .env("PATH", path)
-        .output()
-        .unwrap();
-    if out.status.code() == Some(99) || (!out.status.success() && stdout(&out).is_empty()) {
-        support::skip(
-            "a_full_state_disk_neither_breaks_readers_nor_loses_the_outcome",
-            &format!("cannot mount a tmpfs here (unshare {ns}): {}", stderr(&out)),
-        );
+    let Some(out) = in_private_namespaces(
+        &env,
+        "a_full_state_disk_neither_breaks_readers_nor_loses_the_outcome",
+        script,
+        false,
+        &[],
+    ) else {
         return;
-    }
+    };
     let text = stdout(&out);
     let list = std::fs::read_to_string(env.cwd.join("list.out")).unwrap_or_default();
     assert!(
@@ -306,31 +340,15 @@ fn an_unwritable_ledger_never_leaves_a_job_running_forever() {
         done
         torchx status "$job" --json
     "#;
-    let bin = std::path::Path::new(env!("CARGO_BIN_EXE_torchx"))
-        .parent()
-        .unwrap();
-    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
-    let root = std::fs::read_to_string("/proc/self/status")
-        .unwrap()
-        .lines()
-        .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"));
-    let ns = if root { "-mpf" } else { "-rmpf" };
-    let out = env
-        .cmd_of(
-            "unshare".as_ref(),
-            &[ns, "--mount-proc", "sh", "-c", script],
-        )
-        .env("PATH", path)
-        .env("TORCHX_SUPERVISOR_SAVE_TIMEOUT", "1")
-        .output()
-        .unwrap();
-    if out.status.code() == Some(99) || (!out.status.success() && stdout(&out).is_empty()) {
-        support::skip(
-            "an_unwritable_ledger_never_leaves_a_job_running_forever",
-            &format!("cannot mount a tmpfs here (unshare {ns}): {}", stderr(&out)),
-        );
+    let Some(out) = in_private_namespaces(
+        &env,
+        "an_unwritable_ledger_never_leaves_a_job_running_forever",
+        script,
+        true,
+        &[("TORCHX_SUPERVISOR_SAVE_TIMEOUT", "1")],
+    ) else {
         return;
-    }
+    };
     let text = stdout(&out);
     assert!(!text.contains("supervisor still alive"), "{text}");
     assert!(text.contains("guard waiting"), "{text}");

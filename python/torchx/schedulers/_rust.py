@@ -148,19 +148,13 @@ class RustScheduler(Scheduler[Mapping[str, Any]]):
         """``app``, or a copy whose fsspec workspace projects (``memory://``, ``s3://``: the
         notebook's ``%%workspacefile`` workspace) are copied to local directories, which the
         core reads; the copies live as long as this scheduler object."""
-        remote = [
-            role
-            for role in app.roles
-            if role.workspace
-            and any("://" in p and not p.startswith("file://") for p in role.workspace.projects)
-        ]
-        if not remote:
+        from torchx.workspace.api import copy_to_dir, is_remote
+
+        if not any(role.workspace and any(map(is_remote, role.workspace.projects)) for role in app.roles):
             return app
         import shutil
         import tempfile
         import weakref
-
-        import fsspec
 
         from torchx.specs import Workspace
 
@@ -170,11 +164,10 @@ class RustScheduler(Scheduler[Mapping[str, Any]]):
                 continue
             projects = {}
             for src, dst in role.workspace.projects.items():
-                if "://" in src and not src.startswith("file://"):
+                if is_remote(src):
                     local = tempfile.mkdtemp(prefix="torchx-workspace-")
                     weakref.finalize(self, shutil.rmtree, local, True)
-                    fs, path = fsspec.core.url_to_fs(src)
-                    fs.get(path.rstrip("/") + "/", local + "/", recursive=True)
+                    copy_to_dir(src, local)
                     src = local
                 projects[src] = dst
             role.workspace = Workspace(projects)

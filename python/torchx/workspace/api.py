@@ -135,3 +135,18 @@ def walk_workspace(
             }
             yield dir, kept_dirs, kept_files
             pending.extend((start, posixpath.join(dir, d)) for start, d in zip(starts, kept_dirs, strict=True))
+
+
+def is_remote(workspace: str) -> bool:
+    """Whether ``workspace`` is an fsspec URL of another filesystem (``memory://``,
+    ``s3://``...), which the core, reading local directories, cannot use as it is."""
+    return "://" in workspace and not workspace.startswith("file://")
+
+
+def copy_to_dir(workspace: str, local: str) -> None:
+    """Copies the tree at fsspec URL ``workspace`` into the local directory ``local``."""
+    import fsspec
+
+    fs, path = fsspec.core.url_to_fs(workspace)
+    fs.get(path.rstrip("/") + "/", local + "/", recursive=True)
+

@@ -23,7 +23,7 @@ import tempfile
 from typing import IO, TYPE_CHECKING, Dict, Iterable, Iterator, Mapping, Optional, TextIO, Tuple
 
 from torchx.specs import AppDef, CfgVal, Role, runopts
-from torchx.workspace.api import WorkspaceMixin, walk_workspace
+from torchx.workspace.api import WorkspaceMixin, copy_to_dir, is_remote, walk_workspace
 
 if TYPE_CHECKING:
     from docker import DockerClient
@@ -205,14 +205,11 @@ def print_push_events(events: Iterable[Dict[str, str]], stream: TextIO = sys.std
 @contextlib.contextmanager
 def _local_copy(workspace: str) -> Iterator[str]:
     """``workspace`` as a local directory: itself, or a temporary copy of an fsspec one."""
-    if "://" not in workspace or workspace.startswith("file://"):
+    if not is_remote(workspace):
         yield workspace[len("file://") :] if workspace.startswith("file://") else workspace
         return
-    import fsspec
-
-    fs, path = fsspec.core.url_to_fs(workspace)
     with tempfile.TemporaryDirectory(prefix="torchx-workspace-") as local:
-        fs.get(path.rstrip("/") + "/", local + "/", recursive=True)
+        copy_to_dir(workspace, local)
         yield local
 
 
