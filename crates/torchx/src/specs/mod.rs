@@ -22,7 +22,7 @@ pub use mounts::{parse_mounts, parse_mounts_detailed, Mount, MountError};
 pub use resource::{named_resource, named_resource_names, resource, Resource, GIB};
 pub use status::{
     format_time, format_utc, local_time_zone, sort_newest_first, wrap_error_message, AppState,
-    AppStatus, DescribeAppResponse, ListAppResponse, ReplicaStatus, RoleStatus, Stream,
+    AppStatus, DescribeAppResponse, EndReason, ListAppResponse, ReplicaStatus, RoleStatus, Stream,
 };
 
 /// TorchX's marker for a value that was never set (`"<MISSING>"`).

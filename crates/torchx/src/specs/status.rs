@@ -77,6 +77,70 @@ impl AppState {
     }
 }
 
+/// Why one attempt of a replica (or of a whole job) ended: what `torchx status` shows per attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EndReason {
+    /// It exited with code 0.
+    Succeeded,
+    /// It failed: spends the retry budget.
+    Failed,
+    /// It outlived its time limit without asking to be requeued: a failure.
+    Timeout,
+    /// It exited with the requeue code: started again without spending the retry budget.
+    Requeued,
+    /// The scheduler preempted or evicted it: started again without spending the budget.
+    Preempted,
+    /// Its node failed: started again without spending the budget.
+    NodeFailure,
+    /// A user (or a restart of its peers) stopped it.
+    Cancelled,
+}
+
+impl EndReason {
+    /// Every reason, in declaration order.
+    pub const ALL: [EndReason; 7] = [
+        EndReason::Succeeded,
+        EndReason::Failed,
+        EndReason::Timeout,
+        EndReason::Requeued,
+        EndReason::Preempted,
+        EndReason::NodeFailure,
+        EndReason::Cancelled,
+    ];
+
+    /// The snake_case name used in `status --json` and the ledger.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EndReason::Succeeded => "succeeded",
+            EndReason::Failed => "failed",
+            EndReason::Timeout => "timeout",
+            EndReason::Requeued => "requeued",
+            EndReason::Preempted => "preempted",
+            EndReason::NodeFailure => "node_failure",
+            EndReason::Cancelled => "cancelled",
+        }
+    }
+
+    /// Whether the attempt is started again without spending the retry budget.
+    pub fn is_requeue(self) -> bool {
+        matches!(
+            self,
+            EndReason::Requeued | EndReason::Preempted | EndReason::NodeFailure
+        )
+    }
+}
+
+impl std::str::FromStr for EndReason {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        EndReason::ALL
+            .into_iter()
+            .find(|r| r.as_str() == s)
+            .ok_or_else(|| format!("unknown end reason `{s}`"))
+    }
+}
+
 impl fmt::Display for AppState {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())

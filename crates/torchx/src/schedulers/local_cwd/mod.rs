@@ -3,14 +3,28 @@
 //! - [`opts`]: run options; [`render`]: the pure dry run (`PopenRequest`);
 //! - [`ledger`]: the job ledger (SQLite under [`super::default_state_dir`]: `$TORCHX_STATE_DIR`, else
 //!   `$XDG_STATE_HOME/torchx`, else `~/.local/state/torchx`), read and written by every process;
-//! - [`supervisor`]: the detached per-app process that owns the replicas, plus its guard;
-//! - [`state`]: pure retry and liveness decisions; [`sys`]: the POSIX calls std lacks.
+//! - [`supervisor`]: the detached per-app process that owns the replicas: its I/O; `machine`:
+//!   its decisions (a pure state machine: starts, retries, requeues, time limits, stops);
+//!   `launch`: starting replicas and pumping their output; `guard`: the guard process and
+//!   what readers do about an app whose supervisor is gone;
+//! - `state`: pure retry and liveness decisions; [`sys`]: the POSIX calls std lacks.
 //!
 //! This module is the client side: `schedule` records the app and starts its supervisor;
 //! `describe`, `list`, `log_iter`, `cancel` and `delete` read the ledger, so they work from any
 //! process, during and after the run.
 
+/// Writes a line to the supervisor's stderr (its log file; the guard's likewise). Never `eprintln!`, which panics when
+/// the write fails, as it does on a full disk: the supervisor must outlive that.
+macro_rules! note {
+    ($($arg:tt)*) => {{
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
+mod guard;
+mod launch;
 pub mod ledger;
+mod machine;
 mod opts;
 mod render;
 mod state;
@@ -29,11 +43,11 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
 
+pub use guard::guard_main;
 use ledger::{AppRow, Ledger, Liveness, ReplicaRow};
 pub use opts::LocalCwdOpts;
 pub use render::{cuda_assignments, render, PopenRequest, ReplicaParam, RoleParams};
-pub use state::{on_failure, Decision, RetryCounters};
-pub use supervisor::{embed_supervisor, guard_main, supervisor_main, use_supervisor};
+pub use supervisor::{embed_supervisor, supervisor_main, use_supervisor};
 
 use crate::error::{Error, Result};
 use crate::scheduler::{
@@ -101,7 +115,7 @@ impl Shared {
         }
         let state = self.with_ledger(|l| {
             Ok(l.app_liveness(app_id)?
-                .map(|live| supervisor::reconcile_for_reader(l, &live)))
+                .map(|live| guard::reconcile_for_reader(l, &live)))
         })?;
         if let (Some(s), Ok(mut cache)) = (state, self.states.lock()) {
             cache.insert(app_id.to_string(), (Instant::now(), s));
@@ -157,7 +171,7 @@ impl LocalCwdScheduler {
             if live.state.is_terminal() {
                 return Ok(live);
             }
-            let state = supervisor::reconcile_for_reader(l, &live);
+            let state = guard::reconcile_for_reader(l, &live);
             let mut now = l.app_liveness(app_id)?.ok_or_else(|| unknown_app(app_id))?;
             if state.is_terminal() && !now.state.is_terminal() {
                 // Not recorded yet (the ledger cannot be written, or the guard records the
@@ -422,7 +436,7 @@ impl LocalCwdScheduler {
                     }
                     for r in replicas {
                         if let Some(pid) = r.pid {
-                            supervisor::kill_group_if_ours(pid, r.pid_start);
+                            guard::kill_group_if_ours(pid, r.pid_start);
                         }
                     }
                 },
@@ -451,7 +465,7 @@ impl LocalCwdScheduler {
                 let (state, ended) = if live.state.is_terminal() {
                     (live.state, live.ended)
                 } else {
-                    let state = supervisor::reconcile_for_reader(l, &live);
+                    let state = guard::reconcile_for_reader(l, &live);
                     (state, state.is_terminal().then(now))
                 };
                 out.push(ListAppResponse {

@@ -1,0 +1,179 @@
+//! The guard (`torchx __guard`, one per supervisor) and what readers do about an app whose
+//! supervisor is gone: kill its replicas' process groups and record a verdict, once.
+
+use std::io::{BufRead, Write};
+use std::time::{Duration, Instant};
+
+use super::ledger::{Ledger, Liveness, ReplicaRow};
+use super::now;
+use super::state::{verdict_without_supervisor, Alive};
+use super::supervisor::{GUARD_ARG, SAVE_RETRY};
+use crate::error::Result;
+use crate::specs::AppState;
+use crate::sys;
+
+/// The guard line that carries an outcome the supervisor could not record:
+/// `outcome <STATE> <message>`.
+pub(super) const OUTCOME: &str = "outcome ";
+/// The guard line that says the supervisor recorded the outcome itself.
+pub(super) const DONE: &str = "done";
+/// How long the guard keeps trying to record such an outcome.
+const GUARD_SAVE_TIMEOUT: Duration = Duration::from_secs(3600);
+
+/// Entry point of `torchx __guard`: reads the app id, then waits for its supervisor's pipe to
+/// close. Without a final `done` the supervisor died: kill what is left and record why.
+pub fn guard_main() -> i32 {
+    let stdin = std::io::stdin();
+    let mut lines = stdin.lock().lines();
+    let Some(Ok(app_id)) = lines.next() else {
+        return 2;
+    };
+    let mut outcome: Option<(AppState, String)> = None;
+    let mut done = false;
+    for line in lines.map_while(std::result::Result::ok) {
+        if line == DONE {
+            done = true;
+        } else if let Some(rest) = line.strip_prefix(OUTCOME) {
+            let (state, msg) = rest.split_once(' ').unwrap_or((rest, ""));
+            outcome = state.parse().ok().map(|s| (s, msg.to_string()));
+        }
+    }
+    if let Some((state, msg)) = outcome {
+        return record_outcome(&app_id, state, &msg);
+    }
+    if done {
+        // The app's final record is in the WAL: copy it into the database file now, off the
+        // path of anyone waiting, so records do not live in the WAL alone.
+        if let Ok(ledger) = Ledger::open(&crate::schedulers::default_state_dir()) {
+            ledger.checkpoint();
+        }
+        return 0;
+    }
+    let result = Ledger::open(&crate::schedulers::default_state_dir()).and_then(|mut ledger| {
+        match ledger.app_liveness(&app_id)? {
+            // The supervisor is dead (it closed our pipe), whatever its pid looks like now.
+            Some(live) => settle(&mut ledger, &live, Some(false)).map(drop),
+            None => Ok(()),
+        }
+    });
+    if let Err(e) = result {
+        note!("torchx guard of {app_id}: {e}");
+        return 1;
+    }
+    0
+}
+
+/// The guard records the outcome its supervisor could not: retried until the ledger can be
+/// written again (or [`GUARD_SAVE_TIMEOUT`]); readers meanwhile show the verdict on a dead
+/// supervisor ([`reconcile_for_reader`]).
+fn record_outcome(app_id: &str, state: AppState, msg: &str) -> i32 {
+    let deadline = Instant::now() + GUARD_SAVE_TIMEOUT;
+    loop {
+        let recorded = Ledger::open(&crate::schedulers::default_state_dir()).and_then(|mut l| {
+            match l.app_liveness(app_id)? {
+                Some(live) => l
+                    .settle(&live, |_| Some((state, msg.to_string())), stop_replicas)
+                    .map(drop),
+                None => Ok(()),
+            }
+        });
+        match recorded {
+            Ok(()) => return 0,
+            Err(e) if Instant::now() >= deadline => {
+                note!("torchx guard of {app_id}: the outcome was never recorded: {e}");
+                return 1;
+            }
+            Err(_) => std::thread::sleep(SAVE_RETRY),
+        }
+    }
+}
+
+fn stop_replicas(replicas: &[ReplicaRow]) {
+    for r in replicas {
+        if let Some(pid) = r.pid {
+            kill_group_if_ours(pid, r.pid_start);
+        }
+    }
+}
+
+/// Brings an app whose supervisor is gone to a terminal state: kills its replicas' process
+/// groups and records the verdict. Returns the app's state afterwards.
+///
+/// `live` is the caller's snapshot. It only decides whether a closer look is worth a write lock:
+/// the verdict itself is taken again inside [`Ledger::settle`]'s transaction on the current row
+/// and the processes as they are then, so a stale snapshot never harms a live app.
+pub fn reconcile(ledger: &mut Ledger, live: &Liveness) -> Result<AppState> {
+    settle(ledger, live, None)
+}
+
+/// [`reconcile`] for a read-only command: when the ledger cannot be written (a full disk), the
+/// app is shown as recorded, with a warning, rather than failing the command.
+pub fn reconcile_for_reader(ledger: &mut Ledger, live: &Liveness) -> AppState {
+    reconcile(ledger, live).unwrap_or_else(|e| {
+        log::warn!("cannot settle app {} now: {e}", live.app_id);
+        // Shown as it will be recorded: never RUNNING with its supervisor gone.
+        verdict(live, None).map_or(live.state, |(state, _)| state)
+    })
+}
+
+/// [`reconcile`], where `supervisor_alive` overrides the pid check (the guard knows its
+/// supervisor is dead: it closed the guard's pipe).
+fn settle(
+    ledger: &mut Ledger,
+    live: &Liveness,
+    supervisor_alive: Option<bool>,
+) -> Result<AppState> {
+    let Some((state, _)) = verdict(live, supervisor_alive).filter(|_| !live.state.is_terminal())
+    else {
+        return Ok(live.state);
+    };
+    if supervisor_alive.is_none() && guard_running(&live.app_id) {
+        // Its guard records the outcome the supervisor could not (or the reason it died):
+        // shown as the verdict meanwhile, left for the guard to write.
+        return Ok(state);
+    }
+    ledger.settle(live, |l| verdict(l, supervisor_alive), stop_replicas)
+}
+
+/// Whether app `app_id`'s guard still runs (found by its command line, `__guard <app_id>`).
+/// Asked only about an app whose supervisor is gone, which is rare: a scan of /proc is fine.
+fn guard_running(app_id: &str) -> bool {
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return false;
+    };
+    procs.flatten().any(|p| {
+        let is_pid = p
+            .file_name()
+            .to_str()
+            .is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()));
+        is_pid
+            && std::fs::read(p.path().join("cmdline")).is_ok_and(|cmdline| {
+                let mut args = cmdline.split(|b| *b == 0).skip(1);
+                args.next() == Some(GUARD_ARG.as_bytes()) && args.next() == Some(app_id.as_bytes())
+            })
+    })
+}
+
+/// The state an app whose supervisor is gone is settled in (None while it is alive).
+fn verdict(live: &Liveness, supervisor_alive: Option<bool>) -> Option<(AppState, String)> {
+    let alive = Alive {
+        supervisor: supervisor_alive.unwrap_or_else(|| {
+            live.supervisor_pid
+                .is_some_and(|p| sys::pid_alive(p, live.supervisor_start))
+        }),
+        submitter: sys::pid_alive(live.submitter_pid, live.submitter_start),
+    };
+    verdict_without_supervisor(live, alive, now())
+}
+
+/// SIGKILLs a replica's process group unless its leader's pid now belongs to someone else. A
+/// dead leader's group may still hold its descendants, and its id cannot be reused while it does.
+pub(super) fn kill_group_if_ours(pgid: u32, leader_start: Option<u64>) {
+    let ours = match (sys::proc_start_time(pgid), leader_start) {
+        (None, _) | (_, None) => true,
+        (Some(now), Some(then)) => now == then,
+    };
+    if ours {
+        sys::signal_group(pgid, sys::SIGKILL);
+    }
+}

@@ -1,0 +1,371 @@
+//! Table tests of the supervisor's machine: every retry policy against exits, failures beyond
+//! the budget, cancels, external kills (preemptions), requeues and time limits. A trace is the
+//! actions, one short word each: `start 0,1`, `TERM 1`, `KILL 0`, `USR1 0`, `end 1#0 failed`.
+
+use super::*;
+use crate::specs::RetryPolicy::{Application, Replica, Role};
+
+const USR1: i32 = libc::SIGUSR1;
+const GRACE: f64 = 10.0;
+
+/// A machine driven by scripted events; every `Start` is launched (successfully unless listed
+/// in `fail_launch`) and fed back at once, as the supervisor does.
+struct Sim {
+    m: Machine,
+    trace: Vec<String>,
+    fail_launch: Vec<usize>,
+}
+
+fn role(policy: RetryPolicy, max_retries: u32) -> RolePolicy {
+    RolePolicy::new("r", policy, max_retries)
+}
+
+impl Sim {
+    fn new(roles: Vec<(RolePolicy, usize)>) -> Sim {
+        Sim::with_failed_launches(roles, vec![])
+    }
+
+    fn with_failed_launches(roles: Vec<(RolePolicy, usize)>, fail_launch: Vec<usize>) -> Sim {
+        let m = Machine::new(roles, GRACE);
+        let begin = m.begin();
+        let mut sim = Sim {
+            m,
+            trace: vec![],
+            fail_launch,
+        };
+        sim.apply(0.0, begin);
+        sim
+    }
+
+    fn apply(&mut self, now: f64, actions: Vec<Action>) {
+        for a in actions {
+            match a {
+                Action::Start(targets) => {
+                    let names: Vec<String> = targets.iter().map(|t| t.to_string()).collect();
+                    self.trace.push(format!("start {}", names.join(",")));
+                    let results = targets
+                        .iter()
+                        .map(|&t| (t, self.fail_launch.contains(&t).then(|| "nope".into())))
+                        .collect();
+                    let next = self.m.on_event(now, Event::Launched(results));
+                    self.apply(now, next);
+                }
+                Action::Signal { slot, signal } => {
+                    let name = match signal {
+                        SIGTERM => "TERM",
+                        SIGKILL => "KILL",
+                        USR1 => "USR1",
+                        _ => "SIG?",
+                    };
+                    self.trace.push(format!("{name} {slot}"));
+                }
+                Action::Ended(e) => self.trace.push(format!(
+                    "end {}#{} {}",
+                    e.slot,
+                    e.attempt,
+                    e.reason.as_str()
+                )),
+                Action::Note(_) => {}
+            }
+        }
+    }
+
+    fn at(&mut self, now: f64, event: Event) -> &mut Sim {
+        let actions = self.m.on_event(now, event);
+        self.apply(now, actions);
+        self
+    }
+
+    fn exit(&mut self, now: f64, slot: usize, code: i32) -> &mut Sim {
+        self.at(
+            now,
+            Event::Exited {
+                slot,
+                exit: Exit::Code(code),
+            },
+        )
+    }
+
+    fn killed(&mut self, now: f64, slot: usize, signal: i32) -> &mut Sim {
+        self.at(
+            now,
+            Event::Exited {
+                slot,
+                exit: Exit::Signal(signal),
+            },
+        )
+    }
+
+    fn trace(&self) -> String {
+        self.trace.join("; ")
+    }
+}
+
+#[test]
+fn success_needs_every_replica() {
+    let mut s = Sim::new(vec![(role(Application, 0), 2)]);
+    s.exit(1.0, 0, 0);
+    assert_eq!(s.m.finished(), None);
+    s.exit(2.0, 1, 0);
+    assert_eq!(s.m.finished(), Some(AppState::Succeeded));
+    assert_eq!(s.trace(), "start 0,1; end 0#0 succeeded; end 1#0 succeeded");
+    assert_eq!(s.m.num_restarts(), 0);
+}
+
+/// Each policy, one failure within the budget, then success: what restarts.
+#[test]
+fn a_failure_within_the_budget_restarts_the_policy_scope() {
+    let cases = [
+        (Replica, &[][..], "start 0,1,2; end 1#0 failed; start 1"),
+        (
+            Role,
+            &[0][..],
+            "start 0,1,2; end 1#0 failed; TERM 0; end 0#0 cancelled; start 0,1",
+        ),
+        (
+            Application,
+            &[0, 2][..],
+            "start 0,1,2; end 1#0 failed; TERM 0; TERM 2; end 0#0 cancelled; end 2#0 cancelled; \
+             start 0,1,2",
+        ),
+    ];
+    for (policy, stopped, want) in cases {
+        // Role 0 has replicas 0 and 1, role 1 has replica 2.
+        let mut s = Sim::new(vec![(role(policy, 1), 2), (role(policy, 1), 1)]);
+        s.exit(1.0, 1, 3);
+        for &slot in stopped {
+            s.killed(2.0, slot, SIGTERM);
+        }
+        assert_eq!(s.trace(), want, "{policy:?}");
+        assert_eq!(s.m.finished(), None, "{policy:?}");
+        assert_eq!(s.m.num_restarts(), 1, "{policy:?}");
+        assert_eq!(s.m.slots()[1].attempt, 1, "{policy:?}");
+        assert_eq!(s.m.slots()[1].state, AppState::Running, "{policy:?}");
+    }
+}
+
+/// Each policy, failures beyond the budget: the app fails with the last failure's message.
+#[test]
+fn failures_beyond_the_budget_fail_the_app() {
+    for policy in [Replica, Role, Application] {
+        for max_retries in [0, 2] {
+            let mut s = Sim::new(vec![(role(policy, max_retries), 1)]);
+            for n in 0..max_retries {
+                s.exit(1.0 + f64::from(n), 0, 1);
+            }
+            assert_eq!(s.m.finished(), None);
+            s.exit(10.0, 0, 7);
+            assert_eq!(
+                s.m.finished(),
+                Some(AppState::Failed),
+                "{policy:?} {max_retries}"
+            );
+            assert_eq!(s.m.message(), "r/0 exited with code 7");
+            assert_eq!(s.m.num_restarts(), max_retries);
+            assert_eq!(s.m.slots()[0].attempt, max_retries);
+        }
+    }
+}
+
+#[test]
+fn a_failure_stops_the_others_and_waits_for_them() {
+    let mut s = Sim::new(vec![(role(Application, 0), 3)]);
+    s.exit(1.0, 0, 0).exit(2.0, 1, 4);
+    assert_eq!(
+        s.trace(),
+        "start 0,1,2; end 0#0 succeeded; end 1#0 failed; TERM 2"
+    );
+    assert_eq!(s.m.finished(), None, "replica 2 still runs");
+    assert_eq!(s.m.next_deadline(), Some(12.0));
+    s.at(12.0, Event::Tick);
+    assert!(s.trace().ends_with("TERM 2; KILL 2"), "{}", s.trace());
+    s.killed(12.1, 2, SIGKILL);
+    assert_eq!(s.m.finished(), Some(AppState::Failed));
+    assert_eq!(s.m.slots()[2].state, AppState::Cancelled);
+}
+
+#[test]
+fn cancel_stops_everything_in_every_phase() {
+    for policy in [Replica, Role, Application] {
+        // While running.
+        let mut s = Sim::new(vec![(role(policy, 3), 2)]);
+        s.at(1.0, Event::Cancel);
+        assert_eq!(s.trace(), "start 0,1; TERM 0; TERM 1");
+        s.killed(2.0, 0, SIGTERM).exit(2.0, 1, 0);
+        assert_eq!(s.m.finished(), Some(AppState::Cancelled));
+        // A second cancel signals nothing again.
+        let mut s = Sim::new(vec![(role(policy, 3), 2)]);
+        s.at(1.0, Event::Cancel).at(1.5, Event::Cancel);
+        assert_eq!(s.trace(), "start 0,1; TERM 0; TERM 1");
+        // During a restart: nothing starts again.
+        let mut s = Sim::new(vec![(role(policy, 3), 2)]);
+        s.exit(1.0, 0, 1).at(1.5, Event::Cancel);
+        s.killed(2.0, 1, SIGTERM);
+        if policy == Replica {
+            s.killed(2.0, 0, SIGTERM);
+        }
+        assert_eq!(s.m.finished(), Some(AppState::Cancelled), "{policy:?}");
+        assert_eq!(
+            s.trace().matches("start").count(),
+            1 + usize::from(policy == Replica)
+        );
+    }
+}
+
+#[test]
+fn a_replica_that_cannot_start_fails_the_app_and_stops_the_rest() {
+    let mut s = Sim::with_failed_launches(vec![(role(Application, 5), 3)], vec![1]);
+    assert_eq!(s.trace(), "start 0,1,2; TERM 0; TERM 2");
+    assert_eq!(s.m.message(), "r/1 could not start: nope");
+    s.killed(1.0, 0, SIGTERM).killed(1.0, 2, SIGTERM);
+    assert_eq!(s.m.finished(), Some(AppState::Failed));
+}
+
+/// An external SIGTERM or SIGKILL is a preemption: restarted without spending the budget.
+#[test]
+fn preemptions_requeue_without_spending_the_retry_budget() {
+    for policy in [Replica, Role, Application] {
+        for signal in [SIGTERM, SIGKILL] {
+            let mut s = Sim::new(vec![(role(policy, 0), 1)]);
+            s.killed(1.0, 0, signal).killed(2.0, 0, signal);
+            assert_eq!(s.m.finished(), None);
+            s.exit(3.0, 0, 0);
+            assert_eq!(
+                s.trace(),
+                "start 0; end 0#0 preempted; start 0; end 0#1 preempted; start 0; \
+                 end 0#2 succeeded"
+            );
+            assert_eq!(s.m.finished(), Some(AppState::Succeeded));
+        }
+        // Another signal is a failure.
+        let mut s = Sim::new(vec![(role(policy, 0), 1)]);
+        s.killed(1.0, 0, libc::SIGSEGV);
+        assert_eq!(s.m.finished(), Some(AppState::Failed));
+        assert!(
+            s.m.message().contains("signal 11 (SIGSEGV)"),
+            "{}",
+            s.m.message()
+        );
+    }
+}
+
+#[test]
+fn the_requeue_code_requeues_up_to_max_requeues() {
+    let mut r = role(Replica, 1);
+    r.max_requeues = 2;
+    let mut s = Sim::new(vec![(r, 1)]);
+    s.exit(1.0, 0, 75).exit(2.0, 0, 75);
+    assert_eq!(s.m.finished(), None);
+    // The retry budget is still whole: one failure restarts.
+    s.exit(3.0, 0, 1);
+    assert_eq!(s.m.finished(), None);
+    s.exit(4.0, 0, 75);
+    assert_eq!(s.m.finished(), Some(AppState::Failed));
+    assert_eq!(
+        s.m.message(),
+        "r/0 asked to be requeued (exit code 75); no requeues left (max_requeues=2)"
+    );
+    assert_eq!(
+        s.trace(),
+        "start 0; end 0#0 requeued; start 0; end 0#1 requeued; start 0; end 0#2 failed; \
+         start 0; end 0#3 requeued"
+    );
+    // Another requeue code; 75 is then an ordinary failure.
+    let mut r = role(Replica, 0);
+    r.requeue_exit_code = 99;
+    let mut s = Sim::new(vec![(r, 1)]);
+    s.exit(1.0, 0, 99);
+    assert_eq!(s.m.finished(), None);
+    s.exit(2.0, 0, 75);
+    assert_eq!(s.m.finished(), Some(AppState::Failed));
+}
+
+fn limited(time_limit: f64, signal_before: f64, max_retries: u32) -> RolePolicy {
+    RolePolicy {
+        time_limit: Some(time_limit),
+        checkpoint_signal: Some((USR1, signal_before)),
+        ..role(Replica, max_retries)
+    }
+}
+
+/// The checkpoint signal before the limit; the replica saves and asks for a requeue.
+#[test]
+fn a_time_limit_signals_then_a_requeue_starts_a_fresh_attempt() {
+    let mut s = Sim::new(vec![(limited(100.0, 30.0, 0), 1)]);
+    assert_eq!(s.m.next_deadline(), Some(70.0));
+    s.at(69.0, Event::Tick);
+    assert_eq!(s.trace(), "start 0");
+    s.at(70.0, Event::Tick);
+    assert_eq!(s.trace(), "start 0; USR1 0");
+    assert_eq!(s.m.next_deadline(), Some(100.0));
+    s.exit(75.0, 0, 75);
+    // The new attempt has its own limit.
+    assert_eq!(s.m.next_deadline(), Some(145.0));
+    s.at(145.0, Event::Tick).exit(150.0, 0, 0);
+    assert_eq!(
+        s.trace(),
+        "start 0; USR1 0; end 0#0 requeued; start 0; USR1 0; end 0#1 succeeded"
+    );
+    assert_eq!(s.m.finished(), Some(AppState::Succeeded));
+}
+
+/// At the limit SIGTERM, after the grace SIGKILL; an exit other than the requeue code is a
+/// timeout, which spends the budget.
+#[test]
+fn a_time_limit_without_a_requeue_is_a_failure() {
+    let mut s = Sim::new(vec![(limited(100.0, 30.0, 1), 1)]);
+    s.at(70.0, Event::Tick).at(100.0, Event::Tick);
+    assert_eq!(s.m.next_deadline(), Some(110.0));
+    s.at(110.0, Event::Tick).killed(110.0, 0, SIGKILL);
+    assert_eq!(
+        s.trace(),
+        "start 0; USR1 0; TERM 0; KILL 0; end 0#0 timeout; start 0"
+    );
+    assert_eq!(s.m.finished(), None, "one retry left");
+    // The second timeout ends the app; exiting 75 after SIGTERM would have been a requeue.
+    s.at(210.0, Event::Tick).exit(211.0, 0, 143);
+    assert_eq!(s.m.finished(), Some(AppState::Failed));
+    assert_eq!(
+        s.m.message(),
+        "r/0 exceeded its time limit of 100s and was stopped"
+    );
+    let mut s = Sim::new(vec![(limited(100.0, 30.0, 0), 1)]);
+    s.at(100.0, Event::Tick).exit(101.0, 0, 75);
+    assert!(
+        s.trace().ends_with("end 0#0 requeued; start 0"),
+        "{}",
+        s.trace()
+    );
+}
+
+/// A signal time before the start fires at once; a cancel during a time-limit stop is a cancel.
+#[test]
+fn time_limit_edges() {
+    let mut s = Sim::new(vec![(limited(10.0, 90.0, 0), 1)]);
+    assert_eq!(s.m.next_deadline(), Some(0.0));
+    s.at(0.0, Event::Tick)
+        .at(10.0, Event::Tick)
+        .at(11.0, Event::Cancel);
+    assert_eq!(s.trace(), "start 0; USR1 0; TERM 0", "no second TERM");
+    s.killed(12.0, 0, SIGTERM);
+    assert_eq!(s.m.finished(), Some(AppState::Cancelled));
+    assert!(s.trace().ends_with("end 0#0 cancelled"), "{}", s.trace());
+}
+
+#[test]
+fn exits_of_unknown_or_finished_slots_change_nothing() {
+    let mut s = Sim::new(vec![(role(Application, 0), 1)]);
+    s.exit(1.0, 0, 0);
+    s.exit(2.0, 0, 1).exit(2.0, 7, 1);
+    assert_eq!(s.trace(), "start 0; end 0#0 succeeded");
+    assert_eq!(s.m.finished(), Some(AppState::Succeeded));
+}
+
+#[test]
+fn changes_are_reported_once() {
+    let mut s = Sim::new(vec![(role(Application, 0), 2)]);
+    assert_eq!(s.m.take_changed(), vec![0, 1]);
+    assert!(s.m.take_changed().is_empty());
+    s.exit(1.0, 1, 0);
+    assert_eq!(s.m.take_changed(), vec![1]);
+}
