@@ -109,11 +109,12 @@ async fn appwrapper_lifecycle() {
     let runner = &runner();
     let c = cfg(&[("namespace", AUTO)]);
     let c = &c;
-    let submit = |app: AppDef| {
+    let submit = |app: AppDef| async move {
         let info = runner
             .dryrun(app, "kubernetes_mcad", c, &Default::default())
+            .await
             .unwrap();
-        async move { runner.schedule(&info).await.unwrap() }
+        runner.schedule(&info).await.unwrap()
     };
     let ok = submit(sh_app("awok", "echo wrapped-ok")).await;
     assert!(
@@ -166,6 +167,7 @@ async fn native_states_walk_as_the_test_advances_them() {
             &cfg(&[("namespace", "manual")]),
             &Default::default(),
         )
+        .await
         .unwrap();
     let handle = runner.schedule(&info).await.unwrap();
     let name = handle.rsplit(':').next().unwrap().to_string();
@@ -217,6 +219,7 @@ async fn native_states_walk_as_the_test_advances_them() {
             &cfg(&[("namespace", "manual"), ("mode", "volcano"), ("queue", "q")]),
             &Default::default(),
         )
+        .await
         .unwrap();
     let vh = runner.schedule(&info).await.unwrap();
     let vname = vh.rsplit(':').next().unwrap().to_string();

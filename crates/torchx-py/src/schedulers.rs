@@ -235,16 +235,17 @@ pub fn submit_dryrun(
         Some(dir) => dir,
         None => std::env::current_dir().map_err(|e| PyRuntimeError::new_err(e.to_string()))?,
     };
-    // Backend facts (e.g. the Slurm version) may run a command: not under the GIL.
-    // Workspaces are read (hashed into image names) here: not under the GIL either.
-    let planned = py.detach(|| {
-        let support = sched.capabilities().workspace;
-        let images = torchx::workspace::prepare(&mut app, name, support, &cfg, &cwd)?;
-        let facts = sched.dryrun_facts(&cfg)?;
-        let ctx = DryRunContext::new(session, random_id(), cwd).with_facts(facts);
-        Ok::<_, Error>((sched.submit_dryrun(&app, &cfg, &ctx)?, images))
-    });
-    let (request, images) = planned.map_err(to_py)?;
+    // Workspaces are read (hashed into image names) here: not under the GIL. Backend facts
+    // (e.g. the Slurm version) may run a command: awaited without the GIL.
+    let images = py
+        .detach(|| {
+            let support = sched.capabilities().workspace;
+            torchx::workspace::prepare(&mut app, name, support, &cfg, &cwd)
+        })
+        .map_err(to_py)?;
+    let facts = block_on(py, sched.dryrun_facts(&cfg))?.map_err(to_py)?;
+    let ctx = DryRunContext::new(session, random_id(), cwd).with_facts(facts);
+    let request = sched.submit_dryrun(&app, &cfg, &ctx).map_err(to_py)?;
     let request_json = request.to_json().to_string();
     let rendered = request.render();
     Ok(DryRun {

@@ -210,24 +210,10 @@ pub fn nearest<'a>(given: &str, candidates: impl IntoIterator<Item = &'a str>) -
     let given_lc = given.to_ascii_lowercase();
     candidates
         .into_iter()
-        .map(|c| (edit_distance(&given_lc, &c.to_ascii_lowercase()), c))
+        .map(|c| (strsim::levenshtein(&given_lc, &c.to_ascii_lowercase()), c))
         .filter(|(d, c)| *d <= 2.max(c.len() / 3))
         .min_by_key(|(d, _)| *d)
         .map(|(_, c)| c)
-}
-
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut cur = vec![i + 1];
-        for (j, cb) in b.iter().enumerate() {
-            let sub = prev[j] + usize::from(ca != *cb);
-            cur.push(sub.min(prev[j + 1] + 1).min(cur[j] + 1));
-        }
-        prev = cur;
-    }
-    prev[b.len()]
 }
 
 /// `" Did you mean `x`?"` when a near candidate exists, else "".

@@ -2,7 +2,7 @@
 //! registered scheduler, addressed by app handles.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use crate::components::{
@@ -38,6 +38,9 @@ pub enum ComponentOutcome<T> {
     Help(String),
 }
 
+/// A scheduler created on first use, or not yet.
+type SchedulerCell = Arc<Mutex<Option<Arc<dyn Scheduler>>>>;
+
 /// Runs apps on schedulers. Schedulers are created lazily, once per name.
 #[derive(Debug)]
 pub struct Runner {
@@ -48,7 +51,9 @@ pub struct Runner {
     components: Vec<Component>,
     named_resources: BTreeMap<String, Resource>,
     config: TorchxConfig,
-    schedulers: Mutex<BTreeMap<String, Arc<dyn Scheduler>>>,
+    /// One cell per scheduler name: the map's lock is held only to find the cell, so a slow
+    /// start (a plugin's interpreter) holds up no other name.
+    schedulers: Mutex<BTreeMap<String, SchedulerCell>>,
 }
 
 impl Runner {
@@ -138,18 +143,23 @@ impl Runner {
         &self.config
     }
 
-    /// The scheduler `name`, created on first use.
+    /// The scheduler `name`, created on first use (once: concurrent first uses wait for the
+    /// one creating it; a failed creation is tried again next time).
     pub fn scheduler(&self, name: &str) -> Result<Arc<dyn Scheduler>> {
-        let mut cache = self
-            .schedulers
-            .lock()
-            .map_err(|_| Error::backend(name, "scheduler cache poisoned"))?;
-        if let Some(s) = cache.get(name) {
+        let cell = {
+            let mut cells = self
+                .schedulers
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            Arc::clone(cells.entry(name.to_string()).or_default())
+        };
+        let mut slot = cell.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(s) = slot.as_ref() {
             return Ok(Arc::clone(s));
         }
-        let s = self.registry.create(name)?;
-        cache.insert(name.to_string(), Arc::clone(&s));
-        Ok(s)
+        let created = self.registry.create(name)?;
+        *slot = Some(Arc::clone(&created));
+        Ok(created)
     }
 
     /// Parses `-cfg` for `scheduler` and fills gaps from the `[scheduler]` config sections.
@@ -217,7 +227,10 @@ impl Runner {
 
     /// Validates `app`, injects TorchX's env vars (`TORCHX_JOB_ID`, session and tracker vars),
     /// resolves `cfg` and renders the native request. No job is submitted.
-    pub fn dryrun(
+    ///
+    /// Probing the backend (its dry-run facts) and hashing workspaces run on tokio's blocking
+    /// pool, so this never stalls the executor it is awaited on.
+    pub async fn dryrun(
         &self,
         mut app: AppDef,
         scheduler: &str,
@@ -253,8 +266,15 @@ impl Runner {
         let cwd =
             std::env::current_dir().map_err(|e| Error::io("reading the current directory", e))?;
         let support = sched.capabilities().workspace;
-        let images = crate::workspace::prepare(&mut app, scheduler, support, &resolved, &cwd)?;
-        let facts = sched.dryrun_facts(&resolved)?;
+        let (app, images, cwd) = {
+            let (name, cfg) = (scheduler.to_string(), resolved.clone());
+            crate::schedulers::blocking(scheduler, move || {
+                let images = crate::workspace::prepare(&mut app, &name, support, &cfg, &cwd)?;
+                Ok((app, images, cwd))
+            })
+            .await?
+        };
+        let facts = sched.dryrun_facts(&resolved).await?;
         let ctx = DryRunContext::new(&self.session_name, random_id(), cwd).with_facts(facts);
         let request = sched.submit_dryrun(&app, &resolved, &ctx)?;
         Ok(DryRunInfo {
@@ -318,7 +338,7 @@ impl Runner {
     }
 
     /// [`build_component`](Self::build_component) then [`dryrun`](Self::dryrun).
-    pub fn dryrun_component(
+    pub async fn dryrun_component(
         &self,
         component: &str,
         args: &[String],
@@ -328,7 +348,7 @@ impl Runner {
     ) -> Result<ComponentOutcome<DryRunInfo>> {
         Ok(match self.build_component(component, args)? {
             ComponentOutcome::Done(app) => {
-                ComponentOutcome::Done(self.dryrun(app, scheduler, cfg, run)?)
+                ComponentOutcome::Done(self.dryrun(app, scheduler, cfg, run).await?)
             }
             ComponentOutcome::Help(h) => ComponentOutcome::Help(h),
         })
@@ -359,7 +379,7 @@ impl Runner {
         cfg: &Cfg,
         args: &RunArgs,
     ) -> Result<String> {
-        let info = self.dryrun(app, scheduler, cfg, args)?;
+        let info = self.dryrun(app, scheduler, cfg, args).await?;
         self.schedule(&info).await
     }
 
@@ -373,7 +393,10 @@ impl Runner {
         run: &RunArgs,
     ) -> Result<ComponentOutcome<String>> {
         Ok(
-            match self.dryrun_component(component, args, scheduler, cfg, run)? {
+            match self
+                .dryrun_component(component, args, scheduler, cfg, run)
+                .await?
+            {
                 ComponentOutcome::Done(info) => ComponentOutcome::Done(self.schedule(&info).await?),
                 ComponentOutcome::Help(h) => ComponentOutcome::Help(h),
             },
@@ -515,10 +538,16 @@ impl Runner {
 
     /// Closes every scheduler created so far.
     pub async fn close(&self) {
-        let scheds: Vec<Arc<dyn Scheduler>> = match self.schedulers.lock() {
-            Ok(mut c) => std::mem::take(&mut *c).into_values().collect(),
-            Err(_) => Vec::new(),
-        };
+        let cells = std::mem::take(
+            &mut *self
+                .schedulers
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner),
+        );
+        let scheds: Vec<Arc<dyn Scheduler>> = cells
+            .into_values()
+            .filter_map(|cell| cell.lock().unwrap_or_else(PoisonError::into_inner).take())
+            .collect();
         for s in scheds {
             s.close().await;
         }

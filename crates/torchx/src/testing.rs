@@ -131,6 +131,7 @@ impl Suite<'_> {
         let info = self
             .runner
             .dryrun(app, self.scheduler, &self.opts.cfg, &RunArgs::default())
+            .await
             .unwrap_or_else(|e| self.fail(check, format!("dryrun failed: {e}")));
         self.runner
             .schedule(&info)

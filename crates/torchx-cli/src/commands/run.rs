@@ -90,7 +90,8 @@ pub fn run(a: RunArgs) -> Result<i32> {
         workspace,
         parent_run_id: a.parent_run_id.clone(),
     };
-    let info = match runner.dryrun_component(&component, &args, &scheduler, &cfg, &lib_args)? {
+    let dryrun = runner.dryrun_component(&component, &args, &scheduler, &cfg, &lib_args);
+    let info = match super::block_on(dryrun)? {
         ComponentOutcome::Help(h) => {
             print!("{h}");
             return Ok(exit_codes::OK);

@@ -4,14 +4,13 @@
 //! ship, so a backend writes only what is its own.
 
 use std::any::Any;
-use std::collections::BTreeMap;
 use std::fmt::Debug;
 
 use async_trait::async_trait;
 
 use super::{
-    Capabilities, DryRunContext, DryRunInfo, LogLines, LogQuery, NativeRequest, Replica, Scheduler,
-    WorkspaceSupport,
+    Capabilities, DryRunContext, DryRunInfo, Facts, LogLines, LogQuery, NativeRequest, Replica,
+    Scheduler, WorkspaceSupport,
 };
 use crate::error::{Error, Result};
 use crate::opts::{Cfg, RunOpts, TypedOpts};
@@ -26,16 +25,16 @@ pub trait Backend: Debug + Send + Sync + 'static {
     /// What it supports.
     const CAPABILITIES: Capabilities;
     /// Its run options.
-    type Opts: TypedOpts;
+    type Opts: TypedOpts + Send + Sync;
     /// Its native request, made by [`render`](Self::render) and sent by
     /// [`submit`](Self::submit).
     type Request: NativeRequest;
 
     /// Facts about the backend that [`render`](Self::render) needs, probed with I/O (see
-    /// [`Scheduler::dryrun_facts`]). Default: none.
-    fn dryrun_facts(&self, opts: &Self::Opts) -> Result<BTreeMap<String, String>> {
+    /// [`Scheduler::dryrun_facts`]); blocking work goes to the blocking pool. Default: none.
+    async fn dryrun_facts(&self, opts: &Self::Opts) -> Result<Facts> {
         let _ = opts;
-        Ok(BTreeMap::new())
+        Ok(Facts::default())
     }
     /// Renders the native request. Pure: no I/O, deterministic given its inputs.
     fn render(&self, app: &AppDef, opts: &Self::Opts, ctx: &DryRunContext)
@@ -93,8 +92,8 @@ impl<B: Backend> Scheduler for B {
         B::Opts::schema()
     }
 
-    fn dryrun_facts(&self, cfg: &Cfg) -> Result<BTreeMap<String, String>> {
-        Backend::dryrun_facts(self, &B::Opts::from_cfg(cfg)?)
+    async fn dryrun_facts(&self, cfg: &Cfg) -> Result<Facts> {
+        Backend::dryrun_facts(self, &B::Opts::from_cfg(cfg)?).await
     }
 
     fn submit_dryrun(

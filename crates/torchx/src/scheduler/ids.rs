@@ -1,7 +1,5 @@
 //! Unique app ids, encoded exactly as TorchX's `random_id` (Kubernetes-name-safe, no `8`).
 
-use std::io::Read;
-
 const START: &[u8] = b"bcdfghjklmnpqrstvwxz";
 const END: &[u8] = b"bcdfghjklmnpqrstvwxz012345679";
 
@@ -18,15 +16,14 @@ pub fn encode_id(mut v: u64) -> String {
     out
 }
 
-/// A random 64-bit value from the OS.
+/// A random 64-bit value from the OS (`getrandom`: getrandom(2), or the platform's equivalent).
 pub fn random_u64() -> u64 {
     let mut buf = [0u8; 8];
-    if let Ok(mut f) = std::fs::File::open("/dev/urandom") {
-        if f.read_exact(&mut buf).is_ok() {
-            return u64::from_be_bytes(buf);
-        }
+    if getrandom::getrandom(&mut buf).is_ok() {
+        return u64::from_be_bytes(buf);
     }
-    // No /dev/urandom: mix time and pid (ids still differ between processes and calls).
+    // No OS randomness (a sandbox without it): mix time and pid, so ids still differ between
+    // processes and calls.
     let t = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default();

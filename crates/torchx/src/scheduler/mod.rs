@@ -7,9 +7,9 @@ mod ids;
 mod registry;
 
 use std::any::Any;
-use std::collections::BTreeMap;
 use std::fmt::Debug;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use async_trait::async_trait;
@@ -138,9 +138,37 @@ impl std::fmt::Display for DryRunInfo {
     }
 }
 
+/// Facts about a backend that shape its dry run (the Slurm version, LSF's hosts, ...), gathered
+/// beforehand with I/O by [`Scheduler::dryrun_facts`] so that `submit_dryrun` stays pure. Each
+/// backend stores its own type and reads it back with [`Facts::get`]; none means "not probed".
+#[derive(Clone, Default)]
+pub struct Facts(Option<Arc<dyn std::any::Any + Send + Sync>>);
+
+impl Facts {
+    /// Facts of type `T`.
+    pub fn new<T: std::any::Any + Send + Sync>(facts: T) -> Facts {
+        Facts(Some(Arc::new(facts)))
+    }
+
+    /// The facts, if they are a `T`.
+    pub fn get<T: std::any::Any>(&self) -> Option<&T> {
+        self.0.as_deref()?.downcast_ref()
+    }
+}
+
+impl Debug for Facts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "Facts(..)"
+        } else {
+            "Facts(none)"
+        })
+    }
+}
+
 /// Everything `submit_dryrun` may depend on besides the app and options, gathered beforehand so
 /// that dry runs are pure and deterministic.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct DryRunContext {
     /// The runner's session name.
@@ -151,7 +179,7 @@ pub struct DryRunContext {
     pub cwd: PathBuf,
     /// Facts about the backend that shape the request, gathered by
     /// [`Scheduler::dryrun_facts`] (e.g. the Slurm version).
-    pub facts: BTreeMap<String, String>,
+    pub facts: Facts,
 }
 
 impl DryRunContext {
@@ -165,12 +193,12 @@ impl DryRunContext {
             session_name: session_name.into(),
             unique: unique.into(),
             cwd: cwd.into(),
-            facts: BTreeMap::new(),
+            facts: Facts::default(),
         }
     }
 
     /// The same context with these backend facts.
-    pub fn with_facts(mut self, facts: BTreeMap<String, String>) -> Self {
+    pub fn with_facts(mut self, facts: Facts) -> Self {
         self.facts = facts;
         self
     }
@@ -284,11 +312,11 @@ pub trait Scheduler: Debug + Send + Sync {
     fn capabilities(&self) -> Capabilities;
     /// Its run option schema.
     fn run_opts(&self) -> RunOpts;
-    /// Facts about the backend that `submit_dryrun` needs (probed here, with I/O, once per
-    /// process at most), so that `submit_dryrun` itself stays pure. Default: none.
-    fn dryrun_facts(&self, cfg: &Cfg) -> Result<BTreeMap<String, String>> {
+    /// Facts about the backend that `submit_dryrun` needs (probed here, with I/O, off the
+    /// async executor), so that `submit_dryrun` itself stays pure. Default: none.
+    async fn dryrun_facts(&self, cfg: &Cfg) -> Result<Facts> {
         let _ = cfg;
-        Ok(BTreeMap::new())
+        Ok(Facts::default())
     }
     /// Renders the native request. Pure: no I/O, deterministic given its inputs.
     fn submit_dryrun(

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use crate::error::{Error, Result};
-use crate::scheduler::DryRunContext;
+use crate::scheduler::{DryRunContext, Facts};
 use crate::specs::AppDef;
 
 /// Tag with the torchx version (`aws_batch list` keeps only jobs that carry it).
@@ -13,15 +13,17 @@ pub const TAG_VERSION: &str = "torchx.pytorch.org/version";
 pub const TAG_APP_NAME: &str = "torchx.pytorch.org/app-name";
 /// Tag with the submitting user.
 pub const TAG_USER: &str = "torchx.pytorch.org/user";
-/// The fact carrying the submitting user (`$USER`), gathered outside the pure dry run.
-pub const FACT_USER: &str = "user";
+/// The dry-run fact of both AWS backends: the submitting user (TorchX's `getpass.getuser()`),
+/// read outside the pure dry run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SubmittingUser(pub String);
 
-/// The dry-run facts: the submitting user (TorchX's `getpass.getuser()`).
-pub fn user_facts() -> BTreeMap<String, String> {
+/// [`SubmittingUser`] from `$USER` (else `$LOGNAME`).
+pub fn user_facts() -> Facts {
     let user = std::env::var("USER")
         .or_else(|_| std::env::var("LOGNAME"))
         .unwrap_or_default();
-    BTreeMap::from([(FACT_USER.to_string(), user)])
+    Facts::new(SubmittingUser(user))
 }
 
 /// torchx's tags (version, app name, user: the `user` option, else the fact), then the AppDef's
@@ -29,7 +31,7 @@ pub fn user_facts() -> BTreeMap<String, String> {
 pub fn job_tags(app: &AppDef, user: Option<&str>, ctx: &DryRunContext) -> BTreeMap<String, String> {
     let user = user
         .map(str::to_string)
-        .or_else(|| ctx.facts.get(FACT_USER).cloned())
+        .or_else(|| Some(ctx.facts.get::<SubmittingUser>()?.0.clone()))
         .unwrap_or_default();
     let mut tags = BTreeMap::from([
         (TAG_VERSION.to_string(), crate::VERSION.to_string()),

@@ -25,8 +25,8 @@ use self::render::ENV_ROLE_NAME;
 use self::state::{job_state, CANCEL_REASON};
 use crate::error::{Error, ErrorKind, Result};
 use crate::scheduler::{
-    Backend, Capabilities, DryRunContext, DryRunInfo, LogLines, LogQuery, Replica, Scheduler,
-    WorkspaceSupport,
+    Backend, Capabilities, DryRunContext, DryRunInfo, Facts, LogLines, LogQuery, Replica,
+    Scheduler, WorkspaceSupport,
 };
 use crate::schedulers::aws::{TAG_APP_NAME, TAG_VERSION};
 use crate::specs::{AppDef, AppState, DescribeAppResponse, ListAppResponse, ReplicaStatus, Stream};
@@ -362,7 +362,7 @@ impl Backend for AwsBatchScheduler {
     type Opts = AwsBatchOpts;
     type Request = BatchJob;
 
-    fn dryrun_facts(&self, _opts: &Self::Opts) -> Result<BTreeMap<String, String>> {
+    async fn dryrun_facts(&self, _opts: &Self::Opts) -> Result<Facts> {
         Ok(crate::schedulers::aws::user_facts())
     }
 

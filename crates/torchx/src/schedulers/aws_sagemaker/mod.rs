@@ -9,7 +9,6 @@ pub mod client;
 mod opts;
 pub mod render;
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -22,7 +21,7 @@ pub use render::{render, TrainingJob};
 use self::client::{AwsError, SageMaker};
 use crate::error::{Error, Result};
 use crate::scheduler::{
-    Backend, Capabilities, DryRunContext, DryRunInfo, Scheduler, WorkspaceSupport,
+    Backend, Capabilities, DryRunContext, DryRunInfo, Facts, Scheduler, WorkspaceSupport,
 };
 use crate::specs::{AppDef, AppState, DescribeAppResponse, ListAppResponse, ReplicaStatus};
 
@@ -110,7 +109,7 @@ impl Backend for AwsSageMakerScheduler {
     type Opts = AwsSageMakerOpts;
     type Request = TrainingJob;
 
-    fn dryrun_facts(&self, _opts: &Self::Opts) -> Result<BTreeMap<String, String>> {
+    async fn dryrun_facts(&self, _opts: &Self::Opts) -> Result<Facts> {
         Ok(crate::schedulers::aws::user_facts())
     }
 

@@ -11,10 +11,9 @@ use crate::scheduler::NativeRequest;
 use crate::specs::{Mount, Resource, Role};
 
 fn ctx() -> DryRunContext {
-    DryRunContext::new("torchx", "fzfjxlmln9", "/work").with_facts(BTreeMap::from([(
-        crate::schedulers::aws::FACT_USER.to_string(),
-        "alice".to_string(),
-    )]))
+    DryRunContext::new("torchx", "fzfjxlmln9", "/work").with_facts(crate::scheduler::Facts::new(
+        crate::schedulers::aws::SubmittingUser("alice".into()),
+    ))
 }
 
 fn opts(v: serde_json::Value) -> AwsSageMakerOpts {

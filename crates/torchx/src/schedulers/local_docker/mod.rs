@@ -31,8 +31,8 @@ pub use state::{app_state, container_state};
 
 use crate::error::{Error, Result};
 use crate::scheduler::{
-    Backend, Capabilities, DryRunContext, DryRunInfo, LineBuffer, LogLines, LogQuery, Replica,
-    Scheduler, WorkspaceSupport,
+    Backend, Capabilities, DryRunContext, DryRunInfo, Facts, LineBuffer, LogLines, LogQuery,
+    Replica, Scheduler, WorkspaceSupport,
 };
 use crate::specs::{AppDef, AppState, DescribeAppResponse, ListAppResponse, ReplicaStatus, Stream};
 
@@ -313,12 +313,13 @@ impl Backend for LocalDockerScheduler {
     type Opts = LocalDockerOpts;
     type Request = DockerJob;
 
-    fn dryrun_facts(&self, opts: &LocalDockerOpts) -> Result<BTreeMap<String, String>> {
+    async fn dryrun_facts(&self, opts: &LocalDockerOpts) -> Result<Facts> {
         let patterns = opts.copy_env.as_deref().unwrap_or_default();
-        Ok(std::env::vars()
-            .filter(|(k, _)| patterns.iter().any(|p| crate::workspace::fnmatch(p, k)))
-            .map(|(k, v)| (format!("{}{k}", render::FACT_ENV_PREFIX), v))
-            .collect())
+        Ok(Facts::new(render::CopiedEnv(
+            std::env::vars()
+                .filter(|(k, _)| patterns.iter().any(|p| crate::workspace::fnmatch(p, k)))
+                .collect(),
+        )))
     }
 
     fn render(

@@ -19,8 +19,9 @@ pub const LABEL_APP_ID: &str = "torchx.pytorch.org/app-id";
 pub const LABEL_ROLE: &str = "torchx.pytorch.org/role-name";
 /// The replica label.
 pub const LABEL_REPLICA: &str = "torchx.pytorch.org/replica-id";
-/// Host env vars copied by `copy_env` arrive as facts named `env:<NAME>`.
-pub const FACT_ENV_PREFIX: &str = "env:";
+/// The dry-run fact: the submitter's environment variables that `copy_env` selects.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CopiedEnv(pub crate::specs::Env);
 
 /// A mount of a container.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -141,11 +142,11 @@ pub fn render(app: &AppDef, opts: &LocalDockerOpts, ctx: &DryRunContext) -> Resu
         .first()
         .map(|r| format!("{}-{}-0", tail(&app_id, 30), head(&r.name, 30)))
         .unwrap_or_default();
-    let copied: crate::specs::Env = ctx
+    let copied = ctx
         .facts
-        .iter()
-        .filter_map(|(k, v)| Some((k.strip_prefix(FACT_ENV_PREFIX)?.to_string(), v.clone())))
-        .collect();
+        .get::<CopiedEnv>()
+        .map(|c| c.0.clone())
+        .unwrap_or_default();
     let mut containers = Vec::new();
     for role in &app.roles {
         // The role name is part of each container's name, which Docker limits to these.
@@ -238,11 +239,12 @@ pub fn render(app: &AppDef, opts: &LocalDockerOpts, ctx: &DryRunContext) -> Resu
 mod tests {
     use super::*;
     use crate::opts::{Cfg, TypedOpts};
+    use crate::scheduler::Facts;
     use crate::specs::{Resource, Role};
 
     fn ctx() -> DryRunContext {
-        let facts = BTreeMap::from([(format!("{FACT_ENV_PREFIX}FOO_TOKEN"), "t0k".to_string())]);
-        DryRunContext::new("torchx", "abc123", "/work").with_facts(facts)
+        let copied = CopiedEnv([("FOO_TOKEN".to_string(), "t0k".to_string())].into());
+        DryRunContext::new("torchx", "abc123", "/work").with_facts(Facts::new(copied))
     }
 
     #[test]

@@ -18,14 +18,13 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 pub use opts::LsfOpts;
-pub use render::{render, LsfBsub};
+pub use render::{render, LsfBsub, LsfFacts};
 
-use self::render::FACT_RANK0_HOST;
 use self::state::{app_state, job_state, parse_bjobs, JobLine};
 use crate::error::{Error, Result};
 use crate::scheduler::{
-    Backend, Capabilities, DryRunContext, DryRunInfo, Follow, FollowedFile, LogLines, LogQuery,
-    Replica, Scheduler, Step, Take,
+    Backend, Capabilities, DryRunContext, DryRunInfo, Facts, Follow, FollowedFile, LogLines,
+    LogQuery, Replica, Scheduler, Step, Take,
 };
 use crate::schedulers::command::{self, Output};
 use crate::schedulers::probe_cache::{on_path, stamp, ProbeCache};
@@ -34,10 +33,6 @@ use crate::specs::{AppDef, AppState, DescribeAppResponse, ListAppResponse, Repli
 
 /// The registry name.
 pub const NAME: &str = "lsf";
-/// The fact with the raw `bhosts` output (the rank-0 host is chosen from it when rendering).
-pub const FACT_BHOSTS: &str = "bhosts";
-/// Why `bhosts` could not be asked (the dry run then shows a placeholder host).
-pub const FACT_BHOSTS_ERROR: &str = "bhosts_error";
 const TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The factory registered in [`crate::scheduler::Registry::builtin`].
@@ -97,11 +92,11 @@ fn run_ok(program: &str, args: &[&str]) -> Result<String> {
 impl LsfScheduler {
     /// The hosts (`bhosts`) the rank-0 host is chosen from, cached in the state dir for a few
     /// minutes per cluster; why they could not be asked otherwise.
-    fn bhosts_facts(&self) -> BTreeMap<String, String> {
+    fn bhosts_facts(&self) -> LsfFacts {
         let key = bhosts_key();
         let cache = ProbeCache::new(self.state_dir.join("bhosts.json"));
         if let Some(hosts) = cache.get::<String>(&key) {
-            return BTreeMap::from([(FACT_BHOSTS.to_string(), hosts)]);
+            return LsfFacts { bhosts: Ok(hosts) };
         }
         let probe = command::run(
             NAME,
@@ -111,17 +106,15 @@ impl LsfScheduler {
             Duration::from_secs(5),
             "is this an LSF host?",
         );
-        BTreeMap::from([match probe {
+        let bhosts = match probe {
             Ok(o) if o.ok => {
                 cache.put(&key, &o.stdout);
-                (FACT_BHOSTS.to_string(), o.stdout)
+                Ok(o.stdout)
             }
-            Ok(o) => (
-                FACT_BHOSTS_ERROR.to_string(),
-                format!("`bhosts` failed: {}", o.stderr.trim()),
-            ),
-            Err(e) => (FACT_BHOSTS_ERROR.to_string(), e.to_string()),
-        }])
+            Ok(o) => Err(format!("`bhosts` failed: {}", o.stderr.trim())),
+            Err(e) => Err(e.to_string()),
+        };
+        LsfFacts { bhosts }
     }
 
     fn deleted_marker(&self, app_id: &str) -> PathBuf {
@@ -184,18 +177,12 @@ impl Backend for LsfScheduler {
     type Opts = LsfOpts;
     type Request = LsfBsub;
 
-    fn dryrun_facts(&self, _opts: &LsfOpts) -> Result<BTreeMap<String, String>> {
-        Ok(self.bhosts_facts())
+    async fn dryrun_facts(&self, _opts: &LsfOpts) -> Result<Facts> {
+        off_executor(self, |s| Ok(Facts::new(s.bhosts_facts()))).await
     }
 
     fn render(&self, app: &AppDef, opts: &LsfOpts, ctx: &DryRunContext) -> Result<LsfBsub> {
-        let mut ctx = ctx.clone();
-        if let (Some(hosts), Some(role)) = (ctx.facts.get(FACT_BHOSTS).cloned(), app.roles.first())
-        {
-            let host = render::pick_rank0_host(&hosts, role.resource.cpu, role.resource.gpu)?;
-            ctx.facts.insert(FACT_RANK0_HOST.into(), host);
-        }
-        render(app, opts, &ctx)
+        render(app, opts, ctx)
     }
 
     async fn submit(&self, job: &LsfBsub, _info: &DryRunInfo) -> Result<String> {
@@ -233,12 +220,7 @@ impl Backend for LsfScheduler {
 /// The blocking halves of the `Scheduler` methods.
 impl LsfScheduler {
     fn submit_now(&self, job: &LsfBsub) -> Result<String> {
-        if job.script.contains("<RANK0_HOST>") {
-            let facts = self.bhosts_facts();
-            let why = facts
-                .get(FACT_BHOSTS_ERROR)
-                .cloned()
-                .unwrap_or_else(|| "bhosts listed no host".into());
+        if let Some(why) = &job.rank0_unknown {
             return Err(Error::backend(
                 NAME,
                 format!("cannot choose the rank-0 host: {why}"),

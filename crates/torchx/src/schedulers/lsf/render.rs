@@ -10,8 +10,13 @@ use crate::scheduler::{DryRunContext, NativeRequest};
 use crate::specs::{AppDef, MacroValues, Mount, Role};
 use crate::text::{shell_join, shell_quote};
 
-/// The fact with the rank-0 host (probed with `bhosts` by `dryrun_facts`).
-pub const FACT_RANK0_HOST: &str = "rank0_host";
+/// What a dry run learns from the cluster (`Scheduler::dryrun_facts`): `bhosts -noheader -o
+/// "hname max ng"`'s output, or why LSF could not be asked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LsfFacts {
+    /// The hosts, or the reason there are none.
+    pub bhosts: std::result::Result<String, String>,
+}
 
 /// What `lsf` submits.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -22,6 +27,9 @@ pub struct LsfBsub {
     pub jobdir: Option<String>,
     /// The submit script.
     pub script: String,
+    /// Why the rank-0 host is unknown (the script then holds a placeholder and cannot be
+    /// submitted), if it is.
+    pub rank0_unknown: Option<String>,
 }
 
 impl NativeRequest for LsfBsub {
@@ -192,8 +200,8 @@ fn bsub(
     format!("{} << '{eof}'\n{body}\n{eof}", shell_join(&args))
 }
 
-/// Renders the submit script; the rank-0 host comes from `ctx.facts` (or a placeholder when
-/// LSF could not be asked, which `schedule` refuses).
+/// Renders the submit script; the rank-0 host is chosen from the [`LsfFacts`] in `ctx` (a
+/// placeholder when LSF could not be asked, which `schedule` refuses).
 pub fn render(app: &AppDef, opts: &LsfOpts, ctx: &DryRunContext) -> Result<LsfBsub> {
     check_shm_size(&opts.shm_size)?;
     let app_id = cleanup_str(&ctx.make_unique(&app.name));
@@ -203,11 +211,18 @@ pub fn render(app: &AppDef, opts: &LsfOpts, ctx: &DryRunContext) -> Result<LsfBs
             app.name
         )));
     }
-    let rank0_host = ctx
-        .facts
-        .get(FACT_RANK0_HOST)
-        .cloned()
-        .unwrap_or_else(|| "<RANK0_HOST>".into());
+    let bhosts = match ctx.facts.get::<LsfFacts>() {
+        Some(f) => f.bhosts.clone(),
+        None => Err("LSF's hosts were not asked (no dry-run facts)".into()),
+    };
+    let (rank0_host, rank0_unknown) = match (bhosts, app.roles.first()) {
+        (Ok(hosts), Some(role)) => (
+            pick_rank0_host(&hosts, role.resource.cpu, role.resource.gpu)?,
+            None,
+        ),
+        (Ok(_), None) => (String::new(), None),
+        (Err(why), _) => ("<RANK0_HOST>".to_string(), Some(why)),
+    };
     let mut bsubs = Vec::new();
     let mut head: Option<String> = None;
     for role in &app.roles {
@@ -241,6 +256,7 @@ pub fn render(app: &AppDef, opts: &LsfOpts, ctx: &DryRunContext) -> Result<LsfBs
         app_id,
         jobdir: opts.jobdir.clone(),
         script: format!("#!/bin/bash\n{}\n", bsubs.join("\n")),
+        rank0_unknown,
     })
 }
 

@@ -11,10 +11,9 @@ use crate::schedulers::hostile::Hostile;
 use crate::specs::{Mount, Resource, Role};
 
 fn ctx() -> DryRunContext {
-    DryRunContext::new("torchx", "fzfjxlmln9", "/work").with_facts(BTreeMap::from([(
-        FACT_RANK0_HOST.to_string(),
-        "node1".to_string(),
-    )]))
+    DryRunContext::new("torchx", "fzfjxlmln9", "/work").with_facts(Facts::new(LsfFacts {
+        bhosts: Ok("node1 1000 1000\n".into()),
+    }))
 }
 
 fn opts(v: serde_json::Value) -> LsfOpts {

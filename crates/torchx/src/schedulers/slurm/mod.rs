@@ -12,7 +12,6 @@ mod opts;
 mod render;
 mod state;
 
-use std::collections::BTreeMap;
 use std::fs::{self, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -22,7 +21,9 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 
 pub use opts::SlurmOpts;
-pub use render::{parse_version, quote_with_app_id, render, ReplicaRequest, SbatchRequest};
+pub use render::{
+    parse_version, quote_with_app_id, render, ReplicaRequest, SbatchRequest, SlurmFacts,
+};
 pub use state::{
     aggregate, app_state, parse_list, parse_list_parsable, parse_sacct_json, parse_sacct_parsable,
     parse_squeue, Component, ListedJob, KNOWN_STATES,
@@ -30,8 +31,8 @@ pub use state::{
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::scheduler::{
-    Backend, Capabilities, DryRunContext, DryRunInfo, Follow, FollowedFile, LogLines, LogQuery,
-    Replica, Scheduler, Step, Take, WorkspaceSupport,
+    Backend, Capabilities, DryRunContext, DryRunInfo, Facts, Follow, FollowedFile, LogLines,
+    LogQuery, Replica, Scheduler, Step, Take, WorkspaceSupport,
 };
 use crate::schedulers::command::{self, Output};
 use crate::schedulers::probe_cache::{on_path, stamp, ProbeCache};
@@ -367,26 +368,27 @@ impl Backend for SlurmScheduler {
     type Opts = SlurmOpts;
     type Request = SbatchRequest;
 
-    fn dryrun_facts(&self, opts: &SlurmOpts) -> Result<BTreeMap<String, String>> {
-        let mut facts = BTreeMap::new();
+    async fn dryrun_facts(&self, opts: &SlurmOpts) -> Result<Facts> {
         if opts.slurm_version.is_some() {
-            return Ok(facts); // pinned: no cluster needed
+            return Ok(Facts::default()); // pinned: no cluster needed
         }
-        let probe = self.probe();
-        if let Some(v) = probe.version {
-            facts.insert(render::FACT_VERSION.to_string(), v);
-        }
-        let mem = probe
-            .partitions
-            .iter()
-            .find(|(p, default, _)| match &opts.partition {
-                Some(want) => p == want,
-                None => *default,
-            });
-        if let Some((_, _, m)) = mem {
-            facts.insert(render::FACT_PARTITION_MEM.to_string(), m.to_string());
-        }
-        Ok(facts)
+        let partition = opts.partition.clone();
+        off_executor(self, move |s| {
+            let probe = s.probe();
+            let partition_mem_mb = probe
+                .partitions
+                .iter()
+                .find(|(p, default, _)| match &partition {
+                    Some(want) => p == want,
+                    None => *default,
+                })
+                .map(|(_, _, m)| *m);
+            Ok(Facts::new(SlurmFacts {
+                version: probe.version,
+                partition_mem_mb,
+            }))
+        })
+        .await
     }
 
     fn render(&self, app: &AppDef, opts: &SlurmOpts, ctx: &DryRunContext) -> Result<SbatchRequest> {

@@ -13,10 +13,14 @@ use crate::text::shell_quote;
 const APP_ID: &str = "${app_id}";
 /// The env var naming rank 0's host(s).
 pub const RANK0_ENV: &str = "SLURM_JOB_NODELIST_HET_GROUP_0";
-/// Facts gathered by the scheduler before rendering.
-pub const FACT_VERSION: &str = "slurm_version";
-/// The memory (MB) of the partition the job goes to, when known.
-pub const FACT_PARTITION_MEM: &str = "partition_mem_mb";
+/// What a dry run learns from the cluster (`Scheduler::dryrun_facts`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SlurmFacts {
+    /// `sbatch --version`'s output.
+    pub version: Option<String>,
+    /// The memory (MB) of the nodes of the partition the job goes to.
+    pub partition_mem_mb: Option<i64>,
+}
 /// TorchX's assumption when the version cannot be probed.
 pub const DEFAULT_VERSION: (u32, u32) = (24, 5);
 
@@ -284,6 +288,7 @@ fn group_opts(
 /// Renders the sbatch request. `ctx.facts` may carry the probed Slurm version and the
 /// partition's memory; `opts.slurm_version` overrides the probe.
 pub fn render(app: &AppDef, opts: &SlurmOpts, ctx: &DryRunContext) -> Result<SbatchRequest> {
+    let facts = ctx.facts.get::<SlurmFacts>();
     for (key, value, spaces) in [
         ("partition", &opts.partition, false),
         ("time", &opts.time, false),
@@ -317,16 +322,13 @@ pub fn render(app: &AppDef, opts: &SlurmOpts, ctx: &DryRunContext) -> Result<Sba
                 "slurm run option `slurm_version` = `{v}` is not a version like 24.11"
             ))
         })?,
-        None => ctx
-            .facts
-            .get(FACT_VERSION)
-            .and_then(|v| parse_version(v))
+        None => facts
+            .and_then(|f| f.version.as_deref())
+            .and_then(parse_version)
             .unwrap_or(DEFAULT_VERSION),
     };
-    let nomem = ctx
-        .facts
-        .get(FACT_PARTITION_MEM)
-        .and_then(|m| m.parse::<i64>().ok())
+    let nomem = facts
+        .and_then(|f| f.partition_mem_mb)
         .is_some_and(|m| m <= 1000);
     let mut replicas = Vec::new();
     for role in &app.roles {

@@ -5,19 +5,21 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use super::render::{FACT_PARTITION_MEM, FACT_VERSION};
+use super::render::SlurmFacts;
 use super::*;
 use crate::components::test_app as component;
 use crate::opts::{Cfg, TypedOpts};
 use crate::scheduler::DryRunContext;
+use crate::scheduler::Facts;
 use crate::scheduler::NativeRequest;
 use crate::schedulers::hostile::Hostile;
 use crate::specs::{AppDef, Resource, Role};
 
 fn ctx(version: &str) -> DryRunContext {
-    let mut facts = BTreeMap::new();
-    facts.insert(FACT_VERSION.to_string(), format!("slurm {version}"));
-    DryRunContext::new("torchx", "abc", "/work").with_facts(facts)
+    DryRunContext::new("torchx", "abc", "/work").with_facts(Facts::new(SlurmFacts {
+        version: Some(format!("slurm {version}")),
+        partition_mem_mb: None,
+    }))
 }
 
 fn opts() -> SlurmOpts {
@@ -79,8 +81,10 @@ fn multi_role_resources_and_gpus_by_version() {
     o.slurm_version = Some("25.05".into());
     assert!(script(&app, &o, &ctx("22.05.8")).contains("--gpus-per-node=3"));
     // Partitions with <= 1000 MB get no --mem.
-    let mut small = ctx("22.05.8");
-    small.facts.insert(FACT_PARTITION_MEM.into(), "1000".into());
+    let small = ctx("22.05.8").with_facts(Facts::new(SlurmFacts {
+        version: Some("slurm 22.05.8".into()),
+        partition_mem_mb: Some(1000),
+    }));
     assert!(!script(&app, &opts(), &small).contains("--mem="));
 }
 
