@@ -58,7 +58,7 @@ def main():
     a = ap.parse_args()
     build = ["cargo", "build", "--release", "-q"]
     subprocess.run(build + ["-p", "torchx-cli"], cwd=ROOT, check=True)
-    subprocess.run(build + ["-p", "torchx", "--example", "dryrun_bench", "--example", "ledger_fill"], cwd=ROOT, check=True)
+    subprocess.run(build + ["-p", "torchx", "--features", "testing", "--example", "dryrun_bench", "--example", "ledger_fill"], cwd=ROOT, check=True)
     target = os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target"))
     ours = os.path.join(target, "release", "torchx")
     venv = a.venv or os.path.join(tempfile.gettempdir(), "torchx-py-bench-venv")

@@ -40,10 +40,20 @@ pub fn init_logger(level: &str) -> torchx::Result<()> {
     Ok(())
 }
 
+/// `message` followed by ` Did you mean `x`?` when a name is suggested (after a full stop).
+pub fn with_suggestion(message: &str, suggestion: Option<&str>) -> String {
+    match suggestion {
+        Some(s) if message.ends_with(['.', '?', '!']) => format!("{message} Did you mean `{s}`?"),
+        Some(s) => format!("{message}. Did you mean `{s}`?"),
+        None => message.to_string(),
+    }
+}
+
 /// Prints an error as one line (plus its source chain when verbose).
 pub fn print_error(err: &torchx::Error, verbose: bool) {
     let mut stderr = std::io::stderr().lock();
-    let _ = writeln!(stderr, "torchx: error: {err}");
+    let message = with_suggestion(&err.to_string(), err.suggestion());
+    let _ = writeln!(stderr, "torchx: error: {message}");
     if verbose {
         let mut source = std::error::Error::source(err);
         while let Some(s) = source {

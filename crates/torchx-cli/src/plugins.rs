@@ -50,11 +50,14 @@ pub fn run(cmd: &str, args: &[String], builtins: &[String]) -> i32 {
                 exit_codes::BACKEND
             });
         }
-        let hint = torchx::error::did_you_mean(cmd, builtins.iter().map(String::as_str));
-        eprintln!(
-            "torchx: error: unrecognized subcommand `{cmd}` (no builtin command and no \
-             `{PREFIX}{cmd}` on PATH).{hint} See `torchx --help`."
+        let message = crate::output::with_suggestion(
+            &format!(
+                "unrecognized subcommand `{cmd}` (no builtin command and no `{PREFIX}{cmd}` on \
+                 PATH)."
+            ),
+            torchx::error::nearest(cmd, builtins.iter().map(String::as_str)),
         );
+        eprintln!("torchx: error: {message} See `torchx --help`.");
         return exit_codes::USAGE;
     };
     let mut c = Command::new(&program);

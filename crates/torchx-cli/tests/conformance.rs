@@ -18,13 +18,15 @@ async fn local_cwd_conforms() {
     let state = tmp.path().to_path_buf();
     let exe = PathBuf::from(env!("CARGO_BIN_EXE_torchx"));
     let mut registry = Registry::empty();
-    registry.register("local_cwd", "local processes", move || {
-        let s: Arc<dyn Scheduler> = Arc::new(LocalCwdScheduler::with_supervisor(
-            state.clone(),
-            exe.clone(),
-        ));
-        Ok(s)
-    });
+    registry
+        .register("local_cwd", "local processes", move || {
+            let s: Arc<dyn Scheduler> = Arc::new(LocalCwdScheduler::with_supervisor(
+                state.clone(),
+                exe.clone(),
+            ));
+            Ok(s)
+        })
+        .unwrap();
     let runner = Runner::new(registry, TorchxConfig::default());
     let opts = Conformance {
         image: "ignored-by-local_cwd".into(),

@@ -42,10 +42,12 @@ async fn example_plugin_passes_the_conformance_suite() {
     std::env::set_var("TORCHX_SUBPROCESS_ROOT", root.path());
     let program = examples_dir().join(EXAMPLE);
     let mut registry = Registry::empty();
-    registry.register("subprocess", "example plugin", move || {
-        let s: Arc<dyn Scheduler> = Arc::new(PluginScheduler::connect("subprocess", &program)?);
-        Ok(s)
-    });
+    registry
+        .register("subprocess", "example plugin", move || {
+            let s: Arc<dyn Scheduler> = Arc::new(PluginScheduler::connect("subprocess", &program)?);
+            Ok(s)
+        })
+        .unwrap();
     let runner = Runner::new(registry, TorchxConfig::default());
     let opts = Conformance {
         image: "ignored".into(),

@@ -221,10 +221,12 @@ async fn slurm_conforms() {
     let tmp = tempfile::tempdir().unwrap();
     let state: PathBuf = tmp.path().to_path_buf();
     let mut registry = Registry::empty();
-    registry.register("slurm", "slurm", move || {
-        let s: Arc<dyn Scheduler> = Arc::new(SlurmScheduler::new(state.clone()));
-        Ok(s)
-    });
+    registry
+        .register("slurm", "slurm", move || {
+            let s: Arc<dyn Scheduler> = Arc::new(SlurmScheduler::new(state.clone()));
+            Ok(s)
+        })
+        .unwrap();
     let runner = Runner::new(registry, TorchxConfig::default());
     let opts = Conformance {
         image: "/tmp".into(),

@@ -26,7 +26,11 @@ use torchx::{Error, ErrorKind};
 /// A torchx error as the exception class of its kind (`torchx.errors`: each subclasses the
 /// builtin TorchX code expects, e.g. `ValueError`), with its cause chain as `__cause__`.
 pub fn to_py(e: Error) -> PyErr {
-    let msg = e.to_string();
+    let mut msg = e.to_string();
+    if let Some(near) = e.suggestion() {
+        let stop = if msg.ends_with(['.', '?', '!']) { "" } else { "." };
+        msg.push_str(&format!("{stop} Did you mean `{near}`?"));
+    }
     let kind = e.kind();
     let causes: Vec<String> = std::iter::successors(std::error::Error::source(&e), |s| s.source())
         .map(ToString::to_string)

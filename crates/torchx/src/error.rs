@@ -1,5 +1,7 @@
-//! The library's error type. Every error carries a [`ErrorKind`] so that callers (the CLI maps kinds
-//! to exit codes) can react to the class of failure without parsing messages.
+//! The library's error type: one struct whose [`ErrorKind`] is the only axis callers act on
+//! (the CLI maps kinds to exit codes, the Python extension to exception classes), with every
+//! cause kept as its source. How an error is shown beyond its message (hints, suggestions,
+//! the cause chain) is the caller's: the CLI and the Python extension present it.
 
 use std::fmt;
 
@@ -54,151 +56,247 @@ impl fmt::Display for ErrorKind {
     }
 }
 
-/// The error of every fallible operation in this crate.
-#[derive(Debug, thiserror::Error)]
+/// What a [`ErrorKind::NotFound`] error was about, for callers that act on it (an unknown app
+/// is `Ok(None)` to `describe`). Other things not found carry only their noun, for the message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
-pub enum Error {
-    /// A malformed argument.
-    #[error("{0}")]
-    InvalidArgument(String),
-    /// An invalid AppDef or Role.
-    #[error("{0}")]
-    InvalidSpec(String),
-    /// Invalid scheduler run options or config file contents.
-    #[error("{0}")]
-    InvalidConfig(String),
-    /// Something named does not exist.
-    #[error("{what} `{name}` not found{hint}")]
-    NotFound {
-        /// What kind of thing ("app", "component", "scheduler", ...).
-        what: &'static str,
-        /// Its name as given.
-        name: String,
-        /// Extra guidance, starting with a separator (may be empty).
-        hint: String,
-    },
-    /// The operation is not supported by the scheduler.
-    #[error("scheduler `{scheduler}` does not support {operation}")]
-    Unsupported {
-        /// The scheduler name.
-        scheduler: String,
-        /// What was attempted.
-        operation: String,
-    },
-    /// A backend failure.
-    #[error("{scheduler}: {message}")]
-    Backend {
-        /// The scheduler name.
-        scheduler: String,
-        /// What went wrong.
-        message: String,
-        /// Its class: [`ErrorKind::Backend`], or one users act on ([`ErrorKind::AlreadyExists`],
-        /// [`ErrorKind::PermissionDenied`], [`ErrorKind::Unavailable`]).
-        kind: ErrorKind,
-        /// The underlying error (a client library's, SQLite's, ...), shown with `-v`.
-        #[source]
-        source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
-    },
-    /// A wait timed out.
-    #[error("{0}")]
-    Timeout(String),
-    /// An I/O failure with the path or action it concerned.
-    #[error("{context}: {source}")]
-    Io {
-        /// What was being done.
-        context: String,
-        /// The underlying error.
-        #[source]
-        source: std::io::Error,
-    },
+pub enum Subject {
+    /// An app (a job) the scheduler does not know.
+    App,
+    /// A scheduler no registry or plugin provides.
+    Scheduler,
+}
+
+/// The error of every fallible operation in this crate: one [`ErrorKind`] (what callers act
+/// on: the CLI's exit code, the Python exception class), the message, the scheduler it came
+/// from and the underlying error as its [`source`](std::error::Error::source). A near
+/// candidate for a misspelt name is kept apart ([`Error::suggestion`]): how to present it is
+/// the caller's (the CLI prints "Did you mean ...?").
+pub struct Error {
+    kind: ErrorKind,
+    message: String,
+    scheduler: Option<String>,
+    subject: Option<Subject>,
+    suggestion: Option<String>,
+    source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
+}
+
+impl fmt::Debug for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut d = f.debug_struct("Error");
+        d.field("kind", &self.kind).field("message", &self.message);
+        if let Some(s) = &self.scheduler {
+            d.field("scheduler", s);
+        }
+        if let Some(s) = &self.suggestion {
+            d.field("suggestion", s);
+        }
+        if let Some(s) = &self.source {
+            d.field("source", s);
+        }
+        d.finish()
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.scheduler {
+            Some(s) if self.kind.is_backend() => write!(f, "{s}: {}", self.message),
+            _ => f.write_str(&self.message),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source
+            .as_deref()
+            .map(|e| e as &(dyn std::error::Error + 'static))
+    }
+}
+
+impl ErrorKind {
+    /// A failure of a backend (shown as `<scheduler>: <message>`).
+    fn is_backend(self) -> bool {
+        matches!(
+            self,
+            ErrorKind::Backend
+                | ErrorKind::AlreadyExists
+                | ErrorKind::PermissionDenied
+                | ErrorKind::Unavailable
+        )
+    }
+
+    /// The kind of an HTTP error status from a backend's API (Docker's, Kubernetes',
+    /// SageMaker's, ...): 401/403 permission, 404 not found, 409 a name clash, 408/429/5xx
+    /// unavailable (worth retrying later), anything else the backend's failure.
+    pub fn from_http_status(status: u16) -> ErrorKind {
+        match status {
+            401 | 403 => ErrorKind::PermissionDenied,
+            404 => ErrorKind::NotFound,
+            409 => ErrorKind::AlreadyExists,
+            408 | 429 | 500.. => ErrorKind::Unavailable,
+            _ => ErrorKind::Backend,
+        }
+    }
 }
 
 impl Error {
-    /// The class of this error.
-    pub fn kind(&self) -> ErrorKind {
-        match self {
-            Error::InvalidArgument(_) => ErrorKind::InvalidArgument,
-            Error::InvalidSpec(_) => ErrorKind::InvalidSpec,
-            Error::InvalidConfig(_) => ErrorKind::InvalidConfig,
-            Error::NotFound { .. } => ErrorKind::NotFound,
-            Error::Unsupported { .. } => ErrorKind::Unsupported,
-            Error::Backend { kind, .. } => *kind,
-            Error::Io { .. } => ErrorKind::Backend,
-            Error::Timeout(_) => ErrorKind::Timeout,
-        }
-    }
-
-    /// Shorthand for [`Error::InvalidArgument`].
-    pub fn arg(msg: impl Into<String>) -> Self {
-        Error::InvalidArgument(msg.into())
-    }
-
-    /// Shorthand for [`Error::InvalidSpec`].
-    pub fn spec(msg: impl Into<String>) -> Self {
-        Error::InvalidSpec(msg.into())
-    }
-
-    /// Shorthand for [`Error::InvalidConfig`].
-    pub fn config(msg: impl Into<String>) -> Self {
-        Error::InvalidConfig(msg.into())
-    }
-
-    /// Shorthand for [`Error::NotFound`].
-    pub fn not_found(what: &'static str, name: impl Into<String>, hint: impl Into<String>) -> Self {
-        Error::NotFound {
-            what,
-            name: name.into(),
-            hint: hint.into(),
-        }
-    }
-
-    /// Shorthand for [`Error::Backend`] of kind [`ErrorKind::Backend`], without a source.
-    pub fn backend(scheduler: impl Into<String>, message: impl Into<String>) -> Self {
-        Error::Backend {
-            scheduler: scheduler.into(),
-            message: message.into(),
-            kind: ErrorKind::Backend,
+    fn new(kind: ErrorKind, message: String) -> Self {
+        Error {
+            kind,
+            message,
+            scheduler: None,
+            subject: None,
+            suggestion: None,
             source: None,
         }
     }
 
-    /// A backend error of the given kind (one of the backend kinds) caused by `source`.
+    /// The class of this error.
+    pub fn kind(&self) -> ErrorKind {
+        self.kind
+    }
+
+    /// The message, without the scheduler's name.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// The scheduler the error came from, if it was a backend's.
+    pub fn scheduler(&self) -> Option<&str> {
+        self.scheduler.as_deref()
+    }
+
+    /// What a not-found error was about, where callers act on it.
+    pub fn subject(&self) -> Option<Subject> {
+        self.subject
+    }
+
+    /// The known name nearest to a misspelt one, if any is close.
+    pub fn suggestion(&self) -> Option<&str> {
+        self.suggestion.as_deref()
+    }
+
+    /// The I/O error underneath, if this is one.
+    pub fn io_error(&self) -> Option<&std::io::Error> {
+        self.source.as_deref()?.downcast_ref()
+    }
+
+    /// A malformed argument: component arguments, app handles, mounts, `-j`, names.
+    pub fn arg(msg: impl Into<String>) -> Self {
+        Error::new(ErrorKind::InvalidArgument, msg.into())
+    }
+
+    /// An invalid AppDef or Role.
+    pub fn spec(msg: impl Into<String>) -> Self {
+        Error::new(ErrorKind::InvalidSpec, msg.into())
+    }
+
+    /// Invalid scheduler run options or config file contents.
+    pub fn config(msg: impl Into<String>) -> Self {
+        Error::new(ErrorKind::InvalidConfig, msg.into())
+    }
+
+    /// `{what} `{name}` not found{hint}`: something named does not exist. `hint` starts with
+    /// its separator (` in the job ledger`, `; run ...`).
+    pub fn not_found(what: &'static str, name: impl Into<String>, hint: impl Into<String>) -> Self {
+        let (name, hint) = (name.into(), hint.into());
+        Error::new(
+            ErrorKind::NotFound,
+            format!("{what} `{name}` not found{hint}"),
+        )
+    }
+
+    /// An app the scheduler does not know ([`Subject::App`]).
+    pub fn app_not_found(app_id: impl Into<String>, hint: impl Into<String>) -> Self {
+        Error::not_found("app", app_id, hint).about(Subject::App)
+    }
+
+    /// This (not found) error, about `subject`.
+    pub fn about(mut self, subject: Subject) -> Self {
+        self.subject = Some(subject);
+        self
+    }
+
+    /// Whether this is a not-found error about `subject`.
+    pub fn is_not_found(&self, subject: Subject) -> bool {
+        self.kind == ErrorKind::NotFound && self.subject == Some(subject)
+    }
+
+    /// A backend failure (a process, a cluster, an API) of kind [`ErrorKind::Backend`].
+    pub fn backend(scheduler: impl Into<String>, message: impl Into<String>) -> Self {
+        Error {
+            scheduler: Some(scheduler.into()),
+            ..Error::new(ErrorKind::Backend, message.into())
+        }
+    }
+
+    /// A backend error of the given kind caused by `source`.
     pub fn backend_caused_by(
         scheduler: impl Into<String>,
         message: impl Into<String>,
         kind: ErrorKind,
         source: impl std::error::Error + Send + Sync + 'static,
     ) -> Self {
-        Error::Backend {
-            scheduler: scheduler.into(),
-            message: message.into(),
-            kind,
-            source: Some(Box::new(source)),
+        Error::backend(scheduler, message)
+            .with_kind(kind)
+            .with_source(source)
+    }
+
+    /// The backend already has what was to be created (a name clash).
+    pub fn already_exists(scheduler: impl Into<String>, message: impl Into<String>) -> Self {
+        Error::backend(scheduler, message).with_kind(ErrorKind::AlreadyExists)
+    }
+
+    /// The scheduler cannot do `operation`.
+    pub fn unsupported(scheduler: impl Into<String>, operation: impl Into<String>) -> Self {
+        let (scheduler, operation) = (scheduler.into(), operation.into());
+        Error {
+            scheduler: Some(scheduler.clone()),
+            ..Error::new(
+                ErrorKind::Unsupported,
+                format!("scheduler `{scheduler}` does not support {operation}"),
+            )
         }
     }
 
-    /// This error with its kind set to `kind`, if it is a backend error.
-    pub fn with_kind(mut self, new: ErrorKind) -> Self {
-        if let Error::Backend { kind, .. } = &mut self {
-            *kind = new;
-        }
+    /// A wait (or a command) ran out of time.
+    pub fn timeout(msg: impl Into<String>) -> Self {
+        Error::new(ErrorKind::Timeout, msg.into())
+    }
+
+    /// An I/O failure, with what was being done (`context: <the io error>`).
+    pub fn io(context: impl Into<String>, source: std::io::Error) -> Self {
+        Error::new(ErrorKind::Backend, format!("{}: {source}", context.into())).with_source(source)
+    }
+
+    /// This error with another kind (its message and cause kept).
+    pub fn with_kind(mut self, kind: ErrorKind) -> Self {
+        self.kind = kind;
         self
     }
 
-    /// Shorthand for [`Error::Unsupported`].
-    pub fn unsupported(scheduler: impl Into<String>, operation: impl Into<String>) -> Self {
-        Error::Unsupported {
-            scheduler: scheduler.into(),
-            operation: operation.into(),
-        }
+    /// This error caused by `source`.
+    pub fn with_source(mut self, source: impl std::error::Error + Send + Sync + 'static) -> Self {
+        self.source = Some(Box::new(source));
+        self
     }
 
-    /// Wraps an I/O error with what was being done.
-    pub fn io(context: impl Into<String>, source: std::io::Error) -> Self {
-        Error::Io {
-            context: context.into(),
-            source,
-        }
+    /// This error with the scheduler it came from.
+    pub fn with_scheduler(mut self, scheduler: impl Into<String>) -> Self {
+        self.scheduler = Some(scheduler.into());
+        self
+    }
+
+    /// This error with the nearest of `candidates` to the misspelt `given`, if one is close.
+    pub fn suggesting<'a>(
+        mut self,
+        given: &str,
+        candidates: impl IntoIterator<Item = &'a str>,
+    ) -> Self {
+        self.suggestion = nearest(given, candidates).map(str::to_string);
+        self
     }
 }
 
@@ -214,13 +312,6 @@ pub fn nearest<'a>(given: &str, candidates: impl IntoIterator<Item = &'a str>) -
         .filter(|(d, c)| *d <= 2.max(c.len() / 3))
         .min_by_key(|(d, _)| *d)
         .map(|(_, c)| c)
-}
-
-/// `" Did you mean `x`?"` when a near candidate exists, else "".
-pub fn did_you_mean<'a>(given: &str, candidates: impl IntoIterator<Item = &'a str>) -> String {
-    nearest(given, candidates)
-        .map(|c| format!(" Did you mean `{c}`?"))
-        .unwrap_or_default()
 }
 
 #[cfg(test)]

@@ -67,10 +67,12 @@ impl Extensions {
         description: &'static str,
         factory: impl Fn() -> Result<Arc<dyn Scheduler>> + Send + Sync + 'static,
     ) -> Extensions {
-        if self.schedulers.names().any(|n| n == name) {
+        if self
+            .schedulers
+            .register(name, description, factory)
+            .is_err()
+        {
             self.clash("scheduler", name);
-        } else {
-            self.schedulers.register(name, description, factory);
         }
         self
     }

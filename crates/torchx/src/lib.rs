@@ -7,6 +7,7 @@
 //! Schedulers compiled into this build:
 //! * `local_cwd`: local processes in the current directory, visible from every shell.
 #![warn(missing_docs)]
+#![warn(unreachable_pub)]
 
 pub mod components;
 pub mod config;
@@ -21,7 +22,7 @@ pub mod specs;
 mod sys;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
-pub mod text;
+pub(crate) mod text;
 pub mod tracker;
 pub mod workspace;
 

@@ -9,7 +9,7 @@ use crate::components::{
     all_components_with, find_component_with, Component, ComponentEnv, ComponentRef, PythonOutcome,
 };
 use crate::config::TorchxConfig;
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result, Subject};
 use crate::opts::Cfg;
 use crate::scheduler::{
     random_id, DryRunContext, DryRunInfo, LogLines, LogQuery, Registry, Scheduler,
@@ -182,10 +182,10 @@ impl Runner {
                 return Err(Error::config(format!(
                     "tracker `{name}` ([torchx:tracker] or $TORCHX_TRACKERS) is not a known \
                      tracker: this torchx has {}; a Python tracker is named by its module \
-                     (`pkg.module:factory`){}",
+                     (`pkg.module:factory`)",
                     known.join(", "),
-                    crate::error::did_you_mean(name, known.iter().copied())
-                )));
+                ))
+                .suggesting(name, known.iter().copied()));
             }
         }
         let mut env = Vec::new();
@@ -213,7 +213,7 @@ impl Runner {
             match result {
                 Ok(()) => {}
                 // A tracker only the job's own runtime knows (e.g. a Python one).
-                Err(Error::NotFound { .. }) => {
+                Err(e) if e.kind() == ErrorKind::NotFound => {
                     log::debug!(
                         "tracker `{name}` is not built into torchx; the job records its parent"
                     )
@@ -416,7 +416,7 @@ impl Runner {
     }
 
     /// Polls until the app is terminal (or unknown, giving `None`). With a timeout, an app still
-    /// running at the deadline is a [`Error::Timeout`].
+    /// running at the deadline is a [`ErrorKind::Timeout`].
     pub async fn wait(
         &self,
         handle: &str,
@@ -434,7 +434,7 @@ impl Runner {
                 Some(s) => {
                     if let Some(t) = timeout {
                         if start.elapsed() >= t {
-                            return Err(Error::Timeout(format!(
+                            return Err(Error::timeout(format!(
                                 "{handle} is still {} after waiting {:.1}s",
                                 s.state,
                                 t.as_secs_f64()
@@ -449,8 +449,7 @@ impl Runner {
     }
 
     fn unknown_app(&self, h: &AppHandle) -> Error {
-        Error::not_found(
-            "app",
+        Error::app_not_found(
             h.to_string(),
             format!(
                 ": it does not exist or has been removed from {}'s data plane",
@@ -459,7 +458,7 @@ impl Runner {
         )
     }
 
-    /// Cancels the app if it is not finished. Unknown apps are [`Error::NotFound`].
+    /// Cancels the app if it is not finished. Unknown apps are [`ErrorKind::NotFound`].
     pub async fn cancel(&self, handle: &str) -> Result<()> {
         let (h, s) = self.route(handle)?;
         match s.describe(&h.app_id).await? {
@@ -530,7 +529,7 @@ impl Runner {
         // `log_iter` reports unknown apps itself (trait contract), which spares a describe per
         // replica when following the logs of hundreds of replicas.
         let lines = match s.log_iter(&h.app_id, role, k, query).await {
-            Err(Error::NotFound { what: "app", .. }) => return Err(self.unknown_app(&h)),
+            Err(e) if e.is_not_found(Subject::App) => return Err(self.unknown_app(&h)),
             other => other?,
         };
         Ok(crate::scheduler::cooperative(lines, query.regex.clone()))

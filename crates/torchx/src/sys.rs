@@ -7,11 +7,11 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::time::Duration;
 
-pub use libc::{SIGCHLD, SIGHUP, SIGINT, SIGKILL, SIGTERM};
+pub(crate) use libc::{SIGCHLD, SIGHUP, SIGINT, SIGKILL, SIGTERM};
 
 /// True when a process with this pid exists, is not a zombie and (if given) started at `start`
 /// ticks, which guards against pid reuse.
-pub fn pid_alive(pid: u32, start: Option<u64>) -> bool {
+pub(crate) fn pid_alive(pid: u32, start: Option<u64>) -> bool {
     let Ok(pid_i) = i32::try_from(pid) else {
         return false;
     };
@@ -45,12 +45,12 @@ fn stat_fields(pid: u32) -> Option<Vec<String>> {
 }
 
 /// The process start time in clock ticks since boot (field 22 of /proc/pid/stat).
-pub fn proc_start_time(pid: u32) -> Option<u64> {
+pub(crate) fn proc_start_time(pid: u32) -> Option<u64> {
     stat_fields(pid)?.get(19)?.parse().ok()
 }
 
 /// Sends `sig` to the process group `pgid`; false if there is no such group.
-pub fn signal_group(pgid: u32, sig: i32) -> bool {
+pub(crate) fn signal_group(pgid: u32, sig: i32) -> bool {
     match i32::try_from(pgid) {
         // SAFETY: plain kill(2) on a negative pid (a process group); no memory is touched.
         Ok(p) if p > 1 => unsafe { libc::kill(-p, sig) == 0 },
@@ -59,7 +59,7 @@ pub fn signal_group(pgid: u32, sig: i32) -> bool {
 }
 
 /// Sends `sig` to one process.
-pub fn signal_pid(pid: u32, sig: i32) -> bool {
+pub(crate) fn signal_pid(pid: u32, sig: i32) -> bool {
     match i32::try_from(pid) {
         // SAFETY: plain kill(2); no memory is touched.
         Ok(p) if p > 1 => unsafe { libc::kill(p, sig) == 0 },
@@ -68,13 +68,13 @@ pub fn signal_pid(pid: u32, sig: i32) -> bool {
 }
 
 /// The real user id.
-pub fn uid() -> u32 {
+pub(crate) fn uid() -> u32 {
     // SAFETY: getuid cannot fail and touches no memory.
     unsafe { libc::getuid() }
 }
 
 /// Detaches the calling process from its terminal and process group (a new session).
-pub fn setsid() {
+pub(crate) fn setsid() {
     // SAFETY: setsid touches no memory; failing (already a group leader) is harmless.
     unsafe {
         libc::setsid();
@@ -83,7 +83,7 @@ pub fn setsid() {
 
 /// How a child ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Exit {
+pub(crate) enum Exit {
     /// Exited with this code.
     Code(i32),
     /// Killed by this signal.
@@ -93,7 +93,7 @@ pub enum Exit {
 /// One exited child (`only`: that one, else any), left a zombie, without blocking: until
 /// [`reap`] collects it, its pid — and so its process group id — cannot be reused, so its group
 /// can still be signalled safely.
-pub fn peek_exited(only: Option<u32>) -> Option<(u32, Exit)> {
+pub(crate) fn peek_exited(only: Option<u32>) -> Option<(u32, Exit)> {
     let (idtype, id): (libc::idtype_t, libc::id_t) = match only {
         Some(pid) => (libc::P_PID, pid),
         None => (libc::P_ALL, 0),
@@ -126,7 +126,7 @@ pub fn peek_exited(only: Option<u32>) -> Option<(u32, Exit)> {
 }
 
 /// Collects child `pid` (after [`peek_exited`] saw it exit).
-pub fn reap(pid: u32) {
+pub(crate) fn reap(pid: u32) {
     let Ok(pid) = i32::try_from(pid) else { return };
     let mut status = 0;
     // SAFETY: waitpid writes only to `status`.
@@ -136,7 +136,7 @@ pub fn reap(pid: u32) {
 }
 
 /// Puts a file descriptor in non-blocking mode.
-pub fn set_nonblocking(fd: &impl AsRawFd) -> io::Result<()> {
+pub(crate) fn set_nonblocking(fd: &impl AsRawFd) -> io::Result<()> {
     let fd = fd.as_raw_fd();
     // SAFETY: fcntl on a descriptor we own; no memory is touched.
     unsafe {
@@ -149,13 +149,13 @@ pub fn set_nonblocking(fd: &impl AsRawFd) -> io::Result<()> {
 }
 
 /// Signals delivered through a file descriptor instead of handlers.
-pub struct SignalFd(OwnedFd);
+pub(crate) struct SignalFd(OwnedFd);
 
 impl SignalFd {
     /// Blocks `signals` for this (single-threaded) process and returns a descriptor to read them.
     /// SIGPIPE is blocked too (with its default action restored, which replicas inherit), so a
     /// write to a closed pipe fails with EPIPE instead of killing us.
-    pub fn new(signals: &[i32]) -> io::Result<SignalFd> {
+    pub(crate) fn new(signals: &[i32]) -> io::Result<SignalFd> {
         // SAFETY: the sigset is initialised by sigemptyset before use; signalfd returns a new
         // descriptor that we own.
         unsafe {
@@ -179,7 +179,7 @@ impl SignalFd {
     }
 
     /// The pending signals (drained).
-    pub fn read(&self) -> Vec<i32> {
+    pub(crate) fn read(&self) -> Vec<i32> {
         let mut out = Vec::new();
         loop {
             // SAFETY: reading into a properly sized, zeroed siginfo struct.
@@ -209,7 +209,7 @@ impl AsRawFd for SignalFd {
 
 /// Waits until one of `fds` is readable (or hung up), or the timeout passes. Returns, per fd,
 /// whether it is ready.
-pub fn poll_readable(fds: &[RawFd], timeout: Option<Duration>) -> io::Result<Vec<bool>> {
+pub(crate) fn poll_readable(fds: &[RawFd], timeout: Option<Duration>) -> io::Result<Vec<bool>> {
     let mut pfds: Vec<libc::pollfd> = fds
         .iter()
         .map(|fd| libc::pollfd {
@@ -232,7 +232,7 @@ pub fn poll_readable(fds: &[RawFd], timeout: Option<Duration>) -> io::Result<Vec
 }
 
 /// Blocks SIGPIPE for the calling thread, so a write to a closed pipe is an `EPIPE` error.
-pub fn block_sigpipe() {
+pub(crate) fn block_sigpipe() {
     // SAFETY: plain signal-mask calls on a zeroed, initialised sigset of this thread only.
     unsafe {
         let mut set: libc::sigset_t = std::mem::zeroed();

@@ -10,11 +10,11 @@
 
 use std::time::Duration;
 
+use crate::error::ErrorKind;
 use crate::opts::Cfg;
 use crate::runner::{RunArgs, Runner};
 use crate::scheduler::{Capabilities, LogQuery};
 use crate::specs::{AppDef, AppState, Role};
-use crate::Error;
 
 /// How to run the suite against one scheduler.
 #[derive(Debug, Clone)]
@@ -238,7 +238,7 @@ impl Suite<'_> {
         }
         if self.caps.cancel {
             match self.runner.cancel(&handle).await {
-                Err(Error::NotFound { .. }) => {}
+                Err(e) if e.kind() == ErrorKind::NotFound => {}
                 other => self.fail(check, format!("cancel of an unknown app: {other:?}")),
             }
         }
@@ -248,7 +248,7 @@ impl Suite<'_> {
                 .log_lines(&handle, "main", 0, &LogQuery::default())
                 .await
             {
-                Err(Error::NotFound { .. }) => {}
+                Err(e) if e.kind() == ErrorKind::NotFound => {}
                 Err(e) => self.fail(check, format!("logs of an unknown app: {e}")),
                 Ok(_) => self.fail(check, "logs of an unknown app returned lines"),
             }

@@ -1,7 +1,7 @@
 //! Small text helpers shared by renderers.
 
 /// Python's `shlex.quote`: safe strings unchanged, others single-quoted.
-pub fn shell_quote(s: &str) -> String {
+pub(crate) fn shell_quote(s: &str) -> String {
     if s.is_empty() {
         return "''".into();
     }
@@ -16,7 +16,7 @@ pub fn shell_quote(s: &str) -> String {
 }
 
 /// Python's `shlex.join`.
-pub fn shell_join<S: AsRef<str>>(args: &[S]) -> String {
+pub(crate) fn shell_join<S: AsRef<str>>(args: &[S]) -> String {
     args.iter()
         .map(|a| shell_quote(a.as_ref()))
         .collect::<Vec<_>>()
@@ -24,7 +24,7 @@ pub fn shell_join<S: AsRef<str>>(args: &[S]) -> String {
 }
 
 /// At most `max` characters of `s`, with `…` when cut (for quoting untrusted output in errors).
-pub fn truncate(s: &str, max: usize) -> String {
+pub(crate) fn truncate(s: &str, max: usize) -> String {
     match s.char_indices().nth(max) {
         Some((i, _)) => format!("{}…", &s[..i]),
         None => s.to_string(),

@@ -38,7 +38,7 @@ def _type_name(tp: Any) -> str:
     raise _Failure("invalid_config", f"run option type {tp} is not one the CLI can pass")
 
 
-def _info(sched: Any) -> Dict[str, Any]:
+def _info(sched: Any, name: str) -> Dict[str, Any]:
     opts: List[Dict[str, Any]] = []
     for name, opt in sched.run_opts():
         opts.append(
@@ -50,9 +50,12 @@ def _info(sched: Any) -> Dict[str, Any]:
                 "help": opt.help,
             }
         )
+    capabilities = _capabilities(sched)
+    # TorchX's `torchx run` waits for and tails the jobs of any scheduler named `local*`.
+    capabilities["runs_locally"] = name.startswith("local")
     return {
         "description": (type(sched).__doc__ or type(sched).__name__).strip().splitlines()[0],
-        "capabilities": _capabilities(sched),
+        "capabilities": capabilities,
         "run_opts": opts,
     }
 
@@ -141,7 +144,7 @@ def _log_lines(sched: Any, request: Dict[str, Any]) -> Iterator[str]:
 def _answer(sched: Any, request: Dict[str, Any], emit: Any) -> Any:
     op = request.get("op")
     if op == "info":
-        return _info(sched)
+        return _info(sched, str(request.get("scheduler") or getattr(sched, "backend", "")))
     if op == "dryrun":
         info = _dryrun(sched, request)
         try:

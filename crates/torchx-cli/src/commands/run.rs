@@ -102,13 +102,14 @@ pub fn run(a: RunArgs) -> Result<i32> {
         print_dryrun(&info, a.json);
         return Ok(exit_codes::OK);
     }
-    let local = scheduler.starts_with("local") && !a.detach;
+    let local = runner.scheduler(&scheduler)?.capabilities().runs_locally;
+    let attached = local && !a.detach;
     let runner = Arc::new(runner);
     super::block_on(submit_and_wait(
         runner,
         info,
-        local || a.wait || a.log,
-        local || a.log,
+        attached || a.wait || a.log,
+        attached || a.log,
         timeout,
         a.json,
     ))
@@ -198,7 +199,10 @@ async fn submit_and_wait(
             }
         }
     }
-    let poll = if info.scheduler.starts_with("local") {
+    let local = runner
+        .scheduler(&info.scheduler)
+        .is_ok_and(|s| s.capabilities().runs_locally);
+    let poll = if local {
         Duration::from_millis(20)
     } else {
         Duration::from_secs(1)
@@ -216,7 +220,7 @@ async fn submit_and_wait(
         match timeout {
             None => finish.await,
             Some(t) => tokio::time::timeout(t, finish).await.unwrap_or_else(|_| {
-                Err(Error::Timeout(format!(
+                Err(Error::timeout(format!(
                     "{handle} did not finish within {}s (it keeps running)",
                     t.as_secs_f64()
                 )))

@@ -15,7 +15,7 @@ mod python;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use crate::error::{did_you_mean, Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::opts::{parse_kv, parse_list};
 use crate::specs::{AppDef, Resource};
 
@@ -271,7 +271,7 @@ impl ComponentEnv {
             Some(r) => Ok(r.clone()),
             None => crate::specs::named_resource(name)
                 .or_else(|e| {
-                    if let Error::NotFound { .. } = e {
+                    if e.kind() == ErrorKind::NotFound {
                         if let Some(r) = python::plugin_named_resource(name)? {
                             return Ok(r);
                         }
@@ -279,7 +279,7 @@ impl ComponentEnv {
                     Err(e)
                 })
                 .map_err(|e| match e {
-                    Error::NotFound { .. } if !self.named_resources.is_empty() => {
+                    e if e.kind() == ErrorKind::NotFound && !self.named_resources.is_empty() => {
                         Error::not_found(
                             "named resource",
                             name,
@@ -394,12 +394,14 @@ impl Component {
         let tokens: Vec<&str> = tokens.iter().map(AsRef::as_ref).collect();
         for key in defaults.keys() {
             if self.params.iter().all(|p| &p.name != key) {
-                return Err(self.err(format!(
-                    "[component:{}] in .torchxconfig sets unknown parameter `{key}`.{} Valid parameters: {}",
-                    self.name,
-                    did_you_mean(key, self.params.iter().map(|p| p.name.as_str())),
-                    self.param_names()
-                )));
+                return Err(self
+                    .err(format!(
+                        "[component:{}] in .torchxconfig sets unknown parameter `{key}`. Valid \
+                         parameters: {}",
+                        self.name,
+                        self.param_names()
+                    ))
+                    .suggesting(key, self.params.iter().map(|p| p.name.as_str())));
             }
         }
         let mut raw: BTreeMap<String, String> = BTreeMap::new();
@@ -462,16 +464,16 @@ impl Component {
             }
             .ok_or_else(|| {
                 self.err(format!(
-                    "unknown argument `{tok}`.{} Valid parameters: {}",
-                    did_you_mean(
-                        flag,
-                        self.params
-                            .iter()
-                            .filter(|p| p.ty != ParamType::VarArgs)
-                            .map(|p| p.name.as_str())
-                    ),
+                    "unknown argument `{tok}`. Valid parameters: {}",
                     self.param_names()
                 ))
+                .suggesting(
+                    flag,
+                    self.params
+                        .iter()
+                        .filter(|p| p.ty != ParamType::VarArgs)
+                        .map(|p| p.name.as_str()),
+                )
             })?;
             if raw.contains_key(&param.name) {
                 return Err(self.err(format!(
@@ -712,11 +714,10 @@ pub fn find_component_with(
     Err(Error::not_found(
         "component",
         name,
-        format!(
-            ".{} Run `torchx builtins` for the available components, or name a file: `./app.yaml` (an AppDef) or `path.toml:name` / `path.yaml:name` (a parameterised component)",
-            did_you_mean(name, all.iter().map(|c| c.name.as_str()))
-        ),
-    ))
+        ". Run `torchx builtins` for the available components, or name a file: `./app.yaml` (an \
+         AppDef) or `path.toml:name` / `path.yaml:name` (a parameterised component)",
+    )
+    .suggesting(name, all.iter().map(|c| c.name.as_str())))
 }
 
 #[cfg(test)]

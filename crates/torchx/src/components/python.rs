@@ -250,7 +250,7 @@ fn import_path(site_dirs: &[PathBuf]) -> Vec<PathBuf> {
 
 /// A named resource of the Python plugins (`torchx.named_resources` entry points or
 /// `$TORCHX_CUSTOM_NAMED_RESOURCES`), when any are declared; `Ok(None)` otherwise.
-pub fn plugin_named_resource(name: &str) -> Result<Option<crate::specs::Resource>> {
+pub(super) fn plugin_named_resource(name: &str) -> Result<Option<crate::specs::Resource>> {
     if std::env::var_os("TORCHX_CUSTOM_NAMED_RESOURCES").is_none()
         && !plugins_declared("torchx.named_resources")
     {
@@ -296,7 +296,7 @@ fn run_main(module: &str) -> String {
     format!("import sys; from {module} import main; sys.exit(main())")
 }
 
-/// [`run_main`] for a scheduler host, whose imports must not depend on the working directory
+/// `run_main` for a scheduler host, whose imports must not depend on the working directory
 /// (`-c` puts it first on `sys.path`; TorchX's console script does not): the same plugin in
 /// every directory, and a warm host serves commands from any of them.
 pub fn python_main(module: &str) -> String {

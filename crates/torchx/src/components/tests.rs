@@ -261,7 +261,9 @@ fn argument_errors_name_the_parameter() {
         "component `utils.echo`: `--num_replicas` expects an integer, got `two`"
     );
     assert!(e("utils.echo", &["--mgs", "x"])
-        .starts_with("component `utils.echo`: unknown argument `--mgs`. Did you mean `msg`?"));
+        .starts_with("component `utils.echo`: unknown argument `--mgs`. Valid parameters:"));
+    let typo = build("utils.echo", &["--mgs", "x"]).unwrap_err();
+    assert_eq!(typo.suggestion(), Some("msg"));
     assert_eq!(
         e("utils.echo", &["--msg", "a", "--msg", "b"]),
         "component `utils.echo`: parameter `--msg` is given more than once"

@@ -10,7 +10,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::{did_you_mean, Error, Result};
+use crate::error::{Error, Result};
 
 pub use kv::{parse_kv, parse_list};
 
@@ -305,9 +305,9 @@ impl RunOpts {
             names.join(", ")
         };
         Error::config(format!(
-            "unknown run option `{key}`.{} Valid options are: {valid}",
-            did_you_mean(key, names.iter().copied())
+            "unknown run option `{key}`. Valid options are: {valid}"
         ))
+        .suggesting(key, names.iter().copied())
     }
 
     /// Canonicalises `(key, value)` pairs: unknown keys are errors that list the valid keys, and
@@ -701,8 +701,10 @@ mod tests {
         );
         assert_eq!(
             e("queue=q,namespce=x"),
-            "unknown run option `namespce`. Did you mean `namespace`? Valid options are: queue, namespace, max_retries, ratio, privileged, subnets, env, mail-user"
+            "unknown run option `namespce`. Valid options are: queue, namespace, max_retries, ratio, privileged, subnets, env, mail-user"
         );
+        let typo = s.parse_cli("queue=q,namespce=x").unwrap_err();
+        assert_eq!(typo.suggestion(), Some("namespace"));
         assert_eq!(
             e("queue=q,max_retries=1,maxRetries=2"),
             "run option `max_retries` is given twice with different values: max_retries=1 and maxRetries=2"

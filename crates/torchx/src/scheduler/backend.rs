@@ -65,7 +65,10 @@ pub trait Backend: Debug + Send + Sync + 'static {
 }
 
 /// Downcasts a dry-run request to the scheduler's own request type.
-pub fn downcast_request<'a, T: 'static>(info: &'a DryRunInfo, scheduler: &str) -> Result<&'a T> {
+pub(crate) fn downcast_request<'a, T: 'static>(
+    info: &'a DryRunInfo,
+    scheduler: &str,
+) -> Result<&'a T> {
     let request: &dyn Any = info.request.as_ref();
     request.downcast_ref::<T>().ok_or_else(|| {
         Error::backend(
@@ -196,7 +199,7 @@ mod tests {
         let mut info = dry_run(lsf.as_ref(), app());
         info.app.roles[0].workspace = Some(Workspace::parse("/tmp").unwrap());
         let err = lsf.schedule(&info).await.unwrap_err();
-        assert!(matches!(err, Error::Unsupported { .. }), "{err}");
+        assert_eq!(err.kind(), crate::error::ErrorKind::Unsupported, "{err}");
         assert!(
             err.to_string()
                 .contains("role `main`'s workspace when called directly"),

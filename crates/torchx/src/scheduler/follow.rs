@@ -13,22 +13,23 @@ use crate::error::{Error, Result};
 /// too, once the stream has ended. Lines are cut from a read position, not drained from the
 /// front, so taking every line of a chunk is linear in its size.
 #[derive(Debug, Default)]
-pub struct LineBuffer {
+pub(crate) struct LineBuffer {
     pending: Vec<u8>,
     /// Where the next line starts in `pending`.
     start: usize,
 }
 
 impl LineBuffer {
-    /// Appends bytes.
-    pub fn push(&mut self, bytes: &[u8]) {
+    /// Appends bytes (from a stream that is not a file: a container's log stream).
+    #[cfg(any(test, feature = "docker"))]
+    pub(crate) fn push(&mut self, bytes: &[u8]) {
         self.compact();
         self.pending.extend_from_slice(bytes);
     }
 
     /// Appends up to `max` bytes read from `src` (one read), straight into the buffer; the
     /// number of bytes read, 0 at its end.
-    pub fn read_from(&mut self, src: &mut impl Read, max: usize) -> std::io::Result<usize> {
+    pub(crate) fn read_from(&mut self, src: &mut impl Read, max: usize) -> std::io::Result<usize> {
         self.compact();
         self.pending.reserve(max);
         // `take(..).read_to_end` reads into the spare capacity without zeroing it first.
@@ -46,7 +47,7 @@ impl LineBuffer {
     }
 
     /// The next complete line, if any.
-    pub fn next_line(&mut self) -> Option<String> {
+    pub(crate) fn next_line(&mut self) -> Option<String> {
         let rest = &self.pending[self.start..];
         let len = memchr::memchr(b'\n', rest)?;
         let line = String::from_utf8_lossy(&rest[..len]).into_owned();
@@ -55,7 +56,7 @@ impl LineBuffer {
     }
 
     /// Appends every complete line (with its `\n`) to `out`; false if there was none.
-    pub fn take_lines(&mut self, out: &mut Vec<u8>) -> bool {
+    pub(crate) fn take_lines(&mut self, out: &mut Vec<u8>) -> bool {
         let rest = &self.pending[self.start..];
         let Some(last) = memchr::memrchr(b'\n', rest) else {
             return false;
@@ -74,7 +75,7 @@ impl LineBuffer {
     }
 
     /// What is left after the stream ended, if anything.
-    pub fn finish(&mut self) -> Option<String> {
+    pub(crate) fn finish(&mut self) -> Option<String> {
         let rest = &self.pending[self.start..];
         let line = (!rest.is_empty()).then(|| String::from_utf8_lossy(rest).into_owned());
         self.pending.clear();
@@ -132,7 +133,7 @@ const CHUNK: usize = 64 * 1024;
 
 /// A log file read as it grows.
 #[derive(Debug)]
-pub struct FollowedFile {
+pub(crate) struct FollowedFile {
     path: PathBuf,
     file: Option<File>,
     lines: LineBuffer,
@@ -140,7 +141,7 @@ pub struct FollowedFile {
 
 impl FollowedFile {
     /// Follows `path` (which may not exist yet).
-    pub fn new(path: PathBuf) -> Self {
+    pub(crate) fn new(path: PathBuf) -> Self {
         FollowedFile {
             path,
             file: None,
@@ -149,7 +150,8 @@ impl FollowedFile {
     }
 
     /// The next line, or whether to wait or stop; see [`FollowedFile::poll`].
-    pub fn poll_line(&mut self, finished: impl FnMut() -> bool) -> Result<Step> {
+    #[cfg(test)]
+    pub(crate) fn poll_line(&mut self, finished: impl FnMut() -> bool) -> Result<Step> {
         self.poll(Take::Line, finished)
     }
 
@@ -158,7 +160,11 @@ impl FollowedFile {
     /// once more after it said yes, so nothing written before the writer finished is missed. A
     /// last unterminated line is handed out (with a `\n` in a batch) once the writer finished.
     /// A file still missing then is an error.
-    pub fn poll(&mut self, mut take: Take<'_>, mut finished: impl FnMut() -> bool) -> Result<Step> {
+    pub(crate) fn poll(
+        &mut self,
+        mut take: Take<'_>,
+        mut finished: impl FnMut() -> bool,
+    ) -> Result<Step> {
         let mut writer_done = false;
         loop {
             match &mut take {

@@ -5,7 +5,7 @@ const END: &[u8] = b"bcdfghjklmnpqrstvwxz012345679";
 
 /// Encodes a 64-bit value as TorchX does: base-20 first char, base-29 after, least significant
 /// first.
-pub fn encode_id(mut v: u64) -> String {
+pub(super) fn encode_id(mut v: u64) -> String {
     let mut out = String::new();
     while v > 0 {
         let alphabet = if out.is_empty() { START } else { END };
@@ -17,7 +17,7 @@ pub fn encode_id(mut v: u64) -> String {
 }
 
 /// A random 64-bit value from the OS (`getrandom`: getrandom(2), or the platform's equivalent).
-pub fn random_u64() -> u64 {
+pub(super) fn random_u64() -> u64 {
     let mut buf = [0u8; 8];
     if getrandom::getrandom(&mut buf).is_ok() {
         return u64::from_be_bytes(buf);

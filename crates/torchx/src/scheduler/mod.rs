@@ -20,12 +20,15 @@ use crate::error::{Error, Result};
 use crate::opts::{Cfg, RunOpts};
 use crate::specs::{AppDef, DescribeAppResponse, ListAppResponse, Stream, WorkspaceImage};
 
-pub use backend::{downcast_request, Backend};
-pub use follow::{Follow, FollowedFile, LineBuffer, Step, Take};
-pub use ids::{encode_id, random_id, random_u64};
+pub(crate) use backend::downcast_request;
+pub use backend::Backend;
+#[cfg(feature = "docker")]
+pub(crate) use follow::LineBuffer;
+pub(crate) use follow::{Follow, FollowedFile, Step, Take};
+pub use ids::random_id;
 pub use registry::{Registry, SchedulerFactory, SchedulerSource};
 
-/// What a scheduler supports. Operations it does not support return [`Error::Unsupported`], and
+/// What a scheduler supports. Operations it does not support return [`ErrorKind::Unsupported`](crate::ErrorKind::Unsupported), and
 /// the conformance suite picks its checks from these flags.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 #[non_exhaustive]
@@ -54,11 +57,27 @@ pub struct Capabilities {
     pub retries: bool,
     /// Apps with several roles work.
     pub multi_role: bool,
+    /// Its jobs run on this machine: `torchx run` waits for them and streams their logs
+    /// unless `--detach` (TorchX's behaviour for its `local*` schedulers), and polls them often.
+    /// Not a feature the conformance suite checks: `false` in [`ALL`](Self::ALL) too.
+    pub runs_locally: bool,
+}
+
+/// `pub const fn with_x(self, on: bool) -> Self` for each flag.
+macro_rules! builders {
+    ($($(#[$doc:meta])* $method:ident: $field:ident,)*) => {$(
+        $(#[$doc])*
+        #[must_use]
+        pub const fn $method(mut self, on: bool) -> Self {
+            self.$field = on;
+            self
+        }
+    )*};
 }
 
 impl Capabilities {
     /// Every capability (and no workspace). Backends state what they lack
-    /// (`Capabilities { mounts: false, ..Capabilities::ALL }`): a new capability is then
+    /// (`Capabilities::ALL.with_mounts(false)`): a new capability is then
     /// claimed, and checked by the conformance suite, everywhere until a backend opts out.
     pub const ALL: Capabilities = Capabilities {
         describe_replicas: true,
@@ -73,6 +92,7 @@ impl Capabilities {
         mounts: true,
         retries: true,
         multi_role: true,
+        runs_locally: false,
     };
 
     /// Only what every scheduler does (dry run, schedule, describe).
@@ -89,7 +109,43 @@ impl Capabilities {
         mounts: false,
         retries: false,
         multi_role: false,
+        runs_locally: false,
     };
+
+    // Builders for code outside this crate, where the struct cannot be written literally
+    // (it is `#[non_exhaustive]`): `Capabilities::ALL.with_mounts(false).with_delete(false)`.
+    builders! {
+        /// [`describe_replicas`](Self::describe_replicas) set to `on`.
+        with_describe_replicas: describe_replicas,
+        /// [`list`](Self::list) set to `on`.
+        with_list: list,
+        /// [`cancel`](Self::cancel) set to `on`.
+        with_cancel: cancel,
+        /// [`delete`](Self::delete) set to `on`.
+        with_delete: delete,
+        /// [`logs`](Self::logs) set to `on`.
+        with_logs: logs,
+        /// [`log_streams`](Self::log_streams) set to `on`.
+        with_log_streams: log_streams,
+        /// [`log_since_until`](Self::log_since_until) set to `on`.
+        with_log_since_until: log_since_until,
+        /// [`log_tail`](Self::log_tail) set to `on`.
+        with_log_tail: log_tail,
+        /// [`mounts`](Self::mounts) set to `on`.
+        with_mounts: mounts,
+        /// [`retries`](Self::retries) set to `on`.
+        with_retries: retries,
+        /// [`multi_role`](Self::multi_role) set to `on`.
+        with_multi_role: multi_role,
+        /// [`runs_locally`](Self::runs_locally) set to `on`.
+        with_runs_locally: runs_locally,
+    }
+
+    /// [`workspace`](Self::workspace) set to `support`.
+    pub const fn with_workspace(mut self, support: WorkspaceSupport) -> Self {
+        self.workspace = support;
+        self
+    }
 }
 
 /// How a scheduler ships a role's workspace (TorchX's `WorkspaceMixin` kinds).
@@ -250,7 +306,7 @@ pub trait LogLines: Send {
 }
 
 /// A scheduler's lines as every reader should consume them: filtered by `regex` (TorchX's
-/// `filter_regex`), and yielding to the runtime regularly (see [`Cooperative`]).
+/// `filter_regex`), and yielding to the runtime regularly (see `Cooperative`).
 pub fn cooperative(inner: Box<dyn LogLines>, regex: Option<regex::Regex>) -> Box<dyn LogLines> {
     Box::new(Cooperative { inner, regex })
 }
@@ -303,7 +359,7 @@ pub fn append_line(out: &mut Vec<u8>, line: Option<String>) -> bool {
 ///
 /// Contract: `submit_dryrun` does no I/O and is deterministic for the same inputs. `describe`
 /// returns `Ok(None)` for an app it does not know. Operations a scheduler does not support
-/// return [`Error::Unsupported`].
+/// return [`ErrorKind::Unsupported`](crate::ErrorKind::Unsupported).
 #[async_trait]
 pub trait Scheduler: Debug + Send + Sync {
     /// The registry name (`local_cwd`, ...).
@@ -340,7 +396,7 @@ pub trait Scheduler: Debug + Send + Sync {
         let _ = app_id;
         Err(Error::unsupported(self.name(), "delete"))
     }
-    /// The log lines of replica `k` of `role`. An unknown app is [`Error::NotFound`] with
+    /// The log lines of replica `k` of `role`. An unknown app is [`ErrorKind::NotFound`](crate::ErrorKind::NotFound) with
     /// `what == "app"`.
     async fn log_iter(
         &self,

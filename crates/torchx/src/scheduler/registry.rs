@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use super::Scheduler;
-use crate::error::{did_you_mean, Error, Result};
+use crate::error::{Error, Result};
 
 /// Builds a scheduler. Must be cheap: backend clients are created on first use, not here.
 pub type SchedulerFactory = Arc<dyn Fn() -> Result<Arc<dyn Scheduler>> + Send + Sync>;
@@ -51,20 +51,24 @@ impl Registry {
         self
     }
 
-    /// Adds (or replaces) a scheduler; `factory` runs on the scheduler's first use.
+    /// Adds a scheduler; `factory` runs on the scheduler's first use. A name already
+    /// registered is refused ([`ErrorKind::AlreadyExists`](crate::error::ErrorKind)): a
+    /// registration never silently replaces another.
     pub fn register(
         &mut self,
         name: impl Into<String>,
         description: &'static str,
         factory: impl Fn() -> Result<Arc<dyn Scheduler>> + Send + Sync + 'static,
-    ) {
+    ) -> Result<()> {
         let name = name.into();
-        let factory: SchedulerFactory = Arc::new(factory);
-        if let Some(e) = self.entries.iter_mut().find(|e| e.0 == name) {
-            *e = (name, description, factory);
-        } else {
-            self.entries.push((name, description, factory));
+        if self.entries.iter().any(|e| e.0 == name) {
+            return Err(Error::already_exists(
+                name.clone(),
+                format!("a scheduler named `{name}` is already registered"),
+            ));
         }
+        self.entries.push((name, description, Arc::new(factory)));
+        Ok(())
     }
 
     /// Registered names in registration order.
@@ -116,11 +120,28 @@ impl Registry {
         Error::not_found(
             "scheduler",
             name,
-            format!(
-                ".{} Use one of: {}{plugins}",
-                did_you_mean(name, names.iter().map(String::as_str)),
-                names.join(", ")
-            ),
+            format!(". Use one of: {}{plugins}", names.join(", ")),
         )
+        .suggesting(name, names.iter().map(String::as_str))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::ErrorKind;
+
+    #[test]
+    fn a_name_is_registered_once() {
+        let mut r = Registry::empty();
+        let unavailable = || Err(Error::backend("x", "not here"));
+        r.register("x", "first", unavailable).unwrap();
+        let err = r.register("x", "second", unavailable).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::AlreadyExists);
+        assert_eq!(
+            err.to_string(),
+            "x: a scheduler named `x` is already registered"
+        );
+        assert_eq!(r.names().collect::<Vec<_>>(), ["x"]);
     }
 }

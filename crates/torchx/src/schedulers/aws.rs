@@ -8,18 +8,18 @@ use crate::scheduler::{DryRunContext, Facts};
 use crate::specs::AppDef;
 
 /// Tag with the torchx version (`aws_batch list` keeps only jobs that carry it).
-pub const TAG_VERSION: &str = "torchx.pytorch.org/version";
+pub(crate) const TAG_VERSION: &str = "torchx.pytorch.org/version";
 /// Tag with the AppDef name.
-pub const TAG_APP_NAME: &str = "torchx.pytorch.org/app-name";
+pub(crate) const TAG_APP_NAME: &str = "torchx.pytorch.org/app-name";
 /// Tag with the submitting user.
-pub const TAG_USER: &str = "torchx.pytorch.org/user";
+pub(crate) const TAG_USER: &str = "torchx.pytorch.org/user";
 /// The dry-run fact of both AWS backends: the submitting user (TorchX's `getpass.getuser()`),
 /// read outside the pure dry run.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SubmittingUser(pub String);
+pub(crate) struct SubmittingUser(pub String);
 
 /// [`SubmittingUser`] from `$USER` (else `$LOGNAME`).
-pub fn user_facts() -> Facts {
+pub(crate) fn user_facts() -> Facts {
     let user = std::env::var("USER")
         .or_else(|_| std::env::var("LOGNAME"))
         .unwrap_or_default();
@@ -28,7 +28,11 @@ pub fn user_facts() -> Facts {
 
 /// torchx's tags (version, app name, user: the `user` option, else the fact), then the AppDef's
 /// metadata.
-pub fn job_tags(app: &AppDef, user: Option<&str>, ctx: &DryRunContext) -> BTreeMap<String, String> {
+pub(crate) fn job_tags(
+    app: &AppDef,
+    user: Option<&str>,
+    ctx: &DryRunContext,
+) -> BTreeMap<String, String> {
     let user = user
         .map(str::to_string)
         .or_else(|| Some(ctx.facts.get::<SubmittingUser>()?.0.clone()))
@@ -43,7 +47,7 @@ pub fn job_tags(app: &AppDef, user: Option<&str>, ctx: &DryRunContext) -> BTreeM
 }
 
 /// aws-config's defaults and the region they resolve to (an error naming `scheduler` if none).
-pub async fn load_config(scheduler: &str) -> Result<(aws_config::SdkConfig, String)> {
+pub(crate) async fn load_config(scheduler: &str) -> Result<(aws_config::SdkConfig, String)> {
     let conf = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
     let region = conf.region().map(|r| r.to_string()).ok_or_else(|| {
         Error::backend(

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use crate::error::{Error, Result};
 
 /// The output of a finished command.
-pub struct Output {
+pub(crate) struct Output {
     /// Exit status 0.
     pub ok: bool,
     /// Standard output.
@@ -21,7 +21,7 @@ pub struct Output {
 
 /// Runs `program args` with extra `envs`, killing it after `timeout`. `hint` follows the
 /// "not installed" error (e.g. "is this a Slurm login node?").
-pub fn run(
+pub(crate) fn run(
     scheduler: &str,
     program: &str,
     args: &[&str],
@@ -84,7 +84,7 @@ pub fn run(
             Ok(None) if Instant::now() >= deadline => {
                 crate::sys::signal_group(group, crate::sys::SIGKILL);
                 let _ = child.wait();
-                return Err(Error::Timeout(format!(
+                return Err(Error::timeout(format!(
                     "{} did not answer within {}s ({hint})",
                     command(),
                     timeout.as_secs()
@@ -108,7 +108,7 @@ pub fn run(
             Ok((k, s)) => outputs[k] = Some(s),
             Err(_) => {
                 crate::sys::signal_group(group, crate::sys::SIGKILL);
-                return Err(Error::Timeout(format!(
+                return Err(Error::timeout(format!(
                     "{} exited, but a process it left running held its output open past {}s \
                      ({hint})",
                     command(),

@@ -1,18 +1,18 @@
 //! Shell-hostile test strings, shared by the script renderers' property tests.
 
 /// A deterministic generator of hostile strings (xorshift; no dependency needed).
-pub struct Hostile(pub u64);
+pub(super) struct Hostile(pub u64);
 
 impl Hostile {
     /// The next random number.
-    pub fn next(&mut self) -> u64 {
+    pub(super) fn next(&mut self) -> u64 {
         self.0 ^= self.0 << 13;
         self.0 ^= self.0 >> 7;
         self.0 ^= self.0 << 17;
         self.0
     }
     /// A short string of shell-hostile pieces.
-    pub fn string(&mut self) -> String {
+    pub(super) fn string(&mut self) -> String {
         const PIECES: &[&str] = &[
             "$",
             "$HOME",

@@ -2,12 +2,12 @@
 //! `render.rs` (pure AppDef → native request), an I/O part, and state mapping.
 
 #[cfg(feature = "aws")]
-pub mod aws;
+pub(crate) mod aws;
 #[cfg(feature = "aws")]
 pub mod aws_batch;
 #[cfg(feature = "aws")]
 pub mod aws_sagemaker;
-pub mod command;
+pub(crate) mod command;
 #[cfg(test)]
 mod hostile;
 #[cfg(feature = "kubernetes")]
@@ -26,7 +26,7 @@ use std::path::{Path, PathBuf};
 
 use std::sync::Arc;
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, Subject};
 use crate::scheduler::{Backend, Registry, Scheduler, SchedulerSource};
 
 impl Registry {
@@ -34,47 +34,51 @@ impl Registry {
     /// programs on PATH and Python `torchx.schedulers` entry points.
     pub fn builtin() -> Registry {
         let mut r = Registry::empty().with_source(Arc::new(Plugins));
-        r.register(
+        // Distinct builtin names: registering cannot fail.
+        let mut add = |name, description, factory: fn() -> Result<Arc<dyn Scheduler>>| {
+            let _ = r.register(name, description, factory);
+        };
+        add(
             local_cwd::NAME,
             "Runs replicas as local processes in the current directory",
             local_cwd::create,
         );
         #[cfg(feature = "docker")]
-        r.register(
+        add(
             local_docker::NAME,
             "Runs each replica as a container on the local Docker engine",
             local_docker::create,
         );
-        r.register(
+        add(
             slurm::NAME,
             "Submits heterogeneous sbatch jobs to a Slurm cluster",
             slurm::create,
         );
-        r.register(
+        add(
             lsf::NAME,
             "Submits one LSF job per replica, each running its container with docker",
             lsf::create,
         );
         #[cfg(feature = "kubernetes")]
-        r.register(
+        add(
             kubernetes::NAME,
             "Runs an app as Kubernetes Indexed Jobs (or a Volcano Job) on a cluster",
             kubernetes::create,
         );
         #[cfg(feature = "kubernetes")]
-        r.register(
+        add(
             kubernetes_mcad::NAME,
             "Runs an app as an MCAD AppWrapper on a Kubernetes cluster",
             kubernetes_mcad::create,
         );
         #[cfg(feature = "aws")]
-        r.register(
+        add(
             aws_batch::NAME,
             "Runs an app as an AWS Batch multi-node parallel job",
             aws_batch::create,
         );
         #[cfg(feature = "aws")]
-        r.register(
+        add(
             aws_sagemaker::NAME,
             "Runs a one-role app as an AWS SageMaker training job",
             aws_sagemaker::create,
@@ -126,9 +130,7 @@ impl SchedulerSource for Plugins {
         match plugin::PluginScheduler::connect_python(name, &python, plugin) {
             Ok(s) => Some(Ok(Arc::new(s) as Arc<dyn Scheduler>)),
             // No namespace plugin has that name: the registry's unknown-scheduler error.
-            Err(Error::NotFound {
-                what: "scheduler", ..
-            }) => None,
+            Err(e) if e.is_not_found(Subject::Scheduler) => None,
             Err(e) => Some(Err(e)),
         }
     }

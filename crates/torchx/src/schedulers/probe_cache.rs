@@ -10,11 +10,11 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 /// How long a cached probe is trusted.
-pub const VALID: Duration = Duration::from_secs(300);
+pub(crate) const VALID: Duration = Duration::from_secs(300);
 
 /// One cached probe: a JSON file in the state dir.
 #[derive(Debug, Clone)]
-pub struct ProbeCache {
+pub(crate) struct ProbeCache {
     file: PathBuf,
 }
 
@@ -34,12 +34,12 @@ fn now() -> u64 {
 
 impl ProbeCache {
     /// The cache kept in `file`.
-    pub fn new(file: PathBuf) -> ProbeCache {
+    pub(crate) fn new(file: PathBuf) -> ProbeCache {
         ProbeCache { file }
     }
 
     /// The probe cached under `key`, while it is fresh.
-    pub fn get<T: DeserializeOwned>(&self, key: &str) -> Option<T> {
+    pub(crate) fn get<T: DeserializeOwned>(&self, key: &str) -> Option<T> {
         let text = std::fs::read_to_string(&self.file).ok()?;
         let entry: Entry<T> = serde_json::from_str(&text).ok()?;
         let fresh = now().saturating_sub(entry.at) < VALID.as_secs();
@@ -47,7 +47,7 @@ impl ProbeCache {
     }
 
     /// Best effort: a cache that cannot be written only costs the next command a probe.
-    pub fn put<T: Serialize>(&self, key: &str, probe: &T) {
+    pub(crate) fn put<T: Serialize>(&self, key: &str, probe: &T) {
         let entry = Entry {
             key: key.to_string(),
             at: now(),
@@ -71,7 +71,7 @@ impl ProbeCache {
 }
 
 /// A cache key part: `path@mtime` (`@0` for a missing file).
-pub fn stamp(path: &Path) -> String {
+pub(crate) fn stamp(path: &Path) -> String {
     let modified = std::fs::metadata(path).and_then(|m| m.modified()).ok();
     let nanos = modified
         .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
@@ -80,7 +80,7 @@ pub fn stamp(path: &Path) -> String {
 }
 
 /// Where `program` is on PATH (empty if nowhere).
-pub fn on_path(program: &str) -> PathBuf {
+pub(crate) fn on_path(program: &str) -> PathBuf {
     std::env::var_os("PATH")
         .and_then(|path| {
             std::env::split_paths(&path)

@@ -4,18 +4,18 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::{did_you_mean, Error, Result};
+use crate::error::{Error, Result};
 
 /// 1 GiB in MB.
 pub const GIB: i64 = 1024;
 /// AWS instances lose ~4% of memory to the system: TorchX's `int(1024 * 0.96)`.
 const AWS_GIB: i64 = 983;
 /// The capability key holding an instance type.
-pub const INSTANCE_TYPE: &str = "node.kubernetes.io/instance-type";
+pub(super) const INSTANCE_TYPE: &str = "node.kubernetes.io/instance-type";
 /// The EFA device name.
-pub const EFA_DEVICE: &str = "vpc.amazonaws.com/efa";
+pub(super) const EFA_DEVICE: &str = "vpc.amazonaws.com/efa";
 /// The AWS Neuron device name.
-pub const NEURON_DEVICE: &str = "aws.amazon.com/neurondevice";
+pub(super) const NEURON_DEVICE: &str = "aws.amazon.com/neurondevice";
 
 /// Resources of one replica. `-1` means "not specified".
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -319,11 +319,11 @@ pub fn named_resource(name: &str) -> Result<Resource> {
         "named resource",
         name,
         format!(
-            ".{} Run `torchx runopts` docs or see the named resources list: {}",
-            did_you_mean(name, named_resource_names()),
+            ". Run `torchx runopts` docs or see the named resources list: {}",
             named_resource_names().collect::<Vec<_>>().join(", ")
         ),
-    ))
+    )
+    .suggesting(name, named_resource_names()))
 }
 
 /// TorchX's `resource(cpu, gpu, memMB, h)`: `h` (a named resource) wins; otherwise unset or zero
@@ -396,9 +396,11 @@ mod tests {
 
     #[test]
     fn unknown_suggests() {
-        let e = named_resource("gpu.smal").unwrap_err().to_string();
+        let err = named_resource("gpu.smal").unwrap_err();
+        assert_eq!(err.suggestion(), Some("gpu.small"));
+        let e = err.to_string();
         assert!(
-            e.starts_with("named resource `gpu.smal` not found. Did you mean `gpu.small`?"),
+            e.starts_with("named resource `gpu.smal` not found. Run"),
             "{e}"
         );
     }

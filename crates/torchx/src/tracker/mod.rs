@@ -13,7 +13,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use crate::config::TorchxConfig;
-use crate::error::{did_you_mean, Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 
 /// `TORCHX_TRACKERS`: comma-separated tracker names (overrides `[torchx:tracker]`).
 pub const ENV_TRACKERS: &str = "TORCHX_TRACKERS";
@@ -149,12 +149,12 @@ impl TrackerRegistry {
             "tracker",
             name,
             format!(
-                ".{} This torchx knows: {} and the torchx.tracker entry points of its Python \
+                ". This torchx knows: {} and the torchx.tracker entry points of its Python \
                  environment",
-                did_you_mean(name, self.names()),
                 self.names().collect::<Vec<_>>().join(", ")
             ),
-        ))
+        )
+        .suggesting(name, self.names()))
     }
 }
 
@@ -207,7 +207,7 @@ impl AppRun {
             match registry.build(&name, cfg.as_deref()) {
                 Ok(t) => backends.push(t),
                 // As in TorchX: a tracker this runtime does not have is skipped, not fatal.
-                Err(e @ Error::NotFound { .. }) => log::warn!("{e}"),
+                Err(e) if e.kind() == ErrorKind::NotFound => log::warn!("{e}"),
                 Err(e) => return Err(e),
             }
         }

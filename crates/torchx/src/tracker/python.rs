@@ -11,14 +11,14 @@ use crate::error::{Error, Result};
 
 /// A Python tracker by entry-point name.
 #[derive(Debug)]
-pub struct PythonTracker {
+pub(super) struct PythonTracker {
     name: String,
     config: Option<String>,
 }
 
 impl PythonTracker {
     /// The tracker `name` of the `torchx.tracker` entry points, if an environment declares it.
-    pub fn find(name: &str, config: Option<&str>) -> Option<PythonTracker> {
+    pub(super) fn find(name: &str, config: Option<&str>) -> Option<PythonTracker> {
         crate::components::plugin_names("torchx.tracker")
             .iter()
             .any(|n| n == name)

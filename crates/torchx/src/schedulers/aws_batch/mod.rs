@@ -2,7 +2,7 @@
 //! the official AWS SDK (aws-config's credential chain, region, retries; `AWS_ENDPOINT_URL`
 //! honoured). App handles are `aws_batch://{session}/{queue}:{job name}`.
 //!
-//! - [`opts`]: run options; [`render`]: the pure job definition; [`state`]: state mapping; this
+//! - `opts`: run options; `render`: the pure job definition; `state`: state mapping; this
 //!   module: the SDK calls. Clients are built on first use only.
 
 mod opts;
@@ -98,8 +98,7 @@ fn split_app_id(app_id: &str) -> Option<(&str, &str)> {
 }
 
 fn unknown_app(app_id: &str) -> Error {
-    Error::not_found(
-        "app",
+    Error::app_not_found(
         format!("{NAME}://{app_id}"),
         " (AWS Batch app ids look like `queue:job-name`)",
     )

@@ -12,7 +12,7 @@ use aws_sigv4::http_request::{sign, SignableBody, SignableRequest, SigningSettin
 use aws_sigv4::sign::v4;
 use serde_json::Value;
 
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 
 /// An AWS service error: its code (`ValidationException`, ...) and message.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -23,6 +23,35 @@ pub struct AwsError {
     pub message: String,
     /// The HTTP status.
     pub status: u16,
+}
+
+impl std::fmt::Display for AwsError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {} (HTTP {})", self.code, self.message, self.status)
+    }
+}
+
+impl std::error::Error for AwsError {}
+
+impl AwsError {
+    /// Its class: AWS's permission and throttling codes, else its HTTP status.
+    pub fn kind(&self) -> ErrorKind {
+        match self.code.as_str() {
+            "AccessDeniedException"
+            | "AccessDenied"
+            | "UnrecognizedClientException"
+            | "InvalidSignatureException"
+            | "ExpiredTokenException" => ErrorKind::PermissionDenied,
+            "ThrottlingException" | "ServiceUnavailable" => ErrorKind::Unavailable,
+            "ResourceInUse" => ErrorKind::AlreadyExists,
+            // A bad request (400) is the backend refusing what was sent, not a missing thing.
+            _ if self.status == 404 => ErrorKind::NotFound,
+            _ => match ErrorKind::from_http_status(self.status) {
+                ErrorKind::NotFound => ErrorKind::Backend,
+                kind => kind,
+            },
+        }
+    }
 }
 
 /// A connected SageMaker API.
@@ -137,9 +166,11 @@ impl SageMaker {
                     format!("{} {}", err.code, err.message)
                 }
                 Err(e) if attempt == ATTEMPTS => {
-                    return Err(Error::backend(
+                    return Err(Error::backend_caused_by(
                         super::NAME,
                         format!("{operation}: cannot reach {}: {e}", self.endpoint),
+                        ErrorKind::Unavailable,
+                        e,
                     ))
                 }
                 Err(e) => e.to_string(),

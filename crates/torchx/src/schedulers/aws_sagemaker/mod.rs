@@ -1,8 +1,8 @@
 //! `aws_sagemaker`: an app (one role) as a SageMaker training job. App handles are
 //! `aws_sagemaker://{session}/{training job name}`.
 //!
-//! - `opts`: run options (TorchX's); [`render`]: the pure CreateTrainingJob request; the state
-//!   table ([`job_state`]) lives here; [`client`]: the four signed calls. Nothing AWS is loaded
+//! - `opts`: run options (TorchX's); `render`: the pure CreateTrainingJob request; the state
+//!   table ([`job_state`]) lives here; `client`: the four signed calls. Nothing AWS is loaded
 //!   unless this scheduler is used.
 
 pub mod client;
@@ -59,7 +59,8 @@ pub fn job_state(status: &str) -> AppState {
 }
 
 fn service_err(what: &str, e: AwsError) -> Error {
-    Error::backend(NAME, format!("{what}: {} ({})", e.message, e.code))
+    let message = format!("{what}: {} ({})", e.message, e.code);
+    Error::backend_caused_by(NAME, message, e.kind(), e)
 }
 
 /// SageMaker answers an unknown job with a ValidationException ("Requested resource not
@@ -216,7 +217,7 @@ impl Backend for AwsSageMakerScheduler {
         let job = self
             .describe_job(app_id)
             .await?
-            .ok_or_else(|| Error::not_found("app", format!("{NAME}://{app_id}"), ""))?;
+            .ok_or_else(|| Error::app_not_found(format!("{NAME}://{app_id}"), ""))?;
         if job["TrainingJobStatus"] != "InProgress" {
             return Ok(());
         }

@@ -119,20 +119,15 @@ impl Kube {
         }
     }
 
-    /// A client error, kept as the source, classed by what the caller can do about it: 401/403
-    /// are permission problems, 409 a name clash, and anything that is not an answer of the API
-    /// server (connection, TLS, timeouts) or a 5xx/429 means the cluster is unavailable.
+    /// A client error, kept as the source, classed by its HTTP status
+    /// ([`ErrorKind::from_http_status`]); anything that is not an answer of the API server
+    /// (connection, TLS, timeouts) means the cluster is unavailable.
     fn err(&self, what: String) -> impl FnOnce(kube::Error) -> Error + '_ {
         move |e| {
             let (detail, kind) = match &e {
                 kube::Error::Api(s) => (
                     format!("{} ({})", s.message, s.code),
-                    match s.code {
-                        401 | 403 => ErrorKind::PermissionDenied,
-                        409 => ErrorKind::AlreadyExists,
-                        429 | 500.. => ErrorKind::Unavailable,
-                        _ => ErrorKind::Backend,
-                    },
+                    ErrorKind::from_http_status(s.code),
                 ),
                 other => (other.to_string(), ErrorKind::Unavailable),
             };
@@ -183,7 +178,7 @@ impl Kube {
             .create(&PostParams::default(), &dynamic)
             .await
             .map_err(|e| match &e {
-                kube::Error::Api(s) if s.code == 409 => Error::backend(
+                kube::Error::Api(s) if s.code == 409 => Error::already_exists(
                     self.scheduler,
                     format!(
                         "{} `{name}` already exists in namespace `{ns}`; this is transient, \
@@ -191,7 +186,7 @@ impl Kube {
                         kind.kind
                     ),
                 )
-                .with_kind(ErrorKind::AlreadyExists),
+                .with_source(e),
                 _ => self.err(format!("creating {} {name}", kind.kind))(e),
             })?;
         Ok(serde_json::to_value(created).unwrap_or_default())

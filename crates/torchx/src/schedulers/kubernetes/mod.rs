@@ -2,8 +2,8 @@
 //! Service (`mode=job`, the default: any cluster, no CRD), or as TorchX's Volcano Job
 //! (`mode=volcano`). App handles are `kubernetes://{session}/{namespace}:{name}`.
 //!
-//! - [`opts`]: run options; [`render`]: the pure manifests (and the pod template that
-//!   `kubernetes_mcad` shares); [`state`]: state mapping; [`client`]: the kube-rs client, built
+//! - `opts`: run options; `render`: the pure manifests (and the pod template that
+//!   `kubernetes_mcad` shares); `state`: state mapping; `client`: the kube-rs client, built
 //!   on first use only.
 
 pub mod client;
@@ -57,8 +57,7 @@ pub fn split_app_id<'a>(scheduler: &str, app_id: &'a str) -> Result<(&'a str, &'
         .split_once(':')
         .filter(|(ns, name)| !ns.is_empty() && !name.is_empty())
         .ok_or_else(|| {
-            Error::not_found(
-                "app",
+            Error::app_not_found(
                 format!("{scheduler}://{app_id}"),
                 " (Kubernetes app ids look like `namespace:name`)",
             )
@@ -66,7 +65,7 @@ pub fn split_app_id<'a>(scheduler: &str, app_id: &'a str) -> Result<(&'a str, &'
 }
 
 fn unknown_app(app_id: &str) -> Error {
-    Error::not_found("app", format!("{NAME}://{app_id}"), "")
+    Error::app_not_found(format!("{NAME}://{app_id}"), "")
 }
 
 /// Seconds since the epoch of an RFC 3339 UTC time such as `2026-11-21T10:00:00.5Z`.

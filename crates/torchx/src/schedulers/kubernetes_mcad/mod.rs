@@ -2,7 +2,7 @@
 //! one Pod per replica and a headless Service wrapped for the Multi-Cluster App Dispatcher.
 //! App handles are `kubernetes_mcad://{session}/{namespace}:{name}`.
 //!
-//! - [`opts`]: run options; [`render`]: the pure AppWrapper; states live in
+//! - `opts`: run options; `render`: the pure AppWrapper; states live in
 //!   `kubernetes::state`, the client in `kubernetes::client` (shared).
 
 mod opts;
@@ -178,7 +178,7 @@ impl Backend for KubernetesMcadScheduler {
         if self.kube.delete(ns, APPWRAPPER, name).await? {
             Ok(())
         } else {
-            Err(Error::not_found("app", format!("{NAME}://{app_id}"), ""))
+            Err(Error::app_not_found(format!("{NAME}://{app_id}"), ""))
         }
     }
 
@@ -189,7 +189,7 @@ impl Backend for KubernetesMcadScheduler {
             .kube
             .get(ns, APPWRAPPER, name)
             .await?
-            .ok_or_else(|| Error::not_found("app", format!("{NAME}://{app_id}"), ""))?;
+            .ok_or_else(|| Error::app_not_found(format!("{NAME}://{app_id}"), ""))?;
         let pod = wrapped_pods(&aw)
             .into_iter()
             .find(|(r, _, i, _)| r == role && *i == k)

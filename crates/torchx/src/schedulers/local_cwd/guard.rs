@@ -22,7 +22,7 @@ const GUARD_SAVE_TIMEOUT: Duration = Duration::from_secs(3600);
 
 /// Entry point of `torchx __guard`: reads the app id, then waits for its supervisor's pipe to
 /// close. Without a final `done` the supervisor died: kill what is left and record why.
-pub fn guard_main() -> i32 {
+pub(super) fn guard_main() -> i32 {
     let stdin = std::io::stdin();
     let mut lines = stdin.lock().lines();
     let Some(Ok(app_id)) = lines.next() else {
@@ -102,13 +102,13 @@ fn stop_replicas(replicas: &[ReplicaRow]) {
 /// `live` is the caller's snapshot. It only decides whether a closer look is worth a write lock:
 /// the verdict itself is taken again inside [`Ledger::settle`]'s transaction on the current row
 /// and the processes as they are then, so a stale snapshot never harms a live app.
-pub fn reconcile(ledger: &mut Ledger, live: &Liveness) -> Result<AppState> {
+pub(super) fn reconcile(ledger: &mut Ledger, live: &Liveness) -> Result<AppState> {
     settle(ledger, live, None)
 }
 
 /// [`reconcile`] for a read-only command: when the ledger cannot be written (a full disk), the
 /// app is shown as recorded, with a warning, rather than failing the command.
-pub fn reconcile_for_reader(ledger: &mut Ledger, live: &Liveness) -> AppState {
+pub(super) fn reconcile_for_reader(ledger: &mut Ledger, live: &Liveness) -> AppState {
     reconcile(ledger, live).unwrap_or_else(|e| {
         log::warn!("cannot settle app {} now: {e}", live.app_id);
         // Shown as it will be recorded: never RUNNING with its supervisor gone.

@@ -82,7 +82,7 @@ const CONNECTION_PRAGMAS: &str = "PRAGMA synchronous=NORMAL; PRAGMA mmap_size=26
 
 /// One app.
 #[derive(Debug, Clone, PartialEq)]
-pub struct AppRow {
+pub(super) struct AppRow {
     /// App id.
     pub app_id: String,
     /// AppDef name.
@@ -117,7 +117,7 @@ pub struct AppRow {
 
 /// One replica's current attempt.
 #[derive(Debug, Clone, PartialEq)]
-pub struct ReplicaRow {
+pub(super) struct ReplicaRow {
     /// Index of its role in the app.
     pub role_idx: u32,
     /// Replica index within the role.
@@ -154,7 +154,7 @@ pub struct ReplicaRow {
 
 /// A finished attempt, kept as history.
 #[derive(Debug, Clone, PartialEq)]
-pub struct AttemptRow {
+pub(super) struct AttemptRow {
     /// Role index.
     pub role_idx: u32,
     /// Replica index.
@@ -175,7 +175,7 @@ pub struct AttemptRow {
 
 /// The columns that decide whether an app is alive, and when it ran.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Liveness {
+pub(super) struct Liveness {
     /// App id.
     pub app_id: String,
     /// Recorded state.
@@ -217,7 +217,7 @@ fn liveness_row(r: &Row<'_>) -> rusqlite::Result<Liveness> {
 
 /// The app-level fields the supervisor updates.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Progress<'a> {
+pub(super) struct Progress<'a> {
     /// The app's state.
     pub state: AppState,
     /// Why it is in that state.
@@ -230,7 +230,7 @@ pub struct Progress<'a> {
 
 /// What `list` needs of an app.
 #[derive(Debug, Clone, PartialEq)]
-pub struct AppSummary {
+pub(super) struct AppSummary {
     /// AppDef name.
     pub name: String,
     /// State and times.
@@ -239,7 +239,7 @@ pub struct AppSummary {
 
 /// An open ledger.
 #[derive(Debug)]
-pub struct Ledger {
+pub(super) struct Ledger {
     conn: Connection,
     path: PathBuf,
 }
@@ -316,12 +316,12 @@ fn replica_row(r: &Row<'_>) -> rusqlite::Result<ReplicaRow> {
 
 impl Ledger {
     /// The ledger file under a state directory.
-    pub fn path_in(state_dir: &Path) -> PathBuf {
+    pub(super) fn path_in(state_dir: &Path) -> PathBuf {
         state_dir.join(NAME).join("ledger.sqlite3")
     }
 
     /// Opens (creating if needed, owner-only) the ledger under `state_dir`.
-    pub fn open(state_dir: &Path) -> Result<Ledger> {
+    pub(super) fn open(state_dir: &Path) -> Result<Ledger> {
         let dir = state_dir.join(NAME);
         crate::schedulers::create_private_dir(&dir)?;
         let path = Self::path_in(state_dir);
@@ -387,7 +387,7 @@ impl Ledger {
     }
 
     /// Records a new app, its native request and its replicas (one transaction).
-    pub fn insert_app(
+    pub(super) fn insert_app(
         &mut self,
         app: &AppRow,
         request_json: &str,
@@ -415,13 +415,13 @@ impl Ledger {
                 app.cancel_requested,
             ],
         )
-        .map_err(|e| match e {
-            rusqlite::Error::SqliteFailure(f, _)
-                if f.code == rusqlite::ErrorCode::ConstraintViolation =>
-            {
-                Error::arg(format!("an app with id `{}` already exists", app.app_id))
-            }
-            e => err(e),
+        .map_err(|e| match e.sqlite_error_code() {
+            Some(rusqlite::ErrorCode::ConstraintViolation) => Error::already_exists(
+                NAME,
+                format!("an app with id `{}` already exists", app.app_id),
+            )
+            .with_source(e),
+            _ => err(e),
         })?;
         tx.execute(
             "INSERT OR REPLACE INTO specs (app_id, app_json, request_json) VALUES (?1, ?2, ?3)",
@@ -433,7 +433,7 @@ impl Ledger {
     }
 
     /// One app, if recorded.
-    pub fn app(&self, app_id: &str) -> Result<Option<AppRow>> {
+    pub(super) fn app(&self, app_id: &str) -> Result<Option<AppRow>> {
         self.conn
             .prepare_cached(&format!(
                 "SELECT {APP_COLUMNS}, app_json FROM apps LEFT JOIN specs USING (app_id) \
@@ -444,7 +444,7 @@ impl Ledger {
     }
 
     /// The native request an app was submitted with.
-    pub fn request_json(&self, app_id: &str) -> Result<Option<String>> {
+    pub(super) fn request_json(&self, app_id: &str) -> Result<Option<String>> {
         self.conn
             .prepare_cached("SELECT request_json FROM specs WHERE app_id = ?1")
             .and_then(|mut s| s.query_row([app_id], |r| r.get(0)).optional())
@@ -452,7 +452,7 @@ impl Ledger {
     }
 
     /// What decides whether an app is still alive (cheap; for followers polling it).
-    pub fn app_liveness(&self, app_id: &str) -> Result<Option<Liveness>> {
+    pub(super) fn app_liveness(&self, app_id: &str) -> Result<Option<Liveness>> {
         self.conn
             .prepare_cached(&format!(
                 "SELECT {LIVENESS_COLUMNS} FROM apps WHERE app_id = ?1"
@@ -462,7 +462,7 @@ impl Ledger {
     }
 
     /// Atomically takes charge of a PENDING app; false if it was cancelled (or claimed) first.
-    pub fn claim(&self, app_id: &str, pid: u32, start: Option<u64>) -> Result<bool> {
+    pub(super) fn claim(&self, app_id: &str, pid: u32, start: Option<u64>) -> Result<bool> {
         self.conn
             .execute(
                 "UPDATE apps SET supervisor_pid = ?2, supervisor_start = ?3, state = 'RUNNING' \
@@ -474,7 +474,7 @@ impl Ledger {
     }
 
     /// An app's replicas in role order.
-    pub fn replicas(&self, app_id: &str) -> Result<Vec<ReplicaRow>> {
+    pub(super) fn replicas(&self, app_id: &str) -> Result<Vec<ReplicaRow>> {
         self.conn
             .prepare_cached(&format!(
                 "SELECT {REPLICA_COLUMNS} FROM replicas WHERE app_id = ?1 ORDER BY role_idx, replica_id"
@@ -484,7 +484,7 @@ impl Ledger {
     }
 
     /// Replica `k` of `role` (the k-th of that role's replicas).
-    pub fn replica(&self, app_id: &str, role: &str, k: u32) -> Result<Option<ReplicaRow>> {
+    pub(super) fn replica(&self, app_id: &str, role: &str, k: u32) -> Result<Option<ReplicaRow>> {
         self.conn
             .prepare_cached(&format!(
                 "SELECT {REPLICA_COLUMNS} FROM replicas WHERE app_id = ?1 AND role = ?2 \
@@ -498,7 +498,8 @@ impl Ledger {
     }
 
     /// An app's finished attempts, oldest first.
-    pub fn attempts(&self, app_id: &str) -> Result<Vec<AttemptRow>> {
+    #[allow(dead_code)] // TODO(#27): shown by `status` per replica
+    pub(super) fn attempts(&self, app_id: &str) -> Result<Vec<AttemptRow>> {
         self.conn
             .prepare_cached(
                 "SELECT role_idx, replica_id, attempt, pid, exit_code, signal, started, ended \
@@ -523,7 +524,7 @@ impl Ledger {
     }
 
     /// Every app, newest first.
-    pub fn list(&self) -> Result<Vec<AppSummary>> {
+    pub(super) fn list(&self) -> Result<Vec<AppSummary>> {
         self.conn
             .prepare_cached(&format!(
                 "SELECT name, {LIVENESS_COLUMNS} FROM apps ORDER BY created DESC"
@@ -541,7 +542,7 @@ impl Ledger {
     }
 
     /// Flags a cancel request; false if the app is unknown.
-    pub fn request_cancel(&self, app_id: &str) -> Result<bool> {
+    pub(super) fn request_cancel(&self, app_id: &str) -> Result<bool> {
         self.conn
             .execute(
                 "UPDATE apps SET cancel_requested = 1 WHERE app_id = ?1",
@@ -553,7 +554,7 @@ impl Ledger {
 
     /// Saves the supervisor's view of an app in one transaction: app state, changed replicas and
     /// finished attempts.
-    pub fn save(
+    pub(super) fn save(
         &mut self,
         app_id: &str,
         progress: &Progress<'_>,
@@ -602,7 +603,7 @@ impl Ledger {
 
     /// Marks a non-terminal app terminal (and its unfinished replicas with it). Returns false if
     /// it was already terminal, so that concurrent reconcilers agree on one outcome.
-    pub fn finish_if_unfinished(
+    pub(super) fn finish_if_unfinished(
         &mut self,
         app_id: &str,
         state: AppState,
@@ -627,7 +628,7 @@ impl Ledger {
     /// someone made progress and the app is left alone; else `decide` looks at the processes
     /// now and, on a verdict, `stop` gets the unfinished replicas before the verdict is
     /// recorded. Returns the app's state afterwards.
-    pub fn settle(
+    pub(super) fn settle(
         &mut self,
         seen: &Liveness,
         decide: impl FnOnce(&Liveness) -> Option<(AppState, String)>,
@@ -669,7 +670,7 @@ impl Ledger {
 
     /// Copies what the WAL holds into the database file, as far as readers allow (a passive
     /// checkpoint never waits for them). Best effort: a failure leaves the WAL as it was.
-    pub fn checkpoint(&self) {
+    pub(super) fn checkpoint(&self) {
         if let Err(e) = self
             .conn
             .query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()))
@@ -679,7 +680,7 @@ impl Ledger {
     }
 
     /// Forgets an app; false if it was unknown.
-    pub fn delete(&mut self, app_id: &str) -> Result<bool> {
+    pub(super) fn delete(&mut self, app_id: &str) -> Result<bool> {
         let path = self.path.clone();
         let err = db_err(&path);
         let tx = self.conn.transaction().map_err(&err)?;
@@ -838,6 +839,7 @@ mod tests {
         l.insert_app(&app("a-2", 2.0), "{}", &[replica(0)]).unwrap();
         let dup = l.insert_app(&app("a-2", 2.0), "{}", &[]).unwrap_err();
         assert!(dup.to_string().contains("already exists"), "{dup}");
+        assert_eq!(dup.kind(), ErrorKind::AlreadyExists);
         let ids: Vec<String> = l
             .list()
             .unwrap()

@@ -13,13 +13,13 @@ use crate::specs::{AppState, EndReason, RetryPolicy};
 use crate::sys::{Exit, SIGKILL, SIGTERM};
 
 /// TorchX's requeue exit code: EX_TEMPFAIL.
-pub const REQUEUE_EXIT_CODE: i32 = 75;
+pub(super) const REQUEUE_EXIT_CODE: i32 = 75;
 /// How many requeues a role gets unless it says otherwise.
-pub const DEFAULT_MAX_REQUEUES: u32 = 100;
+pub(super) const DEFAULT_MAX_REQUEUES: u32 = 100;
 
 /// The retry and recovery settings of one role.
 #[derive(Debug, Clone, PartialEq)]
-pub struct RolePolicy {
+pub(super) struct RolePolicy {
     /// The role's name, for messages.
     pub name: String,
     /// What a restart restarts (also the scope of the requeue count).
@@ -38,7 +38,11 @@ pub struct RolePolicy {
 
 impl RolePolicy {
     /// A role with this retry budget and the default recovery settings.
-    pub fn new(name: impl Into<String>, retry_policy: RetryPolicy, max_retries: u32) -> Self {
+    pub(super) fn new(
+        name: impl Into<String>,
+        retry_policy: RetryPolicy,
+        max_retries: u32,
+    ) -> Self {
         RolePolicy {
             name: name.into(),
             retry_policy,
@@ -53,7 +57,7 @@ impl RolePolicy {
 
 /// Something that happened to the app.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Event {
+pub(super) enum Event {
     /// The batch of an [`Action::Start`] was launched: per slot, `None` or why it could not be.
     Launched(Vec<(usize, Option<String>)>),
     /// A replica's process exited.
@@ -71,7 +75,7 @@ pub enum Event {
 
 /// What the supervisor must do, in order.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Action {
+pub(super) enum Action {
     /// Start a new attempt of each of these slots, then report them in one [`Event::Launched`].
     Start(Vec<usize>),
     /// Send `signal` to the slot's process group.
@@ -89,7 +93,7 @@ pub enum Action {
 
 /// One finished attempt of a replica.
 #[derive(Debug, Clone, PartialEq)]
-pub struct AttemptEnd {
+pub(super) struct AttemptEnd {
     /// The slot.
     pub slot: usize,
     /// Its attempt number (0 first).
@@ -117,7 +121,7 @@ enum Stop {
 
 /// One replica as the machine sees it.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Slot {
+pub(super) struct Slot {
     /// Its role's index.
     pub role: usize,
     /// Its index within the role.
@@ -153,7 +157,7 @@ enum Phase {
 
 /// The state of one app's replicas and what comes next.
 #[derive(Debug, Clone)]
-pub struct Machine {
+pub(super) struct Machine {
     roles: Vec<RolePolicy>,
     slots: Vec<Slot>,
     retries: RetryCounters,
@@ -167,7 +171,7 @@ pub struct Machine {
 impl Machine {
     /// An app of these roles with this many replicas each; `grace` is how long a stopped
     /// replica gets between SIGTERM and SIGKILL. Nothing runs until [`Machine::begin`].
-    pub fn new(roles: Vec<(RolePolicy, usize)>, grace: f64) -> Machine {
+    pub(super) fn new(roles: Vec<(RolePolicy, usize)>, grace: f64) -> Machine {
         let replicas: Vec<usize> = roles.iter().map(|(_, n)| *n).collect();
         let slots = replicas
             .iter()
@@ -204,33 +208,33 @@ impl Machine {
     }
 
     /// The first action: start every replica.
-    pub fn begin(&self) -> Vec<Action> {
+    pub(super) fn begin(&self) -> Vec<Action> {
         vec![Action::Start((0..self.slots.len()).collect())]
     }
 
     /// The replicas.
-    pub fn slots(&self) -> &[Slot] {
+    pub(super) fn slots(&self) -> &[Slot] {
         &self.slots
     }
 
     /// The number the next attempt of slot `i` gets.
-    pub fn next_attempt(&self, i: usize) -> u32 {
+    pub(super) fn next_attempt(&self, i: usize) -> u32 {
         let slot = &self.slots[i];
         slot.attempt + u32::from(slot.started.is_some())
     }
 
     /// Restarts so far (after failures and requeues).
-    pub fn num_restarts(&self) -> u32 {
+    pub(super) fn num_restarts(&self) -> u32 {
         self.num_restarts
     }
 
     /// Why the app is failing or failed (empty while nothing did).
-    pub fn message(&self) -> &str {
+    pub(super) fn message(&self) -> &str {
         &self.msg
     }
 
     /// The slots changed since the last call (their state, attempt, times or message).
-    pub fn take_changed(&mut self) -> Vec<usize> {
+    pub(super) fn take_changed(&mut self) -> Vec<usize> {
         let mut changed = Vec::new();
         for (i, s) in self.slots.iter_mut().enumerate() {
             if std::mem::take(&mut s.changed) {
@@ -241,7 +245,7 @@ impl Machine {
     }
 
     /// The app's final state once nothing runs any more, else `None`.
-    pub fn finished(&self) -> Option<AppState> {
+    pub(super) fn finished(&self) -> Option<AppState> {
         match &self.phase {
             Phase::Running => self
                 .slots
@@ -254,7 +258,7 @@ impl Machine {
     }
 
     /// When the next [`Event::Tick`] is due, if any deadline is pending.
-    pub fn next_deadline(&self) -> Option<f64> {
+    pub(super) fn next_deadline(&self) -> Option<f64> {
         self.slots
             .iter()
             .filter(|s| s.running)
@@ -264,7 +268,7 @@ impl Machine {
     }
 
     /// Applies `event`, which happened at `now` (seconds), and says what to do.
-    pub fn on_event(&mut self, now: f64, event: Event) -> Vec<Action> {
+    pub(super) fn on_event(&mut self, now: f64, event: Event) -> Vec<Action> {
         let mut actions = Vec::new();
         match event {
             Event::Launched(results) => self.launched(now, results, &mut actions),

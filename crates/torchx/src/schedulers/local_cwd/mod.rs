@@ -1,13 +1,13 @@
 //! `local_cwd`: replicas run as local processes in the submitter's working directory.
 //!
-//! - [`opts`]: run options; [`render`]: the pure dry run (`PopenRequest`);
-//! - [`ledger`]: the job ledger (SQLite under [`super::default_state_dir`]: `$TORCHX_STATE_DIR`, else
+//! - `opts`: run options; `render`: the pure dry run (`PopenRequest`);
+//! - `ledger`: the job ledger (SQLite under [`super::default_state_dir`]: `$TORCHX_STATE_DIR`, else
 //!   `$XDG_STATE_HOME/torchx`, else `~/.local/state/torchx`), read and written by every process;
-//! - [`supervisor`]: the detached per-app process that owns the replicas: its I/O; `machine`:
+//! - `supervisor`: the detached per-app process that owns the replicas: its I/O; `machine`:
 //!   its decisions (a pure state machine: starts, retries, requeues, time limits, stops);
 //!   `launch`: starting replicas and pumping their output; `guard`: the guard process and
 //!   what readers do about an app whose supervisor is gone;
-//! - `state`: pure retry and liveness decisions; [`sys`]: the POSIX calls std lacks.
+//! - `state`: pure retry and liveness decisions; `sys`: the POSIX calls std lacks.
 //!
 //! This module is the client side: `schedule` records the app and starts its supervisor;
 //! `describe`, `list`, `log_iter`, `cancel` and `delete` read the ledger, so they work from any
@@ -23,12 +23,12 @@ macro_rules! note {
 
 mod guard;
 mod launch;
-pub mod ledger;
+mod ledger;
 mod machine;
 mod opts;
 mod render;
 mod state;
-pub mod supervisor;
+mod supervisor;
 
 use crate::schedulers::off_executor;
 use crate::sys;
@@ -43,13 +43,12 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
 
-pub use guard::guard_main;
 use ledger::{AppRow, Ledger, Liveness, ReplicaRow};
 pub use opts::LocalCwdOpts;
-pub use render::{cuda_assignments, render, PopenRequest, ReplicaParam, RoleParams};
-pub use supervisor::{embed_supervisor, supervisor_main, use_supervisor};
+pub use render::{render, PopenRequest, ReplicaParam, RoleParams};
+pub use supervisor::{embed_supervisor, use_supervisor};
 
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::scheduler::{
     Backend, Capabilities, DryRunContext, DryRunInfo, Follow, FollowedFile, LogLines, LogQuery,
     Replica, Scheduler, Step, Take, WorkspaceSupport,
@@ -242,24 +241,27 @@ impl LocalCwdScheduler {
             .collect();
         let request_json = json(serde_json::to_string(req))?;
         // Before anything is recorded: a log_dir that cannot exist fails the submission alone.
-        super::create_private_dir(&req.log_dir).map_err(|e| match e {
-            Error::Io { source, .. }
-                if matches!(
-                    source.kind(),
+        super::create_private_dir(&req.log_dir).map_err(|e| {
+            let unusable = e.io_error().map(std::io::Error::kind).is_some_and(|k| {
+                matches!(
+                    k,
                     std::io::ErrorKind::NotADirectory
                         | std::io::ErrorKind::PermissionDenied
                         | std::io::ErrorKind::NotFound
                         | std::io::ErrorKind::ReadOnlyFilesystem
                         | std::io::ErrorKind::InvalidFilename
-                ) =>
-            {
-                Error::config(format!(
-                    "cannot create the app's log directory {} (set by -cfg log_dir, or under \
-                     $TORCHX_STATE_DIR): {source}",
-                    req.log_dir.display()
-                ))
+                )
+            });
+            if !unusable {
+                return e;
             }
-            e => e,
+            Error::config(format!(
+                "cannot create the app's log directory {} (set by -cfg log_dir, or under \
+                 $TORCHX_STATE_DIR): {}",
+                req.log_dir.display(),
+                e.io_error().map(ToString::to_string).unwrap_or_default()
+            ))
+            .with_source(e)
         })?;
         self.with_ledger(|l| l.insert_app(&row, &request_json, &replicas))?;
         // From here on the app is recorded: any failure is recorded on it too.
@@ -511,8 +513,7 @@ fn check_app_id(app_id: &str) -> Result<()> {
 }
 
 fn unknown_app(app_id: &str) -> Error {
-    Error::not_found(
-        "app",
+    Error::app_not_found(
         format!("{NAME}://{app_id}"),
         ", it does not exist or has been deleted",
     )
@@ -525,6 +526,7 @@ impl Backend for LocalCwdScheduler {
         log_since_until: false,
         mounts: false,
         workspace: WorkspaceSupport::CurrentDir,
+        runs_locally: true,
         ..Capabilities::ALL
     };
     type Opts = LocalCwdOpts;
@@ -556,7 +558,7 @@ impl Backend for LocalCwdScheduler {
         let app_id = app_id.to_string();
         off_executor(self, move |s| match s.settled(&app_id) {
             Ok(live) => s.describe_app(&live),
-            Err(Error::NotFound { .. }) => Ok(None),
+            Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
             Err(e) => Err(e),
         })
         .await
@@ -718,4 +720,60 @@ impl Follow for FileLines {
             }
         }
     }
+}
+
+/// Records `n` finished one-replica apps in the ledger under `state_dir` (for benchmarking
+/// `list` on a long history). Returns the ledger's path.
+#[cfg(feature = "testing")]
+pub fn fill_ledger_for_benchmarks(state_dir: &Path, n: usize) -> Result<PathBuf> {
+    use crate::specs::Role;
+    let mut ledger = Ledger::open(state_dir)?;
+    let app = AppDef::new(
+        "echo",
+        vec![Role::new("echo", "img").with_entrypoint("echo")],
+    );
+    let app_json = serde_json::to_string(&app).expect("serialisable");
+    let start = 1_700_000_000.0;
+    for i in 0..n {
+        let app_id = format!("echo-fill{i:06}");
+        let created = start + i as f64;
+        let state = [AppState::Succeeded, AppState::Failed, AppState::Cancelled][i % 3];
+        let row = AppRow {
+            app_id: app_id.clone(),
+            name: "echo".into(),
+            session: "torchx".into(),
+            state,
+            msg: String::new(),
+            created,
+            ended: Some(created + 0.5),
+            log_dir: format!("/tmp/logs/{app_id}"),
+            num_restarts: 0,
+            supervisor_pid: Some(1),
+            supervisor_start: None,
+            submitter_pid: 1,
+            submitter_start: None,
+            cancel_requested: false,
+            app_json: app_json.clone(),
+        };
+        let replica = ReplicaRow {
+            role_idx: 0,
+            replica_id: 0,
+            role: "echo".into(),
+            state,
+            attempt: 0,
+            pid: Some(1),
+            pid_start: None,
+            exit_code: Some(0),
+            signal: None,
+            msg: String::new(),
+            started: Some(created),
+            ended: Some(created + 0.5),
+            stdout: format!("/tmp/logs/{app_id}/echo/0/stdout.log"),
+            stderr: format!("/tmp/logs/{app_id}/echo/0/stderr.log"),
+            combined: format!("/tmp/logs/{app_id}/echo/0/combined.log"),
+            error_file: format!("/tmp/logs/{app_id}/echo/0/error.json"),
+        };
+        ledger.insert_app(&row, "{}", &[replica])?;
+    }
+    Ok(Ledger::path_in(state_dir))
 }

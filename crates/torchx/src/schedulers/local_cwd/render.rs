@@ -9,7 +9,7 @@ use crate::scheduler::{DryRunContext, NativeRequest};
 use crate::specs::{AppDef, MacroValues, Role};
 
 /// The env var holding rank 0's host.
-pub const RANK0_ENV: &str = "TORCHX_RANK0_HOST";
+pub(super) const RANK0_ENV: &str = "TORCHX_RANK0_HOST";
 
 /// One process to start.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -70,7 +70,7 @@ impl NativeRequest for PopenRequest {
 }
 
 /// Joins PATH fragments, skipping empty ones.
-pub fn join_path<'a>(parts: impl IntoIterator<Item = Option<&'a str>>) -> String {
+pub(super) fn join_path<'a>(parts: impl IntoIterator<Item = Option<&'a str>>) -> String {
     parts
         .into_iter()
         .flatten()
@@ -80,7 +80,7 @@ pub fn join_path<'a>(parts: impl IntoIterator<Item = Option<&'a str>>) -> String
 }
 
 /// The log directory of an app: `{base}/{session}/{app_id}`.
-pub fn app_log_dir(base: &Path, session: &str, app_id: &str) -> PathBuf {
+pub(super) fn app_log_dir(base: &Path, session: &str, app_id: &str) -> PathBuf {
     base.join(session).join(app_id)
 }
 
@@ -169,7 +169,7 @@ fn replica(
 
 /// Contiguous GPU ranges per replica in role order (`0,1`, `2,3`, ...), or `None` when more GPUs
 /// are requested than `device_count`.
-pub fn cuda_assignments(req: &PopenRequest, device_count: i64) -> Option<Vec<Vec<String>>> {
+pub(super) fn cuda_assignments(req: &PopenRequest, device_count: i64) -> Option<Vec<Vec<String>>> {
     let total: i64 = req
         .roles
         .iter()

@@ -7,11 +7,11 @@ use super::ledger::Liveness;
 use crate::sys::Exit;
 
 /// How long a PENDING app may wait for its supervisor before it is considered lost.
-pub const START_TIMEOUT_SECS: f64 = 60.0;
+pub(super) const START_TIMEOUT_SECS: f64 = 60.0;
 
 /// Restarts performed so far, per scope.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct RetryCounters {
+pub(super) struct RetryCounters {
     /// Per role, per replica (REPLICA policy).
     pub replica: Vec<Vec<u32>>,
     /// Per role (ROLE policy).
@@ -22,7 +22,7 @@ pub struct RetryCounters {
 
 impl RetryCounters {
     /// Zeroed counters for roles with these replica counts.
-    pub fn new(replicas_per_role: impl IntoIterator<Item = usize>) -> Self {
+    pub(super) fn new(replicas_per_role: impl IntoIterator<Item = usize>) -> Self {
         let replica: Vec<Vec<u32>> = replicas_per_role.into_iter().map(|n| vec![0; n]).collect();
         RetryCounters {
             role: vec![0; replica.len()],
@@ -34,7 +34,7 @@ impl RetryCounters {
 
 /// What to do when a replica fails.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Decision {
+pub(super) enum Decision {
     /// Restart only that replica.
     RestartReplica,
     /// Stop the role's other replicas, then restart all of them.
@@ -46,7 +46,7 @@ pub enum Decision {
 }
 
 /// Applies the failed replica's role policy and `max_retries`, counting the restart it decides.
-pub fn on_failure(
+pub(super) fn on_failure(
     policy: RetryPolicy,
     max_retries: u32,
     counters: &mut RetryCounters,
@@ -70,7 +70,7 @@ pub fn on_failure(
 }
 
 /// `trainer/1 exited with code 3`, `trainer/1 was killed by signal 9 (SIGKILL)`.
-pub fn exit_message(role: &str, id: u32, exit: Exit) -> String {
+pub(super) fn exit_message(role: &str, id: u32, exit: Exit) -> String {
     match exit {
         Exit::Code(c) => format!("{role}/{id} exited with code {c}"),
         Exit::Signal(s) => format!(
@@ -95,7 +95,7 @@ fn signal_name(sig: i32) -> Option<&'static str> {
 
 /// Which of an app's processes are alive.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Alive {
+pub(super) struct Alive {
     /// Its supervisor.
     pub supervisor: bool,
     /// The process that submitted it (and starts the supervisor).
@@ -104,7 +104,7 @@ pub struct Alive {
 
 /// The verdict on a non-terminal app whose supervisor is not running (or never started), or
 /// `None` while it may still be fine.
-pub fn verdict_without_supervisor(
+pub(super) fn verdict_without_supervisor(
     live: &Liveness,
     alive: Alive,
     now: f64,

@@ -27,13 +27,13 @@ use crate::specs::AppState;
 use crate::sys::{self, Exit, SignalFd};
 
 /// The hidden subcommand that runs [`supervisor_main`].
-pub const SUPERVISE_ARG: &str = "__supervise";
+pub(super) const SUPERVISE_ARG: &str = "__supervise";
 /// The hidden subcommand that runs [`guard_main`].
-pub const GUARD_ARG: &str = "__guard";
+pub(super) const GUARD_ARG: &str = "__guard";
 
 /// Entry point of `torchx __supervise`: reads the app id from stdin, reports `ready` or
 /// `failed: <why>` on stdout once the replicas are started, then supervises them to the end.
-pub fn supervisor_main() -> i32 {
+pub(super) fn supervisor_main() -> i32 {
     let mut app_id = String::new();
     let _ = std::io::stdin().lock().read_line(&mut app_id);
     let app_id = app_id.trim().to_string();
@@ -85,7 +85,7 @@ fn report(line: &str) {
 
 /// The executable that runs the supervisor: `$TORCHX_SUPERVISOR`, else this program if it
 /// registered itself with [`embed_supervisor`].
-pub fn supervisor_exe() -> Result<PathBuf> {
+pub(super) fn supervisor_exe() -> Result<PathBuf> {
     if let Some(p) = std::env::var_os("TORCHX_SUPERVISOR").filter(|p| !p.is_empty()) {
         return Ok(PathBuf::from(p));
     }
@@ -186,7 +186,7 @@ impl Supervisor {
         };
         let request: PopenRequest = ledger
             .request_json(app_id)?
-            .ok_or_else(|| Error::not_found("app", app_id, " in the job ledger"))
+            .ok_or_else(|| Error::app_not_found(app_id, " in the job ledger"))
             .and_then(|j| {
                 serde_json::from_str(&j).map_err(|e| corrupt("request", e.to_string()))
             })?;

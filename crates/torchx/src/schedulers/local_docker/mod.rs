@@ -1,7 +1,7 @@
 //! `local_docker`: one container per replica on the local Docker engine, on the `torchx` bridge
 //! network (containers reach each other by name), found again by their TorchX labels.
 //!
-//! - [`opts`]: run options; [`render`]: the pure container requests; [`state`]: state mapping;
+//! - `opts`: run options; `render`: the pure container requests; `state`: state mapping;
 //!   this module: the Engine API client (bollard; the API version is negotiated, so Debian's
 //!   20.10 engine speaking API 1.41 works). The client is built on first use only.
 
@@ -29,7 +29,7 @@ pub use opts::LocalDockerOpts;
 pub use render::{container_name, render, Container, ContainerMount, DockerJob};
 pub use state::{app_state, container_state};
 
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::scheduler::{
     Backend, Capabilities, DryRunContext, DryRunInfo, Facts, LineBuffer, LogLines, LogQuery,
     Replica, Scheduler, WorkspaceSupport,
@@ -64,13 +64,18 @@ impl Default for LocalDockerScheduler {
     }
 }
 
+/// An Engine API error, kept as the source and classed by its HTTP status; anything that is
+/// not an answer of the engine (no socket, a broken connection) means it is unavailable.
 fn engine_err(what: &str) -> impl FnOnce(bollard::errors::Error) -> Error + '_ {
     move |e| {
-        let detail = match &e {
-            bollard::errors::Error::DockerResponseServerError { message, .. } => message.clone(),
-            other => other.to_string(),
+        let (detail, kind) = match &e {
+            bollard::errors::Error::DockerResponseServerError {
+                message,
+                status_code,
+            } => (message.clone(), ErrorKind::from_http_status(*status_code)),
+            other => (other.to_string(), ErrorKind::Unavailable),
         };
-        Error::backend(NAME, format!("{what}: {detail}"))
+        Error::backend_caused_by(NAME, format!("{what}: {detail}"), kind, e)
     }
 }
 
@@ -275,11 +280,13 @@ impl LocalDockerScheduler {
                         c.image.clone(),
                         " in the local Docker engine (pull or build it first)",
                     )
+                    .with_source(e)
                 } else if is_status(&e, 409) {
-                    Error::backend(
+                    Error::already_exists(
                         NAME,
                         format!("a container named `{}` already exists", c.name),
                     )
+                    .with_source(e)
                 } else {
                     engine_err(&format!("creating container {}", c.name))(e)
                 }
@@ -308,6 +315,7 @@ impl Backend for LocalDockerScheduler {
     const NAME: &'static str = NAME;
     const CAPABILITIES: Capabilities = Capabilities {
         workspace: WorkspaceSupport::LocalImage,
+        runs_locally: true,
         ..Capabilities::ALL
     };
     type Opts = LocalDockerOpts;
@@ -340,8 +348,7 @@ impl Backend for LocalDockerScheduler {
             created.push(c.name.clone());
             if let Err(e) = result {
                 // Nothing half-started: remove what this submission created.
-                let ours: Vec<String> = if matches!(&e, Error::Backend { message, .. } if message.contains("already exists"))
-                {
+                let ours: Vec<String> = if e.kind() == ErrorKind::AlreadyExists {
                     created[..created.len() - 1].to_vec()
                 } else {
                     created
@@ -412,8 +419,7 @@ impl Backend for LocalDockerScheduler {
     async fn cancel(&self, app_id: &str) -> Result<()> {
         let found = self.find(Some(app_id)).await?;
         if found.is_empty() {
-            return Err(Error::not_found(
-                "app",
+            return Err(Error::app_not_found(
                 format!("{NAME}://{app_id}"),
                 ", no container carries its label",
             ));
@@ -440,8 +446,7 @@ impl Backend for LocalDockerScheduler {
     async fn delete(&self, app_id: &str) -> Result<()> {
         let found = self.find(Some(app_id)).await?;
         if found.is_empty() {
-            return Err(Error::not_found(
-                "app",
+            return Err(Error::app_not_found(
                 format!("{NAME}://{app_id}"),
                 ", no container carries its label",
             ));
@@ -456,8 +461,7 @@ impl Backend for LocalDockerScheduler {
         let Replica { app_id, role, k } = replica;
         let found = self.find(Some(app_id)).await?;
         if found.is_empty() {
-            return Err(Error::not_found(
-                "app",
+            return Err(Error::app_not_found(
                 format!("{NAME}://{app_id}"),
                 ", no container carries its label",
             ));

@@ -10,18 +10,18 @@ use crate::scheduler::{DryRunContext, NativeRequest};
 use crate::specs::{AppDef, MacroValues, Mount};
 
 /// The network every container joins (containers reach each other by name on it).
-pub const NETWORK: &str = "torchx";
+pub(super) const NETWORK: &str = "torchx";
 /// Labels TorchX puts on every container.
-pub const LABEL_VERSION: &str = "torchx.pytorch.org/version";
+pub(super) const LABEL_VERSION: &str = "torchx.pytorch.org/version";
 /// The app id label: describe, list, cancel and delete find containers by it.
-pub const LABEL_APP_ID: &str = "torchx.pytorch.org/app-id";
+pub(super) const LABEL_APP_ID: &str = "torchx.pytorch.org/app-id";
 /// The role label.
-pub const LABEL_ROLE: &str = "torchx.pytorch.org/role-name";
+pub(super) const LABEL_ROLE: &str = "torchx.pytorch.org/role-name";
 /// The replica label.
-pub const LABEL_REPLICA: &str = "torchx.pytorch.org/replica-id";
+pub(super) const LABEL_REPLICA: &str = "torchx.pytorch.org/replica-id";
 /// The dry-run fact: the submitter's environment variables that `copy_env` selects.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct CopiedEnv(pub crate::specs::Env);
+pub(super) struct CopiedEnv(pub crate::specs::Env);
 
 /// A mount of a container.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -2,13 +2,13 @@
 //! (TorchX's design). App handles are `lsf://{session}/{app id}`; the app id is the LSF project
 //! of all its jobs.
 //!
-//! - [`opts`]: run options; [`render`]: the pure submit script; [`state`]: `bjobs` parsing and
+//! - `opts`: run options; `render`: the pure submit script; `state`: `bjobs` parsing and
 //!   state mapping; this module: the LSF commands (`bhosts`, `bsub` through the script, `bjobs`,
 //!   `bkill`), each with a timeout, and the log follower.
 
 mod opts;
-pub mod render;
-pub mod state;
+mod render;
+mod state;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -159,8 +159,7 @@ fn replica_of(app_id: &str, job_name: &str) -> Option<(String, u32)> {
 }
 
 fn unknown_app(app_id: &str) -> Error {
-    Error::not_found(
-        "app",
+    Error::app_not_found(
         format!("{NAME}://{app_id}"),
         " (bjobs knows no such project)",
     )

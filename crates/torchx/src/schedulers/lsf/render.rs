@@ -45,7 +45,7 @@ impl NativeRequest for LsfBsub {
 }
 
 /// TorchX's lsf `cleanup_str`: lowercase, keep `[a-z0-9_-]`, drop one leading `-`.
-pub fn cleanup_str(s: &str) -> String {
+pub(super) fn cleanup_str(s: &str) -> String {
     let s = s.strip_prefix('-').unwrap_or(s);
     s.to_lowercase()
         .chars()
@@ -262,7 +262,7 @@ pub fn render(app: &AppDef, opts: &LsfOpts, ctx: &DryRunContext) -> Result<LsfBs
 
 /// The first host in `bhosts -noheader -o "hname max ng"` output with enough CPUs and GPUs
 /// for the first role (TorchX's rank-0 choice).
-pub fn pick_rank0_host(bhosts: &str, cpu: i64, gpu: i64) -> Result<String> {
+pub(super) fn pick_rank0_host(bhosts: &str, cpu: i64, gpu: i64) -> Result<String> {
     let (cpu, gpu) = (cpu.max(1), gpu.max(0));
     for line in bhosts.lines() {
         let f: Vec<&str> = line.split_whitespace().collect();

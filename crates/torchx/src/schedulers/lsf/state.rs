@@ -4,7 +4,7 @@ use crate::specs::AppState;
 
 /// One `bjobs -noheader -a -o "proj name stat exit_code"` line.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct JobLine {
+pub(super) struct JobLine {
     /// The LSF project (our app id).
     pub proj: String,
     /// The job name (`{app_id}-{role}-{i}`).
@@ -16,7 +16,7 @@ pub struct JobLine {
 }
 
 /// Parses `bjobs` lines of `proj name stat exit_code` (any spacing; short lines skipped).
-pub fn parse_bjobs(out: &str) -> Vec<JobLine> {
+pub(super) fn parse_bjobs(out: &str) -> Vec<JobLine> {
     out.lines()
         .filter_map(|l| {
             let f: Vec<&str> = l.split_whitespace().collect();
@@ -38,7 +38,7 @@ pub fn parse_bjobs(out: &str) -> Vec<JobLine> {
 }
 
 /// A job's state.
-pub fn job_state(stat: &str, exit_code: Option<i32>) -> AppState {
+pub(super) fn job_state(stat: &str, exit_code: Option<i32>) -> AppState {
     match stat {
         "DONE" => AppState::Succeeded,
         "EXIT" if exit_code == Some(130) => AppState::Cancelled,
@@ -51,7 +51,7 @@ pub fn job_state(stat: &str, exit_code: Option<i32>) -> AppState {
 
 /// The app's state from its jobs (TorchX: the last failed/cancelled/pending/unknown one seen,
 /// SUCCEEDED when all succeeded, else RUNNING).
-pub fn app_state(states: &[AppState]) -> AppState {
+pub(super) fn app_state(states: &[AppState]) -> AppState {
     if !states.is_empty() && states.iter().all(|s| *s == AppState::Succeeded) {
         return AppState::Succeeded;
     }

@@ -8,8 +8,8 @@
 //! `submit_dryrun` runs the plugin's `dryrun` operation, which the protocol requires to be pure
 //! and deterministic like every builtin's.
 
-pub mod process;
-pub mod protocol;
+mod process;
+mod protocol;
 mod warm;
 
 use std::path::{Path, PathBuf};
@@ -19,7 +19,7 @@ use std::time::UNIX_EPOCH;
 use async_trait::async_trait;
 use serde_json::{json, Value};
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, Subject};
 use crate::opts::{Cfg, RunOpts};
 use crate::scheduler::{
     downcast_request, Capabilities, DryRunContext, DryRunInfo, LogLines, LogQuery, NativeRequest,
@@ -176,7 +176,7 @@ impl Scheduler for PluginScheduler {
             .call("describe", json!({ "app_id": app_id }), Some(app_id))
             .await;
         let v = match v {
-            Err(Error::NotFound { what: "app", .. }) => return Ok(None),
+            Err(e) if e.is_not_found(Subject::App) => return Ok(None),
             other => other?,
         };
         protocol::parse_describe(app_id, &v).map_err(|w| self.program.fail("describe", w))

@@ -26,7 +26,7 @@ const STDERR_TAIL: usize = 20;
 
 /// A plugin program and the scheduler name it serves.
 #[derive(Debug, Clone)]
-pub struct Program {
+pub(super) struct Program {
     /// The scheduler name.
     pub scheduler: String,
     /// The executable.
@@ -46,7 +46,7 @@ pub struct Program {
 
 impl Program {
     /// `path` serving scheduler `scheduler`, with the timeout from `TORCHX_PLUGIN_TIMEOUT`.
-    pub fn new(scheduler: &str, path: &Path) -> Result<Program> {
+    pub(super) fn new(scheduler: &str, path: &Path) -> Result<Program> {
         let timeout = match std::env::var("TORCHX_PLUGIN_TIMEOUT") {
             Ok(s) => s
                 .parse::<f64>()
@@ -73,7 +73,7 @@ impl Program {
     /// This interpreter hosting a Python scheduler (`plugin`: `<name> [<module:attr>]`): one
     /// host serves every operation (a protocol session: each request and answer carries an
     /// `id`), forked by a warm host unless `TORCHX_PLUGIN_HOST_IDLE` is 0.
-    pub fn python_host(mut self, plugin: Vec<String>) -> Result<Program> {
+    pub(super) fn python_host(mut self, plugin: Vec<String>) -> Result<Program> {
         let host = crate::components::python_main("torchx.cli._scheduler_host");
         self.warm = super::warm::idle()?.map(|idle| (plugin.clone(), idle));
         self.args = [vec!["-c".to_string(), host], plugin].concat();
@@ -95,7 +95,7 @@ impl Program {
     }
 
     /// The error for `op` naming this plugin.
-    pub fn fail(&self, op: &str, what: impl std::fmt::Display) -> Error {
+    pub(super) fn fail(&self, op: &str, what: impl std::fmt::Display) -> Error {
         Error::backend(
             &self.scheduler,
             format!(
@@ -119,7 +119,7 @@ impl Program {
     }
 
     /// Starts `op` with `body`.
-    pub fn start(&self, op: &str, body: Value) -> Result<Call> {
+    pub(super) fn start(&self, op: &str, body: Value) -> Result<Call> {
         if let Some(slot) = &self.resident {
             let session = self.session(slot, op)?;
             return session.call(self, op, body);
@@ -162,7 +162,7 @@ impl Program {
     }
 
     /// Runs `op` and returns its `ok` value. `app_id` names the app in `not_found` errors.
-    pub fn call(&self, op: &str, body: Value, app_id: Option<&str>) -> Result<Value> {
+    pub(super) fn call(&self, op: &str, body: Value, app_id: Option<&str>) -> Result<Value> {
         let mut call = self.start(op, body)?;
         match call.next(Some(self.timeout), app_id)? {
             Some(Message::Ok(v)) => Ok(v),
@@ -183,7 +183,7 @@ enum Owner {
 }
 
 /// One running operation.
-pub struct Call {
+pub(super) struct Call {
     program: Program,
     op: String,
     /// None once the final answer was given (or the call failed).
@@ -465,7 +465,7 @@ impl Call {
 
     /// The next message, waiting at most `timeout` (None = as long as it takes). `Ok` and
     /// `Line` are returned; an `error` message becomes an `Err`; `None` after the final answer.
-    pub fn next(
+    pub(super) fn next(
         &mut self,
         timeout: Option<Duration>,
         app_id: Option<&str>,
@@ -564,7 +564,7 @@ impl Call {
 
 impl Call {
     /// Stops the plugin and describes how it broke the protocol.
-    pub fn protocol_error(&mut self, what: impl std::fmt::Display) -> Error {
+    pub(super) fn protocol_error(&mut self, what: impl std::fmt::Display) -> Error {
         self.abort();
         self.program.fail(&self.op, what)
     }

@@ -5,16 +5,16 @@ use std::collections::BTreeMap;
 
 use serde_json::{json, Map, Value};
 
-use crate::error::{Error, ErrorKind};
+use crate::error::{Error, ErrorKind, Subject};
 use crate::opts::{CfgValue, OptSpec, OptType, RunOpts};
 use crate::scheduler::{Capabilities, WorkspaceSupport};
 use crate::specs::{AppState, DescribeAppResponse, ListAppResponse, ReplicaStatus};
 
 /// The protocol version this torchx speaks.
-pub const VERSION: u64 = 1;
+pub(super) const VERSION: u64 = 1;
 
 /// The request for `op`: `body`'s fields plus `protocol` and `op`.
-pub fn request(op: &str, body: Value) -> Value {
+pub(super) fn request(op: &str, body: Value) -> Value {
     let mut obj = match body {
         Value::Object(m) => m,
         _ => Map::new(),
@@ -26,7 +26,7 @@ pub fn request(op: &str, body: Value) -> Value {
 
 /// One message of a plugin's answer (one JSON object per stdout line).
 #[derive(Debug, Clone, PartialEq)]
-pub enum Message {
+pub(super) enum Message {
     /// `log_lines` only: the app is known and lines follow.
     Streaming,
     /// `log_lines` only: a log line, without its newline.
@@ -43,7 +43,7 @@ pub enum Message {
 }
 
 /// Parses one stdout line. `Err` says what is wrong with it (for an error naming the plugin).
-pub fn parse_message(line: &str) -> Result<Message, String> {
+pub(super) fn parse_message(line: &str) -> Result<Message, String> {
     let v: Value = serde_json::from_str(line).map_err(|e| {
         format!(
             "sent a line that is not JSON ({e}): `{}`",
@@ -93,19 +93,23 @@ pub fn parse_message(line: &str) -> Result<Message, String> {
 }
 
 /// The torchx error for a plugin's `error` answer. `app_id` is the app the operation was about.
-pub fn to_error(scheduler: &str, app_id: Option<&str>, kind: &str, message: String) -> Error {
+pub(super) fn to_error(
+    scheduler: &str,
+    app_id: Option<&str>,
+    kind: &str,
+    message: String,
+) -> Error {
     match (kind, app_id) {
-        ("not_found", Some(id)) => Error::not_found("app", id, format!(": {message}")),
+        ("not_found", Some(id)) => Error::app_not_found(id, format!(": {message}")),
         // Outside an app's operations: the host found no scheduler by that name.
-        ("not_found", None) => Error::not_found("scheduler", scheduler, format!(": {message}")),
+        ("not_found", None) => Error::not_found("scheduler", scheduler, format!(": {message}"))
+            .about(Subject::Scheduler),
         ("unsupported", _) => Error::unsupported(scheduler, message),
         ("invalid_argument", _) => Error::arg(format!("{scheduler}: {message}")),
         ("invalid_spec", _) => Error::spec(format!("{scheduler}: {message}")),
         ("invalid_config", _) => Error::config(format!("{scheduler}: {message}")),
-        ("timeout", _) => Error::Timeout(format!("{scheduler}: {message}")),
-        ("already_exists", _) => {
-            Error::backend(scheduler, message).with_kind(ErrorKind::AlreadyExists)
-        }
+        ("timeout", _) => Error::timeout(format!("{scheduler}: {message}")),
+        ("already_exists", _) => Error::already_exists(scheduler, message),
         ("permission_denied", _) => {
             Error::backend(scheduler, message).with_kind(ErrorKind::PermissionDenied)
         }
@@ -116,7 +120,7 @@ pub fn to_error(scheduler: &str, app_id: Option<&str>, kind: &str, message: Stri
 
 /// What a plugin says about itself in answer to `info`.
 #[derive(Debug, Clone)]
-pub struct Info {
+pub(super) struct Info {
     /// One line for listings.
     pub description: String,
     /// What it supports.
@@ -130,7 +134,7 @@ fn bad(what: impl std::fmt::Display) -> String {
 }
 
 /// Reads the `info` answer.
-pub fn parse_info(v: &Value) -> Result<Info, String> {
+pub(super) fn parse_info(v: &Value) -> Result<Info, String> {
     let description = v
         .get("description")
         .and_then(Value::as_str)
@@ -150,6 +154,7 @@ pub fn parse_info(v: &Value) -> Result<Info, String> {
         mounts: flag("mounts"),
         retries: flag("retries"),
         multi_role: flag("multi_role"),
+        runs_locally: flag("runs_locally"),
         // Workspaces need image builds torchx does and plugins cannot see: not offered.
         workspace: WorkspaceSupport::None,
     };
@@ -224,7 +229,10 @@ fn str_field(v: &Value, k: &str) -> String {
 }
 
 /// Reads the `describe` answer (`null` = unknown app).
-pub fn parse_describe(app_id: &str, v: &Value) -> Result<Option<DescribeAppResponse>, String> {
+pub(super) fn parse_describe(
+    app_id: &str,
+    v: &Value,
+) -> Result<Option<DescribeAppResponse>, String> {
     if v.is_null() {
         return Ok(None);
     }
@@ -273,7 +281,7 @@ pub fn parse_describe(app_id: &str, v: &Value) -> Result<Option<DescribeAppRespo
 }
 
 /// Reads the `list` answer.
-pub fn parse_list(v: &Value) -> Result<Vec<ListAppResponse>, String> {
+pub(super) fn parse_list(v: &Value) -> Result<Vec<ListAppResponse>, String> {
     let Some(items) = v.as_array() else {
         return Err("answered `list` with something other than an array".into());
     };
@@ -327,7 +335,7 @@ mod tests {
     #[test]
     fn error_kinds_map_to_torchx_errors() {
         let e = to_error("p", Some("a-1"), "not_found", "gone".into());
-        assert!(matches!(e, Error::NotFound { what: "app", .. }), "{e:?}");
+        assert!(e.is_not_found(Subject::App), "{e:?}");
         assert_eq!(
             to_error("p", None, "unsupported", "x".into()).kind(),
             ErrorKind::Unsupported

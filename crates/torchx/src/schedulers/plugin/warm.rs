@@ -35,7 +35,7 @@ const VOLATILE: [&str; 4] = ["_", "PWD", "OLDPWD", "SHLVL"];
 const MAX_SOCKET_PATH: usize = 100;
 
 /// How long an unused warm host stays, None when warm hosts are off.
-pub fn idle() -> Result<Option<Duration>> {
+pub(super) fn idle() -> Result<Option<Duration>> {
     let Ok(s) = std::env::var("TORCHX_PLUGIN_HOST_IDLE") else {
         return Ok(Some(Duration::from_secs(DEFAULT_IDLE_SECONDS)));
     };
@@ -54,7 +54,7 @@ pub fn idle() -> Result<Option<Duration>> {
 
 /// A host forked by a warm host for this command.
 #[derive(Debug)]
-pub struct Forked {
+pub(super) struct Forked {
     pid: u32,
     /// The warm host's connection: it says here how the host ended.
     conn: Mutex<BufReader<UnixStream>>,
@@ -62,7 +62,7 @@ pub struct Forked {
 }
 
 /// The command's ends of a host's stdio.
-pub struct Pipes {
+pub(super) struct Pipes {
     pub stdin: PipeWriter,
     pub stdout: PipeReader,
     pub stderr: PipeReader,
@@ -70,7 +70,7 @@ pub struct Pipes {
 
 impl Forked {
     /// How the host ended, waiting at most `wait` to hear it; None while it runs.
-    pub fn ended(&self, wait: Duration) -> Option<String> {
+    pub(super) fn ended(&self, wait: Duration) -> Option<String> {
         let mut ended = self.ended.lock().ok()?;
         if ended.is_none() {
             let mut conn = self.conn.lock().ok()?;
@@ -90,7 +90,7 @@ impl Forked {
     }
 
     /// Kills the host and whatever it started (its own process group), if it still runs.
-    pub fn kill(&self) {
+    pub(super) fn kill(&self) {
         if self.ended(Duration::ZERO).is_none() {
             crate::sys::signal_group(self.pid, crate::sys::SIGKILL);
         }
@@ -117,7 +117,11 @@ fn describe_exit(line: &str) -> String {
 
 /// A host for `program` forked by its warm host (started if none serves), or None: warm hosts
 /// are off or unavailable, and the caller starts a cold one.
-pub fn fork(program: &Program, plugin: &[String], idle: Duration) -> Option<(Forked, Pipes)> {
+pub(super) fn fork(
+    program: &Program,
+    plugin: &[String],
+    idle: Duration,
+) -> Option<(Forked, Pipes)> {
     let env = environment()?;
     let socket = socket_path(program, plugin, &env)?;
     let cwd = std::env::current_dir().ok()?;

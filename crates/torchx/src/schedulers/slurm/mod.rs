@@ -1,6 +1,6 @@
 //! `slurm`: one heterogeneous `sbatch` job per app, one het group per replica.
 //!
-//! - [`opts`]: run options; [`render`]: the pure sbatch script; [`state`]: state mapping and the
+//! - `opts`: run options; `render`: the pure sbatch script; `state`: state mapping and the
 //!   squeue/sacct parsers for Slurm 22.05–25.05; this module: the I/O (`sinfo`, `sbatch`,
 //!   `squeue`, `sacct`, `scancel`), each command with a timeout.
 //!
@@ -130,8 +130,7 @@ fn parse_job_id(app_id: &str) -> Result<i64> {
 }
 
 fn unknown_app(app_id: &str) -> Error {
-    Error::not_found(
-        "app",
+    Error::app_not_found(
         format!("{NAME}://{app_id}"),
         ", slurm does not know this job",
     )

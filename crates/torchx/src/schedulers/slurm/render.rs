@@ -12,7 +12,7 @@ use crate::text::shell_quote;
 /// The `${app_id}` macro, kept literal until the script turns it into `"$SLURM_JOB_ID"`.
 const APP_ID: &str = "${app_id}";
 /// The env var naming rank 0's host(s).
-pub const RANK0_ENV: &str = "SLURM_JOB_NODELIST_HET_GROUP_0";
+pub(super) const RANK0_ENV: &str = "SLURM_JOB_NODELIST_HET_GROUP_0";
 /// What a dry run learns from the cluster (`Scheduler::dryrun_facts`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SlurmFacts {
@@ -22,7 +22,7 @@ pub struct SlurmFacts {
     pub partition_mem_mb: Option<i64>,
 }
 /// TorchX's assumption when the version cannot be probed.
-pub const DEFAULT_VERSION: (u32, u32) = (24, 5);
+pub(super) const DEFAULT_VERSION: (u32, u32) = (24, 5);
 
 /// One replica: one heterogeneous group.
 #[derive(Debug, Clone, PartialEq, Serialize)]
