@@ -33,8 +33,15 @@ pub(crate) fn pid_alive(pid: u32, start: Option<u64>) -> bool {
             };
             same && !zombie
         }
-        None => false,
+        // Gone since kill(0), unless there is no procfs to tell more (macOS): it exists.
+        None => !has_procfs(),
     }
+}
+
+/// Whether /proc describes processes (Linux); elsewhere start times are unknown and pid reuse
+/// goes undetected.
+fn has_procfs() -> bool {
+    std::path::Path::new("/proc/self/stat").exists()
 }
 
 fn stat_fields(pid: u32) -> Option<Vec<String>> {
@@ -148,34 +155,45 @@ pub(crate) fn set_nonblocking(fd: &impl AsRawFd) -> io::Result<()> {
     Ok(())
 }
 
-/// Signals delivered through a file descriptor instead of handlers.
+/// Blocks `signals` and SIGPIPE for this (single-threaded) process, restoring SIGPIPE's default
+/// action first (which replicas inherit), so that a write to a closed pipe fails with EPIPE
+/// instead of killing us and the blocked signals wait to be read from a descriptor.
+fn block_for_reading(signals: &[i32]) -> io::Result<libc::sigset_t> {
+    // SAFETY: the sigsets are initialised by sigemptyset before use; signal and sigprocmask
+    // are plain calls on them.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for s in signals {
+            libc::sigaddset(&mut set, *s);
+        }
+        let mut blocked = set;
+        libc::sigaddset(&mut blocked, libc::SIGPIPE);
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        if libc::sigprocmask(libc::SIG_BLOCK, &blocked, std::ptr::null_mut()) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(set)
+    }
+}
+
+/// Signals delivered through a file descriptor instead of handlers: a signalfd on Linux, a
+/// kqueue with `EVFILT_SIGNAL` filters elsewhere (macOS, the BSDs). Either is readable by
+/// [`poll_readable`] when a signal is pending.
 pub(crate) struct SignalFd(OwnedFd);
 
+#[cfg(target_os = "linux")]
 impl SignalFd {
-    /// Blocks `signals` for this (single-threaded) process and returns a descriptor to read them.
-    /// SIGPIPE is blocked too (with its default action restored, which replicas inherit), so a
-    /// write to a closed pipe fails with EPIPE instead of killing us.
+    /// Blocks `signals` (see `block_for_reading`) and returns a descriptor to read them.
     pub(crate) fn new(signals: &[i32]) -> io::Result<SignalFd> {
-        // SAFETY: the sigset is initialised by sigemptyset before use; signalfd returns a new
-        // descriptor that we own.
-        unsafe {
-            let mut set: libc::sigset_t = std::mem::zeroed();
-            libc::sigemptyset(&mut set);
-            for s in signals {
-                libc::sigaddset(&mut set, *s);
-            }
-            let mut blocked = set;
-            libc::sigaddset(&mut blocked, libc::SIGPIPE);
-            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-            if libc::sigprocmask(libc::SIG_BLOCK, &blocked, std::ptr::null_mut()) != 0 {
-                return Err(io::Error::last_os_error());
-            }
-            let fd = libc::signalfd(-1, &set, libc::SFD_NONBLOCK | libc::SFD_CLOEXEC);
-            if fd < 0 {
-                return Err(io::Error::last_os_error());
-            }
-            Ok(SignalFd(OwnedFd::from_raw_fd(fd)))
+        let set = block_for_reading(signals)?;
+        // SAFETY: signalfd reads the initialised sigset and returns a new descriptor we own.
+        let fd = unsafe { libc::signalfd(-1, &set, libc::SFD_NONBLOCK | libc::SFD_CLOEXEC) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
         }
+        // SAFETY: fd is a fresh descriptor owned by no one else.
+        Ok(SignalFd(unsafe { OwnedFd::from_raw_fd(fd) }))
     }
 
     /// The pending signals (drained).
@@ -197,6 +215,78 @@ impl SignalFd {
                 return out;
             }
             out.push(info.ssi_signo as i32);
+        }
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+impl SignalFd {
+    /// Blocks `signals` (see `block_for_reading`) and returns a kqueue that reports them: its
+    /// signal filters record a delivery attempt even while the signal is blocked.
+    pub(crate) fn new(signals: &[i32]) -> io::Result<SignalFd> {
+        block_for_reading(signals)?;
+        // SAFETY: kqueue returns a new descriptor we own.
+        let kq = unsafe { libc::kqueue() };
+        if kq < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: kq is a fresh descriptor owned by no one else.
+        let kq = SignalFd(unsafe { OwnedFd::from_raw_fd(kq) });
+        // SAFETY: fcntl on our own descriptor.
+        unsafe { libc::fcntl(kq.0.as_raw_fd(), libc::F_SETFD, libc::FD_CLOEXEC) };
+        let changes: Vec<libc::kevent> = signals
+            .iter()
+            .map(|&sig| libc::kevent {
+                ident: sig as libc::uintptr_t,
+                filter: libc::EVFILT_SIGNAL,
+                flags: libc::EV_ADD,
+                fflags: 0,
+                data: 0,
+                udata: std::ptr::null_mut(),
+            })
+            .collect();
+        // SAFETY: registers `changes` (a valid array of its length); no events are returned.
+        let n = unsafe {
+            libc::kevent(
+                kq.0.as_raw_fd(),
+                changes.as_ptr(),
+                changes.len() as libc::c_int,
+                std::ptr::null_mut(),
+                0,
+                std::ptr::null(),
+            )
+        };
+        if n < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(kq)
+    }
+
+    /// The pending signals (drained).
+    pub(crate) fn read(&self) -> Vec<i32> {
+        let mut out = Vec::new();
+        let zero = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        loop {
+            // SAFETY: a zeroed kevent array for the kernel to fill; a zero timeout never blocks.
+            let (n, events) = unsafe {
+                let mut events: [libc::kevent; 8] = std::mem::zeroed();
+                let n = libc::kevent(
+                    self.0.as_raw_fd(),
+                    std::ptr::null(),
+                    0,
+                    events.as_mut_ptr(),
+                    events.len() as libc::c_int,
+                    &zero,
+                );
+                (n, events)
+            };
+            if n <= 0 {
+                return out;
+            }
+            out.extend(events[..n as usize].iter().map(|e| e.ident as i32));
         }
     }
 }

@@ -272,15 +272,18 @@ fn send_with_fds(
     if !control.push(SendAncillaryMessage::ScmRights(fds)) {
         return Err(std::io::Error::other("no room for the descriptors"));
     }
-    // NOSIGNAL: a warm host that died must not kill the command with SIGPIPE.
-    let mut sent = sendmsg(
-        conn,
-        &[IoSlice::new(bytes)],
-        &mut control,
-        SendFlags::NOSIGNAL,
-    )?;
+    // A warm host that died must not kill the command with SIGPIPE: MSG_NOSIGNAL where it
+    // exists, else (macOS) the socket's SO_NOSIGPIPE.
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    let flags = SendFlags::NOSIGNAL;
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    let flags = {
+        rustix::net::sockopt::set_socket_nosigpipe(conn, true)?;
+        SendFlags::empty()
+    };
+    let mut sent = sendmsg(conn, &[IoSlice::new(bytes)], &mut control, flags)?;
     while sent < bytes.len() {
-        match rustix::net::send(conn, &bytes[sent..], SendFlags::NOSIGNAL)? {
+        match rustix::net::send(conn, &bytes[sent..], flags)? {
             0 => return Err(std::io::ErrorKind::WriteZero.into()),
             n => sent += n,
         }
