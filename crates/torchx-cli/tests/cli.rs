@@ -643,3 +643,48 @@ fn bad_input_table() {
     assert!(stderr(&out).contains("TORCHXCONFIG is set to `/nonexistent`, which is not a file"));
     assert_eq!(env.apps(), 0);
 }
+
+/// A dry run is the same in every process: nothing that varies between processes (hash-map
+/// order, the time, the environment) reaches any builtin scheduler's request. Two processes
+/// each dry-run the same app; their outputs differ only in the random app id. (Each scheduler's
+/// snapshot tests pin the request against a file written by an earlier process, too.)
+#[test]
+fn dry_runs_are_the_same_in_every_process() {
+    let env = Env::new();
+    let unique =
+        regex::Regex::new("t-[bcdfghjklmnpqrstvwxz][bcdfghjklmnpqrstvwxz0-9]{8,}").unwrap();
+    for (scheduler, cfg) in [
+        ("local_cwd", ""),
+        ("local_docker", ""),
+        ("slurm", "slurm_version=24.11"),
+        ("lsf", ""),
+        ("kubernetes", "queue=q"),
+        ("kubernetes_mcad", ""),
+        ("aws_batch", "queue=q"),
+        (
+            "aws_sagemaker",
+            "role=arn:aws:iam::1:role/r,instance_type=ml.p3.2xlarge,output_path=s3://b/o",
+        ),
+    ] {
+        let dry_run = |json: bool| {
+            let mut args = vec!["run", "--dryrun", "--workspace", "", "-s", scheduler];
+            if json {
+                args.insert(2, "--json");
+            }
+            if !cfg.is_empty() {
+                args.extend(["-cfg", cfg]);
+            }
+            args.extend(["dist.ddp", "-j", "2x2", "--script", "t.py"]);
+            let out = env
+                .cmd(&args)
+                .env("TORCHX_INTERNAL_SESSION_ID", "fixed")
+                .output()
+                .unwrap();
+            assert_eq!(out.status.code(), Some(0), "{scheduler}: {}", stderr(&out));
+            unique.replace_all(&stdout(&out), "t-UNIQUE").into_owned()
+        };
+        for json in [false, true] {
+            assert_eq!(dry_run(json), dry_run(json), "{scheduler} (json: {json})");
+        }
+    }
+}

@@ -322,11 +322,17 @@ fn submitters_killed_mid_submission_leave_a_readable_ledger_and_no_stuck_apps() 
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        std::thread::sleep(Duration::from_millis(i % 10));
+        // From before anything is recorded to after the supervisor started.
+        std::thread::sleep(Duration::from_millis(i * 5));
         let _ = c.kill();
         let _ = c.wait();
     }
-    // Whatever was recorded is readable and reaches a terminal state.
+    // Whatever was recorded is readable and reaches a terminal state; the later kills came
+    // after recording, so there is something to check.
+    assert!(
+        !env.list().is_empty(),
+        "no submission got as far as the ledger"
+    );
     let deadline = Instant::now() + WITHIN;
     loop {
         let list = env.list();

@@ -28,7 +28,11 @@ use torchx::{Error, ErrorKind};
 pub fn to_py(e: Error) -> PyErr {
     let mut msg = e.to_string();
     if let Some(near) = e.suggestion() {
-        let stop = if msg.ends_with(['.', '?', '!']) { "" } else { "." };
+        let stop = if msg.ends_with(['.', '?', '!']) {
+            ""
+        } else {
+            "."
+        };
         msg.push_str(&format!("{stop} Did you mean `{near}`?"));
     }
     let kind = e.kind();

@@ -69,12 +69,28 @@ pub fn build_context(workspace: &Workspace) -> Result<Vec<u8>> {
             } else {
                 src.join(&rel)
             };
+            let name = join(&rel);
+            // A symbolic link (a venv's `lib64 -> lib`) goes in as a link, as `docker build`
+            // sends it: reading through it would read a directory, or leave the workspace.
+            let meta = std::fs::symlink_metadata(&path)
+                .map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
+            if meta.file_type().is_symlink() {
+                let target = std::fs::read_link(&path)
+                    .map_err(|e| Error::io(format!("reading link {}", path.display()), e))?;
+                let mut h = tar::Header::new_gnu();
+                h.set_entry_type(tar::EntryType::Symlink);
+                h.set_size(0);
+                h.set_mode(0o777);
+                h.set_mtime(0);
+                tar.append_link(&mut h, &name, &target)
+                    .map_err(|e| Error::io(format!("adding {name} to the build context"), e))?;
+                continue;
+            }
             let data = std::fs::read(&path)
                 .map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
             let mode = std::fs::metadata(&path)
                 .map(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o7777)
                 .unwrap_or(0o644);
-            let name = join(&rel);
             has_dockerfile |= name == DOCKERFILE;
             append(&mut tar, &name, mode, &data)?;
         }
@@ -609,6 +625,36 @@ mod tests {
         assert_ne!(
             image_name("r", "img", &a),
             image_name("r", "img", &build_context(&ws).unwrap())
+        );
+    }
+
+    /// A venv in the project (`lib64 -> lib`) and a link out of it go in as links.
+    #[test]
+    fn symbolic_links_go_in_as_links() {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(tmp.path().join("venv/lib")).unwrap();
+        std::fs::write(tmp.path().join("venv/lib/x.py"), "x").unwrap();
+        std::os::unix::fs::symlink("lib", tmp.path().join("venv/lib64")).unwrap();
+        std::os::unix::fs::symlink("/etc/passwd", tmp.path().join("outside")).unwrap();
+        let ws = Workspace::parse(tmp.path().to_str().unwrap()).unwrap();
+        let context = build_context(&ws).unwrap();
+        let mut a = tar::Archive::new(&context[..]);
+        let links: Vec<(String, String)> = a
+            .entries()
+            .unwrap()
+            .map(Result::unwrap)
+            .filter(|e| e.header().entry_type() == tar::EntryType::Symlink)
+            .map(|e| {
+                let target = e.link_name().unwrap().unwrap().display().to_string();
+                (e.path().unwrap().display().to_string(), target)
+            })
+            .collect();
+        assert_eq!(
+            links,
+            [
+                ("outside".to_string(), "/etc/passwd".to_string()),
+                ("venv/lib64".to_string(), "lib".to_string())
+            ]
         );
     }
 

@@ -114,17 +114,6 @@ fn job_definitions_snapshot() {
 }
 
 #[test]
-fn dryrun_is_deterministic() {
-    for (_, app, o) in cases() {
-        let o = opts(o);
-        assert_eq!(
-            render(&app, &o, &ctx()).unwrap(),
-            render(&app, &o, &ctx()).unwrap()
-        );
-    }
-}
-
-#[test]
 fn limits_and_bad_input_are_preflight_errors() {
     let q = opts(json!({"queue": "torchx"}));
     let role = |n: &str| {

@@ -328,21 +328,6 @@ fn mcad_pods_of_several_roles_do_not_collide() {
 }
 
 #[test]
-fn dryrun_is_deterministic() {
-    for (_, app) in cases() {
-        for o in [
-            opts(json!({})),
-            opts(json!({"mode": "volcano", "queue": "q"})),
-        ] {
-            assert_eq!(
-                render(&app, &o, &ctx()).unwrap(),
-                render(&app, &o, &ctx()).unwrap()
-            );
-        }
-    }
-}
-
-#[test]
 fn names_that_kubernetes_would_reject_are_preflight_errors() {
     let mut long = component("utils.echo", &[]);
     long.name = "a".repeat(60);
