@@ -15,6 +15,7 @@ pub mod error;
 pub mod extensions;
 pub mod opts;
 pub mod plugins;
+pub mod python;
 pub mod runner;
 pub mod scheduler;
 pub mod schedulers;

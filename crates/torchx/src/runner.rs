@@ -122,6 +122,24 @@ impl Runner {
         Ok(all)
     }
 
+    /// [`named_resources`](Self::named_resources) and those of the Python plugins, which add
+    /// names and never replace one (as TorchX's registry, a builtin wins). A plugin that fails
+    /// to load is a warning: only a component that names its resources fails, as not found.
+    fn named_resources_with_plugins(&self) -> Result<BTreeMap<String, Resource>> {
+        let mut all = self.named_resources()?;
+        match crate::python::plugin_named_resources() {
+            Ok(extra) => {
+                for (name, r) in extra {
+                    if !all.contains_key(&name) && crate::specs::named_resource(&name).is_err() {
+                        all.insert(name, r);
+                    }
+                }
+            }
+            Err(e) => log::warn!("{e}"),
+        }
+        Ok(all)
+    }
+
     /// Sets the session name used in handles.
     pub fn with_session_name(mut self, name: impl Into<String>) -> Runner {
         self.session_name = name.into();
@@ -315,7 +333,7 @@ impl Runner {
                     .remove(component)
                     .unwrap_or_default();
                 let env = ComponentEnv {
-                    named_resources: self.named_resources()?,
+                    named_resources: self.named_resources_with_plugins()?,
                     ..ComponentEnv::from_process()
                 };
                 match c.materialize(args, &defaults, &env)? {

@@ -25,8 +25,8 @@ def _evaluate(request: Dict[str, Any]) -> Dict[str, Any]:
         get_component,
     )
 
-    if request.get("action") == "named_resource":
-        return _named_resource(request["name"])
+    if request.get("action") == "named_resources":
+        return _plugin_named_resources()
     if request.get("action") == "plugin_names":
         return _plugin_names(request["group"])
     if request.get("action") == "tracker":
@@ -143,20 +143,18 @@ def _plugin_names(group: str) -> Dict[str, Any]:
     return {"names": sorted(plugins.registry().get(plugins.PluginType(group)))}
 
 
-def _named_resource(name: str) -> Dict[str, Any]:
-    """A named resource of the plugins (``torchx.named_resources`` entry points or
-    ``$TORCHX_CUSTOM_NAMED_RESOURCES``) in the core's shape."""
-    from torchx.specs import named_resources
-
-    try:
-        resource = named_resources[name]
-    except KeyError as e:
-        return _error("not_found", str(e.args[0]) if e.args else name)
-    except Exception as e:  # a plugin that fails to import or to build its resource
-        return _error("invalid_spec", f"loading the named resources raised {_describe(e)}")
+def _plugin_named_resources() -> Dict[str, Any]:
+    """Every named resource the plugins add (``torchx.named_resources`` entry points,
+    ``torchx_plugins.named_resources`` modules, ``$TORCHX_CUSTOM_NAMED_RESOURCES``) in the
+    core's shape, built once: the core hands them to component builders as data."""
+    from torchx.specs import _named_resources
     from torchx.specs._json import resource_to_json
 
-    return {"resource": resource_to_json(resource)}
+    try:
+        extra = {name: factory for _, found in _named_resources._registered() for name, factory in found.items()}
+        return {"resources": {name: resource_to_json(factory()) for name, factory in extra.items()}}
+    except Exception as e:  # a plugin that fails to import or to build its resource
+        return _error("invalid_spec", f"loading the named-resource plugins raised {_describe(e)}")
 
 
 def _entry_point_components(declared: Any = None) -> Dict[str, Any]:

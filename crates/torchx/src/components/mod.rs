@@ -10,7 +10,6 @@
 
 mod builtins;
 mod file;
-mod python;
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -19,12 +18,9 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::opts::{parse_kv, parse_list};
 use crate::specs::{AppDef, Resource};
 
+pub use crate::python::{PythonComponent, PythonOutcome};
 pub use builtins::{builtin_names, parse_nnodes, Nnodes, DEBUG_FLAGS};
 pub use file::{load_app_file, load_component_dir, load_file_component};
-pub use python::{
-    entry_point_components, plugin_names, plugins_declared, python_bridge, python_main,
-    python_scheduler_host, run_subcommand, PythonComponent, PythonOutcome,
-};
 
 /// A parameter's type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -250,7 +246,8 @@ pub struct ComponentEnv {
     pub loglevel: Option<String>,
     /// `$HOME`, for `~` in mounts.
     pub home: Option<String>,
-    /// Named resources defined in `.torchxconfig` (`[resource:<name>]`), next to the builtins.
+    /// Named resources beside the builtins: `.torchxconfig`'s (`[resource:<name>]`) and the
+    /// Python plugins', gathered by the runner.
     pub named_resources: BTreeMap<String, Resource>,
 }
 
@@ -264,21 +261,13 @@ impl ComponentEnv {
         }
     }
 
-    /// A named resource: one defined in config, else a builtin, else one of the Python
-    /// plugins (asked only for a name nothing else has).
+    /// A named resource: one defined in config or by a plugin (`named_resources`), else a
+    /// builtin. Pure: the runner gathered the plugins' resources beforehand.
     pub fn resource(&self, name: &str) -> Result<Resource> {
         match self.named_resources.get(name) {
             Some(r) => Ok(r.clone()),
-            None => crate::specs::named_resource(name)
-                .or_else(|e| {
-                    if e.kind() == ErrorKind::NotFound {
-                        if let Some(r) = python::plugin_named_resource(name)? {
-                            return Ok(r);
-                        }
-                    }
-                    Err(e)
-                })
-                .map_err(|e| match e {
+            None => {
+                crate::specs::named_resource(name).map_err(|e| match e {
                     e if e.kind() == ErrorKind::NotFound && !self.named_resources.is_empty() => {
                         Error::not_found(
                             "named resource",
@@ -290,7 +279,8 @@ impl ComponentEnv {
                         )
                     }
                     e => e,
-                }),
+                })
+            }
         }
     }
 }
@@ -708,7 +698,7 @@ pub fn find_component_with(
         return Ok(ComponentRef::Component(c.clone()));
     }
     // Python plugins come after every builtin and registration, so they cannot shadow one.
-    if python::plugins_declared("torchx.components") {
+    if crate::python::plugins_declared("torchx.components") {
         return Ok(ComponentRef::Python(PythonComponent::entry_point(name)));
     }
     Err(Error::not_found(

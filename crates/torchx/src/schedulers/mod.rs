@@ -93,7 +93,7 @@ struct Plugins;
 
 impl SchedulerSource for Plugins {
     fn names(&self) -> Vec<String> {
-        let python = crate::components::plugin_names("torchx.schedulers");
+        let python = crate::python::plugin_names("torchx.schedulers");
         plugin::all()
             .into_iter()
             .map(|p| p.0)
@@ -126,7 +126,7 @@ impl SchedulerSource for Plugins {
         }
         // A Python `Scheduler` of the `torchx.schedulers` entry points, hosted by its
         // interpreter over the same protocol.
-        let (python, plugin) = crate::components::python_scheduler_host(name)?;
+        let (python, plugin) = crate::python::python_scheduler_host(name)?;
         match plugin::PluginScheduler::connect_python(name, &python, plugin) {
             Ok(s) => Some(Ok(Arc::new(s) as Arc<dyn Scheduler>)),
             // No namespace plugin has that name: the registry's unknown-scheduler error.

@@ -19,7 +19,7 @@ pub(super) struct PythonTracker {
 impl PythonTracker {
     /// The tracker `name` of the `torchx.tracker` entry points, if an environment declares it.
     pub(super) fn find(name: &str, config: Option<&str>) -> Option<PythonTracker> {
-        crate::components::plugin_names("torchx.tracker")
+        crate::python::plugin_names("torchx.tracker")
             .iter()
             .any(|n| n == name)
             .then(|| PythonTracker {
@@ -36,8 +36,7 @@ impl PythonTracker {
             "op": op,
             "args": args,
         });
-        let result =
-            crate::components::python_bridge(&request, &format!("tracker `{}`", self.name))?;
+        let result = crate::python::python_bridge(&request, &format!("tracker `{}`", self.name))?;
         match result.get("ok") {
             Some(v) => Ok(v.clone()),
             None => Err(Error::backend(

@@ -74,7 +74,7 @@ impl Program {
     /// host serves every operation (a protocol session: each request and answer carries an
     /// `id`), forked by a warm host unless `TORCHX_PLUGIN_HOST_IDLE` is 0.
     pub(super) fn python_host(mut self, plugin: Vec<String>) -> Result<Program> {
-        let host = crate::components::python_main("torchx.cli._scheduler_host");
+        let host = crate::python::python_main("torchx.cli._scheduler_host");
         self.warm = super::warm::idle()?.map(|idle| (plugin.clone(), idle));
         self.args = [vec!["-c".to_string(), host], plugin].concat();
         self.resident = Some(Arc::new(Mutex::new(None)));

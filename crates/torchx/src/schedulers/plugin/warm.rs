@@ -185,7 +185,7 @@ fn private_dir() -> Option<PathBuf> {
 fn start(program: &Program, plugin: &[String], socket: &Path, idle: Duration) -> Option<()> {
     let mut child = Command::new(&program.path)
         .arg("-c")
-        .arg(crate::components::python_main("torchx.cli._warm_host"))
+        .arg(crate::python::python_main("torchx.cli._warm_host"))
         .arg(socket)
         .arg(idle.as_secs_f64().to_string())
         .args(plugin)

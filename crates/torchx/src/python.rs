@@ -1,5 +1,12 @@
-//! Python component files (`torchx run ./my_component.py:train --lr 0.1`), evaluated as TorchX
-//! evaluates them: by a Python interpreter that has the `torchx` package (this project's), which
+//! Python interop: everything of the core that starts a Python interpreter or reads a Python
+//! environment — finding the interpreter and its declared plugins (entry points,
+//! `torchx_plugins` namespaces), the JSON bridge (`torchx.cli._component`) that component
+//! files, trackers and named-resource plugins go through, the scheduler hosts' command lines
+//! and the `torchx.cli.cmds` subcommands. Components, schedulers and trackers depend on this
+//! module; it depends on none of them.
+//!
+//! Python component files (`torchx run ./my_component.py:train --lr 0.1`) are evaluated as
+//! TorchX evaluates them: by a Python interpreter that has the `torchx` package (this project's), which
 //! executes the file, checks the function like TorchX's linter, parses the arguments from its
 //! annotations and docstring, calls it and hands back the AppDef as JSON. Everything after that
 //! is the Rust path.
@@ -192,7 +199,7 @@ fn component_entry_points() -> Value {
 /// Whether the Python environment of `$TORCHX_PYTHON` or of the interpreter installed next to
 /// this binary has plugins of `group`: a distribution declaring entry points of it, or modules
 /// in its `torchx_plugins` namespace package (a directory check: nothing is imported).
-pub fn plugins_declared(group: &str) -> bool {
+pub(crate) fn plugins_declared(group: &str) -> bool {
     let dirs = site_packages();
     declares(&dirs, group) || has_namespace_plugins(&dirs, group)
 }
@@ -248,23 +255,22 @@ fn import_path(site_dirs: &[PathBuf]) -> Vec<PathBuf> {
     dirs
 }
 
-/// A named resource of the Python plugins (`torchx.named_resources` entry points or
-/// `$TORCHX_CUSTOM_NAMED_RESOURCES`), when any are declared; `Ok(None)` otherwise.
-pub(super) fn plugin_named_resource(name: &str) -> Result<Option<crate::specs::Resource>> {
+/// The named resources the Python plugins add (`torchx.named_resources` entry points,
+/// `torchx_plugins.named_resources` modules, `$TORCHX_CUSTOM_NAMED_RESOURCES`), for the runner
+/// to hand to component builders as data. No interpreter starts unless some are declared.
+pub(crate) fn plugin_named_resources() -> Result<BTreeMap<String, crate::specs::Resource>> {
     if std::env::var_os("TORCHX_CUSTOM_NAMED_RESOURCES").is_none()
         && !plugins_declared("torchx.named_resources")
     {
-        return Ok(None);
+        return Ok(BTreeMap::new());
     }
-    let request = json!({"action": "named_resource", "name": name});
-    let result = evaluate(&request.to_string(), &format!("named resource `{name}`"))?;
-    match result.get("resource") {
+    let request = json!({"action": "named_resources"});
+    let result = evaluate(&request.to_string(), "the named-resource plugins")?;
+    match result.get("resources") {
         Some(r) => serde_json::from_value(r.clone())
-            .map(Some)
-            .map_err(|e| Error::spec(format!("named resource `{name}` from a Python plugin: {e}"))),
-        None if result["error"]["kind"] == "not_found" => Ok(None),
+            .map_err(|e| Error::spec(format!("named resources from a Python plugin: {e}"))),
         None => Err(Error::spec(format!(
-            "named resource `{name}`: {}",
+            "the named-resource plugins: {}",
             result["error"]["message"]
                 .as_str()
                 .unwrap_or("(no message)")
@@ -299,7 +305,7 @@ fn run_main(module: &str) -> String {
 /// `run_main` for a scheduler host, whose imports must not depend on the working directory
 /// (`-c` puts it first on `sys.path`; TorchX's console script does not): the same plugin in
 /// every directory, and a warm host serves commands from any of them.
-pub fn python_main(module: &str) -> String {
+pub(crate) fn python_main(module: &str) -> String {
     format!(
         "import sys; sys.path[0] == '' and sys.path.pop(0); from {module} import main; sys.exit(main())"
     )
@@ -377,7 +383,7 @@ fn declared_names(dirs: &[PathBuf], group: &str) -> Vec<String> {
 /// package of the group is installed, asked of that interpreter's `torchx.plugins.registry()`
 /// (its plugins' names are in their decorators). A registry that cannot be read is reported
 /// as a warning: commands that do not need the plugin keep working.
-pub fn plugin_names(group: &str) -> Vec<String> {
+pub(crate) fn plugin_names(group: &str) -> Vec<String> {
     let mut names = Vec::new();
     for (python, _) in candidates() {
         let dirs = site_packages_of(&python);
@@ -420,7 +426,7 @@ fn namespace_names(python: &Path, group: &str) -> Result<Vec<String>> {
 /// scheduler `name` over the scheduler-plugin protocol: one of the `torchx.schedulers` entry points, or, where a `torchx_plugins.schedulers`
 /// namespace package is installed, whatever its registry finds by that name (the host says
 /// `not_found` if it finds nothing).
-pub fn python_scheduler_host(name: &str) -> Option<(PathBuf, Vec<String>)> {
+pub(crate) fn python_scheduler_host(name: &str) -> Option<(PathBuf, Vec<String>)> {
     const GROUP: &str = "torchx.schedulers";
     candidates().into_iter().find_map(|(python, _)| {
         let dirs = site_packages_of(&python);
@@ -499,7 +505,7 @@ fn candidates() -> Vec<(PathBuf, String)> {
 
 /// One call of the Python bridge (`torchx.cli._component`) with `request`, by the first
 /// interpreter that has this project's package; `what` names the caller in errors.
-pub fn python_bridge(request: &Value, what: &str) -> Result<Value> {
+pub(crate) fn python_bridge(request: &Value, what: &str) -> Result<Value> {
     evaluate(&request.to_string(), what)
 }
 
