@@ -104,6 +104,22 @@ pub struct RunArgs {
     /// Tracker parent run id.
     #[arg(long = "parent_run_id", alias = "parent-run-id")]
     pub parent_run_id: Option<String>,
+    /// Wall-clock limit of one attempt of every role: 90s, 30m, 4h, 1d2h (a role's own wins).
+    #[arg(long = "time_limit", value_name = "DURATION")]
+    pub time_limit: Option<String>,
+    /// SIG@SECONDS: replicas get SIG that long before the time limit (default USR1@90), to
+    /// checkpoint and exit with the requeue code.
+    #[arg(long = "checkpoint_signal", value_name = "SIG@SECONDS")]
+    pub checkpoint_signal: Option<String>,
+    /// Restarts after failures, for roles that set none.
+    #[arg(long = "max_retries", value_name = "N")]
+    pub max_retries: Option<String>,
+    /// The exit code that asks for a requeue (default 75); requeues do not spend max_retries.
+    #[arg(long = "requeue_exit_code", value_name = "N")]
+    pub requeue_exit_code: Option<String>,
+    /// Requeues allowed after the requeue code or a preemption (default 100).
+    #[arg(long = "max_requeues", value_name = "N")]
+    pub max_requeues: Option<String>,
     /// Machine-readable output (the dry run, or the handle and final status).
     #[arg(long)]
     pub json: bool,

@@ -194,6 +194,15 @@ pub struct TorchxConfig {
     pub files: Vec<Ini>,
 }
 
+/// The `[cli:run]` keys of the retry and recovery options.
+pub const RECOVERY_KEYS: [&str; 5] = [
+    "time_limit",
+    "checkpoint_signal",
+    "max_retries",
+    "requeue_exit_code",
+    "max_requeues",
+];
+
 /// `[cli:run]` defaults for `torchx run`.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct CliRunDefaults {
@@ -203,6 +212,9 @@ pub struct CliRunDefaults {
     pub workspace: Option<String>,
     /// Default component (when the command line names none).
     pub component: Option<String>,
+    /// Default `--time_limit`, `--checkpoint_signal`, `--max_retries`, `--requeue_exit_code`
+    /// and `--max_requeues`, by those names.
+    pub recovery: BTreeMap<String, String>,
 }
 
 impl TorchxConfig {
@@ -384,6 +396,11 @@ impl TorchxConfig {
             scheduler: s.get("scheduler").cloned(),
             workspace: s.get("workspace").cloned(),
             component: s.get("component").cloned(),
+            recovery: s
+                .iter()
+                .filter(|(k, _)| RECOVERY_KEYS.contains(&k.as_str()))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
         }
     }
 

@@ -27,6 +27,38 @@ pub struct RunArgs {
     pub workspace: Option<Workspace>,
     /// The tracker parent run id (`TORCHX_PARENT_RUN_ID` in the environment overrides it).
     pub parent_run_id: Option<String>,
+    /// Retry and recovery settings for every role that sets none of its own (`torchx run
+    /// --time_limit 4h --max_retries 3 ...`).
+    pub role_defaults: RoleDefaults,
+}
+
+/// Settings `torchx run` applies to every role of the app; a role's own value wins where it
+/// has one (for `max_retries`, where it is not 0).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RoleDefaults {
+    /// `--time_limit`, seconds.
+    pub time_limit: Option<u64>,
+    /// `--checkpoint_signal`.
+    pub checkpoint_signal: Option<crate::specs::CheckpointSignal>,
+    /// `--max_retries`.
+    pub max_retries: Option<u32>,
+    /// `--requeue_exit_code`.
+    pub requeue_exit_code: Option<i32>,
+    /// `--max_requeues`.
+    pub max_requeues: Option<u32>,
+}
+
+impl RoleDefaults {
+    /// Fills the gaps of `role`.
+    pub fn apply(&self, role: &mut crate::specs::Role) {
+        role.time_limit = role.time_limit.or(self.time_limit);
+        role.checkpoint_signal = role.checkpoint_signal.or(self.checkpoint_signal);
+        role.requeue_exit_code = role.requeue_exit_code.or(self.requeue_exit_code);
+        role.max_requeues = role.max_requeues.or(self.max_requeues);
+        if role.max_retries == 0 {
+            role.max_retries = self.max_retries.unwrap_or(0);
+        }
+    }
 }
 
 /// What building a component gave: an app, or the component's help text.
@@ -255,6 +287,9 @@ impl Runner {
         cfg: &Cfg,
         args: &RunArgs,
     ) -> Result<DryRunInfo> {
+        for role in &mut app.roles {
+            args.role_defaults.apply(role);
+        }
         app.validate()?;
         crate::specs::check_path_component("session name", &self.session_name)?;
         let sched = self.scheduler(scheduler)?;

@@ -155,6 +155,66 @@ pub(crate) fn set_nonblocking(fd: &impl AsRawFd) -> io::Result<()> {
     Ok(())
 }
 
+/// Makes `cmd`'s child exec `program` with `argv` and exactly `env`, with no signal blocked.
+/// The supervisor blocks the signals it reads from its signalfd/kqueue and std leaves a
+/// spawned child's mask as it is: a replica would otherwise start with SIGTERM, SIGINT and
+/// SIGHUP blocked, and only a SIGKILL could stop it. The hook calls `execve` itself, as
+/// Python's subprocess does, so a file that is no program fails the spawn with ENOEXEC
+/// instead of being run by `/bin/sh` (what `execvp`, std's call, would do). `cmd`'s stdio,
+/// working directory and process group still apply: std sets them up before the hook runs.
+///
+/// Only for a single-threaded caller (the supervisor): the hook allocates after `fork`.
+pub(crate) fn exec_unmasked(
+    cmd: &mut std::process::Command,
+    program: &std::path::Path,
+    argv: &[&str],
+    env: &[(std::ffi::OsString, std::ffi::OsString)],
+) -> io::Result<()> {
+    use std::ffi::CString;
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::process::CommandExt;
+    let nul = |what: &str| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{what} contains a NUL byte"),
+        )
+    };
+    let program = CString::new(program.as_os_str().as_bytes()).map_err(|_| nul("the program"))?;
+    let argv: Vec<CString> = argv
+        .iter()
+        .map(|a| CString::new(*a).map_err(|_| nul("an argument")))
+        .collect::<io::Result<_>>()?;
+    let envp: Vec<CString> = env
+        .iter()
+        .map(|(k, v)| {
+            let mut kv = k.as_bytes().to_vec();
+            kv.push(b'=');
+            kv.extend_from_slice(v.as_bytes());
+            CString::new(kv).map_err(|_| nul("an environment variable"))
+        })
+        .collect::<io::Result<_>>()?;
+    // SAFETY: the hook runs in the child of a single-threaded parent between fork and exec,
+    // where allocating is sound; it calls sigemptyset, sigprocmask and execve on values it
+    // owns (null-terminated pointer arrays into CStrings that outlive the call). execve only
+    // returns on failure, which the hook reports to std (and so to the parent's `spawn`).
+    unsafe {
+        cmd.pre_exec(move || {
+            let mut none: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut none);
+            if libc::sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut()) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            let mut args: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
+            args.push(std::ptr::null());
+            let mut vars: Vec<*const libc::c_char> = envp.iter().map(|e| e.as_ptr()).collect();
+            vars.push(std::ptr::null());
+            libc::execve(program.as_ptr(), args.as_ptr(), vars.as_ptr());
+            Err(io::Error::last_os_error())
+        });
+    }
+    Ok(())
+}
+
 /// Blocks `signals` and SIGPIPE for this (single-threaded) process, restoring SIGPIPE's default
 /// action first (which replicas inherit), so that a write to a closed pipe fails with EPIPE
 /// instead of killing us and the blocked signals wait to be read from a descriptor.

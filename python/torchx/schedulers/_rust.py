@@ -238,6 +238,7 @@ class RustScheduler(Scheduler[Mapping[str, Any]]):
                             role=r["role"],
                             hostname=r["hostname"],
                             structured_error_msg=r["structured_error_msg"],
+                            attempts=list(r.get("attempts", [])),
                         )
                         for r in rs["replicas"]
                     ],

@@ -39,6 +39,16 @@ def role_to_json(role: Role) -> Dict[str, Any]:
         "metadata": {k: _tuples_as_put(v) for k, v in role.metadata.items()},
         "mounts": [_mount_to_json(m) for m in role.mounts],
         "workspace": dict(role.workspace.projects) if role.workspace else None,
+        **{
+            key: value
+            for key, value in (
+                ("time_limit", role.time_limit),
+                ("checkpoint_signal", role.checkpoint_signal),
+                ("requeue_exit_code", role.requeue_exit_code),
+                ("max_requeues", role.max_requeues),
+            )
+            if value is not None
+        },
     }
 
 
@@ -103,6 +113,10 @@ def role_from_json(r: Dict[str, Any]) -> Role:
     role.min_replicas = r.get("min_replicas")
     role.max_retries = r.get("max_retries", 0)
     role.retry_policy = RetryPolicy(r.get("retry_policy", "APPLICATION"))
+    role.time_limit = r.get("time_limit")
+    role.checkpoint_signal = r.get("checkpoint_signal")
+    role.requeue_exit_code = r.get("requeue_exit_code")
+    role.max_requeues = r.get("max_requeues")
     if res is not None:
         role.resource = resource_from_json(res)
     role.port_map = dict(r.get("port_map", {}))

@@ -332,6 +332,14 @@ class Role:
     mounts: List[Union[BindMount, VolumeMount, DeviceMount]] = field(default_factory=list)
     workspace: Optional[Workspace] = None
     overrides: Dict[str, Any] = field(default_factory=dict)
+    #: Wall-clock limit of one attempt: seconds, or ``"90s"``, ``"30m"``, ``"4h"``, ``"1d2h"``.
+    time_limit: Optional[Union[int, str]] = None
+    #: ``"SIG@SECONDS"``: the signal sent that long before the time limit (default ``USR1@90``).
+    checkpoint_signal: Optional[str] = None
+    #: The exit code that asks for a requeue (default 75); requeues do not spend max_retries.
+    requeue_exit_code: Optional[int] = None
+    #: Requeues allowed after the requeue code or a preemption (default 100).
+    max_requeues: Optional[int] = None
 
     def __getattribute__(self, attrname: str) -> Any:
         if attrname == "overrides" or attrname.startswith("__"):
@@ -437,6 +445,11 @@ class ReplicaStatus:
     structured_error_msg: str = NONE
     # The address to reach it at (0.8): its hostname unless a scheduler knows better.
     hostaddr: Optional[str] = None
+    #: Its attempts, oldest first, where the scheduler records them: ``attempt``, ``started``,
+    #: ``ended``, ``exit_code``, ``signal`` and ``reason`` (``succeeded``, ``failed``,
+    #: ``timeout``, ``requeued``, ``preempted``, ``node_failure``, ``cancelled``; ``None``
+    #: while running).
+    attempts: List[Dict[str, Any]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if self.hostaddr is None:
@@ -451,7 +464,13 @@ class RoleStatus:
     replicas: List[ReplicaStatus]
 
     def to_json(self) -> Dict[str, Any]:
-        return {"role": self.role, "replicas": [asdict(r) for r in self.replicas]}
+        def replica(r: ReplicaStatus) -> Dict[str, Any]:
+            d = asdict(r)
+            if not d["attempts"]:
+                del d["attempts"]
+            return d
+
+        return {"role": self.role, "replicas": [replica(r) for r in self.replicas]}
 
 
 @dataclass

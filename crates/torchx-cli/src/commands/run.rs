@@ -4,9 +4,9 @@ use std::io::Write;
 use std::sync::Arc;
 use std::time::Duration;
 
-use torchx::runner::{ComponentOutcome, RunArgs as LibRunArgs};
+use torchx::runner::{ComponentOutcome, RoleDefaults, RunArgs as LibRunArgs};
 use torchx::scheduler::{DryRunInfo, LogQuery, WorkspaceSupport};
-use torchx::specs::{AppState, AppStatus, Workspace};
+use torchx::specs::{parse_duration, AppState, AppStatus, CheckpointSignal, Workspace};
 use torchx::{Error, Result, Runner};
 
 use crate::cli::RunArgs;
@@ -89,6 +89,7 @@ pub fn run(a: RunArgs) -> Result<i32> {
     let lib_args = LibRunArgs {
         workspace,
         parent_run_id: a.parent_run_id.clone(),
+        role_defaults: role_defaults(&a, &cli_run.recovery)?,
     };
     let dryrun = runner.dryrun_component(&component, &args, &scheduler, &cfg, &lib_args);
     let info = match super::block_on(dryrun)? {
@@ -113,6 +114,79 @@ pub fn run(a: RunArgs) -> Result<i32> {
         timeout,
         a.json,
     ))
+}
+
+/// `--time_limit`, `--checkpoint_signal`, `--max_retries`, `--requeue_exit_code` and
+/// `--max_requeues`, else their `[cli:run]` defaults, checked.
+fn role_defaults(
+    a: &RunArgs,
+    config: &std::collections::BTreeMap<String, String>,
+) -> Result<RoleDefaults> {
+    let value = |flag: &Option<String>, key: &str| -> Option<(String, String)> {
+        match flag {
+            Some(v) => Some((format!("--{key}"), v.clone())),
+            None => config
+                .get(key)
+                .map(|v| (format!("[cli:run] {key} in .torchxconfig"), v.clone())),
+        }
+    };
+    let context = |(whence, v): &(String, String), e: Error| {
+        Error::arg(format!("{whence} `{v}`: {}", e.message()))
+    };
+    let number = |given: Option<(String, String)>, what: &str| -> Result<Option<i64>> {
+        given
+            .map(|(whence, v)| {
+                v.trim()
+                    .parse::<i64>()
+                    .map_err(|_| Error::arg(format!("{whence} `{v}` is not {what}")))
+            })
+            .transpose()
+    };
+    let time_limit = value(&a.time_limit, "time_limit")
+        .map(|g| parse_duration(&g.1).map_err(|e| context(&g, e)))
+        .transpose()?;
+    let checkpoint_signal = value(&a.checkpoint_signal, "checkpoint_signal")
+        .map(|g| g.1.parse::<CheckpointSignal>().map_err(|e| context(&g, e)))
+        .transpose()?;
+    let count = |n: Option<i64>, key: &str| -> Result<Option<u32>> {
+        n.map(|n| {
+            u32::try_from(n).map_err(|_| Error::arg(format!("--{key} must be 0 or more, got {n}")))
+        })
+        .transpose()
+    };
+    let max_retries = count(
+        number(value(&a.max_retries, "max_retries"), "a number of retries")?,
+        "max_retries",
+    )?;
+    let max_requeues = count(
+        number(
+            value(&a.max_requeues, "max_requeues"),
+            "a number of requeues",
+        )?,
+        "max_requeues",
+    )?;
+    let requeue_exit_code = number(
+        value(&a.requeue_exit_code, "requeue_exit_code"),
+        "an exit code (1-255)",
+    )?
+    .map(|c| {
+        i32::try_from(c)
+            .ok()
+            .filter(|c| (1..=255).contains(c))
+            .ok_or_else(|| {
+                Error::arg(format!(
+                    "--requeue_exit_code {c} is not an exit code (1-255)"
+                ))
+            })
+    })
+    .transpose()?;
+    Ok(RoleDefaults {
+        time_limit,
+        checkpoint_signal,
+        max_retries,
+        requeue_exit_code,
+        max_requeues,
+    })
 }
 
 fn current_dir() -> Result<std::path::PathBuf> {

@@ -105,6 +105,7 @@ impl<B: Backend> Scheduler for B {
         cfg: &Cfg,
         ctx: &DryRunContext,
     ) -> Result<Box<dyn NativeRequest>> {
+        super::check_recovery(B::NAME, B::CAPABILITIES, app)?;
         let request = self.render(app, &B::Opts::from_cfg(cfg)?, ctx)?;
         Ok(Box::new(request))
     }

@@ -57,6 +57,9 @@ pub struct Capabilities {
     pub retries: bool,
     /// Apps with several roles work.
     pub multi_role: bool,
+    /// The recovery options (`time_limit`, `checkpoint_signal`, `requeue_exit_code`,
+    /// `max_requeues`) are honoured; where not, an app that sets one is refused at dry run.
+    pub recovery: bool,
     /// Its jobs run on this machine: `torchx run` waits for them and streams their logs
     /// unless `--detach` (TorchX's behaviour for its `local*` schedulers), and polls them often.
     /// Not a feature the conformance suite checks: `false` in [`ALL`](Self::ALL) too.
@@ -92,6 +95,7 @@ impl Capabilities {
         mounts: true,
         retries: true,
         multi_role: true,
+        recovery: true,
         runs_locally: false,
     };
 
@@ -109,6 +113,7 @@ impl Capabilities {
         mounts: false,
         retries: false,
         multi_role: false,
+        recovery: false,
         runs_locally: false,
     };
 
@@ -137,6 +142,8 @@ impl Capabilities {
         with_retries: retries,
         /// [`multi_role`](Self::multi_role) set to `on`.
         with_multi_role: multi_role,
+        /// [`recovery`](Self::recovery) set to `on`.
+        with_recovery: recovery,
         /// [`runs_locally`](Self::runs_locally) set to `on`.
         with_runs_locally: runs_locally,
     }
@@ -262,6 +269,25 @@ impl DryRunContext {
     /// TorchX's `make_unique(name)`.
     pub fn make_unique(&self, name: &str) -> String {
         format!("{name}-{}", self.unique)
+    }
+}
+
+/// Refuses an app that sets a recovery option a scheduler without
+/// [`Capabilities::recovery`] would drop, naming the options and the role.
+pub fn check_recovery(scheduler: &str, caps: Capabilities, app: &AppDef) -> Result<()> {
+    if caps.recovery {
+        return Ok(());
+    }
+    match app.roles.iter().find(|r| r.uses_recovery()) {
+        Some(r) => Err(Error::unsupported(
+            scheduler,
+            format!(
+                "{} (set on role `{}`): its jobs cannot be given a time limit or requeued",
+                r.recovery_options().join(", "),
+                r.name
+            ),
+        )),
+        None => Ok(()),
     }
 }
 

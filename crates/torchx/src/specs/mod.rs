@@ -6,6 +6,7 @@ mod handle;
 mod macros;
 mod mounts;
 pub mod overlay;
+mod recovery;
 mod resource;
 mod status;
 
@@ -19,10 +20,15 @@ use crate::error::{Error, Result};
 pub use handle::{make_app_handle, parse_app_handle, AppHandle};
 pub use macros::{substitute, MacroValues};
 pub use mounts::{parse_mounts, parse_mounts_detailed, Mount, MountError};
+pub use recovery::{
+    format_duration, parse_duration, CheckpointSignal, Recovery, Signal, DEFAULT_CHECKPOINT_SIGNAL,
+    DEFAULT_MAX_REQUEUES, DEFAULT_REQUEUE_EXIT_CODE,
+};
 pub use resource::{named_resource, named_resource_names, resource, Resource, GIB};
 pub use status::{
     format_time, format_utc, local_time_zone, sort_newest_first, wrap_error_message, AppState,
-    AppStatus, DescribeAppResponse, EndReason, ListAppResponse, ReplicaStatus, RoleStatus, Stream,
+    AppStatus, Attempt, DescribeAppResponse, EndReason, ListAppResponse, ReplicaStatus, RoleStatus,
+    Stream,
 };
 
 /// TorchX's marker for a value that was never set (`"<MISSING>"`).
@@ -246,6 +252,22 @@ pub struct Role {
     /// Local files to ship with this role (built into its image by workspace-aware schedulers).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspace: Option<Workspace>,
+    /// Wall-clock seconds one attempt may run (`--time_limit 4h`; files may write `4h`).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "recovery::deserialize_time_limit"
+    )]
+    pub time_limit: Option<u64>,
+    /// The signal sent before the time limit (`USR1@90`, the default with a time limit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint_signal: Option<CheckpointSignal>,
+    /// The exit code that asks for a requeue (default 75).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requeue_exit_code: Option<i32>,
+    /// Requeues allowed, which do not spend `max_retries` (default 100).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_requeues: Option<u32>,
 }
 
 impl Role {
@@ -266,6 +288,10 @@ impl Role {
             metadata: BTreeMap::new(),
             mounts: Vec::new(),
             workspace: None,
+            time_limit: None,
+            checkpoint_signal: None,
+            requeue_exit_code: None,
+            max_requeues: None,
         }
     }
 
@@ -389,6 +415,7 @@ impl AppDef {
                 )));
             }
             check_path_component("role name", &role.name)?;
+            role.validate_recovery()?;
             if !seen.insert(role.name.as_str()) {
                 return Err(Error::spec(format!(
                     "role name `{}` is used twice in app `{}`; role names must be unique",

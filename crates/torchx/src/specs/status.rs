@@ -200,8 +200,25 @@ impl std::str::FromStr for Stream {
     }
 }
 
+/// One attempt of a replica: a start of its process (or container), and how it ended.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Attempt {
+    /// 0 first, then +1 per restart (after a failure or a requeue).
+    pub attempt: u32,
+    /// When it started (seconds since the epoch).
+    pub started: Option<f64>,
+    /// When it ended; `None` while it runs.
+    pub ended: Option<f64>,
+    /// Its exit code.
+    pub exit_code: Option<i32>,
+    /// The signal that killed it.
+    pub signal: Option<i32>,
+    /// Why it ended; `None` while it runs (or where the scheduler cannot tell).
+    pub reason: Option<EndReason>,
+}
+
 /// The status of one replica.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ReplicaStatus {
     /// The replica index within its role.
     pub id: u32,
@@ -213,6 +230,9 @@ pub struct ReplicaStatus {
     pub hostname: String,
     /// A torchelastic error JSON, or `<NONE>`.
     pub structured_error_msg: String,
+    /// Its attempts, oldest first, where the scheduler records them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attempts: Vec<Attempt>,
 }
 
 impl ReplicaStatus {
@@ -229,11 +249,12 @@ impl ReplicaStatus {
             role: role.into(),
             hostname: hostname.into(),
             structured_error_msg: NONE.into(),
+            attempts: Vec::new(),
         }
     }
 
     fn to_json(&self) -> Value {
-        json!({
+        let mut v = json!({
             "id": self.id,
             "state": self.state as i32,
             "role": self.role,
@@ -242,12 +263,43 @@ impl ReplicaStatus {
             // 0.8's address to reach the replica at; no scheduler here knows one apart from
             // the hostname.
             "hostaddr": self.hostname,
-        })
+        });
+        if !self.attempts.is_empty() {
+            v["attempts"] = serde_json::to_value(&self.attempts).unwrap_or_default();
+        }
+        v
+    }
+
+    /// `    attempt 1: requeued (exit code 75) after 3s` lines, when there is more to say than one
+    /// attempt that is running or succeeded.
+    fn format_attempts(&self) -> String {
+        let plain = self.attempts.len() == 1
+            && matches!(self.attempts[0].reason, None | Some(EndReason::Succeeded));
+        if self.attempts.is_empty() || plain {
+            return String::new();
+        }
+        let mut out = String::new();
+        for a in &self.attempts {
+            let how = match (a.exit_code, a.signal) {
+                (Some(c), _) => format!(" (exit code {c})"),
+                (None, Some(s)) => format!(" (signal {s})"),
+                (None, None) => String::new(),
+            };
+            let took = match (a.started, a.ended) {
+                (Some(s), Some(e)) if e >= s => {
+                    format!(" after {}", super::format_duration((e - s).round() as u64))
+                }
+                _ => String::new(),
+            };
+            let reason = a.reason.map_or("running", EndReason::as_str);
+            out.push_str(&format!("\n    attempt {}: {reason}{how}{took}", a.attempt));
+        }
+        out
     }
 }
 
 /// The statuses of one role's replicas.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RoleStatus {
     /// The role's name.
     pub role: String,
@@ -263,7 +315,7 @@ impl RoleStatus {
 }
 
 /// The status of an app as `torchx status` shows it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct AppStatus {
     /// The app's state.
     pub state: AppState,
@@ -344,10 +396,11 @@ impl AppStatus {
             for r in replicas {
                 let marker = if r.id == 0 { '*' } else { ' ' };
                 roles.push_str(&format!(
-                    "\n {marker}{}[{}]:{}",
+                    "\n {marker}{}[{}]:{}{}",
                     r.role,
                     r.id,
-                    format_replica(r, tz)
+                    format_replica(r, tz),
+                    r.format_attempts()
                 ));
             }
         }

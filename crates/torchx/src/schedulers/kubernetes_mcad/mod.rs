@@ -82,6 +82,8 @@ impl Backend for KubernetesMcadScheduler {
     const CAPABILITIES: Capabilities = Capabilities {
         log_streams: false,
         workspace: WorkspaceSupport::PushedImage,
+        // Not yet mapped to its native time limits and requeues: refused, never dropped.
+        recovery: false,
         ..Capabilities::ALL
     };
     type Opts = KubernetesMcadOpts;

@@ -159,13 +159,13 @@ impl Launcher {
     }
 
     /// Starts one replica as the leader of its own process group, in its working directory,
-    /// with stdin on /dev/null and stdout/stderr piped to us. std's `Command` takes the
-    /// `posix_spawn` path here (no pre-exec hook), resets the signal mask and SIGPIPE that the
-    /// supervisor blocks, and reports exec failures from `spawn` itself. The child is reaped
-    /// by the supervisor's `waitid` loop (dropping a `Child` neither waits nor kills).
+    /// with stdin on /dev/null and stdout/stderr piped to us, and none of the signals the
+    /// supervisor blocks blocked (`sys::unblock_signals_in_child`: std leaves the mask as it
+    /// is). std reports exec failures from `spawn` itself. The child is reaped by the
+    /// supervisor's `waitid` loop (dropping a `Child` neither waits nor kills).
     pub(super) fn launch(&mut self, p: &ReplicaParam, env: &crate::specs::Env) -> Result<Proc> {
         // Created (with their directories) before the start, so a replica never runs without
-        // them; opened for writing after its batch started (see `Supervisor::spawn`).
+        // them; opened for writing after its batch started (see `Supervisor::launch`).
         drop(open_logs(
             &[p.stdout.clone(), p.stderr.clone(), p.combined.clone()],
             true,
@@ -191,18 +191,17 @@ impl Launcher {
         let path = self
             .resolve(&program, child_env.get(OsStr::new("PATH")), &p.cwd)
             .map_err(cannot)?;
-        let mut child = Command::new(&path)
-            .arg0(&program)
-            .args(&p.args[1..])
-            .env_clear()
-            .envs(&child_env)
+        let mut command = Command::new(&path);
+        command
             .current_dir(&p.cwd)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
-            .process_group(0)
-            .spawn()
-            .map_err(cannot)?;
+            .process_group(0);
+        let argv: Vec<&str> = p.args.iter().map(String::as_str).collect();
+        let env: Vec<(OsString, OsString)> = child_env.into_iter().collect();
+        sys::exec_unmasked(&mut command, &path, &argv, &env).map_err(cannot)?;
+        let mut child = command.spawn().map_err(cannot)?;
         let pipe = |src: Option<OwnedFd>| {
             let src = File::from(src?);
             sys::set_nonblocking(&src).ok()?;

@@ -11,10 +11,10 @@ use rusqlite::{params, Connection, OpenFlags, OptionalExtension, Row};
 
 use super::NAME;
 use crate::error::{Error, ErrorKind, Result};
-use crate::specs::AppState;
+use crate::specs::{AppState, EndReason};
 
 /// Bumped when the schema changes incompatibly.
-const SCHEMA_VERSION: i64 = 1;
+const SCHEMA_VERSION: i64 = 2;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS apps (
@@ -72,9 +72,16 @@ CREATE TABLE IF NOT EXISTS attempts (
     signal INTEGER,
     started REAL,
     ended REAL,
+    reason TEXT,
     PRIMARY KEY (app_id, role_idx, replica_id, attempt)
 );
 ";
+
+/// What brings a ledger of each older schema version to the current one, in order.
+const MIGRATIONS: [(i64, &str); 1] = [
+    // Version 2: why each attempt ended (`succeeded`, `requeued`, `timeout`, ...).
+    (1, "ALTER TABLE attempts ADD COLUMN reason TEXT;"),
+];
 
 /// Per connection: WAL commits without fsync (atomic, durable up to the last checkpoint), and
 /// reads through mmap rather than copies.
@@ -171,6 +178,8 @@ pub(super) struct AttemptRow {
     pub started: Option<f64>,
     /// End time.
     pub ended: Option<f64>,
+    /// Why it ended (`None` in ledgers written before reasons were recorded).
+    pub reason: Option<EndReason>,
 }
 
 /// The columns that decide whether an app is alive, and when it ran.
@@ -373,10 +382,29 @@ impl Ledger {
                 .query_row("PRAGMA journal_mode=WAL", [], |_| Ok(()))
         })
         .map_err(&err)?;
+        // The version is read again under the write lock: a racing process may have upgraded.
         retry_busy(|| {
-            self.conn.execute_batch(&format!(
-                "BEGIN IMMEDIATE; {SCHEMA} PRAGMA user_version={SCHEMA_VERSION}; COMMIT;"
-            ))
+            self.conn.execute_batch("BEGIN IMMEDIATE")?;
+            let upgraded = (|| {
+                let version: i64 = self
+                    .conn
+                    .query_row("PRAGMA user_version", [], |r| r.get(0))?;
+                if version == 0 {
+                    self.conn.execute_batch(SCHEMA)?;
+                } else {
+                    for (from, step) in MIGRATIONS {
+                        if version <= from {
+                            self.conn.execute_batch(step)?;
+                        }
+                    }
+                }
+                self.conn
+                    .execute_batch(&format!("PRAGMA user_version={SCHEMA_VERSION}; COMMIT;"))
+            })();
+            if upgraded.is_err() {
+                let _ = self.conn.execute_batch("ROLLBACK");
+            }
+            upgraded
         })
         .map_err(&err)?;
         self.conn.execute_batch(CONNECTION_PRAGMAS).map_err(&err)
@@ -498,12 +526,11 @@ impl Ledger {
     }
 
     /// An app's finished attempts, oldest first.
-    #[allow(dead_code)] // TODO(#27): shown by `status` per replica
     pub(super) fn attempts(&self, app_id: &str) -> Result<Vec<AttemptRow>> {
         self.conn
             .prepare_cached(
-                "SELECT role_idx, replica_id, attempt, pid, exit_code, signal, started, ended \
-                 FROM attempts WHERE app_id = ?1 ORDER BY role_idx, replica_id, attempt",
+                "SELECT role_idx, replica_id, attempt, pid, exit_code, signal, started, ended, \
+                 reason FROM attempts WHERE app_id = ?1 ORDER BY role_idx, replica_id, attempt",
             )
             .and_then(|mut s| {
                 s.query_map([app_id], |r| {
@@ -516,6 +543,7 @@ impl Ledger {
                         signal: r.get(5)?,
                         started: r.get(6)?,
                         ended: r.get(7)?,
+                        reason: r.get::<_, Option<String>>(8)?.and_then(|s| s.parse().ok()),
                     })
                 })?
                 .collect()
@@ -580,7 +608,8 @@ impl Ledger {
             let mut stmt = tx
                 .prepare_cached(
                     "INSERT OR REPLACE INTO attempts (app_id, role_idx, replica_id, attempt, pid, \
-                     exit_code, signal, started, ended) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                     exit_code, signal, started, ended, reason) \
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
                 )
                 .map_err(&err)?;
             for a in attempts {
@@ -593,7 +622,8 @@ impl Ledger {
                     a.exit_code,
                     a.signal,
                     a.started,
-                    a.ended
+                    a.ended,
+                    a.reason.map(EndReason::as_str)
                 ])
                 .map_err(&err)?;
             }
@@ -888,5 +918,50 @@ mod tests {
         conn.execute_batch("PRAGMA user_version=99").unwrap();
         let e = Ledger::open(&state).unwrap_err();
         assert!(e.to_string().contains("newer torchx"), "{e}");
+    }
+
+    /// A ledger of schema 1 (attempts without reasons) is upgraded in place: its rows stay, and
+    /// new attempts record why they ended.
+    #[test]
+    fn an_older_ledger_is_upgraded() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().join("state");
+        Ledger::open(&state).unwrap();
+        let conn = Connection::open(Ledger::path_in(&state)).unwrap();
+        conn.execute_batch(
+            "DROP TABLE attempts; CREATE TABLE attempts (app_id TEXT NOT NULL, role_idx INTEGER \
+             NOT NULL, replica_id INTEGER NOT NULL, attempt INTEGER NOT NULL, pid INTEGER, \
+             exit_code INTEGER, signal INTEGER, started REAL, ended REAL, PRIMARY KEY (app_id, \
+             role_idx, replica_id, attempt)); INSERT INTO attempts VALUES ('a-1', 0, 0, 0, 7, \
+             1, NULL, 1.0, 2.0); PRAGMA user_version=1;",
+        )
+        .unwrap();
+        drop(conn);
+        let mut l = Ledger::open(&state).unwrap();
+        let old = l.attempts("a-1").unwrap();
+        assert_eq!(
+            (old.len(), old[0].exit_code, old[0].reason),
+            (1, Some(1), None)
+        );
+        l.insert_app(&app("a-1", 1.0), "{}", &[replica(0)]).unwrap();
+        let progress = Progress {
+            state: AppState::Running,
+            msg: "",
+            num_restarts: 1,
+            ended: None,
+        };
+        let requeued = AttemptRow {
+            attempt: 1,
+            reason: Some(EndReason::Requeued),
+            ..old[0].clone()
+        };
+        l.save("a-1", &progress, &[], &[requeued]).unwrap();
+        let reasons: Vec<_> = l
+            .attempts("a-1")
+            .unwrap()
+            .iter()
+            .map(|a| a.reason)
+            .collect();
+        assert_eq!(reasons, [None, Some(EndReason::Requeued)]);
     }
 }

@@ -9,13 +9,10 @@
 //! counted apart from the retry budget.
 
 use super::state::{exit_message, on_failure, Decision, RetryCounters};
-use crate::specs::{AppState, EndReason, RetryPolicy};
+use crate::specs::{
+    AppState, EndReason, RetryPolicy, DEFAULT_MAX_REQUEUES, DEFAULT_REQUEUE_EXIT_CODE,
+};
 use crate::sys::{Exit, SIGKILL, SIGTERM};
-
-/// TorchX's requeue exit code: EX_TEMPFAIL.
-pub(super) const REQUEUE_EXIT_CODE: i32 = 75;
-/// How many requeues a role gets unless it says otherwise.
-pub(super) const DEFAULT_MAX_REQUEUES: u32 = 100;
 
 /// The retry and recovery settings of one role.
 #[derive(Debug, Clone, PartialEq)]
@@ -48,7 +45,7 @@ impl RolePolicy {
             retry_policy,
             max_retries,
             max_requeues: DEFAULT_MAX_REQUEUES,
-            requeue_exit_code: REQUEUE_EXIT_CODE,
+            requeue_exit_code: DEFAULT_REQUEUE_EXIT_CODE,
             time_limit: None,
             checkpoint_signal: None,
         }

@@ -54,7 +54,7 @@ use crate::scheduler::{
     Replica, Scheduler, Step, Take, WorkspaceSupport,
 };
 use crate::specs::{
-    AppDef, AppState, DescribeAppResponse, ListAppResponse, ReplicaStatus, Stream, NONE,
+    AppDef, AppState, Attempt, DescribeAppResponse, ListAppResponse, ReplicaStatus, Stream, NONE,
 };
 
 /// The registry name.
@@ -263,6 +263,10 @@ impl LocalCwdScheduler {
             ))
             .with_source(e)
         })?;
+        // The checkpoint directory of every attempt (TORCHX_CHECKPOINT_DIR), there before any.
+        let checkpoints = render::checkpoint_dir(&req.log_dir);
+        std::fs::create_dir_all(&checkpoints)
+            .map_err(|e| Error::io(format!("creating {}", checkpoints.display()), e))?;
         self.with_ledger(|l| l.insert_app(&row, &request_json, &replicas))?;
         // From here on the app is recorded: any failure is recorded on it too.
         self.start_supervisor(&exe, req).inspect_err(|e| {
@@ -324,7 +328,8 @@ impl LocalCwdScheduler {
 
     fn describe_app(&self, live: &Liveness) -> Result<Option<DescribeAppResponse>> {
         let app_id = &live.app_id;
-        let (app, replicas) = self.with_ledger(|l| Ok((l.app(app_id)?, l.replicas(app_id)?)))?;
+        let (app, replicas, attempts) =
+            self.with_ledger(|l| Ok((l.app(app_id)?, l.replicas(app_id)?, l.attempts(app_id)?)))?;
         let Some(app) = app else {
             return Ok(None);
         };
@@ -354,6 +359,30 @@ impl LocalCwdScheduler {
         let mut errors: Vec<(SystemTime, String)> = Vec::new();
         for r in &replicas {
             let mut status = ReplicaStatus::new(r.replica_id, r.state, &r.role, "localhost");
+            status.attempts = attempts
+                .iter()
+                .filter(|a| (a.role_idx, a.replica_id) == (r.role_idx, r.replica_id))
+                .map(|a| Attempt {
+                    attempt: a.attempt,
+                    started: a.started,
+                    ended: a.ended,
+                    exit_code: a.exit_code,
+                    signal: a.signal,
+                    reason: a.reason,
+                })
+                .collect();
+            // The attempt in progress, recorded when it ends.
+            if r.state == AppState::Running && status.attempts.iter().all(|a| a.attempt < r.attempt)
+            {
+                status.attempts.push(Attempt {
+                    attempt: r.attempt,
+                    started: r.started,
+                    ended: None,
+                    exit_code: None,
+                    signal: None,
+                    reason: None,
+                });
+            }
             if let Ok(text) = fs::read_to_string(&r.error_file) {
                 let modified = fs::metadata(&r.error_file)
                     .and_then(|m| m.modified())

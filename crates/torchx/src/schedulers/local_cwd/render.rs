@@ -42,8 +42,33 @@ pub struct RoleParams {
     /// What a restart restarts.
     #[serde(default)]
     pub retry_policy: crate::specs::RetryPolicy,
+    /// Wall-clock seconds of one attempt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_limit: Option<u64>,
+    /// The signal before the time limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint_signal: Option<crate::specs::CheckpointSignal>,
+    /// The exit code that asks for a requeue.
+    #[serde(default = "default_requeue_exit_code")]
+    pub requeue_exit_code: i32,
+    /// Requeues allowed (they do not spend `max_retries`).
+    #[serde(default = "default_max_requeues")]
+    pub max_requeues: u32,
     /// One entry per replica.
     pub replicas: Vec<ReplicaParam>,
+}
+
+fn default_requeue_exit_code() -> i32 {
+    crate::specs::DEFAULT_REQUEUE_EXIT_CODE
+}
+
+fn default_max_requeues() -> u32 {
+    crate::specs::DEFAULT_MAX_REQUEUES
+}
+
+/// The directory `TORCHX_CHECKPOINT_DIR` names in every attempt of an app's replicas.
+pub(super) fn checkpoint_dir(log_dir: &Path) -> PathBuf {
+    log_dir.join("checkpoint")
 }
 
 /// The processes of an app, by role.
@@ -109,14 +134,25 @@ pub fn render(
             join_path([role_path, Some(cwd.as_str())])
         };
         role.env.insert("PATH".into(), path);
+        role.env
+            .insert("TORCHX_MAX_RETRIES".into(), role.max_retries.to_string());
+        role.env.insert(
+            "TORCHX_CHECKPOINT_DIR".into(),
+            checkpoint_dir(&log_dir).display().to_string(),
+        );
         let replicas = (0..role.num_replicas)
             .map(|i| replica(&role, i, &app_id, &cwd, &log_dir, ctx))
             .collect();
+        let recovery = role.recovery();
         roles.push(RoleParams {
             role: role.name.clone(),
             gpus_per_replica: role.resource.gpu.max(0),
             max_retries: role.max_retries,
             retry_policy: role.retry_policy,
+            time_limit: recovery.time_limit,
+            checkpoint_signal: recovery.checkpoint_signal,
+            requeue_exit_code: recovery.requeue_exit_code,
+            max_requeues: recovery.max_requeues,
             replicas,
         });
     }

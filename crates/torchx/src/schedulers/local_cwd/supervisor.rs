@@ -225,7 +225,15 @@ impl Supervisor {
             .roles
             .iter()
             .map(|r| {
-                let policy = RolePolicy::new(r.role.clone(), r.retry_policy, r.max_retries);
+                let policy = RolePolicy {
+                    max_requeues: r.max_requeues,
+                    requeue_exit_code: r.requeue_exit_code,
+                    time_limit: r.time_limit.map(|t| t as f64),
+                    checkpoint_signal: r
+                        .checkpoint_signal
+                        .map(|s| (s.signal.number(), s.seconds as f64)),
+                    ..RolePolicy::new(r.role.clone(), r.retry_policy, r.max_retries)
+                };
                 (policy, r.replicas.len())
             })
             .collect();
@@ -279,6 +287,7 @@ impl Supervisor {
                         signal,
                         started: end.started,
                         ended: Some(end.ended),
+                        reason: Some(end.reason),
                     });
                 }
                 Action::Note(line) => note!("{line}"),

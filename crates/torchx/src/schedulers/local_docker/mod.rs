@@ -316,6 +316,8 @@ impl Backend for LocalDockerScheduler {
     const CAPABILITIES: Capabilities = Capabilities {
         workspace: WorkspaceSupport::LocalImage,
         runs_locally: true,
+        // Not yet mapped to its native time limits and requeues: refused, never dropped.
+        recovery: false,
         ..Capabilities::ALL
     };
     type Opts = LocalDockerOpts;

@@ -137,6 +137,7 @@ impl Scheduler for PluginScheduler {
         cfg: &Cfg,
         ctx: &DryRunContext,
     ) -> Result<Box<dyn NativeRequest>> {
+        crate::scheduler::check_recovery(self.name(), self.capabilities(), app)?;
         let body = json!({
             "app": app,
             "cfg": cfg,

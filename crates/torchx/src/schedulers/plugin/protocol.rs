@@ -154,6 +154,7 @@ pub(super) fn parse_info(v: &Value) -> Result<Info, String> {
         mounts: flag("mounts"),
         retries: flag("retries"),
         multi_role: flag("multi_role"),
+        recovery: flag("recovery"),
         runs_locally: flag("runs_locally"),
         // Workspaces need image builds torchx does and plugins cannot see: not offered.
         workspace: WorkspaceSupport::None,

@@ -362,6 +362,8 @@ impl Backend for SlurmScheduler {
         log_since_until: false,
         mounts: false,
         workspace: WorkspaceSupport::Directory,
+        // Not yet mapped to its native time limits and requeues: refused, never dropped.
+        recovery: false,
         ..Capabilities::ALL
     };
     type Opts = SlurmOpts;

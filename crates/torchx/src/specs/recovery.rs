@@ -1,0 +1,348 @@
+//! The recovery contract's spellings and a role's effective settings: attempt time limits
+//! (`90s`, `30m`, `4h`, `1d2h`), the checkpoint signal (`USR1@90`: SIGUSR1 90 s before the
+//! limit), the requeue exit code (75, EX_TEMPFAIL) and the requeue budget. Requeues (that exit
+//! code, a preemption, a lost node) never spend `max_retries`.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use crate::error::{Error, Result};
+
+/// The exit code that asks for a requeue unless a role names another: EX_TEMPFAIL.
+pub const DEFAULT_REQUEUE_EXIT_CODE: i32 = 75;
+/// How many requeues a role gets unless it names another number.
+pub const DEFAULT_MAX_REQUEUES: u32 = 100;
+/// The checkpoint signal of a role with a time limit and no signal of its own.
+pub const DEFAULT_CHECKPOINT_SIGNAL: CheckpointSignal = CheckpointSignal {
+    signal: Signal::Usr1,
+    seconds: 90,
+};
+
+/// `90s`, `30m`, `4h`, `2d`, and sums of them (`1d2h`, `1h30m`); a bare number is seconds.
+/// Returns seconds.
+pub fn parse_duration(s: &str) -> Result<u64> {
+    let bad = || {
+        Error::arg(format!(
+            "`{s}` is not a duration: give a number of seconds or units like 90s, 30m, 4h, 1d2h"
+        ))
+    };
+    let s = s.trim();
+    if s.is_empty() {
+        return Err(bad());
+    }
+    if let Ok(secs) = s.parse::<u64>() {
+        return Ok(secs);
+    }
+    let (mut total, mut digits) = (0u64, String::new());
+    for c in s.chars() {
+        if c.is_ascii_digit() {
+            digits.push(c);
+            continue;
+        }
+        let unit = match c {
+            's' => 1,
+            'm' => 60,
+            'h' => 3600,
+            'd' => 86400,
+            _ => return Err(bad()),
+        };
+        let n: u64 = digits.parse().map_err(|_| bad())?;
+        total = n
+            .checked_mul(unit)
+            .and_then(|v| total.checked_add(v))
+            .ok_or_else(bad)?;
+        digits.clear();
+    }
+    if !digits.is_empty() {
+        return Err(bad());
+    }
+    Ok(total)
+}
+
+/// `1d2h`, `30m`, `1h30m5s`: seconds the way [`parse_duration`] reads them.
+pub fn format_duration(secs: u64) -> String {
+    if secs == 0 {
+        return "0s".into();
+    }
+    let mut out = String::new();
+    let mut rest = secs;
+    for (unit, name) in [(86400, 'd'), (3600, 'h'), (60, 'm'), (1, 's')] {
+        if rest >= unit {
+            out.push_str(&format!("{}{name}", rest / unit));
+            rest %= unit;
+        }
+    }
+    out
+}
+
+/// A signal a job may ask for before its time limit: the ones Slurm's `--signal`, LSF's `-wa`
+/// and `kill` all name the same way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Signal {
+    /// SIGHUP.
+    Hup,
+    /// SIGINT.
+    Int,
+    /// SIGQUIT.
+    Quit,
+    /// SIGUSR1 (the default).
+    Usr1,
+    /// SIGUSR2.
+    Usr2,
+    /// SIGALRM.
+    Alrm,
+    /// SIGTERM.
+    Term,
+    /// SIGCONT.
+    Cont,
+}
+
+impl Signal {
+    const ALL: [Signal; 8] = [
+        Signal::Hup,
+        Signal::Int,
+        Signal::Quit,
+        Signal::Usr1,
+        Signal::Usr2,
+        Signal::Alrm,
+        Signal::Term,
+        Signal::Cont,
+    ];
+
+    /// Its name without `SIG`: `USR1`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Signal::Hup => "HUP",
+            Signal::Int => "INT",
+            Signal::Quit => "QUIT",
+            Signal::Usr1 => "USR1",
+            Signal::Usr2 => "USR2",
+            Signal::Alrm => "ALRM",
+            Signal::Term => "TERM",
+            Signal::Cont => "CONT",
+        }
+    }
+
+    /// Its number on this platform.
+    pub fn number(self) -> i32 {
+        match self {
+            Signal::Hup => libc::SIGHUP,
+            Signal::Int => libc::SIGINT,
+            Signal::Quit => libc::SIGQUIT,
+            Signal::Usr1 => libc::SIGUSR1,
+            Signal::Usr2 => libc::SIGUSR2,
+            Signal::Alrm => libc::SIGALRM,
+            Signal::Term => libc::SIGTERM,
+            Signal::Cont => libc::SIGCONT,
+        }
+    }
+}
+
+impl FromStr for Signal {
+    type Err = Error;
+    /// `USR1`, `SIGUSR1`, `usr1`.
+    fn from_str(s: &str) -> Result<Signal> {
+        let upper = s.trim().to_ascii_uppercase();
+        let name = upper.strip_prefix("SIG").unwrap_or(&upper);
+        Signal::ALL
+            .into_iter()
+            .find(|sig| sig.name() == name)
+            .ok_or_else(|| {
+                let names: Vec<&str> = Signal::ALL.iter().map(|s| s.name()).collect();
+                Error::arg(format!(
+                    "`{s}` is not a signal a job can be sent before its time limit; use one of {}",
+                    names.join(", ")
+                ))
+            })
+    }
+}
+
+/// `SIG@SECONDS`: send SIG that many seconds before the attempt's time limit (and, where the
+/// scheduler announces one, at an eviction or preemption).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct CheckpointSignal {
+    /// Which signal.
+    pub signal: Signal,
+    /// How long before the limit.
+    pub seconds: u64,
+}
+
+impl FromStr for CheckpointSignal {
+    type Err = Error;
+    /// `USR1@90`, `SIGTERM@120`, `USR2@5m`.
+    fn from_str(s: &str) -> Result<CheckpointSignal> {
+        let (sig, when) = s.split_once('@').ok_or_else(|| {
+            Error::arg(format!(
+                "checkpoint signal `{s}` is not SIG@SECONDS (e.g. USR1@90: SIGUSR1 90 seconds \
+                 before the time limit)"
+            ))
+        })?;
+        Ok(CheckpointSignal {
+            signal: sig.parse()?,
+            seconds: parse_duration(when)?,
+        })
+    }
+}
+
+impl fmt::Display for CheckpointSignal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}@{}", self.signal.name(), self.seconds)
+    }
+}
+
+impl Serialize for CheckpointSignal {
+    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for CheckpointSignal {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// A time limit in an AppDef file or JSON: seconds, or a duration string (`4h`).
+pub(crate) fn deserialize_time_limit<'de, D: Deserializer<'de>>(
+    d: D,
+) -> std::result::Result<Option<u64>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Raw {
+        Seconds(u64),
+        Text(String),
+    }
+    match Option::<Raw>::deserialize(d)? {
+        None => Ok(None),
+        Some(Raw::Seconds(s)) => Ok(Some(s)),
+        Some(Raw::Text(t)) => parse_duration(&t)
+            .map(Some)
+            .map_err(serde::de::Error::custom),
+    }
+}
+
+/// A role's recovery settings with the defaults applied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Recovery {
+    /// Wall-clock seconds of one attempt.
+    pub time_limit: Option<u64>,
+    /// The signal before the limit (`USR1@90` by default when there is a limit).
+    pub checkpoint_signal: Option<CheckpointSignal>,
+    /// The exit code that asks for a requeue.
+    pub requeue_exit_code: i32,
+    /// Requeues allowed (they do not spend `max_retries`).
+    pub max_requeues: u32,
+}
+
+impl super::Role {
+    /// This role's recovery settings, defaults applied.
+    pub fn recovery(&self) -> Recovery {
+        Recovery {
+            time_limit: self.time_limit,
+            checkpoint_signal: self
+                .checkpoint_signal
+                .or(self.time_limit.map(|_| DEFAULT_CHECKPOINT_SIGNAL)),
+            requeue_exit_code: self.requeue_exit_code.unwrap_or(DEFAULT_REQUEUE_EXIT_CODE),
+            max_requeues: self.max_requeues.unwrap_or(DEFAULT_MAX_REQUEUES),
+        }
+    }
+
+    /// Whether the role sets any recovery option itself (one a scheduler must honour or
+    /// refuse).
+    pub fn uses_recovery(&self) -> bool {
+        self.time_limit.is_some()
+            || self.checkpoint_signal.is_some()
+            || self.requeue_exit_code.is_some()
+            || self.max_requeues.is_some()
+    }
+
+    /// The recovery options this role sets, by their `torchx run` names.
+    pub fn recovery_options(&self) -> Vec<&'static str> {
+        [
+            (self.time_limit.is_some(), "time_limit"),
+            (self.checkpoint_signal.is_some(), "checkpoint_signal"),
+            (self.requeue_exit_code.is_some(), "requeue_exit_code"),
+            (self.max_requeues.is_some(), "max_requeues"),
+        ]
+        .into_iter()
+        .filter_map(|(set, name)| set.then_some(name))
+        .collect()
+    }
+
+    /// Checks the recovery fields: a time limit of at least a second, a signal that comes
+    /// before it, a requeue code a process can exit with (1-255).
+    pub(crate) fn validate_recovery(&self) -> Result<()> {
+        let role = &self.name;
+        if self.time_limit == Some(0) {
+            return Err(Error::spec(format!(
+                "role `{role}`: time_limit must be at least 1 second"
+            )));
+        }
+        if let (Some(limit), Some(sig)) = (self.time_limit, self.checkpoint_signal) {
+            if sig.seconds >= limit {
+                return Err(Error::spec(format!(
+                    "role `{role}`: checkpoint_signal {sig} comes {} before the end of an \
+                     attempt of {}: give fewer seconds than the time limit",
+                    format_duration(sig.seconds),
+                    format_duration(limit)
+                )));
+            }
+        }
+        if let Some(code) = self.requeue_exit_code {
+            if !(1..=255).contains(&code) {
+                return Err(Error::spec(format!(
+                    "role `{role}`: requeue_exit_code {code} is not an exit code a process can \
+                     ask with (1-255)"
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        for (text, secs) in [
+            ("90", 90),
+            ("90s", 90),
+            ("30m", 1800),
+            ("4h", 14400),
+            ("1d2h", 93600),
+            ("1h30m5s", 5405),
+            (" 2d ", 172800),
+        ] {
+            assert_eq!(parse_duration(text).unwrap(), secs, "{text}");
+        }
+        for bad in ["", "h", "4x", "1.5h", "-3", "4h3", "99999999999999999999d"] {
+            assert!(parse_duration(bad).is_err(), "{bad}");
+        }
+        for secs in [0, 59, 60, 3600, 5405, 93600] {
+            assert_eq!(parse_duration(&format_duration(secs)).unwrap(), secs);
+        }
+        assert_eq!(format_duration(93600), "1d2h");
+    }
+
+    #[test]
+    fn checkpoint_signals() {
+        let s: CheckpointSignal = "USR1@90".parse().unwrap();
+        assert_eq!(s, DEFAULT_CHECKPOINT_SIGNAL);
+        assert_eq!(s.to_string(), "USR1@90");
+        let s: CheckpointSignal = "sigterm@2m".parse().unwrap();
+        assert_eq!((s.signal, s.seconds), (Signal::Term, 120));
+        assert_eq!(Signal::Usr1.number(), libc::SIGUSR1);
+        for bad in ["USR1", "KILL@10", "USR1@x", "@90"] {
+            let e = bad.parse::<CheckpointSignal>().unwrap_err();
+            assert_eq!(e.kind(), crate::ErrorKind::InvalidArgument, "{bad}");
+        }
+        let json = serde_json::to_string(&s).unwrap();
+        assert_eq!(json, "\"TERM@120\"");
+        assert_eq!(serde_json::from_str::<CheckpointSignal>(&json).unwrap(), s);
+    }
+}
