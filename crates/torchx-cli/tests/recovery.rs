@@ -235,36 +235,37 @@ fn a_time_limit_without_a_requeue_is_a_failure() {
 #[test]
 fn bad_recovery_input_is_refused_before_anything_runs() {
     let env = Env::new();
+    // Exit codes: 2 for bad input, 6 for what the scheduler cannot do.
     for (args, code, message) in [
-        (&["--time_limit", "4x"][..], 1, "`4x` is not a duration"),
+        (&["--time_limit", "4x"][..], 2, "`4x` is not a duration"),
         (
             &["--checkpoint_signal", "KILL@10"][..],
-            1,
+            2,
             "`KILL` is not a signal",
         ),
         (
             &["--checkpoint_signal", "USR1"][..],
-            1,
+            2,
             "is not SIG@SECONDS",
         ),
         (
             &["--max_retries", "-1"][..],
-            1,
+            2,
             "--max_retries must be 0 or more",
         ),
         (
             &["--requeue_exit_code", "0"][..],
-            1,
+            2,
             "is not an exit code (1-255)",
         ),
         (
             &["--time_limit", "60", "--checkpoint_signal", "USR1@90"][..],
-            1,
+            2,
             "checkpoint_signal USR1@90 comes 1m30s before the end of an attempt of 1m",
         ),
         (
             &["-s", "slurm", "--time_limit", "1h"][..],
-            4,
+            6,
             "scheduler `slurm` does not support time_limit",
         ),
     ] {
@@ -274,8 +275,7 @@ fn bad_recovery_input_is_refused_before_anything_runs() {
         let out = env.run(&full);
         let err = stderr(&out);
         assert!(err.contains(message), "{args:?}: {err}");
-        assert_ne!(out.status.code(), Some(0), "{args:?}");
-        let _ = code;
+        assert_eq!(out.status.code(), Some(code), "{args:?}: {err}");
     }
     assert_eq!(env.apps(), 0);
 }
