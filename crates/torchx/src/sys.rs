@@ -97,6 +97,16 @@ pub(crate) enum Exit {
     Signal(i32),
 }
 
+impl Exit {
+    /// (exit code, signal), as the ledger records them: one of the two is set.
+    pub(crate) fn code_and_signal(self) -> (Option<i32>, Option<i32>) {
+        match self {
+            Exit::Code(c) => (Some(c), None),
+            Exit::Signal(s) => (None, Some(s)),
+        }
+    }
+}
+
 /// One exited child (`only`: that one, else any), left a zombie, without blocking: until
 /// [`reap`] collects it, its pid — and so its process group id — cannot be reused, so its group
 /// can still be signalled safely.

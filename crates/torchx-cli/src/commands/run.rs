@@ -105,12 +105,19 @@ pub fn run(a: RunArgs) -> Result<i32> {
     }
     let local = runner.scheduler(&scheduler)?.capabilities().runs_locally;
     let attached = local && !a.detach;
+    // A job on this machine is asked about often; a cluster is spared.
+    let poll = if local {
+        Duration::from_millis(20)
+    } else {
+        Duration::from_secs(1)
+    };
     let runner = Arc::new(runner);
     super::block_on(submit_and_wait(
         runner,
         info,
         attached || a.wait || a.log,
         attached || a.log,
+        poll,
         timeout,
         a.json,
     ))
@@ -241,6 +248,7 @@ async fn submit_and_wait(
     info: DryRunInfo,
     wait: bool,
     stream_logs: bool,
+    poll: Duration,
     timeout: Option<Duration>,
     json: bool,
 ) -> Result<i32> {
@@ -273,14 +281,6 @@ async fn submit_and_wait(
             }
         }
     }
-    let local = runner
-        .scheduler(&info.scheduler)
-        .is_ok_and(|s| s.capabilities().runs_locally);
-    let poll = if local {
-        Duration::from_millis(20)
-    } else {
-        Duration::from_secs(1)
-    };
     // The log streams end when the app does; only then is its final state worth asking for.
     let finish = async {
         while let Some(res) = log_tasks.join_next().await {

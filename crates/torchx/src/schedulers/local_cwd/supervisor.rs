@@ -274,10 +274,7 @@ impl Supervisor {
                 }
                 Action::Ended(end) => {
                     let row = &self.replicas[end.slot].row;
-                    let (exit_code, signal) = match end.exit {
-                        Exit::Code(c) => (Some(c), None),
-                        Exit::Signal(s) => (None, Some(s)),
-                    };
+                    let (exit_code, signal) = end.exit.code_and_signal();
                     self.attempts.push(AttemptRow {
                         role_idx: row.role_idx,
                         replica_id: row.replica_id,
@@ -301,11 +298,7 @@ impl Supervisor {
             row.attempt = slot.attempt;
             row.started = slot.started;
             row.ended = slot.ended;
-            (row.exit_code, row.signal) = match slot.exit {
-                Some(Exit::Code(c)) => (Some(c), None),
-                Some(Exit::Signal(s)) => (None, Some(s)),
-                None => (None, None),
-            };
+            (row.exit_code, row.signal) = slot.exit.map_or((None, None), Exit::code_and_signal);
             row.msg.clone_from(&slot.msg);
             r.dirty = true;
         }
