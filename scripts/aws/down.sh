@@ -33,3 +33,11 @@ if kill -0 "$PID" 2>/dev/null; then
 fi
 rm -f "$PIDFILE"
 echo "down.sh: stopped moto pid $PID" >&2
+# Docker mode: the containers of jobs that were still running go with it.
+if [[ "$(cat "$STATE/batch-mode" 2>/dev/null)" == docker ]] && command -v docker >/dev/null; then
+  left=$(docker ps -aq --filter label=torchx-aws-emulator 2>/dev/null || true)
+  if [[ -n "$left" ]]; then
+    # shellcheck disable=SC2086
+    docker rm -f $left >/dev/null 2>&1 || true
+  fi
+fi

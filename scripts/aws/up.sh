@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# Start a local AWS emulator (moto server, in lifecycle mode) on loopback for the aws_batch
-# integration tests, and create the `torchx` job queue in it.
+# Start a local AWS emulator (moto server with the patches of moto_ext.py) on loopback for the
+# aws_batch and aws_sagemaker integration tests, and create the `torchx` job queue in it.
+# Batch jobs really run as containers when a Docker engine answers (DOCKER_HOST): docker mode;
+# without one they only move through their states: lifecycle mode. moto.env says which
+# (AWS_EMU_BATCH_MODE), and so does the last line but one of this script's output.
 #
 #   bash scripts/aws/up.sh     # installs moto into .venv-aws (PyPI, ~30 s once), starts it
 #   . .aws-emu/moto.env        # exports AWS_ENDPOINT_URL + dummy credentials + region
@@ -17,9 +20,9 @@
 #   AWS_EMU_PORT       loopback port                     (default: 5000)
 #   AWS_EMU_HOST       bind address, keep it loopback    (default: 127.0.0.1)
 #   AWS_EMU_MOTO_SPEC  pip requirement for moto          (default: moto[server]==5.2.5)
-#   AWS_EMU_BATCH_DOCKER=1   keep moto's docker-backed Batch (jobs then FAIL here: no docker
-#                            engine). Default: switch to the docker-free 'batch_simple' backend,
-#                            where every submitted job is SUCCEEDED at once.
+#   AWS_EMU_BATCH_DOCKER=1|0 run Batch jobs on the Docker engine (batch_docker.py), or not.
+#                            Default: 1 when the engine of DOCKER_HOST answers, else 0 (the
+#                            docker-free 'batch_simple' backend, moved through states below).
 #   MOTO_SIMPLE_BATCH_FAIL_AFTER=N  passed through to moto: batch_simple jobs FAIL instead,
 #                            after submit_job blocks for N seconds (0 = fail at once).
 #   AWS_EMU_PROGRESS=1       start moto_ext.py (next to this script) instead of plain moto:
@@ -59,11 +62,27 @@ mkdir -p "$STATE"
 if ! "$VENV/bin/python" -c 'import moto.server, boto3, flask' >/dev/null 2>&1; then
   echo "up.sh: installing $SPEC into $VENV" >&2
   "$PY" -m venv "$VENV"
-  "$VENV/bin/python" -m pip install -q --disable-pip-version-check "$SPEC" boto3 >&2
+  "$VENV/bin/python" -m pip install -q --disable-pip-version-check "$SPEC" boto3 docker >&2
+fi
+if ! "$VENV/bin/python" -c 'import docker' >/dev/null 2>&1; then
+  "$VENV/bin/python" -m pip install -q --disable-pip-version-check docker >&2
 fi
 
+if [[ -z "${AWS_EMU_BATCH_DOCKER:-}" ]]; then
+  if "$VENV/bin/python" -c 'import docker; docker.from_env(timeout=5).ping()' >/dev/null 2>&1; then
+    AWS_EMU_BATCH_DOCKER=1
+  else
+    AWS_EMU_BATCH_DOCKER=0
+  fi
+fi
+export AWS_EMU_BATCH_DOCKER
+
+MODEFILE="$STATE/batch-mode"
 write_env() {
+  local mode
+  mode=$(cat "$MODEFILE" 2>/dev/null || echo lifecycle)
   cat >"$ENVFILE" <<EOF
+export AWS_EMU_BATCH_MODE=$mode
 export AWS_ENDPOINT_URL=$URL
 export AWS_ACCESS_KEY_ID=testing
 export AWS_SECRET_ACCESS_KEY=testing
@@ -85,13 +104,14 @@ EOF
 
 # 2. already running?
 if [[ -f "$PIDFILE" ]] && kill -0 "$(cat "$PIDFILE")" 2>/dev/null && ready; then
-  echo "up.sh: moto already running (pid $(cat "$PIDFILE")) at $URL" >&2
+  echo "up.sh: moto already running (pid $(cat "$PIDFILE")) at $URL, Batch in $(cat "$MODEFILE" 2>/dev/null || echo lifecycle) mode" >&2
   write_env
   AWS_ENDPOINT_URL="$URL" "$VENV/bin/python" "$HERE/seed.py" torchx >/dev/null
   echo "$ENVFILE"
   exit 0
 fi
 rm -f "$PIDFILE"
+if [[ "$AWS_EMU_BATCH_DOCKER" == 1 ]]; then echo docker >"$MODEFILE"; else echo lifecycle >"$MODEFILE"; fi
 if ready; then
   echo "up.sh: something else already answers on $URL; pick another AWS_EMU_PORT" >&2
   exit 1
@@ -119,7 +139,7 @@ if ! ready; then
 fi
 
 # 4. docker-free Batch unless asked otherwise
-if [[ "${AWS_EMU_BATCH_DOCKER:-0}" != 1 ]]; then
+if [[ "$AWS_EMU_BATCH_DOCKER" != 1 ]]; then
   "$VENV/bin/python" - "$URL" <<'EOF'
 import json, sys, urllib.request
 req = urllib.request.Request(sys.argv[1] + "/moto-api/config", method="POST",
@@ -131,5 +151,5 @@ fi
 
 write_env
 AWS_ENDPOINT_URL="$URL" "$VENV/bin/python" "$HERE/seed.py" torchx >/dev/null
-echo "up.sh: moto $("$VENV/bin/python" -c 'import moto; print(moto.__version__)') pid $(cat "$PIDFILE") at $URL; env: . $ENVFILE" >&2
+echo "up.sh: moto $("$VENV/bin/python" -c 'import moto; print(moto.__version__)') pid $(cat "$PIDFILE") at $URL, Batch in $(cat "$MODEFILE") mode; env: . $ENVFILE" >&2
 echo "$ENVFILE"

@@ -1,18 +1,23 @@
-//! aws_batch against the AWS emulator that `scripts/aws/up.sh` starts (moto in lifecycle mode,
-//! real HTTP, SigV4-signed SDK calls; `.ci/run` starts it and exports AWS_ENDPOINT_URL). Jobs
-//! move SUBMITTED → … → RUNNING → SUCCEEDED; names `bad-*` end FAILED. Batch writes no logs in
-//! the emulator, so the tests put events where Batch would (group `/aws/batch/job`, the node's
-//! `logStreamName`). Without the emulator every test says loudly that it was skipped.
+//! aws_batch against the AWS emulator that `scripts/aws/up.sh` starts (moto with the patches of
+//! `scripts/aws/moto_ext.py`, real HTTP, SigV4-signed SDK calls; `.ci/run` starts it and exports
+//! AWS_ENDPOINT_URL). Without the emulator every test says loudly that it was skipped.
 //!
-//! Emulator gaps (documented in README.md): jobs never really run (the container command is not
-//! executed), node-level `jobId#N` details exist only in lifecycle mode, `endTime` is inclusive.
+//! The emulator runs Batch in one of two modes, and every test says which it saw
+//! (`support::aws_batch_runs_containers`; CI, which has a Docker engine, must have the first):
+//! - docker: jobs really run, as containers on the local engine (`scripts/aws/batch_docker.py`):
+//!   node environment, per-node CloudWatch streams written while they run, the container's exit
+//!   code, retryStrategy with evaluateOnExit, attempt timeouts, TerminateJob.
+//! - lifecycle: nothing runs; jobs move SUBMITTED → … → RUNNING → SUCCEEDED, names `bad-*`
+//!   end FAILED, and the tests put log events where Batch would.
+//!
+//! Emulator gaps (documented in README.md): `endTime` is inclusive; in lifecycle mode nothing runs.
 
 mod support;
 
 use std::time::Duration;
 
 use aws_sdk_cloudwatchlogs::types::InputLogEvent;
-use support::{aws_emulator_up as emulator_up, stderr, stdout, Env};
+use support::{aws_batch_runs_containers, aws_emulator_up as emulator_up, stderr, stdout, Env};
 use torchx::config::TorchxConfig;
 use torchx::opts::{Cfg, CfgValue};
 use torchx::scheduler::Registry;
@@ -106,47 +111,55 @@ async fn aws_batch_conforms() {
     if !emulator_up("aws_batch conformance") {
         return;
     }
-    // The suite's `ok` app echoes `conformance-ok`, its `tail` app two lines around a sleep:
-    // write them where Batch would, for every such job that starts, while the suite runs.
-    let feeder = tokio::spawn(async {
-        let (batch, _) = clients().await;
-        let mut fed = std::collections::BTreeSet::new();
-        loop {
-            let jobs = batch
-                .list_jobs()
-                .job_queue(QUEUE)
-                .job_status(aws_sdk_batch::types::JobStatus::Running)
-                .send()
-                .await
-                .unwrap();
-            for j in jobs.job_summary_list() {
-                let name = j.job_name().unwrap_or_default().to_string();
-                let lines: &[&str] = if name.starts_with("ok-") {
-                    &["conformance-ok"]
-                } else if name.starts_with("tail-") {
-                    &["tail-first", "tail-last"]
-                } else {
-                    continue;
-                };
-                if fed.insert(name.clone()) {
-                    put_logs(&format!("aws_batch://torchx/{QUEUE}:{name}"), 0, lines).await;
+    let containers = aws_batch_runs_containers("aws_batch conformance");
+    let mounted = tempfile::tempdir().unwrap();
+    // Lifecycle mode runs no command: the suite's `ok` app echoes `conformance-ok`, its `tail`
+    // app two lines around a sleep; write them where Batch would, for every such job that
+    // starts, while the suite runs.
+    let feeder = (!containers).then(|| {
+        tokio::spawn(async {
+            let (batch, _) = clients().await;
+            let mut fed = std::collections::BTreeSet::new();
+            loop {
+                let jobs = batch
+                    .list_jobs()
+                    .job_queue(QUEUE)
+                    .job_status(aws_sdk_batch::types::JobStatus::Running)
+                    .send()
+                    .await
+                    .unwrap();
+                for j in jobs.job_summary_list() {
+                    let name = j.job_name().unwrap_or_default().to_string();
+                    let lines: &[&str] = if name.starts_with("ok-") {
+                        &["conformance-ok"]
+                    } else if name.starts_with("tail-") {
+                        &["tail-first", "tail-last"]
+                    } else {
+                        continue;
+                    };
+                    if fed.insert(name.clone()) {
+                        put_logs(&format!("aws_batch://torchx/{QUEUE}:{name}"), 0, lines).await;
+                    }
                 }
+                tokio::time::sleep(Duration::from_millis(100)).await;
             }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        })
     });
     let runner = Runner::new(Registry::builtin(), TorchxConfig::default());
     let opts = Conformance {
+        image: "busybox:local".into(),
         cfg: cfg(),
         timeout: Duration::from_secs(60),
         poll: Duration::from_millis(200),
         resource: Some(torchx::specs::Resource::new(1, 0, 512)),
-        // The emulator moves jobs through their states; it runs no command.
-        runs_commands: false,
+        runs_commands: containers,
+        mount_dir: containers.then(|| mounted.path().to_path_buf()),
         ..Conformance::default()
     };
     conformance(&runner, "aws_batch", &opts).await;
-    feeder.abort();
+    if let Some(feeder) = feeder {
+        feeder.abort();
+    }
 }
 
 /// Two roles (2 + 1 nodes) through the lifecycle, per-node states, list, and the CLI's exit
@@ -156,13 +169,15 @@ fn multi_role_lifecycle_per_node_states_and_failure() {
     if !emulator_up("aws_batch lifecycle") {
         return;
     }
+    aws_batch_runs_containers("aws_batch lifecycle");
     let env = Env::new();
+    // Commands that succeed when they run (docker mode) and long enough to be seen RUNNING.
     std::fs::write(
         env.cwd.join("app.yaml"),
-        "name: pair\nroles:\n- name: trainer\n  image: img\n  entrypoint: python\n  \
-         args: [train.py, --rank, '${replica_id}']\n  num_replicas: 2\n  \
-         resource: {cpu: 2, gpu: 0, memMB: 2048}\n- name: reader\n  image: img\n  \
-         entrypoint: reader\n  resource: {cpu: 1, gpu: 0, memMB: 1024}\n",
+        "name: pair\nroles:\n- name: trainer\n  image: busybox:local\n  entrypoint: sh\n  \
+         args: [-c, 'sleep 2; echo rank ${replica_id}']\n  num_replicas: 2\n  \
+         resource: {cpu: 2, gpu: 0, memMB: 2048}\n- name: reader\n  image: busybox:local\n  \
+         entrypoint: sh\n  args: [-c, 'sleep 2']\n  resource: {cpu: 1, gpu: 0, memMB: 1024}\n",
     )
     .unwrap();
     let out = env.run(&[
@@ -217,7 +232,8 @@ fn multi_role_lifecycle_per_node_states_and_failure() {
             .is_some_and(|s| s == "PENDING" || s == "RUNNING"),
         "{seen:?}"
     );
-    // `bad-*` jobs fail in the emulator: run --wait exits non-zero and says so.
+    // `bad-*` jobs fail in lifecycle mode, `false` fails in docker mode: run --wait exits
+    // non-zero and says so.
     let out = env.run(&[
         "run",
         "--workspace",
@@ -228,11 +244,13 @@ fn multi_role_lifecycle_per_node_states_and_failure() {
         "queue=torchx",
         "--wait",
         "utils.echo",
+        "--image",
+        "busybox:local",
         "--msg",
         "x",
     ]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    std::fs::write(env.cwd.join("bad.yaml"), "name: bad-app\nroles:\n- name: b\n  image: img\n  entrypoint: 'false'\n  resource: {cpu: 1, gpu: 0, memMB: 512}\n").unwrap();
+    std::fs::write(env.cwd.join("bad.yaml"), "name: bad-app\nroles:\n- name: b\n  image: busybox:local\n  entrypoint: 'false'\n  resource: {cpu: 1, gpu: 0, memMB: 512}\n").unwrap();
     let out = env.run(&[
         "run",
         "--workspace",
@@ -263,6 +281,7 @@ fn logs_cancel_and_delete() {
     if !emulator_up("aws_batch logs") {
         return;
     }
+    let containers = aws_batch_runs_containers("aws_batch logs");
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -277,8 +296,11 @@ fn logs_cancel_and_delete() {
         "-cfg",
         "queue=torchx",
         "utils.sh",
-        "sleep",
-        "1",
+        "--image",
+        "busybox:local",
+        "sh",
+        "-c",
+        "sleep 1; echo first line; echo ERROR second; sleep 1; echo third",
     ]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let handle = stdout(&out).trim().to_string();
@@ -294,11 +316,13 @@ fn logs_cancel_and_delete() {
         assert!(std::time::Instant::now() < deadline);
         std::thread::sleep(Duration::from_millis(100));
     }
-    rt.block_on(put_logs(
-        &handle,
-        0,
-        &["first line", "ERROR second", "third"],
-    ));
+    if !containers {
+        rt.block_on(put_logs(
+            &handle,
+            0,
+            &["first line", "ERROR second", "third"],
+        ));
+    }
     let out = follower.wait_with_output().unwrap();
     let followed = stdout(&out);
     assert!(
@@ -330,6 +354,8 @@ fn logs_cancel_and_delete() {
         "-cfg",
         "queue=torchx",
         "utils.sh",
+        "--image",
+        "busybox:local",
         "sleep",
         "600",
     ]);
@@ -363,6 +389,70 @@ fn logs_cancel_and_delete() {
     // Unknown apps are not found.
     let out = env.run(&["status", "aws_batch://torchx/torchx:never-was-0"]);
     assert_ne!(out.status.code(), Some(0));
+}
+
+/// Docker mode: the job's containers really run with Batch's node environment, every node's
+/// output comes back from its own CloudWatch stream, and the main node's exit code decides the
+/// job and its retries (`retryStrategy.attempts`, TorchX's `max(max_retries, 1)`).
+#[test]
+fn commands_run_with_node_env_exit_codes_and_retries() {
+    if !emulator_up("aws_batch commands") || !aws_batch_runs_containers("aws_batch commands") {
+        return;
+    }
+    let env = Env::new();
+    std::fs::write(
+        env.cwd.join("nodes.yaml"),
+        "name: nodes\nroles:\n- name: trainer\n  image: busybox:local\n  entrypoint: sh\n  \
+         args: [-c, 'echo node=$AWS_BATCH_JOB_NODE_INDEX/$AWS_BATCH_JOB_NUM_NODES \
+         attempt=$AWS_BATCH_JOB_ATTEMPT main=${AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS:-self}; \
+         sleep 1; exit 3']\n  num_replicas: 2\n  max_retries: 2\n  \
+         resource: {cpu: 1, gpu: 0, memMB: 512}\n",
+    )
+    .unwrap();
+    let out = env.run(&[
+        "run",
+        "--workspace",
+        "",
+        "-s",
+        "aws_batch",
+        "-cfg",
+        "queue=torchx",
+        "--wait",
+        "./nodes.yaml",
+    ]);
+    assert_ne!(out.status.code(), Some(0), "{}", stdout(&out));
+    let handle = stdout(&out).lines().next().unwrap().trim().to_string();
+    let status = env.status(&handle);
+    assert_eq!(status["state"], "FAILED", "{status}");
+    assert_eq!(status["num_restarts"], 1, "{status}");
+    // The last attempt's output, node by node.
+    let out = env.run(&["log", &handle]);
+    let text = stdout(&out);
+    assert!(
+        text.contains("trainer/0 node=0/2 attempt=2 main=self"),
+        "{text}"
+    );
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("trainer/1 node=1/2 attempt=2 main=") && !l.ends_with("=self")),
+        "{text}"
+    );
+    // Both attempts ended with the container's own exit code.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let codes = rt.block_on(async {
+        let (batch, _) = clients().await;
+        let id = job_id(&batch, &handle).await;
+        let job = batch.describe_jobs().jobs(id).send().await.unwrap();
+        job.jobs()[0]
+            .attempts()
+            .iter()
+            .map(|a| a.container().and_then(|c| c.exit_code()))
+            .collect::<Vec<_>>()
+    });
+    assert_eq!(codes, [Some(3), Some(3)]);
 }
 
 /// A workspace on aws_batch: built on top of the role's image, pushed to `image_repo` in a real

@@ -439,11 +439,12 @@ impl Suite<'_> {
         self.forget(&h).await;
     }
 
-    /// `retries`: a command that always fails is retried `max_retries` times, then FAILED.
+    /// `retries`: a command that always fails is retried, then FAILED. (`max_retries` 2: TorchX
+    /// maps it to Batch's `retryStrategy.attempts`, first attempt included.)
     async fn retries(&self) {
         let check = "retries";
         let mut app = self.app("retry", "exit 3");
-        app.roles[0].max_retries = 1;
+        app.roles[0].max_retries = 2;
         let h = self.submit(check, app).await;
         let state = self.final_state(check, &h).await;
         if state != AppState::Failed {

@@ -222,16 +222,21 @@ pub fn skip(test: &str, why: &str) {
 /// promised that engine (`.ci/run` lists the engines it started in `$TORCHX_TEST_ENGINES`), a
 /// missing engine is a failure: a skip must never pass for a test in CI.
 pub fn skip_engine(engine: &str, test: &str, why: &str) {
-    let promised = std::env::var("TORCHX_TEST_ENGINES")
-        .unwrap_or_default()
-        .split(',')
-        .any(|e| e.trim() == engine);
     assert!(
-        !promised,
+        !promised(engine),
         "{test}: the {engine} engine was started for this run (TORCHX_TEST_ENGINES) but is \
          missing: {why}"
     );
     skip(test, why);
+}
+
+/// Whether this run promised `engine` (`.ci/run` lists the engines it started in
+/// `$TORCHX_TEST_ENGINES`).
+pub fn promised(engine: &str) -> bool {
+    std::env::var("TORCHX_TEST_ENGINES")
+        .unwrap_or_default()
+        .split(',')
+        .any(|e| e.trim() == engine)
 }
 
 /// Whether the AWS emulator of `scripts/aws/up.sh` answers at `$AWS_ENDPOINT_URL`; says loudly
@@ -252,6 +257,26 @@ pub fn aws_emulator_up(test: &str) -> bool {
         );
     }
     up
+}
+
+/// Whether the emulator runs Batch jobs as containers on the Docker engine (`scripts/aws/up.sh`'s
+/// docker mode, `AWS_EMU_BATCH_MODE=docker` in its env file) rather than only moving them through
+/// their states (lifecycle mode). Says which ran; where the run promised a Docker engine, the
+/// lifecycle mode is a failure.
+pub fn aws_batch_runs_containers(test: &str) -> bool {
+    use std::io::Write;
+    let docker = std::env::var("AWS_EMU_BATCH_MODE").is_ok_and(|m| m == "docker");
+    assert!(
+        docker || !promised("docker"),
+        "{test}: this run started a Docker engine, but the AWS emulator's Batch is in lifecycle \
+         mode (start the engine before scripts/aws/up.sh)"
+    );
+    let mode = if docker { "docker" } else { "lifecycle" };
+    let _ = writeln!(
+        std::io::stderr(),
+        "{test}: AWS emulator Batch in {mode} mode"
+    );
+    docker
 }
 
 /// The registries of `scripts/registry/up.sh` (`.ci/run` exports their addresses), next to the
