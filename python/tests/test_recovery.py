@@ -86,7 +86,16 @@ def test_bad_recovery_values_are_refused(tmp_path: Path, recovery: dict, error: 
 def test_a_scheduler_that_cannot_honour_them_says_so() -> None:
     role = Role(name="r", image="/tmp", entrypoint="echo", time_limit="1h")
     with get_runner() as runner, pytest.raises(NotImplementedError, match="time_limit"):
-        runner.dryrun(AppDef(name="a", roles=[role]), "slurm", cfg={"slurm_version": "24.11"})
+        runner.dryrun(AppDef(name="a", roles=[role]), "local_docker")
+
+
+def test_slurm_renders_its_native_time_limit_signal_and_requeue() -> None:
+    role = Role(name="r", image="/tmp", entrypoint="echo", time_limit="1h", max_requeues=3)
+    with get_runner() as runner:
+        info = runner.dryrun(AppDef(name="a", roles=[role]), "slurm", cfg={"slurm_version": "24.11"})
+    script = str(info)
+    for native in ("--time=60", "--signal=B:USR1@90", "--requeue", "scontrol requeue"):
+        assert native in script, native
 
 
 def test_role_keeps_torchx_positional_fields() -> None:

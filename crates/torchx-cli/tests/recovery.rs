@@ -264,9 +264,9 @@ fn bad_recovery_input_is_refused_before_anything_runs() {
             "checkpoint_signal USR1@90 comes 1m30s before the end of an attempt of 1m",
         ),
         (
-            &["-s", "slurm", "--time_limit", "1h"][..],
+            &["-s", "local_docker", "--time_limit", "1h"][..],
             6,
-            "scheduler `slurm` does not support time_limit",
+            "scheduler `local_docker` does not support time_limit",
         ),
     ] {
         let mut full = vec!["run", "--dryrun"];

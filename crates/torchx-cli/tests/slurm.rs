@@ -258,3 +258,170 @@ fn workspace_without_job_dir_runs_in_place() {
     assert_eq!(code, 3, "{err}");
     assert!(err.contains("give -cfg job_dir=<new directory>"), "{err}");
 }
+
+/// Counts to `$GOAL`, one a second, resuming from `$TORCHX_CHECKPOINT_DIR/n`; on SIGUSR1 saves
+/// the count and exits 75 (a requeue).
+const COUNTER: &str = r#"#!/bin/bash
+f="$TORCHX_CHECKPOINT_DIR/n"
+n=$(cat "$f" 2>/dev/null || echo 0)
+trap 'echo $n > "$f"; echo "attempt $TORCHX_ATTEMPT saved $n"; exit 75' USR1
+while [ "$n" -lt "$GOAL" ]; do n=$((n+1)); sleep 1 & wait $!; done
+echo "reached $n in attempt $TORCHX_ATTEMPT"
+"#;
+
+/// An AppDef file running `script` (written next to it) with bash as role `trainer`.
+fn recovery_app(env: &Env, name: &str, script: &str, goal: u32, max_retries: u32) -> String {
+    std::fs::write(env.cwd.join(format!("{name}.sh")), script).unwrap();
+    std::fs::write(
+        env.cwd.join(format!("{name}.yaml")),
+        format!(
+            "name: {name}\nroles:\n- name: trainer\n  image: .\n  entrypoint: bash\n  \
+             args: [{name}.sh]\n  env: {{GOAL: '{goal}'}}\n  max_retries: {max_retries}\n"
+        ),
+    )
+    .unwrap();
+    format!("./{name}.yaml")
+}
+
+/// (reason, exit code) of every attempt `status --json` shows for the job.
+fn attempts_of(status: &serde_json::Value) -> Vec<(String, Option<i64>)> {
+    status["roles"][0]["replicas"][0]["attempts"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no attempts in {status}"))
+        .iter()
+        .map(|a| {
+            let reason = a["reason"].as_str().unwrap_or("running").to_string();
+            (reason, a["exit_code"].as_i64())
+        })
+        .collect()
+}
+
+/// The recovery contract on the real cluster (`--time`, `--signal=B:USR1@40`, the script's
+/// trap and `scontrol requeue`): the counter is signalled before each one-minute limit, saves,
+/// asks for a requeue, and reaches its goal in a later attempt.
+#[test]
+fn recovery_a_checkpointing_job_outlives_its_time_limits() {
+    if !slurm_up("slurm recovery time limit") {
+        return;
+    }
+    let env = Env::new();
+    let file = recovery_app(&env, "count", COUNTER, 30, 0);
+    let handle = stdout(&env.run(&[
+        "run",
+        "-s",
+        "slurm",
+        "--time_limit",
+        "1m",
+        "--checkpoint_signal",
+        "USR1@40",
+        &file,
+    ]))
+    .trim()
+    .to_string();
+    let status = env.wait_state_terminal(&handle, Duration::from_secs(400));
+    assert_eq!(status["state"], "SUCCEEDED", "{status}");
+    let seen = attempts_of(&status);
+    let (last, earlier) = seen.split_last().unwrap();
+    assert_eq!(last, &("succeeded".to_string(), Some(0)), "{seen:?}");
+    assert!(!earlier.is_empty(), "one attempt was enough: {seen:?}");
+    assert!(
+        earlier
+            .iter()
+            .all(|a| a == &("requeued".to_string(), Some(75))),
+        "{seen:?}"
+    );
+    let log = stdout(&env.run(&["log", &handle, "--streams", "stdout"]));
+    assert!(log.contains("attempt 0 saved"), "{log}");
+    assert!(log.contains("reached 30 in attempt"), "{log}");
+}
+
+/// `scontrol requeue` of a running job is a preemption: the job starts again although its
+/// retry budget is 0, and ends SUCCEEDED.
+#[test]
+fn recovery_scontrol_requeue_is_a_preemption_not_a_failure() {
+    if !slurm_up("slurm recovery preemption") {
+        return;
+    }
+    let env = Env::new();
+    let script = "#!/bin/bash\nif [ \"$TORCHX_ATTEMPT\" -ge 1 ]; then echo back; exit 0; fi\n\
+                  sleep 300 & wait $!\n";
+    let file = recovery_app(&env, "preempt", script, 0, 0);
+    let handle = stdout(&env.run(&["run", "-s", "slurm", "--max_requeues", "3", &file]))
+        .trim()
+        .to_string();
+    env.wait_state(&handle, "RUNNING", Duration::from_secs(60));
+    let attempts = env
+        .cwd
+        .join(format!("torchx-{}/attempts", support::app_id(&handle)));
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !std::fs::read_to_string(&attempts).is_ok_and(|t| t.starts_with("start 0")) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "attempt 0 never started"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let ok = Command::new("scontrol")
+        .args(["requeue", support::app_id(&handle)])
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok);
+    let status = env.wait_state_terminal(&handle, Duration::from_secs(120));
+    assert_eq!(status["state"], "SUCCEEDED", "{status}");
+    let seen = attempts_of(&status);
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    assert_eq!(seen[0].0, "preempted", "{seen:?}");
+    assert_eq!(seen[1], ("succeeded".to_string(), Some(0)), "{seen:?}");
+}
+
+/// Each budget ends a job that never stops: failures after `--max_retries`, requeue requests
+/// after `--max_requeues`, and an attempt that ignores the signal times out (a failure).
+#[test]
+fn recovery_budgets_and_timeouts_end_jobs() {
+    if !slurm_up("slurm recovery budgets") {
+        return;
+    }
+    let env = Env::new();
+    let fails = recovery_app(&env, "fails", "#!/bin/bash\nexit 3\n", 0, 1);
+    let asks = recovery_app(&env, "asks", "#!/bin/bash\nexit 75\n", 0, 0);
+    let ignores = recovery_app(
+        &env,
+        "ignores",
+        "#!/bin/bash\ntrap '' USR1\nsleep 300 & wait $!\n",
+        0,
+        0,
+    );
+    let submit = |args: &[&str]| {
+        let mut full = vec!["run", "-s", "slurm"];
+        full.extend_from_slice(args);
+        stdout(&env.run(&full)).trim().to_string()
+    };
+    let fails = submit(&["--max_requeues", "5", &fails]);
+    let asks = submit(&["--max_requeues", "2", &asks]);
+    let ignores = submit(&[
+        "--time_limit",
+        "1m",
+        "--checkpoint_signal",
+        "USR1@20",
+        &ignores,
+    ]);
+    let failed = |handle: &str| {
+        let status = env.wait_state_terminal(handle, Duration::from_secs(300));
+        assert_eq!(status["state"], "FAILED", "{status}");
+        attempts_of(&status)
+    };
+    let f = |reason: &str, code: Option<i64>| (reason.to_string(), code);
+    assert_eq!(failed(&fails), [f("failed", Some(3)), f("failed", Some(3))]);
+    assert_eq!(
+        failed(&asks),
+        [
+            f("requeued", Some(75)),
+            f("requeued", Some(75)),
+            f("requeued", Some(75))
+        ]
+    );
+    let seen = failed(&ignores);
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    assert_eq!(seen[0].0, "timeout", "{seen:?}");
+}

@@ -225,7 +225,7 @@ pub(crate) fn deserialize_time_limit<'de, D: Deserializer<'de>>(
 }
 
 /// A role's recovery settings with the defaults applied.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Recovery {
     /// Wall-clock seconds of one attempt.
     pub time_limit: Option<u64>,

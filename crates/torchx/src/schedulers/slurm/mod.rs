@@ -362,8 +362,6 @@ impl Backend for SlurmScheduler {
         log_since_until: false,
         mounts: false,
         workspace: WorkspaceSupport::Directory,
-        // Not yet mapped to its native time limits and requeues: refused, never dropped.
-        recovery: false,
         ..Capabilities::ALL
     };
     type Opts = SlurmOpts;
@@ -502,7 +500,22 @@ impl SlurmScheduler {
         if comps.is_empty() {
             return Ok(None);
         }
-        Ok(Some(self.describe_components(app_id, &comps)))
+        let mut resp = self.describe_components(app_id, &comps);
+        // Under the recovery contract the script records the job's attempts next to its logs;
+        // Slurm restarts the whole job, so each replica shares them.
+        let recorded = self
+            .job_dir(app_id)
+            .join(format!("torchx-{id}"))
+            .join("attempts");
+        if let Ok(text) = fs::read_to_string(recorded) {
+            let attempts = state::parse_attempts(&text);
+            for role in &mut resp.roles_statuses {
+                for replica in &mut role.replicas {
+                    replica.attempts.clone_from(&attempts);
+                }
+            }
+        }
+        Ok(Some(resp))
     }
 
     fn list_now(&self) -> Result<Vec<ListAppResponse>> {

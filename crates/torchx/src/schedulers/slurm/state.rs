@@ -4,7 +4,7 @@
 use serde_json::Value;
 
 use crate::error::{Error, Result};
-use crate::specs::AppState;
+use crate::specs::{AppState, Attempt, EndReason};
 
 use super::NAME;
 
@@ -378,4 +378,44 @@ pub fn aggregate(states: impl IntoIterator<Item = AppState>) -> AppState {
     } else {
         AppState::Succeeded
     }
+}
+
+/// The attempts recorded by the recovery script's attempts file (`start N TIME` and
+/// `end N TIME EXIT REASON` lines; see `render::RECOVERY_SCRIPT`), oldest first. Lines it does
+/// not understand are skipped: the file is the job's, and a half-written last line must not
+/// hide the rest.
+pub(super) fn parse_attempts(text: &str) -> Vec<Attempt> {
+    let mut attempts: Vec<Attempt> = Vec::new();
+    for line in text.lines() {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        match words.as_slice() {
+            ["start", n, t] => {
+                let (Ok(attempt), Ok(started)) = (n.parse(), t.parse::<f64>()) else {
+                    continue;
+                };
+                attempts.push(Attempt {
+                    attempt,
+                    started: Some(started),
+                    ended: None,
+                    exit_code: None,
+                    signal: None,
+                    reason: None,
+                });
+            }
+            ["end", n, t, code, reason] => {
+                let Some(a) = attempts
+                    .iter_mut()
+                    .rev()
+                    .find(|a| n.parse() == Ok(a.attempt) && a.ended.is_none())
+                else {
+                    continue;
+                };
+                a.ended = t.parse().ok();
+                a.exit_code = code.parse().ok();
+                a.reason = reason.parse::<EndReason>().ok();
+            }
+            _ => {}
+        }
+    }
+    attempts
 }

@@ -393,3 +393,141 @@ fn state_mapping_is_torchx_s() {
         assert_ne!(app_state(s), AppState::Unknown, "{s}");
     }
 }
+
+fn recovery_role() -> Role {
+    recovery_role_named("r")
+}
+
+fn recovery_role_named(name: &str) -> Role {
+    let mut r = Role::new(name, "i")
+        .with_entrypoint("prog")
+        .with_args(["x"]);
+    r.max_retries = 1;
+    r.time_limit = Some(90);
+    r.max_requeues = Some(2);
+    r
+}
+
+#[test]
+fn recovery_snapshot() {
+    let app = AppDef::new("a", vec![recovery_role(), recovery_role_named("s")]);
+    insta::assert_snapshot!(script(&app, &opts(), &ctx("22.05")));
+}
+
+#[test]
+fn recovery_conflicts_are_refused() {
+    let mut other = recovery_role_named("s");
+    other.max_requeues = Some(7);
+    let err = render(
+        &AppDef::new("a", vec![recovery_role(), other]),
+        &opts(),
+        &ctx("22.05"),
+    )
+    .unwrap_err();
+    assert_eq!(err.kind(), crate::ErrorKind::Unsupported, "{err}");
+    assert!(err.to_string().contains("`r` and `s`"), "{err}");
+    let mut o = opts();
+    o.time = Some("10".into());
+    let err = render(&AppDef::new("a", vec![recovery_role()]), &o, &ctx("22.05")).unwrap_err();
+    assert!(err.to_string().contains("`time`"), "{err}");
+}
+
+/// The recovery script under bash with stand-in `srun` and `scontrol`: given the attempts
+/// recorded so far and how srun exits, what it records, whether it requeues, how it exits.
+#[test]
+fn recovery_script_under_bash_keeps_failures_and_requeues_apart() {
+    let s = script(
+        &AppDef::new("a", vec![recovery_role()]),
+        &opts(),
+        &ctx("22.05"),
+    );
+    let run = |before: &str, srun_exit: i32| -> (String, String, i32) {
+        use std::os::unix::fs::PermissionsExt;
+        let tmp = tempfile::tempdir().unwrap();
+        let bin = tmp.path().join("bin");
+        std::fs::create_dir_all(tmp.path().join("torchx-4242")).unwrap();
+        std::fs::write(tmp.path().join("torchx-4242/attempts"), before).unwrap();
+        std::fs::create_dir(&bin).unwrap();
+        for (name, body) in [
+            ("srun", format!("echo \"$TORCHX_ATTEMPT $TORCHX_CHECKPOINT_DIR\" > \"$OUT/env\"; exit {srun_exit}")),
+            ("scontrol", "echo \"$@\" >> \"$OUT/scontrol.log\"".to_string()),
+        ] {
+            let p = bin.join(name);
+            std::fs::write(&p, format!("#!/bin/bash\n{body}\n")).unwrap();
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        std::fs::write(tmp.path().join("job.sh"), &s).unwrap();
+        let restarts = before.lines().filter(|l| l.starts_with("start")).count();
+        let out = std::process::Command::new("bash")
+            .arg("job.sh")
+            .env("PATH", format!("{}:/usr/bin:/bin", bin.display()))
+            .env("OUT", tmp.path())
+            .env("SLURM_JOB_ID", "4242")
+            .env("SLURM_RESTART_COUNT", restarts.to_string())
+            .current_dir(tmp.path())
+            .output()
+            .unwrap();
+        let env = std::fs::read_to_string(tmp.path().join("env")).unwrap();
+        let dir = tmp.path().join("torchx-4242/checkpoint");
+        assert_eq!(env.trim(), format!("{restarts} {}", dir.display()));
+        assert!(dir.is_dir());
+        let after = std::fs::read_to_string(tmp.path().join("torchx-4242/attempts")).unwrap();
+        let ends: Vec<String> = after
+            .lines()
+            .filter(|l| l.starts_with("end"))
+            .map(|l| {
+                let w: Vec<&str> = l.split(' ').collect();
+                format!("{} {} {}", w[1], w[3], w[4])
+            })
+            .collect();
+        let scontrol = std::fs::read_to_string(tmp.path().join("scontrol.log")).unwrap_or_default();
+        (ends.join(","), scontrol, out.status.code().unwrap_or(-1))
+    };
+    let requeue = "requeue 4242\n";
+    // First attempt: success, a requeue request, a failure with one retry left.
+    assert_eq!(run("", 0), ("0 0 succeeded".into(), "".into(), 0));
+    assert_eq!(run("", 75), ("0 75 requeued".into(), requeue.into(), 75));
+    assert_eq!(run("", 3), ("0 3 failed".into(), requeue.into(), 3));
+    // Requeues do not spend the retry budget; failures do.
+    let two_requeues = "start 0 1\nend 0 2 75 requeued\nstart 1 3\nend 1 4 - preempted\n";
+    assert_eq!(
+        run(two_requeues, 3).1,
+        requeue,
+        "a failure after requeues still has its retry"
+    );
+    assert_eq!(run(two_requeues, 75).1, "", "max_requeues 2 spent");
+    let one_failure = "start 0 1\nend 0 2 3 failed\n";
+    assert_eq!(run(one_failure, 3).1, "", "max_retries 1 spent");
+    assert_eq!(run(one_failure, 75).1, requeue);
+    // An attempt stopped from outside before it could record its end was preempted.
+    let (ends, _, _) = run("start 0 1\n", 0);
+    assert!(ends.starts_with("0 - preempted,1 0 succeeded"), "{ends}");
+}
+
+#[test]
+fn attempts_file_parses_and_skips_what_it_does_not_understand() {
+    let text = "start 0 10\nend 0 20 75 requeued\nstart 1 30\nend 1 40 - preempted\ngarbage\nstart 2 50\nend 2";
+    let a = state::parse_attempts(text);
+    assert_eq!(a.len(), 3);
+    assert_eq!(
+        (
+            a[0].attempt,
+            a[0].started,
+            a[0].ended,
+            a[0].exit_code,
+            a[0].reason
+        ),
+        (
+            0,
+            Some(10.0),
+            Some(20.0),
+            Some(75),
+            Some(crate::specs::EndReason::Requeued)
+        )
+    );
+    assert_eq!(
+        (a[1].exit_code, a[1].reason),
+        (None, Some(crate::specs::EndReason::Preempted))
+    );
+    assert_eq!((a[2].ended, a[2].reason), (None, None), "still running");
+}
