@@ -455,6 +455,117 @@ fn commands_run_with_node_env_exit_codes_and_retries() {
     assert_eq!(codes, [Some(3), Some(3)]);
 }
 
+/// The recovery contract on Batch, run by the emulator's Docker mode: the registered
+/// `retryStrategy.evaluateOnExit` comes back as sent; the requeue code retries, other failures
+/// end the job when `max_retries` is 0, and the container's own timer sends the checkpoint
+/// signal before the limit; `status --json` shows each attempt and why it ended.
+#[test]
+fn recovery_evaluate_on_exit_round_trips_and_decides_retries() {
+    if !emulator_up("aws_batch recovery") || !aws_batch_runs_containers("aws_batch recovery") {
+        return;
+    }
+    let env = Env::new();
+    let run = |extra: &[&str], script: &str| -> String {
+        let mut args = vec![
+            "run",
+            "--workspace",
+            "",
+            "-s",
+            "aws_batch",
+            "-cfg",
+            "queue=torchx",
+            "--max_retries",
+            "0",
+        ];
+        args.extend_from_slice(extra);
+        args.extend(["utils.sh", "--image", "busybox:local", "sh", "-c", script]);
+        let out = env.run(&args);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        stdout(&out).trim().to_string()
+    };
+    let asks_twice = run(
+        &["--max_requeues", "3"],
+        "echo attempt $TORCHX_ATTEMPT; [ \"$TORCHX_ATTEMPT\" -ge 2 ] || exit 75",
+    );
+    let fails = run(&["--max_requeues", "3"], "exit 3");
+    let signalled = run(
+        &["--time_limit", "60s", "--checkpoint_signal", "USR1@56"],
+        "trap 'echo saved; exit 75' USR1; [ \"$TORCHX_ATTEMPT\" -ge 1 ] && exit 0; \
+         while :; do sleep 1; done",
+    );
+    let reasons = |handle: &str, want: &str| -> Vec<String> {
+        let status = env.wait_state(handle, want, Duration::from_secs(120));
+        status["roles"][0]["replicas"][0]["attempts"]
+            .as_array()
+            .unwrap_or_else(|| panic!("no attempts: {status}"))
+            .iter()
+            .map(|a| a["reason"].as_str().unwrap_or("running").to_string())
+            .collect()
+    };
+    assert_eq!(
+        reasons(&asks_twice, "SUCCEEDED"),
+        ["requeued", "requeued", "succeeded"]
+    );
+    assert_eq!(reasons(&fails, "FAILED"), ["failed"]);
+    assert_eq!(reasons(&signalled, "SUCCEEDED"), ["requeued", "succeeded"]);
+    // What was registered is what the dry run shows.
+    let dry = env.run(&[
+        "run",
+        "--workspace",
+        "",
+        "-s",
+        "aws_batch",
+        "-cfg",
+        "queue=torchx",
+        "--dryrun",
+        "--json",
+        "--max_retries",
+        "0",
+        "--max_requeues",
+        "3",
+        "utils.sh",
+        "--image",
+        "busybox:local",
+        "true",
+    ]);
+    let dry: serde_json::Value = serde_json::from_str(&stdout(&dry)).unwrap();
+    let shown = &dry["request"]["jobDef"]["retryStrategy"];
+    let name = fails.rsplit(':').next().unwrap().to_string();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let registered = rt.block_on(async {
+        let (batch, _) = clients().await;
+        let defs = batch
+            .describe_job_definitions()
+            .job_definition_name(&name)
+            .send()
+            .await
+            .unwrap();
+        let retry = defs.job_definitions()[0].retry_strategy().unwrap().clone();
+        let rules: Vec<serde_json::Value> = retry
+            .evaluate_on_exit()
+            .iter()
+            .map(|e| {
+                let mut rule = serde_json::Map::new();
+                if let Some(c) = e.on_exit_code() {
+                    rule.insert("onExitCode".into(), c.into());
+                }
+                if let Some(r) = e.on_status_reason() {
+                    rule.insert("onStatusReason".into(), r.into());
+                }
+                // Batch's actions are case-insensitive (TorchX sends EXIT; the SDK says exit).
+                let action = e.action().unwrap().as_str().to_uppercase();
+                rule.insert("action".into(), action.into());
+                serde_json::Value::Object(rule)
+            })
+            .collect();
+        serde_json::json!({"attempts": retry.attempts(), "evaluateOnExit": rules})
+    });
+    assert_eq!(&registered, shown);
+}
+
 /// A workspace on aws_batch: built on top of the role's image, pushed to `image_repo` in a real
 /// registry (open and authenticated), and the job definition registered with the emulator runs
 /// the pushed image.

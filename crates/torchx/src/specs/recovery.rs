@@ -237,6 +237,30 @@ pub struct Recovery {
     pub max_requeues: u32,
 }
 
+impl super::AppDef {
+    /// The recovery settings of a job that a scheduler limits, signals and restarts as a whole
+    /// (Slurm, AWS Batch, SageMaker): every role that sets them must agree. `None` when no role
+    /// asks for recovery.
+    pub fn job_recovery(&self, scheduler: &str) -> Result<Option<Recovery>> {
+        let Some(first) = self.roles.iter().find(|r| r.uses_recovery()) else {
+            return Ok(None);
+        };
+        let recovery = first.recovery();
+        match self.roles.iter().find(|r| r.recovery() != recovery) {
+            Some(other) => Err(Error::unsupported(
+                scheduler,
+                format!(
+                    "roles `{}` and `{}` with different recovery settings: it limits, signals \
+                     and restarts the whole job (give them the same time_limit, \
+                     checkpoint_signal, requeue_exit_code and max_requeues)",
+                    first.name, other.name
+                ),
+            )),
+            None => Ok(Some(recovery)),
+        }
+    }
+}
+
 impl super::Role {
     /// This role's recovery settings, defaults applied.
     pub fn recovery(&self) -> Recovery {

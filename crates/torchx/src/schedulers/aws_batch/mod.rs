@@ -21,15 +21,17 @@ use tokio::sync::OnceCell;
 pub use opts::AwsBatchOpts;
 pub use render::{render, BatchJob};
 
-use self::render::ENV_ROLE_NAME;
-use self::state::{job_state, CANCEL_REASON};
+use self::render::{ENV_ROLE_NAME, TAG_REQUEUE_EXIT_CODE};
+use self::state::{attempt_end, job_state, CANCEL_REASON};
 use crate::error::{Error, ErrorKind, Result};
 use crate::scheduler::{
     Backend, Capabilities, DryRunContext, DryRunInfo, Facts, LogLines, LogQuery, Replica,
     Scheduler, WorkspaceSupport,
 };
 use crate::schedulers::aws::{TAG_APP_NAME, TAG_VERSION};
-use crate::specs::{AppDef, AppState, DescribeAppResponse, ListAppResponse, ReplicaStatus, Stream};
+use crate::specs::{
+    AppDef, AppState, Attempt, DescribeAppResponse, ListAppResponse, ReplicaStatus, Stream,
+};
 
 /// The registry name.
 pub const NAME: &str = "aws_batch";
@@ -141,6 +143,35 @@ const TAG_DELETED: &str = "torchx.pytorch.org/deleted";
 
 fn is_deleted(job: &bt::JobDetail) -> bool {
     job.tags().is_some_and(|t| t.contains_key(TAG_DELETED))
+}
+
+/// The job's attempts, for a job submitted under the recovery contract (its tag names the
+/// requeue exit code); Batch restarts the whole job, so every replica shares them.
+fn attempts_of(job: &bt::JobDetail) -> Vec<Attempt> {
+    let Some(requeue_code) = job
+        .tags()
+        .and_then(|t| t.get(TAG_REQUEUE_EXIT_CODE))
+        .and_then(|c| c.parse().ok())
+    else {
+        return Vec::new();
+    };
+    let secs = |ms: Option<i64>| ms.map(|ms| ms as f64 / 1000.0);
+    job.attempts()
+        .iter()
+        .enumerate()
+        .map(|(i, a)| {
+            let exit_code = a.container().and_then(|c| c.exit_code());
+            let ended = secs(a.stopped_at());
+            Attempt {
+                attempt: i as u32,
+                started: secs(a.started_at()),
+                ended,
+                exit_code,
+                signal: None,
+                reason: ended.map(|_| attempt_end(exit_code, a.status_reason(), requeue_code)),
+            }
+        })
+        .collect()
 }
 
 fn status_of(job: &bt::JobDetail) -> AppState {
@@ -356,8 +387,6 @@ impl Backend for AwsBatchScheduler {
     const CAPABILITIES: Capabilities = Capabilities {
         log_streams: false,
         workspace: WorkspaceSupport::PushedImage,
-        // Not yet mapped to its native time limits and requeues: refused, never dropped.
-        recovery: false,
         ..Capabilities::ALL
     };
     type Opts = AwsBatchOpts;
@@ -398,7 +427,8 @@ impl Backend for AwsBatchScheduler {
                     .iter()
                     .map(|e| {
                         bt::EvaluateOnExit::builder()
-                            .on_exit_code(&e.on_exit_code)
+                            .set_on_exit_code(e.on_exit_code.clone())
+                            .set_on_status_reason(e.on_status_reason.clone())
                             .action(bt::RetryAction::from(e.action.as_str()))
                             .build()
                     })
@@ -411,6 +441,11 @@ impl Backend for AwsBatchScheduler {
             .r#type(bt::JobDefinitionType::Multinode)
             .node_properties(nodes)
             .retry_strategy(retry)
+            .set_timeout(def.timeout.as_ref().map(|t| {
+                bt::JobTimeout::builder()
+                    .attempt_duration_seconds(t.attempt_duration_seconds as i32)
+                    .build()
+            }))
             .set_tags(Some(def.tags.clone().into_iter().collect()))
             .set_scheduling_priority(def.scheduling_priority.map(|p| p as i32))
             .send()
@@ -443,6 +478,7 @@ impl Backend for AwsBatchScheduler {
                 "https://{region}.console.aws.amazon.com/batch/home?region={region}#jobs/mnp-job/{id}"
             ));
         }
+        let attempts = attempts_of(&job);
         let groups = node_groups(&job);
         let indexes: Vec<i32> = groups.iter().flat_map(|(_, s, e)| *s..=*e).collect();
         let nodes = match job.job_id() {
@@ -459,7 +495,9 @@ impl Backend for AwsBatchScheduler {
                     .and_then(|c| c.network_interfaces().first())
                     .and_then(|n| n.private_ipv4_address())
                     .unwrap_or_default();
-                resp.add_replica(ReplicaStatus::new((idx - start) as u32, st, role, host));
+                let mut replica = ReplicaStatus::new((idx - start) as u32, st, role, host);
+                replica.attempts.clone_from(&attempts);
+                resp.add_replica(replica);
             }
         }
         resp.roles_from_statuses();

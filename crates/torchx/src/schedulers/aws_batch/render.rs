@@ -8,7 +8,7 @@ use serde::Serialize;
 use super::opts::AwsBatchOpts;
 use crate::error::{Error, Result};
 use crate::scheduler::{DryRunContext, NativeRequest};
-use crate::specs::{AppDef, MacroValues, Mount, Role};
+use crate::specs::{AppDef, MacroValues, Mount, Recovery, Role};
 
 /// Env var naming the role of a node group (describe and logs find roles by it).
 pub const ENV_ROLE_NAME: &str = "TORCHX_ROLE_NAME";
@@ -149,14 +149,36 @@ pub struct NodeProperties {
     pub node_range_properties: Vec<NodeRange>,
 }
 
-/// `evaluateOnExit` entry.
+/// `evaluateOnExit` entry: every pattern given must match (`*` at the end: a prefix).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct EvaluateOnExit {
     /// Exit code pattern.
-    pub on_exit_code: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub on_exit_code: Option<String>,
+    /// Pattern of the attempt's `statusReason`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub on_status_reason: Option<String>,
     /// EXIT or RETRY.
     pub action: String,
+}
+
+impl EvaluateOnExit {
+    fn on_exit(code: &str, action: &str) -> Self {
+        EvaluateOnExit {
+            on_exit_code: Some(code.into()),
+            on_status_reason: None,
+            action: action.into(),
+        }
+    }
+}
+
+/// `timeout`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Timeout {
+    /// An attempt's limit (Batch: at least 60).
+    pub attempt_duration_seconds: u64,
 }
 
 /// `retryStrategy`.
@@ -182,6 +204,10 @@ pub struct JobDefinition {
     pub node_properties: NodeProperties,
     /// Retries.
     pub retry_strategy: RetryStrategy,
+    /// The attempt timeout (a backstop: under the recovery contract the container's own timer
+    /// signals and stops the attempt first).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<Timeout>,
     /// Tags.
     pub tags: BTreeMap<String, String>,
     /// With a share id: the priority.
@@ -274,7 +300,12 @@ fn resource_device_mounts(devices: &BTreeMap<String, i64>) -> Vec<Mount> {
     out
 }
 
-fn node_range(role: &Role, start: u32, opts: &AwsBatchOpts) -> Result<NodeRange> {
+fn node_range(
+    role: &Role,
+    start: u32,
+    opts: &AwsBatchOpts,
+    recovery: Option<&Recovery>,
+) -> Result<NodeRange> {
     let mut mount_points = Vec::new();
     let mut volumes = Vec::new();
     let mut devices = Vec::new();
@@ -352,9 +383,12 @@ fn node_range(role: &Role, start: u32, opts: &AwsBatchOpts) -> Result<NodeRange>
     Ok(NodeRange {
         target_nodes: format!("{start}:{}", start + role.num_replicas - 1),
         container: Container {
-            command: std::iter::once(role.entrypoint.clone())
-                .chain(role.args.iter().cloned())
-                .collect(),
+            command: match recovery {
+                Some(r) => attempt_command(r, role),
+                None => std::iter::once(role.entrypoint.clone())
+                    .chain(role.args.iter().cloned())
+                    .collect(),
+            },
             image: role.image.clone(),
             environment: role
                 .env
@@ -382,6 +416,113 @@ fn node_range(role: &Role, start: u32, opts: &AwsBatchOpts) -> Result<NodeRange>
     })
 }
 
+/// The job tag that records the requeue exit code, for describe to tell requeues apart.
+pub const TAG_REQUEUE_EXIT_CODE: &str = "torchx.pytorch.org/requeue-exit-code";
+/// Batch's most attempts per job.
+const MAX_ATTEMPTS: u32 = 10;
+/// Batch's shortest attempt timeout.
+const MIN_TIMEOUT: u64 = 60;
+/// How long the container's timer waits after SIGTERM at the limit before SIGKILL, and how
+/// much later Batch's own timeout stops the attempt if the timer could not.
+const KILL_GRACE: u64 = 10;
+const TIMEOUT_SLACK: u64 = 30;
+/// How Batch says the instance went away (spot reclaim, a lost host): retried as a requeue.
+const HOST_GONE: &str = "Host EC2*";
+
+/// `retryStrategy` and `timeout` under the recovery contract. Batch counts every attempt
+/// against one `attempts` (at most 10): the requeue exit code and a lost host retry, other
+/// failures retry only when `max_retries` allows any.
+fn recovery_strategy(
+    app: &AppDef,
+    r: &Recovery,
+    max_retries: u32,
+) -> Result<(RetryStrategy, Option<Timeout>)> {
+    let wanted = 1 + max_retries + r.max_requeues;
+    let explicit = app.roles.iter().any(|role| role.max_requeues.is_some());
+    if wanted > MAX_ATTEMPTS && explicit {
+        return Err(Error::unsupported(
+            super::NAME,
+            format!(
+                "max_requeues {} with max_retries {max_retries}: a Batch job has at most \
+                 {MAX_ATTEMPTS} attempts in all (1 + max_retries + max_requeues ≤ {MAX_ATTEMPTS})",
+                r.max_requeues
+            ),
+        ));
+    }
+    if let Some(limit) = r.time_limit.filter(|l| *l < MIN_TIMEOUT) {
+        return Err(Error::unsupported(
+            super::NAME,
+            format!(
+                "time_limit {}: Batch attempt timeouts are at least {MIN_TIMEOUT} seconds",
+                crate::specs::format_duration(limit)
+            ),
+        ));
+    }
+    let mut rules = vec![
+        EvaluateOnExit::on_exit("0", "EXIT"),
+        EvaluateOnExit::on_exit(&r.requeue_exit_code.to_string(), "RETRY"),
+        EvaluateOnExit {
+            on_exit_code: None,
+            on_status_reason: Some(HOST_GONE.into()),
+            action: "RETRY".into(),
+        },
+    ];
+    if max_retries == 0 {
+        rules.push(EvaluateOnExit::on_exit("*", "EXIT"));
+    }
+    let timeout = r.time_limit.map(|limit| Timeout {
+        attempt_duration_seconds: limit + KILL_GRACE + TIMEOUT_SLACK,
+    });
+    Ok((
+        RetryStrategy {
+            attempts: wanted.min(MAX_ATTEMPTS),
+            evaluate_on_exit: rules,
+        },
+        timeout,
+    ))
+}
+
+/// The container's own attempt timer (Batch sends no signal before its timeout, and does not
+/// retry an attempt it timed out): `sh` runs the command with `TORCHX_ATTEMPT`, sends the
+/// checkpoint signal before the limit, SIGTERM at it and SIGKILL after a grace, passes on
+/// Batch's SIGTERM, and exits with the command's status, which `evaluateOnExit` then judges.
+const ATTEMPT_TIMER: &str = r#"limit=$1 sig=$2 before=$3 grace=$4; shift 4
+export TORCHX_ATTEMPT=$((${AWS_BATCH_JOB_ATTEMPT:-1} - 1))
+"$@" &
+child=$!
+trap 'kill -s TERM "$child" 2>/dev/null' TERM
+if [ "$limit" -gt 0 ]; then
+    (sleep $((limit - before)); kill -s "$sig" "$child"; sleep "$before"; kill -s TERM "$child"; sleep "$grace"; kill -s KILL "$child") 2>/dev/null &
+    timer=$!
+fi
+while :; do
+    wait "$child"
+    code=$?
+    kill -0 "$child" 2>/dev/null || break
+done
+[ -n "${timer:-}" ] && kill "$timer" 2>/dev/null
+exit "$code""#;
+
+/// The role's command under [`ATTEMPT_TIMER`].
+fn attempt_command(r: &Recovery, role: &Role) -> Vec<String> {
+    let (sig, before) = r
+        .checkpoint_signal
+        .map_or(("TERM", 0), |s| (s.signal.name(), s.seconds));
+    let mut cmd: Vec<String> = vec![
+        "sh".into(),
+        "-c".into(),
+        ATTEMPT_TIMER.into(),
+        "torchx-attempt".into(),
+        r.time_limit.unwrap_or(0).to_string(),
+        sig.into(),
+        before.to_string(),
+        KILL_GRACE.to_string(),
+        role.entrypoint.clone(),
+    ];
+    cmd.extend(role.args.iter().cloned());
+    cmd
+}
+
 /// Renders the job definition and submission.
 pub fn render(app: &AppDef, opts: &AwsBatchOpts, ctx: &DryRunContext) -> Result<BatchJob> {
     if app.roles.len() > MAX_ROLES {
@@ -399,6 +540,7 @@ pub fn render(app: &AppDef, opts: &AwsBatchOpts, ctx: &DryRunContext) -> Result<
         .map_or(String::new(), |s| format!("-{s}"));
     let name = ctx.make_unique(&format!("{}{suffix}", app.name));
     check_name("job name", &name)?;
+    let recovery = app.job_recovery(super::NAME)?;
     let mut nodes = Vec::new();
     let mut next: u32 = 0;
     for (role_idx, role) in app.roles.iter().enumerate() {
@@ -414,7 +556,7 @@ pub fn render(app: &AppDef, opts: &AwsBatchOpts, ctx: &DryRunContext) -> Result<
         let mut role = values.apply(role);
         role.env.insert(ENV_ROLE_IDX.into(), role_idx.to_string());
         role.env.insert(ENV_ROLE_NAME.into(), role.name.clone());
-        nodes.push(node_range(&role, next, opts)?);
+        nodes.push(node_range(&role, next, opts, recovery.as_ref())?);
         next += role.num_replicas;
     }
     if next > MAX_NODES {
@@ -422,7 +564,25 @@ pub fn render(app: &AppDef, opts: &AwsBatchOpts, ctx: &DryRunContext) -> Result<
             "AWS Batch multi-node jobs have at most {MAX_NODES} nodes; this app asks for {next}"
         )));
     }
-    let tags = crate::schedulers::aws::job_tags(app, opts.user.as_deref(), ctx);
+    let mut tags = crate::schedulers::aws::job_tags(app, opts.user.as_deref(), ctx);
+    let max_retries = app.roles.iter().map(|r| r.max_retries).max().unwrap_or(0);
+    let (retry_strategy, timeout) = match &recovery {
+        Some(r) => {
+            tags.insert(
+                TAG_REQUEUE_EXIT_CODE.into(),
+                r.requeue_exit_code.to_string(),
+            );
+            recovery_strategy(app, r, max_retries)?
+        }
+        // TorchX's: `attempts` counts the first one, so max_retries 1 never retries.
+        None => (
+            RetryStrategy {
+                attempts: max_retries.max(1),
+                evaluate_on_exit: vec![EvaluateOnExit::on_exit("0", "EXIT")],
+            },
+            None,
+        ),
+    };
     Ok(BatchJob {
         name: name.clone(),
         queue: opts.queue.clone(),
@@ -435,19 +595,8 @@ pub fn render(app: &AppDef, opts: &AwsBatchOpts, ctx: &DryRunContext) -> Result<
                 main_node: 0,
                 node_range_properties: nodes,
             },
-            retry_strategy: RetryStrategy {
-                attempts: app
-                    .roles
-                    .iter()
-                    .map(|r| r.max_retries)
-                    .max()
-                    .unwrap_or(0)
-                    .max(1),
-                evaluate_on_exit: vec![EvaluateOnExit {
-                    on_exit_code: "0".into(),
-                    action: "EXIT".into(),
-                }],
-            },
+            retry_strategy,
+            timeout,
             tags,
             scheduling_priority: opts.share_id.as_ref().map(|_| opts.priority),
         },

@@ -1,7 +1,7 @@
 //! Batch job states → [`AppState`] (TorchX's table, plus CANCELLED for jobs `torchx cancel`
 //! terminated, recognised by their status reason).
 
-use crate::specs::AppState;
+use crate::specs::{AppState, EndReason};
 
 /// The status reason `cancel` terminates jobs with (TorchX's).
 pub const CANCEL_REASON: &str = "killed via torchx CLI";
@@ -18,9 +18,50 @@ pub fn job_state(status: &str, reason: Option<&str>) -> AppState {
     }
 }
 
+/// Why an attempt of a job under the recovery contract ended, from its exit code and status
+/// reason: Batch's own timeout and a lost host are told by their reasons, a requeue by its code.
+pub fn attempt_end(exit_code: Option<i32>, reason: Option<&str>, requeue_code: i32) -> EndReason {
+    let reason = reason.unwrap_or_default();
+    match exit_code {
+        _ if reason.contains(CANCEL_REASON) => EndReason::Cancelled,
+        _ if reason.starts_with("Host EC2") => EndReason::Preempted,
+        _ if reason.contains("attempt duration exceeded timeout") => EndReason::Timeout,
+        Some(0) => EndReason::Succeeded,
+        Some(code) if code == requeue_code => EndReason::Requeued,
+        _ => EndReason::Failed,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn attempt_ends() {
+        for (code, reason, want) in [
+            (Some(0), None, EndReason::Succeeded),
+            (Some(75), None, EndReason::Requeued),
+            (
+                Some(3),
+                Some("Essential container in task exited"),
+                EndReason::Failed,
+            ),
+            (
+                None,
+                Some("Host EC2 (instance i-0abc) terminated."),
+                EndReason::Preempted,
+            ),
+            (
+                None,
+                Some("Job attempt duration exceeded timeout"),
+                EndReason::Timeout,
+            ),
+            (Some(137), Some(CANCEL_REASON), EndReason::Cancelled),
+            (None, None, EndReason::Failed),
+        ] {
+            assert_eq!(attempt_end(code, reason, 75), want, "{code:?} {reason:?}");
+        }
+    }
 
     #[test]
     fn every_status_maps() {

@@ -73,6 +73,12 @@ fn cases() -> Vec<(&'static str, AppDef, serde_json::Value)> {
     retried.resource = Resource::new(1, 0, 1024);
     retried.max_retries = 3;
     retried.retry_policy = RetryPolicy::Application;
+    let mut recovering = Role::new("train", "img")
+        .with_entrypoint("python")
+        .with_args(["train.py"]);
+    recovering.resource = Resource::new(1, 0, 1024);
+    recovering.time_limit = Some(3600);
+    recovering.max_requeues = Some(5);
     vec![
         (
             "single",
@@ -97,6 +103,11 @@ fn cases() -> Vec<(&'static str, AppDef, serde_json::Value)> {
             q.clone(),
         ),
         ("retries", AppDef::new("retries", vec![retried]), q.clone()),
+        (
+            "recovery",
+            AppDef::new("recovery", vec![recovering]),
+            q.clone(),
+        ),
         (
             "share_id",
             component("utils.echo", &[]),
@@ -155,4 +166,24 @@ fn limits_and_bad_input_are_preflight_errors() {
     .unwrap_err()
     .to_string();
     assert!(e.contains("run option queue"), "{e}");
+}
+
+#[test]
+fn recovery_beyond_what_batch_can_do_is_refused() {
+    let role = |limit: u64, requeues: Option<u32>| {
+        let mut r = Role::new("r", "img").with_entrypoint("x");
+        r.resource = Resource::new(1, 0, 1024);
+        r.time_limit = Some(limit);
+        r.max_requeues = requeues;
+        AppDef::new("a", vec![r])
+    };
+    let q = || opts(json!({"queue": "torchx"}));
+    let err = render(&role(30, None), &q(), &ctx()).unwrap_err();
+    assert_eq!(err.kind(), crate::ErrorKind::Unsupported);
+    assert!(err.to_string().contains("at least 60 seconds"), "{err}");
+    let err = render(&role(600, Some(20)), &q(), &ctx()).unwrap_err();
+    assert!(err.to_string().contains("at most 10 attempts"), "{err}");
+    // The default requeue budget is capped to Batch's 10 attempts, as README says.
+    let job = render(&role(600, None), &q(), &ctx()).unwrap();
+    assert_eq!(job.job_def.retry_strategy.attempts, 10);
 }

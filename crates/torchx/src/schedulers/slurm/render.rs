@@ -54,7 +54,7 @@ pub struct SbatchRequest {
     pub max_retries: u32,
     /// The recovery contract, when a role asks for it (`--time_limit`, `--checkpoint_signal`,
     /// `--requeue_exit_code`, `--max_requeues`): the script then keeps an attempts file and
-    /// requeues itself (see [`RECOVERY_SCRIPT`]).
+    /// requeues itself.
     pub recovery: Option<Recovery>,
 }
 
@@ -540,26 +540,21 @@ fn srun_opts(name: &str, recovery: bool) -> Vec<(String, String)> {
     o
 }
 
-/// The job's recovery settings: Slurm requeues the whole job, so every role that sets them
-/// must agree; `None` when no role asks for recovery.
+/// The job's recovery settings (Slurm requeues the whole job); its own `time` option is
+/// another way to say the limit.
 fn job_recovery(app: &AppDef, opts: &SlurmOpts) -> Result<Option<Recovery>> {
-    let Some(first) = app.roles.iter().find(|r| r.uses_recovery()) else {
-        return Ok(None);
-    };
-    let recovery = first.recovery();
-    if let Some(other) = app.roles.iter().find(|r| r.recovery() != recovery) {
-        return Err(Error::unsupported(
-            super::NAME,
-            format!(
-                "roles `{}` and `{}` with different recovery settings: Slurm limits, signals                  and requeues the whole job (give them the same time_limit, checkpoint_signal,                  requeue_exit_code and max_requeues)",
-                first.name, other.name
-            ),
-        ));
-    }
-    if let (Some(_), Some(time)) = (recovery.time_limit, &opts.time) {
+    let recovery = app.job_recovery(super::NAME)?;
+    if let (
+        Some(Recovery {
+            time_limit: Some(_),
+            ..
+        }),
+        Some(time),
+    ) = (recovery, &opts.time)
+    {
         return Err(Error::config(format!(
             "slurm run option `time` = `{time}` and time_limit both set a time limit: give one"
         )));
     }
-    Ok(Some(recovery))
+    Ok(recovery)
 }
