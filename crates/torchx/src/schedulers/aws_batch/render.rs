@@ -8,6 +8,7 @@ use serde::Serialize;
 use super::opts::AwsBatchOpts;
 use crate::error::{Error, Result};
 use crate::scheduler::{DryRunContext, NativeRequest};
+use crate::schedulers::attempt_timer;
 use crate::specs::{AppDef, MacroValues, Mount, Recovery, Role};
 
 /// Env var naming the role of a node group (describe and logs find roles by it).
@@ -384,7 +385,15 @@ fn node_range(
         target_nodes: format!("{start}:{}", start + role.num_replicas - 1),
         container: Container {
             command: match recovery {
-                Some(r) => attempt_command(r, role),
+                // Batch sends no signal before its timeout and never retries an attempt it
+                // timed out: the container times itself.
+                Some(r) => attempt_timer::timed_command(
+                    r,
+                    role.max_retries,
+                    Some("export TORCHX_ATTEMPT=$((${AWS_BATCH_JOB_ATTEMPT:-1} - 1))"),
+                    &role.entrypoint,
+                    &role.args,
+                ),
                 None => std::iter::once(role.entrypoint.clone())
                     .chain(role.args.iter().cloned())
                     .collect(),
@@ -422,10 +431,6 @@ pub const TAG_REQUEUE_EXIT_CODE: &str = "torchx.pytorch.org/requeue-exit-code";
 const MAX_ATTEMPTS: u32 = 10;
 /// Batch's shortest attempt timeout.
 const MIN_TIMEOUT: u64 = 60;
-/// How long the container's timer waits after SIGTERM at the limit before SIGKILL, and how
-/// much later Batch's own timeout stops the attempt if the timer could not.
-const KILL_GRACE: u64 = 10;
-const TIMEOUT_SLACK: u64 = 30;
 /// How Batch says the instance went away (spot reclaim, a lost host): retried as a requeue.
 const HOST_GONE: &str = "Host EC2*";
 
@@ -470,8 +475,8 @@ fn recovery_strategy(
     if max_retries == 0 {
         rules.push(EvaluateOnExit::on_exit("*", "EXIT"));
     }
-    let timeout = r.time_limit.map(|limit| Timeout {
-        attempt_duration_seconds: limit + KILL_GRACE + TIMEOUT_SLACK,
+    let timeout = attempt_timer::backstop(r).map(|secs| Timeout {
+        attempt_duration_seconds: secs,
     });
     Ok((
         RetryStrategy {
@@ -480,47 +485,6 @@ fn recovery_strategy(
         },
         timeout,
     ))
-}
-
-/// The container's own attempt timer (Batch sends no signal before its timeout, and does not
-/// retry an attempt it timed out): `sh` runs the command with `TORCHX_ATTEMPT`, sends the
-/// checkpoint signal before the limit, SIGTERM at it and SIGKILL after a grace, passes on
-/// Batch's SIGTERM, and exits with the command's status, which `evaluateOnExit` then judges.
-const ATTEMPT_TIMER: &str = r#"limit=$1 sig=$2 before=$3 grace=$4; shift 4
-export TORCHX_ATTEMPT=$((${AWS_BATCH_JOB_ATTEMPT:-1} - 1))
-"$@" &
-child=$!
-trap 'kill -s TERM "$child" 2>/dev/null' TERM
-if [ "$limit" -gt 0 ]; then
-    (sleep $((limit - before)); kill -s "$sig" "$child"; sleep "$before"; kill -s TERM "$child"; sleep "$grace"; kill -s KILL "$child") 2>/dev/null &
-    timer=$!
-fi
-while :; do
-    wait "$child"
-    code=$?
-    kill -0 "$child" 2>/dev/null || break
-done
-[ -n "${timer:-}" ] && kill "$timer" 2>/dev/null
-exit "$code""#;
-
-/// The role's command under [`ATTEMPT_TIMER`].
-fn attempt_command(r: &Recovery, role: &Role) -> Vec<String> {
-    let (sig, before) = r
-        .checkpoint_signal
-        .map_or(("TERM", 0), |s| (s.signal.name(), s.seconds));
-    let mut cmd: Vec<String> = vec![
-        "sh".into(),
-        "-c".into(),
-        ATTEMPT_TIMER.into(),
-        "torchx-attempt".into(),
-        r.time_limit.unwrap_or(0).to_string(),
-        sig.into(),
-        before.to_string(),
-        KILL_GRACE.to_string(),
-        role.entrypoint.clone(),
-    ];
-    cmd.extend(role.args.iter().cloned());
-    cmd
 }
 
 /// Renders the job definition and submission.

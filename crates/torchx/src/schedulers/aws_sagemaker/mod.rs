@@ -104,6 +104,7 @@ impl Backend for AwsSageMakerScheduler {
         list: true,
         cancel: true,
         retries: true,
+        recovery: true,
         workspace: WorkspaceSupport::PushedImage,
         ..Capabilities::NONE
     };

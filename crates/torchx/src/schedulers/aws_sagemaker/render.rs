@@ -9,7 +9,8 @@ use serde_json::{json, Map, Value};
 use super::opts::AwsSageMakerOpts;
 use crate::error::{Error, Result};
 use crate::scheduler::{DryRunContext, NativeRequest};
-use crate::specs::{AppDef, MacroValues};
+use crate::schedulers::attempt_timer;
+use crate::specs::{AppDef, MacroValues, Recovery};
 
 /// The role name, in the job's environment as on aws_batch (describe reads it back).
 pub const ENV_ROLE_NAME: &str = "TORCHX_ROLE_NAME";
@@ -54,6 +55,37 @@ pub fn check_job_name(name: &str) -> Result<()> {
 
 fn unsupported(what: impl Into<String>) -> Error {
     Error::unsupported(super::NAME, what)
+}
+
+/// Where SageMaker keeps a training job's checkpoints when `checkpoint_local_path` is unset.
+const DEFAULT_CHECKPOINT_PATH: &str = "/opt/ml/checkpoints";
+
+/// The role's recovery settings, where SageMaker can honour them: a time limit (the
+/// container's timer, `MaxRuntimeInSeconds` as the backstop) and its signal, with
+/// `CheckpointConfig` for `TORCHX_CHECKPOINT_DIR`. SageMaker retries only its own internal
+/// errors (`RetryStrategy`), never on an exit code, so requeues are refused.
+fn recovery(role: &crate::specs::Role, opts: &AwsSageMakerOpts) -> Result<Option<Recovery>> {
+    if !role.uses_recovery() {
+        return Ok(None);
+    }
+    if role.requeue_exit_code.is_some() || role.max_requeues.is_some() {
+        return Err(unsupported(
+            "requeue_exit_code and max_requeues: SageMaker restarts a training job only after \
+             its own internal errors (RetryStrategy), never on an exit code",
+        ));
+    }
+    if opts.max_run.is_some() && role.time_limit.is_some() {
+        return Err(Error::config(
+            "run option max_run and time_limit both set a time limit: give one",
+        ));
+    }
+    if opts.checkpoint_s3_uri.is_none() {
+        return Err(Error::config(
+            "run option checkpoint_s3_uri: required with time_limit or checkpoint_signal \
+             (SageMaker syncs TORCHX_CHECKPOINT_DIR, its checkpoint_local_path, to it)",
+        ));
+    }
+    Ok(Some(role.recovery()))
 }
 
 /// Renders the CreateTrainingJob request.
@@ -123,10 +155,17 @@ pub fn render(app: &AppDef, opts: &AwsSageMakerOpts, ctx: &DryRunContext) -> Res
         Some(n) => n,
         None => i64::from(role.num_replicas.max(1)),
     };
+    let recovery = recovery(&role, opts)?;
+    let entrypoint = match &recovery {
+        // SageMaker's only signal is SIGTERM at MaxRuntimeInSeconds: the container times
+        // itself (the entrypoint is the timer, the role's own command its first arguments).
+        Some(r) => attempt_timer::timed_command(r, role.max_retries, None, &role.entrypoint, &[]),
+        None => vec![role.entrypoint.clone()],
+    };
     let mut algorithm = json!({
         "TrainingImage": role.image,
         "TrainingInputMode": opts.input_mode.clone().unwrap_or_else(|| "File".into()),
-        "ContainerEntrypoint": [role.entrypoint],
+        "ContainerEntrypoint": entrypoint,
         "ContainerArguments": role.args,
     });
     if role.args.is_empty() {
@@ -169,7 +208,13 @@ pub fn render(app: &AppDef, opts: &AwsSageMakerOpts, ctx: &DryRunContext) -> Res
     if opts.disable_output_compression == Some(true) {
         output["CompressionType"] = json!("NONE");
     }
-    let mut stopping = json!({"MaxRuntimeInSeconds": opts.max_run.unwrap_or(24 * 60 * 60)});
+    let max_run = recovery
+        .as_ref()
+        .and_then(attempt_timer::backstop)
+        .and_then(|secs| i64::try_from(secs).ok())
+        .or(opts.max_run)
+        .unwrap_or(24 * 60 * 60);
+    let mut stopping = json!({"MaxRuntimeInSeconds": max_run});
     if let Some(w) = opts.max_wait {
         stopping["MaxWaitTimeInSeconds"] = json!(w);
     }
@@ -180,6 +225,14 @@ pub fn render(app: &AppDef, opts: &AwsSageMakerOpts, ctx: &DryRunContext) -> Res
         .into_iter()
         .collect();
     env.extend(role.env.clone());
+    if recovery.is_some() {
+        // SageMaker syncs this directory with checkpoint_s3_uri, and restores it on a restart.
+        let dir = opts
+            .checkpoint_local_path
+            .clone()
+            .unwrap_or_else(|| DEFAULT_CHECKPOINT_PATH.into());
+        env.insert("TORCHX_CHECKPOINT_DIR".into(), dir);
+    }
     // Describe reads the role's name back from here (DescribeTrainingJob returns no tags).
     env.insert(ENV_ROLE_NAME.into(), role.name.clone());
     let mut hyper: BTreeMap<String, String> = opts.hyperparameters.clone().unwrap_or_default();

@@ -151,3 +151,43 @@ fn states() {
     assert_eq!(job_state("Stopped"), AppState::Cancelled);
     assert_eq!(job_state("Mystery"), AppState::Unknown);
 }
+
+#[test]
+fn recovery_maps_to_the_timer_max_runtime_and_checkpoint_config() {
+    let mut r = trainer();
+    r.time_limit = Some(4 * 3600);
+    let app = AppDef::new("rec", vec![r.clone()]);
+    let mut o = base();
+    o["checkpoint_s3_uri"] = json!("s3://bucket/ckpt");
+    let job = render(&app, &opts(o.clone()), &ctx()).unwrap();
+    insta::assert_snapshot!("sagemaker_recovery", job.render());
+    let req = job.to_json();
+    assert_eq!(
+        req["StoppingCondition"]["MaxRuntimeInSeconds"],
+        json!(4 * 3600 + 40),
+        "{req}"
+    );
+    assert_eq!(
+        req["Environment"]["TORCHX_CHECKPOINT_DIR"],
+        "/opt/ml/checkpoints"
+    );
+    assert_eq!(
+        req["AlgorithmSpecification"]["ContainerEntrypoint"][0],
+        "sh"
+    );
+    // Without somewhere to sync checkpoints to, with requeues, or with two limits: refused.
+    let err = render(&app, &opts(base()), &ctx()).unwrap_err();
+    assert!(err.to_string().contains("checkpoint_s3_uri"), "{err}");
+    let mut requeued = r.clone();
+    requeued.max_requeues = Some(2);
+    let err = render(
+        &AppDef::new("rec", vec![requeued]),
+        &opts(o.clone()),
+        &ctx(),
+    )
+    .unwrap_err();
+    assert_eq!(err.kind(), crate::ErrorKind::Unsupported);
+    o["max_run"] = json!(60);
+    let err = render(&app, &opts(o), &ctx()).unwrap_err();
+    assert!(err.to_string().contains("max_run"), "{err}");
+}

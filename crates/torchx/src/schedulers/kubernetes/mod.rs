@@ -349,8 +349,6 @@ impl Backend for KubernetesScheduler {
     const CAPABILITIES: Capabilities = Capabilities {
         log_streams: false,
         workspace: WorkspaceSupport::PushedImage,
-        // Not yet mapped to its native time limits and requeues: refused, never dropped.
-        recovery: false,
         ..Capabilities::ALL
     };
     type Opts = KubernetesOpts;

@@ -6,7 +6,8 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::batch::v1::{
-    Job, JobSpec, PodFailurePolicy, PodFailurePolicyOnPodConditionsPattern, PodFailurePolicyRule,
+    Job, JobSpec, PodFailurePolicy, PodFailurePolicyOnExitCodesRequirement,
+    PodFailurePolicyOnPodConditionsPattern, PodFailurePolicyRule,
 };
 use k8s_openapi::api::core::v1::{
     Container, ContainerPort, EmptyDirVolumeSource, EnvVar, EnvVarSource, HostPathVolumeSource,
@@ -21,6 +22,7 @@ use serde_json::{json, Value};
 use super::opts::{KubernetesOpts, Mode};
 use crate::error::{Error, Result};
 use crate::scheduler::{DryRunContext, NativeRequest};
+use crate::schedulers::attempt_timer;
 use crate::specs::{overlay, AppDef, MacroValues, Mount, RetryPolicy, Role};
 
 /// TorchX version label.
@@ -375,14 +377,22 @@ pub fn role_to_pod(
             ..Default::default()
         });
     }
+    // Kubernetes signals nothing before a pod's deadline: under the recovery contract the
+    // container times itself, and the pod's activeDeadlineSeconds is the backstop. (A pod is
+    // not told which attempt it is: TORCHX_ATTEMPT is not set here.)
+    let recovery = role.uses_recovery().then(|| role.recovery());
+    let command = match &recovery {
+        Some(r) => {
+            attempt_timer::timed_command(r, role.max_retries, None, &role.entrypoint, &role.args)
+        }
+        None => std::iter::once(role.entrypoint.clone())
+            .chain(role.args.iter().cloned())
+            .collect(),
+    };
     let container = Container {
         name: container_name.to_string(),
         image: Some(role.image.clone()),
-        command: Some(
-            std::iter::once(role.entrypoint.clone())
-                .chain(role.args.iter().cloned())
-                .collect(),
-        ),
+        command: Some(command),
         env: Some(env),
         resources: Some(ResourceRequirements {
             limits: Some(limits),
@@ -409,6 +419,10 @@ pub fn role_to_pod(
         spec: Some(PodSpec {
             containers: vec![container],
             restart_policy: Some("Never".into()),
+            active_deadline_seconds: recovery
+                .as_ref()
+                .and_then(attempt_timer::backstop)
+                .map(|secs| i64::try_from(secs).unwrap_or(i64::MAX)),
             service_account_name: settings.service_account.clone(),
             priority_class_name: settings.priority_class.clone(),
             volumes: Some(volumes),
@@ -556,22 +570,9 @@ pub fn volcano_job(app: &AppDef, opts: &KubernetesOpts, app_id: &str) -> Result<
                 m.labels = Some(labels);
             }
             let mut task = json!({"replicas": 1, "name": task_name, "template": to_value(&pod)});
-            if role.max_retries > 0 {
+            if role.max_retries > 0 || role.uses_recovery() {
                 task["maxRetry"] = json!(role.max_retries);
-                task["policies"] = match role.retry_policy {
-                    RetryPolicy::Replica => json!([]),
-                    RetryPolicy::Application => json!([
-                        {"event": "PodEvicted", "action": "RestartJob"},
-                        {"event": "PodFailed", "action": "RestartJob"},
-                    ]),
-                    RetryPolicy::Role => {
-                        return Err(Error::spec(format!(
-                            "role `{}`: retry_policy ROLE is not supported by Volcano; use \
-                             REPLICA or APPLICATION (or mode=job)",
-                            role.name
-                        )))
-                    }
-                };
+                task["policies"] = json!(volcano_policies(role)?);
             }
             if let Some(min) = role.min_replicas {
                 task["minAvailable"] = json!(u32::from(replica_id < min));
@@ -598,6 +599,38 @@ pub fn volcano_job(app: &AppDef, opts: &KubernetesOpts, app_id: &str) -> Result<
         "metadata": {"name": app_id},
         "spec": spec,
     }))
+}
+
+/// A Volcano task's `policies`: TorchX's for its retry policy; under the recovery contract the
+/// requeue exit code and evictions restart the pod too (the whole job for APPLICATION).
+/// Volcano refuses two policies for one event, so each event appears once.
+fn volcano_policies(role: &Role) -> Result<Vec<Value>> {
+    let application = role.max_retries > 0 && role.retry_policy == RetryPolicy::Application;
+    if role.max_retries > 0 && role.retry_policy == RetryPolicy::Role {
+        return Err(Error::spec(format!(
+            "role `{}`: retry_policy ROLE is not supported by Volcano; use REPLICA or \
+             APPLICATION (or mode=job)",
+            role.name
+        )));
+    }
+    let restart = if application {
+        "RestartJob"
+    } else {
+        "RestartTask"
+    };
+    let mut policies = Vec::new();
+    if role.uses_recovery() {
+        check_requeue_budget(super::NAME, role)?;
+        let code = role.recovery().requeue_exit_code;
+        policies.push(json!({"exitCode": code, "action": restart}));
+    }
+    if application || role.uses_recovery() {
+        policies.push(json!({"event": "PodEvicted", "action": restart}));
+    }
+    if application {
+        policies.push(json!({"event": "PodFailed", "action": "RestartJob"}));
+    }
+    Ok(policies)
 }
 
 /// The name of role `role`'s Job in `job` mode.
@@ -678,17 +711,7 @@ pub fn native_jobs(app: &AppDef, opts: &KubernetesOpts, app_id: &str) -> Result<
                 parallelism: Some(replicas),
                 backoff_limit,
                 backoff_limit_per_index: per_index,
-                // Evictions and preemptions are not the program's failure: retry for free.
-                pod_failure_policy: Some(PodFailurePolicy {
-                    rules: vec![PodFailurePolicyRule {
-                        action: "Ignore".into(),
-                        on_pod_conditions: Some(vec![PodFailurePolicyOnPodConditionsPattern {
-                            type_: "DisruptionTarget".into(),
-                            status: "True".into(),
-                        }]),
-                        ..Default::default()
-                    }],
-                }),
+                pod_failure_policy: Some(pod_failure_policy(role)?),
                 template: pod,
                 ..Default::default()
             }),
@@ -731,6 +754,49 @@ pub fn native_jobs(app: &AppDef, opts: &KubernetesOpts, app_id: &str) -> Result<
         objects.push(o);
     }
     Ok(objects)
+}
+
+/// Evictions and preemptions (`DisruptionTarget`) are not the program's failure: retried
+/// without counting toward `backoffLimit`; under the recovery contract neither is the requeue
+/// exit code.
+fn pod_failure_policy(role: &Role) -> Result<PodFailurePolicy> {
+    let mut rules = vec![PodFailurePolicyRule {
+        action: "Ignore".into(),
+        on_pod_conditions: Some(vec![PodFailurePolicyOnPodConditionsPattern {
+            type_: "DisruptionTarget".into(),
+            status: "True".into(),
+        }]),
+        ..Default::default()
+    }];
+    if role.uses_recovery() {
+        check_requeue_budget(super::NAME, role)?;
+        rules.push(PodFailurePolicyRule {
+            action: "Ignore".into(),
+            on_exit_codes: Some(PodFailurePolicyOnExitCodesRequirement {
+                container_name: None,
+                operator: "In".into(),
+                values: vec![role.recovery().requeue_exit_code],
+            }),
+            ..Default::default()
+        });
+    }
+    Ok(PodFailurePolicy { rules })
+}
+
+/// Kubernetes counts no requeues (a failure a pod failure policy or a Volcano policy ignores
+/// is not counted at all): an explicit `max_requeues` cannot be honoured.
+pub(crate) fn check_requeue_budget(scheduler: &str, role: &Role) -> Result<()> {
+    match role.max_requeues {
+        Some(n) => Err(Error::unsupported(
+            scheduler,
+            format!(
+                "max_requeues {n} (role `{}`): Kubernetes does not count the pod failures it \
+                 ignores, so requeues are unbounded there",
+                role.name
+            ),
+        )),
+        None => Ok(()),
+    }
 }
 
 /// Adds the fields of `from` to `into` (both objects), keeping `apiVersion`/`kind` first.

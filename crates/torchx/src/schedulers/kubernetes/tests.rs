@@ -105,6 +105,19 @@ fn cases() -> Vec<(&'static str, AppDef)> {
     app_retried.min_replicas = Some(1);
     app_retried.num_replicas = 2;
     let retries = AppDef::new("retries", vec![retried, app_retried]);
+    let mut limited = Role::new("trainer", "img")
+        .with_entrypoint("python")
+        .with_args(["train.py", "--rank", "${replica_id}"]);
+    limited.num_replicas = 2;
+    limited.max_retries = 2;
+    limited.retry_policy = RetryPolicy::Replica;
+    limited.time_limit = Some(3600);
+    limited.checkpoint_signal = Some("USR2@120".parse().unwrap());
+    let mut whole = Role::new("eval", "img").with_entrypoint("eval");
+    whole.max_retries = 1;
+    whole.retry_policy = RetryPolicy::Application;
+    whole.time_limit = Some(600);
+    let recovery = AppDef::new("recovery", vec![limited, whole]);
     vec![
         ("single", single),
         ("ddp_2x2", ddp),
@@ -112,6 +125,7 @@ fn cases() -> Vec<(&'static str, AppDef)> {
         ("mounts", mounts),
         ("devices_instance_type", devices),
         ("retries", retries),
+        ("recovery", recovery),
     ]
 }
 
@@ -273,6 +287,102 @@ fn native_jobs_snapshot_and_round_trip() {
             assert_round_trips::<Job>(j, name);
         }
     }
+}
+
+/// What the API server checks of a Job's `podFailurePolicy` beyond its schema (the Job API
+/// reference, "Pod failure policy"): the pod template's restartPolicy is Never; each rule has
+/// exactly one of onExitCodes and onPodConditions; actions are FailJob, FailIndex (only with
+/// backoffLimitPerIndex), Ignore or Count; onExitCodes' operator is In or NotIn over 1 to 255
+/// distinct values, with 0 never under In.
+fn pod_failure_policy_errors(job: &Value) -> Vec<String> {
+    let spec = &job["spec"];
+    let mut errs = Vec::new();
+    if spec["template"]["spec"]["restartPolicy"] != "Never" {
+        errs.push("restartPolicy must be Never".to_string());
+    }
+    for (i, rule) in spec["podFailurePolicy"]["rules"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        let codes = &rule["onExitCodes"];
+        if codes.is_null() == rule["onPodConditions"].is_null() {
+            errs.push(format!(
+                "rule {i}: exactly one of onExitCodes, onPodConditions"
+            ));
+        }
+        match rule["action"].as_str() {
+            Some("FailJob" | "Ignore" | "Count") => {}
+            Some("FailIndex") if !spec["backoffLimitPerIndex"].is_null() => {}
+            other => errs.push(format!("rule {i}: action {other:?}")),
+        }
+        if let Some(values) = codes["values"].as_array() {
+            let mut seen: Vec<i64> = values.iter().filter_map(Value::as_i64).collect();
+            let n = seen.len();
+            seen.sort_unstable();
+            seen.dedup();
+            if !(1..=255).contains(&n) || seen.len() != n {
+                errs.push(format!("rule {i}: 1 to 255 distinct exit codes"));
+            }
+            if codes["operator"] == "In" && seen.contains(&0) {
+                errs.push(format!("rule {i}: 0 under In"));
+            }
+            if !matches!(codes["operator"].as_str(), Some("In" | "NotIn")) {
+                errs.push(format!("rule {i}: operator {}", codes["operator"]));
+            }
+        }
+    }
+    errs
+}
+
+#[test]
+fn recovery_maps_to_pod_deadlines_failure_policies_and_volcano_policies() {
+    let (_, app) = cases().pop().unwrap();
+    // Job mode: the requeue code and disruptions do not count toward backoffLimit; every
+    // pod has its deadline (the attempt's limit + the timer's grace) and a timed command.
+    let job = render(&app, &opts(json!({})), &ctx()).unwrap();
+    for j in &job.objects[1..] {
+        assert_round_trips::<Job>(j, "recovery");
+        assert_eq!(pod_failure_policy_errors(j), Vec::<String>::new());
+        let rules = &j["spec"]["podFailurePolicy"]["rules"];
+        assert_eq!(rules[1]["onExitCodes"]["values"], json!([75]), "{rules}");
+        let pod = &j["spec"]["template"]["spec"];
+        assert!(
+            pod["activeDeadlineSeconds"].as_i64().unwrap() > 600,
+            "{pod}"
+        );
+        assert_eq!(pod["containers"][0]["command"][0], "sh");
+    }
+    // The checker catches what the API server refuses.
+    let mut bad = job.objects[1].clone();
+    bad["spec"]["podFailurePolicy"]["rules"][1]["onExitCodes"]["values"] = json!([0, 75]);
+    bad["spec"]["template"]["spec"]["restartPolicy"] = json!("OnFailure");
+    assert_eq!(pod_failure_policy_errors(&bad).len(), 2);
+    // Volcano: the requeue code and evictions restart the pod (the job for APPLICATION).
+    let vc = render(
+        &app,
+        &opts(json!({"mode": "volcano", "queue": "q"})),
+        &ctx(),
+    )
+    .unwrap();
+    let tasks = vc.objects[0]["spec"]["tasks"].as_array().unwrap();
+    assert_eq!(
+        tasks[0]["policies"],
+        json!([{"exitCode": 75, "action": "RestartTask"}, {"event": "PodEvicted", "action": "RestartTask"}])
+    );
+    assert_eq!(
+        tasks[2]["policies"][0],
+        json!({"exitCode": 75, "action": "RestartJob"})
+    );
+    // What Kubernetes cannot count, or MCAD cannot restart, is refused by name.
+    let mut counted = app.clone();
+    counted.roles[0].max_requeues = Some(3);
+    let err = render(&counted, &opts(json!({})), &ctx()).unwrap_err();
+    assert_eq!(err.kind(), crate::ErrorKind::Unsupported);
+    assert!(err.to_string().contains("max_requeues 3"), "{err}");
+    let err = kubernetes_mcad::render(&counted, &mcad_opts(json!({})), &ctx()).unwrap_err();
+    assert!(err.to_string().contains("never restarted"), "{err}");
 }
 
 #[test]

@@ -82,8 +82,6 @@ impl Backend for KubernetesMcadScheduler {
     const CAPABILITIES: Capabilities = Capabilities {
         log_streams: false,
         workspace: WorkspaceSupport::PushedImage,
-        // Not yet mapped to its native time limits and requeues: refused, never dropped.
-        recovery: false,
         ..Capabilities::ALL
     };
     type Opts = KubernetesMcadOpts;

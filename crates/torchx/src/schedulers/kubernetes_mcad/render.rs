@@ -114,6 +114,21 @@ pub fn render(
             }}));
         }
     }
+    // The wrapped pods never restart: a time limit and its signal apply, requeues cannot.
+    if let Some(role) = app
+        .roles
+        .iter()
+        .find(|r| r.requeue_exit_code.is_some() || r.max_requeues.is_some())
+    {
+        return Err(Error::unsupported(
+            super::NAME,
+            format!(
+                "requeue_exit_code and max_requeues (role `{}`): the AppWrapper's pods are never \
+                 restarted (time_limit and checkpoint_signal apply)",
+                role.name
+            ),
+        ));
+    }
     let rank0_env = hosts_env(&app.roles[0].name);
     let rank0_host = format!("{}.{id}", pod_name(&id, 0, 0));
     for (role_idx, role) in app.roles.iter().enumerate() {

@@ -171,8 +171,6 @@ impl Backend for LsfScheduler {
     const CAPABILITIES: Capabilities = Capabilities {
         log_since_until: false,
         retries: false,
-        // Not yet mapped to its native time limits and requeues: refused, never dropped.
-        recovery: false,
         ..Capabilities::ALL
     };
     type Opts = LsfOpts;

@@ -7,7 +7,7 @@
 use super::opts::LsfOpts;
 use crate::error::{Error, Result};
 use crate::scheduler::{DryRunContext, NativeRequest};
-use crate::specs::{AppDef, MacroValues, Mount, Role};
+use crate::specs::{AppDef, MacroValues, Mount, Recovery, Role};
 use crate::text::{shell_join, shell_quote};
 
 /// What a dry run learns from the cluster (`Scheduler::dryrun_facts`): `bhosts -noheader -o
@@ -169,6 +169,9 @@ fn bsub(
     if let Some(q) = &opts.lsf_queue {
         args.extend(["-q".into(), q.clone()]);
     }
+    if role.uses_recovery() {
+        args.extend(recovery_args(&role.recovery()));
+    }
     let r = &role.resource;
     if r.cpu > 0 {
         args.extend(["-n".into(), r.cpu.to_string()]);
@@ -200,10 +203,47 @@ fn bsub(
     format!("{} << '{eof}'\n{body}\n{eof}", shell_join(&args))
 }
 
+/// The recovery contract in `bsub`'s words: `-W` the run limit and `-wa`/`-wt` the warning
+/// signal before it (both in whole minutes: LSF's unit), `-Q` the requeue exit code, `-r` rerun
+/// when the host fails. `docker run` passes the signal on to the container.
+fn recovery_args(r: &Recovery) -> Vec<String> {
+    let minutes = |secs: u64| secs.div_ceil(60).to_string();
+    let mut args = Vec::new();
+    if let Some(limit) = r.time_limit {
+        args.extend(["-W".into(), minutes(limit)]);
+    }
+    if let Some(sig) = r.checkpoint_signal {
+        args.extend([
+            "-wa".into(),
+            sig.signal.name().into(),
+            "-wt".into(),
+            minutes(sig.seconds),
+        ]);
+    }
+    args.extend(["-Q".into(), r.requeue_exit_code.to_string(), "-r".into()]);
+    args
+}
+
+/// LSF bounds requeues per queue (`MAX_JOB_REQUEUE` in lsb.params or lsb.queues), not per job.
+fn check_requeue_budget(app: &AppDef) -> Result<()> {
+    match app.roles.iter().find(|r| r.max_requeues.is_some()) {
+        Some(role) => Err(Error::unsupported(
+            super::NAME,
+            format!(
+                "max_requeues (role `{}`): LSF bounds requeues per queue (MAX_JOB_REQUEUE), \
+                 not per job",
+                role.name
+            ),
+        )),
+        None => Ok(()),
+    }
+}
+
 /// Renders the submit script; the rank-0 host is chosen from the [`LsfFacts`] in `ctx` (a
 /// placeholder when LSF could not be asked, which `schedule` refuses).
 pub fn render(app: &AppDef, opts: &LsfOpts, ctx: &DryRunContext) -> Result<LsfBsub> {
     check_shm_size(&opts.shm_size)?;
+    check_requeue_budget(app)?;
     let app_id = cleanup_str(&ctx.make_unique(&app.name));
     if app_id.is_empty() || app_id.len() > 511 {
         return Err(Error::spec(format!(

@@ -206,3 +206,25 @@ fn shm_size_must_be_a_size() {
         );
     }
 }
+
+#[test]
+fn recovery_maps_to_run_limit_warning_requeue_and_rerun() {
+    let mut r = Role::new("trainer", "img:1").with_entrypoint("python");
+    r.time_limit = Some(90 * 60);
+    r.checkpoint_signal = Some("USR1@90".parse().unwrap());
+    let app = AppDef::new("rec", vec![r.clone()]);
+    let script = render(&app, &opts(serde_json::json!({})), &ctx())
+        .unwrap()
+        .render();
+    insta::assert_snapshot!("lsf_recovery", script);
+    assert!(script.contains("-W 90 -wa USR1 -wt 2 -Q 75 -r"), "{script}");
+    r.max_requeues = Some(5);
+    let err = render(
+        &AppDef::new("rec", vec![r]),
+        &opts(serde_json::json!({})),
+        &ctx(),
+    )
+    .unwrap_err();
+    assert_eq!(err.kind(), crate::ErrorKind::Unsupported);
+    assert!(err.to_string().contains("MAX_JOB_REQUEUE"), "{err}");
+}

@@ -1,0 +1,117 @@
+//! The recovery contract's attempt timer for container schedulers whose engine sends no
+//! signal before its own limit (AWS Batch, Kubernetes, MCAD): `sh` in the container runs the
+//! role's command, sends the checkpoint signal that long before the limit, SIGTERM at it and
+//! SIGKILL a grace later, passes on the engine's SIGTERM, and exits with the command's status.
+//! The engine's own limit is set [`BACKSTOP`] later, for a container whose timer could not
+//! act. The image needs `sh`.
+
+use crate::specs::Recovery;
+
+/// Seconds between SIGTERM at the limit and SIGKILL.
+pub(crate) const KILL_GRACE: u64 = 10;
+/// How much later than the attempt's limit the engine's own limit is set.
+pub(crate) const BACKSTOP: u64 = KILL_GRACE + 30;
+
+/// `$1` limit (0: none), `$2` signal, `$3` its seconds before the limit, `$4` grace, `$5`
+/// max_retries; then the command. A first line may export `TORCHX_ATTEMPT` from the engine.
+const TIMER: &str = r#"limit=$1 sig=$2 before=$3 grace=$4; export TORCHX_MAX_RETRIES=$5; shift 5
+"$@" &
+child=$!
+trap 'kill -s TERM "$child" 2>/dev/null' TERM
+if [ "$limit" -gt 0 ]; then
+    (sleep $((limit - before)); kill -s "$sig" "$child"; sleep "$before"; kill -s TERM "$child"; sleep "$grace"; kill -s KILL "$child") 2>/dev/null &
+    timer=$!
+fi
+while :; do
+    wait "$child"
+    code=$?
+    kill -0 "$child" 2>/dev/null || break
+done
+[ -n "${timer:-}" ] && kill "$timer" 2>/dev/null
+exit "$code""#;
+
+/// `entrypoint args…` under the timer. `attempt` is a shell line that exports
+/// `TORCHX_ATTEMPT` from what the engine tells the container, where it tells one.
+pub(crate) fn timed_command(
+    r: &Recovery,
+    max_retries: u32,
+    attempt: Option<&str>,
+    entrypoint: &str,
+    args: &[String],
+) -> Vec<String> {
+    let (sig, before) = r
+        .checkpoint_signal
+        .map_or(("TERM", 0), |s| (s.signal.name(), s.seconds));
+    let script = match attempt {
+        Some(line) => format!("{line}\n{TIMER}"),
+        None => TIMER.to_string(),
+    };
+    let mut cmd: Vec<String> = vec![
+        "sh".into(),
+        "-c".into(),
+        script,
+        "torchx-attempt".into(),
+        r.time_limit.unwrap_or(0).to_string(),
+        sig.into(),
+        before.to_string(),
+        KILL_GRACE.to_string(),
+        max_retries.to_string(),
+        entrypoint.into(),
+    ];
+    cmd.extend(args.iter().cloned());
+    cmd
+}
+
+/// The engine's own limit for an attempt of `r`, if it has one.
+pub(crate) fn backstop(r: &Recovery) -> Option<u64> {
+    r.time_limit.map(|limit| limit + BACKSTOP)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::specs::CheckpointSignal;
+
+    /// The timer under a real `sh`: the signal comes before the limit and the command's exit
+    /// status (75 from its trap) is the container's; without a limit it just runs.
+    #[test]
+    fn the_timer_signals_before_the_limit_and_keeps_the_exit_status() {
+        let r = Recovery {
+            time_limit: Some(2),
+            checkpoint_signal: Some(CheckpointSignal {
+                signal: crate::specs::Signal::Usr1,
+                seconds: 1,
+            }),
+            requeue_exit_code: 75,
+            max_requeues: 1,
+        };
+        let script = "trap 'echo saved $TORCHX_ATTEMPT $TORCHX_MAX_RETRIES; exit 75' USR1; \
+                      while :; do sleep 0.1; done";
+        let cmd = timed_command(
+            &r,
+            3,
+            Some("export TORCHX_ATTEMPT=7"),
+            "sh",
+            &["-c".into(), script.into()],
+        );
+        let started = std::time::Instant::now();
+        let out = std::process::Command::new(&cmd[0])
+            .args(&cmd[1..])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(75));
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "saved 7 3\n");
+        let took = started.elapsed();
+        assert!(took >= std::time::Duration::from_millis(900), "{took:?}");
+        let quick = Recovery {
+            time_limit: None,
+            ..r
+        };
+        let cmd = timed_command(&quick, 0, None, "sh", &["-c".into(), "exit 4".into()]);
+        let out = std::process::Command::new(&cmd[0])
+            .args(&cmd[1..])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(4));
+    }
+}
