@@ -103,3 +103,24 @@ def test_role_keeps_torchx_positional_fields() -> None:
     role = specs.Role("r", "i")
     assert role.time_limit is None and role.max_requeues is None
     assert os.environ["TORCHX_STATE_DIR"]
+
+
+def test_checkpoint_dir_is_the_roles_own(tmp_path: Path) -> None:
+    app = counter_app(tmp_path, checkpoint_dir=str(tmp_path / "ckpt"), max_requeues=1)
+    with get_runner() as runner:
+        handle = runner.run(app, "local_cwd")
+        status = runner.wait(handle, wait_interval=0.05)
+    assert status is not None and status.state == AppState.SUCCEEDED
+    assert (tmp_path / "ckpt").is_dir()
+
+
+def test_container_schedulers_need_a_mounted_checkpoint_dir() -> None:
+    resource = specs.Resource(cpu=1, gpu=0, memMB=512)
+    role = Role(name="r", image="img", entrypoint="echo", time_limit="1h", resource=resource)
+    with get_runner() as runner, pytest.raises(ValueError, match="checkpoint_dir"):
+        runner.dryrun(AppDef(name="a", roles=[role]), "kubernetes", cfg={"queue": "q"})
+    role.mounts = [specs.VolumeMount(src="ckpt", dst_path="/ckpt")]
+    role.checkpoint_dir = "/ckpt"
+    with get_runner() as runner:
+        info = runner.dryrun(AppDef(name="a", roles=[role]), "kubernetes", cfg={"queue": "q"})
+    assert "TORCHX_CHECKPOINT_DIR" in str(info)

@@ -120,6 +120,10 @@ pub struct RunArgs {
     /// Requeues allowed after the requeue code or a preemption (default 100).
     #[arg(long = "max_requeues", value_name = "N")]
     pub max_requeues: Option<String>,
+    /// Where TORCHX_CHECKPOINT_DIR points in every attempt (for container schedulers: a path
+    /// on one of the role's mounts).
+    #[arg(long = "checkpoint_dir", value_name = "PATH")]
+    pub checkpoint_dir: Option<String>,
     /// Machine-readable output (the dry run, or the handle and final status).
     #[arg(long)]
     pub json: bool,

@@ -465,6 +465,10 @@ fn recovery_evaluate_on_exit_round_trips_and_decides_retries() {
         return;
     }
     let env = Env::new();
+    // TORCHX_CHECKPOINT_DIR on a bind mount (a host volume of the job definition).
+    let ckpt = env.cwd.join("ckpt");
+    std::fs::create_dir(&ckpt).unwrap();
+    let mount = format!("type=bind,src={},dst=/ckpt", ckpt.display());
     let run = |extra: &[&str], script: &str| -> String {
         let mut args = vec![
             "run",
@@ -476,16 +480,19 @@ fn recovery_evaluate_on_exit_round_trips_and_decides_retries() {
             "queue=torchx",
             "--max_retries",
             "0",
+            "--checkpoint_dir",
+            "/ckpt",
         ];
         args.extend_from_slice(extra);
-        args.extend(["utils.sh", "--image", "busybox:local", "sh", "-c", script]);
+        args.extend(["utils.sh", "--image", "busybox:local", "--mounts", &mount]);
+        args.extend(["sh", "-c", script]);
         let out = env.run(&args);
         assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
         stdout(&out).trim().to_string()
     };
     let asks_twice = run(
         &["--max_requeues", "3"],
-        "echo attempt $TORCHX_ATTEMPT; [ \"$TORCHX_ATTEMPT\" -ge 2 ] || exit 75",
+        "echo $TORCHX_ATTEMPT >> $TORCHX_CHECKPOINT_DIR/seen; [ \"$TORCHX_ATTEMPT\" -ge 2 ] || exit 75",
     );
     let fails = run(&["--max_requeues", "3"], "exit 3");
     let signalled = run(
@@ -508,6 +515,9 @@ fn recovery_evaluate_on_exit_round_trips_and_decides_retries() {
     );
     assert_eq!(reasons(&fails, "FAILED"), ["failed"]);
     assert_eq!(reasons(&signalled, "SUCCEEDED"), ["requeued", "succeeded"]);
+    // Every attempt saw the same checkpoint directory, and its own attempt number.
+    let seen = std::fs::read_to_string(ckpt.join("seen")).unwrap();
+    assert_eq!(seen, "0\n1\n2\n");
     // What was registered is what the dry run shows.
     let dry = env.run(&[
         "run",
@@ -523,11 +533,16 @@ fn recovery_evaluate_on_exit_round_trips_and_decides_retries() {
         "0",
         "--max_requeues",
         "3",
+        "--checkpoint_dir",
+        "/ckpt",
         "utils.sh",
         "--image",
         "busybox:local",
+        "--mounts",
+        &mount,
         "true",
     ]);
+    assert_eq!(dry.status.code(), Some(0), "{}", stderr(&dry));
     let dry: serde_json::Value = serde_json::from_str(&stdout(&dry)).unwrap();
     let shown = &dry["request"]["jobDef"]["retryStrategy"];
     let name = fails.rsplit(':').next().unwrap().to_string();

@@ -143,3 +143,20 @@ fn which(program: &str) -> std::path::PathBuf {
         .find(|p| p.is_file())
         .unwrap()
 }
+
+/// The recovery section's runnable example, as written: the counter reaches 25 over several
+/// attempts and `status` shows them.
+#[test]
+fn recovery_example_runs_as_written() {
+    let env = Env::new();
+    let text = readme();
+    let section = &text[text
+        .find("### Time limits, preemption and requeues")
+        .unwrap()..];
+    let example = block_after(section, "A runnable example", "sh");
+    let out = run_line(&env, &example);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let all = format!("{}{}", stdout(&out), stderr(&out));
+    assert!(all.contains("reached 25 in attempt"), "{all}");
+    assert!(all.contains("attempt 0: requeued (exit code 75)"), "{all}");
+}

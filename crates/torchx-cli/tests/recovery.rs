@@ -268,6 +268,20 @@ fn bad_recovery_input_is_refused_before_anything_runs() {
             6,
             "scheduler `local_docker` does not support time_limit",
         ),
+        (
+            &[
+                "-s",
+                "kubernetes",
+                "-cfg",
+                "queue=q",
+                "--workspace",
+                "",
+                "--time_limit",
+                "1h",
+            ][..],
+            2,
+            "give --checkpoint_dir PATH on one of the role's mounts",
+        ),
     ] {
         let mut full = vec!["run", "--dryrun"];
         full.extend_from_slice(args);
@@ -317,4 +331,25 @@ fn replicas_start_with_no_signal_blocked() {
         begun.elapsed()
     );
     assert_no_processes(&handle);
+}
+
+/// `--checkpoint_dir` names TORCHX_CHECKPOINT_DIR (relative to the job's directory), created
+/// before the first attempt and the same in every attempt.
+#[test]
+fn checkpoint_dir_is_the_users_own() {
+    let env = Env::new();
+    let script = "#!/bin/bash\necho $TORCHX_ATTEMPT >> \"$TORCHX_CHECKPOINT_DIR/seen\"\n\
+                  [ \"$TORCHX_ATTEMPT\" -ge 1 ] || exit 75\n";
+    let file = app(&env, "mine", script, "");
+    let out = env.run(&[
+        "run",
+        "--checkpoint_dir",
+        "ckpt/run",
+        "--max_requeues",
+        "2",
+        &file,
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let seen = std::fs::read_to_string(env.cwd.join("ckpt/run/seen")).unwrap();
+    assert_eq!(seen, "0\n1\n");
 }

@@ -195,12 +195,13 @@ pub struct TorchxConfig {
 }
 
 /// The `[cli:run]` keys of the retry and recovery options.
-pub const RECOVERY_KEYS: [&str; 5] = [
+pub const RECOVERY_KEYS: [&str; 6] = [
     "time_limit",
     "checkpoint_signal",
     "max_retries",
     "requeue_exit_code",
     "max_requeues",
+    "checkpoint_dir",
 ];
 
 /// `[cli:run]` defaults for `torchx run`.

@@ -46,6 +46,8 @@ pub struct RoleDefaults {
     pub requeue_exit_code: Option<i32>,
     /// `--max_requeues`.
     pub max_requeues: Option<u32>,
+    /// `--checkpoint_dir`.
+    pub checkpoint_dir: Option<String>,
 }
 
 impl RoleDefaults {
@@ -55,6 +57,9 @@ impl RoleDefaults {
         role.checkpoint_signal = role.checkpoint_signal.or(self.checkpoint_signal);
         role.requeue_exit_code = role.requeue_exit_code.or(self.requeue_exit_code);
         role.max_requeues = role.max_requeues.or(self.max_requeues);
+        if role.checkpoint_dir.is_none() {
+            role.checkpoint_dir.clone_from(&self.checkpoint_dir);
+        }
         if role.max_retries == 0 {
             role.max_retries = self.max_retries.unwrap_or(0);
         }

@@ -46,6 +46,7 @@ def role_to_json(role: Role) -> Dict[str, Any]:
                 ("checkpoint_signal", role.checkpoint_signal),
                 ("requeue_exit_code", role.requeue_exit_code),
                 ("max_requeues", role.max_requeues),
+                ("checkpoint_dir", role.checkpoint_dir),
             )
             if value is not None
         },
@@ -117,6 +118,7 @@ def role_from_json(r: Dict[str, Any]) -> Role:
     role.checkpoint_signal = r.get("checkpoint_signal")
     role.requeue_exit_code = r.get("requeue_exit_code")
     role.max_requeues = r.get("max_requeues")
+    role.checkpoint_dir = r.get("checkpoint_dir")
     if res is not None:
         role.resource = resource_from_json(res)
     role.port_map = dict(r.get("port_map", {}))

@@ -340,6 +340,9 @@ class Role:
     requeue_exit_code: Optional[int] = None
     #: Requeues allowed after the requeue code or a preemption (default 100).
     max_requeues: Optional[int] = None
+    #: Where ``TORCHX_CHECKPOINT_DIR`` points in every attempt (container schedulers: a path on
+    #: one of the role's mounts; local_cwd and slurm default to one next to the job's logs).
+    checkpoint_dir: Optional[str] = None
 
     def __getattribute__(self, attrname: str) -> Any:
         if attrname == "overrides" or attrname.startswith("__"):

@@ -123,8 +123,8 @@ pub fn run(a: RunArgs) -> Result<i32> {
     ))
 }
 
-/// `--time_limit`, `--checkpoint_signal`, `--max_retries`, `--requeue_exit_code` and
-/// `--max_requeues`, else their `[cli:run]` defaults, checked.
+/// `--time_limit`, `--checkpoint_signal`, `--max_retries`, `--requeue_exit_code`,
+/// `--max_requeues` and `--checkpoint_dir`, else their `[cli:run]` defaults, checked.
 fn role_defaults(
     a: &RunArgs,
     config: &std::collections::BTreeMap<String, String>,
@@ -187,12 +187,14 @@ fn role_defaults(
             })
     })
     .transpose()?;
+    let checkpoint_dir = value(&a.checkpoint_dir, "checkpoint_dir").map(|(_, v)| v);
     Ok(RoleDefaults {
         time_limit,
         checkpoint_signal,
         max_retries,
         requeue_exit_code,
         max_requeues,
+        checkpoint_dir,
     })
 }
 

@@ -268,6 +268,11 @@ pub struct Role {
     /// Requeues allowed, which do not spend `max_retries` (default 100).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_requeues: Option<u32>,
+    /// Where `TORCHX_CHECKPOINT_DIR` points in every attempt. Container schedulers need it (a
+    /// path in the container, on one of the role's mounts); local_cwd and slurm default to a
+    /// directory next to the job's logs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint_dir: Option<String>,
 }
 
 impl Role {
@@ -292,6 +297,7 @@ impl Role {
             checkpoint_signal: None,
             requeue_exit_code: None,
             max_requeues: None,
+            checkpoint_dir: None,
         }
     }
 

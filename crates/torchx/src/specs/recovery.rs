@@ -281,6 +281,7 @@ impl super::Role {
             || self.checkpoint_signal.is_some()
             || self.requeue_exit_code.is_some()
             || self.max_requeues.is_some()
+            || self.checkpoint_dir.is_some()
     }
 
     /// The recovery options this role sets, by their `torchx run` names.
@@ -290,10 +291,56 @@ impl super::Role {
             (self.checkpoint_signal.is_some(), "checkpoint_signal"),
             (self.requeue_exit_code.is_some(), "requeue_exit_code"),
             (self.max_requeues.is_some(), "max_requeues"),
+            (self.checkpoint_dir.is_some(), "checkpoint_dir"),
         ]
         .into_iter()
         .filter_map(|(set, name)| set.then_some(name))
         .collect()
+    }
+
+    /// `TORCHX_CHECKPOINT_DIR` for a container scheduler under the recovery contract: the
+    /// role's `checkpoint_dir`, which must be an absolute path on one of its bind or volume
+    /// mounts (what a container writes elsewhere is gone with it). `None` without recovery.
+    pub fn container_checkpoint_dir(&self) -> Result<Option<String>> {
+        if !self.uses_recovery() {
+            return Ok(None);
+        }
+        let role = &self.name;
+        let Some(dir) = &self.checkpoint_dir else {
+            return Err(Error::spec(format!(
+                "role `{role}`: a container's TORCHX_CHECKPOINT_DIR must outlive it: give \
+                 --checkpoint_dir PATH on one of the role's mounts (e.g. --mounts \
+                 type=volume,src=ckpt,dst=/ckpt --checkpoint_dir /ckpt)"
+            )));
+        };
+        let path = std::path::Path::new(dir);
+        let mounted = self.mounts.iter().any(|m| match m {
+            super::Mount::Bind { dst_path, .. } | super::Mount::Volume { dst_path, .. } => {
+                path.is_absolute() && path.starts_with(dst_path)
+            }
+            super::Mount::Device { .. } => false,
+        });
+        if !mounted {
+            let dsts: Vec<String> =
+                self.mounts
+                    .iter()
+                    .filter_map(|m| match m {
+                        super::Mount::Bind { dst_path, .. }
+                        | super::Mount::Volume { dst_path, .. } => Some(dst_path.clone()),
+                        super::Mount::Device { .. } => None,
+                    })
+                    .collect();
+            return Err(Error::spec(format!(
+                "role `{role}`: checkpoint_dir `{dir}` is not an absolute path on one of the \
+                 role's mounts ({})",
+                if dsts.is_empty() {
+                    "it has none".to_string()
+                } else {
+                    dsts.join(", ")
+                }
+            )));
+        }
+        Ok(Some(dir.clone()))
     }
 
     /// Checks the recovery fields: a time limit of at least a second, a signal that comes
@@ -315,6 +362,13 @@ impl super::Role {
                 )));
             }
         }
+        if let Some(dir) = &self.checkpoint_dir {
+            if dir.is_empty() || dir.contains(['\0', '\n']) {
+                return Err(Error::spec(format!(
+                    "role `{role}`: checkpoint_dir {dir:?} is not a path"
+                )));
+            }
+        }
         if let Some(code) = self.requeue_exit_code {
             if !(1..=255).contains(&code) {
                 return Err(Error::spec(format!(
@@ -330,6 +384,30 @@ impl super::Role {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn container_checkpoint_dirs_must_be_on_a_mount() {
+        let mut r = crate::specs::Role::new("r", "img");
+        assert_eq!(r.container_checkpoint_dir().unwrap(), None, "no recovery");
+        r.time_limit = Some(60);
+        let err = r.container_checkpoint_dir().unwrap_err();
+        assert!(err.to_string().contains("--checkpoint_dir PATH"), "{err}");
+        r.checkpoint_dir = Some("/ckpt/run1".into());
+        let err = r.container_checkpoint_dir().unwrap_err();
+        assert!(err.to_string().contains("it has none"), "{err}");
+        r.mounts = vec![crate::specs::Mount::Volume {
+            src: "pvc".into(),
+            dst_path: "/ckpt".into(),
+            read_only: false,
+        }];
+        assert_eq!(
+            r.container_checkpoint_dir().unwrap().as_deref(),
+            Some("/ckpt/run1")
+        );
+        r.checkpoint_dir = Some("/ckptx".into());
+        let err = r.container_checkpoint_dir().unwrap_err();
+        assert!(err.to_string().contains("(/ckpt)"), "{err}");
+    }
 
     #[test]
     fn durations() {

@@ -519,6 +519,9 @@ pub fn render(app: &AppDef, opts: &AwsBatchOpts, ctx: &DryRunContext) -> Result<
         };
         let mut role = values.apply(role);
         role.env.insert(ENV_ROLE_IDX.into(), role_idx.to_string());
+        if let Some(dir) = role.container_checkpoint_dir()? {
+            role.env.insert("TORCHX_CHECKPOINT_DIR".into(), dir);
+        }
         role.env.insert(ENV_ROLE_NAME.into(), role.name.clone());
         nodes.push(node_range(&role, next, opts, recovery.as_ref())?);
         next += role.num_replicas;

@@ -23,6 +23,16 @@ fn opts(v: serde_json::Value) -> AwsBatchOpts {
     AwsBatchOpts::from_cfg(&cfg).unwrap()
 }
 
+/// TORCHX_CHECKPOINT_DIR on an EFS volume.
+fn with_checkpoint_volume(r: &mut Role) {
+    r.mounts.push(Mount::Volume {
+        src: "fs-ckpt".into(),
+        dst_path: "/ckpt".into(),
+        read_only: false,
+    });
+    r.checkpoint_dir = Some("/ckpt".into());
+}
+
 fn cases() -> Vec<(&'static str, AppDef, serde_json::Value)> {
     let q = json!({"queue": "torchx"});
     let mut trainer = Role::new("trainer", "ghcr.io/x/train:1")
@@ -79,6 +89,7 @@ fn cases() -> Vec<(&'static str, AppDef, serde_json::Value)> {
     recovering.resource = Resource::new(1, 0, 1024);
     recovering.time_limit = Some(3600);
     recovering.max_requeues = Some(5);
+    with_checkpoint_volume(&mut recovering);
     vec![
         (
             "single",
@@ -170,11 +181,22 @@ fn limits_and_bad_input_are_preflight_errors() {
 
 #[test]
 fn recovery_beyond_what_batch_can_do_is_refused() {
+    let mut unmounted = Role::new("r", "img").with_entrypoint("x");
+    unmounted.resource = Resource::new(1, 0, 1024);
+    unmounted.time_limit = Some(600);
+    let err = render(
+        &AppDef::new("a", vec![unmounted]),
+        &opts(json!({"queue": "torchx"})),
+        &ctx(),
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("--checkpoint_dir"), "{err}");
     let role = |limit: u64, requeues: Option<u32>| {
         let mut r = Role::new("r", "img").with_entrypoint("x");
         r.resource = Resource::new(1, 0, 1024);
         r.time_limit = Some(limit);
         r.max_requeues = requeues;
+        with_checkpoint_volume(&mut r);
         AppDef::new("a", vec![r])
     };
     let q = || opts(json!({"queue": "torchx"}));

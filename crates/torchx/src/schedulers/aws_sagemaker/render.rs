@@ -88,6 +88,20 @@ fn recovery(role: &crate::specs::Role, opts: &AwsSageMakerOpts) -> Result<Option
     Ok(Some(role.recovery()))
 }
 
+/// `CheckpointConfig.LocalPath`: the run option, or the role's `checkpoint_dir` (they must
+/// agree when both are given).
+fn checkpoint_local_path(
+    role: &crate::specs::Role,
+    opts: &AwsSageMakerOpts,
+) -> Result<Option<String>> {
+    match (&opts.checkpoint_local_path, &role.checkpoint_dir) {
+        (Some(a), Some(b)) if a != b => Err(Error::config(format!(
+            "run option checkpoint_local_path `{a}` and checkpoint_dir `{b}` differ: give one"
+        ))),
+        (a, b) => Ok(a.clone().or_else(|| b.clone())),
+    }
+}
+
 /// Renders the CreateTrainingJob request.
 pub fn render(app: &AppDef, opts: &AwsSageMakerOpts, ctx: &DryRunContext) -> Result<TrainingJob> {
     let [role] = app.roles.as_slice() else {
@@ -225,10 +239,10 @@ pub fn render(app: &AppDef, opts: &AwsSageMakerOpts, ctx: &DryRunContext) -> Res
         .into_iter()
         .collect();
     env.extend(role.env.clone());
+    let checkpoint_local_path = checkpoint_local_path(&role, opts)?;
     if recovery.is_some() {
         // SageMaker syncs this directory with checkpoint_s3_uri, and restores it on a restart.
-        let dir = opts
-            .checkpoint_local_path
+        let dir = checkpoint_local_path
             .clone()
             .unwrap_or_else(|| DEFAULT_CHECKPOINT_PATH.into());
         env.insert("TORCHX_CHECKPOINT_DIR".into(), dir);
@@ -299,7 +313,7 @@ pub fn render(app: &AppDef, opts: &AwsSageMakerOpts, ctx: &DryRunContext) -> Res
     }
     if let Some(uri) = &opts.checkpoint_s3_uri {
         let mut c = json!({"S3Uri": uri});
-        if let Some(p) = &opts.checkpoint_local_path {
+        if let Some(p) = &checkpoint_local_path {
             c["LocalPath"] = json!(p);
         }
         req.insert("CheckpointConfig".into(), c);

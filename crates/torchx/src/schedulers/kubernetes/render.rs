@@ -368,6 +368,13 @@ pub fn role_to_pod(
         });
     }
     env.extend(settings.trailing_env.iter().cloned());
+    if let Some(dir) = role.container_checkpoint_dir()? {
+        env.push(EnvVar {
+            name: "TORCHX_CHECKPOINT_DIR".into(),
+            value: Some(dir),
+            ..Default::default()
+        });
+    }
     let mut ports = Vec::new();
     for (name, port) in &role.port_map {
         check_port_name(&role.name, name)?;

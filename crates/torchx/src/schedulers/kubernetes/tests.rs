@@ -113,10 +113,18 @@ fn cases() -> Vec<(&'static str, AppDef)> {
     limited.retry_policy = RetryPolicy::Replica;
     limited.time_limit = Some(3600);
     limited.checkpoint_signal = Some("USR2@120".parse().unwrap());
+    limited.mounts = vec![Mount::Volume {
+        src: "ckpt".into(),
+        dst_path: "/ckpt".into(),
+        read_only: false,
+    }];
+    limited.checkpoint_dir = Some("/ckpt/trainer".into());
     let mut whole = Role::new("eval", "img").with_entrypoint("eval");
     whole.max_retries = 1;
     whole.retry_policy = RetryPolicy::Application;
     whole.time_limit = Some(600);
+    whole.mounts = limited.mounts.clone();
+    whole.checkpoint_dir = Some("/ckpt/eval".into());
     let recovery = AppDef::new("recovery", vec![limited, whole]);
     vec![
         ("single", single),

@@ -263,10 +263,16 @@ impl LocalCwdScheduler {
             ))
             .with_source(e)
         })?;
-        // The checkpoint directory of every attempt (TORCHX_CHECKPOINT_DIR), there before any.
-        let checkpoints = render::checkpoint_dir(&req.log_dir);
-        std::fs::create_dir_all(&checkpoints)
-            .map_err(|e| Error::io(format!("creating {}", checkpoints.display()), e))?;
+        // The checkpoint directories of every attempt (TORCHX_CHECKPOINT_DIR), there before any.
+        let checkpoints = req
+            .roles
+            .iter()
+            .flat_map(|r| &r.replicas)
+            .filter_map(|r| r.env.get("TORCHX_CHECKPOINT_DIR"));
+        for dir in checkpoints.collect::<std::collections::BTreeSet<_>>() {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| Error::io(format!("creating checkpoint directory {dir}"), e))?;
+        }
         self.with_ledger(|l| l.insert_app(&row, &request_json, &replicas))?;
         // From here on the app is recorded: any failure is recorded on it too.
         self.start_supervisor(&exe, req).inspect_err(|e| {

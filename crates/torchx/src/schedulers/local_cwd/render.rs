@@ -67,7 +67,7 @@ fn default_max_requeues() -> u32 {
 }
 
 /// The directory `TORCHX_CHECKPOINT_DIR` names in every attempt of an app's replicas.
-pub(super) fn checkpoint_dir(log_dir: &Path) -> PathBuf {
+fn checkpoint_dir(log_dir: &Path) -> PathBuf {
     log_dir.join("checkpoint")
 }
 
@@ -136,9 +136,14 @@ pub fn render(
         role.env.insert("PATH".into(), path);
         role.env
             .insert("TORCHX_MAX_RETRIES".into(), role.max_retries.to_string());
+        // The role's own directory (relative to the job's), else one next to its logs.
+        let checkpoints = match &role.checkpoint_dir {
+            Some(dir) => ctx.cwd.join(dir),
+            None => checkpoint_dir(&log_dir),
+        };
         role.env.insert(
             "TORCHX_CHECKPOINT_DIR".into(),
-            checkpoint_dir(&log_dir).display().to_string(),
+            checkpoints.display().to_string(),
         );
         let replicas = (0..role.num_replicas)
             .map(|i| replica(&role, i, &app_id, &cwd, &log_dir, ctx))

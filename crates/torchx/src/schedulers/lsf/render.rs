@@ -277,6 +277,9 @@ pub fn render(app: &AppDef, opts: &LsfOpts, ctx: &DryRunContext) -> Result<LsfBs
             replica
                 .env
                 .insert("TORCHX_RANK0_HOST".into(), rank0_host.clone());
+            if let Some(dir) = replica.container_checkpoint_dir()? {
+                replica.env.insert("TORCHX_CHECKPOINT_DIR".into(), dir);
+            }
             let job_name = format!(
                 "{app_id}-{}",
                 cleanup_str(&format!("{}-{replica_id}", role.name))

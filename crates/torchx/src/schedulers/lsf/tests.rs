@@ -115,12 +115,27 @@ fn docker_words(script: &str) -> Vec<Vec<String>> {
         bin.display(),
         std::env::var("PATH").unwrap_or_default()
     );
-    let status = std::process::Command::new("/bin/bash")
-        .arg(&s)
-        .env("PATH", path)
-        .status()
-        .unwrap();
-    assert!(status.success());
+    // A stand-in just written can be "busy" for a moment: a thread of another test that forked
+    // while its file was open holds it until that child execs. Try again then.
+    for attempt in 0.. {
+        let ran = std::process::Command::new("/bin/bash")
+            .arg(&s)
+            .env("PATH", &path)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&ran.stderr);
+        if ran.status.success() {
+            break;
+        }
+        assert!(
+            attempt < 5 && err.contains("Text file busy"),
+            "the submit script failed: {err}"
+        );
+        for e in std::fs::read_dir(&out).unwrap() {
+            std::fs::remove_file(e.unwrap().path()).unwrap();
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
     std::fs::read_dir(&out)
         .unwrap()
         .map(|e| {
@@ -212,6 +227,12 @@ fn recovery_maps_to_run_limit_warning_requeue_and_rerun() {
     let mut r = Role::new("trainer", "img:1").with_entrypoint("python");
     r.time_limit = Some(90 * 60);
     r.checkpoint_signal = Some("USR1@90".parse().unwrap());
+    r.mounts = vec![Mount::Bind {
+        src_path: "/shared/ckpt".into(),
+        dst_path: "/ckpt".into(),
+        read_only: false,
+    }];
+    r.checkpoint_dir = Some("/ckpt".into());
     let app = AppDef::new("rec", vec![r.clone()]);
     let script = render(&app, &opts(serde_json::json!({})), &ctx())
         .unwrap()

@@ -56,6 +56,9 @@ pub struct SbatchRequest {
     /// `--requeue_exit_code`, `--max_requeues`): the script then keeps an attempts file and
     /// requeues itself.
     pub recovery: Option<Recovery>,
+    /// The roles' `checkpoint_dir`, if one sets it (else `torchx-$SLURM_JOB_ID/checkpoint`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub checkpoint_dir: Option<String>,
 }
 
 impl NativeRequest for SbatchRequest {
@@ -137,7 +140,12 @@ impl SbatchRequest {
                 version = crate::VERSION,
                 cmd = cmd.join(" "),
                 groups = groups.join("#SBATCH hetjob\n"),
-                script = recovery_script(recovery, self.max_retries, &srun.join(" ")),
+                script = recovery_script(
+                    recovery,
+                    self.max_retries,
+                    self.checkpoint_dir.as_deref(),
+                    &srun.join(" ")
+                ),
             );
         }
         format!(
@@ -188,7 +196,7 @@ export SLURM_UNBUFFEREDIO=1
 export TORCHX_MAX_RETRIES=@RETRIES@
 export TORCHX_ATTEMPT=${SLURM_RESTART_COUNT:-0}
 torchx_dir="$PWD/torchx-$SLURM_JOB_ID"
-export TORCHX_CHECKPOINT_DIR="$torchx_dir/checkpoint"
+export TORCHX_CHECKPOINT_DIR=@CHECKPOINT_DIR@
 mkdir -p "$TORCHX_CHECKPOINT_DIR"
 attempts="$torchx_dir/attempts"
 touch "$attempts"
@@ -263,7 +271,12 @@ if [ "$failures" -lt "$TORCHX_MAX_RETRIES" ]; then requeue "failed"; fi
 exit "$exitcode"
 "#;
 
-fn recovery_script(r: &Recovery, max_retries: u32, srun: &str) -> String {
+fn recovery_script(
+    r: &Recovery,
+    max_retries: u32,
+    checkpoint_dir: Option<&str>,
+    srun: &str,
+) -> String {
     // `--signal=B:` signals the batch shell only: it passes the signal on (SIGTERM is already).
     let checkpoint_trap = match r.checkpoint_signal.map(|s| s.signal.name()) {
         Some(sig) if sig != "TERM" => format!(
@@ -271,13 +284,45 @@ fn recovery_script(r: &Recovery, max_retries: u32, srun: &str) -> String {
         ),
         _ => String::new(),
     };
-    RECOVERY_SCRIPT
-        .replace("@CHECKPOINT_TRAP@", &checkpoint_trap)
-        .replace("@RETRIES@", &max_retries.to_string())
-        .replace("@REQUEUES@", &r.max_requeues.to_string())
-        .replace("@REQUEUE_CODE@", &r.requeue_exit_code.to_string())
-        .replace("@LIMIT@", &slurm_limit_secs(r).to_string())
-        .replace("@SRUN@", srun)
+    let checkpoint_dir = checkpoint_dir.map_or("\"$torchx_dir/checkpoint\"".into(), shell_quote);
+    fill(
+        RECOVERY_SCRIPT,
+        &[
+            ("CHECKPOINT_TRAP", &checkpoint_trap),
+            ("RETRIES", &max_retries.to_string()),
+            ("REQUEUES", &r.max_requeues.to_string()),
+            ("REQUEUE_CODE", &r.requeue_exit_code.to_string()),
+            ("LIMIT", &slurm_limit_secs(r).to_string()),
+            ("CHECKPOINT_DIR", &checkpoint_dir),
+            ("SRUN", srun),
+        ],
+    )
+}
+
+/// Fills a template's `@KEY@` placeholders in one pass, so no value (user text among them) is
+/// ever searched for another placeholder.
+fn fill(template: &str, values: &[(&str, &str)]) -> String {
+    let mut out = String::with_capacity(template.len());
+    let mut rest = template;
+    while let Some(at) = rest.find('@') {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + 1..];
+        let key = values
+            .iter()
+            .find(|(k, _)| after.strip_prefix(k).is_some_and(|t| t.starts_with('@')));
+        match key {
+            Some((k, v)) => {
+                out.push_str(v);
+                rest = &after[k.len() + 1..];
+            }
+            None => {
+                out.push('@');
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 /// The attempt's limit as Slurm enforces it: whole minutes, rounded up (0: none).
@@ -522,6 +567,7 @@ pub fn render(app: &AppDef, opts: &SlurmOpts, ctx: &DryRunContext) -> Result<Sba
         replicas,
         job_dir: opts.job_dir.clone(),
         max_retries: app.roles.iter().map(|r| r.max_retries).min().unwrap_or(0),
+        checkpoint_dir: app.roles.iter().find_map(|r| r.checkpoint_dir.clone()),
         recovery,
     })
 }
