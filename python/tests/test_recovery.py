@@ -84,9 +84,10 @@ def test_bad_recovery_values_are_refused(tmp_path: Path, recovery: dict, error: 
 
 
 def test_a_scheduler_that_cannot_honour_them_says_so() -> None:
-    role = Role(name="r", image="/tmp", entrypoint="echo", time_limit="1h")
-    with get_runner() as runner, pytest.raises(NotImplementedError, match="time_limit"):
-        runner.dryrun(AppDef(name="a", roles=[role]), "local_docker")
+    resource = specs.Resource(cpu=1, gpu=0, memMB=512)
+    role = Role(name="r", image="img", entrypoint="echo", requeue_exit_code=3, resource=resource)
+    with get_runner() as runner, pytest.raises(NotImplementedError, match="requeue_exit_code"):
+        runner.dryrun(AppDef(name="a", roles=[role]), "kubernetes_mcad")
 
 
 def test_slurm_renders_its_native_time_limit_signal_and_requeue() -> None:

@@ -326,3 +326,174 @@ fn quickstart_ships_the_current_directory_by_default() {
     assert!(stderr(&out).contains("can't open file"), "{}", stderr(&out));
     env.run(&["delete", stdout(&out).trim()]);
 }
+
+/// (reason, exit code, signal) of every attempt of the app's first replica.
+fn attempts(status: &serde_json::Value) -> Vec<(String, Option<i64>, Option<i64>)> {
+    status["roles"][0]["replicas"][0]["attempts"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no attempts in {status}"))
+        .iter()
+        .map(|a| {
+            let reason = a["reason"].as_str().unwrap_or("running").to_string();
+            (reason, a["exit_code"].as_i64(), a["signal"].as_i64())
+        })
+        .collect()
+}
+
+/// A one-role app running `script` under `sh` in busybox.
+fn sh_app(env: &Env, name: &str, script: &str) -> String {
+    let file = format!("{name}.yaml");
+    let yaml = serde_json::json!({"name": name, "roles": [{"name": "trainer", "image": IMAGE,
+        "entrypoint": "sh", "args": ["-c", script]}]});
+    std::fs::write(env.cwd.join(&file), yaml.to_string()).unwrap();
+    format!("./{file}")
+}
+
+fn containers_of(handle: &str) -> String {
+    let id = support::app_id(handle);
+    let out = std::process::Command::new("docker")
+        .args([
+            "ps",
+            "-a",
+            "--filter",
+            &format!("name={id}"),
+            "--format",
+            "{{.Names}}",
+        ])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// The recovery contract on local_docker: a counter signalled before each 2 s limit saves to
+/// TORCHX_CHECKPOINT_DIR (a host directory mounted into every attempt's container), asks for a
+/// requeue and reaches its goal; `status --json` and `log` show the attempts.
+#[test]
+fn recovery_a_checkpointing_container_reaches_its_goal_over_attempts() {
+    if !docker_up("local_docker recovery counter") {
+        return;
+    }
+    let env = Env::new();
+    let file = sh_app(
+        &env,
+        "count",
+        "f=$TORCHX_CHECKPOINT_DIR/n; n=$(cat $f 2>/dev/null || echo 0); \
+         trap 'echo $n > $f; echo attempt $TORCHX_ATTEMPT saved $n; exit 75' USR1; \
+         while [ $n -lt 25 ]; do n=$((n+1)); sleep 0.1 & wait $!; done; \
+         echo reached $n in attempt $TORCHX_ATTEMPT",
+    );
+    let out = env.run(&[
+        "run",
+        "-s",
+        "local_docker",
+        "--workspace",
+        "",
+        "--time_limit",
+        "2s",
+        "--checkpoint_signal",
+        "USR1@1",
+        "--max_retries",
+        "0",
+        &file,
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let handle = stdout(&out).trim().to_string();
+    let status = env.status(&handle);
+    assert_eq!(status["state"], "SUCCEEDED", "{status}");
+    let seen = attempts(&status);
+    let (last, earlier) = seen.split_last().unwrap();
+    assert_eq!(last, &("succeeded".to_string(), Some(0), None), "{seen:?}");
+    assert!(!earlier.is_empty(), "{seen:?}");
+    assert!(
+        earlier.iter().all(|a| a.0 == "requeued" && a.1 == Some(75)),
+        "{seen:?}"
+    );
+    let log = stdout(&env.run(&["log", &handle]));
+    assert!(
+        log.contains("attempt 0 saved") && log.contains("reached 25"),
+        "{log}"
+    );
+    assert_eq!(containers_of(&handle), "", "containers left behind");
+}
+
+/// `docker kill` of a running container is a preemption: it starts again although its retry
+/// budget is 0. A command that always fails stops after --max_retries, one that always asks for
+/// a requeue after --max_requeues; a cancel removes the container.
+#[test]
+fn recovery_preemption_budgets_and_cancel() {
+    if !docker_up("local_docker recovery preemption") {
+        return;
+    }
+    let env = Env::new();
+    let run = |args: &[&str]| {
+        let mut full = vec!["run", "-s", "local_docker", "--workspace", "", "--detach"];
+        full.extend_from_slice(args);
+        let out = env.run(&full);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        stdout(&out).trim().to_string()
+    };
+    let preempted = run(&[
+        "--max_requeues",
+        "3",
+        &sh_app(
+            &env,
+            "pre",
+            "[ $TORCHX_ATTEMPT -ge 1 ] && exit 0; sleep 300",
+        ),
+    ]);
+    let fails = run(&[
+        "--max_retries",
+        "1",
+        "--max_requeues",
+        "5",
+        &sh_app(&env, "fails", "exit 3"),
+    ]);
+    let asks = run(&["--max_requeues", "2", &sh_app(&env, "asks", "exit 75")]);
+    let long = run(&["--max_requeues", "1", &sh_app(&env, "long", "sleep 300")]);
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while containers_of(&preempted).is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no container for {preempted}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let killed = std::process::Command::new("docker")
+        .args(["kill", &containers_of(&preempted)])
+        .output()
+        .unwrap();
+    assert!(killed.status.success(), "{killed:?}");
+    let terminal = |h: &str| env.wait_state_terminal(h, Duration::from_secs(60));
+    let status = terminal(&preempted);
+    assert_eq!(status["state"], "SUCCEEDED", "{status}");
+    let seen = attempts(&status);
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    assert_eq!(
+        (seen[0].0.as_str(), seen[0].2),
+        ("preempted", Some(9)),
+        "{seen:?}"
+    );
+    let status = terminal(&fails);
+    assert_eq!(status["state"], "FAILED", "{status}");
+    let failed = ("failed".to_string(), Some(3), None);
+    assert_eq!(attempts(&status), [failed.clone(), failed]);
+    let status = terminal(&asks);
+    assert_eq!(status["state"], "FAILED", "{status}");
+    assert_eq!(attempts(&status).len(), 3, "{status}");
+    assert!(
+        attempts(&status).iter().all(|a| a.0 == "requeued"),
+        "{status}"
+    );
+    while containers_of(&long).is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no container for {long}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(env.run(&["cancel", &long]).status.code(), Some(0));
+    assert_eq!(terminal(&long)["state"], "CANCELLED");
+    for h in [&preempted, &fails, &asks, &long] {
+        assert_eq!(containers_of(h), "", "containers of {h} left behind");
+    }
+}

@@ -264,9 +264,16 @@ fn bad_recovery_input_is_refused_before_anything_runs() {
             "checkpoint_signal USR1@90 comes 1m30s before the end of an attempt of 1m",
         ),
         (
-            &["-s", "local_docker", "--time_limit", "1h"][..],
+            &[
+                "-s",
+                "kubernetes_mcad",
+                "--workspace",
+                "",
+                "--requeue_exit_code",
+                "3",
+            ][..],
             6,
-            "scheduler `local_docker` does not support time_limit",
+            "the AppWrapper's pods are never restarted",
         ),
         (
             &[

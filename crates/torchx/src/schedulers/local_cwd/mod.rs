@@ -158,6 +158,13 @@ impl LocalCwdScheduler {
         &self.shared.state_dir
     }
 
+    /// Whether this scheduler has ever recorded an app (its ledger exists): a caller that
+    /// only may have apps here asks before opening (and so creating) the ledger.
+    #[cfg(feature = "docker")]
+    pub(crate) fn has_ledger(&self) -> bool {
+        Ledger::path_in(self.state_dir()).exists()
+    }
+
     fn with_ledger<T>(&self, f: impl FnOnce(&mut Ledger) -> Result<T>) -> Result<T> {
         self.shared.with_ledger(f)
     }
@@ -264,10 +271,12 @@ impl LocalCwdScheduler {
             .with_source(e)
         })?;
         // The checkpoint directories of every attempt (TORCHX_CHECKPOINT_DIR), there before any.
+        // (A container's is a path inside it: local_docker makes the host side.)
         let checkpoints = req
             .roles
             .iter()
             .flat_map(|r| &r.replicas)
+            .filter(|r| r.container.is_none())
             .filter_map(|r| r.env.get("TORCHX_CHECKPOINT_DIR"));
         for dir in checkpoints.collect::<std::collections::BTreeSet<_>>() {
             std::fs::create_dir_all(dir)

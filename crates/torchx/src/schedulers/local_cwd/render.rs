@@ -26,6 +26,11 @@ pub struct ReplicaParam {
     pub combined: PathBuf,
     /// Working directory.
     pub cwd: PathBuf,
+    /// The Docker container this process runs in the foreground (`docker run`, for
+    /// local_docker's supervised apps): signals go to the container (`docker kill --signal`),
+    /// and an exit status of 128+N is the container's death by signal N.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container: Option<String>,
 }
 
 /// The processes of one role.
@@ -205,6 +210,7 @@ fn replica(
         stderr: dir.join("stderr.log"),
         combined: dir.join("combined.log"),
         cwd: ctx.cwd.clone(),
+        container: None,
     }
 }
 

@@ -268,8 +268,13 @@ impl Supervisor {
                     queue.extend(self.machine.on_event(now(), Event::Launched(launched)));
                 }
                 Action::Signal { slot, signal } => {
-                    if let Some(p) = &self.replicas[slot].proc {
-                        sys::signal_group(p.pid, signal);
+                    let r = &self.replicas[slot];
+                    match (&r.proc, &r.param.container) {
+                        (Some(_), Some(name)) => signal_container(name, signal),
+                        (Some(p), None) => {
+                            sys::signal_group(p.pid, signal);
+                        }
+                        (None, _) => {}
                     }
                 }
                 Action::Ended(end) => {
@@ -316,6 +321,16 @@ impl Supervisor {
             let mut env = r.env.clone();
             let attempt = self.machine.next_attempt(i);
             env.insert("TORCHX_ATTEMPT".into(), attempt.to_string());
+            if let (Some(name), true) = (&r.param.container, attempt > 0) {
+                // `docker run --rm` removes its container before it exits, unless it was
+                // killed: then the name is still taken.
+                let _ = Command::new("docker")
+                    .args(["rm", "-f", name])
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .status();
+            }
             match launcher.launch(&r.param, &env) {
                 Ok(proc) => {
                     r.row.pid = Some(proc.pid);
@@ -449,6 +464,11 @@ impl Supervisor {
             if let Some(mut proc) = self.replicas[i].proc.take() {
                 proc.drain(&mut self.log_error);
             }
+            let exit = match (&self.replicas[i].param.container, exit) {
+                // `docker run` exits 128+N when its container died of signal N.
+                (Some(_), Exit::Code(c)) if (129..160).contains(&c) => Exit::Signal(c - 128),
+                _ => exit,
+            };
             let actions = self
                 .machine
                 .on_event(now(), Event::Exited { slot: i, exit });
@@ -542,5 +562,20 @@ fn gpu_count() -> i64 {
             .filter(|l| !l.trim().is_empty())
             .count() as i64,
         _ => 0,
+    }
+}
+
+/// Sends `signal` to a replica's container: `docker run` passes on only the signals it can
+/// catch, and a killed `docker run` would leave its container running. `docker kill` runs in
+/// the background; the loop reaps it with the other children it does not track.
+fn signal_container(name: &str, signal: i32) {
+    let spawned = Command::new("docker")
+        .args(["kill", "--signal", &signal.to_string(), name])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn();
+    if let Err(e) = spawned {
+        note!("torchx supervisor: cannot run `docker kill` for container {name}: {e}");
     }
 }

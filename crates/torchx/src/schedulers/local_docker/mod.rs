@@ -8,6 +8,7 @@
 mod opts;
 mod render;
 mod state;
+mod supervised;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -34,6 +35,7 @@ use crate::scheduler::{
     Backend, Capabilities, DryRunContext, DryRunInfo, Facts, LineBuffer, LogLines, LogQuery,
     Replica, Scheduler, WorkspaceSupport,
 };
+use crate::schedulers::local_cwd::LocalCwdScheduler;
 use crate::specs::{AppDef, AppState, DescribeAppResponse, ListAppResponse, ReplicaStatus, Stream};
 
 /// The registry name.
@@ -51,15 +53,21 @@ pub struct LocalDockerScheduler {
     /// Where cancellations are remembered: a stopped container looks like a failed one, and
     /// Docker cannot relabel it.
     cancelled_dir: std::path::PathBuf,
+    /// The apps under the recovery contract (see `supervised.rs`): local_cwd's supervisor and
+    /// ledger, kept under this scheduler's state directory.
+    supervised: LocalCwdScheduler,
+    /// Where supervised apps' logs go.
+    log_base: std::path::PathBuf,
 }
 
 impl Default for LocalDockerScheduler {
     fn default() -> Self {
+        let state = crate::schedulers::default_state_dir().join(NAME);
         LocalDockerScheduler {
             client: OnceCell::new(),
-            cancelled_dir: crate::schedulers::default_state_dir()
-                .join(NAME)
-                .join("cancelled"),
+            cancelled_dir: state.join("cancelled"),
+            supervised: LocalCwdScheduler::new(state.join("supervised")),
+            log_base: state.join("logs"),
         }
     }
 }
@@ -103,6 +111,18 @@ struct Found {
 }
 
 impl LocalDockerScheduler {
+    /// The app, if it is one of the supervised ones (`supervised.rs`).
+    async fn supervised_describe(&self, app_id: &str) -> Result<Option<DescribeAppResponse>> {
+        if !self.supervised.has_ledger() {
+            return Ok(None);
+        }
+        match Backend::describe(&self.supervised, app_id).await {
+            // An id local_cwd would not have given is not one of its apps.
+            Err(e) if e.kind() == ErrorKind::InvalidArgument => Ok(None),
+            other => other,
+        }
+    }
+
     async fn docker(&self) -> Result<&Docker> {
         self.client
             .get_or_try_init(|| crate::workspace::docker::connect(NAME))
@@ -316,8 +336,6 @@ impl Backend for LocalDockerScheduler {
     const CAPABILITIES: Capabilities = Capabilities {
         workspace: WorkspaceSupport::LocalImage,
         runs_locally: true,
-        // Not yet mapped to its native time limits and requeues: refused, never dropped.
-        recovery: false,
         ..Capabilities::ALL
     };
     type Opts = LocalDockerOpts;
@@ -338,12 +356,23 @@ impl Backend for LocalDockerScheduler {
         opts: &LocalDockerOpts,
         ctx: &DryRunContext,
     ) -> Result<DockerJob> {
-        render(app, opts, ctx)
+        let mut job = render(app, opts, ctx)?;
+        if app.roles.iter().any(|r| r.uses_recovery()) {
+            let log_dir = self.log_base.join(&ctx.session_name).join(&job.app_id);
+            job.supervised = Some(supervised::supervised(&job, app, log_dir)?);
+        }
+        Ok(job)
     }
 
-    async fn submit(&self, job: &DockerJob, _info: &DryRunInfo) -> Result<String> {
+    async fn submit(&self, job: &DockerJob, info: &DryRunInfo) -> Result<String> {
         let docker = self.docker().await?;
         let network = self.ensure_network(docker).await?;
+        if let Some(req) = &job.supervised {
+            let host = supervised::host_checkpoint_dir(&req.log_dir);
+            std::fs::create_dir_all(&host)
+                .map_err(|e| Error::io(format!("creating {}", host.display()), e))?;
+            return Backend::submit(&self.supervised, req, info).await;
+        }
         let mut created = Vec::new();
         for c in &job.containers {
             let result = self.create_and_start(docker, c, &network).await;
@@ -363,6 +392,9 @@ impl Backend for LocalDockerScheduler {
     }
 
     async fn describe(&self, app_id: &str) -> Result<Option<DescribeAppResponse>> {
+        if let Some(resp) = self.supervised_describe(app_id).await? {
+            return Ok(Some(resp));
+        }
         let found = self.find(Some(app_id)).await?;
         if found.is_empty() {
             return Ok(None);
@@ -414,11 +446,17 @@ impl Backend for LocalDockerScheduler {
                 end_time: None,
             })
             .collect();
+        if self.supervised.has_ledger() {
+            out.extend(Backend::list(&self.supervised).await?);
+        }
         crate::specs::sort_newest_first(&mut out);
         Ok(out)
     }
 
     async fn cancel(&self, app_id: &str) -> Result<()> {
+        if self.supervised_describe(app_id).await?.is_some() {
+            return Backend::cancel(&self.supervised, app_id).await;
+        }
         let found = self.find(Some(app_id)).await?;
         if found.is_empty() {
             return Err(Error::app_not_found(
@@ -446,6 +484,9 @@ impl Backend for LocalDockerScheduler {
     }
 
     async fn delete(&self, app_id: &str) -> Result<()> {
+        if self.supervised_describe(app_id).await?.is_some() {
+            return Backend::delete(&self.supervised, app_id).await;
+        }
         let found = self.find(Some(app_id)).await?;
         if found.is_empty() {
             return Err(Error::app_not_found(
@@ -460,6 +501,9 @@ impl Backend for LocalDockerScheduler {
     }
 
     async fn log_iter(&self, replica: Replica<'_>, query: &LogQuery) -> Result<Box<dyn LogLines>> {
+        if self.supervised_describe(replica.app_id).await?.is_some() {
+            return Backend::log_iter(&self.supervised, replica, query).await;
+        }
         let Replica { app_id, role, k } = replica;
         let found = self.find(Some(app_id)).await?;
         if found.is_empty() {

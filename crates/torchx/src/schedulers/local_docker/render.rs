@@ -81,11 +81,31 @@ pub struct DockerJob {
     pub app_id: String,
     /// One container per replica, in role order.
     pub containers: Vec<Container>,
+    /// Under the recovery contract: the same containers, one `docker run` per attempt under
+    /// torchx's supervisor (see `supervised.rs`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub supervised: Option<crate::schedulers::local_cwd::PopenRequest>,
 }
 
 impl NativeRequest for DockerJob {
     fn render(&self) -> String {
-        serde_norway::to_string(&self.containers).unwrap_or_default()
+        let containers = serde_norway::to_string(&self.containers).unwrap_or_default();
+        match &self.supervised {
+            Some(req) => {
+                let runs: Vec<String> = req
+                    .roles
+                    .iter()
+                    .flat_map(|r| &r.replicas)
+                    .map(|p| crate::text::shell_join(&p.args))
+                    .collect();
+                format!(
+                    "{containers}# supervised by torchx (time limits, requeues): one attempt \
+                     of each container is\n{}\n",
+                    runs.join("\n")
+                )
+            }
+            None => containers,
+        }
     }
     fn to_json(&self) -> serde_json::Value {
         serde_json::to_value(self).unwrap_or_default()
@@ -232,7 +252,11 @@ pub fn render(app: &AppDef, opts: &LocalDockerOpts, ctx: &DryRunContext) -> Resu
             });
         }
     }
-    Ok(DockerJob { app_id, containers })
+    Ok(DockerJob {
+        app_id,
+        containers,
+        supervised: None,
+    })
 }
 
 #[cfg(test)]

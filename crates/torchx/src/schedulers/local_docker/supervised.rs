@@ -1,0 +1,163 @@
+//! local_docker under the recovery contract: Docker's restart policy cannot tell a requeue from
+//! a failure, signal before a limit or stop at one, so such an app's containers run in the
+//! foreground (`docker run`, one per attempt) under local_cwd's supervisor, whose machine
+//! enforces the contract. It signals a container with `docker kill --signal` and reads a
+//! `docker run` exit status of 128+N as the container's death by signal N (a `docker kill`
+//! from outside is then a preemption). Status, logs, cancel and delete of such an app are
+//! local_cwd's, from its own ledger under local_docker's state directory.
+
+use std::path::{Path, PathBuf};
+
+use super::render::{Container, DockerJob, LABEL_APP_ID, LABEL_REPLICA, LABEL_ROLE};
+use crate::error::{Error, Result};
+use crate::schedulers::local_cwd::{PopenRequest, ReplicaParam, RoleParams};
+use crate::specs::AppDef;
+
+/// Where a container finds its checkpoint directory when the role names none: the host side
+/// is `{log_dir}/checkpoint`, bind-mounted here.
+pub(super) const CHECKPOINT_MOUNT: &str = "/torchx/checkpoint";
+
+/// The label that names a supervised container's app.
+const LABEL_SUPERVISED_APP_ID: &str = "torchx.pytorch.org/supervised-app-id";
+
+/// The host directory behind [`CHECKPOINT_MOUNT`].
+pub(super) fn host_checkpoint_dir(log_dir: &Path) -> PathBuf {
+    log_dir.join("checkpoint")
+}
+
+/// The supervised form of `job`: one local_cwd replica per container, whose command is
+/// `docker run --rm` of that container. Environment values reach the container by name
+/// (`-e NAME`) from the `docker run` process's environment, so none is ever on a command line.
+pub(super) fn supervised(job: &DockerJob, app: &AppDef, log_dir: PathBuf) -> Result<PopenRequest> {
+    let mut roles: Vec<RoleParams> = Vec::new();
+    for role in &app.roles {
+        let recovery = role.recovery();
+        // The role's own directory (on one of its mounts), else one next to the logs, mounted.
+        let checkpoint = if role.checkpoint_dir.is_some() {
+            (role.container_checkpoint_dir()?.unwrap_or_default(), None)
+        } else {
+            (
+                CHECKPOINT_MOUNT.to_string(),
+                Some(host_checkpoint_dir(&log_dir)),
+            )
+        };
+        let mut replicas = Vec::new();
+        for c in job
+            .containers
+            .iter()
+            .filter(|c| c.labels.get(LABEL_ROLE) == Some(&role.name))
+        {
+            let i = c.labels.get(LABEL_REPLICA).cloned().unwrap_or_default();
+            let dir = log_dir.join(&role.name).join(&i);
+            let mut env = c.environment.clone();
+            env.insert("TORCHX_MAX_RETRIES".into(), role.max_retries.to_string());
+            env.insert("TORCHX_CHECKPOINT_DIR".into(), checkpoint.0.clone());
+            replicas.push(ReplicaParam {
+                args: docker_run(c, &env, checkpoint.1.as_deref())?,
+                env,
+                stdout: dir.join("stdout.log"),
+                stderr: dir.join("stderr.log"),
+                combined: dir.join("combined.log"),
+                cwd: log_dir.clone(),
+                container: Some(c.name.clone()),
+            });
+        }
+        roles.push(RoleParams {
+            role: role.name.clone(),
+            // The containers get their GPUs from Docker (`--gpus`), not CUDA_VISIBLE_DEVICES.
+            gpus_per_replica: 0,
+            max_retries: role.max_retries,
+            retry_policy: role.retry_policy,
+            time_limit: recovery.time_limit,
+            checkpoint_signal: recovery.checkpoint_signal,
+            requeue_exit_code: recovery.requeue_exit_code,
+            max_requeues: recovery.max_requeues,
+            replicas,
+        });
+    }
+    Ok(PopenRequest {
+        app_id: job.app_id.clone(),
+        log_dir,
+        auto_set_cuda_visible_devices: false,
+        roles,
+    })
+}
+
+/// `docker run` of one container, in the foreground, removed when it ends.
+fn docker_run(
+    c: &Container,
+    env: &crate::specs::Env,
+    checkpoint_host: Option<&Path>,
+) -> Result<Vec<String>> {
+    // `--init`: the command is not PID 1, so a signal it does not handle ends it as it would
+    // outside a container (PID 1 ignores SIGTERM), and the init passes signals on.
+    let mut args: Vec<String> = ["docker", "run", "--rm", "--init", "--name", &c.name]
+        .map(String::from)
+        .to_vec();
+    args.extend(["--hostname".into(), c.hostname.clone()]);
+    args.extend(["--network".into(), c.network.clone()]);
+    if c.privileged {
+        args.push("--privileged".into());
+    }
+    // Not the app id label: describe and list find such an app in the supervisor's ledger,
+    // not by its containers.
+    for (k, v) in &c.labels {
+        let k = if k == LABEL_APP_ID {
+            LABEL_SUPERVISED_APP_ID
+        } else {
+            k
+        };
+        args.extend(["--label".into(), format!("{k}={v}")]);
+    }
+    for k in env.keys().map(String::as_str).chain(["TORCHX_ATTEMPT"]) {
+        args.extend(["-e".into(), k.to_string()]);
+    }
+    let mut mounts: Vec<(&str, String, &str, bool)> = c
+        .mounts
+        .iter()
+        .map(|m| {
+            (
+                m.kind.as_str(),
+                m.source.clone(),
+                m.target.as_str(),
+                m.read_only,
+            )
+        })
+        .collect();
+    if let Some(host) = checkpoint_host {
+        mounts.push(("bind", host.display().to_string(), CHECKPOINT_MOUNT, false));
+    }
+    for (kind, source, target, read_only) in mounts {
+        // `--mount` is comma-separated key=value: a value holding one cannot be said there.
+        if let Some(bad) = [&source, target]
+            .into_iter()
+            .find(|v| v.contains([',', '"']))
+        {
+            return Err(Error::spec(format!(
+                "mount path `{bad}` contains a comma or a quote, which local_docker cannot pass \
+                 to `docker run --mount` under the recovery options"
+            )));
+        }
+        let ro = if read_only { ",readonly" } else { "" };
+        args.extend([
+            "--mount".into(),
+            format!("type={kind},source={source},target={target}{ro}"),
+        ]);
+    }
+    for d in &c.devices {
+        args.extend(["--device".into(), d.clone()]);
+    }
+    if let Some(mb) = c.mem_mb.filter(|mb| *mb > 0) {
+        args.extend(["--memory".into(), format!("{mb}m")]);
+        args.extend(["--shm-size".into(), format!("{mb}m")]);
+    }
+    if let Some(nano) = c.nano_cpus.filter(|n| *n > 0) {
+        args.extend(["--cpus".into(), format!("{}", nano as f64 / 1e9)]);
+    }
+    if let Some(gpus) = c.gpus {
+        args.extend(["--gpus".into(), gpus.to_string()]);
+    }
+    args.push(c.image.clone());
+    args.extend(c.command.iter().cloned());
+    Ok(args)
+}
