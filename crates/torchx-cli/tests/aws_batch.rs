@@ -497,7 +497,7 @@ fn recovery_evaluate_on_exit_round_trips_and_decides_retries() {
     let fails = run(&["--max_requeues", "3"], "exit 3");
     let signalled = run(
         &["--time_limit", "60s", "--checkpoint_signal", "USR1@56"],
-        "trap 'echo saved; exit 75' USR1; [ \"$TORCHX_ATTEMPT\" -ge 1 ] && exit 0; \
+        "trap 'echo saved; exit 75' USR1; [ \"$TORCHX_ATTEMPT\" -ge 1 ] && { echo resumed; exit 0; }; \
          while :; do sleep 1; done",
     );
     let reasons = |handle: &str, want: &str| -> Vec<String> {
@@ -515,6 +515,9 @@ fn recovery_evaluate_on_exit_round_trips_and_decides_retries() {
     );
     assert_eq!(reasons(&fails, "FAILED"), ["failed"]);
     assert_eq!(reasons(&signalled, "SUCCEEDED"), ["requeued", "succeeded"]);
+    // `log` follows the node across its attempts' streams.
+    let log = stdout(&env.run(&["log", &signalled]));
+    assert!(log.contains("saved") && log.contains("resumed"), "{log}");
     // Every attempt saw the same checkpoint directory, and its own attempt number.
     let seen = std::fs::read_to_string(ckpt.join("seen")).unwrap();
     assert_eq!(seen, "0\n1\n2\n");

@@ -663,6 +663,7 @@ impl Backend for AwsBatchScheduler {
             logs,
             job_id: job.job_id().unwrap_or_default().to_string(),
             node: idx,
+            read: 0,
             stream: None,
             token: None,
             since: ms(query.since),
@@ -680,6 +681,8 @@ struct CloudWatchLines {
     logs: aws_sdk_cloudwatchlogs::Client,
     job_id: String,
     node: i32,
+    /// Which of the node's streams (one per attempt, oldest first) is being read.
+    read: usize,
     stream: Option<String>,
     token: Option<String>,
     since: Option<i64>,
@@ -707,8 +710,8 @@ impl CloudWatchLines {
             .is_none_or(|j| status_of(j).is_terminal()))
     }
 
-    /// The node's log stream: its current container's while running, else its last attempt's.
-    async fn find_stream(&self) -> Result<Option<String>> {
+    /// The node's log streams, one per attempt, oldest first (the running attempt's last).
+    async fn find_streams(&self) -> Result<Vec<String>> {
         let ids = [
             format!("{}#{}", self.job_id, self.node),
             self.job_id.clone(),
@@ -724,22 +727,33 @@ impl CloudWatchLines {
             let Some(j) = resp.jobs().first() else {
                 continue;
             };
-            let running = j.status() == Some(&bt::JobStatus::Running);
-            let current = j.container().and_then(|c| c.log_stream_name());
-            let last = j
+            let mut streams: Vec<String> = Vec::new();
+            let attempts = j
                 .attempts()
-                .last()
-                .and_then(|a| a.container())
-                .and_then(|c| c.log_stream_name());
-            if let Some(s) = if running {
-                current.or(last)
-            } else {
-                last.or(current)
-            } {
-                return Ok(Some(s.to_string()));
+                .iter()
+                .filter_map(|a| a.container().and_then(|c| c.log_stream_name()));
+            let current = j.container().and_then(|c| c.log_stream_name());
+            for s in attempts.chain(current) {
+                if !streams.iter().any(|seen| seen == s) {
+                    streams.push(s.to_string());
+                }
+            }
+            if !streams.is_empty() {
+                return Ok(streams);
             }
         }
-        Ok(None)
+        Ok(Vec::new())
+    }
+
+    /// Moves on to the next attempt's stream, if the node has one: this one is read to its end.
+    async fn next_stream(&mut self) -> Result<bool> {
+        if self.find_streams().await?.len() <= self.read + 1 {
+            return Ok(false);
+        }
+        self.read += 1;
+        self.stream = None;
+        self.token = None;
+        Ok(true)
     }
 
     /// Waits a poll interval if the job may still write; false if it is over.
@@ -764,7 +778,7 @@ impl LogLines for CloudWatchLines {
                 return Ok(None);
             }
             if self.stream.is_none() {
-                self.stream = self.find_stream().await?;
+                self.stream = self.find_streams().await?.get(self.read).cloned();
                 if self.stream.is_none() {
                     self.wait_for_more().await?;
                     continue;
@@ -788,8 +802,11 @@ impl LogLines for CloudWatchLines {
                     if e.as_service_error()
                         .is_some_and(|s| s.is_resource_not_found_exception()) =>
                 {
-                    // The stream appears when the node starts writing.
-                    self.wait_for_more().await?;
+                    // The stream appears when the node starts writing (an attempt that never
+                    // wrote has none: go on to the next).
+                    if !self.next_stream().await? {
+                        self.wait_for_more().await?;
+                    }
                     continue;
                 }
                 Err(e) => return Err(aws_err("reading CloudWatch logs")(e)),
@@ -810,7 +827,7 @@ impl LogLines for CloudWatchLines {
             let next = resp.next_forward_token().map(str::to_string);
             let stalled = next.is_none() || next == self.token;
             self.token = next;
-            if stalled && self.pending.is_empty() {
+            if stalled && self.pending.is_empty() && !self.next_stream().await? {
                 self.wait_for_more().await?;
             }
         }

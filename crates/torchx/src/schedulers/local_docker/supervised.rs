@@ -161,3 +161,55 @@ fn docker_run(
     args.extend(c.command.iter().cloned());
     Ok(args)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::opts::{Cfg, TypedOpts};
+    use crate::scheduler::{DryRunContext, NativeRequest};
+    use crate::specs::{Resource, Role};
+
+    fn job(app: &AppDef) -> Result<DockerJob> {
+        let opts = super::super::LocalDockerOpts::from_cfg(&Cfg::new()).unwrap();
+        let ctx = DryRunContext::new("torchx", "abc123", "/work");
+        let mut job = super::super::render(app, &opts, &ctx)?;
+        job.supervised = Some(supervised(&job, app, PathBuf::from("/logs/torchx/x"))?);
+        Ok(job)
+    }
+
+    #[test]
+    fn supervised_docker_runs_snapshot() {
+        let mut r = Role::new("trainer", "img:1")
+            .with_entrypoint("python")
+            .with_args(["train.py", "--lr", "0.1,0.2"]);
+        r.num_replicas = 2;
+        r.resource = Resource::new(2, 1, 4096);
+        r.time_limit = Some(3600);
+        r.env
+            .insert("SECRET".into(), "not on any command line".into());
+        let rendered = job(&AppDef::new("train", vec![r])).unwrap().render();
+        let runs: Vec<&str> = rendered
+            .lines()
+            .filter(|l| l.starts_with("docker run"))
+            .collect();
+        assert_eq!(runs.len(), 2, "{rendered}");
+        assert!(
+            runs.iter().all(|l| !l.contains("not on any command line")),
+            "an env value on a command line: {rendered}"
+        );
+        insta::assert_snapshot!(rendered);
+    }
+
+    #[test]
+    fn a_mount_path_docker_run_cannot_say_is_refused() {
+        let mut r = Role::new("r", "img").with_entrypoint("x");
+        r.max_requeues = Some(1);
+        r.mounts = vec![crate::specs::Mount::Bind {
+            src_path: "/data,x".into(),
+            dst_path: "/data".into(),
+            read_only: true,
+        }];
+        let err = job(&AppDef::new("a", vec![r])).unwrap_err();
+        assert!(err.to_string().contains("`/data,x`"), "{err}");
+    }
+}
