@@ -497,3 +497,70 @@ fn recovery_preemption_budgets_and_cancel() {
         assert_eq!(containers_of(h), "", "containers of {h} left behind");
     }
 }
+
+/// A supervised app whose supervisor is killed: its guard settles it FAILED, saying why, and
+/// removes its container (killing a `docker run` alone would leave the container running).
+#[test]
+fn recovery_a_killed_supervisor_leaves_no_container_behind() {
+    if !docker_up("local_docker recovery supervisor killed") {
+        return;
+    }
+    let env = Env::new();
+    let file = sh_app(&env, "orphan", "sleep 300");
+    let out = env.run(&[
+        "run",
+        "-s",
+        "local_docker",
+        "--workspace",
+        "",
+        "--detach",
+        "--max_requeues",
+        "1",
+        &file,
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let handle = stdout(&out).trim().to_string();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while containers_of(&handle).is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no container for {handle}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // This test's supervisor: `torchx __supervise` with this test's state directory.
+    let state = env.state.join("local_docker").join("supervised");
+    let supervisor = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter(|p| p.file_name().to_string_lossy().parse::<u32>().is_ok())
+        .find(|p| {
+            let cmdline = std::fs::read(p.path().join("cmdline")).unwrap_or_default();
+            let environ = std::fs::read(p.path().join("environ")).unwrap_or_default();
+            let wanted = format!("TORCHX_STATE_DIR={}", state.display());
+            String::from_utf8_lossy(&cmdline).contains("__supervise")
+                && environ.split(|b| *b == 0).any(|e| e == wanted.as_bytes())
+        })
+        .map(|p| p.file_name().to_string_lossy().into_owned())
+        .unwrap_or_else(|| panic!("no supervisor of {handle} under {}", state.display()));
+    let killed = std::process::Command::new("kill")
+        .args(["-KILL", &supervisor])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    // Readers show FAILED at once; the guard then records why and removes the container.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let status = env.status(&handle);
+        let recorded = status["msg"].as_str().unwrap_or_default().contains("died");
+        if status["state"] == "FAILED" && recorded && containers_of(&handle).is_empty() {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{status}; containers: {}",
+            containers_of(&handle)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}

@@ -71,9 +71,18 @@ fn record_outcome(app_id: &str, state: AppState, msg: &str) -> i32 {
     loop {
         let recorded = Ledger::open(&crate::schedulers::default_state_dir()).and_then(|mut l| {
             match l.app_liveness(app_id)? {
-                Some(live) => l
-                    .settle(&live, |_| Some((state, msg.to_string())), stop_replicas)
-                    .map(drop),
+                Some(live) => {
+                    let containers = containers_of(&l, app_id);
+                    l.settle(
+                        &live,
+                        |_| Some((state, msg.to_string())),
+                        |rows| {
+                            stop_replicas(rows);
+                            remove_containers(&containers);
+                        },
+                    )
+                    .map(drop)
+                }
                 None => Ok(()),
             }
         });
@@ -93,6 +102,40 @@ fn stop_replicas(replicas: &[ReplicaRow]) {
         if let Some(pid) = r.pid {
             kill_group_if_ours(pid, r.pid_start);
         }
+    }
+}
+
+/// The containers of an app whose replicas are `docker run`s (local_docker's supervised apps):
+/// killing a `docker run` leaves its container running, so they are removed by name.
+fn containers_of(ledger: &Ledger, app_id: &str) -> Vec<String> {
+    ledger
+        .request_json(app_id)
+        .ok()
+        .flatten()
+        .and_then(|j| serde_json::from_str::<super::PopenRequest>(&j).ok())
+        .map(|req| {
+            req.roles
+                .into_iter()
+                .flat_map(|r| r.replicas)
+                .filter_map(|p| p.container)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn remove_containers(names: &[String]) {
+    if names.is_empty() {
+        return;
+    }
+    let removed = std::process::Command::new("docker")
+        .args(["rm", "-f"])
+        .args(names)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status();
+    if let Err(e) = removed {
+        note!("torchx guard: cannot remove containers {names:?}: {e}");
     }
 }
 
@@ -132,7 +175,15 @@ fn settle(
         // shown as the verdict meanwhile, left for the guard to write.
         return Ok(state);
     }
-    ledger.settle(live, |l| verdict(l, supervisor_alive), stop_replicas)
+    let containers = containers_of(ledger, &live.app_id);
+    ledger.settle(
+        live,
+        |l| verdict(l, supervisor_alive),
+        |rows| {
+            stop_replicas(rows);
+            remove_containers(&containers);
+        },
+    )
 }
 
 /// Whether app `app_id`'s guard still runs (found by its command line, `__guard <app_id>`).
