@@ -30,8 +30,19 @@ done
 [ -n "${timer:-}" ] && kill "$timer" 2>/dev/null
 exit "$code""#;
 
+/// Where the engine does not tell a container its attempt, the timer counts them in the
+/// checkpoint directory (on a mount that outlives the container), one file per replica, named
+/// by its hostname (stable across restarts on Kubernetes, MCAD and SageMaker).
+const COUNT_ATTEMPTS: &str = r#"if [ -n "${TORCHX_CHECKPOINT_DIR:-}" ]; then
+    count="$TORCHX_CHECKPOINT_DIR/.torchx-attempts-$(hostname 2>/dev/null || cat /etc/hostname)"
+    TORCHX_ATTEMPT=$(cat "$count" 2>/dev/null || echo 0)
+    echo $((TORCHX_ATTEMPT + 1)) >"$count"
+    export TORCHX_ATTEMPT
+fi"#;
+
 /// `entrypoint args…` under the timer. `attempt` is a shell line that exports
-/// `TORCHX_ATTEMPT` from what the engine tells the container, where it tells one.
+/// `TORCHX_ATTEMPT` from what the engine tells the container, where it tells one; without it
+/// the attempts are counted in `TORCHX_CHECKPOINT_DIR`.
 pub(crate) fn timed_command(
     r: &Recovery,
     max_retries: u32,
@@ -42,10 +53,7 @@ pub(crate) fn timed_command(
     let (sig, before) = r
         .checkpoint_signal
         .map_or(("TERM", 0), |s| (s.signal.name(), s.seconds));
-    let script = match attempt {
-        Some(line) => format!("{line}\n{TIMER}"),
-        None => TIMER.to_string(),
-    };
+    let script = format!("{}\n{TIMER}", attempt.unwrap_or(COUNT_ATTEMPTS));
     let mut cmd: Vec<String> = vec![
         "sh".into(),
         "-c".into(),

@@ -310,6 +310,25 @@ mod tests {
     }
 
     #[test]
+    fn recovery_snapshot() {
+        let mut a = app();
+        a.roles[0].time_limit = Some(7200);
+        a.roles[0].max_requeues = Some(5);
+        a.roles[0].checkpoint_dir = Some("ckpt".into());
+        let req = render(&a, &opts(None, false), &ctx(), Path::new("/state"));
+        let role = &req.roles[0];
+        assert_eq!(
+            (role.time_limit, role.max_requeues, role.requeue_exit_code),
+            (Some(7200), 5, 75)
+        );
+        assert_eq!(
+            role.replicas[0].env["TORCHX_CHECKPOINT_DIR"],
+            "/work/proj/ckpt"
+        );
+        insta::assert_snapshot!(req.render());
+    }
+
+    #[test]
     fn prepend_cwd_orders_path() {
         let req = render(&app(), &opts(None, true), &ctx(), Path::new("/state"));
         assert_eq!(req.roles[0].replicas[0].env["PATH"], "/work/proj:/opt/bin");
