@@ -425,3 +425,47 @@ fn recovery_budgets_and_timeouts_end_jobs() {
     assert_eq!(seen.len(), 1, "{seen:?}");
     assert_eq!(seen[0].0, "timeout", "{seen:?}");
 }
+
+/// A heterogeneous job (two roles, three replicas) is requeued as one: every replica's
+/// attempt 0 asks for it, attempt 1 succeeds, and all share the checkpoint directory.
+#[test]
+fn recovery_a_heterogeneous_job_requeues_as_one() {
+    if !slurm_up("slurm recovery hetjob") {
+        return;
+    }
+    let env = Env::new();
+    let role = |name: &str, replicas: u32| {
+        format!(
+            "- name: {name}\n  image: .\n  entrypoint: bash\n  num_replicas: {replicas}\n  \
+             args: ['-c', 'echo {name} $TORCHX_ATTEMPT >> $TORCHX_CHECKPOINT_DIR/seen; \
+             [ $TORCHX_ATTEMPT -ge 1 ] || exit 75']\n"
+        )
+    };
+    std::fs::write(
+        env.cwd.join("het.yaml"),
+        format!("name: het\nroles:\n{}{}", role("a", 2), role("b", 1)),
+    )
+    .unwrap();
+    let handle = stdout(&env.run(&["run", "-s", "slurm", "--max_requeues", "2", "./het.yaml"]))
+        .trim()
+        .to_string();
+    let status = env.wait_state_terminal(&handle, Duration::from_secs(180));
+    assert_eq!(status["state"], "SUCCEEDED", "{status}");
+    for role in status["roles"].as_array().unwrap() {
+        for replica in role["replicas"].as_array().unwrap() {
+            let reasons: Vec<&str> = replica["attempts"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|a| a["reason"].as_str().unwrap_or("running"))
+                .collect();
+            assert_eq!(reasons, ["requeued", "succeeded"], "{status}");
+        }
+    }
+    let id = support::app_id(&handle);
+    let seen =
+        std::fs::read_to_string(env.cwd.join(format!("torchx-{id}/checkpoint/seen"))).unwrap();
+    let mut lines: Vec<&str> = seen.lines().collect();
+    lines.sort_unstable();
+    assert_eq!(lines, ["a 0", "a 0", "a 1", "a 1", "b 0", "b 1"], "{seen}");
+}

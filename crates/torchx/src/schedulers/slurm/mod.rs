@@ -500,6 +500,16 @@ impl SlurmScheduler {
         if comps.is_empty() {
             return Ok(None);
         }
+        let requeued_het_job = comps.len() > 1
+            && comps
+                .iter()
+                .all(|c| c.state == AppState::Pending && c.restarts > 0);
+        if requeued_het_job {
+            // Slurm (22.05 here) can leave a requeued heterogeneous job pending with no reason
+            // until its priority is computed again; `scontrol release` does that (the job is
+            // not held: nothing else changes). Best effort: the answer is the describe's.
+            let _ = run("scontrol", &["release", &id.to_string()], COMMAND_TIMEOUT);
+        }
         let mut resp = self.describe_components(app_id, &comps);
         // Under the recovery contract the script records the job's attempts next to its logs;
         // Slurm restarts the whole job, so each replica shares them.
