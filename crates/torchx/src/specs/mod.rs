@@ -2,6 +2,7 @@
 //!
 //! Architecture invariant: nothing in this module does I/O. Parsing and validation are pure.
 
+pub mod group;
 mod handle;
 mod macros;
 mod mounts;
