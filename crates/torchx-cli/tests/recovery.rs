@@ -7,8 +7,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
-use support::{assert_no_processes, stderr, stdout, Env};
+use support::{assert_no_processes, attempts, stderr, stdout, Env};
 
 /// Counts to `$GOAL`, 0.1 s a step, resuming from `$TORCHX_CHECKPOINT_DIR/n`; on SIGUSR1 saves
 /// the count and exits 75 (a requeue). `exec sleep` keeps the counter in this shell only.
@@ -33,20 +32,6 @@ fn app(env: &Env, name: &str, script: &str, extra_env: &str) -> String {
     )
     .unwrap();
     format!("./{file}")
-}
-
-fn attempts(status: &Value) -> Vec<(String, Option<i64>)> {
-    status["roles"][0]["replicas"][0]["attempts"]
-        .as_array()
-        .unwrap_or_else(|| panic!("no attempts in {status}"))
-        .iter()
-        .map(|a| {
-            (
-                a["reason"].as_str().unwrap_or("running").to_string(),
-                a["exit_code"].as_i64(),
-            )
-        })
-        .collect()
 }
 
 /// The counter needs about three attempts of 1.5 s (signalled 0.5 s before the limit).

@@ -8,7 +8,7 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
-use support::{skip_engine, stderr, stdout, Env};
+use support::{attempts, skip_engine, stderr, stdout, Env};
 use torchx::config::TorchxConfig;
 use torchx::scheduler::{Registry, Scheduler};
 use torchx::schedulers::slurm::SlurmScheduler;
@@ -283,19 +283,6 @@ fn recovery_app(env: &Env, name: &str, script: &str, goal: u32, max_retries: u32
     format!("./{name}.yaml")
 }
 
-/// (reason, exit code) of every attempt `status --json` shows for the job.
-fn attempts_of(status: &serde_json::Value) -> Vec<(String, Option<i64>)> {
-    status["roles"][0]["replicas"][0]["attempts"]
-        .as_array()
-        .unwrap_or_else(|| panic!("no attempts in {status}"))
-        .iter()
-        .map(|a| {
-            let reason = a["reason"].as_str().unwrap_or("running").to_string();
-            (reason, a["exit_code"].as_i64())
-        })
-        .collect()
-}
-
 /// The recovery contract on the real cluster (`--time`, `--signal=B:USR1@40`, the script's
 /// trap and `scontrol requeue`): the counter is signalled before each one-minute limit, saves,
 /// asks for a requeue, and reaches its goal in a later attempt.
@@ -320,7 +307,7 @@ fn recovery_a_checkpointing_job_outlives_its_time_limits() {
     .to_string();
     let status = env.wait_state_terminal(&handle, Duration::from_secs(400));
     assert_eq!(status["state"], "SUCCEEDED", "{status}");
-    let seen = attempts_of(&status);
+    let seen = attempts(&status);
     let (last, earlier) = seen.split_last().unwrap();
     assert_eq!(last, &("succeeded".to_string(), Some(0)), "{seen:?}");
     assert!(!earlier.is_empty(), "one attempt was enough: {seen:?}");
@@ -350,11 +337,11 @@ fn recovery_scontrol_requeue_is_a_preemption_not_a_failure() {
         .trim()
         .to_string();
     env.wait_state(&handle, "RUNNING", Duration::from_secs(60));
-    let attempts = env
+    let attempts_file = env
         .cwd
         .join(format!("torchx-{}/attempts", support::app_id(&handle)));
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while !std::fs::read_to_string(&attempts).is_ok_and(|t| t.starts_with("start 0")) {
+    while !std::fs::read_to_string(&attempts_file).is_ok_and(|t| t.starts_with("start 0")) {
         assert!(
             std::time::Instant::now() < deadline,
             "attempt 0 never started"
@@ -369,7 +356,7 @@ fn recovery_scontrol_requeue_is_a_preemption_not_a_failure() {
     assert!(ok);
     let status = env.wait_state_terminal(&handle, Duration::from_secs(120));
     assert_eq!(status["state"], "SUCCEEDED", "{status}");
-    let seen = attempts_of(&status);
+    let seen = attempts(&status);
     assert_eq!(seen.len(), 2, "{seen:?}");
     assert_eq!(seen[0].0, "preempted", "{seen:?}");
     assert_eq!(seen[1], ("succeeded".to_string(), Some(0)), "{seen:?}");
@@ -409,7 +396,7 @@ fn recovery_budgets_and_timeouts_end_jobs() {
     let failed = |handle: &str| {
         let status = env.wait_state_terminal(handle, Duration::from_secs(300));
         assert_eq!(status["state"], "FAILED", "{status}");
-        attempts_of(&status)
+        attempts(&status)
     };
     let f = |reason: &str, code: Option<i64>| (reason.to_string(), code);
     assert_eq!(failed(&fails), [f("failed", Some(3)), f("failed", Some(3))]);

@@ -548,3 +548,17 @@ where
     });
     addr
 }
+
+/// (reason, exit code) of every attempt `status --json` shows for the first replica of the
+/// first role (`running` for one that has not ended).
+pub fn attempts(status: &serde_json::Value) -> Vec<(String, Option<i64>)> {
+    status["roles"][0]["replicas"][0]["attempts"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no attempts in {status}"))
+        .iter()
+        .map(|a| {
+            let reason = a["reason"].as_str().unwrap_or("running").to_string();
+            (reason, a["exit_code"].as_i64())
+        })
+        .collect()
+}

@@ -63,6 +63,24 @@ pub struct RoleParams {
     pub replicas: Vec<ReplicaParam>,
 }
 
+impl RoleParams {
+    /// `role`'s retry and recovery settings, for these replicas.
+    pub(crate) fn new(role: &Role, gpus_per_replica: i64, replicas: Vec<ReplicaParam>) -> Self {
+        let recovery = role.recovery();
+        RoleParams {
+            role: role.name.clone(),
+            gpus_per_replica,
+            max_retries: role.max_retries,
+            retry_policy: role.retry_policy,
+            time_limit: recovery.time_limit,
+            checkpoint_signal: recovery.checkpoint_signal,
+            requeue_exit_code: recovery.requeue_exit_code,
+            max_requeues: recovery.max_requeues,
+            replicas,
+        }
+    }
+}
+
 fn default_requeue_exit_code() -> i32 {
     crate::specs::DEFAULT_REQUEUE_EXIT_CODE
 }
@@ -153,18 +171,7 @@ pub fn render(
         let replicas = (0..role.num_replicas)
             .map(|i| replica(&role, i, &app_id, &cwd, &log_dir, ctx))
             .collect();
-        let recovery = role.recovery();
-        roles.push(RoleParams {
-            role: role.name.clone(),
-            gpus_per_replica: role.resource.gpu.max(0),
-            max_retries: role.max_retries,
-            retry_policy: role.retry_policy,
-            time_limit: recovery.time_limit,
-            checkpoint_signal: recovery.checkpoint_signal,
-            requeue_exit_code: recovery.requeue_exit_code,
-            max_requeues: recovery.max_requeues,
-            replicas,
-        });
+        roles.push(RoleParams::new(&role, role.resource.gpu.max(0), replicas));
     }
     PopenRequest {
         app_id,

@@ -31,7 +31,6 @@ pub(super) fn host_checkpoint_dir(log_dir: &Path) -> PathBuf {
 pub(super) fn supervised(job: &DockerJob, app: &AppDef, log_dir: PathBuf) -> Result<PopenRequest> {
     let mut roles: Vec<RoleParams> = Vec::new();
     for role in &app.roles {
-        let recovery = role.recovery();
         // The role's own directory (on one of its mounts), else one next to the logs, mounted.
         let checkpoint = if role.checkpoint_dir.is_some() {
             (role.container_checkpoint_dir()?.unwrap_or_default(), None)
@@ -62,18 +61,8 @@ pub(super) fn supervised(job: &DockerJob, app: &AppDef, log_dir: PathBuf) -> Res
                 container: Some(c.name.clone()),
             });
         }
-        roles.push(RoleParams {
-            role: role.name.clone(),
-            // The containers get their GPUs from Docker (`--gpus`), not CUDA_VISIBLE_DEVICES.
-            gpus_per_replica: 0,
-            max_retries: role.max_retries,
-            retry_policy: role.retry_policy,
-            time_limit: recovery.time_limit,
-            checkpoint_signal: recovery.checkpoint_signal,
-            requeue_exit_code: recovery.requeue_exit_code,
-            max_requeues: recovery.max_requeues,
-            replicas,
-        });
+        // The containers get their GPUs from Docker (`--gpus`), not CUDA_VISIBLE_DEVICES.
+        roles.push(RoleParams::new(role, 0, replicas));
     }
     Ok(PopenRequest {
         app_id: job.app_id.clone(),
