@@ -187,8 +187,9 @@ fi
 /// (`torchx-$SLURM_JOB_ID/attempts`, next to the job's logs) has one `start ATTEMPT TIME` line
 /// per attempt and one `end ATTEMPT TIME EXIT REASON` line per attempt that ended; it splits
 /// Slurm's one restart count into failures (`failed`, `timeout`: the retry budget) and requeues
-/// (`requeued`, `preempted`: their own budget). An attempt stopped from outside (`scontrol
-/// requeue`, preemption, a lost node) that could not write its end is `preempted`.
+/// (`requeued`, `preempted`, `node_failure`: their own budget). An attempt stopped from outside
+/// (`scontrol requeue`, preemption, scancel, a lost node) is told by the job's state in the
+/// controller; one that could not even write its end is `preempted` (by the next attempt).
 const RECOVERY_SCRIPT: &str = r#"set -eu
 
 export PYTHONUNBUFFERED=1
@@ -256,16 +257,19 @@ if [ "$exitcode" -eq @REQUEUE_CODE@ ]; then
     if [ "$requeues" -lt @REQUEUES@ ]; then requeue "exit code $exitcode asks for it"; fi
     exit "$exitcode"
 fi
-if [ -n "$term_at" ]; then
-    if [ @LIMIT@ -gt 0 ] && [ $((term_at - started)) -ge $((@LIMIT@ - 5)) ]; then
-        finish "$exitcode" timeout
-        if [ "$failures" -lt "$TORCHX_MAX_RETRIES" ]; then requeue "timed out"; fi
-    else
-        # Whoever stopped it decides what comes next (scontrol requeue has requeued it).
-        finish "$exitcode" preempted
-    fi
+if [ -n "$term_at" ] && [ @LIMIT@ -gt 0 ] && [ $((term_at - started)) -ge $((@LIMIT@ - 5)) ]; then
+    finish "$exitcode" timeout
+    if [ "$failures" -lt "$TORCHX_MAX_RETRIES" ]; then requeue "timed out"; fi
     exit "$exitcode"
 fi
+# Stopped from outside (scontrol requeue, preemption, scancel, a lost node): the controller
+# says so before it stops the steps. Whoever stopped it decides what comes next.
+case "$(scontrol show job "$SLURM_JOB_ID" 2>/dev/null | grep -o -m 1 'JobState=[A-Z_]*')" in
+    JobState=RUNNING | "") [ -z "$term_at" ] || { finish "$exitcode" preempted; exit "$exitcode"; } ;;
+    JobState=CANCELLED*) finish "$exitcode" cancelled; exit "$exitcode" ;;
+    JobState=NODE_FAIL*) finish "$exitcode" node_failure; exit "$exitcode" ;;
+    *) finish "$exitcode" preempted; exit "$exitcode" ;;
+esac
 finish "$exitcode" failed
 if [ "$failures" -lt "$TORCHX_MAX_RETRIES" ]; then requeue "failed"; fi
 exit "$exitcode"

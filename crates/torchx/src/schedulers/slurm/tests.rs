@@ -441,7 +441,8 @@ fn recovery_script_under_bash_keeps_failures_and_requeues_apart() {
         &opts(),
         &ctx("22.05"),
     );
-    let run = |before: &str, srun_exit: i32| -> (String, String, i32) {
+    // `state`: what the controller says of the job (`scontrol show job`) once srun is back.
+    let run_in = |before: &str, srun_exit: i32, state: &str| -> (String, String, i32) {
         use std::os::unix::fs::PermissionsExt;
         let tmp = tempfile::tempdir().unwrap();
         let bin = tmp.path().join("bin");
@@ -450,7 +451,14 @@ fn recovery_script_under_bash_keeps_failures_and_requeues_apart() {
         std::fs::create_dir(&bin).unwrap();
         for (name, body) in [
             ("srun", format!("echo \"$TORCHX_ATTEMPT $TORCHX_CHECKPOINT_DIR\" > \"$OUT/env\"; exit {srun_exit}")),
-            ("scontrol", "echo \"$@\" >> \"$OUT/scontrol.log\"".to_string()),
+            (
+                "scontrol",
+                format!(
+                    "if [ \"$1\" = show ]; then echo \"JobId=4242 JobName=r-0\"; \
+                     echo \"   JobState={state} Reason=None\"; \
+                     else echo \"$@\" >> \"$OUT/scontrol.log\"; fi"
+                ),
+            ),
         ] {
             let p = bin.join(name);
             std::fs::write(&p, format!("#!/bin/bash\n{body}\n")).unwrap();
@@ -483,6 +491,7 @@ fn recovery_script_under_bash_keeps_failures_and_requeues_apart() {
         let scontrol = std::fs::read_to_string(tmp.path().join("scontrol.log")).unwrap_or_default();
         (ends.join(","), scontrol, out.status.code().unwrap_or(-1))
     };
+    let run = |before: &str, srun_exit: i32| run_in(before, srun_exit, "RUNNING");
     let requeue = "requeue 4242\n";
     // First attempt: success, a requeue request, a failure with one retry left.
     assert_eq!(run("", 0), ("0 0 succeeded".into(), "".into(), 0));
@@ -502,6 +511,21 @@ fn recovery_script_under_bash_keeps_failures_and_requeues_apart() {
     // An attempt stopped from outside before it could record its end was preempted.
     let (ends, _, _) = run("start 0 1\n", 0);
     assert!(ends.starts_with("0 - preempted,1 0 succeeded"), "{ends}");
+    // One stopped from outside while it could: told by the job's state, not requeued by the
+    // script (whoever stopped it decides), and no retry spent.
+    for (state, reason) in [
+        ("REQUEUED", "preempted"),
+        ("PREEMPTED", "preempted"),
+        ("COMPLETING", "preempted"),
+        ("CANCELLED", "cancelled"),
+        ("NODE_FAIL", "node_failure"),
+    ] {
+        assert_eq!(
+            run_in("", 1, state),
+            (format!("0 1 {reason}"), "".into(), 1),
+            "{state}"
+        );
+    }
 }
 
 #[test]
