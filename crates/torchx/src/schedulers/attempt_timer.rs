@@ -5,6 +5,10 @@
 //! The engine's own limit is set [`BACKSTOP`] later, for a container whose timer could not
 //! act. The image needs `sh`.
 
+// The timer serves the container schedulers (features `aws`, `kubernetes`); LSF, always built,
+// uses only the attempt count.
+#![cfg_attr(not(any(feature = "aws", feature = "kubernetes")), allow(dead_code))]
+
 use crate::specs::Recovery;
 
 /// Seconds between SIGTERM at the limit and SIGKILL.
@@ -32,9 +36,11 @@ exit "$code""#;
 
 /// Where the engine does not tell a container its attempt, the timer counts them in the
 /// checkpoint directory (on a mount that outlives the container), one file per replica, named
-/// by its hostname (stable across restarts on Kubernetes, MCAD and SageMaker).
+/// by `TORCHX_ATTEMPT_KEY` or else its hostname (stable across restarts on Kubernetes, MCAD and
+/// SageMaker).
 const COUNT_ATTEMPTS: &str = r#"if [ -n "${TORCHX_CHECKPOINT_DIR:-}" ]; then
-    count="$TORCHX_CHECKPOINT_DIR/.torchx-attempts-$(hostname 2>/dev/null || cat /etc/hostname)"
+    key=${TORCHX_ATTEMPT_KEY:-$(hostname 2>/dev/null || cat /etc/hostname)}
+    count="$TORCHX_CHECKPOINT_DIR/.torchx-attempts-$key"
     TORCHX_ATTEMPT=$(cat "$count" 2>/dev/null || echo 0)
     echo $((TORCHX_ATTEMPT + 1)) >"$count"
     export TORCHX_ATTEMPT
@@ -64,6 +70,21 @@ pub(crate) fn timed_command(
         before.to_string(),
         KILL_GRACE.to_string(),
         max_retries.to_string(),
+        entrypoint.into(),
+    ];
+    cmd.extend(args.iter().cloned());
+    cmd
+}
+
+/// `entrypoint args…` after counting its attempt (`TORCHX_ATTEMPT`) in the checkpoint
+/// directory, for an engine that limits and signals the attempt itself (LSF) but does not
+/// number it.
+pub(crate) fn counted_command(entrypoint: &str, args: &[String]) -> Vec<String> {
+    let mut cmd: Vec<String> = vec![
+        "sh".into(),
+        "-c".into(),
+        format!("{COUNT_ATTEMPTS}\nexec \"$@\""),
+        "torchx-attempt".into(),
         entrypoint.into(),
     ];
     cmd.extend(args.iter().cloned());

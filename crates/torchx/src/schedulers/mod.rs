@@ -1,7 +1,6 @@
 //! Builtin schedulers. Each has the same inner shape: `opts.rs` (typed run options),
 //! `render.rs` (pure AppDef → native request), an I/O part, and state mapping.
 
-#[cfg(any(feature = "aws", feature = "kubernetes"))]
 pub(crate) mod attempt_timer;
 #[cfg(feature = "aws")]
 pub(crate) mod aws;

@@ -7,6 +7,7 @@
 use super::opts::LsfOpts;
 use crate::error::{Error, Result};
 use crate::scheduler::{DryRunContext, NativeRequest};
+use crate::schedulers::attempt_timer;
 use crate::specs::{AppDef, MacroValues, Mount, Recovery, Role};
 use crate::text::{shell_join, shell_quote};
 
@@ -277,13 +278,24 @@ pub fn render(app: &AppDef, opts: &LsfOpts, ctx: &DryRunContext) -> Result<LsfBs
             replica
                 .env
                 .insert("TORCHX_RANK0_HOST".into(), rank0_host.clone());
-            if let Some(dir) = replica.container_checkpoint_dir()? {
-                replica.env.insert("TORCHX_CHECKPOINT_DIR".into(), dir);
-            }
             let job_name = format!(
                 "{app_id}-{}",
                 cleanup_str(&format!("{}-{replica_id}", role.name))
             );
+            if let Some(dir) = replica.container_checkpoint_dir()? {
+                replica.env.insert("TORCHX_CHECKPOINT_DIR".into(), dir);
+                // LSF numbers no attempt: the container counts its own, by the job's name.
+                replica
+                    .env
+                    .insert("TORCHX_ATTEMPT_KEY".into(), job_name.clone());
+                replica
+                    .env
+                    .insert("TORCHX_MAX_RETRIES".into(), replica.max_retries.to_string());
+                let mut cmd =
+                    attempt_timer::counted_command(&replica.entrypoint, &replica.args).into_iter();
+                replica.entrypoint = cmd.next().unwrap_or_default();
+                replica.args = cmd.collect();
+            }
             bsubs.push(bsub(
                 &app_id,
                 &job_name,
