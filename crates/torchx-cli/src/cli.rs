@@ -33,7 +33,7 @@ pub struct Cli {
 pub enum Command {
     /// Run a component or AppDef file on a scheduler.
     #[command(infer_long_args = true)]
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// List the builtin components.
     #[command(infer_long_args = true)]
     Builtins(BuiltinsArgs),
@@ -124,6 +124,20 @@ pub struct RunArgs {
     /// on one of the role's mounts).
     #[arg(long = "checkpoint_dir", value_name = "PATH")]
     pub checkpoint_dir: Option<String>,
+    /// Run an array of tasks: N (0..N-1), A-B or A-B:STEP, with %K to run at most K at once;
+    /// component args and env may say ${array_index}. Prints one group handle.
+    #[arg(long, value_name = "SPEC")]
+    pub array: Option<String>,
+    /// Sweep KEY over values: KEY=V1,V2,... (repeat for the grid of several); component args
+    /// and env say ${sweep.KEY}.
+    #[arg(long, value_name = "KEY=V1,V2")]
+    pub sweep: Vec<String>,
+    /// Sweep the points of a file: JSON lines, or CSV with a header.
+    #[arg(long = "sweep_file", value_name = "FILE", conflicts_with = "sweep")]
+    pub sweep_file: Option<String>,
+    /// With --sweep or --sweep_file: run at most K tasks at once.
+    #[arg(long = "max_concurrent", value_name = "K")]
+    pub max_concurrent: Option<u32>,
     /// Machine-readable output (the dry run, or the handle and final status).
     #[arg(long)]
     pub json: bool,
@@ -500,7 +514,7 @@ pub fn main() -> i32 {
         return exit_codes::USAGE;
     }
     let result = match cli.command {
-        Command::Run(a) => commands::run::run(a),
+        Command::Run(a) => commands::run::run(*a),
         Command::Builtins(a) => commands::info::builtins(a),
         Command::Status(a) => commands::query::status(a),
         Command::Describe(a) => commands::query::describe(a),

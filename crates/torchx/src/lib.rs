@@ -13,6 +13,7 @@ pub mod components;
 pub mod config;
 pub mod error;
 pub mod extensions;
+pub mod group;
 pub mod opts;
 pub mod plugins;
 pub mod python;

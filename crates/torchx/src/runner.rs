@@ -30,6 +30,8 @@ pub struct RunArgs {
     /// Retry and recovery settings for every role that sets none of its own (`torchx run
     /// --time_limit 4h --max_retries 3 ...`).
     pub role_defaults: RoleDefaults,
+    /// Environment every role gets (a group's task: `TORCHX_ARRAY_INDEX`, ...).
+    pub extra_env: crate::specs::Env,
 }
 
 /// Settings `torchx run` applies to every role of the app; a role's own value wins where it
@@ -294,6 +296,8 @@ impl Runner {
     ) -> Result<DryRunInfo> {
         for role in &mut app.roles {
             args.role_defaults.apply(role);
+            role.env
+                .extend(args.extra_env.iter().map(|(k, v)| (k.clone(), v.clone())));
         }
         app.validate()?;
         crate::specs::check_path_component("session name", &self.session_name)?;

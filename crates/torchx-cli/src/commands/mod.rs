@@ -1,5 +1,6 @@
 //! One module per group of subcommands.
 
+pub mod group;
 pub mod info;
 pub mod query;
 pub mod run;

@@ -28,6 +28,9 @@ fn unknown(handle: &str) -> Error {
 
 pub fn status(a: StatusArgs) -> Result<i32> {
     let runner = super::runner_without_config()?;
+    if let Some(group) = super::group::lookup(&a.app_handle)? {
+        return super::group::status(&runner, &group, a.json);
+    }
     let status =
         super::block_on(runner.status(&a.app_handle))?.ok_or_else(|| unknown(&a.app_handle))?;
     let roles: Vec<String> = a
@@ -115,6 +118,7 @@ pub fn list(a: ListArgs) -> Result<i32> {
     });
     let state: Option<AppState> = a.state.as_deref().map(str::parse).transpose()?;
     let mut apps = super::block_on(runner.list(&scheduler))?;
+    super::group::fold_into_groups(&scheduler, &mut apps);
     apps.retain(|app| state.is_none_or(|s| app.state == s));
     if let Some(n) = a.limit {
         apps.truncate(n);
@@ -227,83 +231,106 @@ pub fn log(a: LogArgs) -> Result<i32> {
     };
     let runner = std::rc::Rc::new(super::runner_without_config()?);
     let query = std::rc::Rc::new(query);
-    super::block_on(async {
-        let app = runner
-            .describe(&handle)
-            .await?
-            .ok_or_else(|| unknown(&handle))?;
-        let mut targets: Vec<(String, u32)> = Vec::new();
-        let role_filter = parts.get(2).copied();
-        for role in &app.roles {
-            if role_filter.is_some_and(|r| r != role.name) {
-                continue;
+    let selection = (parts.get(2).copied(), parts.get(3).copied());
+    // A group's tasks one after the other, each line labelled with the task's index.
+    if let Some(group) = super::group::lookup(&handle)? {
+        for task in &group.tasks {
+            if let Some(h) = &task.handle {
+                let label = format!("{}:", task.index);
+                super::block_on(log_app(&runner, &query, h, selection, a.tail, &label))?;
             }
-            match parts.get(3) {
-                Some(ids) => {
-                    for id in ids.split(',').filter(|s| !s.is_empty()) {
-                        let k: u32 = id.parse().map_err(|_| {
-                            Error::arg(format!("replica id `{id}` is not a number"))
-                        })?;
-                        if k >= role.num_replicas {
-                            return Err(Error::not_found(
-                                "replica",
-                                format!("{}/{k}", role.name),
-                                format!(
-                                    ": role {} has {} replica(s)",
-                                    role.name, role.num_replicas
-                                ),
-                            ));
-                        }
-                        targets.push((role.name.clone(), k));
+        }
+        return Ok(exit_codes::OK);
+    }
+    super::block_on(log_app(&runner, &query, &handle, selection, a.tail, ""))
+}
+
+/// The log lines of one app's replicas (those of `role`, or of its replica ids), labelled
+/// `{label}{role}/{k}`: followed at once with `tail`, else one replica after the other.
+async fn log_app(
+    runner: &std::rc::Rc<torchx::Runner>,
+    query: &std::rc::Rc<LogQuery>,
+    handle: &str,
+    (role_filter, ids): (Option<&str>, Option<&str>),
+    tail: bool,
+    label: &str,
+) -> Result<i32> {
+    let handle = handle.to_string();
+    let app = runner
+        .describe(&handle)
+        .await?
+        .ok_or_else(|| unknown(&handle))?;
+    let mut targets: Vec<(String, u32)> = Vec::new();
+    for role in &app.roles {
+        if role_filter.is_some_and(|r| r != role.name) {
+            continue;
+        }
+        match ids {
+            Some(ids) => {
+                for id in ids.split(',').filter(|s| !s.is_empty()) {
+                    let k: u32 = id
+                        .parse()
+                        .map_err(|_| Error::arg(format!("replica id `{id}` is not a number")))?;
+                    if k >= role.num_replicas {
+                        return Err(Error::not_found(
+                            "replica",
+                            format!("{}/{k}", role.name),
+                            format!(": role {} has {} replica(s)", role.name, role.num_replicas),
+                        ));
                     }
+                    targets.push((role.name.clone(), k));
                 }
-                None => targets.extend((0..role.num_replicas).map(|k| (role.name.clone(), k))),
             }
+            None => targets.extend((0..role.num_replicas).map(|k| (role.name.clone(), k))),
         }
-        if let (Some(r), true) = (role_filter, targets.is_empty()) {
-            let names: Vec<&str> = app.roles.iter().map(|x| x.name.as_str()).collect();
-            return Err(Error::not_found(
-                "role",
-                r,
-                format!(" in {handle}; its roles are: {}", names.join(", ")),
-            ));
+    }
+    if let (Some(r), true) = (role_filter, targets.is_empty()) {
+        let names: Vec<&str> = app.roles.iter().map(|x| x.name.as_str()).collect();
+        return Err(Error::not_found(
+            "role",
+            r,
+            format!(" in {handle}; its roles are: {}", names.join(", ")),
+        ));
+    }
+    let mut tasks = Vec::new();
+    for (role, k) in targets {
+        let (runner, query, handle) = (runner.clone(), query.clone(), handle.clone());
+        let prefix = format!("{label}{role}/{k}");
+        tasks.push(async move {
+            let mut lines = runner.log_lines(&handle, &role, k, &query).await?;
+            copy_log_lines(lines.as_mut(), &prefix, Sink::Stdout).await
+        });
+    }
+    // Follow every replica at once when tailing; otherwise print them in order.
+    if tail {
+        let mut set = tokio::task::JoinSet::new();
+        let local = tokio::task::LocalSet::new();
+        let results = local
+            .run_until(async {
+                for t in tasks {
+                    set.spawn_local(t);
+                }
+                let mut out = Vec::new();
+                while let Some(r) = set.join_next().await {
+                    out.push(r.map_err(|e| Error::backend("log", e.to_string()))?);
+                }
+                Ok::<_, Error>(out)
+            })
+            .await?;
+        results.into_iter().collect::<Result<Vec<()>>>()?;
+    } else {
+        for t in tasks {
+            t.await?;
         }
-        let mut tasks = Vec::new();
-        for (role, k) in targets {
-            let (runner, query, handle) = (runner.clone(), query.clone(), handle.clone());
-            tasks.push(async move {
-                let mut lines = runner.log_lines(&handle, &role, k, &query).await?;
-                copy_log_lines(lines.as_mut(), &format!("{role}/{k}"), Sink::Stdout).await
-            });
-        }
-        // Follow every replica at once when tailing; otherwise print them in order.
-        if a.tail {
-            let mut set = tokio::task::JoinSet::new();
-            let local = tokio::task::LocalSet::new();
-            let results = local
-                .run_until(async {
-                    for t in tasks {
-                        set.spawn_local(t);
-                    }
-                    let mut out = Vec::new();
-                    while let Some(r) = set.join_next().await {
-                        out.push(r.map_err(|e| Error::backend("log", e.to_string()))?);
-                    }
-                    Ok::<_, Error>(out)
-                })
-                .await?;
-            results.into_iter().collect::<Result<Vec<()>>>()?;
-        } else {
-            for t in tasks {
-                t.await?;
-            }
-        }
-        Ok(exit_codes::OK)
-    })
+    }
+    Ok(exit_codes::OK)
 }
 
 pub fn cancel(a: HandleArgs) -> Result<i32> {
     let runner = super::runner_without_config()?;
+    if let Some(group) = super::group::lookup(&a.app_handle)? {
+        return super::group::cancel(&runner, &group);
+    }
     super::block_on(runner.cancel(&a.app_handle))?;
     log::info!("cancelled {}", a.app_handle);
     Ok(exit_codes::OK)
@@ -311,6 +338,9 @@ pub fn cancel(a: HandleArgs) -> Result<i32> {
 
 pub fn delete(a: HandleArgs) -> Result<i32> {
     let runner = super::runner_without_config()?;
+    if let Some(group) = super::group::lookup(&a.app_handle)? {
+        return super::group::delete(&runner, &group);
+    }
     super::block_on(runner.delete(&a.app_handle))?;
     log::info!("deleted {}", a.app_handle);
     Ok(exit_codes::OK)

@@ -90,7 +90,18 @@ pub fn run(a: RunArgs) -> Result<i32> {
         workspace,
         parent_run_id: a.parent_run_id.clone(),
         role_defaults: role_defaults(&a, &cli_run.recovery)?,
+        extra_env: torchx::specs::Env::new(),
     };
+    if a.array.is_some() || !a.sweep.is_empty() || a.sweep_file.is_some() {
+        let group = super::group::GroupRun {
+            component: &component,
+            args: &args,
+            scheduler: &scheduler,
+            cfg: &cfg,
+            lib_args,
+        };
+        return group.run(runner, &a);
+    }
     let dryrun = runner.dryrun_component(&component, &args, &scheduler, &cfg, &lib_args);
     let info = match super::block_on(dryrun)? {
         ComponentOutcome::Help(h) => {
@@ -214,7 +225,7 @@ fn parse_timeout(s: &str) -> Result<Duration> {
     }
 }
 
-fn print_dryrun(info: &DryRunInfo, json: bool) {
+pub(super) fn print_dryrun(info: &DryRunInfo, json: bool) {
     if json {
         print_json(&serde_json::json!({
             "scheduler": info.scheduler,

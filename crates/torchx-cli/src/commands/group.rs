@@ -1,0 +1,320 @@
+//! Arrays and sweeps from the command line: `torchx run --array/--sweep/--sweep_file` submits
+//! one app per task (the component built with the task's arguments) and records them as one
+//! group; `status`, `cancel` and `list` know group handles.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use torchx::group::{counts, group_state, is_group_id, GroupRecord, GroupTask};
+use torchx::opts::Cfg;
+use torchx::runner::{ComponentOutcome, RunArgs as LibRunArgs};
+use torchx::specs::group::{sweep_file, sweep_grid, tasks, ArraySpec, Point, Task};
+use torchx::specs::{parse_app_handle, AppState};
+use torchx::{Error, Result, Runner};
+
+use crate::cli::RunArgs;
+use crate::exit_codes;
+use crate::output::print_json;
+
+/// How often a capped group's running tasks are asked about.
+const POLL: Duration = Duration::from_millis(200);
+
+/// One `torchx run` of a group.
+pub struct GroupRun<'a> {
+    pub component: &'a str,
+    pub args: &'a [String],
+    pub scheduler: &'a str,
+    pub cfg: &'a Cfg,
+    pub lib_args: LibRunArgs,
+}
+
+/// The group's tasks, its spec as given and its cap, from the run's flags.
+fn plan(a: &RunArgs) -> Result<(Vec<Task>, String, Option<u32>)> {
+    let array = a
+        .array
+        .as_deref()
+        .map(str::parse::<ArraySpec>)
+        .transpose()?;
+    let points: Option<Vec<Point>> = match (&a.sweep_file, a.sweep.is_empty()) {
+        (Some(file), _) => {
+            let text = std::fs::read_to_string(file).map_err(|e| {
+                Error::arg(format!("--sweep_file {file}: cannot read it: {e}")).with_source(e)
+            })?;
+            Some(sweep_file(file, &text)?)
+        }
+        (None, false) => Some(sweep_grid(&a.sweep)?),
+        (None, true) => None,
+    };
+    let cap = match (&array, a.max_concurrent) {
+        (Some(_), Some(_)) => {
+            return Err(Error::arg(
+                "--max_concurrent is for sweeps: cap an --array with %K (e.g. 0-99%8)",
+            ))
+        }
+        (Some(spec), None) => spec.max_concurrent,
+        (None, Some(0)) => return Err(Error::arg("--max_concurrent 0 would run nothing")),
+        (None, k) => k,
+    };
+    let spec = match (&a.array, &a.sweep_file) {
+        (Some(s), _) => format!("--array {s}"),
+        (None, Some(f)) => format!("--sweep_file {f}"),
+        (None, None) => a
+            .sweep
+            .iter()
+            .map(|s| format!("--sweep {s}"))
+            .collect::<Vec<_>>()
+            .join(" "),
+    };
+    Ok((tasks(array.as_ref(), points)?, spec, cap))
+}
+
+impl GroupRun<'_> {
+    pub fn run(mut self, runner: Runner, a: &RunArgs) -> Result<i32> {
+        let (tasks, spec, cap) = plan(a)?;
+        let size = tasks.len();
+        let mut record: Option<GroupRecord> = None;
+        let mut live: Vec<String> = Vec::new();
+        let state_dir = torchx::schedulers::default_state_dir();
+        for task in &tasks {
+            let args: Vec<String> = self.args.iter().map(|s| task.substitute(s)).collect();
+            self.lib_args.extra_env = task.env(size);
+            let dryrun = runner.dryrun_component(
+                self.component,
+                &args,
+                self.scheduler,
+                self.cfg,
+                &self.lib_args,
+            );
+            let info = match super::block_on(dryrun)? {
+                ComponentOutcome::Help(h) => {
+                    print!("{h}");
+                    return Ok(exit_codes::OK);
+                }
+                ComponentOutcome::Done(info) => info,
+            };
+            if a.dryrun {
+                if !a.json {
+                    println!("\n=== TASK {} ===", task.index);
+                }
+                super::run::print_dryrun(&info, a.json);
+                continue;
+            }
+            let group = record.get_or_insert_with(|| GroupRecord {
+                group_id: format!("~{}-{}", info.app.name, torchx::scheduler::random_id()),
+                scheduler: self.scheduler.to_string(),
+                session: runner.session_name().to_string(),
+                name: info.app.name.clone(),
+                created: now(),
+                spec: spec.clone(),
+                max_concurrent: cap,
+                tasks: Vec::new(),
+            });
+            if let Some(k) = cap {
+                wait_below(&runner, &mut live, k as usize)?;
+            }
+            let submitted = super::block_on(runner.schedule(&info));
+            let (handle, error) = match submitted {
+                Ok(h) => (Some(h), None),
+                Err(e) => (None, Some(e.to_string())),
+            };
+            if let Some(h) = &handle {
+                live.push(h.clone());
+            }
+            group.tasks.push(GroupTask {
+                index: task.index,
+                params: task.params.clone(),
+                handle,
+                error,
+            });
+            // Saved after every task: a submitter that dies midway leaves what it started.
+            group.save(&state_dir)?;
+        }
+        let Some(group) = record else {
+            return Ok(exit_codes::OK); // a dry run
+        };
+        let handle = group.handle();
+        if a.json {
+            print_json(&serde_json::json!({"handle": handle}));
+        } else {
+            println!("{handle}");
+        }
+        let failed_to_submit = group.tasks.iter().filter(|t| t.error.is_some()).count();
+        if failed_to_submit > 0 {
+            log::error!("{failed_to_submit} of the group's {size} tasks could not be submitted; `torchx status {handle}` says why");
+        }
+        if a.wait || a.log {
+            let states = wait_all(&runner, &group)?;
+            return Ok(match group_state(&states) {
+                AppState::Succeeded if failed_to_submit == 0 => exit_codes::OK,
+                _ => exit_codes::JOB_FAILED,
+            });
+        }
+        Ok(if failed_to_submit > 0 {
+            exit_codes::JOB_FAILED
+        } else {
+            exit_codes::OK
+        })
+    }
+}
+
+fn now() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
+/// Waits until fewer than `k` of the `live` handles are unfinished (dropping finished ones).
+fn wait_below(runner: &Runner, live: &mut Vec<String>, k: usize) -> Result<()> {
+    loop {
+        let mut still = Vec::with_capacity(live.len());
+        for h in live.drain(..) {
+            let state = super::block_on(runner.status(&h))?.map(|s| s.state);
+            if state.is_some_and(|s| !s.is_terminal()) {
+                still.push(h);
+            }
+        }
+        *live = still;
+        if live.len() < k {
+            return Ok(());
+        }
+        std::thread::sleep(POLL);
+    }
+}
+
+/// The state of each task (FAILED for one never submitted, UNKNOWN for one gone).
+fn task_states(runner: &Runner, group: &GroupRecord) -> Result<Vec<AppState>> {
+    group
+        .tasks
+        .iter()
+        .map(|t| match &t.handle {
+            None => Ok(AppState::Failed),
+            Some(h) => {
+                Ok(super::block_on(runner.status(h))?.map_or(AppState::Unknown, |s| s.state))
+            }
+        })
+        .collect()
+}
+
+fn wait_all(runner: &Runner, group: &GroupRecord) -> Result<Vec<AppState>> {
+    loop {
+        let states = task_states(runner, group)?;
+        if states
+            .iter()
+            .all(|s| s.is_terminal() || *s == AppState::Unknown)
+        {
+            return Ok(states);
+        }
+        std::thread::sleep(POLL);
+    }
+}
+
+/// The group a handle names, if it names one.
+pub fn lookup(handle: &str) -> Result<Option<GroupRecord>> {
+    let h = parse_app_handle(handle)?;
+    if !is_group_id(&h.app_id) {
+        return Ok(None);
+    }
+    let group = GroupRecord::load(&torchx::schedulers::default_state_dir(), &h.app_id)?
+        .ok_or_else(|| {
+            Error::not_found(
+                "group",
+                handle,
+                " (no record of it in this machine's torchx state directory)",
+            )
+        })?;
+    Ok(Some(group))
+}
+
+/// `torchx status <group>`.
+pub fn status(runner: &Runner, group: &GroupRecord, json: bool) -> Result<i32> {
+    let states = task_states(runner, group)?;
+    let state = group_state(&states);
+    let counts = counts(&states);
+    if json {
+        let tasks: Vec<serde_json::Value> = group
+            .tasks
+            .iter()
+            .zip(&states)
+            .map(|(t, s)| {
+                serde_json::json!({"index": t.index, "params": t.params, "handle": t.handle,
+                    "state": s.to_string(), "error": t.error})
+            })
+            .collect();
+        print_json(
+            &serde_json::json!({"group_handle": group.handle(), "state": state.to_string(),
+            "spec": group.spec, "counts": counts, "tasks": tasks}),
+        );
+        return Ok(exit_codes::OK);
+    }
+    let counted: Vec<String> = counts.iter().map(|(s, n)| format!("{s} {n}")).collect();
+    println!("Group: {}\n  Spec: {}", group.handle(), group.spec);
+    println!(
+        "  State: {state}\n  Tasks: {} ({})",
+        states.len(),
+        counted.join(", ")
+    );
+    for (t, s) in group.tasks.iter().zip(&states) {
+        let params: Vec<String> = t.params.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let what = t.handle.as_deref().or(t.error.as_deref()).unwrap_or("-");
+        println!("  [{}] {s} {} {what}", t.index, params.join(" "));
+    }
+    Ok(exit_codes::OK)
+}
+
+/// `torchx cancel <group>`: every task that is not over.
+pub fn cancel(runner: &Runner, group: &GroupRecord) -> Result<i32> {
+    for t in &group.tasks {
+        if let Some(h) = &t.handle {
+            let over = super::block_on(runner.status(h))?.is_none_or(|s| s.state.is_terminal());
+            if !over {
+                super::block_on(runner.cancel(h))?;
+            }
+        }
+    }
+    log::info!("cancelled {}", group.handle());
+    Ok(exit_codes::OK)
+}
+
+/// `torchx delete <group>`: every task, then the group's record.
+pub fn delete(runner: &Runner, group: &GroupRecord) -> Result<i32> {
+    for h in group.tasks.iter().filter_map(|t| t.handle.as_ref()) {
+        if super::block_on(runner.status(h))?.is_some() {
+            super::block_on(runner.delete(h))?;
+        }
+    }
+    group.remove(&torchx::schedulers::default_state_dir())?;
+    log::info!("deleted {}", group.handle());
+    Ok(exit_codes::OK)
+}
+
+/// `torchx list`: a group's tasks become one row (its handle, its state from theirs); groups
+/// whose tasks the scheduler no longer lists are left out.
+pub fn fold_into_groups(scheduler: &str, apps: &mut Vec<torchx::specs::ListAppResponse>) {
+    let groups = GroupRecord::list(&torchx::schedulers::default_state_dir(), scheduler);
+    for group in groups {
+        let members: Vec<&str> = group
+            .tasks
+            .iter()
+            .filter_map(|t| t.handle.as_deref())
+            .collect();
+        let (mine, rest): (Vec<_>, Vec<_>) = std::mem::take(apps)
+            .into_iter()
+            .partition(|a| members.contains(&a.app_handle.as_str()));
+        *apps = rest;
+        if mine.is_empty() {
+            continue;
+        }
+        let states: Vec<AppState> = mine.iter().map(|a| a.state).collect();
+        let state = group_state(&states);
+        apps.push(torchx::specs::ListAppResponse {
+            app_id: group.group_id.clone(),
+            app_handle: group.handle(),
+            name: group.name.clone(),
+            state,
+            start_time: Some(group.created),
+            end_time: state
+                .is_terminal()
+                .then(|| mine.iter().filter_map(|a| a.end_time).fold(0.0, f64::max)),
+        });
+    }
+    torchx::specs::sort_newest_first(apps);
+}

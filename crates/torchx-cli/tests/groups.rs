@@ -1,0 +1,179 @@
+//! Arrays and sweeps on local_cwd, through the CLI: one group handle, per-task arguments and
+//! variables, the concurrency cap, the aggregate status, list as one row, cancel, bad input.
+
+mod support;
+
+use std::time::Duration;
+
+use support::{stderr, stdout, Env};
+
+fn group_status(env: &Env, handle: &str) -> serde_json::Value {
+    let out = env.run(&["status", "--json", handle]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    serde_json::from_str(&stdout(&out)).unwrap()
+}
+
+#[test]
+fn an_array_is_one_group_with_a_task_per_index() {
+    let env = Env::new();
+    let out = env.run(&[
+        "run",
+        "--wait",
+        "--array",
+        "1-5:2",
+        "utils.sh",
+        "sh",
+        "-c",
+        "echo task ${array_index} of $TORCHX_ARRAY_SIZE is $TORCHX_ARRAY_INDEX",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let handle = stdout(&out).trim().to_string();
+    assert!(handle.starts_with("local_cwd://torchx/~sh-"), "{handle}");
+    let status = group_status(&env, &handle);
+    assert_eq!(status["state"], "SUCCEEDED", "{status}");
+    assert_eq!(status["counts"]["SUCCEEDED"], 3, "{status}");
+    let tasks = status["tasks"].as_array().unwrap();
+    let indexes: Vec<i64> = tasks.iter().map(|t| t["index"].as_i64().unwrap()).collect();
+    assert_eq!(indexes, [1, 3, 5]);
+    for t in tasks {
+        let log = stdout(&env.run(&["log", t["handle"].as_str().unwrap()]));
+        let i = t["index"].as_i64().unwrap();
+        assert_eq!(log.trim(), format!("sh/0 task {i} of 3 is {i}"), "{t}");
+    }
+    // `list` shows the group as one row, not its tasks.
+    let out = env.run(&["list", "--json"]);
+    let listed: Vec<serde_json::Value> = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert_eq!(listed[0]["app_handle"], handle.as_str());
+    assert_eq!(listed[0]["state"], "SUCCEEDED");
+    let text = stdout(&env.run(&["status", &handle]));
+    assert!(text.contains("Tasks: 3 (SUCCEEDED 3)"), "{text}");
+    // `log` of the group: every task's lines, labelled with its index.
+    let log = stdout(&env.run(&["log", &handle]));
+    assert_eq!(
+        log,
+        "1:sh/0 task 1 of 3 is 1\n3:sh/0 task 3 of 3 is 3\n5:sh/0 task 5 of 3 is 5\n"
+    );
+    // `delete` removes the tasks and the group.
+    assert_eq!(env.run(&["delete", &handle]).status.code(), Some(0));
+    assert_eq!(env.run(&["status", &handle]).status.code(), Some(4));
+    assert_eq!(env.apps(), 0);
+}
+
+#[test]
+fn a_sweep_substitutes_its_points_caps_concurrency_and_counts_failures() {
+    let env = Env::new();
+    let runs = env.cwd.join("runs");
+    std::fs::create_dir(&runs).unwrap();
+    // Each task notes how many tasks run with it, and fails for lr=0.3.
+    let script = format!(
+        "d={}; touch $d/run.$TORCHX_ARRAY_INDEX; ls $d | grep -c '^run' > $d/seen.$TORCHX_ARRAY_INDEX; \
+         sleep 0.3; rm $d/run.$TORCHX_ARRAY_INDEX; echo lr=${{sweep.lr}} bs=$TORCHX_SWEEP_BS; \
+         [ ${{sweep.lr}} != 0.3 ]",
+        runs.display()
+    );
+    let out = env.run(&[
+        "run",
+        "--wait",
+        "--sweep",
+        "lr=0.1,0.2,0.3",
+        "--sweep",
+        "bs=8,16",
+        "--max_concurrent",
+        "2",
+        "utils.sh",
+        "sh",
+        "-c",
+        &script,
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "a failed point fails the group: {}",
+        stderr(&out)
+    );
+    let handle = stdout(&out).trim().to_string();
+    let status = group_status(&env, &handle);
+    assert_eq!(status["state"], "FAILED", "{status}");
+    assert_eq!(status["counts"]["FAILED"], 2, "{status}");
+    assert_eq!(status["counts"]["SUCCEEDED"], 4, "{status}");
+    for t in status["tasks"].as_array().unwrap() {
+        let (lr, bs) = (
+            t["params"]["lr"].as_str().unwrap(),
+            t["params"]["bs"].as_str().unwrap(),
+        );
+        let log = stdout(&env.run(&["log", t["handle"].as_str().unwrap()]));
+        assert!(log.contains(&format!("lr={lr} bs={bs}")), "{t}: {log}");
+        assert_eq!(t["state"] == "FAILED", lr == "0.3", "{t}");
+    }
+    let most = (0..6)
+        .map(|i| {
+            std::fs::read_to_string(runs.join(format!("seen.{i}")))
+                .unwrap()
+                .trim()
+                .parse::<u32>()
+                .unwrap()
+        })
+        .max()
+        .unwrap();
+    assert!(
+        most <= 2,
+        "{most} tasks ran at once with --max_concurrent 2"
+    );
+}
+
+#[test]
+fn cancelling_a_group_cancels_its_tasks() {
+    let env = Env::new();
+    let out = env.run(&["run", "--array", "2", "utils.sh", "sleep", "300"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let handle = stdout(&out).trim().to_string();
+    assert_eq!(group_status(&env, &handle)["state"], "RUNNING");
+    let out = env.run(&["cancel", &handle]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let status = group_status(&env, &handle);
+        if status["state"] == "CANCELLED" {
+            assert_eq!(status["counts"]["CANCELLED"], 2, "{status}");
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{status}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn bad_group_input_is_refused_before_anything_runs() {
+    let env = Env::new();
+    for (args, code, message) in [
+        (&["--array", "0"][..], 2, "an array of 0 tasks"),
+        (&["--array", "3-1"][..], 2, "after the last"),
+        (
+            &["--array", "3", "--max_concurrent", "2"][..],
+            2,
+            "cap an --array with %K",
+        ),
+        (&["--sweep", "lr"][..], 2, "expected KEY=V1,V2"),
+        (
+            &["--sweep", "lr=1", "--max_concurrent", "0"][..],
+            2,
+            "would run nothing",
+        ),
+        (
+            &["--sweep_file", "nope.csv"][..],
+            2,
+            "--sweep_file nope.csv",
+        ),
+    ] {
+        let mut full = vec!["run"];
+        full.extend_from_slice(args);
+        full.extend(["utils.echo"]);
+        let out = env.run(&full);
+        assert!(stderr(&out).contains(message), "{args:?}: {}", stderr(&out));
+        assert_eq!(out.status.code(), Some(code), "{args:?}: {}", stderr(&out));
+    }
+    assert_eq!(env.apps(), 0);
+    let out = env.run(&["status", "local_cwd://torchx/~never-was"]);
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+}

@@ -1,0 +1,220 @@
+//! Groups: the tasks of one array or sweep, submitted as separate apps and known together by
+//! one handle, `<scheduler>://<session>/~<group id>` (`~` is never in an app id). The record of
+//! a group is a JSON file under `$TORCHX_STATE_DIR/groups/`, written after every submission so
+//! that a submitter that dies midway leaves what it submitted findable.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::specs::group::Point;
+use crate::specs::AppState;
+
+/// What marks a group id in a handle.
+pub const GROUP_MARK: char = '~';
+
+/// One task of a recorded group.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GroupTask {
+    /// Its index.
+    pub index: u32,
+    /// Its sweep point.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub params: Point,
+    /// Its app's handle, once submitted.
+    pub handle: Option<String>,
+    /// Why it could not be submitted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// A group as recorded.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GroupRecord {
+    /// `~name-unique`.
+    pub group_id: String,
+    /// Where its tasks run.
+    pub scheduler: String,
+    /// The session of its handle.
+    pub session: String,
+    /// The app name its tasks share.
+    pub name: String,
+    /// When it was submitted (seconds since the epoch).
+    pub created: f64,
+    /// The array or sweep, as given.
+    pub spec: String,
+    /// The `%K` cap.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_concurrent: Option<u32>,
+    /// The tasks, in index order.
+    pub tasks: Vec<GroupTask>,
+}
+
+impl GroupRecord {
+    /// The group's handle.
+    pub fn handle(&self) -> String {
+        crate::specs::make_app_handle(&self.scheduler, &self.session, &self.group_id)
+    }
+
+    /// Writes the record (atomically: a reader never sees half of it).
+    pub fn save(&self, state_dir: &Path) -> Result<()> {
+        let dir = groups_dir(state_dir);
+        crate::schedulers::create_private_dir(&dir)?;
+        let path = record_path(state_dir, &self.group_id)?;
+        let tmp = path.with_extension("json.tmp");
+        let text = serde_json::to_string_pretty(self)
+            .map_err(|e| Error::backend("group", format!("cannot serialise the group: {e}")))?;
+        std::fs::write(&tmp, text)
+            .and_then(|()| std::fs::rename(&tmp, &path))
+            .map_err(|e| Error::io(format!("writing the group record {}", path.display()), e))
+    }
+
+    /// The group `group_id`, if recorded.
+    pub fn load(state_dir: &Path, group_id: &str) -> Result<Option<GroupRecord>> {
+        let path = record_path(state_dir, group_id)?;
+        let text = match std::fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => {
+                return Err(Error::io(
+                    format!("reading the group record {}", path.display()),
+                    e,
+                ))
+            }
+        };
+        serde_json::from_str(&text).map(Some).map_err(|e| {
+            Error::backend(
+                "group",
+                format!("the group record {} is unreadable: {e}", path.display()),
+            )
+        })
+    }
+
+    /// Forgets the group (its tasks are the scheduler's).
+    pub fn remove(&self, state_dir: &Path) -> Result<()> {
+        let path = record_path(state_dir, &self.group_id)?;
+        match std::fs::remove_file(&path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(Error::io(
+                format!("removing the group record {}", path.display()),
+                e,
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// Every recorded group of `scheduler`, newest first.
+    pub fn list(state_dir: &Path, scheduler: &str) -> Vec<GroupRecord> {
+        let mut groups: Vec<GroupRecord> = std::fs::read_dir(groups_dir(state_dir))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|e| e.path().extension().is_some_and(|x| x == "json"))
+            .filter_map(|e| std::fs::read_to_string(e.path()).ok())
+            .filter_map(|t| serde_json::from_str::<GroupRecord>(&t).ok())
+            .filter(|g| g.scheduler == scheduler)
+            .collect();
+        groups.sort_by(|a, b| b.created.total_cmp(&a.created));
+        groups
+    }
+}
+
+/// Whether `app_id` (of a parsed handle) names a group.
+pub fn is_group_id(app_id: &str) -> bool {
+    app_id.starts_with(GROUP_MARK)
+}
+
+fn groups_dir(state_dir: &Path) -> PathBuf {
+    state_dir.join("groups")
+}
+
+fn record_path(state_dir: &Path, group_id: &str) -> Result<PathBuf> {
+    let name = group_id.strip_prefix(GROUP_MARK).unwrap_or(group_id);
+    crate::specs::check_path_component("group id", name)?;
+    Ok(groups_dir(state_dir).join(format!("{name}.json")))
+}
+
+/// A group's state from its tasks': RUNNING while any runs, PENDING while any waits (and none
+/// runs), else SUCCEEDED only if all did, FAILED if any failed (or was never submitted),
+/// CANCELLED if any was cancelled.
+pub fn group_state(states: &[AppState]) -> AppState {
+    let any = |s: AppState| states.contains(&s);
+    if any(AppState::Running) {
+        AppState::Running
+    } else if states.iter().any(|s| !s.is_terminal()) {
+        if any(AppState::Unknown) && !any(AppState::Pending) && !any(AppState::Submitted) {
+            AppState::Unknown
+        } else {
+            AppState::Pending
+        }
+    } else if states.is_empty() || states.iter().all(|s| *s == AppState::Succeeded) {
+        AppState::Succeeded
+    } else if any(AppState::Failed) {
+        AppState::Failed
+    } else {
+        AppState::Cancelled
+    }
+}
+
+/// How many tasks are in each state, by state name.
+pub fn counts(states: &[AppState]) -> BTreeMap<String, usize> {
+    let mut counts = BTreeMap::new();
+    for s in states {
+        *counts.entry(s.to_string()).or_insert(0) += 1;
+    }
+    counts
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use AppState::*;
+
+    #[test]
+    fn group_states() {
+        for (states, want) in [
+            (vec![Succeeded, Succeeded], Succeeded),
+            (vec![Succeeded, Running, Failed], Running),
+            (vec![Succeeded, Pending], Pending),
+            (vec![Succeeded, Failed], Failed),
+            (vec![Succeeded, Cancelled], Cancelled),
+            (vec![Cancelled, Failed], Failed),
+            (vec![Succeeded, Unknown], Unknown),
+        ] {
+            assert_eq!(group_state(&states), want, "{states:?}");
+        }
+    }
+
+    #[test]
+    fn records_round_trip_and_list_newest_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let record = |id: &str, created: f64| GroupRecord {
+            group_id: format!("~{id}"),
+            scheduler: "local_cwd".into(),
+            session: "torchx".into(),
+            name: "sweep".into(),
+            created,
+            spec: "--array 2".into(),
+            max_concurrent: None,
+            tasks: vec![GroupTask {
+                index: 0,
+                params: Point::new(),
+                handle: Some("local_cwd://torchx/sweep-1".into()),
+                error: None,
+            }],
+        };
+        record("old-1", 1.0).save(dir.path()).unwrap();
+        record("new-2", 2.0).save(dir.path()).unwrap();
+        let loaded = GroupRecord::load(dir.path(), "~old-1").unwrap().unwrap();
+        assert_eq!(loaded, record("old-1", 1.0));
+        assert_eq!(loaded.handle(), "local_cwd://torchx/~old-1");
+        let listed: Vec<String> = GroupRecord::list(dir.path(), "local_cwd")
+            .into_iter()
+            .map(|g| g.group_id)
+            .collect();
+        assert_eq!(listed, ["~new-2", "~old-1"]);
+        assert!(GroupRecord::load(dir.path(), "~nope").unwrap().is_none());
+        assert!(GroupRecord::load(dir.path(), "~../x").is_err());
+    }
+}
