@@ -160,3 +160,16 @@ fn recovery_example_runs_as_written() {
     assert!(all.contains("reached 25 in attempt"), "{all}");
     assert!(all.contains("attempt 0: requeued (exit code 75)"), "{all}");
 }
+
+/// The arrays-and-sweeps example, as written: four tasks, all SUCCEEDED, each with its point.
+#[test]
+fn sweep_example_runs_as_written() {
+    let env = Env::new();
+    let example = block_after(&readme(), "### Arrays and sweeps", "sh");
+    let out = run_line(&env, &example);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("State: SUCCEEDED"), "{text}");
+    assert!(text.contains("Tasks: 4 (SUCCEEDED 4)"), "{text}");
+    assert!(text.contains("bs=64 lr=0.01"), "{text}");
+}
