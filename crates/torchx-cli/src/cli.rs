@@ -61,6 +61,10 @@ pub enum Command {
     /// Write a .torchxconfig template.
     #[command(infer_long_args = true)]
     Configure(ConfigureArgs),
+    /// Submit again the failed or cancelled tasks of a group (an array or sweep), as a new
+    /// group linked to it.
+    #[command(infer_long_args = true)]
+    Rerun(RerunArgs),
     /// Query what trackers recorded, or record from inside a job.
     #[command(infer_long_args = true)]
     Tracker(TrackerArgs),
@@ -138,6 +142,9 @@ pub struct RunArgs {
     /// With --sweep or --sweep_file: run at most K tasks at once.
     #[arg(long = "max_concurrent", value_name = "K")]
     pub max_concurrent: Option<u32>,
+    /// Set by `torchx rerun`: the tasks to run again and the group they come from.
+    #[arg(skip)]
+    pub rerun_of: Option<crate::commands::group::RerunOf>,
     /// Machine-readable output (the dry run, or the handle and final status).
     #[arg(long)]
     pub json: bool,
@@ -168,6 +175,21 @@ pub struct StatusArgs {
     #[arg(long)]
     pub roles: Option<String>,
     /// JSON output.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct RerunArgs {
+    /// The group handle: scheduler://session/~group_id.
+    pub group_handle: String,
+    /// Only the tasks that failed or were cancelled (or never started).
+    #[arg(long, required = true)]
+    pub failed: bool,
+    /// Wait for the new group to finish.
+    #[arg(long)]
+    pub wait: bool,
+    /// Machine-readable output.
     #[arg(long)]
     pub json: bool,
 }
@@ -524,6 +546,7 @@ pub fn main() -> i32 {
         Command::Delete(a) => commands::query::delete(a),
         Command::Runopts(a) => commands::info::runopts(a),
         Command::Configure(a) => commands::info::configure(a),
+        Command::Rerun(a) => commands::group::rerun(a),
         Command::Tracker(a) => commands::runner().and_then(|r| commands::tracker::tracker(&r, a)),
         Command::External(mut words) => {
             let cmd = words.remove(0);

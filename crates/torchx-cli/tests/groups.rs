@@ -177,3 +177,56 @@ fn bad_group_input_is_refused_before_anything_runs() {
     let out = env.run(&["status", "local_cwd://torchx/~never-was"]);
     assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
 }
+
+/// `rerun --failed` submits exactly the failed tasks again, with their indexes and points, as
+/// a new group linked to the first.
+#[test]
+fn rerun_failed_runs_exactly_the_failed_tasks_again() {
+    let env = Env::new();
+    let marks = env.cwd.join("marks");
+    std::fs::create_dir(&marks).unwrap();
+    // Points with lr=0.3 fail the first time only.
+    let script = format!(
+        "m={}/$TORCHX_ARRAY_INDEX; if [ ${{sweep.lr}} = 0.3 ] && [ ! -e $m ]; then touch $m; exit 1; fi; \
+         echo ran ${{array_index}} lr=${{sweep.lr}}",
+        marks.display()
+    );
+    let out = env.run(&[
+        "run",
+        "--wait",
+        "--sweep",
+        "lr=0.1,0.3",
+        "--sweep",
+        "bs=1,2",
+        "utils.sh",
+        "sh",
+        "-c",
+        &script,
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let first = stdout(&out).trim().to_string();
+    assert_eq!(group_status(&env, &first)["counts"]["FAILED"], 2);
+    let out = env.run(&["rerun", "--failed", "--wait", &first]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let second = stdout(&out).trim().to_string();
+    assert_ne!(second, first);
+    let status = group_status(&env, &second);
+    assert_eq!(status["state"], "SUCCEEDED", "{status}");
+    let rerun: Vec<(i64, String)> = status["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            let lr = t["params"]["lr"].as_str().unwrap().to_string();
+            (t["index"].as_i64().unwrap(), lr)
+        })
+        .collect();
+    assert_eq!(rerun, [(2, "0.3".to_string()), (3, "0.3".to_string())]);
+    assert!(stdout(&env.run(&["status", &second])).contains(&format!("rerun of {first}")));
+    // Nothing failed in the second group: nothing to rerun.
+    let out = env.run(&["rerun", "--failed", &second]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "");
+    let out = env.run(&["rerun", "--failed", "local_cwd://torchx/app-1"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+}

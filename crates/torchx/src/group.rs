@@ -50,6 +50,12 @@ pub struct GroupRecord {
     pub max_concurrent: Option<u32>,
     /// The tasks, in index order.
     pub tasks: Vec<GroupTask>,
+    /// `torchx run`'s arguments without the group's own (what `rerun` runs again).
+    #[serde(default)]
+    pub argv: Vec<String>,
+    /// The group this one reruns tasks of.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<String>,
 }
 
 impl GroupRecord {
@@ -203,6 +209,8 @@ mod tests {
                 handle: Some("local_cwd://torchx/sweep-1".into()),
                 error: None,
             }],
+            argv: vec!["utils.echo".into()],
+            parent: None,
         };
         record("old-1", 1.0).save(dir.path()).unwrap();
         record("new-2", 2.0).save(dir.path()).unwrap();

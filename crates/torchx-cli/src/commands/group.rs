@@ -27,8 +27,21 @@ pub struct GroupRun<'a> {
     pub lib_args: LibRunArgs,
 }
 
+/// What `torchx rerun` runs again: these tasks of that group.
+#[derive(Debug, Clone)]
+pub struct RerunOf {
+    /// The group's handle.
+    pub group: GroupRecord,
+    /// Its tasks to run again (with their indexes and points).
+    pub tasks: Vec<Task>,
+}
+
 /// The group's tasks, its spec as given and its cap, from the run's flags.
 fn plan(a: &RunArgs) -> Result<(Vec<Task>, String, Option<u32>)> {
+    if let Some(rerun) = &a.rerun_of {
+        let spec = format!("rerun of {} ({})", rerun.group.handle(), rerun.group.spec);
+        return Ok((rerun.tasks.clone(), spec, rerun.group.max_concurrent));
+    }
     let array = a
         .array
         .as_deref()
@@ -107,6 +120,8 @@ impl GroupRun<'_> {
                 spec: spec.clone(),
                 max_concurrent: cap,
                 tasks: Vec::new(),
+                argv: rerun_argv(a, self.component, self.args),
+                parent: a.rerun_of.as_ref().map(|r| r.group.handle()),
             });
             if let Some(k) = cap {
                 wait_below(&runner, &mut live, k as usize)?;
@@ -154,6 +169,100 @@ impl GroupRun<'_> {
             exit_codes::OK
         })
     }
+}
+
+/// The `torchx run` arguments that make this group's tasks again (the group flags aside).
+fn rerun_argv(a: &RunArgs, component: &str, args: &[String]) -> Vec<String> {
+    if let Some(rerun) = &a.rerun_of {
+        return rerun.group.argv.clone();
+    }
+    let mut argv: Vec<String> = Vec::new();
+    let mut flag = |name: &str, value: Option<&String>| {
+        if let Some(v) = value {
+            argv.extend([format!("--{name}"), v.clone()]);
+        }
+    };
+    flag("scheduler", a.scheduler.as_ref());
+    flag("cfg", a.cfg.first());
+    flag("workspace", a.workspace.as_ref());
+    flag("parent_run_id", a.parent_run_id.as_ref());
+    flag("time_limit", a.time_limit.as_ref());
+    flag("checkpoint_signal", a.checkpoint_signal.as_ref());
+    flag("max_retries", a.max_retries.as_ref());
+    flag("requeue_exit_code", a.requeue_exit_code.as_ref());
+    flag("max_requeues", a.max_requeues.as_ref());
+    flag("checkpoint_dir", a.checkpoint_dir.as_ref());
+    argv.push("--".into());
+    argv.push(component.into());
+    argv.extend(args.iter().cloned());
+    argv
+}
+
+/// `torchx rerun <group> --failed`: the group's failed, cancelled or never started tasks, run
+/// again with their indexes and points as a new group linked to this one.
+pub fn rerun(a: crate::cli::RerunArgs) -> Result<i32> {
+    let runner = super::runner_without_config()?;
+    let group = lookup(&a.group_handle)?.ok_or_else(|| {
+        Error::arg(format!(
+            "`{}` is not a group handle (scheduler://session/~id)",
+            a.group_handle
+        ))
+    })?;
+    let states = task_states(&runner, &group)?;
+    if let Some((t, s)) = group
+        .tasks
+        .iter()
+        .zip(&states)
+        .find(|(_, s)| !s.is_terminal())
+    {
+        return Err(Error::arg(format!(
+            "{} is not over: task {} is {s} (rerun a finished group)",
+            group.handle(),
+            t.index
+        )));
+    }
+    let tasks: Vec<Task> = group
+        .tasks
+        .iter()
+        .zip(&states)
+        .filter(|(_, s)| **s != AppState::Succeeded)
+        .map(|(t, _)| Task {
+            index: t.index,
+            params: t.params.clone(),
+        })
+        .collect();
+    if tasks.is_empty() {
+        log::info!(
+            "every task of {} succeeded: nothing to rerun",
+            group.handle()
+        );
+        return Ok(exit_codes::OK);
+    }
+    let mut argv = vec!["torchx".to_string(), "run".to_string()];
+    if a.wait {
+        argv.push("--wait".into());
+    }
+    if a.json {
+        argv.push("--json".into());
+    }
+    argv.extend(group.argv.iter().cloned());
+    let cli = <crate::cli::Cli as clap::Parser>::try_parse_from(&argv).map_err(|e| {
+        Error::backend(
+            "group",
+            format!(
+                "the record of {} holds arguments torchx run refuses: {e}",
+                group.handle()
+            ),
+        )
+    })?;
+    let crate::cli::Command::Run(mut run) = cli.command else {
+        return Err(Error::backend(
+            "group",
+            "the recorded arguments are not a run",
+        ));
+    };
+    run.rerun_of = Some(RerunOf { group, tasks });
+    super::run::run(*run)
 }
 
 fn now() -> f64 {
