@@ -9,8 +9,11 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::specs::group::Point;
+use crate::opts::Cfg;
+use crate::runner::{ComponentOutcome, RunArgs};
+use crate::specs::group::{Point, Task};
 use crate::specs::AppState;
+use crate::Runner;
 
 /// What marks a group id in a handle.
 pub const GROUP_MARK: char = '~';
@@ -98,6 +101,24 @@ impl GroupRecord {
         })
     }
 
+    /// The group a handle names: `None` for an app's handle, NotFound for a group with no
+    /// record here.
+    pub fn find(handle: &str) -> Result<Option<GroupRecord>> {
+        let h = crate::specs::parse_app_handle(handle)?;
+        if !is_group_id(&h.app_id) {
+            return Ok(None);
+        }
+        let group = GroupRecord::load(&crate::schedulers::default_state_dir(), &h.app_id)?
+            .ok_or_else(|| {
+                Error::not_found(
+                    "group",
+                    handle,
+                    " (no record of it in this machine's torchx state directory)",
+                )
+            })?;
+        Ok(Some(group))
+    }
+
     /// Forgets the group (its tasks are the scheduler's).
     pub fn remove(&self, state_dir: &Path) -> Result<()> {
         let path = record_path(state_dir, &self.group_id)?;
@@ -124,6 +145,172 @@ impl GroupRecord {
         groups.sort_by(|a, b| b.created.total_cmp(&a.created));
         groups
     }
+}
+
+/// What to submit as a group: a component, built once per task with its arguments
+/// substituted (`${array_index}`, `${sweep.KEY}`) and the task's variables in every role.
+#[derive(Debug, Clone)]
+pub struct GroupPlan {
+    /// The component (`utils.sh`, `./app.yaml`, ...).
+    pub component: String,
+    /// Its arguments, before substitution.
+    pub args: Vec<String>,
+    /// The tasks.
+    pub tasks: Vec<Task>,
+    /// The array or sweep, as given (shown by status).
+    pub spec: String,
+    /// At most this many tasks unfinished at once.
+    pub max_concurrent: Option<u32>,
+    /// What reruns the tasks (`torchx run` arguments), kept in the record.
+    pub argv: Vec<String>,
+    /// The group whose tasks these are again.
+    pub parent: Option<String>,
+}
+
+/// How often a capped group's unfinished tasks are asked about.
+const CAP_POLL: std::time::Duration = std::time::Duration::from_millis(200);
+
+impl Runner {
+    /// Submits every task of `plan` on `scheduler` as an app, at most `max_concurrent`
+    /// unfinished at once (waiting here for earlier ones to end), and records the group after
+    /// each submission. A task that cannot be submitted is recorded with why; a component that
+    /// only prints its help is returned as such.
+    pub async fn run_group(
+        &self,
+        plan: &GroupPlan,
+        scheduler: &str,
+        cfg: &Cfg,
+        run: &RunArgs,
+    ) -> Result<ComponentOutcome<GroupRecord>> {
+        let state_dir = crate::schedulers::default_state_dir();
+        let size = plan.tasks.len();
+        let mut record: Option<GroupRecord> = None;
+        let mut unfinished: Vec<String> = Vec::new();
+        for task in &plan.tasks {
+            let args: Vec<String> = plan.args.iter().map(|a| task.substitute(a)).collect();
+            let run = RunArgs {
+                extra_env: task.env(size),
+                ..run.clone()
+            };
+            let info = match self
+                .dryrun_component(&plan.component, &args, scheduler, cfg, &run)
+                .await?
+            {
+                ComponentOutcome::Help(h) => return Ok(ComponentOutcome::Help(h)),
+                ComponentOutcome::Done(info) => info,
+            };
+            let group = record.get_or_insert_with(|| GroupRecord {
+                group_id: format!(
+                    "{GROUP_MARK}{}-{}",
+                    info.app.name,
+                    crate::scheduler::random_id()
+                ),
+                scheduler: scheduler.to_string(),
+                session: self.session_name().to_string(),
+                name: info.app.name.clone(),
+                created: now(),
+                spec: plan.spec.clone(),
+                max_concurrent: plan.max_concurrent,
+                tasks: Vec::new(),
+                argv: plan.argv.clone(),
+                parent: plan.parent.clone(),
+            });
+            if let Some(k) = plan.max_concurrent {
+                self.wait_below(&mut unfinished, k as usize).await?;
+            }
+            let (handle, error) = match self.schedule(&info).await {
+                Ok(h) => (Some(h), None),
+                Err(e) => (None, Some(e.to_string())),
+            };
+            unfinished.extend(handle.clone());
+            group.tasks.push(GroupTask {
+                index: task.index,
+                params: task.params.clone(),
+                handle,
+                error,
+            });
+            // Saved after every task: a submitter that dies midway leaves what it started.
+            group.save(&state_dir)?;
+        }
+        record
+            .map(ComponentOutcome::Done)
+            .ok_or_else(|| Error::arg("a group of no tasks"))
+    }
+
+    /// Waits until fewer than `k` of the `unfinished` handles are (dropping finished ones).
+    async fn wait_below(&self, unfinished: &mut Vec<String>, k: usize) -> Result<()> {
+        loop {
+            let mut still = Vec::with_capacity(unfinished.len());
+            for h in unfinished.drain(..) {
+                let state = self.status(&h).await?.map(|s| s.state);
+                if state.is_some_and(|s| !s.is_terminal()) {
+                    still.push(h);
+                }
+            }
+            *unfinished = still;
+            if unfinished.len() < k {
+                return Ok(());
+            }
+            tokio::time::sleep(CAP_POLL).await;
+        }
+    }
+
+    /// The state of each task of `group`: FAILED for one never submitted, UNKNOWN for one its
+    /// scheduler no longer knows.
+    pub async fn group_states(&self, group: &GroupRecord) -> Result<Vec<AppState>> {
+        let mut states = Vec::with_capacity(group.tasks.len());
+        for t in &group.tasks {
+            states.push(match &t.handle {
+                None => AppState::Failed,
+                Some(h) => self.status(h).await?.map_or(AppState::Unknown, |s| s.state),
+            });
+        }
+        Ok(states)
+    }
+
+    /// Waits until every task of `group` is over; their final states.
+    pub async fn wait_group(&self, group: &GroupRecord) -> Result<Vec<AppState>> {
+        loop {
+            let states = self.group_states(group).await?;
+            if states
+                .iter()
+                .all(|s| s.is_terminal() || *s == AppState::Unknown)
+            {
+                return Ok(states);
+            }
+            tokio::time::sleep(CAP_POLL).await;
+        }
+    }
+
+    /// Cancels every task of `group` that is not over.
+    pub async fn cancel_group(&self, group: &GroupRecord) -> Result<()> {
+        for h in group.tasks.iter().filter_map(|t| t.handle.as_ref()) {
+            if self
+                .status(h)
+                .await?
+                .is_some_and(|s| !s.state.is_terminal())
+            {
+                self.cancel(h).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Deletes every task of `group` its scheduler still knows, then the group's record.
+    pub async fn delete_group(&self, group: &GroupRecord) -> Result<()> {
+        for h in group.tasks.iter().filter_map(|t| t.handle.as_ref()) {
+            if self.status(h).await?.is_some() {
+                self.delete(h).await?;
+            }
+        }
+        group.remove(&crate::schedulers::default_state_dir())
+    }
+}
+
+fn now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
 }
 
 /// Whether `app_id` (of a parsed handle) names a group.

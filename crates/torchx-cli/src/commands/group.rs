@@ -1,22 +1,18 @@
 //! Arrays and sweeps from the command line: `torchx run --array/--sweep/--sweep_file` submits
 //! one app per task (the component built with the task's arguments) and records them as one
-//! group; `status`, `cancel` and `list` know group handles.
+//! group (through `Runner::run_group`); `status`, `log`, `cancel`, `delete` and `list` know
+//! group handles, and `rerun --failed` runs a group's failed tasks again.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
-
-use torchx::group::{counts, group_state, is_group_id, GroupRecord, GroupTask};
+use torchx::group::{counts, group_state, GroupPlan, GroupRecord};
 use torchx::opts::Cfg;
 use torchx::runner::{ComponentOutcome, RunArgs as LibRunArgs};
 use torchx::specs::group::{sweep_file, sweep_grid, tasks, ArraySpec, Point, Task};
-use torchx::specs::{parse_app_handle, AppState};
+use torchx::specs::AppState;
 use torchx::{Error, Result, Runner};
 
 use crate::cli::RunArgs;
 use crate::exit_codes;
 use crate::output::print_json;
-
-/// How often a capped group's running tasks are asked about.
-const POLL: Duration = Duration::from_millis(200);
 
 /// One `torchx run` of a group.
 pub struct GroupRun<'a> {
@@ -30,7 +26,7 @@ pub struct GroupRun<'a> {
 /// What `torchx rerun` runs again: these tasks of that group.
 #[derive(Debug, Clone)]
 pub struct RerunOf {
-    /// The group's handle.
+    /// The group.
     pub group: GroupRecord,
     /// Its tasks to run again (with their indexes and points).
     pub tasks: Vec<Task>,
@@ -81,70 +77,49 @@ fn plan(a: &RunArgs) -> Result<(Vec<Task>, String, Option<u32>)> {
 }
 
 impl GroupRun<'_> {
-    pub fn run(mut self, runner: Runner, a: &RunArgs) -> Result<i32> {
-        let (tasks, spec, cap) = plan(a)?;
-        let size = tasks.len();
-        let mut record: Option<GroupRecord> = None;
-        let mut live: Vec<String> = Vec::new();
-        let state_dir = torchx::schedulers::default_state_dir();
-        for task in &tasks {
-            let args: Vec<String> = self.args.iter().map(|s| task.substitute(s)).collect();
-            self.lib_args.extra_env = task.env(size);
-            let dryrun = runner.dryrun_component(
-                self.component,
-                &args,
-                self.scheduler,
-                self.cfg,
-                &self.lib_args,
-            );
-            let info = match super::block_on(dryrun)? {
-                ComponentOutcome::Help(h) => {
-                    print!("{h}");
-                    return Ok(exit_codes::OK);
+    pub fn run(self, runner: Runner, a: &RunArgs) -> Result<i32> {
+        let (tasks, spec, max_concurrent) = plan(a)?;
+        if a.dryrun {
+            let size = tasks.len();
+            for task in &tasks {
+                let args: Vec<String> = self.args.iter().map(|s| task.substitute(s)).collect();
+                let run = LibRunArgs {
+                    extra_env: task.env(size),
+                    ..self.lib_args.clone()
+                };
+                let dryrun =
+                    runner.dryrun_component(self.component, &args, self.scheduler, self.cfg, &run);
+                match super::block_on(dryrun)? {
+                    ComponentOutcome::Help(h) => {
+                        print!("{h}");
+                        return Ok(exit_codes::OK);
+                    }
+                    ComponentOutcome::Done(info) => {
+                        if !a.json {
+                            println!("\n=== TASK {} ===", task.index);
+                        }
+                        super::run::print_dryrun(&info, a.json);
+                    }
                 }
-                ComponentOutcome::Done(info) => info,
-            };
-            if a.dryrun {
-                if !a.json {
-                    println!("\n=== TASK {} ===", task.index);
-                }
-                super::run::print_dryrun(&info, a.json);
-                continue;
             }
-            let group = record.get_or_insert_with(|| GroupRecord {
-                group_id: format!("~{}-{}", info.app.name, torchx::scheduler::random_id()),
-                scheduler: self.scheduler.to_string(),
-                session: runner.session_name().to_string(),
-                name: info.app.name.clone(),
-                created: now(),
-                spec: spec.clone(),
-                max_concurrent: cap,
-                tasks: Vec::new(),
-                argv: rerun_argv(a, self.component, self.args),
-                parent: a.rerun_of.as_ref().map(|r| r.group.handle()),
-            });
-            if let Some(k) = cap {
-                wait_below(&runner, &mut live, k as usize)?;
-            }
-            let submitted = super::block_on(runner.schedule(&info));
-            let (handle, error) = match submitted {
-                Ok(h) => (Some(h), None),
-                Err(e) => (None, Some(e.to_string())),
-            };
-            if let Some(h) = &handle {
-                live.push(h.clone());
-            }
-            group.tasks.push(GroupTask {
-                index: task.index,
-                params: task.params.clone(),
-                handle,
-                error,
-            });
-            // Saved after every task: a submitter that dies midway leaves what it started.
-            group.save(&state_dir)?;
+            return Ok(exit_codes::OK);
         }
-        let Some(group) = record else {
-            return Ok(exit_codes::OK); // a dry run
+        let plan = GroupPlan {
+            component: self.component.to_string(),
+            args: self.args.to_vec(),
+            tasks,
+            spec,
+            max_concurrent,
+            argv: rerun_argv(a, self.component, self.args),
+            parent: a.rerun_of.as_ref().map(|r| r.group.handle()),
+        };
+        let submitted = runner.run_group(&plan, self.scheduler, self.cfg, &self.lib_args);
+        let group = match super::block_on(submitted)? {
+            ComponentOutcome::Help(h) => {
+                print!("{h}");
+                return Ok(exit_codes::OK);
+            }
+            ComponentOutcome::Done(group) => group,
         };
         let handle = group.handle();
         if a.json {
@@ -152,21 +127,24 @@ impl GroupRun<'_> {
         } else {
             println!("{handle}");
         }
-        let failed_to_submit = group.tasks.iter().filter(|t| t.error.is_some()).count();
-        if failed_to_submit > 0 {
-            log::error!("{failed_to_submit} of the group's {size} tasks could not be submitted; `torchx status {handle}` says why");
+        let unsubmitted = group.tasks.iter().filter(|t| t.error.is_some()).count();
+        if unsubmitted > 0 {
+            log::error!(
+                "{unsubmitted} of the group's {} tasks could not be submitted; `torchx status \
+                 {handle}` says why",
+                group.tasks.len()
+            );
         }
-        if a.wait || a.log {
-            let states = wait_all(&runner, &group)?;
-            return Ok(match group_state(&states) {
-                AppState::Succeeded if failed_to_submit == 0 => exit_codes::OK,
-                _ => exit_codes::JOB_FAILED,
-            });
-        }
-        Ok(if failed_to_submit > 0 {
-            exit_codes::JOB_FAILED
+        let all_ok = if a.wait || a.log {
+            let states = super::block_on(runner.wait_group(&group))?;
+            group_state(&states) == AppState::Succeeded && unsubmitted == 0
         } else {
+            unsubmitted == 0
+        };
+        Ok(if all_ok {
             exit_codes::OK
+        } else {
+            exit_codes::JOB_FAILED
         })
     }
 }
@@ -208,7 +186,7 @@ pub fn rerun(a: crate::cli::RerunArgs) -> Result<i32> {
             a.group_handle
         ))
     })?;
-    let states = task_states(&runner, &group)?;
+    let states = super::block_on(runner.group_states(&group))?;
     if let Some((t, s)) = group
         .tasks
         .iter()
@@ -265,77 +243,14 @@ pub fn rerun(a: crate::cli::RerunArgs) -> Result<i32> {
     super::run::run(*run)
 }
 
-fn now() -> f64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0.0, |d| d.as_secs_f64())
-}
-
-/// Waits until fewer than `k` of the `live` handles are unfinished (dropping finished ones).
-fn wait_below(runner: &Runner, live: &mut Vec<String>, k: usize) -> Result<()> {
-    loop {
-        let mut still = Vec::with_capacity(live.len());
-        for h in live.drain(..) {
-            let state = super::block_on(runner.status(&h))?.map(|s| s.state);
-            if state.is_some_and(|s| !s.is_terminal()) {
-                still.push(h);
-            }
-        }
-        *live = still;
-        if live.len() < k {
-            return Ok(());
-        }
-        std::thread::sleep(POLL);
-    }
-}
-
-/// The state of each task (FAILED for one never submitted, UNKNOWN for one gone).
-fn task_states(runner: &Runner, group: &GroupRecord) -> Result<Vec<AppState>> {
-    group
-        .tasks
-        .iter()
-        .map(|t| match &t.handle {
-            None => Ok(AppState::Failed),
-            Some(h) => {
-                Ok(super::block_on(runner.status(h))?.map_or(AppState::Unknown, |s| s.state))
-            }
-        })
-        .collect()
-}
-
-fn wait_all(runner: &Runner, group: &GroupRecord) -> Result<Vec<AppState>> {
-    loop {
-        let states = task_states(runner, group)?;
-        if states
-            .iter()
-            .all(|s| s.is_terminal() || *s == AppState::Unknown)
-        {
-            return Ok(states);
-        }
-        std::thread::sleep(POLL);
-    }
-}
-
 /// The group a handle names, if it names one.
 pub fn lookup(handle: &str) -> Result<Option<GroupRecord>> {
-    let h = parse_app_handle(handle)?;
-    if !is_group_id(&h.app_id) {
-        return Ok(None);
-    }
-    let group = GroupRecord::load(&torchx::schedulers::default_state_dir(), &h.app_id)?
-        .ok_or_else(|| {
-            Error::not_found(
-                "group",
-                handle,
-                " (no record of it in this machine's torchx state directory)",
-            )
-        })?;
-    Ok(Some(group))
+    GroupRecord::find(handle)
 }
 
 /// `torchx status <group>`.
 pub fn status(runner: &Runner, group: &GroupRecord, json: bool) -> Result<i32> {
-    let states = task_states(runner, group)?;
+    let states = super::block_on(runner.group_states(group))?;
     let state = group_state(&states);
     let counts = counts(&states);
     if json {
@@ -371,26 +286,14 @@ pub fn status(runner: &Runner, group: &GroupRecord, json: bool) -> Result<i32> {
 
 /// `torchx cancel <group>`: every task that is not over.
 pub fn cancel(runner: &Runner, group: &GroupRecord) -> Result<i32> {
-    for t in &group.tasks {
-        if let Some(h) = &t.handle {
-            let over = super::block_on(runner.status(h))?.is_none_or(|s| s.state.is_terminal());
-            if !over {
-                super::block_on(runner.cancel(h))?;
-            }
-        }
-    }
+    super::block_on(runner.cancel_group(group))?;
     log::info!("cancelled {}", group.handle());
     Ok(exit_codes::OK)
 }
 
 /// `torchx delete <group>`: every task, then the group's record.
 pub fn delete(runner: &Runner, group: &GroupRecord) -> Result<i32> {
-    for h in group.tasks.iter().filter_map(|t| t.handle.as_ref()) {
-        if super::block_on(runner.status(h))?.is_some() {
-            super::block_on(runner.delete(h))?;
-        }
-    }
-    group.remove(&torchx::schedulers::default_state_dir())?;
+    super::block_on(runner.delete_group(group))?;
     log::info!("deleted {}", group.handle());
     Ok(exit_codes::OK)
 }
