@@ -242,7 +242,7 @@ impl Runner {
         loop {
             let mut still = Vec::with_capacity(unfinished.len());
             for h in unfinished.drain(..) {
-                let state = self.status(&h).await?.map(|s| s.state);
+                let state = self.app_status(&h).await?.map(|s| s.state);
                 if state.is_some_and(|s| !s.is_terminal()) {
                     still.push(h);
                 }
@@ -262,7 +262,10 @@ impl Runner {
         for t in &group.tasks {
             states.push(match &t.handle {
                 None => AppState::Failed,
-                Some(h) => self.status(h).await?.map_or(AppState::Unknown, |s| s.state),
+                Some(h) => self
+                    .app_status(h)
+                    .await?
+                    .map_or(AppState::Unknown, |s| s.state),
             });
         }
         Ok(states)
@@ -282,15 +285,24 @@ impl Runner {
         }
     }
 
+    /// The group as one status: its state from its tasks', their counts as the message.
+    pub async fn group_status(&self, group: &GroupRecord) -> Result<crate::specs::AppStatus> {
+        let states = self.group_states(group).await?;
+        let mut status = crate::specs::AppStatus::new(group_state(&states));
+        let counted: Vec<String> = counts(&states)
+            .iter()
+            .map(|(s, n)| format!("{s} {n}"))
+            .collect();
+        status.msg = format!("{} tasks: {}", states.len(), counted.join(", "));
+        Ok(status)
+    }
+
     /// Cancels every task of `group` that is not over.
     pub async fn cancel_group(&self, group: &GroupRecord) -> Result<()> {
         for h in group.tasks.iter().filter_map(|t| t.handle.as_ref()) {
-            if self
-                .status(h)
-                .await?
-                .is_some_and(|s| !s.state.is_terminal())
-            {
-                self.cancel(h).await?;
+            let status = self.app_status(h).await?;
+            if status.is_some_and(|s| !s.state.is_terminal()) {
+                self.cancel_app(h).await?;
             }
         }
         Ok(())
@@ -299,8 +311,8 @@ impl Runner {
     /// Deletes every task of `group` its scheduler still knows, then the group's record.
     pub async fn delete_group(&self, group: &GroupRecord) -> Result<()> {
         for h in group.tasks.iter().filter_map(|t| t.handle.as_ref()) {
-            if self.status(h).await?.is_some() {
-                self.delete(h).await?;
+            if self.app_status(h).await?.is_some() {
+                self.delete_app(h).await?;
             }
         }
         group.remove(&crate::schedulers::default_state_dir())

@@ -471,8 +471,17 @@ impl Runner {
         Ok((h, s))
     }
 
-    /// The app's status, `None` if the scheduler does not know it.
+    /// The app's status, `None` if the scheduler does not know it. For a group's handle
+    /// (arrays and sweeps, [`crate::group`]): the group's state, and its counts as the message.
     pub async fn status(&self, handle: &str) -> Result<Option<AppStatus>> {
+        match crate::group::GroupRecord::find(handle)? {
+            Some(group) => Ok(Some(self.group_status(&group).await?)),
+            None => self.app_status(handle).await,
+        }
+    }
+
+    /// One app's status (not a group's).
+    pub(crate) async fn app_status(&self, handle: &str) -> Result<Option<AppStatus>> {
         let (h, s) = self.route(handle)?;
         Ok(s.describe(&h.app_id).await?.map(|d| d.to_status()))
     }
@@ -520,8 +529,17 @@ impl Runner {
         )
     }
 
-    /// Cancels the app if it is not finished. Unknown apps are [`ErrorKind::NotFound`].
+    /// Cancels the app (every task of a group) if it is not finished. Unknown apps are
+    /// [`ErrorKind::NotFound`].
     pub async fn cancel(&self, handle: &str) -> Result<()> {
+        match crate::group::GroupRecord::find(handle)? {
+            Some(group) => self.cancel_group(&group).await,
+            None => self.cancel_app(handle).await,
+        }
+    }
+
+    /// Cancels one app (not a group).
+    pub(crate) async fn cancel_app(&self, handle: &str) -> Result<()> {
         let (h, s) = self.route(handle)?;
         match s.describe(&h.app_id).await? {
             None => Err(self.unknown_app(&h)),
@@ -530,8 +548,16 @@ impl Runner {
         }
     }
 
-    /// Deletes the app (cancelling it first if running).
+    /// Deletes the app (cancelling it first if running); a group's tasks and its record.
     pub async fn delete(&self, handle: &str) -> Result<()> {
+        match crate::group::GroupRecord::find(handle)? {
+            Some(group) => self.delete_group(&group).await,
+            None => self.delete_app(handle).await,
+        }
+    }
+
+    /// Deletes one app (not a group).
+    pub(crate) async fn delete_app(&self, handle: &str) -> Result<()> {
         let (h, s) = self.route(handle)?;
         if !s.capabilities().delete {
             return Err(Error::unsupported(s.name(), "delete"));

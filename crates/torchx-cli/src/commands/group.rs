@@ -1,7 +1,8 @@
 //! Arrays and sweeps from the command line: `torchx run --array/--sweep/--sweep_file` submits
 //! one app per task (the component built with the task's arguments) and records them as one
-//! group (through `Runner::run_group`); `status`, `log`, `cancel`, `delete` and `list` know
-//! group handles, and `rerun --failed` runs a group's failed tasks again.
+//! group (through `Runner::run_group`); `status`, `log` and `list` show groups their own way
+//! (the Runner's status, cancel and delete know group handles), and `rerun --failed` runs a
+//! group's failed tasks again.
 
 use torchx::group::{counts, group_state, GroupPlan, GroupRecord};
 use torchx::opts::Cfg;
@@ -180,7 +181,7 @@ fn rerun_argv(a: &RunArgs, component: &str, args: &[String]) -> Vec<String> {
 /// again with their indexes and points as a new group linked to this one.
 pub fn rerun(a: crate::cli::RerunArgs) -> Result<i32> {
     let runner = super::runner_without_config()?;
-    let group = lookup(&a.group_handle)?.ok_or_else(|| {
+    let group = GroupRecord::find(&a.group_handle)?.ok_or_else(|| {
         Error::arg(format!(
             "`{}` is not a group handle (scheduler://session/~id)",
             a.group_handle
@@ -243,11 +244,6 @@ pub fn rerun(a: crate::cli::RerunArgs) -> Result<i32> {
     super::run::run(*run)
 }
 
-/// The group a handle names, if it names one.
-pub fn lookup(handle: &str) -> Result<Option<GroupRecord>> {
-    GroupRecord::find(handle)
-}
-
 /// `torchx status <group>`.
 pub fn status(runner: &Runner, group: &GroupRecord, json: bool) -> Result<i32> {
     let states = super::block_on(runner.group_states(group))?;
@@ -281,20 +277,6 @@ pub fn status(runner: &Runner, group: &GroupRecord, json: bool) -> Result<i32> {
         let what = t.handle.as_deref().or(t.error.as_deref()).unwrap_or("-");
         println!("  [{}] {s} {} {what}", t.index, params.join(" "));
     }
-    Ok(exit_codes::OK)
-}
-
-/// `torchx cancel <group>`: every task that is not over.
-pub fn cancel(runner: &Runner, group: &GroupRecord) -> Result<i32> {
-    super::block_on(runner.cancel_group(group))?;
-    log::info!("cancelled {}", group.handle());
-    Ok(exit_codes::OK)
-}
-
-/// `torchx delete <group>`: every task, then the group's record.
-pub fn delete(runner: &Runner, group: &GroupRecord) -> Result<i32> {
-    super::block_on(runner.delete_group(group))?;
-    log::info!("deleted {}", group.handle());
     Ok(exit_codes::OK)
 }
 

@@ -8,6 +8,8 @@ use torchx::scheduler::LogQuery;
 use torchx::specs::{format_utc, parse_app_handle, AppState, Stream};
 use torchx::{Error, Result};
 
+use torchx::group::GroupRecord;
+
 use crate::cli::{HandleArgs, ListArgs, LogArgs, StatusArgs};
 use crate::exit_codes;
 use crate::output::{copy_log_lines, print_json, Sink};
@@ -28,7 +30,7 @@ fn unknown(handle: &str) -> Error {
 
 pub fn status(a: StatusArgs) -> Result<i32> {
     let runner = super::runner_without_config()?;
-    if let Some(group) = super::group::lookup(&a.app_handle)? {
+    if let Some(group) = GroupRecord::find(&a.app_handle)? {
         return super::group::status(&runner, &group, a.json);
     }
     let status =
@@ -233,7 +235,7 @@ pub fn log(a: LogArgs) -> Result<i32> {
     let query = std::rc::Rc::new(query);
     let selection = (parts.get(2).copied(), parts.get(3).copied());
     // A group's tasks one after the other, each line labelled with the task's index.
-    if let Some(group) = super::group::lookup(&handle)? {
+    if let Some(group) = GroupRecord::find(&handle)? {
         for task in &group.tasks {
             if let Some(h) = &task.handle {
                 let label = format!("{}:", task.index);
@@ -328,9 +330,6 @@ async fn log_app(
 
 pub fn cancel(a: HandleArgs) -> Result<i32> {
     let runner = super::runner_without_config()?;
-    if let Some(group) = super::group::lookup(&a.app_handle)? {
-        return super::group::cancel(&runner, &group);
-    }
     super::block_on(runner.cancel(&a.app_handle))?;
     log::info!("cancelled {}", a.app_handle);
     Ok(exit_codes::OK)
@@ -338,9 +337,6 @@ pub fn cancel(a: HandleArgs) -> Result<i32> {
 
 pub fn delete(a: HandleArgs) -> Result<i32> {
     let runner = super::runner_without_config()?;
-    if let Some(group) = super::group::lookup(&a.app_handle)? {
-        return super::group::delete(&runner, &group);
-    }
     super::block_on(runner.delete(&a.app_handle))?;
     log::info!("deleted {}", a.app_handle);
     Ok(exit_codes::OK)
