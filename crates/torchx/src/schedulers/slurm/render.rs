@@ -257,14 +257,16 @@ if [ "$exitcode" -eq @REQUEUE_CODE@ ]; then
     if [ "$requeues" -lt @REQUEUES@ ]; then requeue "exit code $exitcode asks for it"; fi
     exit "$exitcode"
 fi
-if [ -n "$term_at" ] && [ @LIMIT@ -gt 0 ] && [ $((term_at - started)) -ge $((@LIMIT@ - 5)) ]; then
+# Stopped from outside (the time limit, scontrol requeue, preemption, scancel, a lost node):
+# the controller says so before it stops the steps (our own SIGTERM may come after srun is
+# back). Whoever stopped it decides what comes next, but for the time limit.
+state=$(scontrol show job "$SLURM_JOB_ID" 2>/dev/null | grep -o -m 1 'JobState=[A-Z_]*' || true)
+if [ "$state" = JobState=TIMEOUT ] || { [ @LIMIT@ -gt 0 ] && [ $(($(now) - started)) -ge $((@LIMIT@ - 5)) ]; }; then
     finish "$exitcode" timeout
     if [ "$failures" -lt "$TORCHX_MAX_RETRIES" ]; then requeue "timed out"; fi
     exit "$exitcode"
 fi
-# Stopped from outside (scontrol requeue, preemption, scancel, a lost node): the controller
-# says so before it stops the steps. Whoever stopped it decides what comes next.
-case "$(scontrol show job "$SLURM_JOB_ID" 2>/dev/null | grep -o -m 1 'JobState=[A-Z_]*')" in
+case "$state" in
     JobState=RUNNING | "") [ -z "$term_at" ] || { finish "$exitcode" preempted; exit "$exitcode"; } ;;
     JobState=CANCELLED*) finish "$exitcode" cancelled; exit "$exitcode" ;;
     JobState=NODE_FAIL*) finish "$exitcode" node_failure; exit "$exitcode" ;;

@@ -526,6 +526,12 @@ fn recovery_script_under_bash_keeps_failures_and_requeues_apart() {
             "{state}"
         );
     }
+    // The time limit is a failure: requeued while retries remain.
+    assert_eq!(
+        run_in("", 143, "TIMEOUT"),
+        ("0 143 timeout".into(), requeue.into(), 143)
+    );
+    assert_eq!(run_in(one_failure, 143, "TIMEOUT").1, "", "max_retries 1 spent");
 }
 
 #[test]
