@@ -531,7 +531,11 @@ fn recovery_script_under_bash_keeps_failures_and_requeues_apart() {
         run_in("", 143, "TIMEOUT"),
         ("0 143 timeout".into(), requeue.into(), 143)
     );
-    assert_eq!(run_in(one_failure, 143, "TIMEOUT").1, "", "max_retries 1 spent");
+    assert_eq!(
+        run_in(one_failure, 143, "TIMEOUT").1,
+        "",
+        "max_retries 1 spent"
+    );
 }
 
 #[test]
