@@ -27,4 +27,6 @@ WRAPPER
     echo "== cargo check --workspace --all-targets --target $target"
     env "CC_$var=$wrappers/cc-$target" "AR_$var=$wrappers/ar" \
         cargo check --workspace --all-targets --target "$target" -q
+    # Nothing reuses the check's metadata but a later check: give its disk back (~0.8 GB).
+    [ "${TORCHX_MACOS_CHECK_KEEP:-0}" = 1 ] || rm -rf "${CARGO_TARGET_DIR:-target}/$target"
 done
