@@ -456,3 +456,196 @@ fn recovery_a_heterogeneous_job_requeues_as_one() {
     lines.sort_unstable();
     assert_eq!(lines, ["a 0", "a 0", "a 1", "a 1", "b 0", "b 1"], "{seen}");
 }
+
+/// The array job id of a native group (its `native_array` handle's app id).
+fn native_array_id(status: &serde_json::Value) -> String {
+    let native = status["native_array"].as_str().expect("a native array");
+    native.rsplit('/').next().unwrap().to_string()
+}
+
+#[test]
+fn groups_an_array_is_one_sbatch_and_its_cap_holds_in_squeue() {
+    if !slurm_up("slurm array") {
+        return;
+    }
+    let env = Env::new();
+    let out = env.run(&[
+        "run",
+        "-s",
+        "slurm",
+        "--array",
+        "0-5%2",
+        "utils.sh",
+        "sh",
+        "-c",
+        "sleep 3; echo task ${array_index} is $TORCHX_ARRAY_INDEX of $TORCHX_ARRAY_SIZE",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let handle = stdout(&out).trim().to_string();
+    let status = env.status(&handle);
+    let array = native_array_id(&status);
+    let tasks = status["tasks"].as_array().unwrap();
+    assert_eq!(tasks.len(), 6);
+    for (i, t) in tasks.iter().enumerate() {
+        assert_eq!(t["handle"], format!("slurm://torchx/{array}_{i}"), "{t}");
+    }
+    // Sample squeue until the array is done: never more than 2 of its tasks running.
+    let (mut most, mut samples) = (0, 0);
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    loop {
+        let out = Command::new("squeue")
+            .args(["--me", "--array", "--noheader", "-o", "%i %T", "-j", &array])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        let running = text.lines().filter(|l| l.ends_with(" RUNNING")).count();
+        most = most.max(running);
+        samples += 1;
+        if text.trim().is_empty() || !out.status.success() {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "still queued: {text}");
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    assert!(most <= 2, "{most} tasks ran at once under %2");
+    assert!(
+        most >= 1 && samples > 3,
+        "sampled {samples} times, saw {most} running"
+    );
+    let status = env.wait_state_terminal(&handle, Duration::from_secs(60));
+    assert_eq!(status["state"], "SUCCEEDED", "{status}");
+    assert_eq!(status["counts"]["SUCCEEDED"], 6, "{status}");
+    // The group's status costs two Slurm calls (one squeue, one sacct), whatever its size.
+    let shims = env.cwd.join("shims");
+    std::fs::create_dir(&shims).unwrap();
+    let calls = env.cwd.join("calls");
+    for tool in ["squeue", "sacct", "scontrol", "sinfo", "sbatch"] {
+        let real =
+            String::from_utf8(Command::new("which").arg(tool).output().unwrap().stdout).unwrap();
+        let shim = shims.join(tool);
+        std::fs::write(
+            &shim,
+            format!(
+                "#!/bin/sh\necho {tool} >> '{}'\nexec '{}' \"$@\"\n",
+                calls.display(),
+                real.trim()
+            ),
+        )
+        .unwrap();
+        let mut perms = std::fs::metadata(&shim).unwrap().permissions();
+        std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+        std::fs::set_permissions(&shim, perms).unwrap();
+    }
+    let path = format!("{}:{}", shims.display(), std::env::var("PATH").unwrap());
+    let out = env
+        .cmd(&["status", "--json", &handle])
+        .env("PATH", path)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let made = std::fs::read_to_string(&calls).unwrap();
+    assert!(made.lines().count() <= 2, "{made}");
+    // Each task's log, by its own handle and in the group's log.
+    let log = stdout(&env.run(&[
+        "log",
+        "--streams",
+        "stdout",
+        &format!("slurm://torchx/{array}_4"),
+    ]));
+    assert_eq!(log.trim(), "sh/0 task 4 is 4 of 6", "{log}");
+    let log = stdout(&env.run(&["log", "--streams", "stdout", &handle]));
+    assert!(log.contains("5:sh/0 task 5 is 5 of 6"), "{log}");
+    // One row in list.
+    let list = stdout(&env.run(&["list", "-s", "slurm", "--json"]));
+    assert!(list.contains(&handle), "{list}");
+    assert!(!list.contains(&format!("{array}_")), "{list}");
+}
+
+#[test]
+fn groups_a_sweeps_failed_points_are_counted_and_rerun_exactly() {
+    if !slurm_up("slurm sweep rerun") {
+        return;
+    }
+    let env = Env::new();
+    let out = env.run(&[
+        "run",
+        "-s",
+        "slurm",
+        "--wait",
+        "--sweep",
+        "x=0,1,2,3",
+        "utils.sh",
+        "sh",
+        "-c",
+        "echo x=${sweep.x}; [ ${sweep.x} != 1 ] && [ ${sweep.x} != 3 ]",
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let handle = stdout(&out).trim().to_string();
+    let status = env.status(&handle);
+    assert_eq!(status["state"], "FAILED", "{status}");
+    assert_eq!(status["counts"]["FAILED"], 2, "{status}");
+    assert_eq!(status["counts"]["SUCCEEDED"], 2, "{status}");
+    native_array_id(&status);
+    let out = env.run(&["rerun", &handle, "--failed", "--wait"]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "they fail again: {}",
+        stderr(&out)
+    );
+    let rerun = stdout(&out).trim().to_string();
+    let status = env.status(&rerun);
+    assert_eq!(status["parent"], handle.as_str(), "{status}");
+    let array = native_array_id(&status);
+    let tasks = status["tasks"].as_array().unwrap();
+    let points: Vec<(i64, &str)> = tasks
+        .iter()
+        .map(|t| {
+            (
+                t["index"].as_i64().unwrap(),
+                t["params"]["x"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(points, [(1, "1"), (3, "3")], "{status}");
+    assert_eq!(tasks[1]["handle"], format!("slurm://torchx/{array}_3"));
+    let log = stdout(&env.run(&["log", "--streams", "stdout", &rerun]));
+    assert_eq!(log, "1:sh/0 x=1\n3:sh/0 x=3\n", "{log}");
+}
+
+#[test]
+fn groups_an_array_with_recovery_keeps_each_tasks_attempts() {
+    if !slurm_up("slurm array recovery") {
+        return;
+    }
+    let env = Env::new();
+    // Each task asks to be requeued once (exit 75), then succeeds.
+    let script = "d=$TORCHX_CHECKPOINT_DIR; if [ -e $d/once ]; then echo done ${array_index}; \
+                  else touch $d/once; exit 75; fi";
+    let out = env.run(&[
+        "run",
+        "-s",
+        "slurm",
+        "--wait",
+        "--array",
+        "2",
+        "--max_requeues",
+        "2",
+        "--time_limit",
+        "120",
+        "utils.sh",
+        "sh",
+        "-c",
+        script,
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let handle = stdout(&out).trim().to_string();
+    let status = env.status(&handle);
+    native_array_id(&status);
+    for t in status["tasks"].as_array().unwrap() {
+        let task = t["handle"].as_str().unwrap();
+        let s = env.status(task);
+        let reasons: Vec<String> = attempts(&s).into_iter().map(|(r, _)| r).collect();
+        assert_eq!(reasons, ["requeued", "succeeded"], "{task}: {s}");
+    }
+}

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 use crate::opts::Cfg;
 use crate::runner::{ComponentOutcome, RunArgs};
+use crate::scheduler::{ArrayRequest, ArrayTask, DryRunContext, DryRunInfo};
 use crate::specs::group::{Point, Task};
 use crate::specs::AppState;
 use crate::Runner;
@@ -59,6 +60,9 @@ pub struct GroupRecord {
     /// The group this one reruns tasks of.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent: Option<String>,
+    /// The handle of the native array its tasks were submitted as, if they were.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub native: Option<String>,
 }
 
 impl GroupRecord {
@@ -170,11 +174,80 @@ pub struct GroupPlan {
 /// How often a capped group's unfinished tasks are asked about.
 const CAP_POLL: std::time::Duration = std::time::Duration::from_millis(200);
 
+/// A group's dry run: every task's own, and how the scheduler submits them: one native
+/// request for all (a Slurm job array, ...) or one submission per task, and why.
+#[derive(Debug)]
+pub struct GroupDryRun {
+    /// The tasks with their apps' dry runs, in index order.
+    pub tasks: Vec<(Task, DryRunInfo)>,
+    /// The native submission of every task, or why each task goes on its own.
+    pub array: ArrayRequest<DryRunInfo>,
+}
+
 impl Runner {
-    /// Submits every task of `plan` on `scheduler` as an app, at most `max_concurrent`
-    /// unfinished at once (waiting here for earlier ones to end), and records the group after
-    /// each submission. A task that cannot be submitted is recorded with why; a component that
-    /// only prints its help is returned as such.
+    /// Dry-runs every task of `plan` (the component built with the task's arguments and
+    /// variables), then asks the scheduler for one native submission of them all. A component
+    /// that only prints its help is returned as such.
+    pub async fn dryrun_group(
+        &self,
+        plan: &GroupPlan,
+        scheduler: &str,
+        cfg: &Cfg,
+        run: &RunArgs,
+    ) -> Result<ComponentOutcome<GroupDryRun>> {
+        let size = plan.tasks.len();
+        let mut dryruns = Vec::with_capacity(size);
+        for task in &plan.tasks {
+            let args: Vec<String> = plan.args.iter().map(|a| task.substitute(a)).collect();
+            let run = RunArgs {
+                extra_env: task.env(size),
+                ..run.clone()
+            };
+            match self
+                .dryrun_component(&plan.component, &args, scheduler, cfg, &run)
+                .await?
+            {
+                ComponentOutcome::Help(h) => return Ok(ComponentOutcome::Help(h)),
+                ComponentOutcome::Done(info) => dryruns.push((task.clone(), info)),
+            }
+        }
+        let Some((_, first)) = dryruns.first() else {
+            return Err(Error::arg("a group of no tasks"));
+        };
+        let sched = self.scheduler(scheduler)?;
+        let facts = sched.dryrun_facts(&first.cfg).await?;
+        let cwd =
+            std::env::current_dir().map_err(|e| Error::io("reading the current directory", e))?;
+        let ctx = DryRunContext::new(self.session_name(), crate::scheduler::random_id(), cwd)
+            .with_facts(facts);
+        let array_tasks: Vec<ArrayTask<'_>> = dryruns
+            .iter()
+            .map(|(t, info)| ArrayTask {
+                index: t.index,
+                app: &info.app,
+            })
+            .collect();
+        let array =
+            match sched.submit_array_dryrun(&array_tasks, plan.max_concurrent, &first.cfg, &ctx)? {
+                ArrayRequest::Native(request) => ArrayRequest::Native(DryRunInfo {
+                    app: first.app.clone(),
+                    scheduler: scheduler.to_string(),
+                    cfg: first.cfg.clone(),
+                    request,
+                    images: first.images.clone(),
+                }),
+                ArrayRequest::PerTask(why) => ArrayRequest::PerTask(why),
+            };
+        Ok(ComponentOutcome::Done(GroupDryRun {
+            tasks: dryruns,
+            array,
+        }))
+    }
+
+    /// Submits every task of `plan` on `scheduler` and records them as one group: as one
+    /// native array when the scheduler has them, else one app per task, at most
+    /// `max_concurrent` unfinished at once (waiting here for earlier ones to end), the record
+    /// saved after each submission. A task that cannot be submitted is recorded with why.
     pub async fn run_group(
         &self,
         plan: &GroupPlan,
@@ -182,43 +255,71 @@ impl Runner {
         cfg: &Cfg,
         run: &RunArgs,
     ) -> Result<ComponentOutcome<GroupRecord>> {
+        match self.dryrun_group(plan, scheduler, cfg, run).await? {
+            ComponentOutcome::Help(h) => Ok(ComponentOutcome::Help(h)),
+            ComponentOutcome::Done(dryrun) => self
+                .schedule_group(plan, dryrun)
+                .await
+                .map(ComponentOutcome::Done),
+        }
+    }
+
+    /// Submits a group's dry run (see [`run_group`](Self::run_group)).
+    pub async fn schedule_group(
+        &self,
+        plan: &GroupPlan,
+        dryrun: GroupDryRun,
+    ) -> Result<GroupRecord> {
         let state_dir = crate::schedulers::default_state_dir();
-        let size = plan.tasks.len();
-        let mut record: Option<GroupRecord> = None;
+        let Some((_, first)) = dryrun.tasks.first() else {
+            return Err(Error::arg("a group of no tasks"));
+        };
+        let scheduler = first.scheduler.clone();
+        let mut group = GroupRecord {
+            group_id: format!(
+                "{GROUP_MARK}{}-{}",
+                first.app.name,
+                crate::scheduler::random_id()
+            ),
+            scheduler: scheduler.clone(),
+            session: self.session_name().to_string(),
+            name: first.app.name.clone(),
+            created: now(),
+            spec: plan.spec.clone(),
+            max_concurrent: plan.max_concurrent,
+            tasks: Vec::new(),
+            argv: plan.argv.clone(),
+            parent: plan.parent.clone(),
+            native: None,
+        };
+        if let ArrayRequest::Native(info) = &dryrun.array {
+            let handle = self.schedule(info).await?;
+            let array_id = crate::specs::parse_app_handle(&handle)?.app_id;
+            let sched = self.scheduler(&scheduler)?;
+            group.tasks = dryrun
+                .tasks
+                .iter()
+                .map(|(task, _)| GroupTask {
+                    index: task.index,
+                    params: task.params.clone(),
+                    handle: Some(crate::specs::make_app_handle(
+                        &scheduler,
+                        self.session_name(),
+                        &sched.array_task_id(&array_id, task.index),
+                    )),
+                    error: None,
+                })
+                .collect();
+            group.native = Some(handle);
+            group.save(&state_dir)?;
+            return Ok(group);
+        }
         let mut unfinished: Vec<String> = Vec::new();
-        for task in &plan.tasks {
-            let args: Vec<String> = plan.args.iter().map(|a| task.substitute(a)).collect();
-            let run = RunArgs {
-                extra_env: task.env(size),
-                ..run.clone()
-            };
-            let info = match self
-                .dryrun_component(&plan.component, &args, scheduler, cfg, &run)
-                .await?
-            {
-                ComponentOutcome::Help(h) => return Ok(ComponentOutcome::Help(h)),
-                ComponentOutcome::Done(info) => info,
-            };
-            let group = record.get_or_insert_with(|| GroupRecord {
-                group_id: format!(
-                    "{GROUP_MARK}{}-{}",
-                    info.app.name,
-                    crate::scheduler::random_id()
-                ),
-                scheduler: scheduler.to_string(),
-                session: self.session_name().to_string(),
-                name: info.app.name.clone(),
-                created: now(),
-                spec: plan.spec.clone(),
-                max_concurrent: plan.max_concurrent,
-                tasks: Vec::new(),
-                argv: plan.argv.clone(),
-                parent: plan.parent.clone(),
-            });
+        for (task, info) in &dryrun.tasks {
             if let Some(k) = plan.max_concurrent {
                 self.wait_below(&mut unfinished, k as usize).await?;
             }
-            let (handle, error) = match self.schedule(&info).await {
+            let (handle, error) = match self.schedule(info).await {
                 Ok(h) => (Some(h), None),
                 Err(e) => (None, Some(e.to_string())),
             };
@@ -232,9 +333,7 @@ impl Runner {
             // Saved after every task: a submitter that dies midway leaves what it started.
             group.save(&state_dir)?;
         }
-        record
-            .map(ComponentOutcome::Done)
-            .ok_or_else(|| Error::arg("a group of no tasks"))
+        Ok(group)
     }
 
     /// Waits until fewer than `k` of the `unfinished` handles are (dropping finished ones).
@@ -256,19 +355,25 @@ impl Runner {
     }
 
     /// The state of each task of `group`: FAILED for one never submitted, UNKNOWN for one its
-    /// scheduler no longer knows.
+    /// scheduler no longer knows. One `describe_many` of the scheduler for them all.
     pub async fn group_states(&self, group: &GroupRecord) -> Result<Vec<AppState>> {
-        let mut states = Vec::with_capacity(group.tasks.len());
-        for t in &group.tasks {
-            states.push(match &t.handle {
-                None => AppState::Failed,
-                Some(h) => self
-                    .app_status(h)
-                    .await?
-                    .map_or(AppState::Unknown, |s| s.state),
-            });
+        let sched = self.scheduler(&group.scheduler)?;
+        let mut ids = Vec::with_capacity(group.tasks.len());
+        for h in group.tasks.iter().filter_map(|t| t.handle.as_deref()) {
+            ids.push(crate::specs::parse_app_handle(h)?.app_id);
         }
-        Ok(states)
+        let mut described = sched.describe_many(&ids).await?.into_iter();
+        Ok(group
+            .tasks
+            .iter()
+            .map(|t| match &t.handle {
+                None => AppState::Failed,
+                Some(_) => described
+                    .next()
+                    .flatten()
+                    .map_or(AppState::Unknown, |d| d.state),
+            })
+            .collect())
     }
 
     /// Waits until every task of `group` is over; their final states.
@@ -297,8 +402,11 @@ impl Runner {
         Ok(status)
     }
 
-    /// Cancels every task of `group` that is not over.
+    /// Cancels every task of `group` that is not over (a native array in one request).
     pub async fn cancel_group(&self, group: &GroupRecord) -> Result<()> {
+        if let Some(array) = &group.native {
+            return self.cancel_app(array).await;
+        }
         for h in group.tasks.iter().filter_map(|t| t.handle.as_ref()) {
             let status = self.app_status(h).await?;
             if status.is_some_and(|s| !s.state.is_terminal()) {
@@ -410,6 +518,7 @@ mod tests {
             }],
             argv: vec!["utils.echo".into()],
             parent: None,
+            native: None,
         };
         record("old-1", 1.0).save(dir.path()).unwrap();
         record("new-2", 2.0).save(dir.path()).unwrap();

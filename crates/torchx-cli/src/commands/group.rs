@@ -4,9 +4,10 @@
 //! (the Runner's status, cancel and delete know group handles), and `rerun --failed` runs a
 //! group's failed tasks again.
 
-use torchx::group::{counts, group_state, GroupPlan, GroupRecord};
+use torchx::group::{counts, group_state, GroupDryRun, GroupPlan, GroupRecord};
 use torchx::opts::Cfg;
 use torchx::runner::{ComponentOutcome, RunArgs as LibRunArgs};
+use torchx::scheduler::ArrayRequest;
 use torchx::specs::group::{sweep_file, sweep_grid, tasks, ArraySpec, Point, Task};
 use torchx::specs::AppState;
 use torchx::{Error, Result, Runner};
@@ -31,6 +32,48 @@ pub struct RerunOf {
     pub group: GroupRecord,
     /// Its tasks to run again (with their indexes and points).
     pub tasks: Vec<Task>,
+}
+
+/// A group's dry run: the one native request, or each task's with why they go one by one.
+fn print_group_dryrun(dryrun: &GroupDryRun, json: bool) {
+    match (&dryrun.array, json) {
+        (ArrayRequest::Native(info), true) => print_json(&serde_json::json!({
+            "native_array": true,
+            "tasks": dryrun.tasks.iter().map(|(t, _)| t.index).collect::<Vec<_>>(),
+            "scheduler": info.scheduler,
+            "app": info.app,
+            "cfg": info.cfg,
+            "request": info.request.to_json(),
+            "images": info.images,
+        })),
+        (ArrayRequest::Native(info), false) => {
+            println!(
+                "=== ONE NATIVE ARRAY OF {} TASKS (the app of the first task below) ===",
+                dryrun.tasks.len()
+            );
+            super::run::print_dryrun(info, false);
+        }
+        (ArrayRequest::PerTask(why), true) => print_json(&serde_json::json!({
+            "native_array": false,
+            "per_task_because": why,
+            "tasks": dryrun.tasks.iter().map(|(t, info)| serde_json::json!({
+                "index": t.index,
+                "params": t.params,
+                "app": info.app,
+                "request": info.request.to_json(),
+            })).collect::<Vec<_>>(),
+        })),
+        (ArrayRequest::PerTask(why), false) => {
+            println!(
+                "=== ONE SUBMISSION PER TASK ({} tasks): {why} ===",
+                dryrun.tasks.len()
+            );
+            for (task, info) in &dryrun.tasks {
+                println!("\n=== TASK {} ===", task.index);
+                super::run::print_dryrun(info, false);
+            }
+        }
+    }
 }
 
 /// The group's tasks, its spec as given and its cap, from the run's flags.
@@ -80,31 +123,6 @@ fn plan(a: &RunArgs) -> Result<(Vec<Task>, String, Option<u32>)> {
 impl GroupRun<'_> {
     pub fn run(self, runner: Runner, a: &RunArgs) -> Result<i32> {
         let (tasks, spec, max_concurrent) = plan(a)?;
-        if a.dryrun {
-            let size = tasks.len();
-            for task in &tasks {
-                let args: Vec<String> = self.args.iter().map(|s| task.substitute(s)).collect();
-                let run = LibRunArgs {
-                    extra_env: task.env(size),
-                    ..self.lib_args.clone()
-                };
-                let dryrun =
-                    runner.dryrun_component(self.component, &args, self.scheduler, self.cfg, &run);
-                match super::block_on(dryrun)? {
-                    ComponentOutcome::Help(h) => {
-                        print!("{h}");
-                        return Ok(exit_codes::OK);
-                    }
-                    ComponentOutcome::Done(info) => {
-                        if !a.json {
-                            println!("\n=== TASK {} ===", task.index);
-                        }
-                        super::run::print_dryrun(&info, a.json);
-                    }
-                }
-            }
-            return Ok(exit_codes::OK);
-        }
         let plan = GroupPlan {
             component: self.component.to_string(),
             args: self.args.to_vec(),
@@ -114,14 +132,19 @@ impl GroupRun<'_> {
             argv: rerun_argv(a, self.component, self.args),
             parent: a.rerun_of.as_ref().map(|r| r.group.handle()),
         };
-        let submitted = runner.run_group(&plan, self.scheduler, self.cfg, &self.lib_args);
-        let group = match super::block_on(submitted)? {
+        let dryrun = runner.dryrun_group(&plan, self.scheduler, self.cfg, &self.lib_args);
+        let dryrun = match super::block_on(dryrun)? {
             ComponentOutcome::Help(h) => {
                 print!("{h}");
                 return Ok(exit_codes::OK);
             }
-            ComponentOutcome::Done(group) => group,
+            ComponentOutcome::Done(dryrun) => dryrun,
         };
+        if a.dryrun {
+            print_group_dryrun(&dryrun, a.json);
+            return Ok(exit_codes::OK);
+        }
+        let group = super::block_on(runner.schedule_group(&plan, dryrun))?;
         let handle = group.handle();
         if a.json {
             print_json(&serde_json::json!({"handle": handle}));
@@ -261,12 +284,16 @@ pub fn status(runner: &Runner, group: &GroupRecord, json: bool) -> Result<i32> {
             .collect();
         print_json(
             &serde_json::json!({"group_handle": group.handle(), "state": state.to_string(),
-            "spec": group.spec, "counts": counts, "tasks": tasks}),
+            "spec": group.spec, "native_array": group.native, "parent": group.parent,
+            "counts": counts, "tasks": tasks}),
         );
         return Ok(exit_codes::OK);
     }
     let counted: Vec<String> = counts.iter().map(|(s, n)| format!("{s} {n}")).collect();
     println!("Group: {}\n  Spec: {}", group.handle(), group.spec);
+    if let Some(array) = &group.native {
+        println!("  Native array: {array}");
+    }
     println!(
         "  State: {state}\n  Tasks: {} ({})",
         states.len(),
@@ -290,9 +317,15 @@ pub fn fold_into_groups(scheduler: &str, apps: &mut Vec<torchx::specs::ListAppRe
             .iter()
             .filter_map(|t| t.handle.as_deref())
             .collect();
-        let (mine, rest): (Vec<_>, Vec<_>) = std::mem::take(apps)
-            .into_iter()
-            .partition(|a| members.contains(&a.app_handle.as_str()));
+        // A native array's tasks, listed by the scheduler, may include its pending ones as one
+        // row (`<array>_[2-9%2]`).
+        let array_prefix = group.native.as_ref().map(|h| format!("{h}_"));
+        let (mine, rest): (Vec<_>, Vec<_>) = std::mem::take(apps).into_iter().partition(|a| {
+            members.contains(&a.app_handle.as_str())
+                || array_prefix
+                    .as_ref()
+                    .is_some_and(|p| a.app_handle.starts_with(p.as_str()))
+        });
         *apps = rest;
         if mine.is_empty() {
             continue;

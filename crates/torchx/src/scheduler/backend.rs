@@ -9,8 +9,8 @@ use std::fmt::Debug;
 use async_trait::async_trait;
 
 use super::{
-    Capabilities, DryRunContext, DryRunInfo, Facts, LogLines, LogQuery, NativeRequest, Replica,
-    Scheduler, WorkspaceSupport,
+    ArrayRequest, ArrayTask, Capabilities, DryRunContext, DryRunInfo, Facts, LogLines, LogQuery,
+    NativeRequest, Replica, Scheduler, WorkspaceSupport,
 };
 use crate::error::{Error, Result};
 use crate::opts::{Cfg, RunOpts, TypedOpts};
@@ -39,11 +39,38 @@ pub trait Backend: Debug + Send + Sync + 'static {
     /// Renders the native request. Pure: no I/O, deterministic given its inputs.
     fn render(&self, app: &AppDef, opts: &Self::Opts, ctx: &DryRunContext)
         -> Result<Self::Request>;
+    /// Renders an array's tasks as one request (see [`Scheduler::submit_array_dryrun`]).
+    /// Default: one submission per task.
+    fn render_array(
+        &self,
+        tasks: &[ArrayTask<'_>],
+        max_concurrent: Option<u32>,
+        opts: &Self::Opts,
+        ctx: &DryRunContext,
+    ) -> Result<ArrayRequest<Self::Request>> {
+        let _ = (tasks, max_concurrent, opts, ctx);
+        Ok(ArrayRequest::PerTask(format!(
+            "{} has no native job arrays",
+            Self::NAME
+        )))
+    }
+    /// As [`Scheduler::array_task_id`].
+    fn array_task_id(&self, array_id: &str, index: u32) -> String {
+        format!("{array_id}_{index}")
+    }
     /// Submits a rendered request (`info` has the app and options it came from); returns the
     /// app id.
     async fn submit(&self, request: &Self::Request, info: &DryRunInfo) -> Result<String>;
     /// As [`Scheduler::describe`].
     async fn describe(&self, app_id: &str) -> Result<Option<DescribeAppResponse>>;
+    /// As [`Scheduler::describe_many`].
+    async fn describe_many(&self, app_ids: &[String]) -> Result<Vec<Option<DescribeAppResponse>>> {
+        let mut out = Vec::with_capacity(app_ids.len());
+        for id in app_ids {
+            out.push(self.describe(id).await?);
+        }
+        Ok(out)
+    }
     /// As [`Scheduler::list`].
     async fn list(&self) -> Result<Vec<ListAppResponse>> {
         Err(Error::unsupported(Self::NAME, "list"))
@@ -110,6 +137,25 @@ impl<B: Backend> Scheduler for B {
         Ok(Box::new(request))
     }
 
+    fn submit_array_dryrun(
+        &self,
+        tasks: &[ArrayTask<'_>],
+        max_concurrent: Option<u32>,
+        cfg: &Cfg,
+        ctx: &DryRunContext,
+    ) -> Result<ArrayRequest> {
+        Ok(
+            match self.render_array(tasks, max_concurrent, &B::Opts::from_cfg(cfg)?, ctx)? {
+                ArrayRequest::Native(r) => ArrayRequest::Native(Box::new(r)),
+                ArrayRequest::PerTask(why) => ArrayRequest::PerTask(why),
+            },
+        )
+    }
+
+    fn array_task_id(&self, array_id: &str, index: u32) -> String {
+        Backend::array_task_id(self, array_id, index)
+    }
+
     async fn schedule(&self, info: &DryRunInfo) -> Result<String> {
         let request = downcast_request::<B::Request>(info, B::NAME)?;
         // Backends that run from a directory ship it themselves; image workspaces are built by
@@ -125,6 +171,10 @@ impl<B: Backend> Scheduler for B {
 
     async fn describe(&self, app_id: &str) -> Result<Option<DescribeAppResponse>> {
         Backend::describe(self, app_id).await
+    }
+
+    async fn describe_many(&self, app_ids: &[String]) -> Result<Vec<Option<DescribeAppResponse>>> {
+        Backend::describe_many(self, app_ids).await
     }
 
     async fn list(&self) -> Result<Vec<ListAppResponse>> {

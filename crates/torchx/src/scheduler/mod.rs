@@ -201,6 +201,26 @@ impl std::fmt::Display for DryRunInfo {
     }
 }
 
+/// How a scheduler submits the tasks of an array or sweep (see
+/// [`Scheduler::submit_array_dryrun`]).
+#[derive(Debug)]
+pub enum ArrayRequest<R = Box<dyn NativeRequest>> {
+    /// One native submission of every task (a Slurm job array, ...).
+    Native(R),
+    /// One submission per task, for this reason (said in the dry run).
+    PerTask(String),
+}
+
+/// One task of an array, as [`Scheduler::submit_array_dryrun`] gets it: its index and its app
+/// (already dry-run on its own, so valid for this scheduler).
+#[derive(Debug, Clone, Copy)]
+pub struct ArrayTask<'a> {
+    /// Its index in the array (`TORCHX_ARRAY_INDEX`).
+    pub index: u32,
+    /// Its app.
+    pub app: &'a AppDef,
+}
+
 /// Facts about a backend that shape its dry run (the Slurm version, LSF's hosts, ...), gathered
 /// beforehand with I/O by [`Scheduler::dryrun_facts`] so that `submit_dryrun` stays pure. Each
 /// backend stores its own type and reads it back with [`Facts::get`]; none means "not probed".
@@ -407,10 +427,41 @@ pub trait Scheduler: Debug + Send + Sync {
         cfg: &Cfg,
         ctx: &DryRunContext,
     ) -> Result<Box<dyn NativeRequest>>;
+    /// Renders the tasks of an array or sweep (in index order, at most `max_concurrent`
+    /// running at once) as one native request, which [`schedule`](Self::schedule) submits
+    /// like any other and whose tasks are then known by [`array_task_id`](Self::array_task_id);
+    /// or says why they go one submission per task. Pure, like `submit_dryrun`. Default: one
+    /// submission per task.
+    fn submit_array_dryrun(
+        &self,
+        tasks: &[ArrayTask<'_>],
+        max_concurrent: Option<u32>,
+        cfg: &Cfg,
+        ctx: &DryRunContext,
+    ) -> Result<ArrayRequest> {
+        let _ = (tasks, max_concurrent, cfg, ctx);
+        Ok(ArrayRequest::PerTask(format!(
+            "{} has no native job arrays",
+            self.name()
+        )))
+    }
+    /// The app id of task `index` of the native array `schedule` returned `array_id` for.
+    fn array_task_id(&self, array_id: &str, index: u32) -> String {
+        format!("{array_id}_{index}")
+    }
     /// Submits a dry-run result; returns the scheduler's app id.
     async fn schedule(&self, info: &DryRunInfo) -> Result<String>;
     /// The app's status, `None` if the scheduler does not know it.
     async fn describe(&self, app_id: &str) -> Result<Option<DescribeAppResponse>>;
+    /// The status of each of many apps (a group's tasks), in order. Default: one `describe`
+    /// each; a scheduler that can ask about many at once should.
+    async fn describe_many(&self, app_ids: &[String]) -> Result<Vec<Option<DescribeAppResponse>>> {
+        let mut out = Vec::with_capacity(app_ids.len());
+        for id in app_ids {
+            out.push(self.describe(id).await?);
+        }
+        Ok(out)
+    }
     /// The apps the scheduler knows.
     async fn list(&self) -> Result<Vec<ListAppResponse>> {
         Err(Error::unsupported(self.name(), "list"))

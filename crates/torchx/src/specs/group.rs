@@ -108,8 +108,22 @@ impl fmt::Display for ArraySpec {
             (Some(a), Some(b)) if even && a != b => write!(f, "{a}-{b}")?,
             (Some(a), Some(_)) if ix.len() == 1 => write!(f, "{a}")?,
             _ => {
-                let list: Vec<String> = ix.iter().map(u32::to_string).collect();
-                f.write_str(&list.join(","))?;
+                // Runs of consecutive indexes as ranges: `0-3,7,9-12`.
+                let mut runs: Vec<String> = Vec::new();
+                let mut i = 0;
+                while i < ix.len() {
+                    let mut j = i;
+                    while j + 1 < ix.len() && ix[j + 1] == ix[j] + 1 {
+                        j += 1;
+                    }
+                    runs.push(if i == j {
+                        ix[i].to_string()
+                    } else {
+                        format!("{}-{}", ix[i], ix[j])
+                    });
+                    i = j + 1;
+                }
+                f.write_str(&runs.join(","))?;
             }
         }
         match self.max_concurrent {
@@ -377,6 +391,12 @@ mod tests {
         ] {
             assert_eq!(spec(s).to_string(), shown, "{s}");
         }
+        // A rerun's scattered indexes: runs become ranges.
+        let scattered = ArraySpec {
+            indexes: vec![0, 1, 2, 3, 7, 9, 10, 12],
+            max_concurrent: Some(2),
+        };
+        assert_eq!(scattered.to_string(), "0-3,7,9-10,12%2");
         for (bad, why) in [
             ("0", "0 tasks"),
             ("x", "`x` is not a whole number"),

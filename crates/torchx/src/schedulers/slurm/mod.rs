@@ -26,13 +26,13 @@ pub use render::{
 };
 pub use state::{
     aggregate, app_state, parse_list, parse_list_parsable, parse_sacct_json, parse_sacct_parsable,
-    parse_squeue, Component, ListedJob, KNOWN_STATES,
+    parse_squeue, Component, JobRef, ListedJob, KNOWN_STATES,
 };
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::scheduler::{
-    Backend, Capabilities, DryRunContext, DryRunInfo, Facts, Follow, FollowedFile, LogLines,
-    LogQuery, Replica, Scheduler, Step, Take, WorkspaceSupport,
+    ArrayRequest, ArrayTask, Backend, Capabilities, DryRunContext, DryRunInfo, Facts, Follow,
+    FollowedFile, LogLines, LogQuery, Replica, Scheduler, Step, Take, WorkspaceSupport,
 };
 use crate::schedulers::command::{self, Output};
 use crate::schedulers::probe_cache::{on_path, stamp, ProbeCache};
@@ -47,6 +47,8 @@ pub const NAME: &str = "slurm";
 pub const JOB_DIRS_FILE: &str = ".torchxslurmjobdirs";
 /// How long a probe (`sinfo`) may take: a dead controller must not stall a dry run.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
+/// The columns `sacct --parsable2` is asked for ([`parse_sacct_parsable`] reads them).
+const SACCT_FIELDS: &str = "JobID,JobName,State,ExitCode,NodeList";
 /// How long any other Slurm command may take.
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -117,16 +119,13 @@ fn run_ok(program: &str, args: &[&str]) -> Result<String> {
     Ok(out.stdout)
 }
 
-fn parse_job_id(app_id: &str) -> Result<i64> {
-    app_id
-        .parse::<i64>()
-        .ok()
-        .filter(|i| *i > 0)
-        .ok_or_else(|| {
-            Error::arg(format!(
-                "invalid slurm job id `{app_id}`: slurm job ids are positive numbers"
-            ))
-        })
+fn parse_job_id(app_id: &str) -> Result<JobRef> {
+    app_id.parse::<JobRef>().map_err(|()| {
+        Error::arg(format!(
+            "invalid slurm job id `{app_id}`: slurm job ids are positive numbers, array tasks \
+             `<job id>_<task id>`"
+        ))
+    })
 }
 
 fn unknown_app(app_id: &str) -> Error {
@@ -217,8 +216,10 @@ impl SlurmScheduler {
         Ok(())
     }
 
-    /// Where job `job_id` runs: our index, then `./.torchxslurmjobdirs`, else the cwd.
-    fn job_dir(&self, job_id: &str) -> PathBuf {
+    /// Where job `job_id` runs: our index, then `./.torchxslurmjobdirs`, else the cwd. An
+    /// array's tasks run where the array does.
+    fn job_dir(&self, job_id: JobRef) -> PathBuf {
+        let job_id = job_id.job.to_string();
         let lookup = |path: &Path| -> Option<PathBuf> {
             let text = fs::read_to_string(path).ok()?;
             text.lines()
@@ -267,16 +268,15 @@ impl SlurmScheduler {
     /// a controller that did not answer is an error, never "no such job".
     /// The job's components as accounting has them (`sacct --parsable2`, which answers in a
     /// quarter of the time `--json` takes); `None` when it knows nothing.
-    fn accounted(&self, job_id: i64) -> Option<Vec<Component>> {
+    fn accounted(&self, job_id: JobRef) -> Option<Vec<Component>> {
         let id = job_id.to_string();
-        let fields = "JobID,JobName,State,ExitCode,NodeList";
-        let args = ["--parsable2", "-o", fields, "-j", &id];
+        let args = ["--parsable2", "-o", SACCT_FIELDS, "-j", &id];
         let o = run("sacct", &args, COMMAND_TIMEOUT).ok()?;
         let c = parse_sacct_parsable(&o.stdout, job_id);
         (o.ok && !c.is_empty()).then_some(c)
     }
 
-    fn components(&self, job_id: i64) -> Result<Vec<Component>> {
+    fn components(&self, job_id: JobRef) -> Result<Vec<Component>> {
         let id = job_id.to_string();
         let mut unreachable = None;
         for fresh in [false, true] {
@@ -320,9 +320,12 @@ impl SlurmScheduler {
         }
     }
 
-    fn describe_components(&self, app_id: &str, comps: &[Component]) -> DescribeAppResponse {
+    /// The job's status from its components and, under the recovery contract, the attempts
+    /// its script records next to its logs (Slurm restarts the whole job: every replica shares
+    /// them).
+    fn describe_components(&self, id: JobRef, comps: &[Component]) -> DescribeAppResponse {
         let state = aggregate(comps.iter().map(|c| c.state));
-        let mut resp = DescribeAppResponse::new(app_id, state);
+        let mut resp = DescribeAppResponse::new(id.to_string(), state);
         resp.num_restarts = comps.iter().map(|c| c.restarts).max().unwrap_or(0);
         let failures: Vec<String> = comps
             .iter()
@@ -350,6 +353,18 @@ impl SlurmScheduler {
             resp.add_replica(ReplicaStatus::new(c.replica, c.state, &c.role, &c.hostname));
         }
         resp.roles_from_statuses();
+        let recorded = self
+            .job_dir(id)
+            .join(format!("torchx-{id}"))
+            .join("attempts");
+        if let Ok(text) = fs::read_to_string(recorded) {
+            let attempts = state::parse_attempts(&text);
+            for role in &mut resp.roles_statuses {
+                for replica in &mut role.replicas {
+                    replica.attempts.clone_from(&attempts);
+                }
+            }
+        }
         resp
     }
 }
@@ -418,6 +433,20 @@ impl Backend for SlurmScheduler {
         render(&app, opts, ctx)
     }
 
+    fn render_array(
+        &self,
+        tasks: &[ArrayTask<'_>],
+        max_concurrent: Option<u32>,
+        opts: &SlurmOpts,
+        ctx: &DryRunContext,
+    ) -> Result<ArrayRequest<SbatchRequest>> {
+        let mut rendered = Vec::with_capacity(tasks.len());
+        for t in tasks {
+            rendered.push((t.index, Backend::render(self, t.app, opts, ctx)?));
+        }
+        Ok(render::array(rendered, max_concurrent))
+    }
+
     async fn submit(&self, req: &SbatchRequest, info: &DryRunInfo) -> Result<String> {
         let req = req.clone();
         let workspace = info.app.roles.iter().find_map(|r| r.workspace.clone());
@@ -427,6 +456,11 @@ impl Backend for SlurmScheduler {
     async fn describe(&self, app_id: &str) -> Result<Option<DescribeAppResponse>> {
         let app_id = app_id.to_string();
         off_executor(self, move |s| s.describe_now(&app_id)).await
+    }
+
+    async fn describe_many(&self, app_ids: &[String]) -> Result<Vec<Option<DescribeAppResponse>>> {
+        let app_ids = app_ids.to_vec();
+        off_executor(self, move |s| s.describe_many_now(&app_ids)).await
     }
 
     async fn list(&self) -> Result<Vec<ListAppResponse>> {
@@ -510,22 +544,45 @@ impl SlurmScheduler {
             // not held: nothing else changes). Best effort: the answer is the describe's.
             let _ = run("scontrol", &["release", &id.to_string()], COMMAND_TIMEOUT);
         }
-        let mut resp = self.describe_components(app_id, &comps);
-        // Under the recovery contract the script records the job's attempts next to its logs;
-        // Slurm restarts the whole job, so each replica shares them.
-        let recorded = self
-            .job_dir(app_id)
-            .join(format!("torchx-{id}"))
-            .join("attempts");
-        if let Ok(text) = fs::read_to_string(recorded) {
-            let attempts = state::parse_attempts(&text);
-            for role in &mut resp.roles_statuses {
-                for replica in &mut role.replicas {
-                    replica.attempts.clone_from(&attempts);
+        Ok(Some(self.describe_components(id, &comps)))
+    }
+
+    /// Many jobs in two Slurm calls at most: one `squeue`, then one `sacct` for those squeue
+    /// no longer holds (an array's tasks by their array's id).
+    fn describe_many_now(&self, app_ids: &[String]) -> Result<Vec<Option<DescribeAppResponse>>> {
+        let refs: Vec<Option<JobRef>> = app_ids.iter().map(|a| a.parse().ok()).collect();
+        let squeue = state::parse_squeue_value(&self.squeue_json(true)?.0)?;
+        let mut comps: Vec<Vec<Component>> = refs
+            .iter()
+            .map(|r| r.map_or_else(Vec::new, |r| state::squeue_components(&squeue, r)))
+            .collect();
+        let mut missing: Vec<String> = refs
+            .iter()
+            .zip(&comps)
+            .filter(|(_, c)| c.is_empty())
+            .filter_map(|(r, _)| r.map(|r| r.job.to_string()))
+            .collect();
+        missing.sort();
+        missing.dedup();
+        if !missing.is_empty() {
+            let list = missing.join(",");
+            let args = ["--parsable2", "-o", SACCT_FIELDS, "-j", &list];
+            if let Some(o) = run("sacct", &args, COMMAND_TIMEOUT).ok().filter(|o| o.ok) {
+                for (r, c) in refs.iter().zip(&mut comps) {
+                    if let (Some(r), true) = (r, c.is_empty()) {
+                        *c = parse_sacct_parsable(&o.stdout, *r);
+                    }
                 }
             }
         }
-        Ok(Some(resp))
+        Ok(refs
+            .iter()
+            .zip(&comps)
+            .map(|(r, c)| match r {
+                Some(r) if !c.is_empty() => Some(self.describe_components(*r, c)),
+                _ => None,
+            })
+            .collect())
     }
 
     fn list_now(&self) -> Result<Vec<ListAppResponse>> {
@@ -563,7 +620,11 @@ impl SlurmScheduler {
             })
             .collect();
         out.sort_by(|a, b| {
-            let key = |x: &ListAppResponse| x.app_id.parse::<i64>().unwrap_or(0);
+            let key = |x: &ListAppResponse| {
+                x.app_id
+                    .parse::<JobRef>()
+                    .map_or((0, None), |r| (r.job, r.task))
+            };
             key(b).cmp(&key(a))
         });
         Ok(out)
@@ -613,8 +674,8 @@ impl SlurmScheduler {
             }
         };
         let path = self
-            .job_dir(app_id)
-            .join(format!("slurm-{app_id}-{role}-{k}.{ext}"));
+            .job_dir(id)
+            .join(format!("slurm-{id}-{role}-{k}.{ext}"));
         Ok(Box::new(SlurmLogLines {
             file: FollowedFile::new(path),
             tail: query.should_tail,
@@ -639,7 +700,7 @@ fn tempfile_dir() -> Result<PathBuf> {
 struct SlurmLogLines {
     file: FollowedFile,
     tail: bool,
-    job_id: i64,
+    job_id: JobRef,
     scheduler: SlurmScheduler,
 }
 

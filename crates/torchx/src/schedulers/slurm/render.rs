@@ -5,7 +5,8 @@ use serde::Serialize;
 
 use super::opts::SlurmOpts;
 use crate::error::{Error, Result};
-use crate::scheduler::{DryRunContext, NativeRequest};
+use crate::scheduler::{ArrayRequest, DryRunContext, NativeRequest};
+use crate::specs::group::ArraySpec;
 use crate::specs::{AppDef, MacroValues, Recovery, Role};
 use crate::text::shell_quote;
 
@@ -59,6 +60,10 @@ pub struct SbatchRequest {
     /// The roles' `checkpoint_dir`, if one sets it (else `torchx-$SLURM_JOB_ID/checkpoint`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub checkpoint_dir: Option<String>,
+    /// A job array's tasks (`sbatch --array`): each task's one replica, of which only the
+    /// command and environment differ; the script picks its own by `SLURM_ARRAY_TASK_ID`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub array_tasks: Vec<(u32, ReplicaRequest)>,
 }
 
 impl NativeRequest for SbatchRequest {
@@ -76,12 +81,23 @@ impl NativeRequest for SbatchRequest {
     }
 }
 
+/// What `${app_id}` is in the script of a job: its job id.
+const JOB_APP_ID: &str = "$SLURM_JOB_ID";
+/// ... and in the script of a job array: the task's own app id, `<array job id>_<task id>`
+/// (set at the top of the script), which also names its logs and its torchx directory.
+const TASK_APP_ID: &str = "$torchx_app_id";
+
 /// Quotes an argument for bash, turning the literal `${app_id}` into `"$SLURM_JOB_ID"`.
 pub fn quote_with_app_id(s: &str) -> String {
+    quote_with(s, JOB_APP_ID)
+}
+
+/// Quotes an argument for bash, turning the literal `${app_id}` into `"<app_id>"` (a variable).
+fn quote_with(s: &str, app_id: &str) -> String {
     s.split(APP_ID)
         .map(shell_quote)
         .collect::<Vec<_>>()
-        .join("\"$SLURM_JOB_ID\"")
+        .join(&format!("\"{app_id}\""))
 }
 
 fn opt_strs<'a>(opts: impl IntoIterator<Item = (&'a String, Option<&'a String>)>) -> Vec<String> {
@@ -94,8 +110,9 @@ fn opt_strs<'a>(opts: impl IntoIterator<Item = (&'a String, Option<&'a String>)>
 }
 
 impl ReplicaRequest {
-    /// The `#SBATCH` words and the (quoted) `srun` words of this group.
-    fn materialize(&self) -> (Vec<String>, Vec<String>) {
+    /// The `#SBATCH` words and the (quoted) `srun` words of this group, `${app_id}` being the
+    /// variable `app_id`.
+    fn materialize(&self, app_id: &str) -> (Vec<String>, Vec<String>) {
         let mut sbatch = vec![format!("--job-name={}", self.name)];
         sbatch.extend(opt_strs(
             self.sbatch_opts.iter().map(|(k, v)| (k, v.as_ref())),
@@ -115,22 +132,49 @@ impl ReplicaRequest {
         }
         srun.push(self.entrypoint.clone());
         srun.extend(self.args.iter().cloned());
-        (sbatch, srun.iter().map(|a| quote_with_app_id(a)).collect())
+        (sbatch, srun.iter().map(|a| quote_with(a, app_id)).collect())
     }
 }
 
 impl SbatchRequest {
     /// The bash script passed to `sbatch`.
     pub fn materialize(&self) -> String {
+        let app_id = if self.array_tasks.is_empty() {
+            JOB_APP_ID
+        } else {
+            TASK_APP_ID
+        };
         let mut groups = Vec::new();
         let mut srun = Vec::new();
         for (i, r) in self.replicas.iter().enumerate() {
             if i > 0 {
                 srun.push(":\\\n    ".to_string());
             }
-            let (g, s) = r.materialize();
+            let (g, s) = r.materialize(app_id);
             groups.push(format!("#SBATCH {}\n", g.join(" ")));
             srun.extend(s);
+        }
+        let mut groups = groups.join("#SBATCH hetjob\n");
+        if !self.array_tasks.is_empty() {
+            // Each task runs its own srun words, chosen by its index.
+            let mut pick = String::from(
+                "\n# A job array: this task's app id, then its own command.\n\
+                 torchx_app_id=\"${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}\"\n\
+                 case \"$SLURM_ARRAY_TASK_ID\" in\n",
+            );
+            for (index, r) in &self.array_tasks {
+                let (_, words) = r.materialize(app_id);
+                pick.push_str(&format!(
+                    "    {index}) torchx_srun=({}) ;;\n",
+                    words.join(" ")
+                ));
+            }
+            pick.push_str(
+                "    *) echo \"torchx: task $SLURM_ARRAY_TASK_ID is not in this array\" >&2; exit 2 ;;\n\
+                 esac\n",
+            );
+            groups.push_str(&pick);
+            srun = vec!["\"${torchx_srun[@]}\"".to_string()];
         }
         let cmd: Vec<String> = self.cmd.iter().map(|a| shell_quote(a)).collect();
         if let Some(recovery) = &self.recovery {
@@ -139,11 +183,12 @@ impl SbatchRequest {
                  {groups}\n{script}",
                 version = crate::VERSION,
                 cmd = cmd.join(" "),
-                groups = groups.join("#SBATCH hetjob\n"),
+                groups = groups,
                 script = recovery_script(
                     recovery,
                     self.max_retries,
                     self.checkpoint_dir.as_deref(),
+                    app_id,
                     &srun.join(" ")
                 ),
             );
@@ -176,7 +221,7 @@ fi
 "#,
             version = crate::VERSION,
             cmd = cmd.join(" "),
-            groups = groups.join("#SBATCH hetjob\n"),
+            groups = groups,
             retries = self.max_retries,
             srun = srun.join(" "),
         )
@@ -196,7 +241,7 @@ export PYTHONUNBUFFERED=1
 export SLURM_UNBUFFEREDIO=1
 export TORCHX_MAX_RETRIES=@RETRIES@
 export TORCHX_ATTEMPT=${SLURM_RESTART_COUNT:-0}
-torchx_dir="$PWD/torchx-$SLURM_JOB_ID"
+torchx_dir="$PWD/torchx-@APP_ID@"
 export TORCHX_CHECKPOINT_DIR=@CHECKPOINT_DIR@
 mkdir -p "$TORCHX_CHECKPOINT_DIR"
 attempts="$torchx_dir/attempts"
@@ -281,6 +326,7 @@ fn recovery_script(
     r: &Recovery,
     max_retries: u32,
     checkpoint_dir: Option<&str>,
+    app_id: &str,
     srun: &str,
 ) -> String {
     // `--signal=B:` signals the batch shell only: it passes the signal on (SIGTERM is already).
@@ -300,6 +346,7 @@ fn recovery_script(
             ("REQUEUE_CODE", &r.requeue_exit_code.to_string()),
             ("LIMIT", &slurm_limit_secs(r).to_string()),
             ("CHECKPOINT_DIR", &checkpoint_dir),
+            ("APP_ID", app_id),
             ("SRUN", srun),
         ],
     )
@@ -575,7 +622,56 @@ pub fn render(app: &AppDef, opts: &SlurmOpts, ctx: &DryRunContext) -> Result<Sba
         max_retries: app.roles.iter().map(|r| r.max_retries).min().unwrap_or(0),
         checkpoint_dir: app.roles.iter().find_map(|r| r.checkpoint_dir.clone()),
         recovery,
+        array_tasks: Vec::new(),
     })
+}
+
+/// One `sbatch --array` of the tasks' requests (each rendered on its own, in index order), or
+/// why they cannot be one: Slurm's arrays are of one-component jobs whose options are the
+/// same, so a heterogeneous job (several roles or replicas) or tasks whose jobs differ beyond
+/// their command and environment go one `sbatch` per task.
+pub(super) fn array(
+    tasks: Vec<(u32, SbatchRequest)>,
+    max_concurrent: Option<u32>,
+) -> ArrayRequest<SbatchRequest> {
+    let Some((_, first)) = tasks.first() else {
+        return ArrayRequest::PerTask("a group of no tasks".into());
+    };
+    if first.replicas.len() != 1 {
+        return ArrayRequest::PerTask(format!(
+            "the app is a heterogeneous job of {} replicas, and Slurm's job arrays are of \
+             single jobs",
+            first.replicas.len()
+        ));
+    }
+    let same_job = |r: &SbatchRequest| {
+        let (a, b) = (&r.replicas[0], &first.replicas[0]);
+        r.cmd == first.cmd
+            && r.job_dir == first.job_dir
+            && r.max_retries == first.max_retries
+            && r.recovery == first.recovery
+            && r.checkpoint_dir == first.checkpoint_dir
+            && r.replicas.len() == 1
+            && (&a.name, &a.sbatch_opts, &a.srun_opts) == (&b.name, &b.sbatch_opts, &b.srun_opts)
+    };
+    if let Some((index, _)) = tasks.iter().find(|(_, r)| !same_job(r)) {
+        return ArrayRequest::PerTask(format!(
+            "task {index}'s job differs from task {}'s in more than its command and \
+             environment (its options or resources), and a Slurm job array's tasks share them",
+            tasks[0].0
+        ));
+    }
+    let spec = ArraySpec {
+        indexes: tasks.iter().map(|(i, _)| *i).collect(),
+        max_concurrent,
+    };
+    let mut request = first.clone();
+    request.cmd.push(format!("--array={spec}"));
+    request.array_tasks = tasks
+        .into_iter()
+        .map(|(i, mut r)| (i, r.replicas.remove(0)))
+        .collect();
+    ArrayRequest::Native(request)
 }
 
 fn srun_opts(name: &str, recovery: bool) -> Vec<(String, String)> {

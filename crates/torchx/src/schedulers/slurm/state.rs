@@ -180,24 +180,114 @@ fn het_leader(job: &Value) -> Option<i64> {
         .filter(|h| *h != 0)
 }
 
-/// Whether a job entry belongs to job `id` (itself, or a component of the het job `id`).
-fn belongs(job: &Value, id: i64) -> bool {
-    job.get("job_id").and_then(num) == Some(id) || het_leader(job) == Some(id)
+/// A Slurm job as an app id names it: a job (`1234`, a het job by its leader) or one task of a
+/// job array (`1234_7`: the array's job id, then the task id).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct JobRef {
+    /// The job id (of the array, for a task).
+    pub job: i64,
+    /// The array task id.
+    pub task: Option<u32>,
+}
+
+impl std::str::FromStr for JobRef {
+    type Err = ();
+
+    fn from_str(s: &str) -> std::result::Result<JobRef, ()> {
+        let (job, task) = match s.split_once('_') {
+            Some((j, t)) => (j, Some(t.parse::<u32>().map_err(drop)?)),
+            None => (s, None),
+        };
+        let job = job.parse::<i64>().ok().filter(|j| *j > 0).ok_or(())?;
+        Ok(JobRef { job, task })
+    }
+}
+
+impl std::fmt::Display for JobRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.task {
+            Some(t) => write!(f, "{}_{t}", self.job),
+            None => write!(f, "{}", self.job),
+        }
+    }
+}
+
+/// Whether task `task` is in an array task list as Slurm prints the pending ones (`2-9%2`,
+/// `1,3,5-7:2`).
+pub(super) fn task_list_contains(list: &str, task: u32) -> bool {
+    let list = list.split('%').next().unwrap_or("");
+    list.split(',').any(|part| {
+        let (range, step) = part.split_once(':').unwrap_or((part, "1"));
+        let step: u32 = step.parse().unwrap_or(1).max(1);
+        let (a, b) = range.split_once('-').unwrap_or((range, range));
+        match (a.trim().parse::<u32>(), b.trim().parse::<u32>()) {
+            (Ok(a), Ok(b)) => (a..=b).contains(&task) && (task - a).is_multiple_of(step),
+            _ => false,
+        }
+    })
+}
+
+/// How a job entry belongs to a [`JobRef`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Belongs {
+    No,
+    /// The job itself, a component of the het job, or the array task's own entry.
+    Itself,
+    /// The array's entry of its still pending tasks, which lists the task. Its own entry, once
+    /// there, is the truth (accounting may still list a task that started as pending).
+    Listed,
+}
+
+fn belongs(job: &Value, r: JobRef) -> Belongs {
+    let yes = |b: bool, how: Belongs| if b { how } else { Belongs::No };
+    let Some(task) = r.task else {
+        let own = job.get("job_id").and_then(num) == Some(r.job) || het_leader(job) == Some(r.job);
+        return yes(own, Belongs::Itself);
+    };
+    // squeue: `array_job_id`/`array_task_id`/`array_task_string`; sacct: `array.{job_id,task_id,task}`.
+    let array = job.get("array");
+    let field = |squeue: &str, sacct: &str| {
+        job.get(squeue)
+            .or_else(|| array.and_then(|a| a.get(sacct)))
+            .cloned()
+            .unwrap_or(Value::Null)
+    };
+    if num(&field("array_job_id", "job_id")) != Some(r.job) {
+        return Belongs::No;
+    }
+    match num(&field("array_task_id", "task_id")) {
+        Some(t) => yes(t == i64::from(task), Belongs::Itself),
+        None => yes(
+            field("array_task_string", "task")
+                .as_str()
+                .is_some_and(|l| task_list_contains(l, task)),
+            Belongs::Listed,
+        ),
+    }
+}
+
+/// The components matched as `Itself` if there are any, else those `Listed`.
+fn own_or_listed(matched: Vec<(Belongs, Component)>) -> Vec<Component> {
+    let own = matched.iter().any(|(b, _)| *b == Belongs::Itself);
+    matched
+        .into_iter()
+        .filter(|(b, _)| *b == Belongs::Itself || !own)
+        .map(|(_, c)| c)
+        .collect()
 }
 
 /// The components of job `id` in squeue's or sacct's JSON, which differ in where the state
 /// and the times are (`state_key`, `times`).
-fn parse_components(
-    text: &str,
-    what: &str,
-    id: i64,
+fn components_of(
+    v: &Value,
+    id: JobRef,
     state_key: &str,
     times: fn(&Value) -> (&Value, &Value),
-) -> Result<Vec<Component>> {
-    let v = parse_json(text, what)?;
+) -> Vec<Component> {
     let mut out = Vec::new();
     for job in v["jobs"].as_array().into_iter().flatten() {
-        if !belongs(job, id) {
+        let how = belongs(job, id);
+        if how == Belongs::No {
             continue;
         }
         // Not `role-i`: e.g. the "allocation" placeholder sacct shows before its record is final.
@@ -207,40 +297,52 @@ fn parse_components(
         let slurm_state = state_str(&job[state_key]);
         let (exit_code, signal) = exit_of(&job["exit_code"]);
         let (start, end) = times(job);
-        out.push(Component {
-            role,
-            replica,
-            state: app_state(&slurm_state),
-            slurm_state,
-            exit_code,
-            signal,
-            hostname: hostname_of(job),
-            restarts: job.get("restart_cnt").and_then(num).unwrap_or(0),
-            start: time_of(start),
-            end: time_of(end),
-        });
+        out.push((
+            how,
+            Component {
+                role,
+                replica,
+                state: app_state(&slurm_state),
+                slurm_state,
+                exit_code,
+                signal,
+                hostname: hostname_of(job),
+                restarts: job.get("restart_cnt").and_then(num).unwrap_or(0),
+                start: time_of(start),
+                end: time_of(end),
+            },
+        ));
     }
-    Ok(out)
+    own_or_listed(out)
 }
 
 /// The components of job `id` in `squeue --json` output (22.05 ignores `-j`, so this
 /// filters itself).
-pub fn parse_squeue(text: &str, id: i64) -> Result<Vec<Component>> {
-    parse_components(text, "squeue --json", id, "job_state", |j| {
-        (&j["start_time"], &j["end_time"])
-    })
+pub fn parse_squeue(text: &str, id: JobRef) -> Result<Vec<Component>> {
+    Ok(squeue_components(&parse_json(text, "squeue --json")?, id))
+}
+
+/// The parsed `squeue --json` output, for asking it about many jobs.
+pub(super) fn parse_squeue_value(text: &str) -> Result<Value> {
+    parse_json(text, "squeue --json")
+}
+
+/// The components of job `id` in parsed `squeue --json` output.
+pub(super) fn squeue_components(v: &Value, id: JobRef) -> Vec<Component> {
+    components_of(v, id, "job_state", |j| (&j["start_time"], &j["end_time"]))
 }
 
 /// The components of job `id` in `sacct --json` output.
-pub fn parse_sacct_json(text: &str, id: i64) -> Result<Vec<Component>> {
-    parse_components(text, "sacct --json", id, "state", |j| {
+pub fn parse_sacct_json(text: &str, id: JobRef) -> Result<Vec<Component>> {
+    let v = parse_json(text, "sacct --json")?;
+    Ok(components_of(&v, id, "state", |j| {
         (&j["time"]["start"], &j["time"]["end"])
-    })
+    }))
 }
 
 /// The components of job `id` in `sacct --parsable2` output (header line first). Steps
-/// (`21+0.batch`, `21.0`) are skipped.
-pub fn parse_sacct_parsable(text: &str, id: i64) -> Vec<Component> {
+/// (`21+0.batch`, `21.0`) are skipped; an array's pending tasks are one line (`21_[2-9%2]`).
+pub fn parse_sacct_parsable(text: &str, id: JobRef) -> Vec<Component> {
     let mut lines = text.lines();
     let Some(header) = lines.next() else {
         return Vec::new();
@@ -253,7 +355,7 @@ pub fn parse_sacct_parsable(text: &str, id: i64) -> Vec<Component> {
     };
     let exit = col("ExitCode");
     let node = col("NodeList");
-    let id = id.to_string();
+    let want = id.to_string();
     let mut out = Vec::new();
     for line in lines {
         let f: Vec<&str> = line.split('|').collect();
@@ -266,7 +368,19 @@ pub fn parse_sacct_parsable(text: &str, id: i64) -> Vec<Component> {
             Some(r) => r.contains('.'),
             None => job_id.contains('.'),
         };
-        if base != id || is_step {
+        let pending_task = |t: u32| {
+            base.strip_prefix(&format!("{}_[", id.job))
+                .and_then(|l| l.strip_suffix(']'))
+                .is_some_and(|l| task_list_contains(l, t))
+        };
+        let how = if base == want {
+            Belongs::Itself
+        } else if id.task.is_some_and(pending_task) {
+            Belongs::Listed
+        } else {
+            Belongs::No
+        };
+        if is_step || how == Belongs::No {
             continue;
         }
         let Some((role, replica)) = f.get(jname).and_then(|n| role_and_replica(n)) else {
@@ -279,24 +393,27 @@ pub fn parse_sacct_parsable(text: &str, id: i64) -> Vec<Component> {
             .map_or((None, None), |(c, s)| {
                 (c.parse().ok(), s.parse().ok().filter(|s: &i32| *s != 0))
             });
-        out.push(Component {
-            role,
-            replica,
-            state: app_state(&slurm_state),
-            slurm_state,
-            exit_code,
-            signal,
-            hostname: node
-                .and_then(|i| f.get(i))
-                .filter(|n| **n != "None assigned")
-                .unwrap_or(&"")
-                .to_string(),
-            restarts: 0,
-            start: None,
-            end: None,
-        });
+        out.push((
+            how,
+            Component {
+                role,
+                replica,
+                state: app_state(&slurm_state),
+                slurm_state,
+                exit_code,
+                signal,
+                hostname: node
+                    .and_then(|i| f.get(i))
+                    .filter(|n| **n != "None assigned")
+                    .unwrap_or(&"")
+                    .to_string(),
+                restarts: 0,
+                start: None,
+                end: None,
+            },
+        ));
     }
-    out
+    own_or_listed(out)
 }
 
 /// Jobs in `SLURM_TIME_FORMAT=%s sacct --parsable2 -X -o JobID,JobName,State,Submit,End`
@@ -336,16 +453,23 @@ pub fn parse_list(text: &str, what: &str) -> Result<Vec<ListedJob>> {
         let Some(id) = job.get("job_id").and_then(num) else {
             continue;
         };
-        let leader = het_leader(job).unwrap_or(id);
+        // An array's task is `A_T`, its still pending tasks `A_[list]`, as Slurm prints them.
+        let array = job.get("array_job_id").and_then(num).filter(|a| *a > 0);
+        let task_list = job["array_task_string"].as_str().filter(|l| !l.is_empty());
+        let leader = match (array, job.get("array_task_id").and_then(num), task_list) {
+            (Some(a), Some(t), _) => format!("{a}_{t}"),
+            (Some(a), None, Some(list)) => format!("{a}_[{list}]"),
+            _ => het_leader(job).unwrap_or(id).to_string(),
+        };
         let state = app_state(&state_str(job.get("job_state").unwrap_or(&job["state"])));
         let start = time_of(&job["submit_time"]).or_else(|| time_of(&job["time"]["submission"]));
         let end = time_of(&job["end_time"]).or_else(|| time_of(&job["time"]["end"]));
-        if let Some(existing) = out.iter_mut().find(|j| j.job_id == leader.to_string()) {
+        if let Some(existing) = out.iter_mut().find(|j| j.job_id == leader) {
             existing.state = aggregate([existing.state, state]);
             continue;
         }
         out.push(ListedJob {
-            job_id: leader.to_string(),
+            job_id: leader,
             name: job["name"]
                 .as_str()
                 .and_then(|n| role_and_replica(n).map(|r| r.0))

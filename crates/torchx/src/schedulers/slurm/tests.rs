@@ -262,24 +262,24 @@ fn fixture(name: &str) -> String {
 fn squeue_22_05_captured_running_and_failed_hetjob() {
     // Captured from the local 22.05 cluster: a 2-component hetjob (job 1, components 1 and 2);
     // 22.05 ignores `-j`, so other jobs may be listed and must be filtered out.
-    let c = parse_squeue(&fixture("squeue-22.05-running.json"), 1).unwrap();
+    let c = parse_squeue(&fixture("squeue-22.05-running.json"), job(1)).unwrap();
     assert_eq!(c.len(), 2);
     assert_eq!(
         (c[0].role.as_str(), c[0].replica, c[0].state),
         ("a", 0, AppState::Running)
     );
     assert_eq!((c[1].role.as_str(), c[1].hostname.as_str()), ("b", "n2"));
-    let c = parse_squeue(&fixture("squeue-22.05-failed.json"), 1).unwrap();
+    let c = parse_squeue(&fixture("squeue-22.05-failed.json"), job(1)).unwrap();
     assert_eq!(aggregate(c.iter().map(|c| c.state)), AppState::Failed);
     assert_eq!(c[1].exit_code, Some(3), "raw wait status 768 = exit 3");
-    assert!(parse_squeue(&fixture("squeue-22.05-running.json"), 7)
+    assert!(parse_squeue(&fixture("squeue-22.05-running.json"), job(7))
         .unwrap()
         .is_empty());
 }
 
 #[test]
 fn sacct_22_05_captured() {
-    let c = parse_sacct_parsable(&fixture("sacct-22.05.txt"), 1);
+    let c = parse_sacct_parsable(&fixture("sacct-22.05.txt"), job(1));
     assert_eq!(c.len(), 2, "steps are skipped: {c:?}");
     assert_eq!(
         (
@@ -289,7 +289,7 @@ fn sacct_22_05_captured() {
         ),
         ("FAILED", Some(3), "n1")
     );
-    let c = parse_sacct_json(&fixture("sacct-22.05.json"), 1).unwrap();
+    let c = parse_sacct_json(&fixture("sacct-22.05.json"), job(1)).unwrap();
     assert_eq!(
         c.iter().map(|c| c.state).collect::<Vec<_>>(),
         [AppState::Failed; 2]
@@ -298,13 +298,13 @@ fn sacct_22_05_captured() {
 
 #[test]
 fn squeue_23_11_24_11_25_05_shapes() {
-    let c = parse_squeue(&fixture("squeue-23.11.json"), 101).unwrap();
+    let c = parse_squeue(&fixture("squeue-23.11.json"), job(101)).unwrap();
     assert_eq!(c.len(), 2, "job 999 is not part of 101");
     assert_eq!(
         (c[1].hostname.as_str(), c[1].restarts, c[1].state),
         ("node-2", 1, AppState::Running)
     );
-    let c = parse_squeue(&fixture("squeue-24.11.json"), 201).unwrap();
+    let c = parse_squeue(&fixture("squeue-24.11.json"), job(201)).unwrap();
     assert_eq!(
         (c[0].state, c[0].hostname.as_str()),
         (AppState::Succeeded, "gpu-3")
@@ -314,7 +314,7 @@ fn squeue_23_11_24_11_25_05_shapes() {
         ("reader", AppState::Failed, Some(3))
     );
     assert_eq!(aggregate(c.iter().map(|c| c.state)), AppState::Failed);
-    let c = parse_squeue(&fixture("squeue-25.05.json"), 301).unwrap();
+    let c = parse_squeue(&fixture("squeue-25.05.json"), job(301)).unwrap();
     assert_eq!(
         (c[0].state, c[0].signal, c[0].restarts),
         (AppState::Pending, Some(9), 2)
@@ -324,14 +324,14 @@ fn squeue_23_11_24_11_25_05_shapes() {
 
 #[test]
 fn sacct_23_11_shape_and_placeholders() {
-    let c = parse_sacct_json(&fixture("sacct-23.11.json"), 401).unwrap();
+    let c = parse_sacct_json(&fixture("sacct-23.11.json"), job(401)).unwrap();
     assert_eq!(c.len(), 1);
     assert_eq!(
         (c[0].state, c[0].signal, c[0].start),
         (AppState::Cancelled, Some(15), Some(1700000010.0))
     );
     // The "allocation" placeholder sacct shows before its record is final is not a replica.
-    assert!(parse_sacct_json(&fixture("sacct-23.11.json"), 400)
+    assert!(parse_sacct_json(&fixture("sacct-23.11.json"), job(400))
         .unwrap()
         .is_empty());
 }
@@ -564,4 +564,124 @@ fn attempts_file_parses_and_skips_what_it_does_not_understand() {
         (None, Some(crate::specs::EndReason::Preempted))
     );
     assert_eq!((a[2].ended, a[2].reason), (None, None), "still running");
+}
+
+fn job(id: i64) -> JobRef {
+    JobRef {
+        job: id,
+        task: None,
+    }
+}
+
+fn task(array: i64, task: u32) -> JobRef {
+    JobRef {
+        job: array,
+        task: Some(task),
+    }
+}
+
+#[test]
+fn job_refs_and_task_lists() {
+    assert_eq!("650_3".parse(), Ok(task(650, 3)));
+    assert_eq!("650".parse(), Ok(job(650)));
+    assert_eq!(task(650, 3).to_string(), "650_3");
+    for bad in ["650_", "_3", "0", "a_1", "650_-1", "650_1_2", ""] {
+        assert!(bad.parse::<JobRef>().is_err(), "{bad}");
+    }
+    for (list, t, want) in [
+        ("1-3%1", 2, true),
+        ("1-3%1", 4, false),
+        ("1,3,5-9:2", 7, true),
+        ("1,3,5-9:2", 6, false),
+        ("4", 4, true),
+        ("", 0, false),
+    ] {
+        assert_eq!(state::task_list_contains(list, t), want, "{list} {t}");
+    }
+}
+
+#[test]
+fn array_tasks_are_told_apart_in_squeue_and_sacct() {
+    // Captured on 22.05: `--array=0-3%1`, task 0 running (its own job 651), 1-3 pending as the
+    // array's entry (job 650, `1-3%1`).
+    let squeue = fixture("squeue-22.05-array.json");
+    let c = parse_squeue(&squeue, task(650, 0)).unwrap();
+    assert_eq!(
+        (c.len(), c[0].state, c[0].role.as_str()),
+        (1, AppState::Running, "echo")
+    );
+    let c = parse_squeue(&squeue, task(650, 2)).unwrap();
+    assert_eq!((c.len(), c[0].state), (1, AppState::Pending));
+    assert!(parse_squeue(&squeue, task(650, 9)).unwrap().is_empty());
+    assert!(parse_squeue(&squeue, task(651, 0)).unwrap().is_empty());
+    // Accounting, a moment later: task 1 runs, but the pending entry still lists it.
+    let sacct = fixture("sacct-22.05-array.txt");
+    let states = |t| {
+        parse_sacct_parsable(&sacct, task(650, t))
+            .iter()
+            .map(|c| c.state)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(states(0), [AppState::Succeeded]);
+    assert_eq!(states(1), [AppState::Running], "its own line wins");
+    assert_eq!(states(3), [AppState::Pending]);
+    assert_eq!(states(4), []);
+}
+
+fn array_of(apps: &[AppDef], cap: Option<u32>) -> ArrayRequest<SbatchRequest> {
+    let tasks: Vec<ArrayTask<'_>> = apps
+        .iter()
+        .enumerate()
+        .map(|(i, app)| ArrayTask {
+            index: i as u32 * 2,
+            app,
+        })
+        .collect();
+    let s = SlurmScheduler::new("/state".into());
+    Backend::render_array(&s, &tasks, cap, &opts(), &ctx("22.05")).unwrap()
+}
+
+#[test]
+fn an_array_is_one_sbatch_whose_tasks_pick_their_command() {
+    let apps: Vec<AppDef> = ["a b", "it's"]
+        .iter()
+        .map(|m| component("utils.echo", &["--msg", m]))
+        .collect();
+    let ArrayRequest::Native(req) = array_of(&apps, Some(2)) else {
+        panic!("not native")
+    };
+    assert_eq!(req.cmd.last().unwrap(), "--array=0-2:2%2");
+    insta::assert_snapshot!(req.materialize());
+    // With the recovery contract: the attempts live in the task's own torchx directory.
+    let mut apps = apps;
+    for app in &mut apps {
+        app.roles[0].time_limit = Some(90);
+        app.roles[0].max_requeues = Some(2);
+    }
+    let ArrayRequest::Native(req) = array_of(&apps, None) else {
+        panic!("not native")
+    };
+    let script = req.materialize();
+    assert!(
+        script.contains("torchx_dir=\"$PWD/torchx-$torchx_app_id\""),
+        "{script}"
+    );
+    assert!(script.contains("srun \"${torchx_srun[@]}\" &"), "{script}");
+    assert!(script.contains("--time=2"), "{script}");
+}
+
+#[test]
+fn heterogeneous_or_unlike_tasks_go_one_sbatch_each() {
+    let ddp = component("dist.ddp", &["-j", "2x1", "--script", "t.py"]);
+    let ArrayRequest::PerTask(why) = array_of(&[ddp.clone(), ddp], None) else {
+        panic!("native")
+    };
+    assert!(why.contains("heterogeneous job of 2 replicas"), "{why}");
+    let small = component("utils.echo", &["--msg", "x"]);
+    let mut big = small.clone();
+    big.roles[0].resource.cpu = 8;
+    let ArrayRequest::PerTask(why) = array_of(&[small, big], None) else {
+        panic!("native")
+    };
+    assert!(why.contains("task 2's job differs"), "{why}");
 }
