@@ -3,6 +3,7 @@
 //! serde shape of the `torchx` crate's types; the Python package turns them into TorchX's
 //! dataclasses and exceptions. Nothing here holds state.
 
+mod groups;
 mod schedulers;
 
 use pyo3::exceptions::{PyKeyError, PyValueError};
@@ -231,6 +232,14 @@ fn _rs(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(schedulers::log_iter, m)?)?;
     m.add_function(wrap_pyfunction!(schedulers::docker_build_workspace, m)?)?;
     m.add_function(wrap_pyfunction!(schedulers::docker_push, m)?)?;
+    m.add_function(wrap_pyfunction!(groups::group_plan, m)?)?;
+    m.add_function(wrap_pyfunction!(groups::schedule_group, m)?)?;
+    m.add_function(wrap_pyfunction!(groups::save_group, m)?)?;
+    m.add_function(wrap_pyfunction!(groups::find_group, m)?)?;
+    m.add_function(wrap_pyfunction!(groups::group_states, m)?)?;
+    m.add_function(wrap_pyfunction!(groups::group_state, m)?)?;
+    m.add_function(wrap_pyfunction!(groups::cancel_group, m)?)?;
+    m.add_function(wrap_pyfunction!(groups::delete_group, m)?)?;
     m.add_class::<schedulers::DryRun>()?;
     m.add_class::<schedulers::LogIter>()?;
     Ok(())

@@ -76,7 +76,7 @@ fn builtin_error(kind: ErrorKind, msg: String) -> PyErr {
     }
 }
 
-fn json_err(e: serde_json::Error) -> PyErr {
+pub fn json_err(e: serde_json::Error) -> PyErr {
     PyValueError::new_err(e.to_string())
 }
 
@@ -121,7 +121,7 @@ fn runtime() -> PyResult<&'static tokio::runtime::Runtime> {
 
 /// Runs `fut` without the GIL, waking every 100 ms to let Python deliver signals (Ctrl-C
 /// raises `KeyboardInterrupt` and drops the future).
-fn block_on<T: Send>(py: Python<'_>, fut: impl Future<Output = T> + Send) -> PyResult<T> {
+pub fn block_on<T: Send>(py: Python<'_>, fut: impl Future<Output = T> + Send) -> PyResult<T> {
     let runtime = runtime()?;
     let mut fut = std::pin::pin!(fut);
     loop {
@@ -271,15 +271,20 @@ pub fn submit_dryrun(
     })
 }
 
-/// `scheduler.schedule(dryrun_info)`: submits a dry run (once); returns the app id.
-#[pyfunction]
-pub fn schedule(py: Python<'_>, dryrun: &DryRun) -> PyResult<String> {
-    let info = dryrun
+/// The dry run's request, taken out to be scheduled (once).
+pub fn take_info(dryrun: &DryRun) -> PyResult<DryRunInfo> {
+    dryrun
         .info
         .lock()
         .map_err(|_| PyRuntimeError::new_err("dry run lock poisoned"))?
         .take()
-        .ok_or_else(|| PyValueError::new_err("this dry run was already scheduled"))?;
+        .ok_or_else(|| PyValueError::new_err("this dry run was already scheduled"))
+}
+
+/// `scheduler.schedule(dryrun_info)`: submits a dry run (once); returns the app id.
+#[pyfunction]
+pub fn schedule(py: Python<'_>, dryrun: &DryRun) -> PyResult<String> {
+    let info = take_info(dryrun)?;
     let sched = scheduler(&info.scheduler)?;
     block_on(py, async move {
         torchx::workspace::build_images(&info.images, &info.scheduler, &info.cfg).await?;

@@ -12,7 +12,7 @@ use crate::error::{Error, Result};
 use crate::opts::Cfg;
 use crate::runner::{ComponentOutcome, RunArgs};
 use crate::scheduler::{ArrayRequest, ArrayTask, DryRunContext, DryRunInfo};
-use crate::specs::group::{Point, Task};
+use crate::specs::group::{sweep_file, sweep_grid, tasks, ArraySpec, Point, Task};
 use crate::specs::AppState;
 use crate::Runner;
 
@@ -151,6 +151,67 @@ impl GroupRecord {
     }
 }
 
+/// How a run asks for a group (`torchx run`'s flags, the Python Runner's keywords): an array
+/// (`N`, `A-B[:STEP]`, each with `%K`), or a sweep's grid or file, capped by `max_concurrent`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GroupSpec {
+    /// `--array`.
+    pub array: Option<String>,
+    /// `--sweep KEY=V1,V2` (each repeat one more key).
+    pub sweep: Vec<String>,
+    /// `--sweep_file`: JSON lines or CSV with a header.
+    pub sweep_file: Option<String>,
+    /// `--max_concurrent` (for sweeps; an array says `%K`).
+    pub max_concurrent: Option<u32>,
+}
+
+impl GroupSpec {
+    /// Whether it asks for a group at all.
+    pub fn is_group(&self) -> bool {
+        self.array.is_some() || !self.sweep.is_empty() || self.sweep_file.is_some()
+    }
+
+    /// The tasks, the spec as given (shown by status) and the cap.
+    pub fn plan(&self) -> Result<(Vec<Task>, String, Option<u32>)> {
+        let array = self
+            .array
+            .as_deref()
+            .map(str::parse::<ArraySpec>)
+            .transpose()?;
+        let points: Option<Vec<Point>> = match (&self.sweep_file, self.sweep.is_empty()) {
+            (Some(file), _) => {
+                let text = std::fs::read_to_string(file).map_err(|e| {
+                    Error::arg(format!("--sweep_file {file}: cannot read it: {e}")).with_source(e)
+                })?;
+                Some(sweep_file(file, &text)?)
+            }
+            (None, false) => Some(sweep_grid(&self.sweep)?),
+            (None, true) => None,
+        };
+        let cap = match (&array, self.max_concurrent) {
+            (Some(_), Some(_)) => {
+                return Err(Error::arg(
+                    "--max_concurrent is for sweeps: cap an --array with %K (e.g. 0-99%8)",
+                ))
+            }
+            (Some(spec), None) => spec.max_concurrent,
+            (None, Some(0)) => return Err(Error::arg("--max_concurrent 0 would run nothing")),
+            (None, k) => k,
+        };
+        let spec = match (&self.array, &self.sweep_file) {
+            (Some(s), _) => format!("--array {s}"),
+            (None, Some(f)) => format!("--sweep_file {f}"),
+            (None, None) => self
+                .sweep
+                .iter()
+                .map(|s| format!("--sweep {s}"))
+                .collect::<Vec<_>>()
+                .join(" "),
+        };
+        Ok((tasks(array.as_ref(), points)?, spec, cap))
+    }
+}
+
 /// What to submit as a group: a component, built once per task with its arguments
 /// substituted (`${array_index}`, `${sweep.KEY}`) and the task's variables in every role.
 #[derive(Debug, Clone)]
@@ -211,16 +272,34 @@ impl Runner {
                 ComponentOutcome::Done(info) => dryruns.push((task.clone(), info)),
             }
         }
-        let Some((_, first)) = dryruns.first() else {
+        self.group_dryrun_of(dryruns, plan.max_concurrent)
+            .await
+            .map(ComponentOutcome::Done)
+    }
+
+    /// A group's dry run from its tasks' own (made by [`dryrun`](Self::dryrun), in index
+    /// order, all for one scheduler): asks the scheduler for one native submission of them.
+    pub async fn group_dryrun_of(
+        &self,
+        tasks: Vec<(Task, DryRunInfo)>,
+        max_concurrent: Option<u32>,
+    ) -> Result<GroupDryRun> {
+        let Some((_, first)) = tasks.first() else {
             return Err(Error::arg("a group of no tasks"));
         };
-        let sched = self.scheduler(scheduler)?;
+        if let Some((_, other)) = tasks.iter().find(|(_, i)| i.scheduler != first.scheduler) {
+            return Err(Error::arg(format!(
+                "a group's tasks go to one scheduler, not to both {} and {}",
+                first.scheduler, other.scheduler
+            )));
+        }
+        let sched = self.scheduler(&first.scheduler)?;
         let facts = sched.dryrun_facts(&first.cfg).await?;
         let cwd =
             std::env::current_dir().map_err(|e| Error::io("reading the current directory", e))?;
         let ctx = DryRunContext::new(self.session_name(), crate::scheduler::random_id(), cwd)
             .with_facts(facts);
-        let array_tasks: Vec<ArrayTask<'_>> = dryruns
+        let array_tasks: Vec<ArrayTask<'_>> = tasks
             .iter()
             .map(|(t, info)| ArrayTask {
                 index: t.index,
@@ -228,20 +307,17 @@ impl Runner {
             })
             .collect();
         let array =
-            match sched.submit_array_dryrun(&array_tasks, plan.max_concurrent, &first.cfg, &ctx)? {
+            match sched.submit_array_dryrun(&array_tasks, max_concurrent, &first.cfg, &ctx)? {
                 ArrayRequest::Native(request) => ArrayRequest::Native(DryRunInfo {
                     app: first.app.clone(),
-                    scheduler: scheduler.to_string(),
+                    scheduler: first.scheduler.clone(),
                     cfg: first.cfg.clone(),
                     request,
                     images: first.images.clone(),
                 }),
                 ArrayRequest::PerTask(why) => ArrayRequest::PerTask(why),
             };
-        Ok(ComponentOutcome::Done(GroupDryRun {
-            tasks: dryruns,
-            array,
-        }))
+        Ok(GroupDryRun { tasks, array })
     }
 
     /// Submits every task of `plan` on `scheduler` and records them as one group: as one

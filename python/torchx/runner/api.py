@@ -15,6 +15,7 @@ from typing import (
     Literal,
     Mapping,
     Optional,
+    Sequence,
     Tuple,
     Union,
     overload,
@@ -23,6 +24,7 @@ from typing import (
 if TYPE_CHECKING:  # annotations only: importing datetime costs every program
     from datetime import datetime
 
+from torchx.runner import groups
 from torchx.runner.events import log_event
 from torchx.settings import ENV_TORCHX_INTERNAL_SESSION_ID
 from torchx.tracker.api import (
@@ -123,8 +125,28 @@ class Runner:
         cfg: Optional[Mapping[str, CfgVal]] = None,
         workspace: Union[Workspace, str, None] = None,
         parent_run_id: Optional[str] = None,
+        *,
+        array: Optional[str] = None,
+        sweep: Optional[Mapping[str, Sequence[object]]] = None,
+        sweep_file: Optional[str] = None,
+        max_concurrent: Optional[int] = None,
     ) -> AppHandle:
-        """Builds ``component`` from its arguments and runs it; returns the app handle."""
+        """Builds ``component`` from its arguments and runs it; returns the app handle.
+
+        With ``array`` (``"8"``, ``"0-99%8"``, ``"1-9:2"``), ``sweep`` (a grid:
+        ``{"lr": [0.1, 0.01], "bs": [32, 64]}``) or ``sweep_file`` (JSON lines or CSV), runs
+        one task per index or point as one group (``max_concurrent`` caps a sweep) and returns
+        the group's handle, which ``status``, ``wait``, ``cancel``, ``delete`` and
+        ``group_tasks`` take. Each task's arguments may say ``${array_index}`` and
+        ``${sweep.KEY}``; its env has ``TORCHX_ARRAY_INDEX``, ``TORCHX_ARRAY_SIZE`` and
+        ``TORCHX_SWEEP_<KEY>``."""
+        spec = groups.GroupSpec(array, sweep or {}, sweep_file, max_concurrent)
+        if spec.is_group():
+            return groups.run_group(
+                self, component, component_args, scheduler, cfg, workspace, parent_run_id, spec
+            )
+        if max_concurrent is not None:
+            raise ValueError("max_concurrent caps a sweep or an array: give one")
         dryrun_info = self.dryrun_component(
             component, component_args, scheduler, cfg, workspace, parent_run_id
         )
@@ -286,7 +308,11 @@ class Runner:
         return list(self._scheduler_factories)
 
     def status(self, app_handle: AppHandle) -> Optional[AppStatus]:
-        """The app's status; ``None`` if its scheduler does not know it."""
+        """The app's status; ``None`` if its scheduler does not know it. For a group's handle,
+        the group's state from its tasks' and their counts as the message."""
+        group = groups.find(app_handle)
+        if group is not None:
+            return groups.status(self, group)
         scheduler, _, app_id = self._scheduler_app_id(app_handle)
         desc = scheduler.describe(app_id)
         if desc is None:
@@ -322,7 +348,10 @@ class Runner:
             time.sleep(pause)
 
     def cancel(self, app_handle: AppHandle) -> None:
-        """Cancels the app (nothing happens for an unknown one)."""
+        """Cancels the app (nothing happens for an unknown one), or every task of a group."""
+        group = groups.find(app_handle)
+        if group is not None:
+            return groups.cancel(self, group)
         scheduler, _, app_id = self._scheduler_app_id(app_handle)
         scheduler.cancel(app_id)
 
@@ -331,9 +360,20 @@ class Runner:
         self.cancel(app_handle)
 
     def delete(self, app_handle: AppHandle) -> None:
-        """Deletes the app and what its scheduler keeps of it."""
+        """Deletes the app and what its scheduler keeps of it (a group: every task, then the
+        group)."""
+        group = groups.find(app_handle)
+        if group is not None:
+            return groups.delete(self, group)
         scheduler, _, app_id = self._scheduler_app_id(app_handle)
         scheduler.delete(app_id)
+
+    def group_tasks(self, group_handle: AppHandle) -> List[groups.GroupTask]:
+        """Each task of the group (index, sweep point, app handle, state)."""
+        group = groups.find(group_handle)
+        if group is None:
+            raise ValueError(f"{group_handle} is an app's handle, not a group's")
+        return groups.tasks(self, group)
 
     def describe(self, app_handle: AppHandle) -> Optional[AppDef]:
         """The app: as this runner submitted it, else as its scheduler knows it (``None`` if

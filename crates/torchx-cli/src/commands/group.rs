@@ -4,11 +4,11 @@
 //! (the Runner's status, cancel and delete know group handles), and `rerun --failed` runs a
 //! group's failed tasks again.
 
-use torchx::group::{counts, group_state, GroupDryRun, GroupPlan, GroupRecord};
+use torchx::group::{counts, group_state, GroupDryRun, GroupPlan, GroupRecord, GroupSpec};
 use torchx::opts::Cfg;
 use torchx::runner::{ComponentOutcome, RunArgs as LibRunArgs};
 use torchx::scheduler::ArrayRequest;
-use torchx::specs::group::{sweep_file, sweep_grid, tasks, ArraySpec, Point, Task};
+use torchx::specs::group::Task;
 use torchx::specs::AppState;
 use torchx::{Error, Result, Runner};
 
@@ -82,42 +82,13 @@ fn plan(a: &RunArgs) -> Result<(Vec<Task>, String, Option<u32>)> {
         let spec = format!("rerun of {} ({})", rerun.group.handle(), rerun.group.spec);
         return Ok((rerun.tasks.clone(), spec, rerun.group.max_concurrent));
     }
-    let array = a
-        .array
-        .as_deref()
-        .map(str::parse::<ArraySpec>)
-        .transpose()?;
-    let points: Option<Vec<Point>> = match (&a.sweep_file, a.sweep.is_empty()) {
-        (Some(file), _) => {
-            let text = std::fs::read_to_string(file).map_err(|e| {
-                Error::arg(format!("--sweep_file {file}: cannot read it: {e}")).with_source(e)
-            })?;
-            Some(sweep_file(file, &text)?)
-        }
-        (None, false) => Some(sweep_grid(&a.sweep)?),
-        (None, true) => None,
-    };
-    let cap = match (&array, a.max_concurrent) {
-        (Some(_), Some(_)) => {
-            return Err(Error::arg(
-                "--max_concurrent is for sweeps: cap an --array with %K (e.g. 0-99%8)",
-            ))
-        }
-        (Some(spec), None) => spec.max_concurrent,
-        (None, Some(0)) => return Err(Error::arg("--max_concurrent 0 would run nothing")),
-        (None, k) => k,
-    };
-    let spec = match (&a.array, &a.sweep_file) {
-        (Some(s), _) => format!("--array {s}"),
-        (None, Some(f)) => format!("--sweep_file {f}"),
-        (None, None) => a
-            .sweep
-            .iter()
-            .map(|s| format!("--sweep {s}"))
-            .collect::<Vec<_>>()
-            .join(" "),
-    };
-    Ok((tasks(array.as_ref(), points)?, spec, cap))
+    GroupSpec {
+        array: a.array.clone(),
+        sweep: a.sweep.clone(),
+        sweep_file: a.sweep_file.clone(),
+        max_concurrent: a.max_concurrent,
+    }
+    .plan()
 }
 
 impl GroupRun<'_> {

@@ -289,7 +289,7 @@ fn csv_fields(line: &str) -> std::result::Result<Vec<String>, String> {
 }
 
 /// One task of a group.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Task {
     /// Its index (`${array_index}`, `TORCHX_ARRAY_INDEX`).
     pub index: u32,
