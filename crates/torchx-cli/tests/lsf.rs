@@ -262,3 +262,81 @@ fn bhosts_is_asked_again_only_when_the_cluster_changed() {
     dry_run();
     assert_eq!(calls(), 2, "a new cluster file was not noticed");
 }
+
+#[test]
+fn an_array_is_one_bsub_whose_elements_run_their_tasks_under_the_cap() {
+    let lsf = Lsf::new();
+    let runs = lsf.env.cwd.join("runs");
+    std::fs::create_dir(&runs).unwrap();
+    // Each task notes how many tasks run beside it, then fails for index 2.
+    let script = format!(
+        "d={}; touch $d/run.${{array_index}}; ls $d | grep -c '^run' > $d/seen.${{array_index}}; \
+         sleep 0.5; rm $d/run.${{array_index}}; echo task ${{array_index}} is $TORCHX_ARRAY_INDEX; \
+         [ ${{array_index}} != 2 ]",
+        runs.display()
+    );
+    let out = lsf.run(&[
+        "run",
+        "-s",
+        "lsf",
+        "-cfg",
+        &lsf.jobdir(),
+        "--array",
+        "0-3%2",
+        "utils.sh",
+        "sh",
+        "-c",
+        &script,
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let handle = stdout(&out).trim().to_string();
+    // One bsub: one job id for every element.
+    let jobs = std::fs::read_dir(lsf.fake.path().join("jobs"))
+        .unwrap()
+        .count();
+    assert_eq!(jobs, 4);
+    lsf.wait_for(&handle, "FAILED");
+    let out = lsf.run(&["status", "--json", &handle]);
+    let status: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(status["counts"]["SUCCEEDED"], 3, "{status}");
+    assert_eq!(status["counts"]["FAILED"], 1, "{status}");
+    let array = status["native_array"].as_str().unwrap().to_string();
+    assert_eq!(status["tasks"][2]["handle"], format!("{array}_2"));
+    assert_eq!(status["tasks"][2]["state"], "FAILED");
+    for i in 0..4 {
+        let seen: u32 = std::fs::read_to_string(runs.join(format!("seen.{i}")))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        assert!(seen <= 2, "task {i} saw {seen} running under %2");
+    }
+    let log = stdout(&lsf.run(&["log", &format!("{array}_3")]));
+    assert_eq!(log.trim(), "sh/0 task 3 is 3", "{log}");
+    let log = stdout(&lsf.run(&["log", &handle]));
+    assert!(log.contains("1:sh/0 task 1 is 1"), "{log}");
+    // Cancel one running element of another array: only it ends.
+    let out = lsf.run(&[
+        "run",
+        "-s",
+        "lsf",
+        "-cfg",
+        &lsf.jobdir(),
+        "--array",
+        "2",
+        "utils.sh",
+        "sleep",
+        "30",
+    ]);
+    let handle = stdout(&out).trim().to_string();
+    lsf.wait_for(&handle, "RUNNING");
+    let status: serde_json::Value =
+        serde_json::from_str(&stdout(&lsf.run(&["status", "--json", &handle]))).unwrap();
+    let first = status["tasks"][0]["handle"].as_str().unwrap().to_string();
+    assert_eq!(lsf.run(&["cancel", &first]).status.code(), Some(0));
+    lsf.wait_for(&first, "CANCELLED");
+    let second = status["tasks"][1]["handle"].as_str().unwrap();
+    assert!(stdout(&lsf.run(&["status", second])).contains("RUNNING"));
+    assert_eq!(lsf.run(&["cancel", &handle]).status.code(), Some(0));
+    lsf.wait_for(&handle, "CANCELLED");
+}

@@ -293,6 +293,7 @@ pub fn fold_into_groups(scheduler: &str, apps: &mut Vec<torchx::specs::ListAppRe
         let array_prefix = group.native.as_ref().map(|h| format!("{h}_"));
         let (mine, rest): (Vec<_>, Vec<_>) = std::mem::take(apps).into_iter().partition(|a| {
             members.contains(&a.app_handle.as_str())
+                || group.native.as_deref() == Some(a.app_handle.as_str())
                 || array_prefix
                     .as_ref()
                     .is_some_and(|p| a.app_handle.starts_with(p.as_str()))

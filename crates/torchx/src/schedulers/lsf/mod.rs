@@ -23,8 +23,8 @@ pub use render::{render, LsfBsub, LsfFacts};
 use self::state::{app_state, job_state, parse_bjobs, JobLine};
 use crate::error::{Error, Result};
 use crate::scheduler::{
-    Backend, Capabilities, DryRunContext, DryRunInfo, Facts, Follow, FollowedFile, LogLines,
-    LogQuery, Replica, Scheduler, Step, Take,
+    ArrayRequest, ArrayTask, Backend, Capabilities, DryRunContext, DryRunInfo, Facts, Follow,
+    FollowedFile, LogLines, LogQuery, Replica, Scheduler, Step, Take,
 };
 use crate::schedulers::command::{self, Output};
 use crate::schedulers::probe_cache::{on_path, stamp, ProbeCache};
@@ -121,21 +121,23 @@ impl LsfScheduler {
         self.state_dir.join("deleted").join(app_id)
     }
 
-    /// The app's jobs, unless `delete` removed it from view.
+    /// The app's jobs (an array task's: its element), unless `delete` removed it from view.
     fn jobs(&self, app_id: &str) -> Result<Vec<JobLine>> {
-        if self.deleted_marker(app_id).exists() {
+        let (project, task) = split_task(app_id);
+        if self.deleted_marker(app_id).exists() || self.deleted_marker(project).exists() {
             return Ok(Vec::new());
         }
-        let out = bjobs(app_id, "proj name stat exit_code")?;
+        let out = bjobs(project, "proj name stat exit_code")?;
         Ok(parse_bjobs(&out)
             .into_iter()
-            .filter(|j| j.proj == app_id)
+            .filter(|j| j.proj == project)
+            .filter(|j| task.is_none_or(|t| element_of(&j.name).1 == Some(t + 1)))
             .collect())
     }
 
-    /// A field of one job, by name (`bjobs -o "name FIELD"`).
+    /// A field of each job of the app's project, by job name (`bjobs -o "name FIELD"`).
     fn job_field(&self, app_id: &str, field: &str) -> Result<BTreeMap<String, String>> {
-        let out = bjobs(app_id, &format!("name {field}"))?;
+        let out = bjobs(split_task(app_id).0, &format!("name {field}"))?;
         Ok(out
             .lines()
             .filter_map(|l| {
@@ -151,9 +153,35 @@ fn bjobs(app_id: &str, fields: &str) -> Result<String> {
     run_ok("bjobs", &["-noheader", "-a", "-P", app_id, "-o", fields])
 }
 
-/// `{app_id}-{role}-{i}` → (role, i).
+/// An app id as a project and, for a job array's task, its index: `<project>_<index>` (a
+/// project ends in `-<unique>`, never in `_<digits>`).
+fn split_task(app_id: &str) -> (&str, Option<u32>) {
+    match app_id.rsplit_once('_') {
+        Some((project, t)) if project.contains('-') && t.bytes().all(|b| b.is_ascii_digit()) => {
+            match t.parse() {
+                Ok(t) => (project, Some(t)),
+                Err(_) => (app_id, None),
+            }
+        }
+        _ => (app_id, None),
+    }
+}
+
+/// A job array element's name and LSF index: `name[7]` → (`name`, 7).
+fn element_of(job_name: &str) -> (&str, Option<u32>) {
+    job_name
+        .strip_suffix(']')
+        .and_then(|n| n.rsplit_once('['))
+        .and_then(|(name, i)| Some((name, Some(i.parse().ok()?))))
+        .unwrap_or((job_name, None))
+}
+
+/// `{project}-{role}-{i}` (an array element's `[k]` aside) → (role, i).
 fn replica_of(app_id: &str, job_name: &str) -> Option<(String, u32)> {
-    let rest = job_name.strip_prefix(app_id)?.strip_prefix('-')?;
+    let rest = element_of(job_name)
+        .0
+        .strip_prefix(split_task(app_id).0)?
+        .strip_prefix('-')?;
     let (role, idx) = rest.rsplit_once('-')?;
     Some((role.to_string(), idx.parse().ok()?))
 }
@@ -182,6 +210,16 @@ impl Backend for LsfScheduler {
 
     fn render(&self, app: &AppDef, opts: &LsfOpts, ctx: &DryRunContext) -> Result<LsfBsub> {
         render(app, opts, ctx)
+    }
+
+    fn render_array(
+        &self,
+        tasks: &[ArrayTask<'_>],
+        max_concurrent: Option<u32>,
+        opts: &LsfOpts,
+        ctx: &DryRunContext,
+    ) -> Result<ArrayRequest<LsfBsub>> {
+        render::render_array(tasks, max_concurrent, opts, ctx)
     }
 
     async fn submit(&self, job: &LsfBsub, _info: &DryRunInfo) -> Result<String> {
@@ -301,11 +339,19 @@ impl LsfScheduler {
             return Err(unknown_app(app_id));
         }
         let ids = self.job_field(app_id, "jobid")?;
-        let live: Vec<&str> = jobs
+        let live: Vec<String> = jobs
             .iter()
             .filter(|j| !job_state(&j.stat, j.exit_code).is_terminal())
-            .filter_map(|j| ids.get(&j.name).map(String::as_str))
+            .filter_map(|j| {
+                let id = ids.get(&j.name)?;
+                // An array element is `ID[index]` (`ID` alone is every element).
+                Some(match element_of(&j.name).1 {
+                    Some(i) => format!("{id}[{i}]"),
+                    None => id.clone(),
+                })
+            })
             .collect();
+        let live: Vec<&str> = live.iter().map(String::as_str).collect();
         if live.is_empty() {
             return Ok(());
         }

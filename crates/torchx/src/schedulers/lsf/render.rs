@@ -6,8 +6,9 @@
 
 use super::opts::LsfOpts;
 use crate::error::{Error, Result};
-use crate::scheduler::{DryRunContext, NativeRequest};
+use crate::scheduler::{ArrayRequest, ArrayTask, DryRunContext, NativeRequest};
 use crate::schedulers::attempt_timer;
+use crate::specs::group::ArraySpec;
 use crate::specs::{AppDef, MacroValues, Mount, Recovery, Role};
 use crate::text::{shell_join, shell_quote};
 
@@ -130,7 +131,7 @@ fn delimiter(body: &str) -> String {
     d
 }
 
-/// One replica's `bsub` (TorchX's options, each value quoted).
+/// One replica's `bsub` (TorchX's options, each value quoted) with its job script.
 fn bsub(
     app_id: &str,
     job_name: &str,
@@ -139,6 +140,33 @@ fn bsub(
     head: Option<&str>,
     rank0_host: &str,
 ) -> String {
+    let placement = match head {
+        Some(head) => vec![
+            "-w".into(),
+            format!("started({head})"),
+            "-R".into(),
+            format!("select[hname!='{rank0_host}']"),
+        ],
+        None => vec!["-m".into(), rank0_host.into()],
+    };
+    let args = bsub_args(app_id, job_name, placement, role, opts);
+    with_script(&args, &job_body(job_name, job_name, role, opts))
+}
+
+/// `bsub ARGS` fed `body` through a heredoc whose quoted delimiter no line of it equals.
+fn with_script(args: &[String], body: &str) -> String {
+    let eof = delimiter(body);
+    format!("{} << '{eof}'\n{body}\n{eof}", shell_join(args))
+}
+
+/// `bsub`'s options for a job of `role`, where it runs (`placement`) after its name.
+fn bsub_args(
+    app_id: &str,
+    job_name: &str,
+    placement: Vec<String>,
+    role: &Role,
+    opts: &LsfOpts,
+) -> Vec<String> {
     let mut args: Vec<String> = vec![
         "bsub".into(),
         "-P".into(),
@@ -146,25 +174,20 @@ fn bsub(
         "-J".into(),
         job_name.into(),
     ];
-    match head {
-        Some(head) => args.extend([
-            "-w".into(),
-            format!("started({head})"),
-            "-R".into(),
-            format!("select[hname!='{rank0_host}']"),
-        ]),
-        None => args.extend(["-m".into(), rank0_host.into()]),
-    }
+    args.extend(placement);
     if let Some(d) = &opts.jobdir {
+        // An array's elements share one submission log (`name[1-6]%2` is not a file name).
+        let base = job_name.split('[').next().unwrap_or(job_name);
+        let submit_log = |ext: &str| format!("{d}/{base}.submit.{ext}");
         args.extend([
             "-cwd".into(),
             d.clone(),
             "-outdir".into(),
             d.clone(),
             "-oo".into(),
-            format!("{d}/{job_name}.submit.out"),
+            submit_log("out"),
             "-eo".into(),
-            format!("{d}/{job_name}.submit.err"),
+            submit_log("err"),
         ]);
     }
     if let Some(q) = &opts.lsf_queue {
@@ -192,16 +215,21 @@ fn bsub(
             format!("num={}:mode=shared:j_exclusive=yes", r.gpu),
         ]);
     }
-    let mut body = docker_command(job_name, role, opts);
+    args
+}
+
+/// A job's script: its container's `docker run`, the output to `<log_name>.{out,err}` in the
+/// jobdir.
+fn job_body(container: &str, log_name: &str, role: &Role, opts: &LsfOpts) -> String {
+    let mut body = docker_command(container, role, opts);
     if let Some(d) = &opts.jobdir {
         body.push_str(&format!(
             " > {} 2> {}",
-            shell_quote(&format!("{d}/{job_name}.out")),
-            shell_quote(&format!("{d}/{job_name}.err"))
+            shell_quote(&format!("{d}/{log_name}.out")),
+            shell_quote(&format!("{d}/{log_name}.err"))
         ));
     }
-    let eof = delimiter(&body);
-    format!("{} << '{eof}'\n{body}\n{eof}", shell_join(&args))
+    body
 }
 
 /// The recovery contract in `bsub`'s words: `-W` the run limit and `-wa`/`-wt` the warning
@@ -240,11 +268,44 @@ fn check_requeue_budget(app: &AppDef) -> Result<()> {
     }
 }
 
-/// Renders the submit script; the rank-0 host is chosen from the [`LsfFacts`] in `ctx` (a
-/// placeholder when LSF could not be asked, which `schedule` refuses).
-pub fn render(app: &AppDef, opts: &LsfOpts, ctx: &DryRunContext) -> Result<LsfBsub> {
-    check_shm_size(&opts.shm_size)?;
-    check_requeue_budget(app)?;
+/// Replica `replica_id` of `role` as its job runs it: macros applied, the rank-0 host in its
+/// env and, under the recovery contract, its attempts counted under `attempt_key`.
+fn replica_job(
+    role: &Role,
+    app_id: &str,
+    replica_id: u32,
+    rank0_host: &str,
+    attempt_key: &str,
+) -> Result<Role> {
+    let values = MacroValues {
+        img_root: String::new(),
+        app_id: app_id.to_string(),
+        replica_id: replica_id.to_string(),
+        rank0_env: "TORCHX_RANK0_HOST".into(),
+    };
+    let mut replica = values.apply(role);
+    replica
+        .env
+        .insert("TORCHX_RANK0_HOST".into(), rank0_host.to_string());
+    if let Some(dir) = replica.container_checkpoint_dir()? {
+        replica.env.insert("TORCHX_CHECKPOINT_DIR".into(), dir);
+        // LSF numbers no attempt: the container counts its own, by the job's name.
+        replica
+            .env
+            .insert("TORCHX_ATTEMPT_KEY".into(), attempt_key.to_string());
+        replica
+            .env
+            .insert("TORCHX_MAX_RETRIES".into(), replica.max_retries.to_string());
+        let mut cmd =
+            attempt_timer::counted_command(&replica.entrypoint, &replica.args).into_iter();
+        replica.entrypoint = cmd.next().unwrap_or_default();
+        replica.args = cmd.collect();
+    }
+    Ok(replica)
+}
+
+/// The app id LSF knows an app by (its jobs' project).
+fn project(app: &AppDef, ctx: &DryRunContext) -> Result<String> {
     let app_id = cleanup_str(&ctx.make_unique(&app.name));
     if app_id.is_empty() || app_id.len() > 511 {
         return Err(Error::spec(format!(
@@ -252,6 +313,92 @@ pub fn render(app: &AppDef, opts: &LsfOpts, ctx: &DryRunContext) -> Result<LsfBs
             app.name
         )));
     }
+    Ok(app_id)
+}
+
+/// The tasks as one LSF job array, `bsub -J "<name>[1-6]%2"` (LSF's indexes start at 1: an
+/// element's is its task's index plus one), whose job script runs the task `$LSB_JOBINDEX`
+/// names; or why not: an element is one single-host job, so apps of several replicas (or
+/// whose tasks differ beyond their command and env) go one submission per task. An element
+/// is a single-replica job: it is its own rank 0 (`TORCHX_RANK0_HOST=localhost`).
+pub(super) fn render_array(
+    tasks: &[ArrayTask<'_>],
+    max_concurrent: Option<u32>,
+    opts: &LsfOpts,
+    ctx: &DryRunContext,
+) -> Result<ArrayRequest<LsfBsub>> {
+    check_shm_size(&opts.shm_size)?;
+    let Some(first) = tasks.first().map(|t| t.app) else {
+        return Ok(ArrayRequest::PerTask("a group of no tasks".into()));
+    };
+    check_requeue_budget(first)?;
+    let single = |a: &AppDef| a.roles.len() == 1 && a.roles[0].num_replicas == 1;
+    if let Some(t) = tasks.iter().find(|t| !single(t.app)) {
+        let replicas: u32 = t.app.roles.iter().map(|r| r.num_replicas).sum();
+        return Ok(ArrayRequest::PerTask(format!(
+            "task {}'s app has {replicas} replicas, and an LSF job array's elements are single \
+             jobs",
+            t.index
+        )));
+    }
+    let shape = |r: &Role| Role {
+        args: Vec::new(),
+        env: Default::default(),
+        ..r.clone()
+    };
+    if let Some(t) = tasks
+        .iter()
+        .find(|t| shape(&t.app.roles[0]) != shape(&first.roles[0]))
+    {
+        return Ok(ArrayRequest::PerTask(format!(
+            "task {}'s job differs from task {}'s in more than its command and environment, \
+             and an LSF job array's elements share their options",
+            t.index, tasks[0].index
+        )));
+    }
+    let app_id = project(first, ctx)?;
+    let name = format!(
+        "{app_id}-{}",
+        cleanup_str(&format!("{}-0", first.roles[0].name))
+    );
+    let mut script = String::from("case \"$LSB_JOBINDEX\" in\n");
+    for t in tasks {
+        let i = t.index + 1;
+        let task_id = format!("{app_id}_{}", t.index);
+        let element = format!("{name}[{i}]");
+        let replica = replica_job(&t.app.roles[0], &task_id, 0, "localhost", &element)?;
+        let body = job_body(&format!("{name}-{i}"), &element, &replica, opts);
+        script.push_str(&format!("{i}) {body} ;;\n"));
+    }
+    script.push_str(
+        "*) echo \"torchx: element $LSB_JOBINDEX is not in this array\" >&2; exit 2 ;;\nesac",
+    );
+    let indexes = ArraySpec {
+        indexes: tasks.iter().map(|t| t.index + 1).collect(),
+        max_concurrent: None,
+    };
+    let cap = max_concurrent.map_or(String::new(), |k| format!("%{k}"));
+    let args = bsub_args(
+        &app_id,
+        &format!("{name}[{indexes}]{cap}"),
+        Vec::new(),
+        &first.roles[0],
+        opts,
+    );
+    Ok(ArrayRequest::Native(LsfBsub {
+        app_id,
+        jobdir: opts.jobdir.clone(),
+        script: format!("#!/bin/bash\n{}\n", with_script(&args, &script)),
+        rank0_unknown: None,
+    }))
+}
+
+/// Renders the submit script; the rank-0 host is chosen from the [`LsfFacts`] in `ctx` (a
+/// placeholder when LSF could not be asked, which `schedule` refuses).
+pub fn render(app: &AppDef, opts: &LsfOpts, ctx: &DryRunContext) -> Result<LsfBsub> {
+    check_shm_size(&opts.shm_size)?;
+    check_requeue_budget(app)?;
+    let app_id = project(app, ctx)?;
     let bhosts = match ctx.facts.get::<LsfFacts>() {
         Some(f) => f.bhosts.clone(),
         None => Err("LSF's hosts were not asked (no dry-run facts)".into()),
@@ -268,34 +415,11 @@ pub fn render(app: &AppDef, opts: &LsfOpts, ctx: &DryRunContext) -> Result<LsfBs
     let mut head: Option<String> = None;
     for role in &app.roles {
         for replica_id in 0..role.num_replicas {
-            let values = MacroValues {
-                img_root: String::new(),
-                app_id: app_id.clone(),
-                replica_id: replica_id.to_string(),
-                rank0_env: "TORCHX_RANK0_HOST".into(),
-            };
-            let mut replica = values.apply(role);
-            replica
-                .env
-                .insert("TORCHX_RANK0_HOST".into(), rank0_host.clone());
             let job_name = format!(
                 "{app_id}-{}",
                 cleanup_str(&format!("{}-{replica_id}", role.name))
             );
-            if let Some(dir) = replica.container_checkpoint_dir()? {
-                replica.env.insert("TORCHX_CHECKPOINT_DIR".into(), dir);
-                // LSF numbers no attempt: the container counts its own, by the job's name.
-                replica
-                    .env
-                    .insert("TORCHX_ATTEMPT_KEY".into(), job_name.clone());
-                replica
-                    .env
-                    .insert("TORCHX_MAX_RETRIES".into(), replica.max_retries.to_string());
-                let mut cmd =
-                    attempt_timer::counted_command(&replica.entrypoint, &replica.args).into_iter();
-                replica.entrypoint = cmd.next().unwrap_or_default();
-                replica.args = cmd.collect();
-            }
+            let replica = replica_job(role, &app_id, replica_id, &rank0_host, &job_name)?;
             bsubs.push(bsub(
                 &app_id,
                 &job_name,
