@@ -85,3 +85,17 @@ def test_bad_groups_are_refused_before_anything_runs(
 ) -> None:
     with get_runner("pygroups") as runner, pytest.raises(ValueError, match=message):
         runner.run_component("utils.echo", [], "local_cwd", **kwargs)  # type: ignore[arg-type]
+
+
+def test_readme_group_example_runs_as_written(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import re
+
+    readme = Path(__file__).resolve().parents[2] / "README.md"
+    section = readme.read_text().split("### Arrays and sweeps", 1)[1]
+    block = re.search(r"```python\n(.*?)```", section, re.S)
+    assert block, "the README's arrays section has no Python example"
+    monkeypatch.chdir(tmp_path)
+    exec(block.group(1), {})
+    assert "SUCCEEDED" in capsys.readouterr().out

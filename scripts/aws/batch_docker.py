@@ -60,6 +60,11 @@ def retry_action(rules, exit_code, status_reason, reason):
     return "RETRY"
 
 
+def _safe(job_id):
+    """A job id as container and log stream names may hold it."""
+    return job_id.replace(":", "-")
+
+
 def _container_spec(job, props, command):
     volumes = {v["name"]: v.get("host", {}).get("sourcePath") for v in props.get("volumes", [])}
     mounts = []
@@ -103,7 +108,8 @@ class _Node:
 
     def __init__(self, job, index, attempt):
         self.index = index
-        self.stream = f"{job.job_definition.name}/default/{job.job_id}-{attempt}-{index}"
+        # (An array child's id, `parent:i`, holds a `:`, which stream names may not.)
+        self.stream = f"{job.job_definition.name}/default/{_safe(job.job_id)}-{attempt}-{index}"
         self.container = None
         self.pump = None
         self.status = "STARTING"
@@ -147,7 +153,8 @@ def _start(job, spec, node, env):
             spec["image"], spec["command"], detach=True, environment={**spec["environment"], **env},
             mounts=[docker.types.Mount(m["target"], m["source"], type="bind", read_only=m["read_only"])
                     for m in spec["mounts"]],
-            shm_size=spec["shm_size"], name=f"batch-{job.job_id}-{env['AWS_BATCH_JOB_ATTEMPT']}-{node.index}",
+            shm_size=spec["shm_size"],
+            name=f"batch-{_safe(job.job_id)}-{env['AWS_BATCH_JOB_ATTEMPT']}-{node.index}",
             labels={"torchx-aws-emulator": job.job_id})
     except (docker.errors.ImageNotFound, docker.errors.NotFound) as e:
         node.reason = f"CannotPullContainerError: {e}"
@@ -192,6 +199,9 @@ def _run_attempt(job, specs, attempt):
     base = {"AWS_BATCH_JOB_ID": job.job_id, "AWS_BATCH_JOB_ATTEMPT": str(attempt),
             "AWS_BATCH_JOB_NUM_NODES": str(len(specs)), "AWS_BATCH_JOB_MAIN_NODE_INDEX": str(main),
             "AWS_BATCH_JQ_NAME": job.job_queue.name}
+    index = (job.array_properties or {}).get("index")
+    if index is not None:  # an array job's child
+        base["AWS_BATCH_JOB_ARRAY_INDEX"] = str(index)
     duration = job._get_attempt_duration()
     deadline = time.monotonic() + duration if duration else None
     job.status = "STARTING"
@@ -271,7 +281,7 @@ def node_details(job, n, detail):
     attempt, and its own log stream in every attempt."""
     attempts = []
     for k, attempt in enumerate(detail.get("attempts", []), 1):
-        stream = f"{job.job_definition.name}/default/{job.job_id}-{k}-{n}"
+        stream = f"{job.job_definition.name}/default/{_safe(job.job_id)}-{k}-{n}"
         attempts.append({**attempt, "container": {**attempt.get("container", {}), "logStreamName": stream}})
     detail["attempts"] = attempts
     nodes = getattr(job, "_emu_nodes", None) or []
@@ -287,4 +297,4 @@ def node_details(job, n, detail):
         container["networkInterfaces"] = [{"privateIpv4Address": node.ip}]
     if node.reason:
         container["reason"] = node.reason
-    detail["container"] = container
+    detail["container"] = {**detail.get("container", {}), **container}

@@ -722,3 +722,87 @@ fn the_dry_run_is_what_is_sent() {
     assert_eq!(submitted["jobDefinition"], sent["jobDefinitionName"]);
     assert_eq!(submitted["shareIdentifier"], "team");
 }
+
+/// A group as one Batch array job, run by the emulator's Docker mode: its children run the
+/// tasks by `AWS_BATCH_JOB_ARRAY_INDEX`, each with its own command and variables; status, logs
+/// and cancel work per task and for the group; a capped group goes one job per task.
+#[test]
+fn an_array_is_one_array_job_whose_children_run_the_tasks() {
+    if !emulator_up("aws_batch array") || !aws_batch_runs_containers("aws_batch array") {
+        return;
+    }
+    let env = Env::new();
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "run",
+            "--workspace",
+            "",
+            "-s",
+            "aws_batch",
+            "-cfg",
+            "queue=torchx",
+        ];
+        args.extend_from_slice(extra);
+        env.run(&args)
+    };
+    let out = run(&[
+        "--wait",
+        "--sweep",
+        "x=a,b,c",
+        "utils.sh",
+        "--image",
+        "busybox:local",
+        "sh",
+        "-c",
+        "echo x=${sweep.x} index=$TORCHX_ARRAY_INDEX child=$AWS_BATCH_JOB_ARRAY_INDEX; \
+         [ ${sweep.x} != b ]",
+    ]);
+    assert_eq!(out.status.code(), Some(1), "b fails: {}", stderr(&out));
+    let handle = stdout(&out).trim().to_string();
+    let status = env.status(&handle);
+    let array = status["native_array"]
+        .as_str()
+        .expect("one array job")
+        .to_string();
+    assert_eq!(status["counts"]["SUCCEEDED"], 2, "{status}");
+    assert_eq!(status["counts"]["FAILED"], 1, "{status}");
+    let tasks = status["tasks"].as_array().unwrap();
+    for (i, t) in tasks.iter().enumerate() {
+        assert_eq!(t["handle"], format!("{array}:{i}"), "{t}");
+        let log = stdout(&env.run(&["log", t["handle"].as_str().unwrap()]));
+        let x = t["params"]["x"].as_str().unwrap();
+        assert_eq!(log.trim(), format!("sh/0 x={x} index={i} child={i}"), "{t}");
+    }
+    let listed = stdout(&env.run(&["list", "-s", "aws_batch", "--json"]));
+    assert!(listed.contains(&handle), "the group is one row: {listed}");
+    assert!(
+        !listed.contains(&format!("{}:0", array.rsplit('/').next().unwrap())),
+        "{listed}"
+    );
+    // Cancelling the group ends every child.
+    let out = run(&[
+        "--array",
+        "2",
+        "utils.sh",
+        "--image",
+        "busybox:local",
+        "sleep",
+        "60",
+    ]);
+    let handle = stdout(&out).trim().to_string();
+    assert_eq!(env.run(&["cancel", &handle]).status.code(), Some(0));
+    let status = env.wait_state_terminal(&handle, Duration::from_secs(60));
+    assert_eq!(
+        status["counts"]["FAILED"].as_i64().unwrap_or(0)
+            + status["counts"]["CANCELLED"].as_i64().unwrap_or(0),
+        2,
+        "{status}"
+    );
+    // Batch arrays have no cap: %K goes one job per task, said in the dry run.
+    let out = run(&["--dryrun", "--array", "0-3%2", "utils.sh", "true"]);
+    assert!(
+        stdout(&out).contains("cannot cap how many children run at once"),
+        "{}",
+        stdout(&out)
+    );
+}

@@ -420,3 +420,122 @@ fn workspace_image_is_pushed_and_run_by_the_submitted_job() {
         }
     }
 }
+
+/// An array as one Indexed Job on the fake API server (in a namespace the stand-in controller
+/// leaves alone, so the test says how each index fares): one POST, `completions` the tasks,
+/// `parallelism` the cap, per-index retries; each task's status, log and the group's counts
+/// read from the Job's `completedIndexes`/`failedIndexes` and the index's pod. (The manifest's
+/// schema: `an_array_is_one_indexed_job_whose_pods_pick_their_task` in the crate's tests.)
+#[test]
+fn an_array_is_one_indexed_job_and_its_tasks_are_its_indexes() {
+    let fake = FakeKube::start(AUTO);
+    let env = Env::new();
+    let run = |args: &[&str]| {
+        env.cmd(args)
+            .env("KUBECONFIG", &fake.kubeconfig)
+            .output()
+            .unwrap()
+    };
+    let out = run(&[
+        "run",
+        "--workspace",
+        "",
+        "-s",
+        "kubernetes",
+        "-cfg",
+        "namespace=ml",
+        "--array",
+        "0-2%2",
+        "utils.sh",
+        "echo",
+        "task",
+        "${array_index}",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let group = stdout(&out).trim().to_string();
+    let jobs = "/apis/batch/v1/namespaces/ml/jobs";
+    let (app, job) = {
+        let store = fake.store.lock().unwrap();
+        let created: Vec<&serde_json::Value> = store.objects[jobs].values().collect();
+        assert_eq!(created.len(), 1, "one Job for the array");
+        let job = created[0].clone();
+        let app = job["metadata"]["labels"]["app.kubernetes.io/instance"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        (app, job)
+    };
+    let spec = &job["spec"];
+    assert_eq!(spec["completionMode"], "Indexed");
+    assert_eq!(
+        (spec["completions"].as_i64(), spec["parallelism"].as_i64()),
+        (Some(3), Some(2))
+    );
+    assert_eq!(spec["backoffLimitPerIndex"], 0, "{spec}");
+    let job_name = job["metadata"]["name"].as_str().unwrap().to_string();
+    let pod = |k: u32| format!("{job_name}-{k}-xyz");
+    {
+        let mut store = fake.store.lock().unwrap();
+        for (k, phase) in [(0, "Succeeded"), (1, "Running")] {
+            let labels = serde_json::json!({
+                "app.kubernetes.io/instance": app, "torchx.pytorch.org/role-name": "sh",
+                "batch.kubernetes.io/job-completion-index": k.to_string()});
+            store.set_pod("ml", &pod(k), labels, phase);
+        }
+        store.log("ml", &pod(1), "task 1");
+        store.set_status(
+            jobs,
+            &job_name,
+            serde_json::json!({"active": 2, "completedIndexes": "0"}),
+        );
+    }
+    let status = |h: &str| -> serde_json::Value {
+        serde_json::from_str(&stdout(&run(&["status", "--json", h]))).unwrap()
+    };
+    let s = status(&group);
+    assert_eq!(s["state"], "RUNNING", "{s}");
+    assert_eq!(
+        s["counts"],
+        serde_json::json!({"PENDING": 1, "RUNNING": 1, "SUCCEEDED": 1})
+    );
+    let task = |k: u32| format!("kubernetes://torchx/ml:{app}:{k}");
+    assert_eq!(s["tasks"][1]["handle"], task(1).as_str());
+    assert_eq!(status(&task(1))["state"], "RUNNING");
+    let log = stdout(&run(&["log", &task(1)]));
+    assert_eq!(log.trim(), "sh/0 task 1", "{log}");
+    // One index cannot be cancelled on its own; the group can (the Job is suspended).
+    assert_eq!(run(&["cancel", &task(1)]).status.code(), Some(6));
+    fake.store.lock().unwrap().set_status(
+        jobs,
+        &job_name,
+        serde_json::json!({"active": 0, "completedIndexes": "0,1", "failedIndexes": "2"}),
+    );
+    let s = status(&group);
+    assert_eq!(s["state"], "FAILED", "{s}");
+    assert_eq!(
+        s["counts"],
+        serde_json::json!({"FAILED": 1, "SUCCEEDED": 2})
+    );
+    let long = run(&[
+        "run",
+        "--workspace",
+        "",
+        "-s",
+        "kubernetes",
+        "-cfg",
+        "namespace=ml",
+        "--array",
+        "2",
+        "utils.sh",
+        "sleep",
+        "600",
+    ]);
+    let long = stdout(&long).trim().to_string();
+    assert_eq!(run(&["cancel", &long]).status.code(), Some(0));
+    assert!(
+        fake.requests()
+            .iter()
+            .any(|r| r.starts_with("PATCH /apis/batch/v1/namespaces/ml/jobs/")),
+        "the group's Job is suspended"
+    );
+}

@@ -372,16 +372,19 @@ impl Runner {
             let handle = self.schedule(info).await?;
             let array_id = crate::specs::parse_app_handle(&handle)?.app_id;
             let sched = self.scheduler(&scheduler)?;
+            let indexes: Vec<u32> = dryrun.tasks.iter().map(|(t, _)| t.index).collect();
+            let ids = sched.array_task_ids(&array_id, &indexes);
             group.tasks = dryrun
                 .tasks
                 .iter()
-                .map(|(task, _)| GroupTask {
+                .zip(ids)
+                .map(|((task, _), id)| GroupTask {
                     index: task.index,
                     params: task.params.clone(),
                     handle: Some(crate::specs::make_app_handle(
                         &scheduler,
                         self.session_name(),
-                        &sched.array_task_id(&array_id, task.index),
+                        &id,
                     )),
                     error: None,
                 })
@@ -492,9 +495,17 @@ impl Runner {
         Ok(())
     }
 
-    /// Deletes every task of `group` its scheduler still knows, then the group's record.
+    /// Deletes every task of `group` its scheduler still knows (a native array as one), then
+    /// the group's record.
     pub async fn delete_group(&self, group: &GroupRecord) -> Result<()> {
-        for h in group.tasks.iter().filter_map(|t| t.handle.as_ref()) {
+        let native = group.native.iter();
+        let each = group.tasks.iter().filter_map(|t| t.handle.as_ref());
+        let apps: Vec<&String> = if group.native.is_some() {
+            native.collect()
+        } else {
+            each.collect()
+        };
+        for h in apps {
             if self.app_status(h).await?.is_some() {
                 self.delete_app(h).await?;
             }
@@ -608,5 +619,59 @@ mod tests {
         assert_eq!(listed, ["~new-2", "~old-1"]);
         assert!(GroupRecord::load(dir.path(), "~nope").unwrap().is_none());
         assert!(GroupRecord::load(dir.path(), "~../x").is_err());
+    }
+}
+
+/// Dry-run goldens of a group on every builtin scheduler: its one native request, or why its
+/// tasks go one submission each.
+#[cfg(test)]
+mod goldens {
+    use crate::opts::{Cfg, CfgValue};
+    use crate::scheduler::{ArrayRequest, ArrayTask, DryRunContext, Registry};
+    use crate::specs::AppDef;
+
+    fn task_app(index: u32) -> AppDef {
+        let mut app =
+            crate::components::test_app("utils.sh", &["sh", "-c", &format!("echo task {index}")]);
+        for role in &mut app.roles {
+            role.env
+                .insert("TORCHX_ARRAY_INDEX".into(), index.to_string());
+            role.env.insert("TORCHX_ARRAY_SIZE".into(), "3".into());
+        }
+        app
+    }
+
+    #[test]
+    fn every_builtin_scheduler_says_how_it_submits_an_array() {
+        let registry = Registry::builtin();
+        let apps: Vec<AppDef> = [0, 2, 4].into_iter().map(task_app).collect();
+        let tasks: Vec<ArrayTask<'_>> = apps
+            .iter()
+            .zip([0, 2, 4])
+            .map(|(app, index)| ArrayTask { index, app })
+            .collect();
+        let ctx = DryRunContext::new("torchx", "golden", "/work");
+        let mut names: Vec<&str> = registry.names().collect();
+        names.sort_unstable();
+        assert_eq!(names.len(), 8, "{names:?}");
+        for name in names {
+            let sched = registry.create(name).unwrap();
+            // Required options get a placeholder; the rest keep their defaults.
+            let mut cfg = Cfg::new();
+            for opt in sched.run_opts().iter().filter(|o| o.required) {
+                cfg.insert(opt.name.into(), CfgValue::Str("golden".into()));
+            }
+            let cfg = sched.run_opts().resolve(&cfg).unwrap();
+            let mut shown = String::new();
+            for cap in [None, Some(2)] {
+                shown.push_str(&format!("=== max_concurrent {cap:?}: "));
+                shown.push_str(&match sched.submit_array_dryrun(&tasks, cap, &cfg, &ctx) {
+                    Ok(ArrayRequest::Native(request)) => format!("NATIVE\n{}\n", request.render()),
+                    Ok(ArrayRequest::PerTask(why)) => format!("ONE SUBMISSION PER TASK: {why}\n"),
+                    Err(e) => panic!("{name}: {e}"),
+                });
+            }
+            insta::assert_snapshot!(format!("array_{name}"), shown);
+        }
     }
 }

@@ -50,13 +50,14 @@ pub trait Backend: Debug + Send + Sync + 'static {
     ) -> Result<ArrayRequest<Self::Request>> {
         let _ = (tasks, max_concurrent, opts, ctx);
         Ok(ArrayRequest::PerTask(format!(
-            "{} has no native job arrays",
+            "{} has no native job arrays: torchx submits each task as an app, at most \
+             max_concurrent unfinished at once",
             Self::NAME
         )))
     }
-    /// As [`Scheduler::array_task_id`].
-    fn array_task_id(&self, array_id: &str, index: u32) -> String {
-        format!("{array_id}_{index}")
+    /// As [`Scheduler::array_task_ids`].
+    fn array_task_ids(&self, array_id: &str, indexes: &[u32]) -> Vec<String> {
+        indexes.iter().map(|i| format!("{array_id}_{i}")).collect()
     }
     /// Submits a rendered request (`info` has the app and options it came from); returns the
     /// app id.
@@ -152,8 +153,8 @@ impl<B: Backend> Scheduler for B {
         )
     }
 
-    fn array_task_id(&self, array_id: &str, index: u32) -> String {
-        Backend::array_task_id(self, array_id, index)
+    fn array_task_ids(&self, array_id: &str, indexes: &[u32]) -> Vec<String> {
+        Backend::array_task_ids(self, array_id, indexes)
     }
 
     async fn schedule(&self, info: &DryRunInfo) -> Result<String> {

@@ -429,7 +429,7 @@ pub trait Scheduler: Debug + Send + Sync {
     ) -> Result<Box<dyn NativeRequest>>;
     /// Renders the tasks of an array or sweep (in index order, at most `max_concurrent`
     /// running at once) as one native request, which [`schedule`](Self::schedule) submits
-    /// like any other and whose tasks are then known by [`array_task_id`](Self::array_task_id);
+    /// like any other and whose tasks are then known by [`array_task_ids`](Self::array_task_ids);
     /// or says why they go one submission per task. Pure, like `submit_dryrun`. Default: one
     /// submission per task.
     fn submit_array_dryrun(
@@ -441,13 +441,15 @@ pub trait Scheduler: Debug + Send + Sync {
     ) -> Result<ArrayRequest> {
         let _ = (tasks, max_concurrent, cfg, ctx);
         Ok(ArrayRequest::PerTask(format!(
-            "{} has no native job arrays",
+            "{} has no native job arrays: torchx submits each task as an app, at most \
+             max_concurrent unfinished at once",
             self.name()
         )))
     }
-    /// The app id of task `index` of the native array `schedule` returned `array_id` for.
-    fn array_task_id(&self, array_id: &str, index: u32) -> String {
-        format!("{array_id}_{index}")
+    /// The app ids of the tasks `indexes` (all of them, in order) of the native array
+    /// `schedule` returned `array_id` for. Default: `<array_id>_<index>`.
+    fn array_task_ids(&self, array_id: &str, indexes: &[u32]) -> Vec<String> {
+        indexes.iter().map(|i| format!("{array_id}_{i}")).collect()
     }
     /// Submits a dry-run result; returns the scheduler's app id.
     async fn schedule(&self, info: &DryRunInfo) -> Result<String>;

@@ -25,8 +25,8 @@ use self::render::{ENV_ROLE_NAME, TAG_REQUEUE_EXIT_CODE};
 use self::state::{attempt_end, job_state, CANCEL_REASON};
 use crate::error::{Error, ErrorKind, Result};
 use crate::scheduler::{
-    Backend, Capabilities, DryRunContext, DryRunInfo, Facts, LogLines, LogQuery, Replica,
-    Scheduler, WorkspaceSupport,
+    ArrayRequest, ArrayTask, Backend, Capabilities, DryRunContext, DryRunInfo, Facts, LogLines,
+    LogQuery, Replica, Scheduler, WorkspaceSupport,
 };
 use crate::schedulers::aws::{TAG_APP_NAME, TAG_VERSION};
 use crate::specs::{
@@ -99,6 +99,18 @@ fn split_app_id(app_id: &str) -> Option<(&str, &str)> {
         .filter(|(q, n)| !q.is_empty() && !n.is_empty())
 }
 
+/// An app id as its job's and, for an array job's child, the child's position:
+/// `<queue>:<name>:<position>` (Batch names hold no `:`).
+fn split_child(app_id: &str) -> (&str, Option<u32>) {
+    match app_id.rsplit_once(':') {
+        Some((parent, pos)) if parent.contains(':') => match pos.parse() {
+            Ok(pos) => (parent, Some(pos)),
+            Err(_) => (app_id, None),
+        },
+        _ => (app_id, None),
+    }
+}
+
 fn unknown_app(app_id: &str) -> Error {
     Error::app_not_found(
         format!("{NAME}://{app_id}"),
@@ -114,10 +126,22 @@ fn node_range(target: &str, num_nodes: i32) -> (i32, i32) {
     (start, end)
 }
 
-/// A job's node groups: (role name, first node, last node).
+/// A job's node groups: (role name, first node, last node); a single-container job (an
+/// array's child) is one node of its role.
 fn node_groups(job: &bt::JobDetail) -> Vec<(String, i32, i32)> {
     let Some(np) = job.node_properties() else {
-        return Vec::new();
+        let role = job
+            .container()
+            .map(|c| c.environment())
+            .unwrap_or_default()
+            .iter()
+            .find(|kv| kv.name() == Some(ENV_ROLE_NAME))
+            .and_then(|kv| kv.value());
+        return match (role, job.array_properties()) {
+            // An array's parent runs nothing itself: its children are the tasks.
+            (Some(role), None) => vec![(role.to_string(), 0, 0)],
+            _ => Vec::new(),
+        };
     };
     let num = np.num_nodes().unwrap_or(0);
     np.node_range_properties()
@@ -228,16 +252,41 @@ impl AwsBatchScheduler {
             .job_summary_list()
             .iter()
             .filter(|j| j.job_name() == Some(name))
+            // An array's children share its name (Batch lists them only when asked; some
+            // emulators always): the app is the parent.
+            .filter(|j| j.job_id().is_some_and(|id| !id.contains(':')))
             .max_by_key(|j| j.created_at().unwrap_or(0))
             .cloned())
     }
 
-    /// The newest job of this name in this queue, unless `delete` removed it.
+    /// The newest job of this name in this queue (or its array child), unless `delete`
+    /// removed it.
     async fn find_job(&self, app_id: &str) -> Result<Option<bt::JobDetail>> {
-        match self.find_summary(app_id).await? {
-            Some(summary) => self.describe_listed(&summary).await,
-            None => Ok(None),
+        let (job_app_id, child) = split_child(app_id);
+        let job = match self.find_summary(job_app_id).await? {
+            Some(summary) => self.describe_listed(&summary).await?,
+            None => None,
+        };
+        match (job, child) {
+            (Some(job), Some(pos)) => {
+                let id = format!("{}:{pos}", job.job_id().unwrap_or_default());
+                self.describe_id(&id).await
+            }
+            (job, _) => Ok(job),
         }
+    }
+
+    /// A job by id, if Batch knows it.
+    async fn describe_id(&self, id: &str) -> Result<Option<bt::JobDetail>> {
+        let described = self
+            .batch()
+            .await?
+            .describe_jobs()
+            .jobs(id)
+            .send()
+            .await
+            .map_err(aws_err("describing a job"))?;
+        Ok(described.jobs().first().cloned())
     }
 
     /// A listed job's details, unless `delete` removed it.
@@ -400,25 +449,48 @@ impl Backend for AwsBatchScheduler {
         render(app, opts, ctx)
     }
 
+    fn render_array(
+        &self,
+        tasks: &[ArrayTask<'_>],
+        max_concurrent: Option<u32>,
+        opts: &AwsBatchOpts,
+        ctx: &DryRunContext,
+    ) -> Result<ArrayRequest<BatchJob>> {
+        render::render_array(tasks, max_concurrent, opts, ctx)
+    }
+
+    /// An array's children are `<queue>:<name>:<position>` (Batch's `<job id>:<position>`).
+    fn array_task_ids(&self, array_id: &str, indexes: &[u32]) -> Vec<String> {
+        (0..indexes.len())
+            .map(|i| format!("{array_id}:{i}"))
+            .collect()
+    }
+
     async fn submit(&self, job: &BatchJob, _info: &DryRunInfo) -> Result<String> {
         let def = &job.job_def;
         let batch = self.batch().await?;
-        let nodes = bt::NodeProperties::builder()
-            .num_nodes(def.node_properties.num_nodes as i32)
-            .main_node(def.node_properties.main_node as i32)
-            .set_node_range_properties(Some(
-                def.node_properties
-                    .node_range_properties
-                    .iter()
-                    .map(|n| {
-                        bt::NodeRangeProperty::builder()
-                            .target_nodes(&n.target_nodes)
-                            .container(container_properties(&n.container))
-                            .build()
-                    })
-                    .collect(),
-            ))
-            .build();
+        let nodes = def.node_properties.as_ref().map(|np| {
+            bt::NodeProperties::builder()
+                .num_nodes(np.num_nodes as i32)
+                .main_node(np.main_node as i32)
+                .set_node_range_properties(Some(
+                    np.node_range_properties
+                        .iter()
+                        .map(|n| {
+                            bt::NodeRangeProperty::builder()
+                                .target_nodes(&n.target_nodes)
+                                .container(container_properties(&n.container))
+                                .build()
+                        })
+                        .collect(),
+                ))
+                .build()
+        });
+        let kind = if nodes.is_some() {
+            bt::JobDefinitionType::Multinode
+        } else {
+            bt::JobDefinitionType::Container
+        };
         let retry = bt::RetryStrategy::builder()
             .attempts(def.retry_strategy.attempts as i32)
             .set_evaluate_on_exit(Some(
@@ -438,8 +510,9 @@ impl Backend for AwsBatchScheduler {
         batch
             .register_job_definition()
             .job_definition_name(&def.job_definition_name)
-            .r#type(bt::JobDefinitionType::Multinode)
-            .node_properties(nodes)
+            .r#type(kind)
+            .set_node_properties(nodes)
+            .set_container_properties(def.container_properties.as_ref().map(container_properties))
             .retry_strategy(retry)
             .set_timeout(def.timeout.as_ref().map(|t| {
                 bt::JobTimeout::builder()
@@ -458,6 +531,10 @@ impl Backend for AwsBatchScheduler {
             .job_definition(&def.job_definition_name)
             .set_tags(Some(def.tags.clone().into_iter().collect()))
             .set_share_identifier(job.share_id.clone())
+            .set_array_properties(
+                job.array_size
+                    .map(|n| bt::ArrayProperties::builder().size(n as i32).build()),
+            )
             .send()
             .await
             .map_err(aws_err("submitting the job"))?;
@@ -482,8 +559,8 @@ impl Backend for AwsBatchScheduler {
         let groups = node_groups(&job);
         let indexes: Vec<i32> = groups.iter().flat_map(|(_, s, e)| *s..=*e).collect();
         let nodes = match job.job_id() {
-            Some(id) => self.nodes(id, &indexes).await?,
-            None => BTreeMap::new(),
+            Some(id) if job.node_properties().is_some() => self.nodes(id, &indexes).await?,
+            _ => BTreeMap::new(),
         };
         for (role, start, end) in &groups {
             for idx in *start..=*end {
@@ -491,6 +568,7 @@ impl Backend for AwsBatchScheduler {
                 let node = nodes.get(&idx);
                 let st = node.map_or(state, status_of);
                 let host = node
+                    .or(Some(&job).filter(|j| j.node_properties().is_none()))
                     .and_then(|n| n.container())
                     .and_then(|c| c.network_interfaces().first())
                     .and_then(|n| n.private_ipv4_address())
@@ -548,8 +626,12 @@ impl Backend for AwsBatchScheduler {
                     .map_err(aws_err("describing jobs"))?;
                 for j in resp.jobs() {
                     let tags = j.tags().cloned().unwrap_or_default();
+                    // TorchX's jobs are multi-node, ours may be array jobs (their children
+                    // are not listed: they are the group's tasks).
+                    let ours = j.node_properties().is_some() || j.array_properties().is_some();
                     if !tags.contains_key(TAG_VERSION)
-                        || j.node_properties().is_none()
+                        || !ours
+                        || j.job_id().is_some_and(|id| id.contains(':'))
                         || is_deleted(j)
                     {
                         continue;
@@ -581,22 +663,34 @@ impl Backend for AwsBatchScheduler {
         if status_of(&job).is_terminal() {
             return Ok(());
         }
-        // By id: Batch accepts an ARN too, but emulators may not.
+        // By id: Batch accepts an ARN too, but emulators may not. An array's children are
+        // ended with it (Batch does so itself; saying so costs nothing).
         let id = job.job_id().unwrap_or_default();
-        self.batch()
-            .await?
-            .terminate_job()
-            .job_id(id)
-            .reason(CANCEL_REASON)
-            .send()
-            .await
-            .map_err(aws_err("terminating the job"))?;
+        let size = job.array_properties().and_then(|a| a.size()).unwrap_or(0);
+        let children = (0..size).map(|i| format!("{id}:{i}"));
+        for id in std::iter::once(id.to_string()).chain(children) {
+            self.batch()
+                .await?
+                .terminate_job()
+                .job_id(id)
+                .reason(CANCEL_REASON)
+                .send()
+                .await
+                .map_err(aws_err("terminating the job"))?;
+        }
         Ok(())
     }
 
     /// Deregisters the job's definition and tags the job deleted, so torchx no longer shows it
     /// (Batch keeps job records and ages them out by itself).
     async fn delete(&self, app_id: &str) -> Result<()> {
+        if split_child(app_id).1.is_some() {
+            return Err(Error::unsupported(
+                NAME,
+                "deleting one child of an array job (Batch keeps them with their array): \
+                 delete the group",
+            ));
+        }
         let summary = self
             .find_summary(app_id)
             .await?

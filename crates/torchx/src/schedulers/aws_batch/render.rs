@@ -7,9 +7,10 @@ use serde::Serialize;
 
 use super::opts::AwsBatchOpts;
 use crate::error::{Error, Result};
-use crate::scheduler::{DryRunContext, NativeRequest};
+use crate::scheduler::{ArrayRequest, ArrayTask, DryRunContext, NativeRequest};
 use crate::schedulers::attempt_timer;
 use crate::specs::{AppDef, MacroValues, Mount, Recovery, Role};
+use crate::text::{shell_join, shell_quote};
 
 /// Env var naming the role of a node group (describe and logs find roles by it).
 pub const ENV_ROLE_NAME: &str = "TORCHX_ROLE_NAME";
@@ -198,11 +199,16 @@ pub struct RetryStrategy {
 pub struct JobDefinition {
     /// The job's unique name.
     pub job_definition_name: String,
-    /// Always `multinode`.
+    /// `multinode` (TorchX's: every app), or `container` for an array job's children.
     #[serde(rename = "type")]
     pub kind: String,
-    /// The node groups.
-    pub node_properties: NodeProperties,
+    /// The node groups of a `multinode` job.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node_properties: Option<NodeProperties>,
+    /// The container of a `container` job (an array's children: Batch arrays are never
+    /// multi-node).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub container_properties: Option<Container>,
     /// Retries.
     pub retry_strategy: RetryStrategy,
     /// The attempt timeout (a backstop: under the recovery contract the container's own timer
@@ -229,6 +235,10 @@ pub struct BatchJob {
     pub share_id: Option<String>,
     /// The job definition.
     pub job_def: JobDefinition,
+    /// An array job's `arrayProperties.size`: its children run the tasks, child `i` the
+    /// `i`-th (by `AWS_BATCH_JOB_ARRAY_INDEX`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub array_size: Option<u32>,
 }
 
 impl NativeRequest for BatchJob {
@@ -557,15 +567,123 @@ pub fn render(app: &AppDef, opts: &AwsBatchOpts, ctx: &DryRunContext) -> Result<
         job_def: JobDefinition {
             job_definition_name: name,
             kind: "multinode".into(),
-            node_properties: NodeProperties {
+            node_properties: Some(NodeProperties {
                 num_nodes: next,
                 main_node: 0,
                 node_range_properties: nodes,
-            },
+            }),
+            container_properties: None,
             retry_strategy,
             timeout,
             tags,
             scheduling_priority: opts.share_id.as_ref().map(|_| opts.priority),
         },
+        array_size: None,
     })
+}
+
+/// Batch's bounds on an array job's size.
+const ARRAY_SIZES: std::ops::RangeInclusive<usize> = 2..=10_000;
+
+/// The tasks as one Batch array job, or why not. Batch arrays are of single-container jobs
+/// (never multi-node) with no cap on how many children run at once: a group of multi-replica
+/// apps, a capped one (`%K`) and one outside 2..=10,000 tasks go one job per task. The
+/// children share one container; its command picks the task's own command and environment by
+/// `AWS_BATCH_JOB_ARRAY_INDEX` (so the image needs `sh`).
+pub fn render_array(
+    tasks: &[ArrayTask<'_>],
+    max_concurrent: Option<u32>,
+    opts: &AwsBatchOpts,
+    ctx: &DryRunContext,
+) -> Result<ArrayRequest<BatchJob>> {
+    let per_task = |why: String| Ok(ArrayRequest::PerTask(why));
+    if let Some(k) = max_concurrent {
+        return per_task(format!(
+            "AWS Batch array jobs cannot cap how many children run at once (%{k}): torchx \
+             submits each task as a job, at most {k} unfinished at once"
+        ));
+    }
+    if !ARRAY_SIZES.contains(&tasks.len()) {
+        return per_task(format!(
+            "AWS Batch array jobs have 2 to 10,000 children, this group {} tasks",
+            tasks.len()
+        ));
+    }
+    if let Some(t) = tasks
+        .iter()
+        .find(|t| t.app.roles.len() != 1 || t.app.roles[0].num_replicas != 1)
+    {
+        return per_task(format!(
+            "task {}'s app is a multi-node job, and AWS Batch array jobs are of single \
+             containers",
+            t.index
+        ));
+    }
+    let mut containers = Vec::with_capacity(tasks.len());
+    let mut first: Option<BatchJob> = None;
+    for t in tasks {
+        let mut job = render(t.app, opts, ctx)?;
+        let Some(mut nodes) = job.job_def.node_properties.take() else {
+            continue;
+        };
+        containers.push(nodes.node_range_properties.remove(0).container);
+        first.get_or_insert(job);
+    }
+    let (Some(mut job), Some(shared)) = (first, containers.first()) else {
+        return per_task("a group of no tasks".into());
+    };
+    let shape = |c: &Container| Container {
+        command: Vec::new(),
+        environment: Vec::new(),
+        ..c.clone()
+    };
+    if let Some((t, _)) = tasks
+        .iter()
+        .zip(&containers)
+        .find(|(_, c)| shape(c) != shape(shared))
+    {
+        return per_task(format!(
+            "task {}'s job differs from task {}'s in more than its command and environment, \
+             and an array job's children share their job definition",
+            t.index, tasks[0].index
+        ));
+    }
+    // The environment every task has stays the container's; the rest is each task's own.
+    let common: Vec<KeyValue> = shared
+        .environment
+        .iter()
+        .filter(|kv| containers.iter().all(|c| c.environment.contains(kv)))
+        .cloned()
+        .collect();
+    let mut script = String::from(
+        "export AWS_BATCH_JOB_NODE_INDEX=0 AWS_BATCH_JOB_NUM_NODES=1 \
+         AWS_BATCH_JOB_MAIN_NODE_INDEX=0 AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS=127.0.0.1\n\
+         case \"$AWS_BATCH_JOB_ARRAY_INDEX\" in\n",
+    );
+    for (position, c) in containers.iter().enumerate() {
+        let exports: Vec<String> = c
+            .environment
+            .iter()
+            .filter(|kv| !common.contains(kv))
+            .map(|kv| format!("export {}={}; ", kv.name, shell_quote(&kv.value)))
+            .collect();
+        script.push_str(&format!(
+            "{position}) {}exec {} ;;\n",
+            exports.concat(),
+            shell_join(&c.command)
+        ));
+    }
+    script.push_str(
+        "*) echo \"torchx: no task at array index $AWS_BATCH_JOB_ARRAY_INDEX\" >&2; exit 2 ;;\n\
+         esac",
+    );
+    let container = Container {
+        command: vec!["sh".into(), "-c".into(), script],
+        environment: common,
+        ..shared.clone()
+    };
+    job.job_def.kind = "container".into();
+    job.job_def.container_properties = Some(container);
+    job.array_size = Some(tasks.len() as u32);
+    Ok(ArrayRequest::Native(job))
 }

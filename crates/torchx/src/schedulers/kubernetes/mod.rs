@@ -30,8 +30,8 @@ use self::render::{
 };
 use crate::error::{Error, Result};
 use crate::scheduler::{
-    Backend, Capabilities, DryRunContext, DryRunInfo, LogLines, LogQuery, Replica, Scheduler,
-    WorkspaceSupport,
+    ArrayRequest, ArrayTask, Backend, Capabilities, DryRunContext, DryRunInfo, LogLines, LogQuery,
+    Replica, Scheduler, WorkspaceSupport,
 };
 use crate::specs::{AppDef, AppState, DescribeAppResponse, ListAppResponse, ReplicaStatus, Stream};
 
@@ -62,6 +62,44 @@ pub fn split_app_id<'a>(scheduler: &str, app_id: &'a str) -> Result<(&'a str, &'
                 " (Kubernetes app ids look like `namespace:name`)",
             )
         })
+}
+
+/// A name as its app's and, for an Indexed Job array's task, the task's completion index:
+/// `<name>:<index>` (names hold no `:`).
+fn split_task(name: &str) -> (&str, Option<u32>) {
+    match name.rsplit_once(':').map(|(n, i)| (n, i.parse())) {
+        Some((name, Ok(index))) => (name, Some(index)),
+        _ => (name, None),
+    }
+}
+
+/// Task `index` of an array's status: its replica, as the one replica of an app of its own.
+fn task_of(app_id: &str, array: DescribeAppResponse, index: u32) -> Option<DescribeAppResponse> {
+    let (role, replica) = array.roles_statuses.iter().find_map(|r| {
+        let replica = r.replicas.iter().find(|x| x.id == index)?;
+        Some((r.role.clone(), replica.clone()))
+    })?;
+    let mut resp = DescribeAppResponse::new(app_id, replica.state);
+    resp.add_replica(ReplicaStatus::new(
+        0,
+        replica.state,
+        &role,
+        &replica.hostname,
+    ));
+    resp.roles_from_statuses();
+    Some(resp)
+}
+
+/// One index of an Indexed Job cannot be stopped or removed on its own (the Job would run it
+/// again): that is done to the group.
+fn refuse_one_task(app_id: &str, name: &str, what: &str) -> Result<()> {
+    match split_task(name).1 {
+        Some(_) => Err(Error::unsupported(
+            NAME,
+            format!("{what} {app_id}, one task of an Indexed Job array: {what} its group"),
+        )),
+        None => Ok(()),
+    }
 }
 
 fn unknown_app(app_id: &str) -> Error {
@@ -363,6 +401,23 @@ impl Backend for KubernetesScheduler {
         render(app, opts, ctx)
     }
 
+    fn render_array(
+        &self,
+        tasks: &[ArrayTask<'_>],
+        max_concurrent: Option<u32>,
+        opts: &KubernetesOpts,
+        ctx: &DryRunContext,
+    ) -> Result<ArrayRequest<KubernetesJob>> {
+        render::render_array(tasks, max_concurrent, opts, ctx)
+    }
+
+    /// An Indexed Job's tasks are `<namespace>:<name>:<completion index>`.
+    fn array_task_ids(&self, array_id: &str, indexes: &[u32]) -> Vec<String> {
+        (0..indexes.len())
+            .map(|i| format!("{array_id}:{i}"))
+            .collect()
+    }
+
     async fn submit(&self, job: &KubernetesJob, _info: &DryRunInfo) -> Result<String> {
         create_all(&self.kube, &job.namespace, &job.objects).await?;
         Ok(format!("{}:{}", job.namespace, job.name))
@@ -372,9 +427,17 @@ impl Backend for KubernetesScheduler {
         let Ok((ns, name)) = split_app_id(NAME, app_id) else {
             return Ok(None);
         };
+        let (name, task) = split_task(name);
         let jobs = self.native_jobs(ns, name).await?;
+        if let (Some(task), false) = (task, jobs.is_empty()) {
+            let array = self.describe_native(app_id, ns, name, &jobs).await?;
+            return Ok(task_of(app_id, array, task));
+        }
         if !jobs.is_empty() {
             return Ok(Some(self.describe_native(app_id, ns, name, &jobs).await?));
+        }
+        if task.is_some() {
+            return Ok(None);
         }
         Ok(self
             .kube
@@ -430,6 +493,7 @@ impl Backend for KubernetesScheduler {
 
     async fn cancel(&self, app_id: &str) -> Result<()> {
         let (ns, name) = split_app_id(NAME, app_id)?;
+        refuse_one_task(app_id, name, "cancelling")?;
         let jobs = self.native_jobs(ns, name).await?;
         if !jobs.is_empty() {
             // Suspending stops the pods and keeps the Jobs, so the app reads CANCELLED.
@@ -471,6 +535,7 @@ impl Backend for KubernetesScheduler {
 
     async fn delete(&self, app_id: &str) -> Result<()> {
         let (ns, name) = split_app_id(NAME, app_id)?;
+        refuse_one_task(app_id, name, "deleting")?;
         let jobs = self.native_jobs(ns, name).await?;
         if jobs.is_empty() {
             return if self.kube.delete(ns, VOLCANO_JOB, name).await? {
@@ -490,6 +555,18 @@ impl Backend for KubernetesScheduler {
     async fn log_iter(&self, replica: Replica<'_>, query: &LogQuery) -> Result<Box<dyn LogLines>> {
         let Replica { app_id, role, k } = replica;
         let (ns, name) = split_app_id(NAME, app_id)?;
+        // An array's task is one index of its Indexed Job (its only replica is 0).
+        let (name, k) = match split_task(name) {
+            (name, Some(task)) if k == 0 => (name, task),
+            (_, Some(_)) => {
+                return Err(Error::not_found(
+                    "replica",
+                    format!("{role}/{k}"),
+                    format!(" in app {app_id} (an array's task has replica 0 only)"),
+                ))
+            }
+            (name, None) => (name, k),
+        };
         // (log_pod's first answer already fails an unknown app, before any wait.)
         let pod_of = || self.log_pod(ns, name, role, k).boxed();
         replica_log(self, &self.kube, app_id, ns, (role, k), query, &pod_of).await

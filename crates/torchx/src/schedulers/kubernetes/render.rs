@@ -21,9 +21,10 @@ use serde_json::{json, Value};
 
 use super::opts::{KubernetesOpts, Mode};
 use crate::error::{Error, Result};
-use crate::scheduler::{DryRunContext, NativeRequest};
+use crate::scheduler::{ArrayRequest, ArrayTask, DryRunContext, NativeRequest};
 use crate::schedulers::attempt_timer;
 use crate::specs::{overlay, AppDef, MacroValues, Mount, RetryPolicy, Role};
+use crate::text::{shell_join, shell_quote};
 
 /// TorchX version label.
 pub const LABEL_VERSION: &str = "torchx.pytorch.org/version";
@@ -529,6 +530,118 @@ pub fn render(app: &AppDef, opts: &KubernetesOpts, ctx: &DryRunContext) -> Resul
         mode: opts.mode,
         objects,
     })
+}
+
+/// The tasks as one Indexed Job (`job` mode): a completion per task, at most `max_concurrent`
+/// pods at once (`parallelism`), each task's failures its own (`backoffLimitPerIndex`), and
+/// the pod of index `i` running the `i`-th task, chosen by `JOB_COMPLETION_INDEX` (the image
+/// needs `sh`). Or why not: Volcano mode keeps each task its own gang, and a multi-replica app
+/// or tasks whose pods differ beyond their command and environment go one app per task.
+pub fn render_array(
+    tasks: &[ArrayTask<'_>],
+    max_concurrent: Option<u32>,
+    opts: &KubernetesOpts,
+    ctx: &DryRunContext,
+) -> Result<ArrayRequest<KubernetesJob>> {
+    let per_task = |why: String| Ok(ArrayRequest::PerTask(why));
+    if opts.mode == Mode::Volcano {
+        return per_task(
+            "in Volcano mode each task is its own gang-scheduled Volcano Job (mode=job makes \
+             an array one Indexed Job)"
+                .into(),
+        );
+    }
+    let Some(first) = tasks.first().map(|t| t.app) else {
+        return per_task("a group of no tasks".into());
+    };
+    if let Some(t) = tasks
+        .iter()
+        .find(|t| t.app.roles.len() != 1 || t.app.roles[0].num_replicas != 1)
+    {
+        return per_task(format!(
+            "task {}'s app has several replicas: an Indexed Job's indexes are the tasks",
+            t.index
+        ));
+    }
+    let shape = |r: &Role| Role {
+        entrypoint: String::new(),
+        args: Vec::new(),
+        env: Default::default(),
+        ..r.clone()
+    };
+    if let Some(t) = tasks
+        .iter()
+        .find(|t| shape(&t.app.roles[0]) != shape(&first.roles[0]))
+    {
+        return per_task(format!(
+            "task {}'s pod differs from task {}'s in more than its command and environment, \
+             and an Indexed Job's pods share one template",
+            t.index, tasks[0].index
+        ));
+    }
+    let app_id = normalize_str(&ctx.make_unique(&first.name));
+    // Each task's command with its macros: it is its own replica 0 and rank 0.
+    let roles: Vec<Role> = tasks
+        .iter()
+        .enumerate()
+        .map(|(position, t)| {
+            MacroValues {
+                img_root: String::new(),
+                app_id: format!("{app_id}-{position}"),
+                replica_id: "0".into(),
+                rank0_env: "TORCHX_RANK0_HOST".into(),
+            }
+            .apply(&t.app.roles[0])
+        })
+        .collect();
+    let common: crate::specs::Env = roles[0]
+        .env
+        .iter()
+        .filter(|(k, v)| roles.iter().all(|r| r.env.get(*k) == Some(*v)))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let mut script = String::from(
+        "export TORCHX_REPLICA_ID=0 TORCHX_RANK0_HOST=localhost\n\
+         case \"$JOB_COMPLETION_INDEX\" in\n",
+    );
+    for (position, role) in roles.iter().enumerate() {
+        let exports: String = role
+            .env
+            .iter()
+            .filter(|(k, _)| !common.contains_key(*k))
+            .map(|(k, v)| format!("export {k}={}; ", shell_quote(v)))
+            .collect();
+        let mut command = vec![role.entrypoint.clone()];
+        command.extend(role.args.iter().cloned());
+        script.push_str(&format!(
+            "{position}) {exports}exec {} ;;\n",
+            shell_join(&command)
+        ));
+    }
+    script.push_str(
+        "*) echo \"torchx: no task at index $JOB_COMPLETION_INDEX\" >&2; exit 2 ;;\nesac",
+    );
+    // The tasks' macros are applied: `render` applies them again, to text where `$$` is a `$`.
+    let escape = |s: &str| s.replace('$', "$$");
+    let mut app = first.clone();
+    let role = &mut app.roles[0];
+    role.entrypoint = "sh".into();
+    // `$(VAR)` in a container's command is Kubernetes' own expansion: `$$(` keeps it literal.
+    role.args = vec!["-c".into(), escape(&script.replace("$(", "$$("))];
+    role.env = common.iter().map(|(k, v)| (k.clone(), escape(v))).collect();
+    role.num_replicas = u32::try_from(tasks.len()).unwrap_or(u32::MAX);
+    let (retries, size) = (role.max_retries, role.num_replicas);
+    let mut job = render(&app, opts, ctx)?;
+    let parallelism = max_concurrent.map_or(size, |k| k.min(size));
+    for o in job.objects.iter_mut().filter(|o| o["kind"] == "Job") {
+        let spec = &mut o["spec"];
+        spec["parallelism"] = json!(parallelism);
+        spec["backoffLimitPerIndex"] = json!(retries);
+        if let Some(spec) = spec.as_object_mut() {
+            spec.remove("backoffLimit");
+        }
+    }
+    Ok(ArrayRequest::Native(job))
 }
 
 /// TorchX's Volcano Job: one task per replica (macros differ per replica).

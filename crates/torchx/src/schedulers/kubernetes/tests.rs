@@ -643,3 +643,77 @@ fn bad_pod_overlays_are_spec_errors() {
         "{err}"
     );
 }
+
+fn array_tasks(apps: &[AppDef]) -> Vec<crate::scheduler::ArrayTask<'_>> {
+    apps.iter()
+        .enumerate()
+        .map(|(i, app)| crate::scheduler::ArrayTask {
+            index: 10 + i as u32,
+            app,
+        })
+        .collect()
+}
+
+#[test]
+fn an_array_is_one_indexed_job_whose_pods_pick_their_task() {
+    let apps: Vec<AppDef> = ["a b", "it's", "$(HOME) ${x}"]
+        .iter()
+        .map(|m| {
+            let mut app = component("utils.sh", &["sh", "-c", "echo \"$0\" $T", m]);
+            app.roles[0].env.insert("T".into(), format!("t{}", m.len()));
+            app.roles[0].max_retries = 2;
+            app
+        })
+        .collect();
+    let o = opts(json!({"namespace": "ml"}));
+    let crate::scheduler::ArrayRequest::Native(job) =
+        render::render_array(&array_tasks(&apps), Some(2), &o, &ctx()).unwrap()
+    else {
+        panic!("not native")
+    };
+    insta::assert_snapshot!(job.render());
+    let jobs: Vec<&Value> = job.objects.iter().filter(|o| o["kind"] == "Job").collect();
+    assert_eq!(jobs.len(), 1);
+    assert_round_trips::<Job>(jobs[0], "array job");
+    let spec = &jobs[0]["spec"];
+    assert_eq!(
+        (
+            &spec["completionMode"],
+            &spec["completions"],
+            &spec["parallelism"]
+        ),
+        (&json!("Indexed"), &json!(3), &json!(2))
+    );
+    assert_eq!(spec["backoffLimitPerIndex"], 2);
+    assert!(spec.get("backoffLimit").is_none(), "{spec}");
+    // The pod's command, run by a real shell for each completion index (Kubernetes turns
+    // `$$(` back into `$(`).
+    let container = &spec["template"]["spec"]["containers"][0];
+    assert_eq!(
+        (&container["command"][0], &container["command"][1]),
+        (&json!("sh"), &json!("-c"))
+    );
+    let script = container["command"][2]
+        .as_str()
+        .unwrap()
+        .replace("$$(", "$(");
+    for (index, want) in ["a b t3", "it's t4", "$(HOME) ${x} t12"].iter().enumerate() {
+        let out = std::process::Command::new("sh")
+            .args(["-c", &script])
+            .env("JOB_COMPLETION_INDEX", index.to_string())
+            .output()
+            .unwrap();
+        assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), *want);
+    }
+    // Volcano keeps each task its own gang; a multi-replica app has no index to spare.
+    let volcano = opts(json!({"mode": "volcano", "queue": "q"}));
+    let why = |r: crate::scheduler::ArrayRequest<KubernetesJob>| match r {
+        crate::scheduler::ArrayRequest::PerTask(why) => why,
+        crate::scheduler::ArrayRequest::Native(_) => panic!("native"),
+    };
+    let w = why(render::render_array(&array_tasks(&apps), None, &volcano, &ctx()).unwrap());
+    assert!(w.contains("gang"), "{w}");
+    let ddp = vec![component("dist.ddp", &["-j", "2x1", "--script", "t.py"]); 2];
+    let w = why(render::render_array(&array_tasks(&ddp), None, &o, &ctx()).unwrap());
+    assert!(w.contains("several replicas"), "{w}");
+}

@@ -19,8 +19,8 @@ pub use render::{render, AppWrapperJob};
 
 use crate::error::{Error, Result};
 use crate::scheduler::{
-    Backend, Capabilities, DryRunContext, DryRunInfo, LogLines, LogQuery, Replica, Scheduler,
-    WorkspaceSupport,
+    ArrayRequest, ArrayTask, Backend, Capabilities, DryRunContext, DryRunInfo, LogLines, LogQuery,
+    Replica, Scheduler, WorkspaceSupport,
 };
 use crate::schedulers::kubernetes::client::{Kube, APPWRAPPER, POD};
 use crate::schedulers::kubernetes::render::{
@@ -94,6 +94,20 @@ impl Backend for KubernetesMcadScheduler {
         ctx: &DryRunContext,
     ) -> Result<AppWrapperJob> {
         render(app, opts, ctx)
+    }
+
+    fn render_array(
+        &self,
+        _tasks: &[ArrayTask<'_>],
+        _max_concurrent: Option<u32>,
+        _opts: &KubernetesMcadOpts,
+        _ctx: &DryRunContext,
+    ) -> Result<ArrayRequest<AppWrapperJob>> {
+        Ok(ArrayRequest::PerTask(
+            "MCAD queues and dispatches whole AppWrappers: each task is an AppWrapper of its own \
+             (torchx submits them, at most max_concurrent unfinished at once)"
+                .into(),
+        ))
     }
 
     async fn submit(&self, job: &AppWrapperJob, _info: &DryRunInfo) -> Result<String> {
