@@ -675,3 +675,62 @@ mod goldens {
         }
     }
 }
+
+/// Arrays combine with the recovery contract wherever both are native.
+#[cfg(test)]
+mod recovery_arrays {
+    use crate::opts::{Cfg, CfgValue};
+    use crate::scheduler::{ArrayRequest, ArrayTask, DryRunContext, Registry};
+
+    #[test]
+    fn a_native_array_keeps_each_tasks_time_limit() {
+        let ctx = DryRunContext::new("torchx", "golden", "/work");
+        let registry = Registry::builtin();
+        for (name, limit) in [
+            ("slurm", "--time=2"),
+            ("lsf", "-W 2"),
+            ("aws_batch", "\"attemptDurationSeconds\": 160"),
+            ("kubernetes", "activeDeadlineSeconds: 160"),
+        ] {
+            let apps: Vec<_> = [0, 1]
+                .into_iter()
+                .map(|i| {
+                    let mut app = crate::components::test_app(
+                        "utils.sh",
+                        &["sh", "-c", &format!("echo {i}")],
+                    );
+                    let role = &mut app.roles[0];
+                    role.time_limit = Some(120);
+                    if name != "slurm" {
+                        // A container's checkpoints live on a mount.
+                        role.mounts = vec![crate::specs::Mount::Bind {
+                            src_path: "/shared/ckpt".into(),
+                            dst_path: "/ckpt".into(),
+                            read_only: false,
+                        }];
+                        role.checkpoint_dir = Some("/ckpt".into());
+                    }
+                    app
+                })
+                .collect();
+            let tasks: Vec<ArrayTask<'_>> = apps
+                .iter()
+                .zip([0, 1])
+                .map(|(app, index)| ArrayTask { index, app })
+                .collect();
+            let sched = registry.create(name).unwrap();
+            let mut cfg = Cfg::new();
+            for opt in sched.run_opts().iter().filter(|o| o.required) {
+                cfg.insert(opt.name.into(), CfgValue::Str("golden".into()));
+            }
+            let cfg = sched.run_opts().resolve(&cfg).unwrap();
+            match sched.submit_array_dryrun(&tasks, None, &cfg, &ctx).unwrap() {
+                ArrayRequest::Native(r) => {
+                    let text = r.render();
+                    assert!(text.contains(limit), "{name}: no `{limit}` in {text}");
+                }
+                ArrayRequest::PerTask(why) => panic!("{name}: {why}"),
+            }
+        }
+    }
+}

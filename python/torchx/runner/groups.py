@@ -11,7 +11,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Union
 
 from torchx import _native
-from torchx.specs import AppDryRunInfo, AppState, AppStatus, is_terminal, make_app_handle
+from torchx.specs import (
+    AppDryRunInfo,
+    AppState,
+    AppStatus,
+    is_terminal,
+    make_app_handle,
+    parse_app_handle,
+)
 
 if TYPE_CHECKING:
     from torchx.runner.api import Runner
@@ -160,7 +167,10 @@ def _is_over(status: Optional[AppStatus]) -> bool:
 
 
 def find(handle: str) -> Optional[Dict[str, Any]]:
-    """The record of the group ``handle`` names; ``None`` for an app's handle."""
+    """The record of the group ``handle`` names; ``None`` for an app's handle (a malformed one
+    is TorchX's ``MalformedAppHandleException``)."""
+    if not parse_app_handle(handle).app_id.startswith("~"):
+        return None
     text = _native.ext.find_group(handle)
     return None if text is None else dict(json.loads(text))
 
