@@ -549,3 +549,90 @@ fn recovery_a_killed_supervisor_leaves_no_container_behind() {
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+/// A sweep on local_docker: one container per task (at most the cap at once), one group handle
+/// for status, log, list and delete; cancelling a group stops every task's container.
+#[test]
+fn a_sweep_is_one_group_of_containers() {
+    if !docker_up("local_docker sweep") {
+        return;
+    }
+    let env = Env::new();
+    let out = env.run(&[
+        "run",
+        "-s",
+        "local_docker",
+        "--wait",
+        "--sweep",
+        "x=a,b,c",
+        "--max_concurrent",
+        "2",
+        "utils.sh",
+        "--image",
+        IMAGE,
+        "sh",
+        "-c",
+        "echo x=${sweep.x} task=$TORCHX_ARRAY_INDEX; [ ${sweep.x} != b ]",
+    ]);
+    assert_eq!(out.status.code(), Some(1), "b fails: {}", stderr(&out));
+    let handle = stdout(&out).trim().to_string();
+    let status = env.status(&handle);
+    assert_eq!(status["state"], "FAILED", "{status}");
+    assert_eq!(
+        status["counts"],
+        serde_json::json!({"FAILED": 1, "SUCCEEDED": 2}),
+        "{status}"
+    );
+    let log = stdout(&env.run(&["log", &handle]));
+    assert_eq!(
+        log, "0:sh/0 x=a task=0\n1:sh/0 x=b task=1\n2:sh/0 x=c task=2\n",
+        "{log}"
+    );
+    // The engine may hold other tests' containers: the group is one row, its tasks none.
+    let list = stdout(&env.run(&["list", "-s", "local_docker", "--json"]));
+    assert_eq!(list.matches(&handle).count(), 1, "{list}");
+    for t in status["tasks"].as_array().unwrap() {
+        let task = t["handle"].as_str().unwrap();
+        assert!(!list.contains(&format!("\"{task}\"")), "{task} in {list}");
+    }
+    assert_eq!(env.run(&["delete", &handle]).status.code(), Some(0));
+    assert_eq!(env.run(&["status", &handle]).status.code(), Some(4));
+    let out = env.run(&[
+        "run",
+        "-s",
+        "local_docker",
+        "--array",
+        "2",
+        "utils.sh",
+        "--image",
+        IMAGE,
+        "sleep",
+        "60",
+    ]);
+    let handle = stdout(&out).trim().to_string();
+    assert_eq!(env.run(&["cancel", &handle]).status.code(), Some(0));
+    let status = env.wait_state_terminal(&handle, std::time::Duration::from_secs(30));
+    assert_eq!(
+        status["counts"],
+        serde_json::json!({"CANCELLED": 2}),
+        "{status}"
+    );
+    // Stopped, then removed with the group.
+    let running = |t: &serde_json::Value| {
+        let id = support::app_id(t["handle"].as_str().unwrap());
+        let label = format!("label=torchx.pytorch.org/app-id={id}");
+        let out = std::process::Command::new("docker")
+            .args(["ps", "-q", "--filter", &label])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    let tasks = status["tasks"].as_array().unwrap();
+    for t in tasks {
+        assert_eq!(running(t), "", "{t}");
+    }
+    assert_eq!(env.run(&["delete", &handle]).status.code(), Some(0));
+    for t in tasks {
+        assert_eq!(containers_of(t["handle"].as_str().unwrap()), "", "{t}");
+    }
+}

@@ -312,7 +312,8 @@ pub fn fold_into_groups(scheduler: &str, apps: &mut Vec<torchx::specs::ListAppRe
             start_time: Some(group.created),
             end_time: state
                 .is_terminal()
-                .then(|| mine.iter().filter_map(|a| a.end_time).fold(0.0, f64::max)),
+                .then(|| mine.iter().filter_map(|a| a.end_time).reduce(f64::max))
+                .flatten(),
         });
     }
     torchx::specs::sort_newest_first(apps);

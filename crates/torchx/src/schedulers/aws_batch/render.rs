@@ -582,6 +582,10 @@ pub fn render(app: &AppDef, opts: &AwsBatchOpts, ctx: &DryRunContext) -> Result<
     })
 }
 
+/// How long the command choosing an array child's task may be: it is part of the job
+/// definition, which becomes an ECS task definition (at most 64 KiB); a group that needs more
+/// goes one job per task.
+const MAX_ARRAY_COMMAND_BYTES: usize = 48 * 1024;
 /// Batch's bounds on an array job's size.
 const ARRAY_SIZES: std::ops::RangeInclusive<usize> = 2..=10_000;
 
@@ -677,6 +681,13 @@ pub fn render_array(
         "*) echo \"torchx: no task at array index $AWS_BATCH_JOB_ARRAY_INDEX\" >&2; exit 2 ;;\n\
          esac",
     );
+    if script.len() > MAX_ARRAY_COMMAND_BYTES {
+        return per_task(format!(
+            "the tasks' commands make a container command of {} bytes, and an array job's \
+             definition (an ECS task definition, at most 64 KiB) holds {MAX_ARRAY_COMMAND_BYTES}",
+            script.len()
+        ));
+    }
     let container = Container {
         command: vec!["sh".into(), "-c".into(), script],
         environment: common,

@@ -532,6 +532,9 @@ pub fn render(app: &AppDef, opts: &KubernetesOpts, ctx: &DryRunContext) -> Resul
     })
 }
 
+/// How long the command choosing an Indexed Job pod's task may be.
+const MAX_ARRAY_SCRIPT_BYTES: usize = 1024 * 1024;
+
 /// The tasks as one Indexed Job (`job` mode): a completion per task, at most `max_concurrent`
 /// pods at once (`parallelism`), each task's failures its own (`backoffLimitPerIndex`), and
 /// the pod of index `i` running the `i`-th task, chosen by `JOB_COMPLETION_INDEX` (the image
@@ -621,6 +624,13 @@ pub fn render_array(
     script.push_str(
         "*) echo \"torchx: no task at index $JOB_COMPLETION_INDEX\" >&2; exit 2 ;;\nesac",
     );
+    if script.len() > MAX_ARRAY_SCRIPT_BYTES {
+        return per_task(format!(
+            "the tasks' commands make a pod command of {} bytes, over the {MAX_ARRAY_SCRIPT_BYTES} \
+             an object may hold here (the API server stores objects of at most about 1.5 MiB)",
+            script.len()
+        ));
+    }
     // The tasks' macros are applied: `render` applies them again, to text where `$$` is a `$`.
     let escape = |s: &str| s.replace('$', "$$");
     let mut app = first.clone();

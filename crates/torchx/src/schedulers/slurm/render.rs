@@ -671,8 +671,18 @@ pub(super) fn array(
         .into_iter()
         .map(|(i, mut r)| (i, r.replicas.remove(0)))
         .collect();
+    let size = request.materialize().len();
+    if size > MAX_SCRIPT_BYTES {
+        return ArrayRequest::PerTask(format!(
+            "the tasks' commands make a batch script of {size} bytes, over Slurm's default \
+             max_script_size ({MAX_SCRIPT_BYTES})"
+        ));
+    }
     ArrayRequest::Native(request)
 }
+
+/// Slurm's default `max_script_size` (slurm.conf `SchedulerParameters`).
+const MAX_SCRIPT_BYTES: usize = 4 * 1024 * 1024;
 
 fn srun_opts(name: &str, recovery: bool) -> Vec<(String, String)> {
     let mut o = vec![

@@ -685,3 +685,15 @@ fn heterogeneous_or_unlike_tasks_go_one_sbatch_each() {
     };
     assert!(why.contains("task 2's job differs"), "{why}");
 }
+
+#[test]
+fn an_array_too_big_for_one_script_goes_one_sbatch_each() {
+    let big = "x".repeat(3 * 1024 * 1024);
+    let apps: Vec<AppDef> = (0..2)
+        .map(|_| component("utils.echo", &["--msg", &big]))
+        .collect();
+    let ArrayRequest::PerTask(why) = array_of(&apps, None) else {
+        panic!("native")
+    };
+    assert!(why.contains("max_script_size"), "{why}");
+}
