@@ -65,6 +65,9 @@ pub enum Command {
     /// group linked to it.
     #[command(infer_long_args = true)]
     Rerun(RerunArgs),
+    /// (Internal) submit the rest of a group, in the background of `torchx run --array ...%K`.
+    #[command(name = "__submit-group", hide = true)]
+    SubmitGroup(SubmitGroupArgs),
     /// Query what trackers recorded, or record from inside a job.
     #[command(infer_long_args = true)]
     Tracker(TrackerArgs),
@@ -145,6 +148,9 @@ pub struct RunArgs {
     /// Set by `torchx rerun`: the tasks to run again and the group they come from.
     #[arg(skip)]
     pub rerun_of: Option<crate::commands::group::RerunOf>,
+    /// Set by `torchx __submit-group`: the group whose pending tasks this run submits.
+    #[arg(skip)]
+    pub rest_of: Option<torchx::group::GroupRecord>,
     /// Machine-readable output (the dry run, or the handle and final status).
     #[arg(long)]
     pub json: bool,
@@ -192,6 +198,12 @@ pub struct RerunArgs {
     /// Machine-readable output.
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct SubmitGroupArgs {
+    /// The group handle.
+    pub group_handle: String,
 }
 
 #[derive(Debug, Args)]
@@ -547,6 +559,7 @@ pub fn main() -> i32 {
         Command::Runopts(a) => commands::info::runopts(a),
         Command::Configure(a) => commands::info::configure(a),
         Command::Rerun(a) => commands::group::rerun(a),
+        Command::SubmitGroup(a) => commands::group::submit_rest(a),
         Command::Tracker(a) => commands::runner().and_then(|r| commands::tracker::tracker(&r, a)),
         Command::External(mut words) => {
             let cmd = words.remove(0);

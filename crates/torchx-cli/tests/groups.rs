@@ -230,3 +230,70 @@ fn rerun_failed_runs_exactly_the_failed_tasks_again() {
     let out = env.run(&["rerun", "--failed", "local_cwd://torchx/app-1"]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
 }
+
+/// A capped group without --wait: `run` returns with the handle while a background submitter
+/// holds the cap (its tasks not yet submitted read PENDING); cancel stops it, and what it never
+/// submitted ends CANCELLED.
+#[test]
+fn a_capped_group_is_submitted_in_the_background_and_cancel_stops_it() {
+    let env = Env::new();
+    let runs = env.cwd.join("runs");
+    std::fs::create_dir(&runs).unwrap();
+    let script = format!(
+        "d={}; touch $d/run.${{array_index}}; ls $d | grep -c '^run' > $d/seen.${{array_index}}; \
+         sleep 0.5; rm $d/run.${{array_index}}",
+        runs.display()
+    );
+    let out = env.run(&["run", "--array", "0-5%2", "utils.sh", "sh", "-c", &script]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let handle = stdout(&out).trim().to_string();
+    let status = group_status(&env, &handle);
+    assert!(
+        status["counts"]["PENDING"].as_i64().unwrap_or(0) >= 1,
+        "the cap holds some back: {status}"
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        let s = group_status(&env, &handle);
+        if s["state"] == "SUCCEEDED" {
+            break s;
+        }
+        assert!(std::time::Instant::now() < deadline, "{s}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(status["counts"]["SUCCEEDED"], 6, "{status}");
+    for i in 0..6 {
+        let seen: u32 = std::fs::read_to_string(runs.join(format!("seen.{i}")))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        assert!(seen <= 2, "task {i} saw {seen} running under %2");
+    }
+    // Cancel while the submitter still holds tasks back.
+    let out = env.run(&["run", "--array", "0-4%1", "utils.sh", "sleep", "30"]);
+    let handle = stdout(&out).trim().to_string();
+    assert_eq!(env.run(&["cancel", &handle]).status.code(), Some(0));
+    let status = group_status(&env, &handle);
+    assert_eq!(status["state"], "CANCELLED", "{status}");
+    assert_eq!(status["counts"]["CANCELLED"], 5, "{status}");
+    let unsubmitted = status["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["handle"].is_null())
+        .count();
+    assert!(unsubmitted >= 3, "never submitted: {status}");
+    // `rerun --failed` takes them all again (cancelled, submitted or not).
+    let out = env.run(&["rerun", &handle, "--failed"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let rerun = stdout(&out).trim().to_string();
+    assert_eq!(
+        group_status(&env, &rerun)["tasks"]
+            .as_array()
+            .unwrap()
+            .len(),
+        5
+    );
+    assert_eq!(env.run(&["delete", &rerun]).status.code(), Some(0));
+}

@@ -34,6 +34,45 @@ pub struct GroupTask {
     pub error: Option<String>,
 }
 
+impl GroupTask {
+    /// Neither submitted nor failed to be: its submitter has yet to get to it.
+    pub fn is_pending(&self) -> bool {
+        self.handle.is_none() && self.error.is_none()
+    }
+}
+
+/// The process submitting a group's tasks one by one (`torchx run` with `%K`, in the
+/// background): while it lives, the tasks it has not submitted yet are PENDING; once it is
+/// gone, FAILED.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Submitter {
+    /// Its pid.
+    pub pid: u32,
+    /// Its start time (clock ticks since boot, where known): a reused pid is not it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start: Option<u64>,
+}
+
+impl Submitter {
+    /// The process `pid`.
+    pub fn of(pid: u32) -> Submitter {
+        Submitter {
+            pid,
+            start: crate::sys::proc_start_time(pid),
+        }
+    }
+
+    /// This process.
+    pub fn this_process() -> Submitter {
+        Submitter::of(std::process::id())
+    }
+
+    /// Whether it still runs.
+    pub fn alive(&self) -> bool {
+        crate::sys::pid_alive(self.pid, self.start)
+    }
+}
+
 /// A group as recorded.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct GroupRecord {
@@ -63,6 +102,9 @@ pub struct GroupRecord {
     /// The handle of the native array its tasks were submitted as, if they were.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub native: Option<String>,
+    /// The process still submitting its tasks, if one is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub submitter: Option<Submitter>,
 }
 
 impl GroupRecord {
@@ -123,9 +165,12 @@ impl GroupRecord {
         Ok(Some(group))
     }
 
-    /// Forgets the group (its tasks are the scheduler's).
+    /// Forgets the group (its tasks are the scheduler's), with its submitter's log and marks.
     pub fn remove(&self, state_dir: &Path) -> Result<()> {
         let path = record_path(state_dir, &self.group_id)?;
+        for extra in ["cancel", "log"] {
+            let _ = std::fs::remove_file(path.with_extension(extra));
+        }
         match std::fs::remove_file(&path) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(Error::io(
                 format!("removing the group record {}", path.display()),
@@ -340,79 +385,115 @@ impl Runner {
         }
     }
 
-    /// Submits a group's dry run (see [`run_group`](Self::run_group)).
+    /// Submits a group's dry run (see [`run_group`](Self::run_group)), from this process.
     pub async fn schedule_group(
         &self,
         plan: &GroupPlan,
         dryrun: GroupDryRun,
     ) -> Result<GroupRecord> {
-        let state_dir = crate::schedulers::default_state_dir();
+        let mut group = self.new_group(plan, &dryrun)?;
+        if let ArrayRequest::Native(info) = &dryrun.array {
+            let handle = self.schedule(info).await?;
+            let array_id = crate::specs::parse_app_handle(&handle)?.app_id;
+            let sched = self.scheduler(&group.scheduler)?;
+            let indexes: Vec<u32> = group.tasks.iter().map(|t| t.index).collect();
+            for (task, id) in group
+                .tasks
+                .iter_mut()
+                .zip(sched.array_task_ids(&array_id, &indexes))
+            {
+                task.handle = Some(crate::specs::make_app_handle(
+                    &group.scheduler,
+                    &group.session,
+                    &id,
+                ));
+            }
+            group.native = Some(handle);
+            group.save(&crate::schedulers::default_state_dir())?;
+            return Ok(group);
+        }
+        group.submitter = Some(Submitter::this_process());
+        group.save(&crate::schedulers::default_state_dir())?;
+        self.submit_pending(&mut group, dryrun.tasks).await?;
+        Ok(group)
+    }
+
+    /// The record of a group about to be submitted: every task still to submit.
+    pub fn new_group(&self, plan: &GroupPlan, dryrun: &GroupDryRun) -> Result<GroupRecord> {
         let Some((_, first)) = dryrun.tasks.first() else {
             return Err(Error::arg("a group of no tasks"));
         };
-        let scheduler = first.scheduler.clone();
-        let mut group = GroupRecord {
+        Ok(GroupRecord {
             group_id: format!(
                 "{GROUP_MARK}{}-{}",
                 first.app.name,
                 crate::scheduler::random_id()
             ),
-            scheduler: scheduler.clone(),
+            scheduler: first.scheduler.clone(),
             session: self.session_name().to_string(),
             name: first.app.name.clone(),
             created: now(),
             spec: plan.spec.clone(),
             max_concurrent: plan.max_concurrent,
-            tasks: Vec::new(),
+            tasks: dryrun
+                .tasks
+                .iter()
+                .map(|(t, _)| GroupTask {
+                    index: t.index,
+                    params: t.params.clone(),
+                    handle: None,
+                    error: None,
+                })
+                .collect(),
             argv: plan.argv.clone(),
             parent: plan.parent.clone(),
             native: None,
-        };
-        if let ArrayRequest::Native(info) = &dryrun.array {
-            let handle = self.schedule(info).await?;
-            let array_id = crate::specs::parse_app_handle(&handle)?.app_id;
-            let sched = self.scheduler(&scheduler)?;
-            let indexes: Vec<u32> = dryrun.tasks.iter().map(|(t, _)| t.index).collect();
-            let ids = sched.array_task_ids(&array_id, &indexes);
-            group.tasks = dryrun
+            submitter: None,
+        })
+    }
+
+    /// Submits the group's tasks that are still to submit (those of `tasks`, by index), one
+    /// app each, at most `max_concurrent` unfinished at once (waiting here for earlier ones to
+    /// end), saving the record after each; then records that nothing is left to submit. A
+    /// task that cannot be submitted is recorded with why.
+    pub async fn submit_pending(
+        &self,
+        group: &mut GroupRecord,
+        tasks: Vec<(Task, DryRunInfo)>,
+    ) -> Result<()> {
+        let state_dir = crate::schedulers::default_state_dir();
+        let stop = cancel_marker(&state_dir, &group.group_id)?;
+        let mut unfinished: Vec<String> = Vec::new();
+        for (task, info) in tasks {
+            if stop.exists() {
+                // `cancel` asked: what is not submitted yet never will be.
+                for t in group.tasks.iter_mut().filter(|t| t.is_pending()) {
+                    t.error = Some(NOT_SUBMITTED_CANCELLED.into());
+                }
+                break;
+            }
+            let Some(slot) = group
                 .tasks
                 .iter()
-                .zip(ids)
-                .map(|((task, _), id)| GroupTask {
-                    index: task.index,
-                    params: task.params.clone(),
-                    handle: Some(crate::specs::make_app_handle(
-                        &scheduler,
-                        self.session_name(),
-                        &id,
-                    )),
-                    error: None,
-                })
-                .collect();
-            group.native = Some(handle);
-            group.save(&state_dir)?;
-            return Ok(group);
-        }
-        let mut unfinished: Vec<String> = Vec::new();
-        for (task, info) in &dryrun.tasks {
-            if let Some(k) = plan.max_concurrent {
+                .position(|t| t.index == task.index && t.is_pending())
+            else {
+                continue;
+            };
+            if let Some(k) = group.max_concurrent {
                 self.wait_below(&mut unfinished, k as usize).await?;
             }
-            let (handle, error) = match self.schedule(info).await {
-                Ok(h) => (Some(h), None),
-                Err(e) => (None, Some(e.to_string())),
-            };
-            unfinished.extend(handle.clone());
-            group.tasks.push(GroupTask {
-                index: task.index,
-                params: task.params.clone(),
-                handle,
-                error,
-            });
+            match self.schedule(&info).await {
+                Ok(h) => {
+                    unfinished.push(h.clone());
+                    group.tasks[slot].handle = Some(h);
+                }
+                Err(e) => group.tasks[slot].error = Some(e.to_string()),
+            }
             // Saved after every task: a submitter that dies midway leaves what it started.
             group.save(&state_dir)?;
         }
-        Ok(group)
+        group.submitter = None;
+        group.save(&state_dir)
     }
 
     /// Waits until fewer than `k` of the `unfinished` handles are (dropping finished ones).
@@ -433,8 +514,9 @@ impl Runner {
         }
     }
 
-    /// The state of each task of `group`: FAILED for one never submitted, UNKNOWN for one its
-    /// scheduler no longer knows. One `describe_many` of the scheduler for them all.
+    /// The state of each task of `group`: PENDING for one its submitter has yet to submit,
+    /// FAILED for one never submitted, UNKNOWN for one its scheduler no longer knows. One
+    /// `describe_many` of the scheduler for them all.
     pub async fn group_states(&self, group: &GroupRecord) -> Result<Vec<AppState>> {
         let sched = self.scheduler(&group.scheduler)?;
         let mut ids = Vec::with_capacity(group.tasks.len());
@@ -442,10 +524,13 @@ impl Runner {
             ids.push(crate::specs::parse_app_handle(h)?.app_id);
         }
         let mut described = sched.describe_many(&ids).await?.into_iter();
+        let submitting = group.submitter.is_some_and(|s| s.alive());
         Ok(group
             .tasks
             .iter()
             .map(|t| match &t.handle {
+                None if t.is_pending() && submitting => AppState::Pending,
+                None if t.error.as_deref() == Some(NOT_SUBMITTED_CANCELLED) => AppState::Cancelled,
                 None => AppState::Failed,
                 Some(_) => described
                     .next()
@@ -481,10 +566,41 @@ impl Runner {
         Ok(status)
     }
 
-    /// Cancels every task of `group` that is not over (a native array in one request).
+    /// Cancels every task of `group` that is not over (a native array in one request). A
+    /// submitter still at work is told to stop first (it alone writes the record while it
+    /// lives), and its tasks not yet submitted end CANCELLED.
     pub async fn cancel_group(&self, group: &GroupRecord) -> Result<()> {
         if let Some(array) = &group.native {
             return self.cancel_app(array).await;
+        }
+        let state_dir = crate::schedulers::default_state_dir();
+        let mut group = group.clone();
+        if group.submitter.is_some_and(|s| s.alive()) {
+            let marker = cancel_marker(&state_dir, &group.group_id)?;
+            std::fs::write(&marker, b"")
+                .map_err(|e| Error::io(format!("writing {}", marker.display()), e))?;
+            let deadline = std::time::Instant::now() + SUBMITTER_STOP;
+            while group.submitter.is_some_and(|s| s.alive()) {
+                if std::time::Instant::now() >= deadline {
+                    return Err(Error::timeout(format!(
+                        "the submitter of {} (pid {}) did not stop within {}s",
+                        group.handle(),
+                        group.submitter.map_or(0, |s| s.pid),
+                        SUBMITTER_STOP.as_secs()
+                    )));
+                }
+                tokio::time::sleep(CAP_POLL).await;
+                if let Some(now) = GroupRecord::load(&state_dir, &group.group_id)? {
+                    group = now;
+                }
+            }
+        }
+        if group.tasks.iter().any(GroupTask::is_pending) {
+            for t in group.tasks.iter_mut().filter(|t| t.is_pending()) {
+                t.error = Some(NOT_SUBMITTED_CANCELLED.into());
+            }
+            group.submitter = None;
+            group.save(&state_dir)?;
         }
         for h in group.tasks.iter().filter_map(|t| t.handle.as_ref()) {
             let status = self.app_status(h).await?;
@@ -498,6 +614,14 @@ impl Runner {
     /// Deletes every task of `group` its scheduler still knows (a native array as one), then
     /// the group's record.
     pub async fn delete_group(&self, group: &GroupRecord) -> Result<()> {
+        let mut group = group.clone();
+        if group.submitter.is_some_and(|s| s.alive()) {
+            self.cancel_group(&group).await?;
+            let state_dir = crate::schedulers::default_state_dir();
+            if let Some(now) = GroupRecord::load(&state_dir, &group.group_id)? {
+                group = now;
+            }
+        }
         let native = group.native.iter();
         let each = group.tasks.iter().filter_map(|t| t.handle.as_ref());
         let apps: Vec<&String> = if group.native.is_some() {
@@ -523,6 +647,16 @@ fn now() -> f64 {
 /// Whether `app_id` (of a parsed handle) names a group.
 pub fn is_group_id(app_id: &str) -> bool {
     app_id.starts_with(GROUP_MARK)
+}
+
+/// Why a task never submitted is CANCELLED.
+pub const NOT_SUBMITTED_CANCELLED: &str = "cancelled before it was submitted";
+/// How long `cancel` waits for a group's submitter to stop.
+const SUBMITTER_STOP: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// The file whose presence tells a group's submitter to stop.
+fn cancel_marker(state_dir: &Path, group_id: &str) -> Result<PathBuf> {
+    Ok(record_path(state_dir, group_id)?.with_extension("cancel"))
 }
 
 fn groups_dir(state_dir: &Path) -> PathBuf {
@@ -606,6 +740,7 @@ mod tests {
             argv: vec!["utils.echo".into()],
             parent: None,
             native: None,
+            submitter: None,
         };
         record("old-1", 1.0).save(dir.path()).unwrap();
         record("new-2", 2.0).save(dir.path()).unwrap();

@@ -78,6 +78,16 @@ fn print_group_dryrun(dryrun: &GroupDryRun, json: bool) {
 
 /// The group's tasks, its spec as given and its cap, from the run's flags.
 fn plan(a: &RunArgs) -> Result<(Vec<Task>, String, Option<u32>)> {
+    if let Some(group) = &a.rest_of {
+        let pending = group.tasks.iter().filter(|t| t.is_pending());
+        let tasks = pending
+            .map(|t| Task {
+                index: t.index,
+                params: t.params.clone(),
+            })
+            .collect();
+        return Ok((tasks, group.spec.clone(), group.max_concurrent));
+    }
     if let Some(rerun) = &a.rerun_of {
         let spec = format!("rerun of {} ({})", rerun.group.handle(), rerun.group.spec);
         return Ok((rerun.tasks.clone(), spec, rerun.group.max_concurrent));
@@ -115,6 +125,24 @@ impl GroupRun<'_> {
             print_group_dryrun(&dryrun, a.json);
             return Ok(exit_codes::OK);
         }
+        if let Some(group) = &a.rest_of {
+            let mut group = group.clone();
+            super::block_on(runner.submit_pending(&mut group, dryrun.tasks))?;
+            return Ok(exit_codes::OK);
+        }
+        // Capped tasks submitted one by one need someone to wait for the cap: a background
+        // `torchx __submit-group`, so that `run` returns with the handle at once.
+        let capped =
+            plan.max_concurrent.is_some() && matches!(dryrun.array, ArrayRequest::PerTask(_));
+        if capped && !(a.wait || a.log) {
+            let handle = start_submitter(runner.new_group(&plan, &dryrun)?)?;
+            if a.json {
+                print_json(&serde_json::json!({"handle": handle}));
+            } else {
+                println!("{handle}");
+            }
+            return Ok(exit_codes::OK);
+        }
         let group = super::block_on(runner.schedule_group(&plan, dryrun))?;
         let handle = group.handle();
         if a.json {
@@ -142,6 +170,96 @@ impl GroupRun<'_> {
             exit_codes::JOB_FAILED
         })
     }
+}
+
+/// Records `group` with its submitter: a `torchx __submit-group` in the background, started
+/// first and told to go on only once the record names it (so no reader ever sees tasks that
+/// nobody will submit). Its output goes to `<state>/groups/<id>.log`. Returns the handle.
+fn start_submitter(mut group: GroupRecord) -> Result<String> {
+    use std::io::Write;
+    use std::os::unix::process::CommandExt;
+    let state_dir = torchx::schedulers::default_state_dir();
+    let handle = group.handle();
+    let log_path = state_dir
+        .join("groups")
+        .join(format!("{}.log", group.group_id.trim_start_matches('~')));
+    torchx::schedulers::create_private_dir(&state_dir.join("groups"))?;
+    let log = std::fs::File::create(&log_path)
+        .map_err(|e| Error::io(format!("creating {}", log_path.display()), e))?;
+    let err_log = log
+        .try_clone()
+        .map_err(|e| Error::io("duplicating the submitter's log", e))?;
+    let exe = std::env::current_exe().map_err(|e| Error::io("finding the torchx binary", e))?;
+    let mut child = std::process::Command::new(exe)
+        .args(["__submit-group", &handle])
+        .stdin(std::process::Stdio::piped())
+        .stdout(log)
+        .stderr(err_log)
+        // Its own process group: Ctrl-C at the terminal that ran `torchx run` stops not it.
+        .process_group(0)
+        .spawn()
+        .map_err(|e| Error::io("starting the group's submitter", e))?;
+    group.submitter = Some(torchx::group::Submitter::of(child.id()));
+    let saved = group.save(&state_dir);
+    // Go (closing its stdin), or stop: without a record it must not submit anything.
+    let mut stdin = child.stdin.take();
+    match saved {
+        Ok(()) => {
+            if let Some(stdin) = stdin.as_mut() {
+                let _ = stdin.write_all(b"go\n");
+            }
+            drop(stdin);
+            Ok(handle)
+        }
+        Err(e) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            Err(e)
+        }
+    }
+}
+
+/// `torchx __submit-group <group>`: once told to go, submits the group's pending tasks
+/// (built again from the recorded `torchx run` arguments), as the foreground would have.
+pub fn submit_rest(a: crate::cli::SubmitGroupArgs) -> Result<i32> {
+    let mut go = String::new();
+    std::io::stdin()
+        .read_line(&mut go)
+        .map_err(|e| Error::io("reading the go-ahead", e))?;
+    if go.trim() != "go" {
+        return Ok(exit_codes::OK);
+    }
+    let group = GroupRecord::find(&a.group_handle)?
+        .ok_or_else(|| Error::arg(format!("`{}` is not a group handle", a.group_handle)))?;
+    let mut argv = vec!["torchx".to_string(), "run".to_string()];
+    argv.extend(group.argv.iter().cloned());
+    let cli = <crate::cli::Cli as clap::Parser>::try_parse_from(&argv).map_err(|e| {
+        Error::backend(
+            "group",
+            format!("the record holds arguments torchx run refuses: {e}"),
+        )
+    });
+    let outcome = cli.and_then(|cli| match cli.command {
+        crate::cli::Command::Run(mut run) => {
+            run.rest_of = Some(group.clone());
+            super::run::run(*run)
+        }
+        _ => Err(Error::backend(
+            "group",
+            "the recorded arguments are not a run",
+        )),
+    });
+    if let Err(e) = &outcome {
+        // Nothing more will be submitted: say why on every task left.
+        if let Some(mut group) = GroupRecord::find(&a.group_handle)? {
+            for t in group.tasks.iter_mut().filter(|t| t.is_pending()) {
+                t.error = Some(format!("its submitter stopped: {e}"));
+            }
+            group.submitter = None;
+            group.save(&torchx::schedulers::default_state_dir())?;
+        }
+    }
+    outcome
 }
 
 /// The `torchx run` arguments that make this group's tasks again (the group flags aside).

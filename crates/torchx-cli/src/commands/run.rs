@@ -92,7 +92,12 @@ pub fn run(a: RunArgs) -> Result<i32> {
         role_defaults: role_defaults(&a, &cli_run.recovery)?,
         extra_env: torchx::specs::Env::new(),
     };
-    if a.array.is_some() || !a.sweep.is_empty() || a.sweep_file.is_some() || a.rerun_of.is_some() {
+    if a.array.is_some()
+        || !a.sweep.is_empty()
+        || a.sweep_file.is_some()
+        || a.rerun_of.is_some()
+        || a.rest_of.is_some()
+    {
         let group = super::group::GroupRun {
             component: &component,
             args: &args,
