@@ -16,3 +16,14 @@ def docker_up() -> bool:
     if not up and "docker" in os.environ.get("TORCHX_TEST_ENGINES", "").split(","):
         pytest.fail("the Docker engine was started for this run but is missing")
     return up
+
+
+def slurm_up() -> bool:
+    """The local Slurm cluster (scripts/slurm/up.sh)."""
+    try:
+        up = subprocess.run(["sinfo", "--noheader"], capture_output=True).stdout.strip() != b""
+    except FileNotFoundError:
+        up = False
+    if not up and "slurm" in os.environ.get("TORCHX_TEST_ENGINES", "").split(","):
+        pytest.fail("the Slurm cluster was started for this run but is missing")
+    return up

@@ -758,8 +758,8 @@ mod tests {
 }
 
 /// Dry-run goldens of a group on every builtin scheduler: its one native request, or why its
-/// tasks go one submission each.
-#[cfg(test)]
+/// tasks go one submission each. (Every builtin: the default features.)
+#[cfg(all(test, feature = "docker", feature = "kubernetes", feature = "aws"))]
 mod goldens {
     use crate::opts::{Cfg, CfgValue};
     use crate::scheduler::{ArrayRequest, ArrayTask, DryRunContext, Registry};
@@ -811,8 +811,8 @@ mod goldens {
     }
 }
 
-/// Arrays combine with the recovery contract wherever both are native.
-#[cfg(test)]
+/// Arrays combine with the recovery contract wherever both are native (the default features).
+#[cfg(all(test, feature = "kubernetes", feature = "aws"))]
 mod recovery_arrays {
     use crate::opts::{Cfg, CfgValue};
     use crate::scheduler::{ArrayRequest, ArrayTask, DryRunContext, Registry};

@@ -1,0 +1,118 @@
+"""Python functions as jobs (``torchx.futures``): results, exceptions, cancel, shutdown and map
+on local_cwd, and on the real Slurm cluster where it runs (one array for ``map``)."""
+
+import concurrent.futures
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from _engines import slurm_up
+from torchx.futures import Executor, JobError, RemoteError
+
+
+def _raise_key_error(key: str) -> None:
+    raise KeyError(key)
+
+
+def test_submit_returns_a_future_of_the_return_value(torchx_bin: str) -> None:
+    with Executor("local_cwd") as ex:
+        job = ex.submit(pow, 2, 10)
+        assert job.result(timeout=60) == 1024
+        assert job.done() and not job.cancelled()
+    # The handle is an app's: the CLI knows it.
+    out = subprocess.run(
+        [torchx_bin, "status", "--json", job.handle], capture_output=True, text=True, check=True
+    )
+    assert json.loads(out.stdout)["state"] == "SUCCEEDED"
+
+
+def test_a_function_of_main_travels_by_value(tmp_path: Path) -> None:
+    script = tmp_path / "main.py"
+    script.write_text(
+        "from torchx.futures import Executor\n"
+        "def triple(x):\n"
+        "    return {'tripled': 3 * x}\n"
+        "with Executor('local_cwd') as ex:\n"
+        "    print(ex.submit(triple, 14).result(timeout=60))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, cwd=tmp_path, check=False
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "{'tripled': 42}"
+
+
+def test_an_exception_comes_back_as_itself_with_its_traceback() -> None:
+    import cloudpickle
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    try:
+        with Executor("local_cwd") as ex:
+            error = ex.submit(_raise_key_error, "nope").exception(timeout=60)
+    finally:
+        cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
+    assert isinstance(error, KeyError) and error.args == ("nope",)
+    assert isinstance(error.__cause__, RemoteError)
+    assert "in _raise_key_error" in str(error.__cause__)
+    assert "KeyError: 'nope'" in str(error.__cause__)
+
+
+def test_cancel_cancels_the_job_and_shutdown_cancels_the_rest(torchx_bin: str) -> None:
+    ex = Executor("local_cwd")
+    job = ex.submit(time.sleep, 60)
+    assert job.cancel()
+    with pytest.raises(concurrent.futures.CancelledError):
+        job.result()
+    deadline = time.monotonic() + 30
+    while True:
+        out = subprocess.run(
+            [torchx_bin, "status", "--json", job.handle], capture_output=True, text=True
+        )
+        if json.loads(out.stdout)["state"] == "CANCELLED":
+            break
+        assert time.monotonic() < deadline, out.stdout
+        time.sleep(0.1)
+    others = [ex.submit(time.sleep, 60) for _ in range(2)]
+    ex.shutdown(wait=True, cancel_futures=True)
+    assert all(o.cancelled() for o in others)
+    with pytest.raises(RuntimeError, match="after shutdown"):
+        ex.submit(pow, 2, 2)
+
+
+def test_a_job_that_dies_without_a_result_says_so() -> None:
+    with Executor("local_cwd") as ex:
+        error = ex.submit(os._exit, 3).exception(timeout=60)
+    assert isinstance(error, JobError)
+    assert "ended FAILED without a result" in str(error) and "torchx log" in str(error)
+
+
+def test_map_yields_in_order_and_chunks() -> None:
+    with Executor("local_cwd") as ex:
+        assert list(ex.map(pow, [2, 3, 4], [5, 2, 1])) == [32, 9, 4]
+        assert list(ex.map(abs, range(-3, 2), chunksize=2)) == [3, 2, 1, 0, 1]
+
+
+def test_bad_executors_are_refused() -> None:
+    with pytest.raises(ValueError, match="give image="):
+        Executor("local_docker")
+    with pytest.raises(ValueError, match="give result_dir="):
+        Executor("kubernetes", image="python:3.11")
+
+
+def test_on_slurm_map_is_one_array(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    if not slurm_up():
+        pytest.skip("no Slurm cluster (scripts/slurm/up.sh)")
+    monkeypatch.chdir(tmp_path)  # the jobs' shared directory (.torchx-futures)
+    with Executor("slurm") as ex:
+        assert ex.submit(pow, 2, 10).result(timeout=120) == 1024
+        squares = list(ex.map(pow, range(20), [2] * 20, timeout=300))
+    assert squares == [i * i for i in range(20)]
+    groups = Path(os.environ["TORCHX_STATE_DIR"]) / "groups"
+    records = [json.loads(p.read_text()) for p in groups.glob("*.json")]
+    mapped = [r for r in records if r["scheduler"] == "slurm" and len(r["tasks"]) == 20]
+    assert mapped and mapped[-1].get("native"), "map on Slurm is one job array"

@@ -1,0 +1,364 @@
+"""``Executor`` and ``Job``: a ``concurrent.futures`` interface over torchx's schedulers. Each call
+is one app (``python -m torchx.futures.run LOCATION``) whose handle the CLI understands; a
+thread of the executor follows the unfinished ones and settles their futures."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import os
+import re
+import secrets
+import sys
+import threading
+import time
+from typing import Any, Callable, Iterable, Iterator, List, Mapping, Optional, Tuple, Union
+
+from torchx.futures import _transport
+from torchx.specs import AppDef, AppState, Resource, Role, is_terminal
+
+# Schedulers whose jobs run on this machine's (or a shared) file system, by the same Python.
+_SHARED_FS = ("local_cwd", "slurm", "lsf")
+# The first poll of a new job comes quickly (short calls end within milliseconds), later ones
+# back off to this.
+_POLL_MIN, _POLL_MAX = 0.005, 0.5
+
+
+class RemoteError(Exception):
+    """An exception raised by the job that could not be brought back as itself; its message is
+    the remote traceback. Also the ``__cause__`` of one that could, holding that traceback."""
+
+
+class JobError(Exception):
+    """A job that ended without a result: cancelled, killed, out of memory, lost."""
+
+
+class Job(concurrent.futures.Future[Any]):
+    """The future of one call: its job's app ``handle`` works with ``torchx status``, ``log``
+    and ``cancel``; ``cancel()`` cancels the job."""
+
+    def __init__(self, executor: Executor, handle: str, location: str, role: str) -> None:
+        super().__init__()
+        self._executor = executor
+        self.handle = handle
+        self.location = location
+        self._role = role
+
+    def cancel(self) -> bool:
+        """Cancels the job (unless it is over); True if the future is now cancelled."""
+        if self.done():
+            return self.cancelled()
+        self._executor._cancel(self.handle)
+        if not super().cancel():
+            return False
+        # As an executor must: waiters (`concurrent.futures.wait`, `as_completed`) learn of it.
+        self.set_running_or_notify_cancel()
+        return True
+
+    def logs(self) -> List[str]:
+        """The job's log lines so far."""
+        return self._executor._logs(self.handle, self._role)
+
+    def __repr__(self) -> str:
+        return f"<Job {self.handle} {self._state}>"
+
+
+class Executor(concurrent.futures.Executor):
+    """Runs Python callables as jobs on ``scheduler``.
+
+    ``image``: where the job runs (local_cwd, slurm, lsf: a directory, default the current
+    one; container schedulers: an image with torchx installed, required). ``resource``: a
+    ``Resource`` or a named resource. ``result_dir``: where calls and results travel (default:
+    the local state directory on local_cwd and local_docker, ``./.torchx-futures`` on slurm and
+    lsf, whose jobs share this machine's file system; elsewhere an fsspec URL both ends reach,
+    required). ``max_retries`` and ``time_limit`` (seconds) apply to every job."""
+
+    def __init__(
+        self,
+        scheduler: str = "local_cwd",
+        cfg: Optional[Mapping[str, Any]] = None,
+        *,
+        image: Optional[str] = None,
+        resource: Union[Resource, str, None] = None,
+        env: Optional[Mapping[str, str]] = None,
+        name: Optional[str] = None,
+        workspace: Optional[str] = None,
+        result_dir: Optional[str] = None,
+        max_retries: int = 0,
+        time_limit: Optional[int] = None,
+    ) -> None:
+        from torchx.runner import get_runner
+
+        container = scheduler not in _SHARED_FS
+        if container and image is None:
+            raise ValueError(
+                f"scheduler {scheduler!r} runs containers: give image=... (one with torchx and "
+                "cloudpickle installed)"
+            )
+        if scheduler not in ("local_cwd", "local_docker", "slurm", "lsf") and result_dir is None:
+            raise ValueError(
+                f"scheduler {scheduler!r} runs jobs on other machines: give result_dir=... (an "
+                "fsspec URL such as s3://bucket/prefix that both this machine and the job reach)"
+            )
+        self.scheduler = scheduler
+        self.cfg = dict(cfg or {})
+        self._image = image
+        self._resource = resource
+        self._env = dict(env or {})
+        self._name = name
+        self._workspace = workspace
+        self._result_dir = result_dir or _default_result_dir(scheduler)
+        self._max_retries = max_retries
+        self._time_limit = time_limit
+        self._runner = get_runner()
+        self._lock = threading.Lock()  # the runner, the job list, the shutdown flag
+        self._jobs: List[Job] = []
+        self._wake = threading.Event()
+        self._poller: Optional[threading.Thread] = None
+        self._shut = False
+
+    # -- concurrent.futures.Executor --------------------------------------------------------
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Job:
+        """Runs ``fn(*args, **kwargs)`` as a job; its ``Job``."""
+        location = self._write_call(fn, args, kwargs)
+        name = _job_name(self._name, fn)
+        app = self._app(name, location)
+        with self._lock:
+            if self._shut:
+                raise RuntimeError("cannot schedule new futures after shutdown")
+            handle = self._runner.run(app, self.scheduler, self.cfg, self._workspace)
+        return self._follow(handle, location, name)
+
+    def map(
+        self,
+        fn: Callable[..., Any],
+        *iterables: Iterable[Any],
+        timeout: Optional[float] = None,
+        chunksize: int = 1,
+    ) -> Iterator[Any]:
+        """``fn`` over the items, as one array where the scheduler has native arrays (else one
+        job per ``chunksize`` items); yields the results in order."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        calls = list(zip(*iterables, strict=False))  # as builtins.map: the shortest
+        jobs = self._submit_many(fn, calls, max(1, chunksize))
+
+        def results() -> Iterator[Any]:
+            try:
+                for job, chunked in jobs:
+                    left = None if deadline is None else max(0.0, deadline - time.monotonic())
+                    value = job.result(left)
+                    if chunked:
+                        yield from value
+                    else:
+                        yield value
+            finally:
+                for job, _ in jobs:
+                    job.cancel()
+
+        return results()
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        with self._lock:
+            self._shut = True
+            jobs = list(self._jobs)
+        if cancel_futures:
+            for job in jobs:
+                job.cancel()
+        if wait:
+            concurrent.futures.wait(jobs)
+        self._wake.set()
+
+    # -- submission ------------------------------------------------------------------------
+
+    def _write_call(self, fn: Callable[..., Any], args: Any, kwargs: Any) -> str:
+        location = f"{self._result_dir.rstrip('/')}/{secrets.token_hex(8)}"
+        _transport.dump(location, _transport.CALL, (fn, tuple(args), dict(kwargs)))
+        return location
+
+    def _app(self, name: str, location: str) -> AppDef:
+        container = self.scheduler not in _SHARED_FS
+        python = "python" if container else sys.executable
+        resource = self._resource
+        if isinstance(resource, str):
+            from torchx.specs import resource as named_resource
+
+            resource = named_resource(h=resource)
+        role = Role(
+            name=name,
+            image=self._image or os.getcwd(),
+            entrypoint=python,
+            args=["-m", "torchx.futures.run", location],
+            env=dict(self._env),
+            resource=resource or Resource(cpu=1, gpu=0, memMB=1024),
+            max_retries=self._max_retries,
+        )
+        if self._time_limit is not None:
+            role.time_limit = self._time_limit
+        if self.scheduler == "local_docker" and "://" not in location:
+            from torchx.specs import BindMount
+
+            # The call and its result cross into the container at the same path.
+            role.mounts = [BindMount(src_path=self._result_dir, dst_path=self._result_dir)]
+        return AppDef(name=name, roles=[role])
+
+    def _submit_many(
+        self, fn: Callable[..., Any], calls: List[Any], chunksize: int
+    ) -> List[Tuple[Job, bool]]:
+        """One job per call (as one group, natively where the scheduler can), or per chunk."""
+        if not calls:
+            return []
+        name = _job_name(self._name, fn)
+        native = self._runner._scheduler(self.scheduler)
+        from torchx.schedulers._rust import RustScheduler
+
+        if chunksize > 1 or not isinstance(native, RustScheduler):
+            chunks = [calls[i : i + chunksize] for i in range(0, len(calls), chunksize)]
+            out = []
+            for chunk in chunks:
+                if chunksize > 1:
+                    out.append((self.submit(_call_chunk, fn, chunk), True))
+                else:
+                    out.append((self.submit(fn, *chunk[0]), False))
+            return out
+        return [(job, False) for job in self._submit_group(name, fn, calls)]
+
+    def _submit_group(self, name: str, fn: Callable[..., Any], calls: List[Any]) -> List[Job]:
+        from torchx import _native
+        from torchx.schedulers._rust import RustRequest
+
+        locations = [self._write_call(fn, call, {}) for call in calls]
+        handles = []
+        with self._lock:
+            if self._shut:
+                raise RuntimeError("cannot schedule new futures after shutdown")
+            for i, location in enumerate(locations):
+                app = self._app(name, location)
+                for role in app.roles:
+                    role.env.update({"TORCHX_ARRAY_INDEX": str(i), "TORCHX_ARRAY_SIZE": str(len(calls))})
+                info = self._runner.dryrun(app, self.scheduler, self.cfg, self._workspace)
+                request = info.request
+                if not isinstance(request, RustRequest):
+                    raise TypeError(f"{self.scheduler} made a {type(request).__name__}")
+                handles.append(request._handle)
+            about = {
+                "component": f"torchx.futures.map({name})",
+                "args": [],
+                "spec": f"map over {len(calls)} items",
+                "max_concurrent": None,
+                "tasks": [{"index": i, "params": {}} for i in range(len(calls))],
+            }
+            record = json.loads(_native.ext.schedule_group(self._runner.name, handles, json.dumps(about)))
+        jobs = []
+        for task, location in zip(record["tasks"], locations, strict=True):
+            if task["handle"] is None:
+                job = Job(self, "", location, name)
+                job.set_exception(JobError(f"task {task['index']} was not submitted: {task['error']}"))
+                jobs.append(job)
+            else:
+                jobs.append(self._follow(task["handle"], location, name))
+        return jobs
+
+    # -- following jobs --------------------------------------------------------------------
+
+    def _follow(self, handle: str, location: str, role: str) -> Job:
+        job = Job(self, handle, location, role)
+        with self._lock:
+            self._jobs.append(job)
+            if self._poller is None:
+                self._poller = threading.Thread(target=self._poll, name="torchx-futures", daemon=True)
+                self._poller.start()
+        self._wake.set()
+        return job
+
+    def _poll(self) -> None:
+        pause = _POLL_MIN
+        while True:
+            with self._lock:
+                jobs = [j for j in self._jobs if not j.done()]
+                self._jobs = jobs
+                if not jobs and self._shut:
+                    return
+            for job in jobs:
+                try:
+                    with self._lock:
+                        status = self._runner.status(job.handle)
+                except Exception:  # noqa: BLE001 - a scheduler that cannot answer now: later
+                    continue
+                if status is None:
+                    _settle(job, None, AppState.UNKNOWN)
+                elif is_terminal(status.state):
+                    _settle(job, job.location, status.state)
+            self._wake.wait(pause)
+            if self._wake.is_set():
+                self._wake.clear()
+                pause = _POLL_MIN
+            else:
+                pause = min(_POLL_MAX, pause * 2)
+
+    def _cancel(self, handle: str) -> None:
+        with self._lock:
+            self._runner.cancel(handle)
+
+    def _logs(self, handle: str, role: str) -> List[str]:
+        with self._lock:
+            return list(self._runner.log_lines(handle, role, 0))
+
+
+def _settle(job: Job, location: Optional[str], state: AppState) -> None:
+    """Sets the job's outcome from what its call wrote, else from its final state."""
+    if job.done():
+        return
+    outcome = None
+    for _ in range(3 if location is not None else 0):
+        try:
+            outcome = _transport.load(location or "", _transport.RESULT)
+            break
+        except FileNotFoundError:
+            time.sleep(0.05)  # a shared file system may show it a moment later
+    if outcome is None:
+        job.set_exception(
+            JobError(
+                f"{job.handle} ended {state.name} without a result; its logs: "
+                f"`torchx log {job.handle}`"
+            )
+        )
+        return
+    kind, value, text = outcome
+    if kind == "ok":
+        job.set_result(value)
+        return
+    remote = RemoteError(text or "")
+    if isinstance(value, BaseException):
+        value.__cause__ = remote
+        if hasattr(value, "add_note"):
+            value.add_note(f"Remote traceback ({job.handle}):\n{text}")
+        job.set_exception(value)
+    else:
+        job.set_exception(remote)
+
+
+def _call_chunk(fn: Callable[..., Any], chunk: List[Any]) -> List[Any]:
+    """A chunk of ``map``'s calls, run in one job."""
+    return [fn(*call) for call in chunk]
+
+
+def _job_name(name: Optional[str], fn: Callable[..., Any]) -> str:
+    """An app and role name from ``name`` or the function's: lowercase letters, digits, ``-``."""
+    raw = name or getattr(fn, "__name__", None) or type(fn).__name__
+    cleaned = re.sub(r"[^a-z0-9-]+", "-", raw.lower()).strip("-")
+    return cleaned[:40] or "fn"
+
+
+def _default_result_dir(scheduler: str) -> str:
+    if scheduler in ("slurm", "lsf"):
+        return os.path.join(os.getcwd(), ".torchx-futures")
+    # The core's state directory (`schedulers::default_state_dir`).
+    state = os.environ.get("TORCHX_STATE_DIR") or os.path.join(
+        os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state"),
+        "torchx",
+    )
+    return os.path.join(state, "futures")
+
+
+__all__ = ["Executor", "Job", "JobError", "RemoteError"]

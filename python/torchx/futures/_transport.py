@@ -1,0 +1,51 @@
+"""Where a call and its outcome travel: a directory (a local path every job sees, or an fsspec
+URL such as ``s3://bucket/prefix``) holding ``call.pkl`` (the function and its arguments,
+cloudpickled) and, once the job ends, ``result.pkl`` (``("ok", value, None)`` or ``("error",
+exception or None, traceback text)``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+CALL = "call.pkl"
+RESULT = "result.pkl"
+
+
+def _is_url(location: str) -> bool:
+    return "://" in location
+
+
+def dump(location: str, name: str, obj: Any) -> None:
+    """Writes ``obj`` cloudpickled to ``location/name``, whole or not at all."""
+    import cloudpickle
+
+    data = cloudpickle.dumps(obj)
+    if _is_url(location):
+        import fsspec
+
+        with fsspec.open(f"{location.rstrip('/')}/{name}", "wb") as f:
+            f.write(data)
+        return
+    import os
+
+    os.makedirs(location, exist_ok=True)
+    path = os.path.join(location, name)
+    tmp = f"{path}.tmp"
+    with open(tmp, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)
+
+
+def load(location: str, name: str) -> Any:
+    """The object at ``location/name``; ``FileNotFoundError`` if there is none."""
+    import pickle
+
+    if _is_url(location):
+        import fsspec
+
+        with fsspec.open(f"{location.rstrip('/')}/{name}", "rb") as f:
+            return pickle.loads(f.read())
+    import os
+
+    with open(os.path.join(location, name), "rb") as f:
+        return pickle.loads(f.read())
