@@ -116,3 +116,19 @@ def test_on_slurm_map_is_one_array(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     records = [json.loads(p.read_text()) for p in groups.glob("*.json")]
     mapped = [r for r in records if r["scheduler"] == "slurm" and len(r["tasks"]) == 20]
     assert mapped and mapped[-1].get("native"), "map on Slurm is one job array"
+
+
+def test_readme_example_runs_as_written(tmp_path: Path) -> None:
+    import re
+
+    readme = Path(__file__).resolve().parents[2] / "README.md"
+    section = readme.read_text().split("### Python functions as jobs", 1)[1]
+    block = re.search(r"```python\n(.*?)```", section, re.S)
+    assert block, "the README's futures section has no example"
+    script = tmp_path / "example.py"
+    script.write_text(block.group(1))
+    out = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, cwd=tmp_path, check=False
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split("\n")[:2] == ["1024", "[0, 1, 4, 9, 16]"]
