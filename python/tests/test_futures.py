@@ -132,3 +132,34 @@ def test_readme_example_runs_as_written(tmp_path: Path) -> None:
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.split("\n")[:2] == ["1024", "[0, 1, 4, 9, 16]"]
+
+
+class _Counter:
+    """Counts to ``goal`` in 0.1 s steps; checkpointable: the next attempt resumes the count."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.attempts = 0
+
+    def __call__(self, goal: int) -> tuple:
+        self.attempts += 1
+        while self.count < goal:
+            time.sleep(0.1)
+            self.count += 1
+        return self.count, self.attempts
+
+    def checkpoint(self, goal: int) -> tuple:
+        return self, (goal,), {}
+
+
+def test_a_checkpointable_callable_outlives_its_time_limit() -> None:
+    import cloudpickle
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    try:
+        with Executor("local_cwd", time_limit=2) as ex:
+            count, attempts = ex.submit(_Counter(), 30).result(timeout=120)
+    finally:
+        cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
+    assert count == 30
+    assert attempts >= 2, "3 s of counting under a 2 s limit takes a requeue"

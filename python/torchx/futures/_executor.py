@@ -124,6 +124,8 @@ class Executor(concurrent.futures.Executor):
         location = self._write_call(fn, args, kwargs)
         name = _job_name(self._name, fn)
         app = self._app(name, location)
+        if callable(getattr(fn, "checkpoint", None)):
+            _checkpointable(app.roles[0], self._time_limit)
         with self._lock:
             if self._shut:
                 raise RuntimeError("cannot schedule new futures after shutdown")
@@ -336,6 +338,19 @@ def _settle(job: Job, location: Optional[str], state: AppState) -> None:
         job.set_exception(value)
     else:
         job.set_exception(remote)
+
+
+def _checkpointable(role: Role, time_limit: Optional[int]) -> None:
+    """The recovery contract for a callable with ``checkpoint``: the checkpoint signal before
+    the time limit (a quarter of it, at most a minute), and the requeue exit code its job exits
+    with once checkpointed (``run.py``)."""
+    signal = "USR1"
+    if time_limit is not None:
+        lead = max(1, min(60, time_limit // 4))
+        role.checkpoint_signal = f"{signal}@{lead}"
+    role.requeue_exit_code = role.requeue_exit_code or 75
+    role.env["TORCHX_FUTURES_CHECKPOINT_SIGNAL"] = signal
+    role.env["TORCHX_FUTURES_REQUEUE_CODE"] = str(role.requeue_exit_code)
 
 
 def _call_chunk(fn: Callable[..., Any], chunk: List[Any]) -> List[Any]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import sys
 import traceback
-from typing import List, Optional
+from typing import Any, List, Optional
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -18,6 +18,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         return 2
     location = args[0]
     fn, fn_args, fn_kwargs = _transport.load(location, _transport.CALL)
+    if callable(getattr(fn, "checkpoint", None)):
+        _on_checkpoint_signal(location, fn, fn_args, fn_kwargs)
     try:
         value = fn(*fn_args, **fn_kwargs)
     except BaseException as e:  # noqa: BLE001 - every outcome is the caller's to see
@@ -30,6 +32,37 @@ def main(argv: Optional[List[str]] = None) -> int:
         return 1
     _transport.dump(location, _transport.RESULT, ("ok", value, None))
     return 0
+
+
+def _on_checkpoint_signal(location: str, fn: Any, args: Any, kwargs: Any) -> None:
+    """A checkpointable callable (submitit's ``Checkpointable`` shape): on the checkpoint signal
+    (or SIGTERM: preemption, the time limit), ``fn.checkpoint(*args, **kwargs)`` says what the
+    next attempt runs — ``None`` (the same call), a ``(fn, args, kwargs)`` tuple or an object
+    with ``function``/``args``/``kwargs`` — which replaces the call, and the job exits with the
+    requeue exit code, so the scheduler runs it again."""
+    import os
+    import signal
+
+    from torchx.futures import _transport
+
+    code = int(os.environ.get("TORCHX_FUTURES_REQUEUE_CODE", "75"))
+    names = {"TERM", os.environ.get("TORCHX_FUTURES_CHECKPOINT_SIGNAL", "USR1")}
+
+    def handler(signum: int, _frame: Any) -> None:
+        nxt = fn.checkpoint(*args, **kwargs)
+        if nxt is None:
+            call = (fn, args, kwargs)
+        elif isinstance(nxt, tuple):
+            call = nxt
+        else:
+            call = (nxt.function, tuple(nxt.args), dict(nxt.kwargs))
+        _transport.dump(location, _transport.CALL, call)
+        print(f"torchx.futures: {signal.Signals(signum).name}: checkpointed, requeueing", file=sys.stderr, flush=True)
+        sys.stdout.flush()
+        os._exit(code)
+
+    for name in names:
+        signal.signal(getattr(signal, f"SIG{name}"), handler)
 
 
 if __name__ == "__main__":
