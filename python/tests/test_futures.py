@@ -163,3 +163,11 @@ def test_a_checkpointable_callable_outlives_its_time_limit() -> None:
         cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
     assert count == 30
     assert attempts >= 2, "3 s of counting under a 2 s limit takes a requeue"
+
+
+def test_an_fsspec_result_dir_carries_calls_and_results(tmp_path: Path) -> None:
+    with Executor("local_cwd", result_dir=f"file://{tmp_path}/calls") as ex:
+        job = ex.submit(divmod, 17, 5)
+        assert job.result(timeout=60) == (3, 2)
+    assert job.location.startswith("file://")
+    assert (Path(job.location.removeprefix("file://")) / "result.pkl").exists()

@@ -236,6 +236,8 @@ class Executor(concurrent.futures.Executor):
                 raise RuntimeError("cannot schedule new futures after shutdown")
             for i, location in enumerate(locations):
                 app = self._app(name, location)
+                if callable(getattr(fn, "checkpoint", None)):
+                    _checkpointable(app.roles[0], self._time_limit)
                 for role in app.roles:
                     role.env.update({"TORCHX_ARRAY_INDEX": str(i), "TORCHX_ARRAY_SIZE": str(len(calls))})
                 info = self._runner.dryrun(app, self.scheduler, self.cfg, self._workspace)
