@@ -294,15 +294,7 @@ impl AwsBatchScheduler {
         let Some(id) = summary.job_id() else {
             return Ok(None);
         };
-        let described = self
-            .batch()
-            .await?
-            .describe_jobs()
-            .jobs(id)
-            .send()
-            .await
-            .map_err(aws_err("describing a job"))?;
-        Ok(described.jobs().first().filter(|j| !is_deleted(j)).cloned())
+        Ok(self.describe_id(id).await?.filter(|j| !is_deleted(j)))
     }
 
     /// Node-level details (`{id}#{index}`), where Batch (or the emulator) reports them.
