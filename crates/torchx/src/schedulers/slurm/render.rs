@@ -111,8 +111,9 @@ fn opt_strs<'a>(opts: impl IntoIterator<Item = (&'a String, Option<&'a String>)>
 
 impl ReplicaRequest {
     /// The `#SBATCH` words and the (quoted) `srun` words of this group, `${app_id}` being the
-    /// variable `app_id`.
-    fn materialize(&self, app_id: &str) -> (Vec<String>, Vec<String>) {
+    /// variable `app_id`; under the recovery contract (`record_exits`) each task runs inside
+    /// `$torchx_task`, which records its exit code (see `RECOVERY_SCRIPT`).
+    fn materialize(&self, app_id: &str, record_exits: bool) -> (Vec<String>, Vec<String>) {
         let mut sbatch = vec![format!("--job-name={}", self.name)];
         sbatch.extend(opt_strs(
             self.sbatch_opts.iter().map(|(k, v)| (k, v.as_ref())),
@@ -126,13 +127,20 @@ impl ReplicaRequest {
             let kvs: Vec<String> = exported.iter().map(|(k, v)| format!("{k}={v}")).collect();
             srun.push(format!("--export=ALL,{}", kvs.join(",")));
         }
+        let mut command = Vec::new();
         if !via_env.is_empty() {
-            srun.push("env".into());
-            srun.extend(via_env.iter().map(|(k, v)| format!("{k}={v}")));
+            command.push("env".into());
+            command.extend(via_env.iter().map(|(k, v)| format!("{k}={v}")));
         }
-        srun.push(self.entrypoint.clone());
-        srun.extend(self.args.iter().cloned());
-        (sbatch, srun.iter().map(|a| quote_with(a, app_id)).collect())
+        command.push(self.entrypoint.clone());
+        command.extend(self.args.iter().cloned());
+        let quote = |words: Vec<String>| words.into_iter().map(|a| quote_with(&a, app_id));
+        let mut words: Vec<String> = quote(srun).collect();
+        if record_exits {
+            words.push("\"${torchx_task[@]}\"".into());
+        }
+        words.extend(quote(command));
+        (sbatch, words)
     }
 }
 
@@ -150,7 +158,7 @@ impl SbatchRequest {
             if i > 0 {
                 srun.push(":\\\n    ".to_string());
             }
-            let (g, s) = r.materialize(app_id);
+            let (g, s) = r.materialize(app_id, self.recovery.is_some());
             groups.push(format!("#SBATCH {}\n", g.join(" ")));
             srun.extend(s);
         }
@@ -163,7 +171,7 @@ impl SbatchRequest {
                  case \"$SLURM_ARRAY_TASK_ID\" in\n",
             );
             for (index, r) in &self.array_tasks {
-                let (_, words) = r.materialize(app_id);
+                let (_, words) = r.materialize(app_id, self.recovery.is_some());
                 pick.push_str(&format!(
                     "    {index}) torchx_srun=({}) ;;\n",
                     words.join(" ")
@@ -281,6 +289,13 @@ on_term() {
 }
 trap on_term TERM
 @CHECKPOINT_TRAP@
+# Each task records its own exit code: when one asks for a requeue, srun (--kill-on-bad-exit)
+# stops the others and may return their signal instead. The wrapper outlives its command
+# (a trapped signal waits for it) and passes its exit code on.
+exits="$torchx_dir/exits.$TORCHX_ATTEMPT"
+rm -rf "$exits"
+mkdir -p "$exits"
+torchx_task=(bash -c 'trap : HUP INT TERM USR1 USR2; "$@"; c=$?; echo "$c" >"$0/${SLURMD_NODENAME:-node}.$$"; exit "$c"' "$exits")
 set +e
 srun @SRUN@ &
 srun_pid=$!
@@ -293,6 +308,10 @@ exitcode=$?
 set -e
 
 echo "job exited with code $exitcode"
+if [ "$exitcode" -ne 0 ] && grep -qsx @REQUEUE_CODE@ "$exits"/*; then
+    echo "torchx: a task exited with @REQUEUE_CODE@"
+    exitcode=@REQUEUE_CODE@
+fi
 if [ "$exitcode" -eq 0 ]; then
     finish 0 succeeded
     exit 0

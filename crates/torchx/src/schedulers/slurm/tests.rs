@@ -441,16 +441,29 @@ fn recovery_script_under_bash_keeps_failures_and_requeues_apart() {
         &opts(),
         &ctx("22.05"),
     );
-    // `state`: what the controller says of the job (`scontrol show job`) once srun is back.
-    let run_in = |before: &str, srun_exit: i32, state: &str| -> (String, String, i32) {
+    // `tasks`: how each task's command exits (`srun` runs its words once per task, through
+    // the script's exit-recording wrapper); `srun_exit`: how srun itself exits; `state`: what
+    // the controller says of the job (`scontrol show job`) once srun is back.
+    let run_tasks = |before: &str, tasks: &[i32], srun_exit: i32, state: &str| {
         use std::os::unix::fs::PermissionsExt;
         let tmp = tempfile::tempdir().unwrap();
         let bin = tmp.path().join("bin");
         std::fs::create_dir_all(tmp.path().join("torchx-4242")).unwrap();
         std::fs::write(tmp.path().join("torchx-4242/attempts"), before).unwrap();
         std::fs::create_dir(&bin).unwrap();
+        let tasks: Vec<String> = tasks.iter().map(i32::to_string).collect();
         for (name, body) in [
-            ("srun", format!("echo \"$TORCHX_ATTEMPT $TORCHX_CHECKPOINT_DIR\" > \"$OUT/env\"; exit {srun_exit}")),
+            (
+                "srun",
+                format!(
+                    "echo \"$TORCHX_ATTEMPT $TORCHX_CHECKPOINT_DIR\" > \"$OUT/env\"\n\
+                     while [ \"${{1#--}}\" != \"$1\" ]; do shift; done\n\
+                     for code in {}; do PROG_EXIT=$code \"$@\"; done\n\
+                     exit {srun_exit}",
+                    tasks.join(" ")
+                ),
+            ),
+            ("prog", "exit $PROG_EXIT".to_string()),
             (
                 "scontrol",
                 format!(
@@ -491,12 +504,22 @@ fn recovery_script_under_bash_keeps_failures_and_requeues_apart() {
         let scontrol = std::fs::read_to_string(tmp.path().join("scontrol.log")).unwrap_or_default();
         (ends.join(","), scontrol, out.status.code().unwrap_or(-1))
     };
+    let run_in = |before: &str, exit: i32, state: &str| run_tasks(before, &[exit], exit, state);
     let run = |before: &str, srun_exit: i32| run_in(before, srun_exit, "RUNNING");
     let requeue = "requeue 4242\n";
     // First attempt: success, a requeue request, a failure with one retry left.
     assert_eq!(run("", 0), ("0 0 succeeded".into(), "".into(), 0));
     assert_eq!(run("", 75), ("0 75 requeued".into(), requeue.into(), 75));
     assert_eq!(run("", 3), ("0 3 failed".into(), requeue.into(), 3));
+    // One task asks for a requeue, srun stops the other and returns its signal: requeued.
+    assert_eq!(
+        run_tasks("", &[75, 143], 143, "RUNNING"),
+        ("0 75 requeued".into(), requeue.into(), 75)
+    );
+    assert_eq!(
+        run_tasks("", &[1, 143], 143, "RUNNING"),
+        ("0 143 failed".into(), requeue.into(), 143)
+    );
     // Requeues do not spend the retry budget; failures do.
     let two_requeues = "start 0 1\nend 0 2 75 requeued\nstart 1 3\nend 1 4 - preempted\n";
     assert_eq!(
