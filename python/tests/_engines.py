@@ -27,3 +27,65 @@ def slurm_up() -> bool:
     if not up and "slurm" in os.environ.get("TORCHX_TEST_ENGINES", "").split(","):
         pytest.fail("the Slurm cluster was started for this run but is missing")
     return up
+
+
+def aws_up() -> bool:
+    """The AWS emulator (scripts/aws/up.sh) in its docker mode, where Batch jobs run as
+    containers; its `moto.env` sourced (AWS_ENDPOINT_URL)."""
+    mode = os.environ.get("AWS_EMU_BATCH_MODE")
+    up = bool(os.environ.get("AWS_ENDPOINT_URL")) and mode == "docker"
+    if not up and "aws" in os.environ.get("TORCHX_TEST_ENGINES", "").split(","):
+        if mode != "docker" and "docker" not in os.environ.get("TORCHX_TEST_ENGINES", "").split(","):
+            return False  # started without an engine to run containers: lifecycle mode only
+        pytest.fail("the AWS emulator was started for this run (docker mode) but is missing")
+    return up
+
+
+def futures_image(tag: str = "torchx-futures:test") -> str:
+    """An image that has torchx.futures' job side: python:local (scripts/docker/up.sh) with this
+    environment's torchx package (its Python files: the job side never loads the native
+    extension) and cloudpickle and s3fs with what they require, built once per run."""
+    import shutil
+    import sys
+    import tempfile
+    from importlib import metadata
+    from pathlib import Path
+
+    from packaging.requirements import Requirement
+
+    assert sys.version_info[:2] == (3, 11), "the image's Python (3.11) must be this one's: code pickles by version"
+    if subprocess.run(["docker", "image", "inspect", tag], capture_output=True).returncode == 0:
+        return tag
+    ctx = Path(tempfile.mkdtemp(prefix="torchx-futures-image-"))
+    site = ctx / "site"
+    import torchx
+
+    shutil.copytree(
+        Path(torchx.__file__).parent,
+        site / "torchx",
+        ignore=shutil.ignore_patterns("__pycache__", "_rs*.so"),
+    )
+    seen: set = set()
+    todo = ["cloudpickle", "s3fs"]
+    while todo:
+        dist = metadata.distribution(todo.pop())
+        key = dist.metadata["Name"].lower().replace("_", "-")
+        if key in seen:
+            continue
+        seen.add(key)
+        for line in dist.requires or []:
+            req = Requirement(line)
+            if req.marker is None or req.marker.evaluate({"extra": ""}):
+                todo.append(req.name)
+        for f in dist.files or []:
+            if f.parts[0] != ".." and "__pycache__" not in f.parts:
+                dst = site / f
+                dst.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(dist.locate_file(f), dst)
+    (ctx / "Dockerfile").write_text(
+        "FROM python:local\nCOPY site /opt/torchx-site\nENV PYTHONPATH=/opt/torchx-site\n"
+    )
+    out = subprocess.run(["docker", "build", "-q", "-t", tag, str(ctx)], capture_output=True, text=True)
+    shutil.rmtree(ctx, ignore_errors=True)
+    assert out.returncode == 0, f"docker build of {tag} failed: {out.stderr}"
+    return tag

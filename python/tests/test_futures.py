@@ -8,10 +8,11 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import List, Optional
 
 import pytest
 
-from _engines import slurm_up
+from _engines import aws_up, docker_up, futures_image, slurm_up
 from torchx.futures import Executor, JobError, RemoteError
 
 
@@ -97,11 +98,13 @@ def test_map_yields_in_order_and_chunks() -> None:
         assert list(ex.map(abs, range(-3, 2), chunksize=2)) == [3, 2, 1, 0, 1]
 
 
-def test_bad_executors_are_refused() -> None:
+def test_bad_executors_are_refused_at_submit() -> None:
     with pytest.raises(ValueError, match="give image="):
-        Executor("local_docker")
+        Executor("local_docker").submit(pow, 2, 10)
     with pytest.raises(ValueError, match="give result_dir="):
-        Executor("kubernetes", image="python:3.11")
+        Executor("kubernetes", image="python:3.11").submit(pow, 2, 10)
+    with pytest.raises(ValueError, match=r"fsspec URL .*got '/tmp/x'"):
+        list(Executor("aws_batch", image="python:3.11", result_dir="/tmp/x").map(pow, [2], [10]))
 
 
 def test_on_slurm_map_is_one_array(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -118,20 +121,34 @@ def test_on_slurm_map_is_one_array(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     assert mapped and mapped[-1].get("native"), "map on Slurm is one job array"
 
 
-def test_readme_example_runs_as_written(tmp_path: Path) -> None:
+def _readme_example(k: int, tmp_path: Path) -> List[str]:
+    """Runs the ``k``-th Python example of the README's futures section; its output lines."""
     import re
 
     readme = Path(__file__).resolve().parents[2] / "README.md"
-    section = readme.read_text().split("### Python functions as jobs", 1)[1]
-    block = re.search(r"```python\n(.*?)```", section, re.S)
-    assert block, "the README's futures section has no example"
+    section = readme.read_text().split("### Python functions as jobs", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```python\n(.*?)```", section, re.S)
+    assert len(blocks) > k, "the README's futures section lacks an example"
     script = tmp_path / "example.py"
-    script.write_text(block.group(1))
+    script.write_text(blocks[k])
     out = subprocess.run(
         [sys.executable, str(script)], capture_output=True, text=True, cwd=tmp_path, check=False
     )
     assert out.returncode == 0, out.stderr
-    assert out.stdout.split("\n")[:2] == ["1024", "[0, 1, 4, 9, 16]"]
+    return out.stdout.splitlines()
+
+
+def test_readme_example_runs_as_written(tmp_path: Path) -> None:
+    assert _readme_example(0, tmp_path)[:2] == ["1024", "[0, 1, 4, 9, 16]"]
+
+
+def test_readme_container_example_runs_as_written(tmp_path: Path) -> None:
+    if not (aws_up() and docker_up()):
+        pytest.skip("no AWS emulator running Batch jobs as containers (scripts/aws/up.sh)")
+    # The README's image and bucket, here: the test image under its name, the emulator's S3.
+    subprocess.run(["docker", "tag", futures_image(), "my-trainer:latest"], check=True)
+    _bucket("my-bucket")
+    assert _readme_example(1, tmp_path) == ["42", "[0, 3, 6, 9]"]
 
 
 class _Counter:
@@ -171,3 +188,67 @@ def test_an_fsspec_result_dir_carries_calls_and_results(tmp_path: Path) -> None:
         assert job.result(timeout=60) == (3, 2)
     assert job.location.startswith("file://")
     assert (Path(job.location.removeprefix("file://")) / "result.pkl").exists()
+
+
+def _on_containers(scheduler: str, cfg: dict, result_dir: Optional[str], tmp_path: Path) -> None:
+    """What every scheduler must do, on one that runs containers of an image that has torchx:
+    results, a function of ``__main__``, an exception's type and traceback, cancel."""
+    image = futures_image()
+    with Executor(scheduler, cfg, image=image, result_dir=result_dir) as ex:
+        assert ex.submit(pow, 2, 10).result(timeout=300) == 1024
+        import cloudpickle
+
+        cloudpickle.register_pickle_by_value(sys.modules[__name__])
+        try:
+            error = ex.submit(_raise_key_error, "nope").exception(timeout=300)
+        finally:
+            cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
+        assert isinstance(error, KeyError) and error.args == ("nope",)
+        assert "_raise_key_error" in str(error.__cause__)
+        sleeper = ex.submit(time.sleep, 600)
+        assert sleeper.cancel() and sleeper.cancelled()
+        state = ex._runner.wait(sleeper.handle, wait_interval=0.2, timeout=120)
+        assert state is not None and state.state.name == "CANCELLED", state
+    script = tmp_path / "main.py"
+    script.write_text(
+        "import sys\n"
+        "from torchx.futures import Executor\n"
+        "def triple(x):\n"
+        "    return {'tripled': 3 * x}\n"
+        f"with Executor({scheduler!r}, {cfg!r}, image={image!r}, result_dir={result_dir!r}) as ex:\n"
+        "    print(ex.submit(triple, 14).result(timeout=300))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, cwd=tmp_path, check=False
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "{'tripled': 42}"
+
+
+def test_on_local_docker_calls_cross_a_bind_mount(tmp_path: Path) -> None:
+    if not docker_up():
+        pytest.skip("no Docker engine (scripts/docker/up.sh)")
+    _on_containers("local_docker", {}, None, tmp_path)
+
+
+def _bucket(name: str) -> str:
+    import s3fs
+
+    fs = s3fs.S3FileSystem()
+    if not fs.exists(name):
+        fs.mkdir(name)
+    return name
+
+
+def test_on_aws_batch_calls_travel_through_s3(tmp_path: Path) -> None:
+    if not (aws_up() and docker_up()):
+        pytest.skip("no AWS emulator running Batch jobs as containers (scripts/aws/up.sh)")
+    bucket = _bucket("torchx-futures-test")
+    cfg = {"queue": "torchx"}
+    _on_containers("aws_batch", cfg, f"s3://{bucket}/calls", tmp_path)
+    with Executor("aws_batch", cfg, image=futures_image(), result_dir=f"s3://{bucket}/map") as ex:
+        assert list(ex.map(pow, range(4), [3] * 4, timeout=300)) == [0, 1, 8, 27]
+    groups = Path(os.environ["TORCHX_STATE_DIR"]) / "groups"
+    records = [json.loads(p.read_text()) for p in groups.glob("*.json")]
+    mapped = [r for r in records if r["scheduler"] == "aws_batch" and len(r["tasks"]) == 4]
+    assert mapped and mapped[-1].get("native"), "map on Batch is one array job"

@@ -19,7 +19,10 @@ with one that follows the Batch documentation (User Guide: "Job lifecycle for MN
     with rules and none matching, the attempt is retried;
   * timeout.attemptDurationSeconds kills the attempt ("Job attempt duration exceeded timeout"),
     which is not retried; TerminateJob stops every node and is not retried;
-  * an image that cannot be pulled fails the attempt with "CannotPullContainerError: ...".
+  * an image that cannot be pulled fails the attempt with "CannotPullContainerError: ...";
+  * the containers reach this emulator as Batch's reach AWS with a job role: AWS_ENDPOINT_URL
+    (a relay on the Docker bridge's gateway to the loopback-only server), the emulator's dummy
+    credentials and AWS_REGION, unless the job's own environment sets them.
 
 Node details (`describe_jobs(["<id>#N"])`) come from `job._emu_nodes`, filled here.
 """
@@ -58,6 +61,58 @@ def retry_action(rules, exit_code, status_reason, reason):
                 and _matches(rule.get("onReason"), reason)):
             return str(rule.get("action", "RETRY")).upper()
     return "RETRY"
+
+
+_relay = None
+_relay_lock = threading.Lock()
+
+
+def _aws_env(client):
+    """What a job's containers need to call the emulator (AWS_EMU_URL, the server's own
+    address, which containers cannot reach: it listens on loopback only). Starts, once, a TCP
+    relay on the default bridge's gateway, which only this machine's containers reach."""
+    global _relay
+    import socket
+    import socketserver
+    from urllib.parse import urlsplit
+
+    url = os.environ.get("AWS_EMU_URL")
+    if not url:
+        return {}
+    with _relay_lock:
+        if _relay is None:
+            target = urlsplit(url)
+            gateway = client.networks.get("bridge").attrs["IPAM"]["Config"][0]["Gateway"]
+
+            class Pipe(socketserver.BaseRequestHandler):
+                def handle(self):
+                    upstream = socket.create_connection((target.hostname, target.port))
+
+                    def copy(src, dst):
+                        try:
+                            while data := src.recv(65536):
+                                dst.sendall(data)
+                        except OSError:
+                            pass
+                        finally:
+                            try:
+                                dst.shutdown(socket.SHUT_WR)
+                            except OSError:
+                                pass
+
+                    back = threading.Thread(target=copy, args=(upstream, self.request), daemon=True)
+                    back.start()
+                    copy(self.request, upstream)
+                    back.join()
+                    upstream.close()
+
+            server = socketserver.ThreadingTCPServer((gateway, 0), Pipe)
+            server.daemon_threads = True
+            threading.Thread(target=server.serve_forever, daemon=True).start()
+            _relay = f"http://{gateway}:{server.server_address[1]}"
+    region = os.environ.get("AWS_DEFAULT_REGION", "us-east-1")
+    return {"AWS_ENDPOINT_URL": _relay, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_SESSION_TOKEN": "testing", "AWS_REGION": region, "AWS_DEFAULT_REGION": region}
 
 
 def _safe(job_id):
@@ -150,7 +205,8 @@ def _start(job, spec, node, env):
     client = job.docker_client
     try:
         node.container = client.containers.run(
-            spec["image"], spec["command"], detach=True, environment={**spec["environment"], **env},
+            spec["image"], spec["command"], detach=True,
+            environment={**_aws_env(client), **spec["environment"], **env},
             mounts=[docker.types.Mount(m["target"], m["source"], type="bind", read_only=m["read_only"])
                     for m in spec["mounts"]],
             shm_size=spec["shm_size"],

@@ -124,7 +124,7 @@ if [[ "${AWS_EMU_PROGRESS:-0}" == 1 ]]; then
 else
   SERVER=("$VENV/bin/python" -m moto.server)
 fi
-TEST_SERVER_MODE=true "${DETACH[@]}" "${SERVER[@]}" -H "$HOST" -p "$PORT" >"$LOG" 2>&1 </dev/null &
+TEST_SERVER_MODE=true AWS_EMU_URL="$URL" "${DETACH[@]}" "${SERVER[@]}" -H "$HOST" -p "$PORT" >"$LOG" 2>&1 </dev/null &
 echo $! >"$PIDFILE"
 
 for _ in $(seq 1 150); do

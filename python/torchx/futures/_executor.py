@@ -67,11 +67,13 @@ class Executor(concurrent.futures.Executor):
     """Runs Python callables as jobs on ``scheduler``.
 
     ``image``: where the job runs (local_cwd, slurm, lsf: a directory, default the current
-    one; container schedulers: an image with torchx installed, required). ``resource``: a
-    ``Resource`` or a named resource. ``result_dir``: where calls and results travel (default:
-    the local state directory on local_cwd and local_docker, ``./.torchx-futures`` on slurm and
-    lsf, whose jobs share this machine's file system; elsewhere an fsspec URL both ends reach,
-    required). ``max_retries`` and ``time_limit`` (seconds) apply to every job."""
+    one; container schedulers: an image with torchx and cloudpickle installed, required).
+    ``resource``: a ``Resource`` or a named resource. ``result_dir``: where calls and results
+    travel (default: the local state directory on local_cwd, and on local_docker, which mounts
+    it; ``./.torchx-futures`` on slurm and lsf, whose jobs share this machine's file system;
+    elsewhere an fsspec URL both ends reach, such as ``s3://bucket/prefix``, required).
+    ``max_retries`` and ``time_limit`` (seconds) apply to every job. A missing ``image`` or
+    ``result_dir`` is a ``ValueError`` at the first ``submit`` or ``map``."""
 
     def __init__(
         self,
@@ -89,17 +91,6 @@ class Executor(concurrent.futures.Executor):
     ) -> None:
         from torchx.runner import get_runner
 
-        container = scheduler not in _SHARED_FS
-        if container and image is None:
-            raise ValueError(
-                f"scheduler {scheduler!r} runs containers: give image=... (one with torchx and "
-                "cloudpickle installed)"
-            )
-        if scheduler not in ("local_cwd", "local_docker", "slurm", "lsf") and result_dir is None:
-            raise ValueError(
-                f"scheduler {scheduler!r} runs jobs on other machines: give result_dir=... (an "
-                "fsspec URL such as s3://bucket/prefix that both this machine and the job reach)"
-            )
         self.scheduler = scheduler
         self.cfg = dict(cfg or {})
         self._image = image
@@ -107,7 +98,7 @@ class Executor(concurrent.futures.Executor):
         self._env = dict(env or {})
         self._name = name
         self._workspace = workspace
-        self._result_dir = result_dir or _default_result_dir(scheduler)
+        self._result_dir = result_dir
         self._max_retries = max_retries
         self._time_limit = time_limit
         self._runner = get_runner()
@@ -173,8 +164,27 @@ class Executor(concurrent.futures.Executor):
 
     # -- submission ------------------------------------------------------------------------
 
+    def _where(self) -> str:
+        """The result directory, once the executor can run jobs at all (checked at the first
+        submission, as TorchX checks a scheduler's options at run)."""
+        scheduler, result_dir = self.scheduler, self._result_dir
+        if scheduler not in _SHARED_FS and self._image is None:
+            raise ValueError(
+                f"scheduler {scheduler!r} runs containers: give image=... (one with torchx and "
+                "cloudpickle installed)"
+            )
+        if scheduler in _SHARED_FS or scheduler == "local_docker":
+            return result_dir or _default_result_dir(scheduler)
+        if result_dir is None or "://" not in result_dir:
+            raise ValueError(
+                f"scheduler {scheduler!r} runs jobs on other machines: give result_dir=... as an "
+                f"fsspec URL that both this machine and the job reach, such as "
+                f"s3://bucket/prefix (got {result_dir!r})"
+            )
+        return result_dir
+
     def _write_call(self, fn: Callable[..., Any], args: Any, kwargs: Any) -> str:
-        location = f"{self._result_dir.rstrip('/')}/{secrets.token_hex(8)}"
+        location = f"{self._where().rstrip('/')}/{secrets.token_hex(8)}"
         _transport.dump(location, _transport.CALL, (fn, tuple(args), dict(kwargs)))
         return location
 
@@ -201,7 +211,8 @@ class Executor(concurrent.futures.Executor):
             from torchx.specs import BindMount
 
             # The call and its result cross into the container at the same path.
-            role.mounts = [BindMount(src_path=self._result_dir, dst_path=self._result_dir)]
+            where = self._where()
+            role.mounts = [BindMount(src_path=where, dst_path=where)]
         return AppDef(name=name, roles=[role])
 
     def _submit_many(
