@@ -48,6 +48,26 @@ def test_a_function_of_main_travels_by_value(tmp_path: Path) -> None:
     assert out.stdout.strip() == "{'tripled': 42}"
 
 
+def test_a_function_of_a_notebook_cell_travels_by_value(tmp_path: Path) -> None:
+    pytest.importorskip("IPython")
+    cell = (
+        "from torchx.futures import Executor\n"
+        "def triple(x):\n"
+        "    return 3 * x\n"
+        "with Executor('local_cwd') as ex:\n"
+        "    print('result', ex.submit(triple, 14).result(timeout=60))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-m", "IPython", "--no-banner", "--quick", "-c", cell],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    assert "result 42" in out.stdout, out.stdout + out.stderr
+
+
 def test_an_exception_comes_back_as_itself_with_its_traceback() -> None:
     import cloudpickle
 
@@ -111,8 +131,8 @@ def test_on_slurm_map_is_one_array(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     if not slurm_up():
         pytest.skip("no Slurm cluster (scripts/slurm/up.sh)")
     monkeypatch.chdir(tmp_path)  # the jobs' shared directory (.torchx-futures)
+    _on("slurm", {}, None, None, tmp_path)
     with Executor("slurm") as ex:
-        assert ex.submit(pow, 2, 10).result(timeout=120) == 1024
         squares = list(ex.map(pow, range(20), [2] * 20, timeout=300))
     assert squares == [i * i for i in range(20)]
     groups = Path(os.environ["TORCHX_STATE_DIR"]) / "groups"
@@ -190,10 +210,9 @@ def test_an_fsspec_result_dir_carries_calls_and_results(tmp_path: Path) -> None:
     assert (Path(job.location.removeprefix("file://")) / "result.pkl").exists()
 
 
-def _on_containers(scheduler: str, cfg: dict, result_dir: Optional[str], tmp_path: Path) -> None:
-    """What every scheduler must do, on one that runs containers of an image that has torchx:
-    results, a function of ``__main__``, an exception's type and traceback, cancel."""
-    image = futures_image()
+def _on(scheduler: str, cfg: dict, image: Optional[str], result_dir: Optional[str], tmp_path: Path) -> None:
+    """What every scheduler must do: results, a function of ``__main__``, an exception's type
+    and traceback, cancel."""
     with Executor(scheduler, cfg, image=image, result_dir=result_dir) as ex:
         assert ex.submit(pow, 2, 10).result(timeout=300) == 1024
         import cloudpickle
@@ -228,7 +247,7 @@ def _on_containers(scheduler: str, cfg: dict, result_dir: Optional[str], tmp_pat
 def test_on_local_docker_calls_cross_a_bind_mount(tmp_path: Path) -> None:
     if not docker_up():
         pytest.skip("no Docker engine (scripts/docker/up.sh)")
-    _on_containers("local_docker", {}, None, tmp_path)
+    _on("local_docker", {}, futures_image(), None, tmp_path)
 
 
 def _bucket(name: str) -> str:
@@ -245,7 +264,7 @@ def test_on_aws_batch_calls_travel_through_s3(tmp_path: Path) -> None:
         pytest.skip("no AWS emulator running Batch jobs as containers (scripts/aws/up.sh)")
     bucket = _bucket("torchx-futures-test")
     cfg = {"queue": "torchx"}
-    _on_containers("aws_batch", cfg, f"s3://{bucket}/calls", tmp_path)
+    _on("aws_batch", cfg, futures_image(), f"s3://{bucket}/calls", tmp_path)
     with Executor("aws_batch", cfg, image=futures_image(), result_dir=f"s3://{bucket}/map") as ex:
         assert list(ex.map(pow, range(4), [3] * 4, timeout=300)) == [0, 1, 8, 27]
     groups = Path(os.environ["TORCHX_STATE_DIR"]) / "groups"
