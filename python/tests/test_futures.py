@@ -105,6 +105,26 @@ def test_cancel_cancels_the_job_and_shutdown_cancels_the_rest(torchx_bin: str) -
         ex.submit(pow, 2, 2)
 
 
+def test_what_does_not_pickle_or_unpickle_still_comes_back(tmp_path: Path) -> None:
+    (tmp_path / "only_in_the_job.py").write_text("class Thing:\n    pass\n")
+    with Executor("local_cwd") as ex:
+        # An exception that does not pickle: its traceback text does.
+        error = ex.submit(
+            exec, "import threading\nclass Locked(Exception): pass\nraise Locked(threading.Lock())", {}
+        ).exception(timeout=60)
+        assert isinstance(error, RemoteError) and "Locked" in str(error), error
+        # A return value that does not pickle.
+        error = ex.submit(eval, "__import__('threading').Lock()").exception(timeout=60)
+        assert isinstance(error, RemoteError) and "does not pickle" in str(error), error
+        # One whose class this side lacks.
+        code = f"__import__('sys').path.insert(0, {str(tmp_path)!r}) or __import__('only_in_the_job').Thing()"
+        error = ex.submit(eval, code).exception(timeout=60)
+        assert isinstance(error, RemoteError) and "does not unpickle here" in str(error), error
+        assert isinstance(error.__cause__, ModuleNotFoundError)
+        # The executor follows its other jobs still.
+        assert ex.submit(pow, 3, 3).result(timeout=60) == 27
+
+
 def test_a_job_that_dies_without_a_result_says_so() -> None:
     with Executor("local_cwd") as ex:
         error = ex.submit(os._exit, 3).exception(timeout=60)
@@ -248,6 +268,27 @@ def test_on_local_docker_calls_cross_a_bind_mount(tmp_path: Path) -> None:
     if not docker_up():
         pytest.skip("no Docker engine (scripts/docker/up.sh)")
     _on("local_docker", {}, futures_image(), None, tmp_path)
+
+
+def test_on_lsf_calls_cross_a_mount(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # tests/lsf.rs's stand-ins: bsub runs the job script, whose `docker run` runs the command
+    # here; `python` in it is this interpreter.
+    fakes = Path(__file__).resolve().parents[2] / "crates" / "torchx-cli" / "tests" / "fixtures" / "lsf"
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "python").write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')
+    (bin_dir / "python").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fakes}:{bin_dir}:{os.environ['PATH']}")
+    monkeypatch.setenv("LSF_FAKE_DIR", str(tmp_path / "lsf"))
+    monkeypatch.chdir(tmp_path)
+    with Executor("lsf", image="trainer:latest") as ex:
+        job = ex.submit(pow, 2, 10)
+        assert job.result(timeout=60) == 1024
+        assert job.location.startswith(str(tmp_path / ".torchx-futures"))
+        assert list(ex.map(pow, range(3), [2] * 3, timeout=60)) == [0, 1, 4]
+    request = ex._runner.dryrun(ex._app("f", str(tmp_path / ".torchx-futures" / "x")), "lsf", {}).request
+    script = str(request)
+    assert "trainer:latest" in script and f"{tmp_path}/.torchx-futures" in script, script
 
 
 def _bucket(name: str) -> str:

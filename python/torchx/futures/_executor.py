@@ -17,8 +17,10 @@ from typing import Any, Callable, Iterable, Iterator, List, Mapping, Optional, T
 from torchx.futures import _transport
 from torchx.specs import AppDef, AppState, Resource, Role, is_terminal
 
-# Schedulers whose jobs run on this machine's (or a shared) file system, by the same Python.
-_SHARED_FS = ("local_cwd", "slurm", "lsf")
+# Schedulers whose jobs run processes on this machine's (or a shared) file system, with this
+# Python; and those whose containers see it through a bind mount of the result directory.
+_HOST = ("local_cwd", "slurm")
+_MOUNTED = ("local_docker", "lsf")
 # The first poll of a new job comes quickly (short calls end within milliseconds), later ones
 # back off to this.
 _POLL_MIN, _POLL_MAX = 0.005, 0.5
@@ -66,11 +68,12 @@ class Job(concurrent.futures.Future[Any]):
 class Executor(concurrent.futures.Executor):
     """Runs Python callables as jobs on ``scheduler``.
 
-    ``image``: where the job runs (local_cwd, slurm, lsf: a directory, default the current
-    one; container schedulers: an image with torchx and cloudpickle installed, required).
-    ``resource``: a ``Resource`` or a named resource. ``result_dir``: where calls and results
-    travel (default: the local state directory on local_cwd, and on local_docker, which mounts
-    it; ``./.torchx-futures`` on slurm and lsf, whose jobs share this machine's file system;
+    ``image``: where the job runs (local_cwd, slurm: a directory, default the current one;
+    schedulers that run containers, lsf among them: an image with torchx and cloudpickle
+    installed, required). ``resource``: a ``Resource`` or a named resource. ``result_dir``:
+    where calls and results travel (default: the local state directory on local_cwd, and on
+    local_docker, which mounts it; ``./.torchx-futures`` on slurm and lsf, whose jobs share
+    this machine's file system, lsf's containers through a mount;
     elsewhere an fsspec URL both ends reach, such as ``s3://bucket/prefix``, required).
     ``max_retries`` and ``time_limit`` (seconds) apply to every job. A missing ``image`` or
     ``result_dir`` is a ``ValueError`` at the first ``submit`` or ``map``."""
@@ -168,12 +171,12 @@ class Executor(concurrent.futures.Executor):
         """The result directory, once the executor can run jobs at all (checked at the first
         submission, as TorchX checks a scheduler's options at run)."""
         scheduler, result_dir = self.scheduler, self._result_dir
-        if scheduler not in _SHARED_FS and self._image is None:
+        if scheduler not in _HOST and self._image is None:
             raise ValueError(
                 f"scheduler {scheduler!r} runs containers: give image=... (one with torchx and "
                 "cloudpickle installed)"
             )
-        if scheduler in _SHARED_FS or scheduler == "local_docker":
+        if scheduler in _HOST or scheduler in _MOUNTED:
             return result_dir or _default_result_dir(scheduler)
         if result_dir is None or "://" not in result_dir:
             raise ValueError(
@@ -189,8 +192,7 @@ class Executor(concurrent.futures.Executor):
         return location
 
     def _app(self, name: str, location: str) -> AppDef:
-        container = self.scheduler not in _SHARED_FS
-        python = "python" if container else sys.executable
+        python = sys.executable if self.scheduler in _HOST else "python"
         resource = self._resource
         if isinstance(resource, str):
             from torchx.specs import resource as named_resource
@@ -207,7 +209,7 @@ class Executor(concurrent.futures.Executor):
         )
         if self._time_limit is not None:
             role.time_limit = self._time_limit
-        if self.scheduler == "local_docker" and "://" not in location:
+        if self.scheduler in _MOUNTED and "://" not in location:
             from torchx.specs import BindMount
 
             # The call and its result cross into the container at the same path.
@@ -300,10 +302,16 @@ class Executor(concurrent.futures.Executor):
                         status = self._runner.status(job.handle)
                 except Exception:  # noqa: BLE001 - a scheduler that cannot answer now: later
                     continue
-                if status is None:
-                    _settle(job, None, AppState.UNKNOWN)
-                elif is_terminal(status.state):
-                    _settle(job, job.location, status.state)
+                try:
+                    if status is None:
+                        _settle(job, None, AppState.UNKNOWN)
+                    elif is_terminal(status.state):
+                        _settle(job, job.location, status.state)
+                except Exception as e:  # noqa: BLE001 - the poller serves every other job too
+                    if not job.done():
+                        error = JobError(f"{job.handle}: reading its result from {job.location} failed: {e!r}")
+                        error.__cause__ = e
+                        job.set_exception(error)
             self._wake.wait(pause)
             if self._wake.is_set():
                 self._wake.clear()
@@ -339,7 +347,19 @@ def _settle(job: Job, location: Optional[str], state: AppState) -> None:
             )
         )
         return
-    kind, value, text = outcome
+    kind, payload, text = outcome
+    value: Any = None
+    if payload is not None:
+        import pickle
+
+        try:
+            value = pickle.loads(payload)
+        except Exception as e:  # noqa: BLE001 - a class this side lacks, or any other
+            what = "return value" if kind == "ok" else "exception"
+            remote = RemoteError(f"the job's {what} does not unpickle here: {e!r}\n{text or ''}")
+            remote.__cause__ = e
+            job.set_exception(remote)
+            return
     if kind == "ok":
         job.set_result(value)
         return

@@ -1,11 +1,15 @@
 """Where a call and its outcome travel: a directory (a local path every job sees, or an fsspec
 URL such as ``s3://bucket/prefix``) holding ``call.pkl`` (the function and its arguments,
-cloudpickled) and, once the job ends, ``result.pkl`` (``("ok", value, None)`` or ``("error",
-exception or None, traceback text)``)."""
+cloudpickled) and, once the job ends, ``result.pkl``: an ``outcome``."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional, Tuple
+
+# ("ok", the cloudpickled return value, None) or ("error", the cloudpickled exception or None
+# when it does not pickle, the traceback text). The value travels pickled inside the outcome,
+# so the outcome itself always loads, even where the value's classes do not.
+Outcome = Tuple[str, Optional[bytes], Optional[str]]
 
 CALL = "call.pkl"
 RESULT = "result.pkl"
@@ -49,3 +53,15 @@ def load(location: str, name: str) -> Any:
 
     with open(os.path.join(location, name), "rb") as f:
         return pickle.loads(f.read())
+
+
+def outcome(kind: str, value: Any, text: Optional[str]) -> Outcome:
+    """The outcome of a call; a return value that does not pickle is an error that says so."""
+    import cloudpickle
+
+    try:
+        return (kind, cloudpickle.dumps(value), text)
+    except Exception as e:  # noqa: BLE001 - any pickling failure: its text travels instead
+        if kind == "error":
+            return ("error", None, text)
+        return ("error", None, f"the return value ({type(value).__name__}) does not pickle: {e!r}")

@@ -24,13 +24,14 @@ def main(argv: Optional[List[str]] = None) -> int:
         value = fn(*fn_args, **fn_kwargs)
     except BaseException as e:  # noqa: BLE001 - every outcome is the caller's to see
         text = traceback.format_exc()
-        try:
-            _transport.dump(location, _transport.RESULT, ("error", e, text))
-        except Exception:  # noqa: BLE001 - the exception does not pickle: its text does
-            _transport.dump(location, _transport.RESULT, ("error", None, text))
         print(text, file=sys.stderr, end="")
+        _transport.dump(location, _transport.RESULT, _transport.outcome("error", e, text))
         return 1
-    _transport.dump(location, _transport.RESULT, ("ok", value, None))
+    outcome = _transport.outcome("ok", value, None)
+    _transport.dump(location, _transport.RESULT, outcome)
+    if outcome[0] == "error":
+        print(outcome[2], file=sys.stderr)
+        return 1
     return 0
 
 
