@@ -772,6 +772,8 @@ mod goldens {
             role.env
                 .insert("TORCHX_ARRAY_INDEX".into(), index.to_string());
             role.env.insert("TORCHX_ARRAY_SIZE".into(), "3".into());
+            // What each scheduler makes of a task's `${app_id}`.
+            role.env.insert("RUN_ID".into(), "${app_id}".into());
         }
         app
     }

@@ -508,11 +508,28 @@ pub fn render(app: &AppDef, opts: &AwsBatchOpts, ctx: &DryRunContext) -> Result<
     }
     check_name("queue", &opts.queue)
         .map_err(|e| Error::config(format!("run option queue: {e}")))?;
+    let name = unique_name(app, opts, ctx);
+    render_as(app, opts, ctx, name.clone(), name)
+}
+
+/// The job's name: the app's, with the share id, made unique.
+fn unique_name(app: &AppDef, opts: &AwsBatchOpts, ctx: &DryRunContext) -> String {
     let suffix = opts
         .share_id
         .as_ref()
         .map_or(String::new(), |s| format!("-{s}"));
-    let name = ctx.make_unique(&format!("{}{suffix}", app.name));
+    ctx.make_unique(&format!("{}{suffix}", app.name))
+}
+
+/// `render` under a given job name, and `app_id` for the `${app_id}` macro (TorchX's: the
+/// name; an array child's: `<name>:<index>`, its handle's tail).
+fn render_as(
+    app: &AppDef,
+    opts: &AwsBatchOpts,
+    ctx: &DryRunContext,
+    name: String,
+    app_id: String,
+) -> Result<BatchJob> {
     check_name("job name", &name)?;
     let recovery = app.job_recovery(super::NAME)?;
     let mut nodes = Vec::new();
@@ -523,7 +540,7 @@ pub fn render(app: &AppDef, opts: &AwsBatchOpts, ctx: &DryRunContext) -> Result<
         }
         let values = MacroValues {
             img_root: String::new(),
-            app_id: name.clone(),
+            app_id: app_id.clone(),
             replica_id: "$AWS_BATCH_JOB_NODE_INDEX".into(),
             rank0_env: "AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS".into(),
         };
@@ -623,10 +640,16 @@ pub fn render_array(
             t.index
         ));
     }
+    check_name("queue", &opts.queue)
+        .map_err(|e| Error::config(format!("run option queue: {e}")))?;
+    let Some(name) = tasks.first().map(|t| unique_name(t.app, opts, ctx)) else {
+        return per_task("a group of no tasks".into());
+    };
     let mut containers = Vec::with_capacity(tasks.len());
     let mut first: Option<BatchJob> = None;
-    for t in tasks {
-        let mut job = render(t.app, opts, ctx)?;
+    for (position, t) in tasks.iter().enumerate() {
+        let app_id = format!("{name}:{position}");
+        let mut job = render_as(t.app, opts, ctx, name.clone(), app_id)?;
         let Some(mut nodes) = job.job_def.node_properties.take() else {
             continue;
         };
