@@ -106,7 +106,8 @@ class Executor(concurrent.futures.Executor):
         self._time_limit = time_limit
         self._runner = get_runner()
         self._lock = threading.Lock()  # the runner, the job list, the shutdown flag
-        self._jobs: List[Job] = []
+        self._jobs: List[Job] = []  # followed one by one
+        self._groups: List[Tuple[str, List[Job]]] = []  # `map`'s groups (record, task jobs)
         self._wake = threading.Event()
         self._poller: Optional[threading.Thread] = None
         self._shut = False
@@ -157,7 +158,7 @@ class Executor(concurrent.futures.Executor):
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         with self._lock:
             self._shut = True
-            jobs = list(self._jobs)
+            jobs = self._jobs + [j for _, members in self._groups for j in members]
         if cancel_futures:
             for job in jobs:
                 job.cancel()
@@ -273,15 +274,18 @@ class Executor(concurrent.futures.Executor):
                 job.set_exception(JobError(f"task {task['index']} was not submitted: {task['error']}"))
                 jobs.append(job)
             else:
-                jobs.append(self._follow(task["handle"], location, name))
+                jobs.append(self._follow(task["handle"], location, name, group=True))
+        with self._lock:
+            self._groups.append((json.dumps(record), jobs))
         return jobs
 
     # -- following jobs --------------------------------------------------------------------
 
-    def _follow(self, handle: str, location: str, role: str) -> Job:
+    def _follow(self, handle: str, location: str, role: str, group: bool = False) -> Job:
         job = Job(self, handle, location, role)
         with self._lock:
-            self._jobs.append(job)
+            if not group:
+                self._jobs.append(job)
             if self._poller is None:
                 self._poller = threading.Thread(target=self._poll, name="torchx-futures", daemon=True)
                 self._poller.start()
@@ -292,21 +296,17 @@ class Executor(concurrent.futures.Executor):
         pause = _POLL_MIN
         while True:
             with self._lock:
-                jobs = [j for j in self._jobs if not j.done()]
-                self._jobs = jobs
-                if not jobs and self._shut:
+                self._jobs = [j for j in self._jobs if not j.done()]
+                self._groups = [(r, js) for r, js in self._groups if not all(j.done() for j in js)]
+                jobs, groups = list(self._jobs), list(self._groups)
+                if not jobs and not groups and self._shut:
                     return
-            for job in jobs:
+            for job, state in self._observe(jobs, groups):
                 try:
-                    with self._lock:
-                        status = self._runner.status(job.handle)
-                except Exception:  # noqa: BLE001 - a scheduler that cannot answer now: later
-                    continue
-                try:
-                    if status is None:
-                        _settle(job, None, AppState.UNKNOWN)
-                    elif is_terminal(status.state):
-                        _settle(job, job.location, status.state)
+                    if state == AppState.UNKNOWN:
+                        _settle(job, None, state)
+                    elif is_terminal(state):
+                        _settle(job, job.location, state)
                 except Exception as e:  # noqa: BLE001 - the poller serves every other job too
                     if not job.done():
                         error = JobError(f"{job.handle}: reading its result from {job.location} failed: {e!r}")
@@ -318,6 +318,29 @@ class Executor(concurrent.futures.Executor):
                 pause = _POLL_MIN
             else:
                 pause = min(_POLL_MAX, pause * 2)
+
+    def _observe(self, jobs: List[Job], groups: List[Tuple[str, List[Job]]]) -> Iterator[Tuple[Job, AppState]]:
+        """Each unfinished job's state: a ``map``'s jobs in one question to their scheduler
+        (one squeue for a Slurm array), the others one by one; a scheduler that cannot answer
+        now is asked again on the next round."""
+        from torchx import _native
+
+        for record, members in groups:
+            try:
+                with self._lock:
+                    names = _native.ext.group_states(record)
+            except Exception:  # noqa: BLE001 - later
+                continue
+            for job, name in zip(members, names, strict=True):
+                if not job.done():
+                    yield job, AppState[name]
+        for job in jobs:
+            try:
+                with self._lock:
+                    status = self._runner.status(job.handle)
+            except Exception:  # noqa: BLE001 - later
+                continue
+            yield job, AppState.UNKNOWN if status is None else status.state
 
     def _cancel(self, handle: str) -> None:
         with self._lock:
