@@ -270,6 +270,27 @@ def test_on_local_docker_calls_cross_a_bind_mount(tmp_path: Path) -> None:
     _on("local_docker", {}, futures_image(), None, tmp_path)
 
 
+@pytest.mark.parametrize(
+    "scheduler, cfg",
+    [
+        ("kubernetes", {}),
+        ("kubernetes_mcad", {}),
+        ("aws_batch", {"queue": "q"}),
+        (
+            "aws_sagemaker",
+            {"role": "arn:aws:iam::123456789012:role/r", "instance_type": "ml.m5.large", "output_path": "s3://b/o"},
+        ),
+    ],
+)
+def test_remote_schedulers_run_the_call_from_its_url(scheduler: str, cfg: dict) -> None:
+    # No API server here for Kubernetes, nor containers for SageMaker: their requests.
+    ex = Executor(scheduler, cfg, image="trainer:latest", result_dir="s3://b/calls")
+    location = f"{ex._where()}/x"
+    request = str(ex._runner.dryrun(ex._app("f", location), scheduler, cfg).request)
+    assert "torchx.futures.run" in request and location in request, request
+    assert "trainer:latest" in request
+
+
 def test_on_lsf_calls_cross_a_mount(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # tests/lsf.rs's stand-ins: bsub runs the job script, whose `docker run` runs the command
     # here; `python` in it is this interpreter.
