@@ -41,10 +41,12 @@ def aws_up() -> bool:
     return up
 
 
-def futures_image(tag: str = "torchx-futures:test") -> str:
+def futures_image() -> str:
     """An image that has torchx.futures' job side: python:local (scripts/docker/up.sh) with this
     environment's torchx package (its Python files: the job side never loads the native
-    extension) and cloudpickle and s3fs with what they require, built once per run."""
+    extension) and cloudpickle and s3fs with what they require; tagged by the content of
+    torchx's Python files, so it is built again when they change."""
+    import hashlib
     import shutil
     import sys
     import tempfile
@@ -53,12 +55,17 @@ def futures_image(tag: str = "torchx-futures:test") -> str:
 
     from packaging.requirements import Requirement
 
+    import torchx
+
     assert sys.version_info[:2] == (3, 11), "the image's Python (3.11) must be this one's: code pickles by version"
+    digest = hashlib.sha256()
+    for path in sorted(Path(torchx.__file__).parent.rglob("*.py")):
+        digest.update(path.read_bytes())
+    tag = f"torchx-futures:{digest.hexdigest()[:16]}"
     if subprocess.run(["docker", "image", "inspect", tag], capture_output=True).returncode == 0:
         return tag
     ctx = Path(tempfile.mkdtemp(prefix="torchx-futures-image-"))
     site = ctx / "site"
-    import torchx
 
     shutil.copytree(
         Path(torchx.__file__).parent,

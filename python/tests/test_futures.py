@@ -270,6 +270,27 @@ def test_on_local_docker_calls_cross_a_bind_mount(tmp_path: Path) -> None:
     _on("local_docker", {}, futures_image(), None, tmp_path)
 
 
+def test_on_local_docker_a_workspace_brings_the_projects_modules(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if not docker_up():
+        pytest.skip("no Docker engine (scripts/docker/up.sh)")
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "only_in_the_project.py").write_text("def bump(x):\n    return x + 1\n")
+    monkeypatch.syspath_prepend(str(project))
+    from only_in_the_project import bump  # type: ignore[import-not-found]
+
+    # By reference, as any importable function: the job imports it from the workspace.
+    with Executor("local_docker", image=futures_image(), workspace=str(project)) as ex:
+        assert ex.submit(bump, 41).result(timeout=300) == 42
+    # Without it, the job says what it lacks.
+    with Executor("local_docker", image=futures_image()) as ex:
+        error = ex.submit(bump, 41).exception(timeout=300)
+    assert isinstance(error, ModuleNotFoundError), error
+    assert "does not load where the job runs" in str(error.__cause__)
+
+
 @pytest.mark.parametrize(
     "scheduler, cfg",
     [

@@ -372,6 +372,14 @@ def _settle(job: Job, location: Optional[str], state: AppState) -> None:
         return
     kind, payload, text = outcome
     value: Any = None
+    if payload is not None and not isinstance(payload, bytes):
+        job.set_exception(
+            RemoteError(
+                f"{job.handle}'s result is in another torchx version's format: install this "
+                f"torchx ({_version()}) where the job runs"
+            )
+        )
+        return
     if payload is not None:
         import pickle
 
@@ -394,6 +402,12 @@ def _settle(job: Job, location: Optional[str], state: AppState) -> None:
         job.set_exception(value)
     else:
         job.set_exception(remote)
+
+
+def _version() -> str:
+    import torchx
+
+    return torchx.__version__
 
 
 def _checkpointable(role: Role, time_limit: Optional[int]) -> None:

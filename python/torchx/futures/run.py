@@ -17,7 +17,16 @@ def main(argv: Optional[List[str]] = None) -> int:
         print("usage: python -m torchx.futures.run LOCATION", file=sys.stderr)
         return 2
     location = args[0]
-    fn, fn_args, fn_kwargs = _transport.load(location, _transport.CALL)
+    try:
+        fn, fn_args, fn_kwargs = _transport.load(location, _transport.CALL)
+    except Exception as e:  # noqa: BLE001 - a module the job lacks, most often: said as the outcome
+        text = (
+            "torchx.futures: the call does not load where the job runs (is the function's module "
+            f"importable there? a workspace or the image brings it):\n{traceback.format_exc()}"
+        )
+        print(text, file=sys.stderr, end="")
+        _transport.dump(location, _transport.RESULT, _transport.outcome("error", e, text))
+        return 1
     if callable(getattr(fn, "checkpoint", None)):
         _on_checkpoint_signal(location, fn, fn_args, fn_kwargs)
     try:
