@@ -18,7 +18,7 @@ use serde::Serialize;
 
 use crate::error::{Error, Result};
 use crate::opts::{Cfg, RunOpts};
-use crate::specs::{AppDef, DescribeAppResponse, ListAppResponse, Stream, WorkspaceImage};
+use crate::specs::{AppDef, DescribeAppResponse, ListAppResponse, Role, Stream, WorkspaceImage};
 
 pub(crate) use backend::downcast_request;
 pub use backend::Backend;
@@ -219,6 +219,24 @@ pub struct ArrayTask<'a> {
     pub index: u32,
     /// Its app.
     pub app: &'a AppDef,
+}
+
+impl<'a> ArrayTask<'a> {
+    /// Whether its app is one replica of one role, as the elements of most native arrays are.
+    pub fn is_single_replica(&self) -> bool {
+        self.app.roles.len() == 1 && self.app.roles[0].num_replicas == 1
+    }
+
+    /// The first of single-replica `tasks` whose role differs from the first task's in more
+    /// than what `erase` clears (its command and environment, which each element picks by its
+    /// index; the rest the elements share).
+    pub fn first_differing<'t>(
+        tasks: &'t [ArrayTask<'a>],
+        erase: impl Fn(&Role) -> Role,
+    ) -> Option<&'t ArrayTask<'a>> {
+        let first = erase(&tasks.first()?.app.roles[0]);
+        tasks.iter().find(|t| erase(&t.app.roles[0]) != first)
+    }
 }
 
 /// Facts about a backend that shape its dry run (the Slurm version, LSF's hosts, ...), gathered

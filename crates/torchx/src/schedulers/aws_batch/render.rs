@@ -630,10 +630,7 @@ pub fn render_array(
             tasks.len()
         ));
     }
-    if let Some(t) = tasks
-        .iter()
-        .find(|t| t.app.roles.len() != 1 || t.app.roles[0].num_replicas != 1)
-    {
+    if let Some(t) = tasks.iter().find(|t| !t.is_single_replica()) {
         return per_task(format!(
             "task {}'s app is a multi-node job, and AWS Batch array jobs are of single \
              containers",

@@ -557,25 +557,19 @@ pub fn render_array(
     let Some(first) = tasks.first().map(|t| t.app) else {
         return per_task("a group of no tasks".into());
     };
-    if let Some(t) = tasks
-        .iter()
-        .find(|t| t.app.roles.len() != 1 || t.app.roles[0].num_replicas != 1)
-    {
+    if let Some(t) = tasks.iter().find(|t| !t.is_single_replica()) {
         return per_task(format!(
             "task {}'s app has several replicas: an Indexed Job's indexes are the tasks",
             t.index
         ));
     }
-    let shape = |r: &Role| Role {
+    let erase = |r: &Role| Role {
         entrypoint: String::new(),
         args: Vec::new(),
         env: Default::default(),
         ..r.clone()
     };
-    if let Some(t) = tasks
-        .iter()
-        .find(|t| shape(&t.app.roles[0]) != shape(&first.roles[0]))
-    {
+    if let Some(t) = ArrayTask::first_differing(tasks, erase) {
         return per_task(format!(
             "task {}'s pod differs from task {}'s in more than its command and environment, \
              and an Indexed Job's pods share one template",

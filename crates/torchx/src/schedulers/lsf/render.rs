@@ -332,8 +332,7 @@ pub(super) fn render_array(
         return Ok(ArrayRequest::PerTask("a group of no tasks".into()));
     };
     check_requeue_budget(first)?;
-    let single = |a: &AppDef| a.roles.len() == 1 && a.roles[0].num_replicas == 1;
-    if let Some(t) = tasks.iter().find(|t| !single(t.app)) {
+    if let Some(t) = tasks.iter().find(|t| !t.is_single_replica()) {
         let replicas: u32 = t.app.roles.iter().map(|r| r.num_replicas).sum();
         return Ok(ArrayRequest::PerTask(format!(
             "task {}'s app has {replicas} replicas, and an LSF job array's elements are single \
@@ -341,15 +340,12 @@ pub(super) fn render_array(
             t.index
         )));
     }
-    let shape = |r: &Role| Role {
+    let erase = |r: &Role| Role {
         args: Vec::new(),
         env: Default::default(),
         ..r.clone()
     };
-    if let Some(t) = tasks
-        .iter()
-        .find(|t| shape(&t.app.roles[0]) != shape(&first.roles[0]))
-    {
+    if let Some(t) = ArrayTask::first_differing(tasks, erase) {
         return Ok(ArrayRequest::PerTask(format!(
             "task {}'s job differs from task {}'s in more than its command and environment, \
              and an LSF job array's elements share their options",
