@@ -73,8 +73,8 @@ class Executor(concurrent.futures.Executor):
     installed, required). ``resource``: a ``Resource`` or a named resource. ``result_dir``:
     where calls and results travel (default: the local state directory on local_cwd, and on
     local_docker, which mounts it; ``./.torchx-futures`` on slurm and lsf, whose jobs share
-    this machine's file system, lsf's containers through a mount;
-    elsewhere an fsspec URL both ends reach, such as ``s3://bucket/prefix``, required).
+    this machine's file system, lsf's containers through a mount; elsewhere an fsspec URL
+    both ends reach, such as ``s3://bucket/prefix``, required).
     ``max_retries`` and ``time_limit`` (seconds) apply to every job. A missing ``image`` or
     ``result_dir`` is a ``ValueError`` at the first ``submit`` or ``map``."""
 
