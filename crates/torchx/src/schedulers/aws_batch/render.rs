@@ -506,8 +506,6 @@ pub fn render(app: &AppDef, opts: &AwsBatchOpts, ctx: &DryRunContext) -> Result<
             app.roles.len()
         )));
     }
-    check_name("queue", &opts.queue)
-        .map_err(|e| Error::config(format!("run option queue: {e}")))?;
     let name = unique_name(app, opts, ctx);
     render_as(app, opts, ctx, name.clone(), name)
 }
@@ -530,6 +528,8 @@ fn render_as(
     name: String,
     app_id: String,
 ) -> Result<BatchJob> {
+    check_name("queue", &opts.queue)
+        .map_err(|e| Error::config(format!("run option queue: {e}")))?;
     check_name("job name", &name)?;
     let recovery = app.job_recovery(super::NAME)?;
     let mut nodes = Vec::new();
@@ -637,8 +637,6 @@ pub fn render_array(
             t.index
         ));
     }
-    check_name("queue", &opts.queue)
-        .map_err(|e| Error::config(format!("run option queue: {e}")))?;
     let Some(name) = tasks.first().map(|t| unique_name(t.app, opts, ctx)) else {
         return per_task("a group of no tasks".into());
     };
