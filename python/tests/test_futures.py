@@ -136,6 +136,11 @@ def test_map_yields_in_order_and_chunks() -> None:
     with Executor("local_cwd") as ex:
         assert list(ex.map(pow, [2, 3, 4], [5, 2, 1])) == [32, 9, 4]
         assert list(ex.map(abs, range(-3, 2), chunksize=2)) == [3, 2, 1, 0, 1]
+    # The chunks, one group of 3 tasks.
+    groups = Path(os.environ["TORCHX_STATE_DIR"]) / "groups"
+    newest = max(groups.glob("*.json"), key=lambda p: p.stat().st_mtime)
+    record = json.loads(newest.read_text())
+    assert record["name"] == "abs" and len(record["tasks"]) == 3, record
 
 
 def test_bad_executors_are_refused_at_submit() -> None:
@@ -154,11 +159,14 @@ def test_on_slurm_map_is_one_array(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     _on("slurm", {}, None, None, tmp_path)
     with Executor("slurm") as ex:
         squares = list(ex.map(pow, range(20), [2] * 20, timeout=300))
-    assert squares == [i * i for i in range(20)]
+        chunked = list(ex.map(pow, range(20), [2] * 20, timeout=300, chunksize=8))
+    assert squares == chunked == [i * i for i in range(20)]
     groups = Path(os.environ["TORCHX_STATE_DIR"]) / "groups"
     records = [json.loads(p.read_text()) for p in groups.glob("*.json")]
     mapped = [r for r in records if r["scheduler"] == "slurm" and len(r["tasks"]) == 20]
     assert mapped and mapped[-1].get("native"), "map on Slurm is one job array"
+    chunks = [r for r in records if r["scheduler"] == "slurm" and len(r["tasks"]) == 3]
+    assert chunks and chunks[-1].get("native"), "map's 3 chunks too"
 
 
 def _readme_example(k: int, tmp_path: Path) -> List[str]:

@@ -116,8 +116,10 @@ class Executor(concurrent.futures.Executor):
 
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Job:
         """Runs ``fn(*args, **kwargs)`` as a job; its ``Job``."""
+        return self._submit_as(_job_name(self._name, fn), fn, args, kwargs)
+
+    def _submit_as(self, name: str, fn: Callable[..., Any], args: Any, kwargs: Any) -> Job:
         location = self._write_call(fn, args, kwargs)
-        name = _job_name(self._name, fn)
         app = self._app(name, location)
         if callable(getattr(fn, "checkpoint", None)):
             _checkpointable(app.roles[0], self._time_limit)
@@ -221,23 +223,23 @@ class Executor(concurrent.futures.Executor):
     def _submit_many(
         self, fn: Callable[..., Any], calls: List[Any], chunksize: int
     ) -> List[Tuple[Job, bool]]:
-        """One job per call (as one group, natively where the scheduler can), or per chunk."""
+        """One job per call, or per chunk of ``chunksize`` calls: one group, natively where
+        the scheduler can (a builtin one), else one submission each; whether they are chunks."""
         if not calls:
             return []
         name = _job_name(self._name, fn)
-        native = self._runner._scheduler(self.scheduler)
+        chunked = chunksize > 1
+        run = fn
+        if chunked:
+            calls = [(fn, calls[i : i + chunksize]) for i in range(0, len(calls), chunksize)]
+            run = _call_chunk
         from torchx.schedulers._rust import RustScheduler
 
-        if chunksize > 1 or not isinstance(native, RustScheduler):
-            chunks = [calls[i : i + chunksize] for i in range(0, len(calls), chunksize)]
-            out = []
-            for chunk in chunks:
-                if chunksize > 1:
-                    out.append((self.submit(_call_chunk, fn, chunk), True))
-                else:
-                    out.append((self.submit(fn, *chunk[0]), False))
-            return out
-        return [(job, False) for job in self._submit_group(name, fn, calls)]
+        if isinstance(self._runner._scheduler(self.scheduler), RustScheduler):
+            jobs = self._submit_group(name, run, calls)
+        else:
+            jobs = [self._submit_as(name, run, call, {}) for call in calls]
+        return [(job, chunked) for job in jobs]
 
     def _submit_group(self, name: str, fn: Callable[..., Any], calls: List[Any]) -> List[Job]:
         from torchx import _native
