@@ -144,6 +144,14 @@ def test_map_yields_in_order_and_chunks() -> None:
 
 
 def test_bad_executors_are_refused_at_submit() -> None:
+    from torchx.specs import UnknownSchedulerException
+
+    with pytest.raises(UnknownSchedulerException, match="nope"):
+        Executor("nope").submit(pow, 2, 10)
+    with pytest.raises(ValueError, match="max_retries must be a whole number >= 0, got -1"):
+        Executor(max_retries=-1).submit(pow, 2, 10)
+    with pytest.raises(ValueError, match="time_limit -5 is not a time limit"):
+        Executor(time_limit=-5).submit(pow, 2, 10)
     with pytest.raises(ValueError, match="give image="):
         Executor("local_docker").submit(pow, 2, 10)
     with pytest.raises(ValueError, match="give result_dir="):

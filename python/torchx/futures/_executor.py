@@ -174,6 +174,7 @@ class Executor(concurrent.futures.Executor):
         """The result directory, once the executor can run jobs at all (checked at the first
         submission, as TorchX checks a scheduler's options at run)."""
         scheduler, result_dir = self.scheduler, self._result_dir
+        self._runner._scheduler(scheduler)  # TorchX's UnknownSchedulerException, first
         if scheduler not in _HOST and self._image is None:
             raise ValueError(
                 f"scheduler {scheduler!r} runs containers: give image=... (one with torchx and "

@@ -23,7 +23,16 @@ def _mount_to_json(m: Any) -> Dict[str, Any]:
     return {"type": kind, **asdict(m)}
 
 
+def _count(role: Role, key: str, value: Any) -> Any:
+    """``value`` if it is a whole number >= 0 (or None); else which role and key it breaks."""
+    if value is None or (isinstance(value, int) and not isinstance(value, bool) and value >= 0):
+        return value
+    raise ValueError(f"role `{role.name}`: {key} must be a whole number >= 0, got {value!r}")
+
+
 def role_to_json(role: Role) -> Dict[str, Any]:
+    for key in ("num_replicas", "min_replicas", "max_retries", "max_requeues"):
+        _count(role, key, getattr(role, key))
     return {
         "name": role.name,
         "image": role.image,

@@ -212,12 +212,22 @@ pub(crate) fn deserialize_time_limit<'de, D: Deserializer<'de>>(
     #[derive(Deserialize)]
     #[serde(untagged)]
     enum Raw {
-        Seconds(u64),
+        Seconds(i64),
         Text(String),
+        Other(serde_json::Value),
     }
     match Option::<Raw>::deserialize(d)? {
         None => Ok(None),
-        Some(Raw::Seconds(s)) => Ok(Some(s)),
+        Some(Raw::Seconds(s)) => u64::try_from(s).map(Some).map_err(|_| {
+            serde::de::Error::custom(format!(
+                "time_limit {s} is not a time limit: seconds (a positive number) or a duration \
+                 such as \"4h\" or \"90m\""
+            ))
+        }),
+        Some(Raw::Other(v)) => Err(serde::de::Error::custom(format!(
+            "time_limit {v} is not a time limit: seconds (a positive number) or a duration such \
+             as \"4h\" or \"90m\""
+        ))),
         Some(Raw::Text(t)) => parse_duration(&t)
             .map(Some)
             .map_err(serde::de::Error::custom),
