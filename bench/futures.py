@@ -1,12 +1,16 @@
 #!/usr/bin/env python3
 """Python functions as jobs, side by side (BENCHMARKS.md, "Python functions as jobs").
 
-Usage: python3 bench/futures.py --ours target/release/torchx [--runs N]
+Usage: python3 bench/futures.py --ours target/release/torchx [--runs N] [--slurm N]
 (the running Python must have this torchx package and submitit installed)
 
 On local_cwd: `Executor("local_cwd").submit(pow, 2, 10).result()` (one executor, reused),
 `torchx run --wait utils.python -c ...` of the equivalent job (the CLI, a process per run), and
 submitit's `LocalExecutor` (`submit(pow, 2, 10).result()`). Medians of N runs.
+
+With `--slurm N` (a Slurm cluster: scripts/slurm/up.sh): `map(pow, range(N), [2] * N)` to the
+last result, ours (`Executor("slurm").map`) against submitit's `SlurmExecutor.map_array`, both
+one job array; one run each.
 """
 
 import argparse
@@ -31,6 +35,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--ours", required=True)
     ap.add_argument("--runs", type=int, default=15)
+    ap.add_argument("--slurm", type=int, default=0, metavar="N")
     a = ap.parse_args()
     root = tempfile.mkdtemp()
     os.environ["TORCHX_STATE_DIR"] = os.path.join(root, "state")
@@ -57,6 +62,32 @@ def main():
     print(f"| ours: `Executor('local_cwd').submit(pow, 2, 10).result()` | {ours:.0f} |")
     print(f"| ours: `torchx run --wait utils.python -c 'print(2 ** 10)'` | {run:.0f} |")
     print(f"| submitit {submitit.__version__}: `LocalExecutor.submit(pow, 2, 10).result()` | {theirs:.0f} |")
+    if a.slurm:
+        slurm_map(a.slurm, root)
+
+
+def slurm_map(n, root):
+    """``map`` over ``n`` items on Slurm, ours and submitit's: seconds to the last result."""
+    import submitit
+    from torchx.futures import Executor
+
+    expected = [i * i for i in range(n)]
+    t = time.perf_counter()
+    with Executor("slurm") as ex:
+        assert list(ex.map(pow, range(n), [2] * n, timeout=1800)) == expected
+    ours = time.perf_counter() - t
+
+    slurm = submitit.AutoExecutor(folder=os.path.join(root, "submitit-slurm"), cluster="slurm")
+    slurm.update_parameters(timeout_min=10, slurm_partition="debug", cpus_per_task=1)
+    t = time.perf_counter()
+    jobs = slurm.map_array(pow, range(n), [2] * n)
+    assert [j.result() for j in jobs] == expected
+    theirs = time.perf_counter() - t
+
+    print(f"\n| map(pow, range({n}), [2] * {n}) on Slurm, to the last result | seconds |")
+    print("|---|---|")
+    print(f"| ours: `Executor('slurm').map` (one `sbatch --array`) | {ours:.1f} |")
+    print(f"| submitit {submitit.__version__}: `AutoExecutor(cluster='slurm').map_array` | {theirs:.1f} |")
 
 
 if __name__ == "__main__":
