@@ -414,7 +414,9 @@ fn recovery_budgets_and_timeouts_end_jobs() {
 }
 
 /// A heterogeneous job (two roles, three replicas) is requeued as one: every replica's
-/// attempt 0 asks for it, attempt 1 succeeds, and all share the checkpoint directory.
+/// attempt 0 asks for it, attempt 1 succeeds, and all share the checkpoint directory. The
+/// replicas of attempt 0 wait for each other, then exit together: srun stops the slower ones
+/// and may return their signal, and the job is requeued all the same.
 #[test]
 fn recovery_a_heterogeneous_job_requeues_as_one() {
     if !slurm_up("slurm recovery hetjob") {
@@ -424,8 +426,9 @@ fn recovery_a_heterogeneous_job_requeues_as_one() {
     let role = |name: &str, replicas: u32| {
         format!(
             "- name: {name}\n  image: .\n  entrypoint: bash\n  num_replicas: {replicas}\n  \
-             args: ['-c', 'echo {name} $TORCHX_ATTEMPT >> $TORCHX_CHECKPOINT_DIR/seen; \
-             [ $TORCHX_ATTEMPT -ge 1 ] || exit 75']\n"
+             args: ['-c', 'd=$TORCHX_CHECKPOINT_DIR; echo {name} $TORCHX_ATTEMPT >> $d/seen; \
+             [ $TORCHX_ATTEMPT -ge 1 ] && exit 0; \
+             until [ $(grep -c \" 0$\" $d/seen) -ge 3 ]; do sleep 0.1; done; exit 75']\n"
         )
     };
     std::fs::write(
