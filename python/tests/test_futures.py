@@ -125,6 +125,19 @@ def test_what_does_not_pickle_or_unpickle_still_comes_back(tmp_path: Path) -> No
         assert ex.submit(pow, 3, 3).result(timeout=60) == 27
 
 
+def test_an_outcome_of_another_torchx_version_says_so(tmp_path: Path) -> None:
+    from torchx.futures import Job, _transport
+    from torchx.futures._executor import _settle
+    from torchx.specs import AppState
+
+    location = str(tmp_path / "call")
+    _transport.dump(location, _transport.RESULT, ("ok", 42, None))  # the value not pickled inside
+    job = Job(Executor(), "local_cwd://torchx/x", location, "x")
+    _settle(job, location, AppState.SUCCEEDED)
+    error = job.exception(timeout=0)
+    assert isinstance(error, RemoteError) and "another torchx version" in str(error), error
+
+
 def test_a_job_that_dies_without_a_result_says_so() -> None:
     with Executor("local_cwd") as ex:
         error = ex.submit(os._exit, 3).exception(timeout=60)
