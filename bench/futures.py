@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
 """Python functions as jobs, side by side (BENCHMARKS.md, "Python functions as jobs").
 
-Usage: python3 bench/futures.py --ours target/release/torchx [--runs N] [--slurm N]
+Usage: python3 bench/futures.py --ours target/release/torchx [--runs N] [--docker IMAGE] [--slurm N]
 (the running Python must have this torchx package and submitit installed)
 
 On local_cwd: `Executor("local_cwd").submit(pow, 2, 10).result()` (one executor, reused),
 `torchx run --wait utils.python -c ...` of the equivalent job (the CLI, a process per run), and
 submitit's `LocalExecutor` (`submit(pow, 2, 10).result()`). Medians of N runs.
+
+With `--docker IMAGE` (an image with torchx and cloudpickle, on the engine DOCKER_HOST names):
+the same call and `torchx run` on local_docker.
 
 With `--slurm N` (a Slurm cluster: scripts/slurm/up.sh): `map(pow, range(N), [2] * N)` to the
 last result, ours (`Executor("slurm").map`) against submitit's `SlurmExecutor.map_array`, both
@@ -35,6 +38,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--ours", required=True)
     ap.add_argument("--runs", type=int, default=15)
+    ap.add_argument("--docker", metavar="IMAGE")
     ap.add_argument("--slurm", type=int, default=0, metavar="N")
     a = ap.parse_args()
     root = tempfile.mkdtemp()
@@ -62,8 +66,25 @@ def main():
     print(f"| ours: `Executor('local_cwd').submit(pow, 2, 10).result()` | {ours:.0f} |")
     print(f"| ours: `torchx run --wait utils.python -c 'print(2 ** 10)'` | {run:.0f} |")
     print(f"| submitit {submitit.__version__}: `LocalExecutor.submit(pow, 2, 10).result()` | {theirs:.0f} |")
+    if a.docker:
+        docker_call(a.ours, a.docker, a.runs)
     if a.slurm:
         slurm_map(a.slurm, root)
+
+
+def docker_call(ours, image, runs):
+    """The trivial call on local_docker: ours and the equivalent ``torchx run``."""
+    from torchx.futures import Executor
+
+    with Executor("local_docker", image=image) as ex:
+        ex.submit(pow, 2, 10).result()  # warm
+        call = median_ms(lambda: ex.submit(pow, 2, 10).result(), runs)
+    cli = [ours, "run", "-s", "local_docker", "--wait", "utils.python", "--image", image, "-c", "print(2 ** 10)"]
+    run = median_ms(lambda: subprocess.run(cli, capture_output=True, check=True), runs)
+    print("\n| a trivial call in a container (local_docker) | median (ms) |")
+    print("|---|---|")
+    print(f"| ours: `Executor('local_docker', image=...).submit(pow, 2, 10).result()` | {call:.0f} |")
+    print(f"| ours: `torchx run -s local_docker --wait utils.python -c 'print(2 ** 10)'` | {run:.0f} |")
 
 
 def slurm_map(n, root):
