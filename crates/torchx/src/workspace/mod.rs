@@ -79,12 +79,20 @@ pub fn walk_workspace(root: &Path, ignore_name: &str) -> Result<Vec<String>> {
         } else {
             root.join(&rel_dir)
         };
+        // Directories, files and links; sockets, FIFOs and devices have no content to ship
+        // (reading a FIFO would block), and are skipped as tar skips sockets.
         let mut entries: Vec<(String, bool)> = fs::read_dir(&dir)
             .map_err(io(format!("reading {}", dir.display())))?
             .filter_map(|e| e.ok())
-            .map(|e| {
-                let is_dir = e.file_type().map(|t| t.is_dir()).unwrap_or(false);
-                (e.file_name().to_string_lossy().into_owned(), is_dir)
+            .filter_map(|e| {
+                let kind = e.file_type().ok()?;
+                let name = e.file_name().to_string_lossy().into_owned();
+                if kind.is_dir() || kind.is_file() || kind.is_symlink() {
+                    Some((name, kind.is_dir()))
+                } else {
+                    log::debug!("workspace: skipping {} (not a file)", e.path().display());
+                    None
+                }
             })
             .collect();
         entries.sort();
@@ -299,6 +307,26 @@ mod tests {
         assert!(fnmatch("[a-c]x", "bx"));
         assert!(!fnmatch("[!a-c]x", "bx"));
         assert!(!fnmatch("*.py", "x.pyc"));
+    }
+
+    /// A socket and a FIFO in a workspace are skipped: no content, and reading a FIFO would
+    /// block (a workspace of /tmp once failed on a socket there).
+    #[test]
+    fn special_files_are_skipped() {
+        let tmp = tempfile::tempdir().unwrap();
+        fs::write(tmp.path().join("train.py"), "").unwrap();
+        std::os::unix::fs::symlink("train.py", tmp.path().join("link.py")).unwrap();
+        let _socket =
+            std::os::unix::net::UnixListener::bind(tmp.path().join("agent.sock")).unwrap();
+        let made = std::process::Command::new("mkfifo")
+            .arg(tmp.path().join("pipe"))
+            .status()
+            .unwrap();
+        assert!(made.success());
+        assert_eq!(
+            walk_workspace(tmp.path(), IGNORE_FILE).unwrap(),
+            ["link.py", "train.py"]
+        );
     }
 
     fn tree(files: &[&str], ignore_name: &str, ignore_text: &str) -> tempfile::TempDir {
