@@ -43,7 +43,8 @@ def main():
     a = ap.parse_args()
     root = tempfile.mkdtemp()
     os.environ["TORCHX_STATE_DIR"] = os.path.join(root, "state")
-    os.environ["TORCHX_SUPERVISOR"] = os.path.abspath(a.ours)
+    a.ours = os.path.abspath(a.ours)
+    os.environ["TORCHX_SUPERVISOR"] = a.ours
     os.chdir(root)
 
     from torchx.futures import Executor

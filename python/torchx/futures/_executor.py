@@ -21,9 +21,10 @@ from torchx.specs import AppDef, AppState, Resource, Role, is_terminal
 # Python; and those whose containers see it through a bind mount of the result directory.
 _HOST = ("local_cwd", "slurm")
 _MOUNTED = ("local_docker", "lsf")
-# The first poll of a new job comes quickly (short calls end within milliseconds), later ones
-# back off to this.
-_POLL_MIN, _POLL_MAX = 0.005, 0.5
+# Polls come a tenth of the time since the newest submission apart, within these bounds: on
+# this machine's schedulers a short call is seen done within milliseconds; a cluster's is not
+# asked about more than 4 times a second.
+_POLL_MIN_LOCAL, _POLL_MIN, _POLL_MAX = 0.005, 0.25, 0.5
 
 
 class RemoteError(Exception):
@@ -296,7 +297,8 @@ class Executor(concurrent.futures.Executor):
         return job
 
     def _poll(self) -> None:
-        pause = _POLL_MIN
+        least = _POLL_MIN_LOCAL if self.scheduler in ("local_cwd", "local_docker") else _POLL_MIN
+        since = time.monotonic()  # the newest submission
         while True:
             with self._lock:
                 self._jobs = [j for j in self._jobs if not j.done()]
@@ -315,12 +317,11 @@ class Executor(concurrent.futures.Executor):
                         error = JobError(f"{job.handle}: reading its result from {job.location} failed: {e!r}")
                         error.__cause__ = e
                         job.set_exception(error)
-            self._wake.wait(pause)
-            if self._wake.is_set():
+            # A job is seen done at most 10% after it ended, and a long one costs few polls.
+            pause = min(_POLL_MAX, max(least, 0.1 * (time.monotonic() - since)))
+            if self._wake.wait(pause):
                 self._wake.clear()
-                pause = _POLL_MIN
-            else:
-                pause = min(_POLL_MAX, pause * 2)
+                since = time.monotonic()
 
     def _observe(self, jobs: List[Job], groups: List[Tuple[str, List[Job]]]) -> Iterator[Tuple[Job, AppState]]:
         """Each unfinished job's state: a ``map``'s jobs in one question to their scheduler
