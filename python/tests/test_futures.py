@@ -33,13 +33,19 @@ def test_submit_returns_a_future_of_the_return_value(torchx_bin: str) -> None:
 
 
 def test_a_function_of_main_travels_by_value(tmp_path: Path) -> None:
+    _a_function_of_main_runs("'local_cwd'", tmp_path, timeout=60)
+
+
+def _a_function_of_main_runs(executor_args: str, tmp_path: Path, timeout: int) -> None:
+    """A script defines a function in ``__main__`` and submits it to ``Executor(executor_args)``:
+    it travels by value and its result comes back."""
     script = tmp_path / "main.py"
     script.write_text(
         "from torchx.futures import Executor\n"
         "def triple(x):\n"
         "    return {'tripled': 3 * x}\n"
-        "with Executor('local_cwd') as ex:\n"
-        "    print(ex.submit(triple, 14).result(timeout=60))\n"
+        f"with Executor({executor_args}) as ex:\n"
+        f"    print(ex.submit(triple, 14).result(timeout={timeout}))\n"
     )
     out = subprocess.run(
         [sys.executable, str(script)], capture_output=True, text=True, cwd=tmp_path, check=False
@@ -277,20 +283,8 @@ def _on(scheduler: str, cfg: dict, image: Optional[str], result_dir: Optional[st
         assert sleeper.cancel() and sleeper.cancelled()
         state = ex._runner.wait(sleeper.handle, wait_interval=0.2, timeout=120)
         assert state is not None and state.state.name == "CANCELLED", state
-    script = tmp_path / "main.py"
-    script.write_text(
-        "import sys\n"
-        "from torchx.futures import Executor\n"
-        "def triple(x):\n"
-        "    return {'tripled': 3 * x}\n"
-        f"with Executor({scheduler!r}, {cfg!r}, image={image!r}, result_dir={result_dir!r}) as ex:\n"
-        "    print(ex.submit(triple, 14).result(timeout=300))\n"
-    )
-    out = subprocess.run(
-        [sys.executable, str(script)], capture_output=True, text=True, cwd=tmp_path, check=False
-    )
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "{'tripled': 42}"
+    executor_args = f"{scheduler!r}, {cfg!r}, image={image!r}, result_dir={result_dir!r}"
+    _a_function_of_main_runs(executor_args, tmp_path, timeout=300)
 
 
 def test_on_local_docker_calls_cross_a_bind_mount(tmp_path: Path) -> None:
@@ -336,7 +330,7 @@ def test_remote_schedulers_run_the_call_from_its_url(scheduler: str, cfg: dict) 
     # No API server here for Kubernetes, nor containers for SageMaker: their requests.
     ex = Executor(scheduler, cfg, image="trainer:latest", result_dir="s3://b/calls")
     location = f"{ex._where()}/x"
-    request = str(ex._runner.dryrun(ex._app("f", location), scheduler, cfg).request)
+    request = str(ex._runner.dryrun(ex._app("f", pow, location), scheduler, cfg).request)
     assert "torchx.futures.run" in request and location in request, request
     assert "trainer:latest" in request
 
@@ -357,7 +351,7 @@ def test_on_lsf_calls_cross_a_mount(tmp_path: Path, monkeypatch: pytest.MonkeyPa
         assert job.result(timeout=60) == 1024
         assert job.location.startswith(str(tmp_path / ".torchx-futures"))
         assert list(ex.map(pow, range(3), [2] * 3, timeout=60)) == [0, 1, 4]
-    request = ex._runner.dryrun(ex._app("f", str(tmp_path / ".torchx-futures" / "x")), "lsf", {}).request
+    request = ex._runner.dryrun(ex._app("f", pow, str(tmp_path / ".torchx-futures" / "x")), "lsf", {}).request
     script = str(request)
     assert "trainer:latest" in script and f"{tmp_path}/.torchx-futures" in script, script
 

@@ -2,6 +2,7 @@
 # travels as `str`; errors are ValueError (bad input) or the exception classes the Rust side maps
 # its error kinds to.
 
+import pathlib
 from typing import Dict, Iterator, List, Optional, Tuple, final
 
 
@@ -13,6 +14,7 @@ __all__ = [
     "format_status",
     "substitute",
     "version",
+    "state_dir",
     "use_supervisor",
     "slurm_states",
     "docker_container_state",
@@ -76,6 +78,7 @@ def torch_debug_flags() -> List[Tuple[str, str]]: ...
 def slurm_states() -> List[Tuple[str, str]]: ...
 def docker_container_state(status: str, exit_code: Optional[int] = None) -> str: ...
 def version() -> str: ...
+def state_dir() -> pathlib.Path: ...
 def use_supervisor(path: str) -> None: ...
 
 # -- schedulers -------------------------------------------------------------------------------

@@ -194,6 +194,13 @@ fn use_supervisor(path: &str) {
     torchx::schedulers::local_cwd::use_supervisor(path.into());
 }
 
+/// The core's state directory (`TORCHX_STATE_DIR`, else `$XDG_STATE_HOME/torchx`, else
+/// `~/.local/state/torchx`), where its ledger, groups and `torchx.futures`' calls live.
+#[pyfunction]
+fn state_dir() -> std::path::PathBuf {
+    torchx::schedulers::default_state_dir()
+}
+
 #[pyfunction]
 fn version() -> &'static str {
     env!("CARGO_PKG_VERSION")
@@ -208,6 +215,7 @@ fn _rs(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(format_status, m)?)?;
     m.add_function(wrap_pyfunction!(substitute, m)?)?;
     m.add_function(wrap_pyfunction!(version, m)?)?;
+    m.add_function(wrap_pyfunction!(state_dir, m)?)?;
     m.add_function(wrap_pyfunction!(use_supervisor, m)?)?;
     m.add_function(wrap_pyfunction!(slurm_states, m)?)?;
     m.add_function(wrap_pyfunction!(docker_container_state, m)?)?;

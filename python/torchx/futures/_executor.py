@@ -121,9 +121,7 @@ class Executor(concurrent.futures.Executor):
 
     def _submit_as(self, name: str, fn: Callable[..., Any], args: Any, kwargs: Any) -> Job:
         location = self._write_call(fn, args, kwargs)
-        app = self._app(name, location)
-        if callable(getattr(fn, "checkpoint", None)):
-            _checkpointable(app.roles[0], self._time_limit)
+        app = self._app(name, fn, location)
         with self._lock:
             if self._shut:
                 raise RuntimeError("cannot schedule new futures after shutdown")
@@ -196,7 +194,8 @@ class Executor(concurrent.futures.Executor):
         _transport.dump(location, _transport.CALL, (fn, tuple(args), dict(kwargs)))
         return location
 
-    def _app(self, name: str, location: str) -> AppDef:
+    def _app(self, name: str, fn: Callable[..., Any], location: str) -> AppDef:
+        """The app that runs the call ``fn`` at ``location``."""
         python = sys.executable if self.scheduler in _HOST else "python"
         resource = self._resource
         if isinstance(resource, str):
@@ -214,11 +213,14 @@ class Executor(concurrent.futures.Executor):
         )
         if self._time_limit is not None:
             role.time_limit = self._time_limit
+        if callable(getattr(fn, "checkpoint", None)):
+            _checkpointable(role, self._time_limit)
         if self.scheduler in _MOUNTED and "://" not in location:
             from torchx.specs import BindMount
 
-            # The call and its result cross into the container at the same path.
-            where = self._where()
+            # The call and its result cross into the container at the same path: the result
+            # directory, which holds the call's.
+            where = os.path.dirname(location)
             role.mounts = [BindMount(src_path=where, dst_path=where)]
         return AppDef(name=name, roles=[role])
 
@@ -253,9 +255,7 @@ class Executor(concurrent.futures.Executor):
             if self._shut:
                 raise RuntimeError("cannot schedule new futures after shutdown")
             for i, location in enumerate(locations):
-                app = self._app(name, location)
-                if callable(getattr(fn, "checkpoint", None)):
-                    _checkpointable(app.roles[0], self._time_limit)
+                app = self._app(name, fn, location)
                 for role in app.roles:
                     role.env.update({"TORCHX_ARRAY_INDEX": str(i), "TORCHX_ARRAY_SIZE": str(len(calls))})
                 info = self._runner.dryrun(app, self.scheduler, self.cfg, self._workspace)
@@ -442,12 +442,9 @@ def _job_name(name: Optional[str], fn: Callable[..., Any]) -> str:
 def _default_result_dir(scheduler: str) -> str:
     if scheduler in ("slurm", "lsf"):
         return os.path.join(os.getcwd(), ".torchx-futures")
-    # The core's state directory (`schedulers::default_state_dir`).
-    state = os.environ.get("TORCHX_STATE_DIR") or os.path.join(
-        os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state"),
-        "torchx",
-    )
-    return os.path.join(state, "futures")
+    from torchx import _native
+
+    return os.path.join(_native.ext.state_dir(), "futures")
 
 
 __all__ = ["Executor", "Job", "JobError", "RemoteError"]

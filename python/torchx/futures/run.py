@@ -8,10 +8,10 @@ import sys
 import traceback
 from typing import Any, List, Optional
 
+from torchx.futures import _transport
+
 
 def main(argv: Optional[List[str]] = None) -> int:
-    from torchx.futures import _transport
-
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
         print("usage: python -m torchx.futures.run LOCATION", file=sys.stderr)
@@ -20,28 +20,31 @@ def main(argv: Optional[List[str]] = None) -> int:
     try:
         fn, fn_args, fn_kwargs = _transport.load(location, _transport.CALL)
     except Exception as e:  # noqa: BLE001 - a module the job lacks, most often: said as the outcome
-        text = (
+        return _failed(
+            location,
+            e,
             "torchx.futures: the call does not load where the job runs (is the function's module "
-            f"importable there? a workspace or the image brings it):\n{traceback.format_exc()}"
+            f"importable there? a workspace or the image brings it):\n{traceback.format_exc()}",
         )
-        print(text, file=sys.stderr, end="")
-        _transport.dump(location, _transport.RESULT, _transport.outcome("error", e, text))
-        return 1
     if callable(getattr(fn, "checkpoint", None)):
         _on_checkpoint_signal(location, fn, fn_args, fn_kwargs)
     try:
         value = fn(*fn_args, **fn_kwargs)
     except BaseException as e:  # noqa: BLE001 - every outcome is the caller's to see
-        text = traceback.format_exc()
-        print(text, file=sys.stderr, end="")
-        _transport.dump(location, _transport.RESULT, _transport.outcome("error", e, text))
-        return 1
+        return _failed(location, e, traceback.format_exc())
     outcome = _transport.outcome("ok", value, None)
     _transport.dump(location, _transport.RESULT, outcome)
     if outcome[0] == "error":
         print(outcome[2], file=sys.stderr)
         return 1
     return 0
+
+
+def _failed(location: str, error: BaseException, text: str) -> int:
+    """Says ``text`` on stderr and writes the error outcome; the job's exit code."""
+    print(text, file=sys.stderr, end="")
+    _transport.dump(location, _transport.RESULT, _transport.outcome("error", error, text))
+    return 1
 
 
 def _on_checkpoint_signal(location: str, fn: Any, args: Any, kwargs: Any) -> None:
@@ -52,8 +55,6 @@ def _on_checkpoint_signal(location: str, fn: Any, args: Any, kwargs: Any) -> Non
     requeue exit code, so the scheduler runs it again."""
     import os
     import signal
-
-    from torchx.futures import _transport
 
     code = int(os.environ.get("TORCHX_FUTURES_REQUEUE_CODE", "75"))
     names = {"TERM", os.environ.get("TORCHX_FUTURES_CHECKPOINT_SIGNAL", "USR1")}

@@ -212,18 +212,14 @@ pub(crate) fn deserialize_time_limit<'de, D: Deserializer<'de>>(
     #[derive(Deserialize)]
     #[serde(untagged)]
     enum Raw {
-        Seconds(i64),
+        Seconds(u64),
         Text(String),
+        // Anything else (a negative or fractional number, ...): said as such below.
         Other(serde_json::Value),
     }
     match Option::<Raw>::deserialize(d)? {
         None => Ok(None),
-        Some(Raw::Seconds(s)) => u64::try_from(s).map(Some).map_err(|_| {
-            serde::de::Error::custom(format!(
-                "time_limit {s} is not a time limit: seconds (a positive number) or a duration \
-                 such as \"4h\" or \"90m\""
-            ))
-        }),
+        Some(Raw::Seconds(s)) => Ok(Some(s)),
         Some(Raw::Other(v)) => Err(serde::de::Error::custom(format!(
             "time_limit {v} is not a time limit: seconds (a positive number) or a duration such \
              as \"4h\" or \"90m\""
