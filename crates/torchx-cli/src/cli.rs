@@ -414,7 +414,7 @@ fn normalise_args(args: impl Iterator<Item = String>) -> Vec<String> {
     let mut out = Vec::new();
     let mut in_component = false;
     let mut seen_run = false;
-    let mut run_options: Option<Vec<(String, String)>> = None;
+    let mut run_options: Option<RunOptions> = None;
     for a in args {
         if in_component {
             out.push(a);
@@ -423,13 +423,16 @@ fn normalise_args(args: impl Iterator<Item = String>) -> Vec<String> {
         // `run`'s own options come before the component, where clap reads unknown `--x` as
         // the component (it takes hyphen values): their prefixes are completed here.
         let a = if seen_run && a.starts_with("--") {
-            let names = run_options.get_or_insert_with(run_long_options);
-            complete_prefix(&a, names)
+            let options = run_options.get_or_insert_with(RunOptions::new);
+            complete_prefix(&a, &options.long)
         } else {
             a
         };
-        if seen_run && !a.starts_with('-') && out.last().is_none_or(|p: &String| !takes_value(p)) {
-            in_component = true;
+        if seen_run && !a.starts_with('-') {
+            let options = run_options.get_or_insert_with(RunOptions::new);
+            if out.last().is_none_or(|p: &String| !options.takes_value(p)) {
+                in_component = true;
+            }
         }
         if a == "run" && !seen_run {
             seen_run = true;
@@ -445,24 +448,53 @@ fn normalise_args(args: impl Iterator<Item = String>) -> Vec<String> {
     out
 }
 
-/// The long options `torchx run` takes (its own and the global ones), each with its argument's
-/// id: aliases of one option share it.
-fn run_long_options() -> Vec<(String, String)> {
-    let cli = Cli::command();
-    let run = cli.find_subcommand("run");
-    [Some(&cli), run]
-        .into_iter()
-        .flatten()
-        .flat_map(|c| c.get_arguments())
-        .flat_map(|a| {
+/// What `torchx run` accepts before its component (its own options and the global ones), read
+/// from the clap definition itself, so a new option is never taken for the component.
+struct RunOptions {
+    /// Every long name, with its argument's id: aliases of one option share it.
+    long: Vec<(String, String)>,
+    /// Every spelling (`-s`, `--scheduler`, aliases) of an option that takes a value.
+    valued: Vec<String>,
+}
+
+impl RunOptions {
+    fn new() -> RunOptions {
+        let cli = Cli::command();
+        let run = cli.find_subcommand("run");
+        let mut options = RunOptions {
+            long: Vec::new(),
+            valued: Vec::new(),
+        };
+        for a in [Some(&cli), run]
+            .into_iter()
+            .flatten()
+            .flat_map(|c| c.get_arguments())
+        {
             let id = a.get_id().to_string();
-            let aliases = a.get_all_aliases().unwrap_or_default();
-            a.get_long()
+            let longs: Vec<&str> = a
+                .get_long()
                 .into_iter()
-                .chain(aliases)
-                .map(move |name| (id.clone(), name.to_string()))
-        })
-        .collect()
+                .chain(a.get_all_aliases().unwrap_or_default())
+                .collect();
+            if a.get_action().takes_values() {
+                options
+                    .valued
+                    .extend(longs.iter().map(|l| format!("--{l}")));
+                options
+                    .valued
+                    .extend(a.get_short().map(|c| format!("-{c}")));
+            }
+            options
+                .long
+                .extend(longs.iter().map(|l| (id.clone(), l.to_string())));
+        }
+        options
+    }
+
+    /// Whether `flag` (as written, `=value` forms excluded) takes the next argument as its value.
+    fn takes_value(&self, flag: &str) -> bool {
+        self.valued.iter().any(|v| v == flag)
+    }
 }
 
 /// `--pre[=v]` as the one option of `names` that starts with `pre` (argparse's abbreviations);
@@ -484,22 +516,6 @@ fn complete_prefix(arg: &str, names: &[(String, String)]) -> String {
         },
         _ => arg.to_string(),
     }
-}
-
-fn takes_value(flag: &str) -> bool {
-    matches!(
-        flag,
-        "-s" | "--scheduler"
-            | "-cfg"
-            | "--cfg"
-            | "--scheduler_args"
-            | "--workspace"
-            | "--parent_run_id"
-            | "--parent-run-id"
-            | "--timeout"
-            | "--log_level"
-            | "--log-level"
-    )
 }
 
 pub fn main() -> i32 {
@@ -606,6 +622,36 @@ mod tests {
             a(&["torchx", "run", "-s", "local_cwd", "-cfg=a=b", "x"]),
             ["torchx", "run", "-s", "local_cwd", "--cfg=a=b", "x"]
         );
+    }
+
+    #[test]
+    fn cfg_is_read_after_every_option_that_takes_a_value() {
+        let options = RunOptions::new();
+        assert!(options.valued.len() >= 20, "{:?}", options.valued);
+        for flag in &options.valued {
+            let value = match flag.as_str() {
+                "-s" | "--scheduler" => "local_cwd",
+                "--max_concurrent" | "--max_retries" | "--max_requeues" => "2",
+                _ => "x",
+            };
+            let args = [
+                "torchx",
+                "run",
+                flag,
+                value,
+                "-cfg",
+                "a=b",
+                "utils.echo",
+                "-cfg",
+            ];
+            let args = normalise_args(args.iter().map(|s| s.to_string()));
+            let cli = Cli::try_parse_from(&args).unwrap_or_else(|e| panic!("{flag}: {e}"));
+            let Command::Run(run) = cli.command else {
+                panic!("{flag}: not a run");
+            };
+            assert_eq!(run.cfg, ["a=b"], "{flag}");
+            assert_eq!(run.component_and_args, ["utils.echo", "-cfg"], "{flag}");
+        }
     }
 
     #[test]

@@ -79,34 +79,149 @@ fn a_checkpointing_job_reaches_its_goal_over_attempts() {
     assert!(log.contains("reached 25"), "{log}");
 }
 
-/// A replica killed from outside (SIGTERM, then SIGKILL for one that ignores it) is
-/// preempted: started again without spending `max_retries` (0 here).
+/// Under the recovery contract a replica killed from outside by SIGTERM (a preemption notice)
+/// is started again without spending `max_retries`; a bare SIGKILL (what the out-of-memory
+/// killer sends) is a failure, which spends it.
 #[test]
-fn preemptions_do_not_spend_the_retry_budget() {
+fn preemptions_do_not_spend_the_retry_budget_and_a_bare_sigkill_does() {
     let env = Env::new();
-    // Ignores SIGTERM in its first attempt, so the second preemption needs SIGKILL.
     let script = r#"#!/bin/bash
-if [ "$TORCHX_ATTEMPT" = 1 ]; then trap '' TERM; fi
 if [ "$TORCHX_ATTEMPT" -ge 2 ]; then echo "survived to attempt $TORCHX_ATTEMPT"; exit 0; fi
 echo "attempt $TORCHX_ATTEMPT pid $$"
 sleep 300 & wait $!
 "#;
     let file = app(&env, "preempt", script, "");
-    let handle = env.detach(&[&file]);
+    let handle = env.detach(&["--max_requeues", "5", "--max_retries", "1", &file]);
     for (attempt, signal) in [(0, "-TERM"), (1, "-KILL")] {
         let pid = wait_for_attempt(&env, &handle, attempt);
-        let ok = std::process::Command::new("kill")
-            .args([signal, "--", &format!("-{pid}")])
-            .status()
-            .unwrap()
-            .success();
-        assert!(ok, "kill {signal} -{pid}");
+        kill(signal, &format!("-{pid}"));
     }
     let status = env.wait_state_terminal(&handle, Duration::from_secs(30));
     assert_eq!(status["state"], "SUCCEEDED", "{status}");
     let reasons: Vec<String> = attempts(&status).into_iter().map(|a| a.0).collect();
-    assert_eq!(reasons, ["preempted", "preempted", "succeeded"]);
+    assert_eq!(reasons, ["preempted", "failed", "succeeded"]);
     assert_eq!(status["num_restarts"], 2);
+    assert_no_processes(&handle);
+}
+
+fn kill(signal: &str, target: &str) {
+    let ok = std::process::Command::new("kill")
+        .args([signal, "--", target])
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "kill {signal} {target}");
+}
+
+/// A job with no recovery option ends as TorchX's: a replica killed from outside (SIGKILL as
+/// the out-of-memory killer sends, or SIGTERM) and the requeue code are failures that spend
+/// `max_retries`, and its replicas get TorchX's environment, none of the contract's variables.
+#[test]
+fn without_recovery_options_a_killed_replica_is_a_failure() {
+    let env = Env::new();
+    let script = r#"#!/bin/bash
+env | grep -E '^TORCHX_(ATTEMPT|MAX_RETRIES|CHECKPOINT_DIR|REQUEUE_FILE)=' && exit 9
+echo "attempt pid $$"
+sleep 300 & wait $!
+"#;
+    let file = app(&env, "plain", script, "");
+    for (signal, retries) in [("-KILL", 0), ("-TERM", 0), ("-KILL", 1)] {
+        let handle = env.detach(&["--max_retries", &retries.to_string(), &file]);
+        for attempt in 0..=retries {
+            let pid = wait_for_pid_line(&env, &handle, attempt + 1);
+            kill(signal, &format!("-{pid}"));
+        }
+        let status = env.wait_state_terminal(&handle, Duration::from_secs(30));
+        assert_eq!(status["state"], "FAILED", "{signal} {retries}: {status}");
+        let reasons: Vec<String> = attempts(&status).into_iter().map(|a| a.0).collect();
+        assert_eq!(
+            reasons,
+            vec!["failed"; retries as usize + 1],
+            "{signal} {retries}"
+        );
+        assert_no_processes(&handle);
+    }
+    let requeue = app(&env, "asks", "#!/bin/bash\nexit 75\n", "");
+    let out = env.run(&["run", &requeue]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let status = env.status(stdout(&out).trim());
+    assert_eq!(attempts(&status), vec![("failed".to_string(), Some(75))]);
+}
+
+/// The pid of the `n`th `attempt pid N` line of the job's log (1 first), once it is there.
+fn wait_for_pid_line(env: &Env, handle: &str, n: u32) -> u32 {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let log = stdout(&env.run(&["log", handle]));
+        let pids: Vec<u32> = log
+            .lines()
+            .filter_map(|l| l.split_once("attempt pid ")?.1.trim().parse().ok())
+            .collect();
+        if let Some(pid) = pids.get(n as usize - 1) {
+            return *pid;
+        }
+        assert!(Instant::now() < deadline, "no pid line {n}: {log}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A bash trainer under TorchX's own shell wrapper (`utils.sh`: `sh -c`, whose `sh` dies of
+/// the checkpoint signal it does not trap) saves, asks for a requeue through
+/// `TORCHX_REQUEUE_FILE` and exits 0; the wrapper's death does not fail the attempt, the
+/// trainer is not killed while it saves, and the job reaches its goal over attempts.
+#[test]
+fn a_trainer_under_a_shell_wrapper_requeues_through_the_requeue_file() {
+    let env = Env::new();
+    let trainer = r#"f="$TORCHX_CHECKPOINT_DIR/n"
+n=$(cat "$f" 2>/dev/null || echo 0)
+trap 'sleep 0.3; echo $n > "$f"; echo "attempt $TORCHX_ATTEMPT saved $n"; touch "$TORCHX_REQUEUE_FILE"; exit 0' USR1
+while [ "$n" -lt 25 ]; do n=$((n+1)); sleep 0.1 & wait $!; done
+echo "reached $n in attempt $TORCHX_ATTEMPT"
+"#;
+    std::fs::write(env.cwd.join("work.sh"), trainer).unwrap();
+    let out = env.run(&[
+        "run",
+        "--time_limit",
+        "2s",
+        "--checkpoint_signal",
+        "USR1@1",
+        "utils.sh",
+        "bash",
+        "work.sh",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stderr(&out).contains("reached 25"), "{}", stderr(&out));
+    let status = env.status(stdout(&out).trim());
+    assert_eq!(status["state"], "SUCCEEDED", "{status}");
+    let seen = attempts(&status);
+    let (last, earlier) = seen.split_last().unwrap();
+    assert!(!earlier.is_empty(), "{seen:?}");
+    assert_eq!(last.0, "succeeded", "{seen:?}");
+    assert!(earlier.iter().all(|a| a.0 == "requeued"), "{seen:?}");
+}
+
+/// A replica owns what it starts in other sessions (as torchrun does its workers): killing
+/// its main process, or cancelling the job, leaves nothing behind.
+#[test]
+fn processes_in_other_sessions_go_with_their_replica() {
+    let env = Env::new();
+    let script = "#!/bin/bash\nsetsid sleep 300 &\nsetsid bash -c 'sleep 301 & wait' &\n\
+                  echo \"attempt pid $$\"\nsleep 300 & wait $!\n";
+    let file = app(&env, "sessions", script, "");
+    let handle = env.detach(&[&file]);
+    let pid = wait_for_pid_line(&env, &handle, 1);
+    support::wait_processes(&handle, 5);
+    // Long enough for the supervisor to have seen them (it looks every second).
+    std::thread::sleep(Duration::from_millis(1500));
+    kill("-KILL", &pid.to_string());
+    let status = env.wait_state_terminal(&handle, Duration::from_secs(30));
+    assert_eq!(status["state"], "FAILED", "{status}");
+    assert_no_processes(&handle);
+    let handle = env.detach(&[&file]);
+    wait_for_pid_line(&env, &handle, 1);
+    support::wait_processes(&handle, 5);
+    let out = env.run(&["cancel", &handle]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_no_processes(&handle);
 }
 

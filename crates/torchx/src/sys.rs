@@ -56,6 +56,44 @@ pub(crate) fn proc_start_time(pid: u32) -> Option<u64> {
     stat_fields(pid)?.get(19)?.parse().ok()
 }
 
+/// The process group of `pid` (field 5 of /proc/pid/stat); `None` without procfs.
+pub(crate) fn proc_group(pid: u32) -> Option<u32> {
+    stat_fields(pid)?.get(2)?.parse().ok()
+}
+
+/// The children of `pid`, from every thread's `/proc/pid/task/*/children` (Linux); empty
+/// where procfs does not list them.
+pub(crate) fn children_of(pid: u32) -> Vec<u32> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for task in tasks.flatten() {
+        if let Ok(list) = std::fs::read_to_string(task.path().join("children")) {
+            out.extend(
+                list.split_whitespace()
+                    .filter_map(|p| p.parse::<u32>().ok()),
+            );
+        }
+    }
+    out
+}
+
+/// Makes this process the reaper of its orphaned descendants (Linux `PR_SET_CHILD_SUBREAPER`):
+/// a process whose parent dies is re-parented here instead of to init, so it stays in reach.
+/// False where that is not available.
+pub(crate) fn become_subreaper() -> bool {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: prctl with PR_SET_CHILD_SUBREAPER takes plain integers and touches no memory.
+        unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0 }
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        false
+    }
+}
+
 /// Sends `sig` to the process group `pgid`; false if there is no such group.
 pub(crate) fn signal_group(pgid: u32, sig: i32) -> bool {
     match i32::try_from(pgid) {
@@ -173,7 +211,9 @@ pub(crate) fn set_nonblocking(fd: &impl AsRawFd) -> io::Result<()> {
 /// instead of being run by `/bin/sh` (what `execvp`, std's call, would do). `cmd`'s stdio,
 /// working directory and process group still apply: std sets them up before the hook runs.
 ///
-/// Only for a single-threaded caller (the supervisor): the hook allocates after `fork`.
+/// Everything the hook uses is prepared before the fork: between fork and exec it only calls
+/// async-signal-safe functions (sigemptyset, sigprocmask, execve) and allocates nothing, so
+/// any caller may use it, threads or not.
 pub(crate) fn exec_unmasked(
     cmd: &mut std::process::Command,
     program: &std::path::Path,
@@ -203,22 +243,37 @@ pub(crate) fn exec_unmasked(
             CString::new(kv).map_err(|_| nul("an environment variable"))
         })
         .collect::<io::Result<_>>()?;
-    // SAFETY: the hook runs in the child of a single-threaded parent between fork and exec,
-    // where allocating is sound; it calls sigemptyset, sigprocmask and execve on values it
-    // owns (null-terminated pointer arrays into CStrings that outlive the call). execve only
-    // returns on failure, which the hook reports to std (and so to the parent's `spawn`).
+    // The null-terminated pointer arrays execve wants, built here, not after the fork. They
+    // are kept as addresses (`usize`, a pointer's size) so the hook stays `Send + Sync`; they
+    // point into the CStrings' heap buffers, which moving the CStrings into the hook does not
+    // move.
+    const _: () = assert!(std::mem::size_of::<usize>() == std::mem::size_of::<*const i8>());
+    let addresses = |strings: &[CString]| -> Vec<usize> {
+        strings
+            .iter()
+            .map(|s| s.as_ptr() as usize)
+            .chain([0])
+            .collect()
+    };
+    let (arg_ptrs, env_ptrs) = (addresses(&argv), addresses(&envp));
+    // SAFETY: between fork and exec the hook only calls sigemptyset, sigprocmask and execve
+    // (async-signal-safe) and allocates nothing. execve reads `program` and the two
+    // null-terminated arrays of addresses of NUL-terminated strings, all owned by the hook
+    // (`argv` and `envp` are moved in to keep the strings alive). It returns only on failure,
+    // which the hook reports to std (and so to the parent's `spawn`).
     unsafe {
         cmd.pre_exec(move || {
+            let _keep_alive = (&argv, &envp);
             let mut none: libc::sigset_t = std::mem::zeroed();
             libc::sigemptyset(&mut none);
             if libc::sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut()) != 0 {
                 return Err(io::Error::last_os_error());
             }
-            let mut args: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
-            args.push(std::ptr::null());
-            let mut vars: Vec<*const libc::c_char> = envp.iter().map(|e| e.as_ptr()).collect();
-            vars.push(std::ptr::null());
-            libc::execve(program.as_ptr(), args.as_ptr(), vars.as_ptr());
+            libc::execve(
+                program.as_ptr(),
+                arg_ptrs.as_ptr().cast::<*const libc::c_char>(),
+                env_ptrs.as_ptr().cast::<*const libc::c_char>(),
+            );
             Err(io::Error::last_os_error())
         });
     }

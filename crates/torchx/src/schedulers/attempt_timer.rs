@@ -17,8 +17,14 @@ pub(crate) const KILL_GRACE: u64 = 10;
 pub(crate) const BACKSTOP: u64 = KILL_GRACE + 30;
 
 /// `$1` limit (0: none), `$2` signal, `$3` its seconds before the limit, `$4` grace, `$5`
-/// max_retries; then the command. A first line may export `TORCHX_ATTEMPT` from the engine.
-const TIMER: &str = r#"limit=$1 sig=$2 before=$3 grace=$4; export TORCHX_MAX_RETRIES=$5; shift 5
+/// max_retries, `$6` the requeue exit code; then the command. A first line may export
+/// `TORCHX_ATTEMPT` from the engine. Any process of the container that creates
+/// `TORCHX_REQUEUE_FILE` (in the container's own temporary directory: it does not outlive the
+/// attempt) asks for a requeue: the container then exits with the requeue code, whatever the
+/// command's status.
+const TIMER: &str = r#"limit=$1 sig=$2 before=$3 grace=$4 requeue_code=$6; export TORCHX_MAX_RETRIES=$5; shift 6
+export TORCHX_REQUEUE_FILE="${TMPDIR:-/tmp}/torchx-requeue-$$"
+rm -f "$TORCHX_REQUEUE_FILE"
 "$@" &
 child=$!
 trap 'kill -s TERM "$child" 2>/dev/null' TERM
@@ -32,6 +38,10 @@ while :; do
     kill -0 "$child" 2>/dev/null || break
 done
 [ -n "${timer:-}" ] && kill "$timer" 2>/dev/null
+if [ -e "$TORCHX_REQUEUE_FILE" ]; then
+    echo "torchx: a process asked for a requeue (TORCHX_REQUEUE_FILE); exit code $code" >&2
+    exit "$requeue_code"
+fi
 exit "$code""#;
 
 /// Where the engine does not tell a container its attempt, the timer counts them in the
@@ -70,6 +80,7 @@ pub(crate) fn timed_command(
         before.to_string(),
         KILL_GRACE.to_string(),
         max_retries.to_string(),
+        r.requeue_exit_code.to_string(),
         entrypoint.into(),
     ];
     cmd.extend(args.iter().cloned());
@@ -142,5 +153,34 @@ mod tests {
             .output()
             .unwrap();
         assert_eq!(out.status.code(), Some(4));
+    }
+
+    /// A requeue asked through TORCHX_REQUEUE_FILE by a process under a wrapper, whatever the
+    /// command's status (0 or a failure), is the requeue code; the request does not outlive
+    /// the attempt.
+    #[test]
+    fn a_requeue_file_asks_for_a_requeue_whatever_the_exit() {
+        let r = Recovery {
+            time_limit: None,
+            checkpoint_signal: None,
+            requeue_exit_code: 75,
+            max_requeues: 1,
+        };
+        let tmp = tempfile::tempdir().unwrap();
+        let run = |script: &str| {
+            let inner = format!("sh -c '{script}'");
+            let cmd = timed_command(&r, 0, Some(":"), "sh", &["-c".into(), inner]);
+            std::process::Command::new(&cmd[0])
+                .args(&cmd[1..])
+                .env("TMPDIR", tmp.path())
+                .output()
+                .unwrap()
+                .status
+                .code()
+        };
+        assert_eq!(run("touch \"$TORCHX_REQUEUE_FILE\"; exit 0"), Some(75));
+        assert_eq!(run("touch \"$TORCHX_REQUEUE_FILE\"; exit 3"), Some(75));
+        assert_eq!(run("exit 3"), Some(3));
+        assert_eq!(run("exit 0"), Some(0));
     }
 }

@@ -3,10 +3,13 @@
 //! time passing). The supervisor (`supervisor.rs`) turns [`Action`]s into processes and signals
 //! and feeds what happens back as [`Event`]s; everything here is table-tested.
 //!
-//! The recovery contract lives here too: an attempt's time limit (the checkpoint signal first,
-//! SIGTERM at the limit, SIGKILL after the grace period), requeues on the requeue exit code or
-//! a preemption (a replica killed by SIGTERM or SIGKILL that the supervisor did not send),
-//! counted apart from the retry budget.
+//! The recovery contract lives here too, for roles that opted in (any recovery option): an
+//! attempt's time limit (the checkpoint signal first, SIGTERM at the limit, SIGKILL after the
+//! grace period), requeues on the requeue exit code, on a request made through
+//! `TORCHX_REQUEUE_FILE` (whatever the exit code) or on a preemption (a replica killed by a
+//! SIGTERM the supervisor did not send), counted apart from the retry budget. A role that did
+//! not opt in ends as TorchX's would: every non-zero exit and every kill is a failure; so is a
+//! bare SIGKILL in a role that did (what the kernel's out-of-memory killer sends).
 
 use super::state::{exit_message, on_failure, Decision, RetryCounters};
 use crate::specs::{
@@ -31,6 +34,8 @@ pub(super) struct RolePolicy {
     pub time_limit: Option<f64>,
     /// The signal sent this many seconds before the time limit.
     pub checkpoint_signal: Option<(i32, f64)>,
+    /// Whether the role opted into the recovery contract: without it, nothing is requeued.
+    pub recovery: bool,
 }
 
 impl RolePolicy {
@@ -48,6 +53,7 @@ impl RolePolicy {
             requeue_exit_code: DEFAULT_REQUEUE_EXIT_CODE,
             time_limit: None,
             checkpoint_signal: None,
+            recovery: false,
         }
     }
 }
@@ -57,12 +63,16 @@ impl RolePolicy {
 pub(super) enum Event {
     /// The batch of an [`Action::Start`] was launched: per slot, `None` or why it could not be.
     Launched(Vec<(usize, Option<String>)>),
-    /// A replica's process exited.
+    /// A replica's process exited (and, in a checkpoint window, the rest of its processes).
     Exited {
         /// Its slot.
         slot: usize,
         /// How.
         exit: Exit,
+        /// A process of the replica asked for a requeue whatever the exit code (it created
+        /// `TORCHX_REQUEUE_FILE`, or a process that outlived its parent exited with the
+        /// requeue code).
+        requeue_asked: bool,
     },
     /// A user cancelled the app (or the supervisor was asked to stop).
     Cancel,
@@ -140,6 +150,8 @@ pub(super) struct Slot {
     signal_at: Option<f64>,
     limit_at: Option<f64>,
     kill_at: Option<f64>,
+    /// The checkpoint signal was sent in this attempt: its processes may be saving.
+    checkpointing: bool,
     changed: bool,
 }
 
@@ -188,6 +200,7 @@ impl Machine {
                     signal_at: None,
                     limit_at: None,
                     kill_at: None,
+                    checkpointing: false,
                     changed: true,
                 })
             })
@@ -269,7 +282,11 @@ impl Machine {
         let mut actions = Vec::new();
         match event {
             Event::Launched(results) => self.launched(now, results, &mut actions),
-            Event::Exited { slot, exit } => self.exited(now, slot, exit, &mut actions),
+            Event::Exited {
+                slot,
+                exit,
+                requeue_asked,
+            } => self.exited(now, slot, exit, requeue_asked, &mut actions),
             Event::Cancel => self.stop_all(now, AppState::Cancelled, &mut actions),
             Event::Tick => self.tick(now, &mut actions),
         }
@@ -287,6 +304,7 @@ impl Machine {
             }
             slot.started = Some(now);
             (slot.ended, slot.exit, slot.stop, slot.kill_at) = (None, None, None, None);
+            slot.checkpointing = false;
             slot.msg.clear();
             slot.changed = true;
             match error {
@@ -315,7 +333,29 @@ impl Machine {
         }
     }
 
-    fn exited(&mut self, now: f64, i: usize, exit: Exit, out: &mut Vec<Action>) {
+    /// The exit code that asks for a requeue in slot `i`'s role.
+    pub(super) fn requeue_exit_code(&self, i: usize) -> i32 {
+        self.slots.get(i).map_or(DEFAULT_REQUEUE_EXIT_CODE, |s| {
+            self.roles[s.role].requeue_exit_code
+        })
+    }
+
+    /// Whether slot `i` was sent its checkpoint signal in this attempt and still runs: a
+    /// wrapper (`sh -c`, torchrun) that dies of the signal may leave the processes that save.
+    pub(super) fn checkpointing(&self, i: usize) -> bool {
+        self.slots
+            .get(i)
+            .is_some_and(|s| s.running && s.checkpointing)
+    }
+
+    fn exited(
+        &mut self,
+        now: f64,
+        i: usize,
+        exit: Exit,
+        requeue_asked: bool,
+        out: &mut Vec<Action>,
+    ) {
         let Some(slot) = self.slots.get_mut(i).filter(|s| s.running) else {
             return;
         };
@@ -327,12 +367,16 @@ impl Machine {
         (slot.signal_at, slot.limit_at, slot.kill_at) = (None, None, None);
         let name = format!("{}/{}", role.name, slot.replica);
         let stopped = matches!(slot.stop, Some(Stop::Restart | Stop::End));
+        let requeue_asked = role.recovery && requeue_asked;
         let reason = match exit {
-            Exit::Code(0) => EndReason::Succeeded,
+            Exit::Code(0) if !requeue_asked => EndReason::Succeeded,
             _ if stopped => EndReason::Cancelled,
-            Exit::Code(c) if c == role.requeue_exit_code => EndReason::Requeued,
+            _ if requeue_asked => EndReason::Requeued,
+            Exit::Code(c) if role.recovery && c == role.requeue_exit_code => EndReason::Requeued,
             _ if slot.stop == Some(Stop::TimeLimit) => EndReason::Timeout,
-            Exit::Signal(s) if s == SIGTERM || s == SIGKILL => EndReason::Preempted,
+            // A preemption notice is a SIGTERM; a bare SIGKILL is what the out-of-memory
+            // killer sends, and a failure.
+            Exit::Signal(s) if role.recovery && s == SIGTERM => EndReason::Preempted,
             _ => EndReason::Failed,
         };
         (slot.state, slot.msg) = match reason {
@@ -344,6 +388,10 @@ impl Machine {
                     "{name} exceeded its time limit of {} and was stopped",
                     seconds(role.time_limit.unwrap_or_default())
                 ),
+            ),
+            EndReason::Requeued if requeue_asked => (
+                AppState::Failed,
+                format!("{name} asked to be requeued (TORCHX_REQUEUE_FILE)"),
             ),
             EndReason::Requeued => (
                 AppState::Failed,
@@ -464,6 +512,7 @@ impl Machine {
             }
             if due(&mut slot.signal_at) {
                 if let Some((signal, _)) = signal {
+                    slot.checkpointing = true;
                     out.push(Action::Signal { slot: i, signal });
                 }
             }

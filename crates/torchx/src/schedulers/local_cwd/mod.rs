@@ -21,6 +21,7 @@ macro_rules! note {
     }};
 }
 
+mod descendants;
 mod guard;
 mod launch;
 mod ledger;
@@ -45,6 +46,7 @@ use async_trait::async_trait;
 
 use ledger::{AppRow, Ledger, Liveness, ReplicaRow};
 pub use opts::LocalCwdOpts;
+pub(crate) use render::REQUEUE_FILE_ENV;
 pub use render::{render, PopenRequest, ReplicaParam, RoleParams};
 pub use supervisor::{embed_supervisor, use_supervisor};
 

@@ -31,7 +31,14 @@ pub struct ReplicaParam {
     /// and an exit status of 128+N is the container's death by signal N.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub container: Option<String>,
+    /// Under the recovery contract, the file (as the supervisor sees it) whose existence when
+    /// the replica ends asks for a requeue of the attempt: `TORCHX_REQUEUE_FILE` in its env.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requeue_file: Option<PathBuf>,
 }
+
+/// The variable naming the file a replica's process creates to ask for a requeue.
+pub(crate) const REQUEUE_FILE_ENV: &str = "TORCHX_REQUEUE_FILE";
 
 /// The processes of one role.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -59,6 +66,10 @@ pub struct RoleParams {
     /// Requeues allowed (they do not spend `max_retries`).
     #[serde(default = "default_max_requeues")]
     pub max_requeues: u32,
+    /// Whether the role opted into the recovery contract: without it, a replica ends as under
+    /// TorchX (every kill and non-zero exit a failure) and gets TorchX's environment only.
+    #[serde(default)]
+    pub recovery: bool,
     /// One entry per replica.
     pub replicas: Vec<ReplicaParam>,
 }
@@ -76,6 +87,7 @@ impl RoleParams {
             checkpoint_signal: recovery.checkpoint_signal,
             requeue_exit_code: recovery.requeue_exit_code,
             max_requeues: recovery.max_requeues,
+            recovery: role.uses_recovery(),
             replicas,
         }
     }
@@ -157,17 +169,19 @@ pub fn render(
             join_path([role_path, Some(cwd.as_str())])
         };
         role.env.insert("PATH".into(), path);
-        role.env
-            .insert("TORCHX_MAX_RETRIES".into(), role.max_retries.to_string());
-        // The role's own directory (relative to the job's), else one next to its logs.
-        let checkpoints = match &role.checkpoint_dir {
-            Some(dir) => ctx.cwd.join(dir),
-            None => checkpoint_dir(&log_dir),
-        };
-        role.env.insert(
-            "TORCHX_CHECKPOINT_DIR".into(),
-            checkpoints.display().to_string(),
-        );
+        if role.uses_recovery() {
+            role.env
+                .insert("TORCHX_MAX_RETRIES".into(), role.max_retries.to_string());
+            // The role's own directory (relative to the job's), else one next to its logs.
+            let checkpoints = match &role.checkpoint_dir {
+                Some(dir) => ctx.cwd.join(dir),
+                None => checkpoint_dir(&log_dir),
+            };
+            role.env.insert(
+                "TORCHX_CHECKPOINT_DIR".into(),
+                checkpoints.display().to_string(),
+            );
+        }
         let replicas = (0..role.num_replicas)
             .map(|i| replica(&role, i, &app_id, &cwd, &log_dir, ctx))
             .collect();
@@ -208,6 +222,10 @@ fn replica(
             .display()
             .to_string()
     });
+    let requeue_file = role.uses_recovery().then(|| dir.join("requeue"));
+    if let Some(file) = &requeue_file {
+        env.insert(REQUEUE_FILE_ENV.into(), file.display().to_string());
+    }
     let mut args = vec![r.entrypoint];
     args.extend(r.args);
     ReplicaParam {
@@ -218,6 +236,7 @@ fn replica(
         combined: dir.join("combined.log"),
         cwd: ctx.cwd.clone(),
         container: None,
+        requeue_file,
     }
 }
 

@@ -3,7 +3,10 @@
 //! start and exit in the ledger, applies the retry policy and stops everything on cancel.
 //!
 //! It is single-threaded: one `poll` loop over a signalfd (SIGCHLD, SIGTERM, SIGINT, SIGHUP) and
-//! the replicas' pipes. Each replica leads its own process group. A companion guard process
+//! the replicas' pipes. Each replica leads its own process group, and owns every process it
+//! starts, in whatever session (`descendants.rs`): signals, stops and kills reach them all, and
+//! in a checkpoint window a replica whose leader (a wrapper) died goes on until the processes
+//! that save are done. A companion guard process
 //! (`torchx __guard`, holding a pipe only the supervisor writes to) notices if the supervisor is
 //! killed and kills the replicas' process groups, so no replica outlives a dead supervisor; if
 //! the guard is killed too, the next `status`/`list`/`log` of the app does the same.
@@ -16,6 +19,7 @@ use std::path::{Path, PathBuf};
 use std::process::{ChildStdin, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use super::descendants::Descendants;
 use super::guard::{guard_main, DONE, OUTCOME};
 use super::launch::{Launcher, Proc};
 use super::ledger::{AttemptRow, Ledger, Progress, ReplicaRow};
@@ -25,6 +29,10 @@ use super::{now, GRACE, NAME};
 use crate::error::{Error, Result};
 use crate::specs::AppState;
 use crate::sys::{self, Exit, SignalFd};
+
+/// How often the supervisor follows its replicas' process trees while they run: a process
+/// seen once stays its replica's after its parent is gone.
+const TREE_REFRESH: Duration = Duration::from_secs(1);
 
 /// The hidden subcommand that runs [`supervisor_main`].
 pub(super) const SUPERVISE_ARG: &str = "__supervise";
@@ -43,6 +51,8 @@ pub(super) fn supervisor_main() -> i32 {
     }
     // Out of the submitter's session: terminal signals go to `torchx run`, which cancels.
     sys::setsid();
+    // The replicas' orphans come to us, not to init: they stay in reach (`descendants.rs`).
+    sys::become_subreaper();
     let state_dir = crate::schedulers::default_state_dir();
     let mut sup = match Supervisor::start(&state_dir, &app_id) {
         Ok(Some(s)) => s,
@@ -134,6 +144,13 @@ struct Replica {
     env: crate::specs::Env,
     row: ReplicaRow,
     proc: Option<Proc>,
+    /// Whether its role opted into the recovery contract.
+    recovery: bool,
+    /// Its leader exited (how) in a checkpoint window and was reaped: the attempt ends when
+    /// the rest of its processes have.
+    leader_exit: Option<Exit>,
+    /// A process of this attempt that outlived its parent exited with the requeue code.
+    orphan_asked_requeue: bool,
     dirty: bool,
 }
 
@@ -146,6 +163,12 @@ struct Supervisor {
     replicas: Vec<Replica>,
     signals: SignalFd,
     guard: Option<ChildStdin>,
+    /// The guard's pid: a child that is not a replica's.
+    guard_pid: u32,
+    /// Every process of every replica beyond its leader.
+    descendants: Descendants,
+    /// When the process trees were last followed.
+    tree_seen: Instant,
     /// Finished attempts not saved yet.
     attempts: Vec<AttemptRow>,
     /// The app's message and restart count as last saved.
@@ -194,7 +217,7 @@ impl Supervisor {
         if !ledger.claim(app_id, me, sys::proc_start_time(me))? {
             return Ok(None);
         }
-        let guard = spawn_guard(state_dir, app_id)
+        let (guard_pid, guard) = spawn_guard(state_dir, app_id)
             .map_err(|e| Error::io("starting the supervisor's guard process", e))?;
         let cuda = if request.auto_set_cuda_visible_devices {
             cuda_assignments(&request, gpu_count())
@@ -217,6 +240,9 @@ impl Supervisor {
                     env,
                     row,
                     proc: None,
+                    recovery: role.recovery,
+                    leader_exit: None,
+                    orphan_asked_requeue: false,
                     dirty: true,
                 });
             }
@@ -232,6 +258,7 @@ impl Supervisor {
                     checkpoint_signal: r
                         .checkpoint_signal
                         .map(|s| (s.signal.number(), s.seconds as f64)),
+                    recovery: r.recovery,
                     ..RolePolicy::new(r.role.clone(), r.retry_policy, r.max_retries)
                 };
                 (policy, r.replicas.len())
@@ -246,6 +273,9 @@ impl Supervisor {
             replicas,
             signals,
             guard: Some(guard),
+            guard_pid,
+            descendants: Descendants::default(),
+            tree_seen: Instant::now(),
             attempts: Vec::new(),
             saved_progress: None,
             unsaved: false,
@@ -267,16 +297,7 @@ impl Supervisor {
                     let launched = self.launch(&targets);
                     queue.extend(self.machine.on_event(now(), Event::Launched(launched)));
                 }
-                Action::Signal { slot, signal } => {
-                    let r = &self.replicas[slot];
-                    match (&r.proc, &r.param.container) {
-                        (Some(_), Some(name)) => signal_container(name, signal),
-                        (Some(p), None) => {
-                            sys::signal_group(p.pid, signal);
-                        }
-                        (None, _) => {}
-                    }
-                }
+                Action::Signal { slot, signal } => self.signal(slot, signal),
                 Action::Ended(end) => {
                     let row = &self.replicas[end.slot].row;
                     let (exit_code, signal) = end.exit.code_and_signal();
@@ -309,6 +330,40 @@ impl Supervisor {
         }
     }
 
+    /// Sends `signal` to every process of replica `slot`: its container, or its process group
+    /// (while its leader is unreaped, the group id is its own) and each of its processes in
+    /// other groups and sessions (torchrun's workers).
+    fn signal(&mut self, slot: usize, signal: i32) {
+        self.refresh_tree(None);
+        let r = &self.replicas[slot];
+        match (&r.proc, &r.param.container) {
+            (Some(_), Some(name)) => signal_container(name, signal),
+            (Some(p), None) => {
+                let group = r.leader_exit.is_none().then_some(p.pid);
+                if let Some(pgid) = group {
+                    sys::signal_group(pgid, signal);
+                }
+                self.descendants.signal(slot, signal, group);
+            }
+            (None, _) => {}
+        }
+    }
+
+    /// Follows the replicas' process trees again; `orphans_of`: the replica an unknown orphan
+    /// belongs to (the one whose leader just exited).
+    fn refresh_tree(&mut self, orphans_of: Option<usize>) {
+        let leaders: Vec<(usize, u32)> = self
+            .replicas
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r.leader_exit.is_none() && r.param.container.is_none())
+            .filter_map(|(i, r)| Some((i, r.proc.as_ref()?.pid)))
+            .collect();
+        self.descendants
+            .refresh(&leaders, &[self.guard_pid], orphans_of);
+        self.tree_seen = Instant::now();
+    }
+
     /// Starts a new attempt of each target. Their log files are opened only after the whole
     /// batch started: every child inherits (and closes at exec) the supervisor's descriptors,
     /// so fewer open files during the batch make each start cheaper, which otherwise grows
@@ -320,7 +375,14 @@ impl Supervisor {
             let r = &mut self.replicas[i];
             let mut env = r.env.clone();
             let attempt = self.machine.next_attempt(i);
-            env.insert("TORCHX_ATTEMPT".into(), attempt.to_string());
+            if r.recovery {
+                env.insert("TORCHX_ATTEMPT".into(), attempt.to_string());
+            }
+            r.orphan_asked_requeue = false;
+            r.leader_exit = None;
+            if let Some(file) = &r.param.requeue_file {
+                prepare_requeue_file(file);
+            }
             if let (Some(name), true) = (&r.param.container, attempt > 0) {
                 // `docker run --rm` removes its container before it exits, unless it was
                 // killed: then the name is still taken.
@@ -375,6 +437,10 @@ impl Supervisor {
                 // Try the ledger again soon, even if no replica has anything to say.
                 timeout = Some(timeout.map_or(SAVE_RETRY, |t| t.min(SAVE_RETRY)));
             }
+            if self.replicas.iter().any(|r| r.proc.is_some()) {
+                let next = TREE_REFRESH.saturating_sub(self.tree_seen.elapsed());
+                timeout = Some(timeout.map_or(next, |t| t.min(next)));
+            }
             let ready = sys::poll_readable(&fds, timeout)
                 .map_err(|e| Error::io("waiting for replica events", e))?;
             for (n, &(i, k)) in owners.iter().enumerate() {
@@ -394,9 +460,15 @@ impl Supervisor {
                     }
                 }
             }
+            if self.tree_seen.elapsed() >= TREE_REFRESH {
+                self.refresh_tree(None);
+                self.end_drained();
+            }
             let actions = self.machine.on_event(now(), Event::Tick);
             self.apply(actions);
         };
+        // Whatever a replica left that nothing could tie to it goes with the app.
+        self.descendants.kill_strays(&[self.guard_pid]);
         let ended = now();
         let mut msg = match final_state {
             AppState::Cancelled => "cancelled by user".to_string(),
@@ -449,31 +521,82 @@ impl Supervisor {
     /// (whatever the replica left behind in it goes with it) is killed while the unreaped
     /// leader still reserves the group id, so the id cannot have been reused; then it is
     /// collected, its pipes drained, and the machine told.
+    ///
+    /// A leader that exits in its replica's checkpoint window while other processes of the
+    /// replica live (a wrapper killed by the signal its trainer handles) is reaped alone: the
+    /// attempt ends when the rest have ([`Supervisor::end_drained`]), or at the time limit.
     fn collect_exits(&mut self) {
         while let Some((pid, exit)) = sys::peek_exited(None) {
-            let slot = self
-                .replicas
-                .iter()
-                .position(|r| r.proc.as_ref().is_some_and(|p| p.pid == pid));
+            let slot = self.replicas.iter().position(|r| {
+                r.leader_exit.is_none() && r.proc.as_ref().is_some_and(|p| p.pid == pid)
+            });
             let Some(i) = slot else {
-                sys::reap(pid); // the guard, or a process we no longer track
+                // The guard, `docker kill`, or a replica's orphan, whose exit may ask for a
+                // requeue.
+                if let Some(owner) = self.descendants.slot_of(pid) {
+                    let r = &mut self.replicas[owner];
+                    let code = self.machine.requeue_exit_code(owner);
+                    if r.recovery && exit == Exit::Code(code) {
+                        r.orphan_asked_requeue = true;
+                    }
+                }
+                sys::reap(pid);
                 continue;
             };
-            sys::signal_group(pid, sys::SIGKILL);
-            sys::reap(pid);
-            if let Some(mut proc) = self.replicas[i].proc.take() {
-                proc.drain(&mut self.log_error);
-            }
+            let container = self.replicas[i].param.container.is_some();
+            self.refresh_tree((!container).then_some(i));
             let exit = match (&self.replicas[i].param.container, exit) {
                 // `docker run` exits 128+N when its container died of signal N.
                 (Some(_), Exit::Code(c)) if (129..160).contains(&c) => Exit::Signal(c - 128),
                 _ => exit,
             };
-            let actions = self
-                .machine
-                .on_event(now(), Event::Exited { slot: i, exit });
-            self.apply(actions);
+            if self.machine.checkpointing(i) && self.descendants.any_alive(i) {
+                note!(
+                    "torchx supervisor: replica {i}'s main process ended ({exit:?}) while its \
+                     processes checkpoint; waiting for them"
+                );
+                self.replicas[i].leader_exit = Some(exit);
+                sys::reap(pid);
+                continue;
+            }
+            sys::signal_group(pid, sys::SIGKILL);
+            self.descendants.kill(i);
+            sys::reap(pid);
+            self.ended(i, exit);
         }
+        self.end_drained();
+    }
+
+    /// Ends the attempts whose leader exited in a checkpoint window once nothing of them runs.
+    fn end_drained(&mut self) {
+        for i in 0..self.replicas.len() {
+            if let Some(exit) = self.replicas[i].leader_exit {
+                if !self.descendants.any_alive(i) {
+                    self.ended(i, exit);
+                }
+            }
+        }
+    }
+
+    /// Replica `i`'s attempt ended (its processes are gone): drains its pipes and tells the
+    /// machine, with whether it asked for a requeue.
+    fn ended(&mut self, i: usize, exit: Exit) {
+        let r = &mut self.replicas[i];
+        r.leader_exit = None;
+        if let Some(mut proc) = r.proc.take() {
+            proc.drain(&mut self.log_error);
+        }
+        let requeue_asked =
+            r.orphan_asked_requeue || r.param.requeue_file.as_deref().is_some_and(Path::exists);
+        let actions = self.machine.on_event(
+            now(),
+            Event::Exited {
+                slot: i,
+                exit,
+                requeue_asked,
+            },
+        );
+        self.apply(actions);
     }
 
     /// Saves what changed since the last save. On failure (a full disk, say) nothing is lost:
@@ -531,7 +654,21 @@ impl Supervisor {
     }
 }
 
-fn spawn_guard(state_dir: &Path, app_id: &str) -> std::io::Result<ChildStdin> {
+/// Makes sure a replica's `TORCHX_REQUEUE_FILE` does not exist when an attempt starts (a
+/// request does not carry over) and that its directory does: for a container, the directory
+/// bind-mounted in, writable by whichever user the container runs as (the state directory
+/// above it is the owner's only).
+fn prepare_requeue_file(file: &Path) {
+    let _ = std::fs::remove_file(file);
+    if let Some(dir) = file.parent().filter(|d| !d.exists()) {
+        use std::os::unix::fs::PermissionsExt;
+        if std::fs::create_dir_all(dir).is_ok() {
+            let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o777));
+        }
+    }
+}
+
+fn spawn_guard(state_dir: &Path, app_id: &str) -> std::io::Result<(u32, ChildStdin)> {
     // This program is running the supervisor, so it can run the guard too.
     let exe = std::env::current_exe()?;
     let mut child = Command::new(exe)
@@ -548,7 +685,7 @@ fn spawn_guard(state_dir: &Path, app_id: &str) -> std::io::Result<ChildStdin> {
         .take()
         .ok_or_else(|| std::io::Error::other("no guard stdin"))?;
     writeln!(stdin, "{app_id}")?;
-    Ok(stdin)
+    Ok((child.id(), stdin))
 }
 
 fn gpu_count() -> i64 {

@@ -17,6 +17,10 @@ use crate::specs::AppDef;
 /// is `{log_dir}/checkpoint`, bind-mounted here.
 pub(super) const CHECKPOINT_MOUNT: &str = "/torchx/checkpoint";
 
+/// Where a container finds the directory of its `TORCHX_REQUEUE_FILE`: the host side is
+/// `{log_dir}/{role}/{replica}/requeue.d`, bind-mounted here.
+const REQUEUE_MOUNT: &str = "/torchx/requeue";
+
 /// The label that names a supervised container's app.
 const LABEL_SUPERVISED_APP_ID: &str = "torchx.pytorch.org/supervised-app-id";
 
@@ -51,14 +55,24 @@ pub(super) fn supervised(job: &DockerJob, app: &AppDef, log_dir: PathBuf) -> Res
             let mut env = c.environment.clone();
             env.insert("TORCHX_MAX_RETRIES".into(), role.max_retries.to_string());
             env.insert("TORCHX_CHECKPOINT_DIR".into(), checkpoint.0.clone());
+            env.insert(
+                crate::schedulers::local_cwd::REQUEUE_FILE_ENV.into(),
+                format!("{REQUEUE_MOUNT}/requested"),
+            );
+            let requeue_dir = dir.join("requeue.d");
+            let mut mounts = vec![(requeue_dir.as_path(), REQUEUE_MOUNT)];
+            if let Some(host) = checkpoint.1.as_deref() {
+                mounts.push((host, CHECKPOINT_MOUNT));
+            }
             replicas.push(ReplicaParam {
-                args: docker_run(c, &env, checkpoint.1.as_deref())?,
+                args: docker_run(c, &env, &mounts)?,
                 env,
                 stdout: dir.join("stdout.log"),
                 stderr: dir.join("stderr.log"),
                 combined: dir.join("combined.log"),
                 cwd: log_dir.clone(),
                 container: Some(c.name.clone()),
+                requeue_file: Some(requeue_dir.join("requested")),
             });
         }
         // The containers get their GPUs from Docker (`--gpus`), not CUDA_VISIBLE_DEVICES.
@@ -76,7 +90,7 @@ pub(super) fn supervised(job: &DockerJob, app: &AppDef, log_dir: PathBuf) -> Res
 fn docker_run(
     c: &Container,
     env: &crate::specs::Env,
-    checkpoint_host: Option<&Path>,
+    host_mounts: &[(&Path, &str)],
 ) -> Result<Vec<String>> {
     // `--init`: the command is not PID 1, so a signal it does not handle ends it as it would
     // outside a container (PID 1 ignores SIGTERM), and the init passes signals on.
@@ -113,8 +127,8 @@ fn docker_run(
             )
         })
         .collect();
-    if let Some(host) = checkpoint_host {
-        mounts.push(("bind", host.display().to_string(), CHECKPOINT_MOUNT, false));
+    for (host, target) in host_mounts {
+        mounts.push(("bind", host.display().to_string(), target, false));
     }
     for (kind, source, target, read_only) in mounts {
         // `--mount` is comma-separated key=value: a value holding one cannot be said there.

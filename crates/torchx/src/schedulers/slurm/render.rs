@@ -295,6 +295,10 @@ trap on_term TERM
 exits="$torchx_dir/exits.$TORCHX_ATTEMPT"
 rm -rf "$exits"
 mkdir -p "$exits"
+# Any process of any task that creates this file asks for a requeue of the attempt, whatever
+# the exit codes (a wrapper, torchrun, may turn the trainer's into another).
+export TORCHX_REQUEUE_FILE="$torchx_dir/requeue.$TORCHX_ATTEMPT"
+rm -f "$TORCHX_REQUEUE_FILE"
 torchx_task=(bash -c 'trap : HUP INT TERM USR1 USR2; "$@"; c=$?; echo "$c" >"$0/${SLURMD_NODENAME:-node}.$$"; exit "$c"' "$exits")
 set +e
 srun @SRUN@ &
@@ -308,7 +312,10 @@ exitcode=$?
 set -e
 
 echo "job exited with code $exitcode"
-if [ "$exitcode" -ne 0 ] && grep -qsx @REQUEUE_CODE@ "$exits"/*; then
+if [ -e "$TORCHX_REQUEUE_FILE" ]; then
+    echo "torchx: a process asked for a requeue (TORCHX_REQUEUE_FILE)"
+    exitcode=@REQUEUE_CODE@
+elif [ "$exitcode" -ne 0 ] && grep -qsx @REQUEUE_CODE@ "$exits"/*; then
     echo "torchx: a task exited with @REQUEUE_CODE@"
     exitcode=@REQUEUE_CODE@
 fi

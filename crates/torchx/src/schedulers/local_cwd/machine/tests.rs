@@ -20,6 +20,14 @@ fn role(policy: RetryPolicy, max_retries: u32) -> RolePolicy {
     RolePolicy::new("r", policy, max_retries)
 }
 
+/// A role that opted into the recovery contract (any recovery option).
+fn recovering(policy: RetryPolicy, max_retries: u32) -> RolePolicy {
+    RolePolicy {
+        recovery: true,
+        ..role(policy, max_retries)
+    }
+}
+
 impl Sim {
     fn new(roles: Vec<(RolePolicy, usize)>) -> Sim {
         Sim::with_failed_launches(roles, vec![])
@@ -82,6 +90,7 @@ impl Sim {
             Event::Exited {
                 slot,
                 exit: Exit::Code(code),
+                requeue_asked: false,
             },
         )
     }
@@ -92,6 +101,7 @@ impl Sim {
             Event::Exited {
                 slot,
                 exit: Exit::Signal(signal),
+                requeue_asked: false,
             },
         )
     }
@@ -221,24 +231,32 @@ fn a_replica_that_cannot_start_fails_the_app_and_stops_the_rest() {
     assert_eq!(s.m.finished(), Some(AppState::Failed));
 }
 
-/// An external SIGTERM or SIGKILL is a preemption: restarted without spending the budget.
+/// Under the recovery contract an external SIGTERM is a preemption: restarted without spending
+/// the budget. A bare SIGKILL (the out-of-memory killer's) is a failure.
 #[test]
 fn preemptions_requeue_without_spending_the_retry_budget() {
     for policy in [Replica, Role, Application] {
-        for signal in [SIGTERM, SIGKILL] {
-            let mut s = Sim::new(vec![(role(policy, 0), 1)]);
-            s.killed(1.0, 0, signal).killed(2.0, 0, signal);
-            assert_eq!(s.m.finished(), None);
-            s.exit(3.0, 0, 0);
-            assert_eq!(
-                s.trace(),
-                "start 0; end 0#0 preempted; start 0; end 0#1 preempted; start 0; \
-                 end 0#2 succeeded"
-            );
-            assert_eq!(s.m.finished(), Some(AppState::Succeeded));
-        }
+        let mut s = Sim::new(vec![(recovering(policy, 0), 1)]);
+        s.killed(1.0, 0, SIGTERM).killed(2.0, 0, SIGTERM);
+        assert_eq!(s.m.finished(), None);
+        s.exit(3.0, 0, 0);
+        assert_eq!(
+            s.trace(),
+            "start 0; end 0#0 preempted; start 0; end 0#1 preempted; start 0; \
+             end 0#2 succeeded"
+        );
+        assert_eq!(s.m.finished(), Some(AppState::Succeeded));
+        let mut s = Sim::new(vec![(recovering(policy, 1), 1)]);
+        s.killed(1.0, 0, SIGKILL);
+        assert_eq!(s.m.finished(), None, "one retry spent");
+        s.killed(2.0, 0, SIGKILL);
+        assert_eq!(s.m.finished(), Some(AppState::Failed));
+        assert_eq!(
+            s.trace(),
+            "start 0; end 0#0 failed; start 0; end 0#1 failed"
+        );
         // Another signal is a failure.
-        let mut s = Sim::new(vec![(role(policy, 0), 1)]);
+        let mut s = Sim::new(vec![(recovering(policy, 0), 1)]);
         s.killed(1.0, 0, libc::SIGSEGV);
         assert_eq!(s.m.finished(), Some(AppState::Failed));
         assert!(
@@ -249,9 +267,118 @@ fn preemptions_requeue_without_spending_the_retry_budget() {
     }
 }
 
+/// A role with no recovery option ends as TorchX's: every kill and every non-zero exit (the
+/// requeue code included) spends `max_retries`, and a requeue request is not one.
+#[test]
+fn without_recovery_options_every_kill_and_exit_is_a_failure() {
+    for policy in [Replica, Role, Application] {
+        for exit in [Exit::Signal(SIGTERM), Exit::Signal(SIGKILL), Exit::Code(75)] {
+            let mut s = Sim::new(vec![(role(policy, 0), 1)]);
+            s.at(
+                1.0,
+                Event::Exited {
+                    slot: 0,
+                    exit,
+                    requeue_asked: true,
+                },
+            );
+            assert_eq!(s.m.finished(), Some(AppState::Failed), "{exit:?}");
+            assert_eq!(s.trace(), "start 0; end 0#0 failed", "{exit:?}");
+            let mut s = Sim::new(vec![(role(policy, 1), 1)]);
+            s.at(
+                1.0,
+                Event::Exited {
+                    slot: 0,
+                    exit,
+                    requeue_asked: false,
+                },
+            );
+            assert_eq!(s.m.finished(), None, "{exit:?}: one retry");
+            s.at(
+                2.0,
+                Event::Exited {
+                    slot: 0,
+                    exit,
+                    requeue_asked: false,
+                },
+            );
+            assert_eq!(s.m.finished(), Some(AppState::Failed), "{exit:?}");
+        }
+        let mut s = Sim::new(vec![(role(policy, 0), 1)]);
+        s.at(
+            1.0,
+            Event::Exited {
+                slot: 0,
+                exit: Exit::Code(0),
+                requeue_asked: true,
+            },
+        );
+        assert_eq!(s.m.finished(), Some(AppState::Succeeded));
+    }
+}
+
+/// A requeue request through TORCHX_REQUEUE_FILE holds whatever the exit: 0, a failure, the
+/// death of a wrapper by the checkpoint signal, a stop at the time limit.
+#[test]
+fn a_requeue_request_holds_whatever_the_exit() {
+    for exit in [
+        Exit::Code(0),
+        Exit::Code(1),
+        Exit::Signal(libc::SIGUSR1),
+        Exit::Signal(SIGKILL),
+    ] {
+        let mut s = Sim::new(vec![(limited(100.0, 30.0, 0), 1)]);
+        s.at(70.0, Event::Tick);
+        assert!(s.m.checkpointing(0));
+        s.at(
+            80.0,
+            Event::Exited {
+                slot: 0,
+                exit,
+                requeue_asked: true,
+            },
+        );
+        assert_eq!(s.m.finished(), None, "{exit:?}");
+        assert!(!s.m.checkpointing(0), "a new attempt");
+        assert_eq!(
+            s.trace(),
+            "start 0; USR1 0; end 0#0 requeued; start 0",
+            "{exit:?}"
+        );
+        assert_eq!(s.m.slots()[0].msg, "");
+    }
+    // Stopped at the limit after asking: a requeue, not a timeout.
+    let mut s = Sim::new(vec![(limited(100.0, 30.0, 0), 1)]);
+    s.at(100.0, Event::Tick);
+    s.at(
+        101.0,
+        Event::Exited {
+            slot: 0,
+            exit: Exit::Signal(SIGTERM),
+            requeue_asked: true,
+        },
+    );
+    assert_eq!(
+        s.trace(),
+        "start 0; USR1 0; TERM 0; end 0#0 requeued; start 0"
+    );
+    // A cancel wins over a request.
+    let mut s = Sim::new(vec![(limited(100.0, 30.0, 0), 1)]);
+    s.at(1.0, Event::Cancel);
+    s.at(
+        2.0,
+        Event::Exited {
+            slot: 0,
+            exit: Exit::Signal(SIGTERM),
+            requeue_asked: true,
+        },
+    );
+    assert_eq!(s.m.finished(), Some(AppState::Cancelled));
+}
+
 #[test]
 fn the_requeue_code_requeues_up_to_max_requeues() {
-    let mut r = role(Replica, 1);
+    let mut r = recovering(Replica, 1);
     r.max_requeues = 2;
     let mut s = Sim::new(vec![(r, 1)]);
     s.exit(1.0, 0, 75).exit(2.0, 0, 75);
@@ -271,7 +398,7 @@ fn the_requeue_code_requeues_up_to_max_requeues() {
          start 0; end 0#3 requeued"
     );
     // Another requeue code; 75 is then an ordinary failure.
-    let mut r = role(Replica, 0);
+    let mut r = recovering(Replica, 0);
     r.requeue_exit_code = 99;
     let mut s = Sim::new(vec![(r, 1)]);
     s.exit(1.0, 0, 99);
@@ -284,7 +411,7 @@ fn limited(time_limit: f64, signal_before: f64, max_retries: u32) -> RolePolicy 
     RolePolicy {
         time_limit: Some(time_limit),
         checkpoint_signal: Some((USR1, signal_before)),
-        ..role(Replica, max_retries)
+        ..recovering(Replica, max_retries)
     }
 }
 
