@@ -454,9 +454,10 @@ fn ddp_launches_torchrun_with_the_right_arguments() {
     assert!(processes_of(&handle).is_empty());
 }
 
-#[test]
-fn ddp_with_real_torchrun_and_gloo_when_torch_is_importable() {
-    // The PyTorch of $TORCHX_DDP_PYTHON (.ci/run: the test venv's), else python3's.
+/// PATH with the bin directory of `$TORCHX_DDP_PYTHON` (.ci/run: the test venv's, else
+/// python3's) first, as a user's activated environment has it; `None` (said loudly, a failure
+/// where the run promised PyTorch) when that Python has no torch.
+fn torch_path(test: &str) -> Option<String> {
     let python = std::env::var("TORCHX_DDP_PYTHON").unwrap_or_else(|_| "python3".into());
     let torch = Command::new(&python)
         .args(["-c", "import torch"])
@@ -466,12 +467,11 @@ fn ddp_with_real_torchrun_and_gloo_when_torch_is_importable() {
     if !torch {
         support::skip_engine(
             "torch",
-            "ddp_with_real_torchrun_and_gloo",
+            test,
             &format!("`{python} -c 'import torch'` fails"),
         );
-        return;
+        return None;
     }
-    // Its torchrun first on PATH, as a user's activated environment has it.
     let bin = Command::new(&python)
         .args([
             "-c",
@@ -480,7 +480,17 @@ fn ddp_with_real_torchrun_and_gloo_when_torch_is_importable() {
         .output()
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
         .unwrap_or_default();
-    let path = format!("{bin}:{}", std::env::var("PATH").unwrap_or_default());
+    Some(format!(
+        "{bin}:{}",
+        std::env::var("PATH").unwrap_or_default()
+    ))
+}
+
+#[test]
+fn ddp_with_real_torchrun_and_gloo_when_torch_is_importable() {
+    let Some(path) = torch_path("ddp_with_real_torchrun_and_gloo") else {
+        return;
+    };
     let env = Env::new();
     // The group is destroyed before exit: gloo can abort a rank exiting with it alive.
     std::fs::write(
@@ -501,5 +511,150 @@ fn ddp_with_real_torchrun_and_gloo_when_torch_is_importable() {
     for rank in 0..2 {
         let got = std::fs::read_to_string(env.cwd.join(format!("rank{rank}"))).unwrap();
         assert_eq!(got, "2", "rank {rank}");
+    }
+}
+
+/// A DDP trainer (gloo, 2 ranks) that saves its step when signalled, agreeing on it with its
+/// peer, and asks for a requeue through TORCHX_REQUEUE_FILE.
+const DDP_TRAINER: &str = r#"import os, signal, time, pathlib
+import torch, torch.distributed as dist
+stop = False
+def on_signal(signum, frame):
+    global stop
+    stop = True
+signal.signal(signal.SIGUSR1, on_signal)
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+ckpt = pathlib.Path(os.environ["TORCHX_CHECKPOINT_DIR"]) / "step"
+step = int(ckpt.read_text()) if ckpt.exists() else 0
+model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(4, 1))
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+while step < int(os.environ["GOAL"]):
+    flag = torch.tensor([1.0 if stop else 0.0])
+    dist.all_reduce(flag)
+    if flag.item() > 0:
+        if rank == 0:
+            ckpt.write_text(str(step))
+            pathlib.Path(os.environ["TORCHX_REQUEUE_FILE"]).touch()
+        dist.barrier()
+        dist.destroy_process_group()
+        raise SystemExit(0)
+    loss = model(torch.randn(8, 4)).sum()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    step += 1
+    time.sleep(0.1)
+if rank == 0:
+    pathlib.Path("reached").write_text(f"{step} {os.environ['TORCHX_ATTEMPT']}")
+dist.destroy_process_group()
+"#;
+
+/// `dist.ddp -j 1x2` under a time limit with the checkpoint signal before it: torchrun dies of
+/// the signal it does not handle, its workers (in sessions of their own) get it from the
+/// supervisor, save, ask for a requeue, and the job reaches its goal over attempts.
+#[test]
+fn ddp_with_real_torchrun_checkpoints_and_requeues() {
+    let Some(path) = torch_path("ddp_with_real_torchrun_checkpoints_and_requeues") else {
+        return;
+    };
+    let env = Env::new();
+    std::fs::write(env.cwd.join("train.py"), DDP_TRAINER).unwrap();
+    let out = env
+        .cmd(&[
+            "run",
+            "--time_limit",
+            "12s",
+            "--checkpoint_signal",
+            "USR1@4",
+            "dist.ddp",
+            "-j",
+            "1x2",
+            "--env",
+            "GOAL=60",
+            "--script",
+            "train.py",
+        ])
+        .env("PATH", path)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let reached = std::fs::read_to_string(env.cwd.join("reached")).unwrap();
+    let (step, attempt) = reached.split_once(' ').unwrap();
+    assert_eq!(step, "60");
+    assert!(attempt.parse::<u32>().unwrap() >= 1, "{reached}");
+    let handle = stdout(&out).trim().to_string();
+    let status = env.status(&handle);
+    assert_eq!(status["state"], "SUCCEEDED", "{status}");
+    let reasons: Vec<String> = support::attempts(&status)
+        .into_iter()
+        .map(|a| a.0)
+        .collect();
+    let (last, earlier) = reasons.split_last().unwrap();
+    assert_eq!(last, "succeeded", "{reasons:?}");
+    assert!(
+        !earlier.is_empty() && earlier.iter().all(|r| r == "requeued"),
+        "{reasons:?}"
+    );
+    assert_no_processes(&handle);
+}
+
+/// `kill -9` of a real torchrun (as the out-of-memory killer would) fails the job and leaves
+/// none of its workers, which live in sessions of their own; so does `torchx cancel`.
+#[test]
+fn ddp_with_real_torchrun_leaves_no_worker() {
+    let Some(path) = torch_path("ddp_with_real_torchrun_leaves_no_worker") else {
+        return;
+    };
+    let env = Env::new();
+    std::fs::write(
+        env.cwd.join("long.py"),
+        "import time, torch.distributed as dist\ndist.init_process_group('gloo')\n\
+         open(f'up{dist.get_rank()}', 'w').close()\ntime.sleep(300)\n",
+    )
+    .unwrap();
+    for how in ["kill", "cancel"] {
+        let out = env
+            .cmd(&[
+                "run", "--detach", "dist.ddp", "-j", "1x2", "--script", "long.py",
+            ])
+            .env("PATH", &path)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        let handle = stdout(&out).trim().to_string();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !(env.cwd.join("up0").exists() && env.cwd.join("up1").exists()) {
+            assert!(Instant::now() < deadline, "the workers never came up");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        // Long enough for the supervisor to have seen the workers (it looks every second).
+        std::thread::sleep(Duration::from_millis(1500));
+        for rank in 0..2 {
+            std::fs::remove_file(env.cwd.join(format!("up{rank}"))).unwrap();
+        }
+        if how == "kill" {
+            let pid = env.status(&handle)["roles"][0]["replicas"][0]["pid"].clone();
+            let torchrun = support::processes_of(&handle)
+                .into_iter()
+                .find(|p| {
+                    std::fs::read_to_string(format!("/proc/{p}/cmdline")).is_ok_and(|c| {
+                        c.contains("torchrun") || c.contains("torch.distributed.run")
+                    })
+                })
+                .unwrap_or_else(|| panic!("no torchrun among the job's processes ({pid})"));
+            let ok = Command::new("kill")
+                .args(["-KILL", &torchrun.to_string()])
+                .status()
+                .unwrap()
+                .success();
+            assert!(ok);
+            let status = env.wait_state_terminal(&handle, Duration::from_secs(30));
+            assert_eq!(status["state"], "FAILED", "{status}");
+        } else {
+            let out = env.run(&["cancel", &handle]);
+            assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        }
+        assert_no_processes(&handle);
     }
 }
