@@ -403,8 +403,107 @@ fn recovery_a_checkpointing_container_reaches_its_goal_over_attempts() {
     assert_eq!(containers_of(&handle), "", "containers left behind");
 }
 
-/// `docker kill` of a running container is a preemption: it starts again although its retry
-/// budget is 0. A command that always fails stops after --max_retries, one that always asks for
+/// A trainer under a shell wrapper (`sh -c` runs it; the wrapper dies of the checkpoint
+/// signal) saves, asks for a requeue through TORCHX_REQUEUE_FILE and exits 0: the attempt is a
+/// requeue and the job reaches its goal.
+#[test]
+fn recovery_a_trainer_under_a_wrapper_requeues_through_the_requeue_file() {
+    if !docker_up("local_docker recovery wrapper") {
+        return;
+    }
+    let env = Env::new();
+    let trainer = "f=$TORCHX_CHECKPOINT_DIR/n; n=$(cat $f 2>/dev/null || echo 0); \
+         trap 'sleep 0.3; echo $n > $f; echo attempt $TORCHX_ATTEMPT saved $n; \
+         touch $TORCHX_REQUEUE_FILE; exit 0' USR1; \
+         while [ $n -lt 25 ]; do n=$((n+1)); sleep 0.1 & wait $!; done; \
+         echo reached $n in attempt $TORCHX_ATTEMPT";
+    // The trainer's text reaches the wrapper in its environment: the wrapper's shell expands
+    // none of it.
+    let yaml = serde_json::json!({"name": "wrapped", "roles": [{"name": "trainer",
+        "image": IMAGE, "entrypoint": "sh",
+        "args": ["-c", "sh -c \"$TRAINER\"; echo wrapper done"], "env": {"TRAINER": trainer}}]});
+    std::fs::write(env.cwd.join("wrapped.yaml"), yaml.to_string()).unwrap();
+    let file = "./wrapped.yaml".to_string();
+    let out = env.run(&[
+        "run",
+        "-s",
+        "local_docker",
+        "--workspace",
+        "",
+        "--time_limit",
+        "2s",
+        "--checkpoint_signal",
+        "USR1@1",
+        &file,
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stderr(&out).contains("reached 25"), "{}", stderr(&out));
+    let status = env.status(stdout(&out).trim());
+    assert_eq!(status["state"], "SUCCEEDED", "{status}");
+    let seen = attempts(&status);
+    let (last, earlier) = seen.split_last().unwrap();
+    assert_eq!(last.0, "succeeded", "{seen:?}");
+    assert!(
+        !earlier.is_empty() && earlier.iter().all(|a| a.0 == "requeued"),
+        "{seen:?}"
+    );
+}
+
+/// Without recovery options a container killed from outside fails the job, as under TorchX;
+/// under them, a container the engine killed for using too much memory is `oom`, a failure
+/// that spends max_retries (not a requeue).
+#[test]
+fn killed_and_out_of_memory_containers_are_failures() {
+    if !docker_up("local_docker kill and oom") {
+        return;
+    }
+    let env = Env::new();
+    let base = ["run", "-s", "local_docker", "--workspace", ""];
+    let plain = sh_app(&env, "plain", "sleep 300");
+    let out = env.run(&[&base[..], &["--detach", &plain]].concat());
+    let handle = stdout(&out).trim().to_string();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while containers_of(&handle).is_empty() {
+        assert!(std::time::Instant::now() < deadline, "no container");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let killed = std::process::Command::new("docker")
+        .args(["kill", &containers_of(&handle)])
+        .output()
+        .unwrap();
+    assert!(killed.status.success(), "{killed:?}");
+    let status = env.wait_state_terminal(&handle, Duration::from_secs(30));
+    assert_eq!(status["state"], "FAILED", "{status}");
+    let file = "hog.yaml";
+    let yaml = serde_json::json!({"name": "hog", "roles": [{"name": "trainer", "image": IMAGE,
+        "entrypoint": "sh", "args": ["-c", "x=aaaaaaaaaaaaaaaa; while :; do x=$x$x; done"],
+        "resource": {"cpu": 1, "gpu": 0, "memMB": 16}}]});
+    std::fs::write(env.cwd.join(file), yaml.to_string()).unwrap();
+    let out = env.run(
+        &[
+            &base[..],
+            &["--max_requeues", "3", "--max_retries", "1", "./hog.yaml"],
+        ]
+        .concat(),
+    );
+    assert_ne!(out.status.code(), Some(0), "{}", stderr(&out));
+    let status = env.status(stdout(&out).trim());
+    assert_eq!(status["state"], "FAILED", "{status}");
+    let reasons: Vec<String> = attempts(&status).into_iter().map(|a| a.0).collect();
+    assert_eq!(reasons, ["oom", "oom"], "{status}");
+    assert!(
+        status["msg"].as_str().unwrap().contains("out of memory"),
+        "{status}"
+    );
+    assert_eq!(
+        containers_of(stdout(&out).trim()),
+        "",
+        "containers left behind"
+    );
+}
+
+/// `docker kill --signal TERM` of a running container is a preemption: it starts again
+/// although its retry budget is 0. A command that always fails stops after --max_retries, one that always asks for
 /// a requeue after --max_requeues; a cancel removes the container.
 #[test]
 fn recovery_preemption_budgets_and_cancel() {
@@ -446,7 +545,7 @@ fn recovery_preemption_budgets_and_cancel() {
         std::thread::sleep(Duration::from_millis(100));
     }
     let killed = std::process::Command::new("docker")
-        .args(["kill", &containers_of(&preempted)])
+        .args(["kill", "--signal", "TERM", &containers_of(&preempted)])
         .output()
         .unwrap();
     assert!(killed.status.success(), "{killed:?}");
@@ -457,7 +556,7 @@ fn recovery_preemption_budgets_and_cancel() {
     assert_eq!(seen.len(), 2, "{seen:?}");
     assert_eq!(seen[0].0, "preempted", "{seen:?}");
     let signal = &status["roles"][0]["replicas"][0]["attempts"][0]["signal"];
-    assert_eq!(signal, 9, "{status}");
+    assert_eq!(signal, 15, "{status}");
     let status = terminal(&fails);
     assert_eq!(status["state"], "FAILED", "{status}");
     let failed = ("failed".to_string(), Some(3));

@@ -322,6 +322,51 @@ fn recovery_a_checkpointing_job_outlives_its_time_limits() {
     assert!(log.contains("reached 30 in attempt"), "{log}");
 }
 
+/// A bash trainer under TorchX's shell wrapper (`utils.sh`: `sh -c`, whose `sh` dies of the
+/// checkpoint signal) saves, asks for a requeue through TORCHX_REQUEUE_FILE and exits 0: the
+/// task waits for it to save, the attempt is a requeue, and the job reaches its goal.
+#[test]
+fn recovery_a_trainer_under_a_shell_wrapper_requeues_through_the_requeue_file() {
+    if !slurm_up("slurm recovery wrapper") {
+        return;
+    }
+    let env = Env::new();
+    std::fs::write(
+        env.cwd.join("work.sh"),
+        r#"f="$TORCHX_CHECKPOINT_DIR/n"
+n=$(cat "$f" 2>/dev/null || echo 0)
+trap 'sleep 1; echo $n > "$f"; echo "attempt $TORCHX_ATTEMPT saved $n"; touch "$TORCHX_REQUEUE_FILE"; exit 0' USR1
+while [ "$n" -lt 30 ]; do n=$((n+1)); sleep 1 & wait $!; done
+echo "reached $n in attempt $TORCHX_ATTEMPT"
+"#,
+    )
+    .unwrap();
+    let handle = stdout(&env.run(&[
+        "run",
+        "-s",
+        "slurm",
+        "--time_limit",
+        "1m",
+        "--checkpoint_signal",
+        "USR1@40",
+        "utils.sh",
+        "bash",
+        "work.sh",
+    ]))
+    .trim()
+    .to_string();
+    let status = env.wait_state_terminal(&handle, Duration::from_secs(400));
+    assert_eq!(status["state"], "SUCCEEDED", "{status}");
+    let seen = attempts(&status);
+    let (last, earlier) = seen.split_last().unwrap();
+    assert_eq!(last, &("succeeded".to_string(), Some(0)), "{seen:?}");
+    assert!(!earlier.is_empty(), "one attempt was enough: {seen:?}");
+    assert!(earlier.iter().all(|a| a.0 == "requeued"), "{seen:?}");
+    let log = stdout(&env.run(&["log", &handle, "--streams", "stdout"]));
+    assert!(log.contains("attempt 0 saved"), "{log}");
+    assert!(log.contains("reached 30 in attempt"), "{log}");
+}
+
 /// `scontrol requeue` of a running job is a preemption: the job starts again although its
 /// retry budget is 0, and ends SUCCEEDED.
 #[test]

@@ -465,13 +465,6 @@ impl Runner {
         let stop = cancel_marker(&state_dir, &group.group_id)?;
         let mut unfinished: Vec<String> = Vec::new();
         for (task, info) in tasks {
-            if stop.exists() {
-                // `cancel` asked: what is not submitted yet never will be.
-                for t in group.tasks.iter_mut().filter(|t| t.is_pending()) {
-                    t.error = Some(NOT_SUBMITTED_CANCELLED.into());
-                }
-                break;
-            }
             let Some(slot) = group
                 .tasks
                 .iter()
@@ -479,11 +472,23 @@ impl Runner {
             else {
                 continue;
             };
-            if let Some(k) = group.max_concurrent {
-                self.wait_below(&mut unfinished, k as usize).await?;
+            let room = match group.max_concurrent {
+                Some(k) => self.wait_below(&mut unfinished, k as usize, &stop).await?,
+                None => !stop.exists(),
+            };
+            if !room {
+                // `cancel` asked: what is not submitted yet never will be.
+                for t in group.tasks.iter_mut().filter(|t| t.is_pending()) {
+                    t.error = Some(NOT_SUBMITTED_CANCELLED.into());
+                }
+                break;
             }
             match self.schedule(&info).await {
                 Ok(h) => {
+                    if stop.exists() {
+                        // Asked while it was being submitted: it ends with the rest.
+                        let _ = self.cancel_app(&h).await;
+                    }
                     unfinished.push(h.clone());
                     group.tasks[slot].handle = Some(h);
                 }
@@ -496,9 +501,18 @@ impl Runner {
         group.save(&state_dir)
     }
 
-    /// Waits until fewer than `k` of the `unfinished` handles are (dropping finished ones).
-    async fn wait_below(&self, unfinished: &mut Vec<String>, k: usize) -> Result<()> {
+    /// Waits until fewer than `k` of the `unfinished` handles are (dropping finished ones);
+    /// false, at once, when the `stop` marker appears (the group is being cancelled).
+    async fn wait_below(
+        &self,
+        unfinished: &mut Vec<String>,
+        k: usize,
+        stop: &Path,
+    ) -> Result<bool> {
         loop {
+            if stop.exists() {
+                return Ok(false);
+            }
             let mut still = Vec::with_capacity(unfinished.len());
             for h in unfinished.drain(..) {
                 let state = self.app_status(&h).await?.map(|s| s.state);
@@ -508,7 +522,7 @@ impl Runner {
             }
             *unfinished = still;
             if unfinished.len() < k {
-                return Ok(());
+                return Ok(true);
             }
             tokio::time::sleep(CAP_POLL).await;
         }
@@ -542,8 +556,27 @@ impl Runner {
 
     /// Waits until every task of `group` is over; their final states.
     pub async fn wait_group(&self, group: &GroupRecord) -> Result<Vec<AppState>> {
+        self.wait_group_with(group, |_, _| {}).await
+    }
+
+    /// [`Runner::wait_group`], calling `progress` with the group as recorded and its tasks'
+    /// states after every look (a background submitter adds tasks as it goes): what a
+    /// progress display needs. Returns the final states; the last call saw them too.
+    pub async fn wait_group_with(
+        &self,
+        group: &GroupRecord,
+        mut progress: impl FnMut(&GroupRecord, &[AppState]),
+    ) -> Result<Vec<AppState>> {
+        let state_dir = crate::schedulers::default_state_dir();
+        let mut group = group.clone();
         loop {
-            let states = self.group_states(group).await?;
+            if group.submitter.is_some() {
+                if let Some(now) = GroupRecord::load(&state_dir, &group.group_id)? {
+                    group = now;
+                }
+            }
+            let states = self.group_states(&group).await?;
+            progress(&group, &states);
             if states
                 .iter()
                 .all(|s| s.is_terminal() || *s == AppState::Unknown)
@@ -566,29 +599,27 @@ impl Runner {
         Ok(status)
     }
 
-    /// Cancels every task of `group` that is not over (a native array in one request). A
-    /// submitter still at work is told to stop first (it alone writes the record while it
-    /// lives), and its tasks not yet submitted end CANCELLED.
+    /// Cancels every task of `group` that is not over (a native array in one request), at
+    /// once and all together. A submitter still at work is told to stop (a marker it checks
+    /// before and after each submission and while it waits for room under the cap); the tasks
+    /// it submits meanwhile are cancelled as they appear in the record, and those it never
+    /// submits end CANCELLED. Returns within about [`SUBMITTER_STOP`] plus the tasks' own
+    /// cancels, whatever the submitter does.
     pub async fn cancel_group(&self, group: &GroupRecord) -> Result<()> {
         if let Some(array) = &group.native {
             return self.cancel_app(array).await;
         }
         let state_dir = crate::schedulers::default_state_dir();
         let mut group = group.clone();
+        let mut cancelled: Vec<String> = Vec::new();
         if group.submitter.is_some_and(|s| s.alive()) {
             let marker = cancel_marker(&state_dir, &group.group_id)?;
             std::fs::write(&marker, b"")
                 .map_err(|e| Error::io(format!("writing {}", marker.display()), e))?;
             let deadline = std::time::Instant::now() + SUBMITTER_STOP;
-            while group.submitter.is_some_and(|s| s.alive()) {
-                if std::time::Instant::now() >= deadline {
-                    return Err(Error::timeout(format!(
-                        "the submitter of {} (pid {}) did not stop within {}s",
-                        group.handle(),
-                        group.submitter.map_or(0, |s| s.pid),
-                        SUBMITTER_STOP.as_secs()
-                    )));
-                }
+            while group.submitter.is_some_and(|s| s.alive()) && std::time::Instant::now() < deadline
+            {
+                self.cancel_tasks(&group, &mut cancelled).await?;
                 tokio::time::sleep(CAP_POLL).await;
                 if let Some(now) = GroupRecord::load(&state_dir, &group.group_id)? {
                     group = now;
@@ -596,19 +627,35 @@ impl Runner {
             }
         }
         if group.tasks.iter().any(GroupTask::is_pending) {
+            // A submitter that has not stopped yet finds the marker before it submits more.
             for t in group.tasks.iter_mut().filter(|t| t.is_pending()) {
                 t.error = Some(NOT_SUBMITTED_CANCELLED.into());
             }
             group.submitter = None;
             group.save(&state_dir)?;
         }
-        for h in group.tasks.iter().filter_map(|t| t.handle.as_ref()) {
+        self.cancel_tasks(&group, &mut cancelled).await
+    }
+
+    /// Cancels, concurrently, the tasks of `group` that run and are not in `cancelled` yet
+    /// (which they then join).
+    async fn cancel_tasks(&self, group: &GroupRecord, cancelled: &mut Vec<String>) -> Result<()> {
+        let todo: Vec<&String> = group
+            .tasks
+            .iter()
+            .filter_map(|t| t.handle.as_ref())
+            .filter(|h| !cancelled.contains(h))
+            .collect();
+        let results = futures_util::future::join_all(todo.iter().map(|&h| async move {
             let status = self.app_status(h).await?;
             if status.is_some_and(|s| !s.state.is_terminal()) {
                 self.cancel_app(h).await?;
             }
-        }
-        Ok(())
+            Ok::<(), Error>(())
+        }))
+        .await;
+        cancelled.extend(todo.into_iter().cloned());
+        results.into_iter().collect()
     }
 
     /// Deletes every task of `group` its scheduler still knows (a native array as one), then
@@ -651,8 +698,9 @@ pub fn is_group_id(app_id: &str) -> bool {
 
 /// Why a task never submitted is CANCELLED.
 pub const NOT_SUBMITTED_CANCELLED: &str = "cancelled before it was submitted";
-/// How long `cancel` waits for a group's submitter to stop.
-const SUBMITTER_STOP: std::time::Duration = std::time::Duration::from_secs(60);
+/// How long `cancel` waits for a group's submitter to stop (it checks for the marker every
+/// [`CAP_POLL`] while it waits for room, and around each submission).
+const SUBMITTER_STOP: std::time::Duration = std::time::Duration::from_secs(3);
 
 /// The file whose presence tells a group's submitter to stop.
 fn cancel_marker(state_dir: &Path, group_id: &str) -> Result<PathBuf> {

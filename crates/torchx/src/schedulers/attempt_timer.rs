@@ -7,7 +7,10 @@
 
 // The timer serves the container schedulers (features `aws`, `kubernetes`); LSF, always built,
 // uses only the attempt count.
-#![cfg_attr(not(any(feature = "aws", feature = "kubernetes")), allow(dead_code))]
+#![cfg_attr(
+    not(any(feature = "aws", feature = "kubernetes", feature = "docker")),
+    allow(dead_code)
+)]
 
 use crate::specs::Recovery;
 
@@ -18,18 +21,36 @@ pub(crate) const BACKSTOP: u64 = KILL_GRACE + 30;
 
 /// `$1` limit (0: none), `$2` signal, `$3` its seconds before the limit, `$4` grace, `$5`
 /// max_retries, `$6` the requeue exit code; then the command. A first line may export
-/// `TORCHX_ATTEMPT` from the engine. Any process of the container that creates
-/// `TORCHX_REQUEUE_FILE` (in the container's own temporary directory: it does not outlive the
-/// attempt) asks for a requeue: the container then exits with the requeue code, whatever the
-/// command's status.
+/// `TORCHX_ATTEMPT` from the engine.
+///
+/// Every process the command starts carries `TORCHX_ATTEMPT_MARK` in its environment, in
+/// whatever session it moves to (torchrun's workers): signals (the checkpoint signal, SIGTERM
+/// at the limit or from the engine, which it is also passed to this shell, SIGKILL after the
+/// grace) reach all of them, not only a wrapper (`sh -c`, torchrun) that may die of one. After
+/// a signal the attempt ends when the last of them has, so a trainer whose wrapper died still
+/// saves. Any of them that creates `TORCHX_REQUEUE_FILE` (by default in the container's own
+/// temporary directory: it does not outlive the attempt) asks for a requeue: the exit status
+/// is then the requeue code, whatever the command's.
 const TIMER: &str = r#"limit=$1 sig=$2 before=$3 grace=$4 requeue_code=$6; export TORCHX_MAX_RETRIES=$5; shift 6
-export TORCHX_REQUEUE_FILE="${TMPDIR:-/tmp}/torchx-requeue-$$"
+export TORCHX_REQUEUE_FILE="${TORCHX_REQUEUE_FILE:-${TMPDIR:-/tmp}/torchx-requeue-$$}"
 rm -f "$TORCHX_REQUEUE_FILE"
-"$@" &
+mark="torchx-$$-$(cat /proc/sys/kernel/random/uuid 2>/dev/null || date +%s)"
+ours() {
+    for f in $(grep -ls "TORCHX_ATTEMPT_MARK=$mark" /proc/[0-9]*/environ 2>/dev/null); do
+        f=${f#/proc/}
+        echo "${f%/environ}"
+    done
+}
+forward() {
+    signalled=1
+    for p in $(ours); do kill -s "$1" "$p" 2>/dev/null; done
+}
+TORCHX_ATTEMPT_MARK=$mark "$@" &
 child=$!
-trap 'kill -s TERM "$child" 2>/dev/null' TERM
+trap 'forward TERM' TERM
+[ "$sig" = TERM ] || trap "forward $sig" "$sig"
 if [ "$limit" -gt 0 ]; then
-    (sleep $((limit - before)); kill -s "$sig" "$child"; sleep "$before"; kill -s TERM "$child"; sleep "$grace"; kill -s KILL "$child") 2>/dev/null &
+    (sleep $((limit - before)); kill -s "$sig" $$; sleep "$before"; kill -s TERM $$; sleep "$grace"; forward KILL) 2>/dev/null &
     timer=$!
 fi
 while :; do
@@ -37,6 +58,9 @@ while :; do
     code=$?
     kill -0 "$child" 2>/dev/null || break
 done
+if [ -n "${signalled:-}" ]; then
+    while [ -n "$(ours)" ]; do sleep 0.2; done
+fi
 [ -n "${timer:-}" ] && kill "$timer" 2>/dev/null
 if [ -e "$TORCHX_REQUEUE_FILE" ]; then
     echo "torchx: a process asked for a requeue (TORCHX_REQUEUE_FILE); exit code $code" >&2
@@ -153,6 +177,44 @@ mod tests {
             .output()
             .unwrap();
         assert_eq!(out.status.code(), Some(4));
+    }
+
+    /// Under a wrapper that dies of the checkpoint signal (`sh -c`, as TorchX's `utils.sh`) and
+    /// with a trainer in a session of its own (as torchrun's workers), the signal reaches the
+    /// trainer, the attempt waits for it to save, and its request makes the exit the requeue
+    /// code.
+    #[test]
+    fn the_signal_reaches_processes_under_a_wrapper_and_the_attempt_waits_for_them() {
+        let r = Recovery {
+            time_limit: Some(3),
+            checkpoint_signal: Some(CheckpointSignal {
+                signal: crate::specs::Signal::Usr1,
+                seconds: 2,
+            }),
+            requeue_exit_code: 75,
+            max_requeues: 1,
+        };
+        let tmp = tempfile::tempdir().unwrap();
+        let saved = tmp.path().join("saved");
+        let trainer = format!(
+            "trap 'sleep 0.5; echo ok > {}; touch \"$TORCHX_REQUEUE_FILE\"; exit 0' USR1; \
+             while :; do sleep 0.1; done",
+            saved.display()
+        );
+        let inner = format!("setsid bash -c \"{trainer}\" & wait");
+        let cmd = timed_command(&r, 0, Some(":"), "sh", &["-c".into(), inner]);
+        let out = std::process::Command::new(&cmd[0])
+            .args(&cmd[1..])
+            .env("TMPDIR", tmp.path())
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(75),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(std::fs::read_to_string(&saved).unwrap(), "ok\n");
     }
 
     /// A requeue asked through TORCHX_REQUEUE_FILE by a process under a wrapper, whatever the

@@ -87,6 +87,9 @@ pub enum EndReason {
     Failed,
     /// It outlived its time limit without asking to be requeued: a failure.
     Timeout,
+    /// It was killed for using too much memory (the engine says so): a failure, even under
+    /// the recovery contract.
+    Oom,
     /// It exited with the requeue code: started again without spending the retry budget.
     Requeued,
     /// The scheduler preempted or evicted it: started again without spending the budget.
@@ -99,10 +102,11 @@ pub enum EndReason {
 
 impl EndReason {
     /// Every reason, in declaration order.
-    pub const ALL: [EndReason; 7] = [
+    pub const ALL: [EndReason; 8] = [
         EndReason::Succeeded,
         EndReason::Failed,
         EndReason::Timeout,
+        EndReason::Oom,
         EndReason::Requeued,
         EndReason::Preempted,
         EndReason::NodeFailure,
@@ -115,6 +119,7 @@ impl EndReason {
             EndReason::Succeeded => "succeeded",
             EndReason::Failed => "failed",
             EndReason::Timeout => "timeout",
+            EndReason::Oom => "oom",
             EndReason::Requeued => "requeued",
             EndReason::Preempted => "preempted",
             EndReason::NodeFailure => "node_failure",

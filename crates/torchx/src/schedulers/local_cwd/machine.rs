@@ -73,6 +73,8 @@ pub(super) enum Event {
         /// `TORCHX_REQUEUE_FILE`, or a process that outlived its parent exited with the
         /// requeue code).
         requeue_asked: bool,
+        /// The engine says it was killed for using too much memory.
+        oom: bool,
     },
     /// A user cancelled the app (or the supervisor was asked to stop).
     Cancel,
@@ -286,7 +288,8 @@ impl Machine {
                 slot,
                 exit,
                 requeue_asked,
-            } => self.exited(now, slot, exit, requeue_asked, &mut actions),
+                oom,
+            } => self.exited(now, slot, exit, requeue_asked, oom, &mut actions),
             Event::Cancel => self.stop_all(now, AppState::Cancelled, &mut actions),
             Event::Tick => self.tick(now, &mut actions),
         }
@@ -354,6 +357,7 @@ impl Machine {
         i: usize,
         exit: Exit,
         requeue_asked: bool,
+        oom: bool,
         out: &mut Vec<Action>,
     ) {
         let Some(slot) = self.slots.get_mut(i).filter(|s| s.running) else {
@@ -371,6 +375,7 @@ impl Machine {
         let reason = match exit {
             Exit::Code(0) if !requeue_asked => EndReason::Succeeded,
             _ if stopped => EndReason::Cancelled,
+            _ if oom => EndReason::Oom,
             _ if requeue_asked => EndReason::Requeued,
             Exit::Code(c) if role.recovery && c == role.requeue_exit_code => EndReason::Requeued,
             _ if slot.stop == Some(Stop::TimeLimit) => EndReason::Timeout,
@@ -387,6 +392,13 @@ impl Machine {
                 format!(
                     "{name} exceeded its time limit of {} and was stopped",
                     seconds(role.time_limit.unwrap_or_default())
+                ),
+            ),
+            EndReason::Oom => (
+                AppState::Failed,
+                format!(
+                    "{} (out of memory)",
+                    exit_message(&role.name, slot.replica as u32, exit)
                 ),
             ),
             EndReason::Requeued if requeue_asked => (

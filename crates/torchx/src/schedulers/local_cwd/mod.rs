@@ -46,7 +46,6 @@ use async_trait::async_trait;
 
 use ledger::{AppRow, Ledger, Liveness, ReplicaRow};
 pub use opts::LocalCwdOpts;
-pub(crate) use render::REQUEUE_FILE_ENV;
 pub use render::{render, PopenRequest, ReplicaParam, RoleParams};
 pub use supervisor::{embed_supervisor, use_supervisor};
 

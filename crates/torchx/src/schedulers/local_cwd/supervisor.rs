@@ -384,14 +384,9 @@ impl Supervisor {
                 prepare_requeue_file(file);
             }
             if let (Some(name), true) = (&r.param.container, attempt > 0) {
-                // `docker run --rm` removes its container before it exits, unless it was
-                // killed: then the name is still taken.
-                let _ = Command::new("docker")
-                    .args(["rm", "-f", name])
-                    .stdin(Stdio::null())
-                    .stdout(Stdio::null())
-                    .stderr(Stdio::null())
-                    .status();
+                // Removed when the last attempt ended, unless that failed: the name would
+                // still be taken.
+                quiet_docker(&["rm", "-f", name]);
             }
             match launcher.launch(&r.param, &env) {
                 Ok(proc) => {
@@ -588,12 +583,14 @@ impl Supervisor {
         }
         let requeue_asked =
             r.orphan_asked_requeue || r.param.requeue_file.as_deref().is_some_and(Path::exists);
+        let oom = r.param.container.as_deref().is_some_and(remove_container);
         let actions = self.machine.on_event(
             now(),
             Event::Exited {
                 slot: i,
                 exit,
                 requeue_asked,
+                oom,
             },
         );
         self.apply(actions);
@@ -700,6 +697,26 @@ fn gpu_count() -> i64 {
             .count() as i64,
         _ => 0,
     }
+}
+
+/// `docker ARGS` with no input and no error output, for its exit status and stdout.
+fn quiet_docker(args: &[&str]) -> Option<std::process::Output> {
+    Command::new("docker")
+        .args(args)
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .output()
+        .ok()
+}
+
+/// Removes the container of an attempt that ended (its `docker run` has no `--rm`, so that
+/// the engine can still be asked how it ended); true if the engine says it was killed for
+/// using too much memory.
+fn remove_container(name: &str) -> bool {
+    let oom = quiet_docker(&["inspect", "-f", "{{.State.OOMKilled}}", name])
+        .is_some_and(|out| String::from_utf8_lossy(&out.stdout).trim() == "true");
+    quiet_docker(&["rm", "-f", name]);
+    oom
 }
 
 /// Sends `signal` to a replica's container: `docker run` passes on only the signals it can

@@ -10,16 +10,13 @@ use std::path::{Path, PathBuf};
 
 use super::render::{Container, DockerJob, LABEL_APP_ID, LABEL_REPLICA, LABEL_ROLE};
 use crate::error::{Error, Result};
+use crate::schedulers::attempt_timer::timed_command;
 use crate::schedulers::local_cwd::{PopenRequest, ReplicaParam, RoleParams};
-use crate::specs::AppDef;
+use crate::specs::{AppDef, Recovery};
 
 /// Where a container finds its checkpoint directory when the role names none: the host side
 /// is `{log_dir}/checkpoint`, bind-mounted here.
 pub(super) const CHECKPOINT_MOUNT: &str = "/torchx/checkpoint";
-
-/// Where a container finds the directory of its `TORCHX_REQUEUE_FILE`: the host side is
-/// `{log_dir}/{role}/{replica}/requeue.d`, bind-mounted here.
-const REQUEUE_MOUNT: &str = "/torchx/requeue";
 
 /// The label that names a supervised container's app.
 const LABEL_SUPERVISED_APP_ID: &str = "torchx.pytorch.org/supervised-app-id";
@@ -30,7 +27,7 @@ pub(super) fn host_checkpoint_dir(log_dir: &Path) -> PathBuf {
 }
 
 /// The supervised form of `job`: one local_cwd replica per container, whose command is
-/// `docker run --rm` of that container. Environment values reach the container by name
+/// `docker run` of that container. Environment values reach the container by name
 /// (`-e NAME`) from the `docker run` process's environment, so none is ever on a command line.
 pub(super) fn supervised(job: &DockerJob, app: &AppDef, log_dir: PathBuf) -> Result<PopenRequest> {
     let mut roles: Vec<RoleParams> = Vec::new();
@@ -55,24 +52,31 @@ pub(super) fn supervised(job: &DockerJob, app: &AppDef, log_dir: PathBuf) -> Res
             let mut env = c.environment.clone();
             env.insert("TORCHX_MAX_RETRIES".into(), role.max_retries.to_string());
             env.insert("TORCHX_CHECKPOINT_DIR".into(), checkpoint.0.clone());
-            env.insert(
-                crate::schedulers::local_cwd::REQUEUE_FILE_ENV.into(),
-                format!("{REQUEUE_MOUNT}/requested"),
-            );
-            let requeue_dir = dir.join("requeue.d");
-            let mut mounts = vec![(requeue_dir.as_path(), REQUEUE_MOUNT)];
-            if let Some(host) = checkpoint.1.as_deref() {
-                mounts.push((host, CHECKPOINT_MOUNT));
-            }
+            let mounts: Vec<(&Path, &str)> = checkpoint
+                .1
+                .as_deref()
+                .map(|host| (host, CHECKPOINT_MOUNT))
+                .into_iter()
+                .collect();
+            // The contract's shell in the container, without a limit of its own (the
+            // supervisor keeps time): it passes the signals `docker kill` sends on to every
+            // process of the replica and turns a TORCHX_REQUEUE_FILE request into the requeue
+            // code. TORCHX_ATTEMPT comes from the supervisor.
+            let untimed = Recovery {
+                time_limit: None,
+                ..role.recovery()
+            };
+            let (entrypoint, args) = c.command.split_first().unwrap_or((&c.image, &[]));
+            let command = timed_command(&untimed, role.max_retries, Some(":"), entrypoint, args);
             replicas.push(ReplicaParam {
-                args: docker_run(c, &env, &mounts)?,
+                args: docker_run(c, &env, &mounts, &command)?,
                 env,
                 stdout: dir.join("stdout.log"),
                 stderr: dir.join("stderr.log"),
                 combined: dir.join("combined.log"),
                 cwd: log_dir.clone(),
                 container: Some(c.name.clone()),
-                requeue_file: Some(requeue_dir.join("requested")),
+                requeue_file: None,
             });
         }
         // The containers get their GPUs from Docker (`--gpus`), not CUDA_VISIBLE_DEVICES.
@@ -91,10 +95,13 @@ fn docker_run(
     c: &Container,
     env: &crate::specs::Env,
     host_mounts: &[(&Path, &str)],
+    command: &[String],
 ) -> Result<Vec<String>> {
     // `--init`: the command is not PID 1, so a signal it does not handle ends it as it would
     // outside a container (PID 1 ignores SIGTERM), and the init passes signals on.
-    let mut args: Vec<String> = ["docker", "run", "--rm", "--init", "--name", &c.name]
+    // No `--rm`: the supervisor asks the engine how the container ended (out of memory?)
+    // before it removes it.
+    let mut args: Vec<String> = ["docker", "run", "--init", "--name", &c.name]
         .map(String::from)
         .to_vec();
     args.extend(["--hostname".into(), c.hostname.clone()]);
@@ -161,7 +168,7 @@ fn docker_run(
         args.extend(["--gpus".into(), gpus.to_string()]);
     }
     args.push(c.image.clone());
-    args.extend(c.command.iter().cloned());
+    args.extend(command.iter().cloned());
     Ok(args)
 }
 

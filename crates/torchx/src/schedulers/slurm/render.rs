@@ -258,7 +258,7 @@ now() { date +%s; }
 if [ "$(grep -c '^start ' "$attempts")" -gt "$(grep -c '^end ' "$attempts")" ]; then
     echo "end $(tail -n 1 "$attempts" | cut -d' ' -f2) $(now) - preempted" >>"$attempts"
 fi
-failures=$(grep -cE '^end .* (failed|timeout)$' "$attempts" || true)
+failures=$(grep -cE '^end .* (failed|timeout|oom)$' "$attempts" || true)
 requeues=$(grep -cE '^end .* (requeued|preempted|node_failure)$' "$attempts" || true)
 started=$(now)
 echo "start $TORCHX_ATTEMPT $started" >>"$attempts"
@@ -291,7 +291,10 @@ trap on_term TERM
 @CHECKPOINT_TRAP@
 # Each task records its own exit code: when one asks for a requeue, srun (--kill-on-bad-exit)
 # stops the others and may return their signal instead. The wrapper outlives its command
-# (a trapped signal waits for it) and passes its exit code on.
+# (a trapped signal waits for it) and passes its exit code on. After a signal it also waits
+# for every process its command started (they carry TORCHX_ATTEMPT_MARK in their environment,
+# in whatever session they moved to): a wrapper (`sh -c`, torchrun) that died of the
+# checkpoint signal must not end the task while its trainer saves.
 exits="$torchx_dir/exits.$TORCHX_ATTEMPT"
 rm -rf "$exits"
 mkdir -p "$exits"
@@ -299,7 +302,7 @@ mkdir -p "$exits"
 # the exit codes (a wrapper, torchrun, may turn the trainer's into another).
 export TORCHX_REQUEUE_FILE="$torchx_dir/requeue.$TORCHX_ATTEMPT"
 rm -f "$TORCHX_REQUEUE_FILE"
-torchx_task=(bash -c 'trap : HUP INT TERM USR1 USR2; "$@"; c=$?; echo "$c" >"$0/${SLURMD_NODENAME:-node}.$$"; exit "$c"' "$exits")
+torchx_task=(bash -c 'm=torchx-$SLURM_JOB_ID-$SLURM_PROCID-$$; s=; trap s=1 HUP INT TERM USR1 USR2; TORCHX_ATTEMPT_MARK=$m "$@"; c=$?; if [ -n "$s" ]; then while grep -qls "TORCHX_ATTEMPT_MARK=$m" /proc/[0-9]*/environ; do sleep 0.2; done; fi; echo "$c" >"$0/${SLURMD_NODENAME:-node}.$$"; exit "$c"' "$exits")
 set +e
 srun @SRUN@ &
 srun_pid=$!
@@ -341,6 +344,10 @@ case "$state" in
     JobState=RUNNING | "") [ -z "$term_at" ] || { finish "$exitcode" preempted; exit "$exitcode"; } ;;
     JobState=CANCELLED*) finish "$exitcode" cancelled; exit "$exitcode" ;;
     JobState=NODE_FAIL*) finish "$exitcode" node_failure; exit "$exitcode" ;;
+    JobState=OUT_OF_MEMORY*)
+        finish "$exitcode" oom
+        if [ "$failures" -lt "$TORCHX_MAX_RETRIES" ]; then requeue "out of memory"; fi
+        exit "$exitcode" ;;
     *) finish "$exitcode" preempted; exit "$exitcode" ;;
 esac
 finish "$exitcode" failed

@@ -91,6 +91,7 @@ impl Sim {
                 slot,
                 exit: Exit::Code(code),
                 requeue_asked: false,
+                oom: false,
             },
         )
     }
@@ -102,6 +103,7 @@ impl Sim {
                 slot,
                 exit: Exit::Signal(signal),
                 requeue_asked: false,
+                oom: false,
             },
         )
     }
@@ -280,6 +282,7 @@ fn without_recovery_options_every_kill_and_exit_is_a_failure() {
                     slot: 0,
                     exit,
                     requeue_asked: true,
+                    oom: false,
                 },
             );
             assert_eq!(s.m.finished(), Some(AppState::Failed), "{exit:?}");
@@ -291,6 +294,7 @@ fn without_recovery_options_every_kill_and_exit_is_a_failure() {
                     slot: 0,
                     exit,
                     requeue_asked: false,
+                    oom: false,
                 },
             );
             assert_eq!(s.m.finished(), None, "{exit:?}: one retry");
@@ -300,6 +304,7 @@ fn without_recovery_options_every_kill_and_exit_is_a_failure() {
                     slot: 0,
                     exit,
                     requeue_asked: false,
+                    oom: false,
                 },
             );
             assert_eq!(s.m.finished(), Some(AppState::Failed), "{exit:?}");
@@ -311,6 +316,7 @@ fn without_recovery_options_every_kill_and_exit_is_a_failure() {
                 slot: 0,
                 exit: Exit::Code(0),
                 requeue_asked: true,
+                oom: false,
             },
         );
         assert_eq!(s.m.finished(), Some(AppState::Succeeded));
@@ -336,6 +342,7 @@ fn a_requeue_request_holds_whatever_the_exit() {
                 slot: 0,
                 exit,
                 requeue_asked: true,
+                oom: false,
             },
         );
         assert_eq!(s.m.finished(), None, "{exit:?}");
@@ -356,11 +363,40 @@ fn a_requeue_request_holds_whatever_the_exit() {
             slot: 0,
             exit: Exit::Signal(SIGTERM),
             requeue_asked: true,
+            oom: false,
         },
     );
     assert_eq!(
         s.trace(),
         "start 0; USR1 0; TERM 0; end 0#0 requeued; start 0"
+    );
+    // An out-of-memory kill is a failure, even with a request.
+    let mut s = Sim::new(vec![(limited(100.0, 30.0, 1), 1)]);
+    s.at(
+        1.0,
+        Event::Exited {
+            slot: 0,
+            exit: Exit::Signal(SIGKILL),
+            requeue_asked: true,
+            oom: true,
+        },
+    );
+    assert_eq!(s.trace(), "start 0; end 0#0 oom; start 0");
+    assert!(s.m.slots()[0].msg.is_empty(), "a new attempt runs");
+    s.at(
+        2.0,
+        Event::Exited {
+            slot: 0,
+            exit: Exit::Code(137),
+            requeue_asked: false,
+            oom: true,
+        },
+    );
+    assert_eq!(s.m.finished(), Some(AppState::Failed));
+    assert!(
+        s.m.message().ends_with("(out of memory)"),
+        "{}",
+        s.m.message()
     );
     // A cancel wins over a request.
     let mut s = Sim::new(vec![(limited(100.0, 30.0, 0), 1)]);
@@ -371,6 +407,7 @@ fn a_requeue_request_holds_whatever_the_exit() {
             slot: 0,
             exit: Exit::Signal(SIGTERM),
             requeue_asked: true,
+            oom: false,
         },
     );
     assert_eq!(s.m.finished(), Some(AppState::Cancelled));
