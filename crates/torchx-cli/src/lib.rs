@@ -20,6 +20,7 @@ mod commands;
 mod exit_codes;
 mod output;
 mod plugins;
+mod progress;
 
 /// Runs the `torchx` CLI over `ext` with this process's arguments and exits with its code.
 pub fn main(ext: Extensions) -> ! {

@@ -125,7 +125,9 @@ fn a_sweep_substitutes_its_points_caps_concurrency_and_counts_failures() {
 #[test]
 fn cancelling_a_group_cancels_its_tasks() {
     let env = Env::new();
-    let out = env.run(&["run", "--array", "2", "utils.sh", "sleep", "300"]);
+    let out = env.run(&[
+        "run", "--detach", "--array", "2", "utils.sh", "sleep", "300",
+    ]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let handle = stdout(&out).trim().to_string();
     assert_eq!(group_status(&env, &handle)["state"], "RUNNING");
@@ -244,7 +246,9 @@ fn a_capped_group_is_submitted_in_the_background_and_cancel_stops_it() {
          sleep 0.5; rm $d/run.${{array_index}}",
         runs.display()
     );
-    let out = env.run(&["run", "--array", "0-5%2", "utils.sh", "sh", "-c", &script]);
+    let out = env.run(&[
+        "run", "--detach", "--array", "0-5%2", "utils.sh", "sh", "-c", &script,
+    ]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let handle = stdout(&out).trim().to_string();
     let status = group_status(&env, &handle);
@@ -271,7 +275,9 @@ fn a_capped_group_is_submitted_in_the_background_and_cancel_stops_it() {
         assert!(seen <= 2, "task {i} saw {seen} running under %2");
     }
     // Cancel while the submitter still holds tasks back.
-    let out = env.run(&["run", "--array", "0-4%1", "utils.sh", "sleep", "30"]);
+    let out = env.run(&[
+        "run", "--detach", "--array", "0-4%1", "utils.sh", "sleep", "30",
+    ]);
     let handle = stdout(&out).trim().to_string();
     assert_eq!(env.run(&["cancel", &handle]).status.code(), Some(0));
     let status = group_status(&env, &handle);
@@ -296,4 +302,163 @@ fn a_capped_group_is_submitted_in_the_background_and_cancel_stops_it() {
         5
     );
     assert_eq!(env.run(&["delete", &rerun]).status.code(), Some(0));
+}
+
+/// A group on local_cwd waits, as one local job does: on a pipe a progress line whenever the
+/// counts change, then a summary naming each failed task, why, and the rerun command.
+#[test]
+fn a_local_group_waits_with_its_progress_and_a_summary() {
+    let env = Env::new();
+    let out = env.run(&[
+        "run",
+        "--array",
+        "0-3%2",
+        "utils.sh",
+        "sh",
+        "-c",
+        "sleep 0.3; [ ${array_index} != 2 ]",
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let handle = stdout(&out).trim().to_string();
+    let err = stderr(&out);
+    assert!(err.contains(&format!("{handle}: 0/4 tasks done")), "{err}");
+    assert!(
+        err.contains("4/4 tasks done (1 FAILED, 3 SUCCEEDED)"),
+        "{err}"
+    );
+    assert!(
+        err.contains("about"),
+        "an estimate once tasks finished: {err}"
+    );
+    let lines: Vec<&str> = err.lines().filter(|l| l.contains("tasks done")).collect();
+    let mut changes = lines.clone();
+    changes.dedup_by_key(|l| l.split(" | ").next().unwrap_or(l).to_string());
+    assert_eq!(changes.len(), lines.len(), "a line per change only: {err}");
+    assert!(!err.contains('\r'), "no live line on a pipe: {err:?}");
+    assert!(err.contains("FAILED after"), "{err}");
+    let failed = group_status(&env, &handle)["tasks"][2]["handle"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        err.contains(&format!(
+            "task 2 FAILED: {failed} (sh/0 exited with code 1)"
+        )),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!("run them again: torchx rerun {handle} --failed")),
+        "{err}"
+    );
+    // --json: one summary object on stdout instead of the handle.
+    let out = env.run(&["run", "--json", "--array", "2", "utils.sh", "true"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let summary: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(summary["state"], "SUCCEEDED", "{summary}");
+    assert_eq!(summary["counts"]["SUCCEEDED"], 2, "{summary}");
+}
+
+/// On a terminal (a pseudo-terminal from `script`) the progress is one live line, redrawn.
+#[test]
+fn a_group_shows_a_live_line_on_a_terminal() {
+    let env = Env::new();
+    let torchx = env!("CARGO_BIN_EXE_torchx");
+    let out = std::process::Command::new("script")
+        .args([
+            "-qec",
+            &format!("{torchx} run --array 0-2%1 utils.sh sleep 0.3"),
+            "/dev/null",
+        ])
+        .current_dir(&env.cwd)
+        .env("HOME", &env.home)
+        .env("TORCHX_STATE_DIR", &env.state)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let screen = stdout(&out);
+    assert!(screen.contains("\r\x1b[2K"), "{screen:?}");
+    assert!(
+        screen.contains("3/3 tasks done (3 SUCCEEDED)"),
+        "{screen:?}"
+    );
+    assert!(screen.contains("SUCCEEDED after"), "{screen:?}");
+}
+
+/// `cancel` of a capped group returns within 5 s whatever its submitter is doing: while tasks
+/// run and the submitter waits for room, before the first task started, and during the last
+/// task. Every task ends terminal, nothing runs afterwards, and nothing is submitted later.
+#[test]
+fn cancelling_a_capped_group_is_prompt_at_any_moment() {
+    let env = Env::new();
+    let cancel = |handle: &str| {
+        let started = std::time::Instant::now();
+        let out = env.run(&["cancel", handle]);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        let took = started.elapsed();
+        assert!(took < Duration::from_secs(5), "cancel took {took:?}");
+        let status = group_status(&env, handle);
+        assert_eq!(status["state"], "CANCELLED", "{status}");
+        for t in status["tasks"].as_array().unwrap() {
+            assert!(
+                ["CANCELLED", "SUCCEEDED"].contains(&t["state"].as_str().unwrap()),
+                "{t}"
+            );
+            if let Some(h) = t["handle"].as_str() {
+                support::assert_no_processes(h);
+            }
+        }
+        status
+    };
+    let running = |handle: &str, n: i64| {
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let status = group_status(&env, handle);
+            if status["counts"]["RUNNING"].as_i64() == Some(n) {
+                return status;
+            }
+            assert!(std::time::Instant::now() < deadline, "{status}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    // While two tasks run and the submitter waits for room.
+    let handle = env.detach(&["--array", "0-7%2", "utils.sh", "sleep", "60"]);
+    running(&handle, 2);
+    let status = cancel(&handle);
+    assert_eq!(status["counts"]["CANCELLED"], 8, "{status}");
+    std::thread::sleep(Duration::from_millis(500));
+    let later = group_status(&env, &handle);
+    let submitted = |s: &serde_json::Value| {
+        s["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|t| t["handle"].is_string())
+            .count()
+    };
+    assert_eq!(
+        submitted(&later),
+        submitted(&status),
+        "submitted after: {later}"
+    );
+    // Before the first task started.
+    let handle = env.detach(&["--array", "0-3%1", "utils.sh", "sleep", "60"]);
+    cancel(&handle);
+    // During the last task: the first ones were quick.
+    let handle = env.detach(&[
+        "--array",
+        "0-2%1",
+        "utils.sh",
+        "sh",
+        "-c",
+        "[ ${array_index} != 2 ] || sleep 60",
+    ]);
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while group_status(&env, &handle)["counts"]["SUCCEEDED"].as_i64() != Some(2) {
+        assert!(std::time::Instant::now() < deadline);
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    running(&handle, 1);
+    let status = cancel(&handle);
+    assert_eq!(status["counts"]["SUCCEEDED"], 2, "{status}");
+    assert_eq!(status["counts"]["CANCELLED"], 1, "{status}");
 }

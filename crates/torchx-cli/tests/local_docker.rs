@@ -700,6 +700,7 @@ fn a_sweep_is_one_group_of_containers() {
         "run",
         "-s",
         "local_docker",
+        "--detach",
         "--array",
         "2",
         "utils.sh",

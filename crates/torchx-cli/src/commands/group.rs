@@ -15,6 +15,7 @@ use torchx::{Error, Result, Runner};
 use crate::cli::RunArgs;
 use crate::exit_codes;
 use crate::output::print_json;
+use crate::progress::GroupProgress;
 
 /// One `torchx run` of a group.
 pub struct GroupRun<'a> {
@@ -130,25 +131,32 @@ impl GroupRun<'_> {
             super::block_on(runner.submit_pending(&mut group, dryrun.tasks))?;
             return Ok(exit_codes::OK);
         }
+        // As for one job: a group on this machine is waited for unless detached.
+        let local = runner
+            .scheduler(self.scheduler)?
+            .capabilities()
+            .runs_locally;
+        let wait = a.wait || a.log || (local && !a.detach);
+        let timeout = a
+            .timeout
+            .as_deref()
+            .map(super::run::parse_timeout)
+            .transpose()?;
         // Capped tasks submitted one by one need someone to wait for the cap: a background
-        // `torchx __submit-group`, so that `run` returns with the handle at once.
+        // `torchx __submit-group`, so that `run` has the handle at once (and shows the
+        // group's progress while it waits).
         let capped =
             plan.max_concurrent.is_some() && matches!(dryrun.array, ArrayRequest::PerTask(_));
-        if capped && !(a.wait || a.log) {
-            let handle = start_submitter(runner.new_group(&plan, &dryrun)?)?;
-            if a.json {
-                print_json(&serde_json::json!({"handle": handle}));
-            } else {
-                println!("{handle}");
-            }
-            return Ok(exit_codes::OK);
-        }
-        let group = super::block_on(runner.schedule_group(&plan, dryrun))?;
-        let handle = group.handle();
-        if a.json {
-            print_json(&serde_json::json!({"handle": handle}));
+        let group = if capped {
+            start_submitter(runner.new_group(&plan, &dryrun)?)?
         } else {
+            super::block_on(runner.schedule_group(&plan, dryrun))?
+        };
+        let handle = group.handle();
+        if !a.json {
             println!("{handle}");
+        } else if !wait {
+            print_json(&serde_json::json!({"handle": handle}));
         }
         let unsubmitted = group.tasks.iter().filter(|t| t.error.is_some()).count();
         if unsubmitted > 0 {
@@ -158,24 +166,142 @@ impl GroupRun<'_> {
                 group.tasks.len()
             );
         }
-        let all_ok = if a.wait || a.log {
-            let states = super::block_on(runner.wait_group(&group))?;
-            group_state(&states) == AppState::Succeeded && unsubmitted == 0
-        } else {
-            unsubmitted == 0
+        if !wait {
+            return Ok(if unsubmitted == 0 {
+                exit_codes::OK
+            } else {
+                exit_codes::JOB_FAILED
+            });
+        }
+        super::block_on(follow(&runner, &group, timeout, a.json))
+    }
+}
+
+/// Waits for `group` with its progress on stderr, then sums it up: the counts, each task that
+/// did not succeed with its handle and why, and the command that runs them again. Ctrl-C or
+/// SIGTERM cancels the group, as it does a job `run` waits for.
+async fn follow(
+    runner: &Runner,
+    group: &GroupRecord,
+    timeout: Option<std::time::Duration>,
+    json: bool,
+) -> Result<i32> {
+    let install = |kind| {
+        tokio::signal::unix::signal(kind)
+            .map_err(|e| Error::io("installing the Ctrl-C/SIGTERM handlers", e))
+    };
+    let mut sigint = install(tokio::signal::unix::SignalKind::interrupt())?;
+    let mut sigterm = install(tokio::signal::unix::SignalKind::terminate())?;
+    let handle = group.handle();
+    let progress = std::cell::RefCell::new(GroupProgress::new(&handle));
+    let latest = std::cell::RefCell::new(group.clone());
+    let wait = runner.wait_group_with(group, |now, states| {
+        latest.replace(now.clone());
+        progress.borrow_mut().update(states);
+    });
+    let wait = async {
+        match timeout {
+            None => wait.await,
+            Some(t) => tokio::time::timeout(t, wait).await.unwrap_or_else(|_| {
+                Err(Error::timeout(format!(
+                    "{handle} did not finish within {}s (it keeps running)",
+                    t.as_secs_f64()
+                )))
+            }),
+        }
+    };
+    let interrupted = tokio::select! {
+        states = wait => Err(states),
+        _ = sigint.recv() => Ok(()),
+        _ = sigterm.recv() => Ok(()),
+    };
+    progress.borrow_mut().finish();
+    let states = match interrupted {
+        Err(states) => states?,
+        Ok(()) => {
+            eprintln!("torchx: interrupted, cancelling {handle}");
+            runner.cancel_group(&latest.borrow()).await?;
+            return Ok(exit_codes::INTERRUPTED);
+        }
+    };
+    let group = latest.into_inner();
+    let elapsed = progress.borrow().elapsed();
+    let unsuccessful = unsuccessful_tasks(runner, &group, &states).await;
+    let state = group_state(&states);
+    if json {
+        let failed: Vec<serde_json::Value> = unsuccessful
+            .iter()
+            .map(|(index, state, handle, why)| {
+                serde_json::json!({"index": index, "state": state.as_str(), "handle": handle,
+                    "msg": why})
+            })
+            .collect();
+        print_json(
+            &serde_json::json!({"handle": handle, "state": state.as_str(),
+            "counts": counts(&states), "unsuccessful": failed}),
+        );
+    } else {
+        let counted: Vec<String> = counts(&states)
+            .iter()
+            .map(|(s, n)| format!("{n} {s}"))
+            .collect();
+        eprintln!(
+            "torchx: group {handle}: {state} after {}: {} tasks, {}",
+            crate::progress::duration(elapsed),
+            states.len(),
+            counted.join(", ")
+        );
+        for (index, state, task, why) in &unsuccessful {
+            let task = task.as_deref().unwrap_or("never submitted");
+            eprintln!("  task {index} {state}: {task}{}", parenthesised(why));
+        }
+        if !unsuccessful.is_empty() {
+            eprintln!("  run them again: torchx rerun {handle} --failed");
+        }
+    }
+    Ok(if state == AppState::Succeeded {
+        exit_codes::OK
+    } else {
+        exit_codes::JOB_FAILED
+    })
+}
+
+/// The tasks of `group` that did not succeed: (index, state, handle, why).
+async fn unsuccessful_tasks(
+    runner: &Runner,
+    group: &GroupRecord,
+    states: &[AppState],
+) -> Vec<(u32, AppState, Option<String>, String)> {
+    let mut out = Vec::new();
+    for (task, state) in group.tasks.iter().zip(states) {
+        if *state == AppState::Succeeded {
+            continue;
+        }
+        let why = match &task.handle {
+            Some(h) => match runner.status(h).await {
+                Ok(Some(s)) => s.msg,
+                Ok(None) => "its scheduler no longer knows it".to_string(),
+                Err(e) => e.to_string(),
+            },
+            None => task.error.clone().unwrap_or_default(),
         };
-        Ok(if all_ok {
-            exit_codes::OK
-        } else {
-            exit_codes::JOB_FAILED
-        })
+        out.push((task.index, *state, task.handle.clone(), why));
+    }
+    out
+}
+
+fn parenthesised(s: &str) -> String {
+    if s.is_empty() {
+        String::new()
+    } else {
+        format!(" ({s})")
     }
 }
 
 /// Records `group` with its submitter: a `torchx __submit-group` in the background, started
 /// first and told to go on only once the record names it (so no reader ever sees tasks that
-/// nobody will submit). Its output goes to `<state>/groups/<id>.log`. Returns the handle.
-fn start_submitter(mut group: GroupRecord) -> Result<String> {
+/// nobody will submit). Its output goes to `<state>/groups/<id>.log`. Returns the record.
+fn start_submitter(mut group: GroupRecord) -> Result<GroupRecord> {
     use std::io::Write;
     use std::os::unix::process::CommandExt;
     let state_dir = torchx::schedulers::default_state_dir();
@@ -209,7 +335,7 @@ fn start_submitter(mut group: GroupRecord) -> Result<String> {
                 let _ = stdin.write_all(b"go\n");
             }
             drop(stdin);
-            Ok(handle)
+            Ok(group)
         }
         Err(e) => {
             let _ = child.kill();
@@ -274,7 +400,9 @@ fn rerun_argv(a: &RunArgs, component: &str, args: &[String]) -> Vec<String> {
         }
     };
     flag("scheduler", a.scheduler.as_ref());
-    flag("cfg", a.cfg.first());
+    for cfg in &a.cfg {
+        flag("cfg", Some(cfg));
+    }
     flag("workspace", a.workspace.as_ref());
     flag("parent_run_id", a.parent_run_id.as_ref());
     flag("time_limit", a.time_limit.as_ref());
@@ -330,9 +458,8 @@ pub fn rerun(a: crate::cli::RerunArgs) -> Result<i32> {
         return Ok(exit_codes::OK);
     }
     let mut argv = vec!["torchx".to_string(), "run".to_string()];
-    if a.wait {
-        argv.push("--wait".into());
-    }
+    // `rerun` waits when asked to, wherever the group runs.
+    argv.push(if a.wait { "--wait" } else { "--detach" }.into());
     if a.json {
         argv.push("--json".into());
     }

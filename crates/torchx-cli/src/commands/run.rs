@@ -219,7 +219,7 @@ fn current_dir() -> Result<std::path::PathBuf> {
 }
 
 /// `--timeout`: a positive, finite number of seconds, at most a year.
-fn parse_timeout(s: &str) -> Result<Duration> {
+pub(crate) fn parse_timeout(s: &str) -> Result<Duration> {
     const YEAR: f64 = 365.0 * 86400.0;
     match s.parse::<f64>() {
         Ok(t) if t > 0.0 && t <= YEAR => Ok(Duration::from_secs_f64(t)),
