@@ -220,7 +220,8 @@ async fn follow(
         Err(states) => states?,
         Ok(()) => {
             eprintln!("torchx: interrupted, cancelling {handle}");
-            runner.cancel_group(&latest.borrow()).await?;
+            let group = latest.borrow().clone();
+            runner.cancel_group(&group).await?;
             return Ok(exit_codes::INTERRUPTED);
         }
     };
