@@ -151,6 +151,27 @@ def test_a_job_that_dies_without_a_result_says_so() -> None:
     assert "ended FAILED without a result" in str(error) and "torchx log" in str(error)
 
 
+def test_a_scheduler_that_keeps_failing_fails_the_future_with_its_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A status error is asked again; one that lasts fails the job's future with the cause,
+    never leaves ``result()`` waiting forever."""
+    from torchx.futures import _executor
+
+    monkeypatch.setattr(_executor, "_STATUS_PATIENCE", 0.5)
+    with Executor("local_cwd") as ex:
+        job = ex.submit(time.sleep, 30)
+
+        def broken(handle: str) -> None:
+            raise ConnectionError(f"no answer about {handle}")
+
+        monkeypatch.setattr(ex._runner, "status", broken)
+        error = job.exception(timeout=30)
+        assert isinstance(error, JobError), error
+        assert "has not said how it is" in str(error), error
+        assert isinstance(error.__cause__, ConnectionError)
+        monkeypatch.undo()
+        job.cancel()
+
+
 def test_map_yields_in_order_and_chunks() -> None:
     with Executor("local_cwd") as ex:
         assert list(ex.map(pow, [2, 3, 4], [5, 2, 1])) == [32, 9, 4]

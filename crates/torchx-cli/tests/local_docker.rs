@@ -736,3 +736,51 @@ fn a_sweep_is_one_group_of_containers() {
         assert_eq!(containers_of(t["handle"].as_str().unwrap()), "", "{t}");
     }
 }
+
+/// Two local_docker submissions at once on one current-thread runtime (as an embedder or the
+/// Python extension does) both finish: waiting for the `torchx` network's file lock must not
+/// block the thread the lock's holder needs to let go of it.
+#[test]
+fn concurrent_submissions_on_one_thread_do_not_deadlock() {
+    if !docker_up("local_docker concurrent submissions") {
+        return;
+    }
+    let env = Env::new();
+    let (done, finished) = std::sync::mpsc::channel();
+    let state = env.state.clone();
+    std::thread::spawn(move || {
+        std::env::set_var("TORCHX_STATE_DIR", &state);
+        let runner = torchx::extensions::Extensions::builtin()
+            .runner(torchx::config::TorchxConfig::default())
+            .unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let handles: Vec<torchx::Result<String>> = rt.block_on(async {
+            let mut infos = Vec::new();
+            for msg in ["one", "two"] {
+                let app = torchx::specs::AppDef::new(
+                    "conc",
+                    vec![torchx::specs::Role::new("echo", IMAGE)
+                        .with_entrypoint("echo")
+                        .with_args([msg])],
+                );
+                let cfg = torchx::opts::Cfg::default();
+                let args = torchx::runner::RunArgs::default();
+                infos.push(runner.dryrun(app, "local_docker", &cfg, &args).await.unwrap());
+            }
+            let (a, b) = tokio::join!(runner.schedule(&infos[0]), runner.schedule(&infos[1]));
+            vec![a, b]
+        });
+        let _ = done.send(handles);
+    });
+    let handles = finished
+        .recv_timeout(Duration::from_secs(120))
+        .expect("two concurrent submissions did not finish: deadlock");
+    for h in handles {
+        let h = h.unwrap();
+        let status = env.wait_state_terminal(&h, Duration::from_secs(60));
+        assert_eq!(status["state"], "SUCCEEDED", "{status}");
+    }
+}

@@ -301,21 +301,35 @@ impl Runner {
         cfg: &Cfg,
         run: &RunArgs,
     ) -> Result<ComponentOutcome<GroupDryRun>> {
+        // The front end once per group, not per task: a component is built once per distinct
+        // argument list (an array's tasks differ by their variables only: once in all; a
+        // Python component's interpreter runs that often), and the workspaces are read and
+        // hashed once (every task's roles start with the same ones).
         let size = plan.tasks.len();
         let mut dryruns = Vec::with_capacity(size);
+        let mut built: Vec<(Vec<String>, crate::specs::AppDef)> = Vec::new();
+        let mut prepared: Option<crate::runner::PreparedWorkspaces> = None;
         for task in &plan.tasks {
             let args: Vec<String> = plan.args.iter().map(|a| task.substitute(a)).collect();
+            let app = match built.iter().find(|(a, _)| *a == args) {
+                Some((_, app)) => app.clone(),
+                None => match self.build_component(&plan.component, &args)? {
+                    ComponentOutcome::Help(h) => return Ok(ComponentOutcome::Help(h)),
+                    ComponentOutcome::Done(app) => {
+                        built.push((args, app.clone()));
+                        app
+                    }
+                },
+            };
             let run = RunArgs {
                 extra_env: task.env(size),
                 ..run.clone()
             };
-            match self
-                .dryrun_component(&plan.component, &args, scheduler, cfg, &run)
-                .await?
-            {
-                ComponentOutcome::Help(h) => return Ok(ComponentOutcome::Help(h)),
-                ComponentOutcome::Done(info) => dryruns.push((task.clone(), info)),
-            }
+            let (info, made) = self
+                .dryrun_reusing(app, scheduler, cfg, &run, prepared.as_ref())
+                .await?;
+            prepared.get_or_insert(made);
+            dryruns.push((task.clone(), info));
         }
         self.group_dryrun_of(dryruns, plan.max_concurrent)
             .await

@@ -289,11 +289,25 @@ impl Runner {
     /// pool, so this never stalls the executor it is awaited on.
     pub async fn dryrun(
         &self,
-        mut app: AppDef,
+        app: AppDef,
         scheduler: &str,
         cfg: &Cfg,
         args: &RunArgs,
     ) -> Result<DryRunInfo> {
+        Ok(self.dryrun_reusing(app, scheduler, cfg, args, None).await?.0)
+    }
+
+    /// [`dryrun`](Self::dryrun), and what its workspace step made of the roles; with `like`,
+    /// that of an app whose roles had the same workspaces and images (another task of a group)
+    /// is taken as it is instead of reading the workspaces again.
+    pub(crate) async fn dryrun_reusing(
+        &self,
+        mut app: AppDef,
+        scheduler: &str,
+        cfg: &Cfg,
+        args: &RunArgs,
+        like: Option<&PreparedWorkspaces>,
+    ) -> Result<(DryRunInfo, PreparedWorkspaces)> {
         for role in &mut app.roles {
             args.role_defaults.apply(role);
             role.env
@@ -328,24 +342,34 @@ impl Runner {
         let cwd =
             std::env::current_dir().map_err(|e| Error::io("reading the current directory", e))?;
         let support = sched.capabilities().workspace;
-        let (app, images, cwd) = {
-            let (name, cfg) = (scheduler.to_string(), resolved.clone());
-            crate::schedulers::blocking(scheduler, move || {
-                let images = crate::workspace::prepare(&mut app, &name, support, &cfg, &cwd)?;
-                Ok((app, images, cwd))
-            })
-            .await?
+        let before = PreparedWorkspaces::roles(&app);
+        let (app, images, cwd) = match like.and_then(|p| p.apply(&mut app)) {
+            Some(images) => (app, images, cwd),
+            None => {
+                let (name, cfg) = (scheduler.to_string(), resolved.clone());
+                crate::schedulers::blocking(scheduler, move || {
+                    let images = crate::workspace::prepare(&mut app, &name, support, &cfg, &cwd)?;
+                    Ok((app, images, cwd))
+                })
+                .await?
+            }
         };
         let facts = sched.dryrun_facts(&resolved).await?;
         let ctx = DryRunContext::new(&self.session_name, random_id(), cwd).with_facts(facts);
         let request = sched.submit_dryrun(&app, &resolved, &ctx)?;
-        Ok(DryRunInfo {
+        let prepared = PreparedWorkspaces {
+            before,
+            after: app.roles.iter().map(|r| r.image.clone()).collect(),
+            images: images.clone(),
+        };
+        let info = DryRunInfo {
             app,
             scheduler: scheduler.to_string(),
             cfg: resolved,
             request,
             images,
-        })
+        };
+        Ok((info, prepared))
     }
 
     /// Builds a component from command-line style arguments (applying `[component:<name>]`
@@ -638,5 +662,39 @@ impl Runner {
         for s in scheds {
             s.close().await;
         }
+    }
+}
+
+/// What the workspace step made of one app's roles, to reuse for an app whose roles start the
+/// same (the tasks of a group): a workspace is read and hashed once per group, not per task.
+#[derive(Debug, Clone)]
+pub(crate) struct PreparedWorkspaces {
+    /// Each role's name, workspace and image before the step.
+    before: Vec<(String, Option<crate::specs::Workspace>, String)>,
+    /// Each role's image after it.
+    after: Vec<String>,
+    images: Vec<crate::specs::WorkspaceImage>,
+}
+
+impl PreparedWorkspaces {
+    fn roles(app: &AppDef) -> Vec<(String, Option<crate::specs::Workspace>, String)> {
+        app.roles
+            .iter()
+            .map(|r| (r.name.clone(), r.workspace.clone(), r.image.clone()))
+            .collect()
+    }
+
+    /// Makes `app`'s roles what the step made of the same ones; their images to build, or
+    /// `None` (nothing changed) when `app`'s roles are not the same.
+    fn apply(&self, app: &mut AppDef) -> Option<Vec<crate::specs::WorkspaceImage>> {
+        if Self::roles(app) != self.before {
+            return None;
+        }
+        for (role, image) in app.roles.iter_mut().zip(&self.after) {
+            if role.workspace.take().is_some() {
+                role.image.clone_from(image);
+            }
+        }
+        Some(self.images.clone())
     }
 }

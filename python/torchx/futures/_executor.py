@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import json
+import logging
 import os
 import re
 import secrets
@@ -25,6 +26,11 @@ _MOUNTED = ("local_docker", "lsf")
 # this machine's schedulers a short call is seen done within milliseconds; a cluster's is not
 # asked about more than 4 times a second.
 _POLL_MIN_LOCAL, _POLL_MIN, _POLL_MAX = 0.005, 0.25, 0.5
+# How long a job's scheduler may fail to say how it is before the job's future fails with
+# that error (one that answers again within it goes on as if nothing happened).
+_STATUS_PATIENCE = 300.0
+
+logger = logging.getLogger(__name__)
 
 
 class RemoteError(Exception):
@@ -46,6 +52,8 @@ class Job(concurrent.futures.Future[Any]):
         self.handle = handle
         self.location = location
         self._role = role
+        # When its scheduler began failing to say how it is (None: it answers).
+        self._status_error_since: Optional[float] = None
 
     def cancel(self) -> bool:
         """Cancels the job (unless it is over); True if the future is now cancelled."""
@@ -325,26 +333,47 @@ class Executor(concurrent.futures.Executor):
 
     def _observe(self, jobs: List[Job], groups: List[Tuple[str, List[Job]]]) -> Iterator[Tuple[Job, AppState]]:
         """Each unfinished job's state: a ``map``'s jobs in one question to their scheduler
-        (one squeue for a Slurm array), the others one by one; a scheduler that cannot answer
-        now is asked again on the next round."""
+        (one squeue for a Slurm array), the others one by one. A scheduler that cannot answer
+        now is asked again on the next round; one that keeps failing for ``_STATUS_PATIENCE``
+        seconds fails the futures it leaves waiting, with its error as the cause."""
         from torchx import _native
 
         for record, members in groups:
             try:
                 with self._lock:
                     names = _native.ext.group_states(record)
-            except Exception:  # noqa: BLE001 - later
+            except Exception as e:  # noqa: BLE001 - asked again, up to the patience
+                self._status_failed(members, e)
                 continue
             for job, name in zip(members, names, strict=True):
+                job._status_error_since = None
                 if not job.done():
                     yield job, AppState[name]
         for job in jobs:
             try:
                 with self._lock:
                     status = self._runner.status(job.handle)
-            except Exception:  # noqa: BLE001 - later
+            except Exception as e:  # noqa: BLE001 - asked again, up to the patience
+                self._status_failed([job], e)
                 continue
+            job._status_error_since = None
             yield job, AppState.UNKNOWN if status is None else status.state
+
+    def _status_failed(self, jobs: List[Job], error: Exception) -> None:
+        now = time.monotonic()
+        for job in jobs:
+            if job.done():
+                continue
+            if job._status_error_since is None:
+                job._status_error_since = now
+                logger.warning("torchx.futures: the status of %s failed (asked again): %r", job.handle, error)
+            elif now - job._status_error_since >= _STATUS_PATIENCE:
+                failed = JobError(
+                    f"{job.handle}: its scheduler has not said how it is for "
+                    f"{now - job._status_error_since:.0f}s: {error!r}"
+                )
+                failed.__cause__ = error
+                job.set_exception(failed)
 
     def _cancel(self, handle: str) -> None:
         with self._lock:

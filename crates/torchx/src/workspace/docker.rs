@@ -266,12 +266,13 @@ pub async fn build_workspace_image(
     if docker.inspect_image(&planned.image).await.is_err() {
         build(&docker, scheduler, &planned, context, quiet).await?;
     }
-    let inspected = docker.inspect_image(&planned.image).await.map_err(|e| {
-        Error::backend(
+    let inspected = docker
+        .inspect_image(&planned.image)
+        .await
+        .map_err(engine_error(
             scheduler,
-            format!("the workspace image {} was not built: {e}", planned.image),
-        )
-    })?;
+            format!("the workspace image {} was not built", planned.image),
+        ))?;
     inspected.id.ok_or_else(|| {
         Error::backend(
             scheduler,
@@ -292,7 +293,7 @@ pub async fn tag_and_push(local: &str, repo: &str, tag: &str, scheduler: &str) -
     docker
         .tag_image(local, Some(opts))
         .await
-        .map_err(|e| Error::backend(scheduler, format!("tagging {local} as {repo}:{tag}: {e}")))?;
+        .map_err(engine_error(scheduler, format!("tagging {local} as {repo}:{tag}")))?;
     let image = format!("{repo}:{tag}");
     let registry = registry_of(&image).to_string();
     let lookup = registry.clone();
@@ -335,8 +336,10 @@ async fn build(
     let body = bollard::body_full(bytes::Bytes::from(context));
     let mut events = docker.build_image(opts, base_creds, Some(body));
     while let Some(event) = events.next().await {
-        let event = event
-            .map_err(|e| Error::backend(scheduler, format!("building the workspace image: {e}")))?;
+        let event = event.map_err(engine_error(
+            scheduler,
+            "building the workspace image".to_string(),
+        ))?;
         if let Some(err) = event.error {
             return Err(Error::backend(
                 scheduler,
@@ -350,12 +353,13 @@ async fn build(
             }
         }
     }
-    docker.inspect_image(&planned.image).await.map_err(|e| {
-        Error::backend(
+    docker
+        .inspect_image(&planned.image)
+        .await
+        .map_err(engine_error(
             scheduler,
-            format!("the workspace image {} was not built: {e}", planned.image),
-        )
-    })?;
+            format!("the workspace image {} was not built", planned.image),
+        ))?;
     Ok(())
 }
 
@@ -375,10 +379,8 @@ async fn push(
     let had_creds = creds.is_some();
     let mut events = docker.push_image(repo, Some(opts), creds);
     while let Some(event) = events.next().await {
-        let failure = match event {
-            Ok(e) => e.error_detail.and_then(|d| d.message).or(e.error),
-            Err(e) => Some(e.to_string()),
-        };
+        let event = event.map_err(engine_error(scheduler, format!("pushing image {image}")))?;
+        let failure = event.error_detail.and_then(|d| d.message).or(event.error);
         if let Some(message) = failure {
             let denied = [
                 "unauthorized",
@@ -412,6 +414,24 @@ async fn push(
         }
     }
     Ok(())
+}
+
+/// A Docker Engine API error as ours, keeping it as the cause: the engine's own message and
+/// its HTTP status's kind when it answered, else `Unavailable` (it could not be reached).
+pub(crate) fn engine_error(
+    scheduler: &str,
+    what: String,
+) -> impl FnOnce(bollard::errors::Error) -> Error + '_ {
+    move |e| {
+        let (detail, kind) = match &e {
+            bollard::errors::Error::DockerResponseServerError {
+                message,
+                status_code,
+            } => (message.clone(), ErrorKind::from_http_status(*status_code)),
+            other => (other.to_string(), ErrorKind::Unavailable),
+        };
+        Error::backend_caused_by(scheduler, format!("{what}: {detail}"), kind, e)
+    }
 }
 
 /// The registry an image name refers to: its first component when that is a host (has a `.` or
@@ -597,6 +617,24 @@ fn helper_credentials(helper: &str, server: &str) -> Result<Option<DockerCredent
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The engine's errors keep their cause and say what the engine said, with its status's
+    /// kind (this is every engine call of the workspace's: build, inspect, tag, push).
+    #[test]
+    fn engine_errors_keep_their_cause() {
+        let e = engine_error("local_docker", "tagging a as b".into())(
+            bollard::errors::Error::DockerResponseServerError {
+                status_code: 404,
+                message: "No such image: a".into(),
+            },
+        );
+        assert_eq!(e.kind(), ErrorKind::NotFound);
+        assert!(e.to_string().contains("tagging a as b: No such image: a"), "{e}");
+        assert!(std::error::Error::source(&e).is_some());
+        let e = engine_error("x", "building".into())(bollard::errors::Error::RequestTimeoutError);
+        assert_eq!(e.kind(), ErrorKind::Unavailable);
+        assert!(std::error::Error::source(&e).is_some());
+    }
 
     fn names(tar_bytes: &[u8]) -> Vec<String> {
         let mut a = tar::Archive::new(tar_bytes);

@@ -54,6 +54,34 @@ impl AwsError {
     }
 }
 
+/// The answer of a call that succeeded: its JSON, `null` when empty. A body that cannot be read
+/// or is not JSON is an error, never a success with nothing in it (a created job whose name
+/// and state would be lost).
+fn success_body(operation: &str, text: reqwest::Result<String>) -> Result<Value> {
+    let text = text.map_err(|e| {
+        Error::backend_caused_by(
+            super::NAME,
+            format!("{operation}: its answer could not be read"),
+            ErrorKind::Unavailable,
+            e,
+        )
+    })?;
+    if text.trim().is_empty() {
+        return Ok(Value::Null);
+    }
+    serde_json::from_str(&text).map_err(|e| {
+        Error::backend_caused_by(
+            super::NAME,
+            format!(
+                "{operation}: its answer is not JSON: {:?}",
+                text.chars().take(200).collect::<String>()
+            ),
+            ErrorKind::Backend,
+            e,
+        )
+    })
+}
+
 /// A connected SageMaker API.
 pub struct SageMaker {
     http: reqwest::Client,
@@ -135,14 +163,10 @@ impl SageMaker {
             let outcome = match req.send().await {
                 Ok(resp) => {
                     let status = resp.status().as_u16();
-                    let text = resp.text().await.unwrap_or_default();
                     if (200..300).contains(&status) {
-                        return Ok(Ok(if text.is_empty() {
-                            Value::Null
-                        } else {
-                            serde_json::from_str(&text).unwrap_or(Value::Null)
-                        }));
+                        return success_body(operation, resp.text().await).map(Ok);
                     }
+                    let text = resp.text().await.unwrap_or_default();
                     let v: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
                     let code = v["__type"]
                         .as_str()
@@ -184,5 +208,45 @@ impl SageMaker {
             super::NAME,
             format!("{operation}: retries exhausted"),
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A 2xx answer that is not JSON, or that breaks off, is an error with its cause, not a
+    /// success with an empty answer.
+    #[test]
+    fn an_unreadable_success_is_an_error() {
+        assert_eq!(success_body("X", Ok(String::new())).unwrap(), Value::Null);
+        let v = success_body("X", Ok("{\"a\": 1}".into())).unwrap();
+        assert_eq!(v["a"], 1);
+        let e = success_body("CreateTrainingJob", Ok("<html>proxy</html>".into())).unwrap_err();
+        assert!(e.to_string().contains("CreateTrainingJob: its answer is not JSON"), "{e}");
+        assert!(std::error::Error::source(&e).is_some(), "the cause is kept");
+        // A body cut off mid-way: a server that promises more bytes than it sends.
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let text = rt.block_on(async {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let url = format!("http://{}/", listener.local_addr().unwrap());
+            tokio::spawn(async move {
+                use tokio::io::AsyncWriteExt;
+                let (mut sock, _) = listener.accept().await.unwrap();
+                let mut buf = [0u8; 4096];
+                let _ = tokio::io::AsyncReadExt::read(&mut sock, &mut buf).await;
+                let _ = sock
+                    .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\n{\"Train")
+                    .await;
+            });
+            let resp = reqwest::Client::new().post(&url).send().await.unwrap();
+            resp.text().await
+        });
+        let e = success_body("DescribeTrainingJob", text).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Unavailable, "{e}");
+        assert!(std::error::Error::source(&e).is_some());
     }
 }

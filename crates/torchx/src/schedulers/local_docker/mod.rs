@@ -74,17 +74,8 @@ impl Default for LocalDockerScheduler {
 
 /// An Engine API error, kept as the source and classed by its HTTP status; anything that is
 /// not an answer of the engine (no socket, a broken connection) means it is unavailable.
-fn engine_err(what: &str) -> impl FnOnce(bollard::errors::Error) -> Error + '_ {
-    move |e| {
-        let (detail, kind) = match &e {
-            bollard::errors::Error::DockerResponseServerError {
-                message,
-                status_code,
-            } => (message.clone(), ErrorKind::from_http_status(*status_code)),
-            other => (other.to_string(), ErrorKind::Unavailable),
-        };
-        Error::backend_caused_by(NAME, format!("{what}: {detail}"), kind, e)
-    }
+fn engine_err(what: &str) -> impl FnOnce(bollard::errors::Error) -> Error {
+    crate::workspace::docker::engine_error(NAME, what.to_string())
 }
 
 fn is_status(e: &bollard::errors::Error, code: u16) -> bool {
@@ -133,15 +124,9 @@ impl LocalDockerScheduler {
     /// one name, so concurrent submitters serialise on a file lock (as TorchX does) and the
     /// oldest network of that name wins.
     async fn ensure_network(&self, docker: &Docker) -> Result<String> {
-        let lock_path = std::env::temp_dir().join("torchx_docker_network_lock");
-        let lock = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&lock_path)
-            .map_err(|e| Error::io(format!("opening {}", lock_path.display()), e))?;
-        lock.lock()
-            .map_err(|e| Error::io(format!("locking {}", lock_path.display()), e))?;
+        // Waiting for the lock blocks: on the blocking pool, so that the holder (maybe a task
+        // of this very runtime) goes on with its awaits and lets go.
+        let _lock = crate::schedulers::blocking(NAME, network_lock).await?;
         let filters = HashMap::from([("name".to_string(), vec![render::NETWORK.to_string()])]);
         let mut existing: Vec<_> = docker
             .list_networks(Some(ListNetworksOptions {
@@ -572,4 +557,19 @@ impl LogLines for DockerLogLines {
             }
         }
     }
+}
+
+/// The file lock that serialises the creation of the `torchx` network (TorchX's own lock
+/// file), held while the returned file is open.
+fn network_lock() -> Result<std::fs::File> {
+    let lock_path = std::env::temp_dir().join("torchx_docker_network_lock");
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .map_err(|e| Error::io(format!("opening {}", lock_path.display()), e))?;
+    lock.lock()
+        .map_err(|e| Error::io(format!("locking {}", lock_path.display()), e))?;
+    Ok(lock)
 }
