@@ -478,7 +478,10 @@ impl Runner {
         let state_dir = crate::schedulers::default_state_dir();
         let stop = cancel_marker(&state_dir, &group.group_id)?;
         let mut unfinished: Vec<String> = Vec::new();
-        for (task, info) in tasks {
+        // Workspace images an earlier task's submission built (or found): the tasks share
+        // them, so they are checked once, not once per task.
+        let mut images_ready: Vec<String> = Vec::new();
+        for (task, mut info) in tasks {
             let Some(slot) = group
                 .tasks
                 .iter()
@@ -497,8 +500,11 @@ impl Runner {
                 }
                 break;
             }
+            info.images.retain(|i| !images_ready.contains(&i.image));
+            let images: Vec<String> = info.images.iter().map(|i| i.image.clone()).collect();
             match self.schedule(&info).await {
                 Ok(h) => {
+                    images_ready.extend(images);
                     if stop.exists() {
                         // Asked while it was being submitted: it ends with the rest.
                         let _ = self.cancel_app(&h).await;

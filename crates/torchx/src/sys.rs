@@ -24,41 +24,68 @@ pub(crate) fn pid_alive(pid: u32, start: Option<u64>) -> bool {
     if !exists {
         return false;
     }
-    match stat_fields(pid) {
-        Some(f) => {
-            let zombie = f.first().map(String::as_str) == Some("Z");
-            let same = match (start, f.get(19).and_then(|s| s.parse::<u64>().ok())) {
-                (Some(want), Some(got)) => want == got,
-                _ => true,
-            };
-            same && !zombie
-        }
-        // Gone since kill(0), unless there is no procfs to tell more (macOS): it exists.
-        None => !has_procfs(),
+    match proc_info(pid) {
+        Some(info) => !info.zombie && start.is_none_or(|want| want == info.start),
+        // Gone since kill(0), unless the system cannot tell more (neither procfs nor
+        // macOS's proc_pidinfo): it exists.
+        None => !cfg!(any(target_os = "linux", target_os = "macos")),
     }
 }
 
-/// Whether /proc describes processes (Linux); elsewhere start times are unknown and pid reuse
-/// goes undetected.
-fn has_procfs() -> bool {
-    std::path::Path::new("/proc/self/stat").exists()
+/// What the system says of a process: whether it is a zombie, when it started (the pid-reuse
+/// check: a reused pid starts later) and its process group.
+struct ProcInfo {
+    zombie: bool,
+    start: u64,
+    pgid: u32,
 }
 
-fn stat_fields(pid: u32) -> Option<Vec<String>> {
+/// Linux: `/proc/pid/stat` (start time in clock ticks since boot, field 22).
+#[cfg(not(target_os = "macos"))]
+fn proc_info(pid: u32) -> Option<ProcInfo> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // Fields after the command name, which is in parentheses and may contain spaces.
-    let rest = &stat[stat.rfind(')')? + 2..];
-    Some(rest.split_whitespace().map(str::to_string).collect())
+    let fields: Vec<&str> = stat[stat.rfind(')')? + 2..].split_whitespace().collect();
+    Some(ProcInfo {
+        zombie: *fields.first()? == "Z",
+        pgid: fields.get(2)?.parse().ok()?,
+        start: fields.get(19)?.parse().ok()?,
+    })
 }
 
-/// The process start time in clock ticks since boot (field 22 of /proc/pid/stat).
+/// macOS: `proc_pidinfo(PROC_PIDTBSDINFO)` (start time in microseconds since the epoch).
+#[cfg(target_os = "macos")]
+fn proc_info(pid: u32) -> Option<ProcInfo> {
+    let pid = i32::try_from(pid).ok()?;
+    let size = i32::try_from(std::mem::size_of::<libc::proc_bsdinfo>()).ok()?;
+    // SAFETY: an all-zero proc_bsdinfo is a valid value (integers and byte arrays).
+    let mut info: libc::proc_bsdinfo = unsafe { std::mem::zeroed() };
+    // SAFETY: proc_pidinfo writes at most `size` bytes, the size of `info`, into it.
+    let written = unsafe {
+        libc::proc_pidinfo(
+            pid,
+            libc::PROC_PIDTBSDINFO,
+            0,
+            (&raw mut info).cast::<libc::c_void>(),
+            size,
+        )
+    };
+    (written == size).then(|| ProcInfo {
+        zombie: info.pbi_status == libc::SZOMB,
+        start: info.pbi_start_tvsec * 1_000_000 + info.pbi_start_tvusec,
+        pgid: info.pbi_pgid,
+    })
+}
+
+/// When the process started, in the system's own unit: recorded with every pid so that a
+/// reused pid is never signalled.
 pub(crate) fn proc_start_time(pid: u32) -> Option<u64> {
-    stat_fields(pid)?.get(19)?.parse().ok()
+    proc_info(pid).map(|i| i.start)
 }
 
-/// The process group of `pid` (field 5 of /proc/pid/stat); `None` without procfs.
+/// The process group of `pid`.
 pub(crate) fn proc_group(pid: u32) -> Option<u32> {
-    stat_fields(pid)?.get(2)?.parse().ok()
+    proc_info(pid).map(|i| i.pgid)
 }
 
 /// The children of `pid`, from every thread's `/proc/pid/task/*/children` (Linux); empty
