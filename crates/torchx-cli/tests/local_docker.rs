@@ -768,7 +768,12 @@ fn concurrent_submissions_on_one_thread_do_not_deadlock() {
                 );
                 let cfg = torchx::opts::Cfg::default();
                 let args = torchx::runner::RunArgs::default();
-                infos.push(runner.dryrun(app, "local_docker", &cfg, &args).await.unwrap());
+                infos.push(
+                    runner
+                        .dryrun(app, "local_docker", &cfg, &args)
+                        .await
+                        .unwrap(),
+                );
             }
             let (a, b) = tokio::join!(runner.schedule(&infos[0]), runner.schedule(&infos[1]));
             vec![a, b]

@@ -225,6 +225,37 @@ fn processes_in_other_sessions_go_with_their_replica() {
     assert_no_processes(&handle);
 }
 
+/// A supervisor killed between attempts (its replica asked for a requeue and runs again)
+/// loses nothing: the job ends FAILED saying why, `status` lists every attempt, the one that
+/// was running included, once, and no process is left.
+#[test]
+fn a_supervisor_killed_mid_requeue_loses_no_attempt() {
+    let env = Env::new();
+    let script = r#"#!/bin/bash
+echo "attempt $TORCHX_ATTEMPT pid $$"
+if [ "$TORCHX_ATTEMPT" = 0 ]; then exit 75; fi
+sleep 300 & wait $!
+"#;
+    let file = app(&env, "killed", script, "");
+    let handle = env.detach(&["--max_requeues", "5", &file]);
+    wait_for_attempt(&env, &handle, 1);
+    let supervisor: u32 = env.metadata(&handle, "supervisor_pid").parse().unwrap();
+    kill("-KILL", &supervisor.to_string());
+    let status = env.wait_state_terminal(&handle, Duration::from_secs(30));
+    assert_eq!(status["state"], "FAILED", "{status}");
+    assert!(status["msg"].as_str().unwrap().contains("died"), "{status}");
+    let numbers: Vec<u64> = status["roles"][0]["replicas"][0]["attempts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["attempt"].as_u64().unwrap())
+        .collect();
+    assert_eq!(numbers, [0, 1], "{status}");
+    let reasons: Vec<String> = attempts(&status).into_iter().map(|a| a.0).collect();
+    assert_eq!(reasons, ["requeued", "failed"], "{status}");
+    assert_no_processes(&handle);
+}
+
 /// The pid (= process group) of the replica's attempt `n`, once it runs.
 fn wait_for_attempt(env: &Env, handle: &str, n: u64) -> u32 {
     let deadline = Instant::now() + Duration::from_secs(30);

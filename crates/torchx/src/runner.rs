@@ -294,7 +294,10 @@ impl Runner {
         cfg: &Cfg,
         args: &RunArgs,
     ) -> Result<DryRunInfo> {
-        Ok(self.dryrun_reusing(app, scheduler, cfg, args, None).await?.0)
+        Ok(self
+            .dryrun_reusing(app, scheduler, cfg, args, None)
+            .await?
+            .0)
     }
 
     /// [`dryrun`](Self::dryrun), and what its workspace step made of the roles; with `like`,

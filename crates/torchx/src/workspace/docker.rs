@@ -293,7 +293,10 @@ pub async fn tag_and_push(local: &str, repo: &str, tag: &str, scheduler: &str) -
     docker
         .tag_image(local, Some(opts))
         .await
-        .map_err(engine_error(scheduler, format!("tagging {local} as {repo}:{tag}")))?;
+        .map_err(engine_error(
+            scheduler,
+            format!("tagging {local} as {repo}:{tag}"),
+        ))?;
     let image = format!("{repo}:{tag}");
     let registry = registry_of(&image).to_string();
     let lookup = registry.clone();
@@ -629,7 +632,10 @@ mod tests {
             },
         );
         assert_eq!(e.kind(), ErrorKind::NotFound);
-        assert!(e.to_string().contains("tagging a as b: No such image: a"), "{e}");
+        assert!(
+            e.to_string().contains("tagging a as b: No such image: a"),
+            "{e}"
+        );
         assert!(std::error::Error::source(&e).is_some());
         let e = engine_error("x", "building".into())(bollard::errors::Error::RequestTimeoutError);
         assert_eq!(e.kind(), ErrorKind::Unavailable);

@@ -223,7 +223,11 @@ mod tests {
         let v = success_body("X", Ok("{\"a\": 1}".into())).unwrap();
         assert_eq!(v["a"], 1);
         let e = success_body("CreateTrainingJob", Ok("<html>proxy</html>".into())).unwrap_err();
-        assert!(e.to_string().contains("CreateTrainingJob: its answer is not JSON"), "{e}");
+        assert!(
+            e.to_string()
+                .contains("CreateTrainingJob: its answer is not JSON"),
+            "{e}"
+        );
         assert!(std::error::Error::source(&e).is_some(), "the cause is kept");
         // A body cut off mid-way: a server that promises more bytes than it sends.
         let rt = tokio::runtime::Builder::new_current_thread()

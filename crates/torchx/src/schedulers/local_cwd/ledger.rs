@@ -741,6 +741,21 @@ fn finish_in(
         params![app_id, state.as_str(), msg, ended],
     )?;
     if n > 0 {
+        // The attempt each unfinished replica was in ends here too: `status` lists it (a
+        // supervisor killed mid-attempt must not make the running attempt disappear). One the
+        // supervisor recorded already is left as it is.
+        let reason = match state {
+            AppState::Cancelled => EndReason::Cancelled,
+            _ => EndReason::Failed,
+        };
+        tx.execute(
+            "INSERT OR IGNORE INTO attempts (app_id, role_idx, replica_id, attempt, pid, \
+             exit_code, signal, started, ended, reason) \
+             SELECT app_id, role_idx, replica_id, attempt, pid, NULL, NULL, started, ?2, ?3 \
+             FROM replicas WHERE app_id = ?1 AND started IS NOT NULL \
+             AND state NOT IN ('SUCCEEDED', 'FAILED', 'CANCELLED')",
+            params![app_id, ended, reason.as_str()],
+        )?;
         tx.execute(
             "UPDATE replicas SET state = ?2, ended = ?3 WHERE app_id = ?1 \
              AND state NOT IN ('SUCCEEDED', 'FAILED', 'CANCELLED')",
