@@ -183,6 +183,16 @@ def test_map_yields_in_order_and_chunks() -> None:
     assert record["name"] == "abs" and len(record["tasks"]) == 3, record
 
 
+def test_map_reports_its_progress() -> None:
+    from torchx.progress import Progress
+
+    seen: list[Progress] = []
+    with Executor("local_cwd") as ex:
+        assert list(ex.map(abs, [-1, -2, -3], progress=seen.append)) == [1, 2, 3]
+    assert seen[0].done == 0 and seen[0].total == 3
+    assert seen[-1].done == 3 and seen[-1].counts == {"SUCCEEDED": 3}
+
+
 def test_bad_executors_are_refused_at_submit() -> None:
     from torchx.specs import UnknownSchedulerException
 

@@ -62,6 +62,22 @@ def test_a_sweep_counts_failures_and_delete_forgets_the_group() -> None:
             runner.status(handle)
 
 
+def test_wait_reports_a_groups_progress() -> None:
+    from torchx.progress import Progress
+
+    seen: list[Progress] = []
+    with get_runner("pygroups") as runner:
+        handle = runner.run_component(
+            "utils.sh", ["sh", "-c", "sleep 0.2; [ ${array_index} != 1 ]"], "local_cwd", array="0-3%2"
+        )
+        status = runner.wait(handle, wait_interval=0.05, progress=seen.append)
+        assert status is not None and status.state == AppState.FAILED
+    assert seen and all(p.total == 4 for p in seen)
+    assert [p.done for p in seen] == sorted(p.done for p in seen), "never goes back"
+    assert seen[-1].counts == {"FAILED": 1, "SUCCEEDED": 3} and seen[-1].eta is None
+    assert any(p.eta is not None for p in seen), "an estimate once some are over"
+
+
 def test_cancel_stops_every_task() -> None:
     with get_runner("pygroups") as runner:
         handle = runner.run_component("utils.sh", ["sleep", "60"], "local_cwd", array="3")

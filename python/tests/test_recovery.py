@@ -125,3 +125,55 @@ def test_container_schedulers_need_a_mounted_checkpoint_dir() -> None:
     with get_runner() as runner:
         info = runner.dryrun(AppDef(name="a", roles=[role]), "kubernetes", cfg={"queue": "q"})
     assert "TORCHX_CHECKPOINT_DIR" in str(info)
+
+
+# A Python trainer under TorchX's shell wrapper: on SIGUSR1 it saves and asks for a requeue
+# with torchx.recovery.request_requeue(), then exits 0 (which alone would be a success).
+PY_TRAINER = """\
+import signal, sys, time
+from torchx import recovery
+f = recovery.checkpoint_dir() / "n"
+n = int(f.read_text()) if f.exists() else 0
+def save(*_):
+    f.write_text(str(n))
+    recovery.request_requeue()
+    sys.exit(0)
+signal.signal(signal.SIGUSR1, save)
+while n < 25:
+    n += 1
+    time.sleep(0.1)
+print(f"reached {n} in attempt {recovery.attempt()}")
+"""
+
+
+def test_request_requeue_from_python_under_a_shell_wrapper(tmp_path: Path) -> None:
+    script = tmp_path / "train.py"
+    script.write_text(PY_TRAINER)
+    import sys
+
+    role = Role(
+        name="trainer",
+        image=str(tmp_path),
+        entrypoint="sh",
+        args=["-c", f"{sys.executable} {script}; echo wrapper done"],
+        time_limit=2,
+        checkpoint_signal="USR1@1",
+    )
+    with get_runner() as runner:
+        handle = runner.run(AppDef(name="pytrain", roles=[role]), "local_cwd")
+        status = runner.wait(handle, wait_interval=0.1)
+        assert status is not None and status.state == AppState.SUCCEEDED, status
+        text = str(status)
+        assert "requeued" in text, text
+        lines = "".join(runner.log_lines(handle, "trainer", 0))
+        assert "reached 25 in attempt" in lines, lines
+
+
+def test_request_requeue_outside_the_contract_says_why(monkeypatch: pytest.MonkeyPatch) -> None:
+    from torchx import recovery
+
+    monkeypatch.delenv("TORCHX_REQUEUE_FILE", raising=False)
+    monkeypatch.delenv("TORCHX_CHECKPOINT_DIR", raising=False)
+    with pytest.raises(RuntimeError, match="did not opt into the recovery contract"):
+        recovery.request_requeue()
+    assert recovery.checkpoint_dir() is None and recovery.attempt() == 0

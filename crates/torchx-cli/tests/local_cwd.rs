@@ -585,17 +585,7 @@ fn ddp_with_real_torchrun_checkpoints_and_requeues() {
     assert!(attempt.parse::<u32>().unwrap() >= 1, "{reached}");
     let handle = stdout(&out).trim().to_string();
     let status = env.status(&handle);
-    assert_eq!(status["state"], "SUCCEEDED", "{status}");
-    let reasons: Vec<String> = support::attempts(&status)
-        .into_iter()
-        .map(|a| a.0)
-        .collect();
-    let (last, earlier) = reasons.split_last().unwrap();
-    assert_eq!(last, "succeeded", "{reasons:?}");
-    assert!(
-        !earlier.is_empty() && earlier.iter().all(|r| r == "requeued"),
-        "{reasons:?}"
-    );
+    support::assert_requeued_then_succeeded(&status);
     assert_no_processes(&handle);
 }
 

@@ -438,15 +438,7 @@ fn recovery_a_trainer_under_a_wrapper_requeues_through_the_requeue_file() {
     ]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(stderr(&out).contains("reached 25"), "{}", stderr(&out));
-    let status = env.status(stdout(&out).trim());
-    assert_eq!(status["state"], "SUCCEEDED", "{status}");
-    let seen = attempts(&status);
-    let (last, earlier) = seen.split_last().unwrap();
-    assert_eq!(last.0, "succeeded", "{seen:?}");
-    assert!(
-        !earlier.is_empty() && earlier.iter().all(|a| a.0 == "requeued"),
-        "{seen:?}"
-    );
+    support::assert_requeued_then_succeeded(&env.status(stdout(&out).trim()));
 }
 
 /// Without recovery options a container killed from outside fails the job, as under TorchX;

@@ -191,13 +191,7 @@ echo "reached $n in attempt $TORCHX_ATTEMPT"
     ]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(stderr(&out).contains("reached 25"), "{}", stderr(&out));
-    let status = env.status(stdout(&out).trim());
-    assert_eq!(status["state"], "SUCCEEDED", "{status}");
-    let seen = attempts(&status);
-    let (last, earlier) = seen.split_last().unwrap();
-    assert!(!earlier.is_empty(), "{seen:?}");
-    assert_eq!(last.0, "succeeded", "{seen:?}");
-    assert!(earlier.iter().all(|a| a.0 == "requeued"), "{seen:?}");
+    support::assert_requeued_then_succeeded(&env.status(stdout(&out).trim()));
 }
 
 /// A replica owns what it starts in other sessions (as torchrun does its workers): killing

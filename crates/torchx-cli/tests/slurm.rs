@@ -356,15 +356,69 @@ echo "reached $n in attempt $TORCHX_ATTEMPT"
     .trim()
     .to_string();
     let status = env.wait_state_terminal(&handle, Duration::from_secs(400));
-    assert_eq!(status["state"], "SUCCEEDED", "{status}");
-    let seen = attempts(&status);
-    let (last, earlier) = seen.split_last().unwrap();
-    assert_eq!(last, &("succeeded".to_string(), Some(0)), "{seen:?}");
-    assert!(!earlier.is_empty(), "one attempt was enough: {seen:?}");
-    assert!(earlier.iter().all(|a| a.0 == "requeued"), "{seen:?}");
+    support::assert_requeued_then_succeeded(&status);
     let log = stdout(&env.run(&["log", &handle, "--streams", "stdout"]));
     assert!(log.contains("attempt 0 saved"), "{log}");
     assert!(log.contains("reached 30 in attempt"), "{log}");
+}
+
+/// Without recovery options a step killed from outside (`scancel --signal=KILL`, as the
+/// out-of-memory killer would) fails the job with `max_retries` 0, and spends one retry with
+/// `max_retries` 1, as TorchX's script does.
+#[test]
+fn a_killed_step_is_a_failure_that_spends_a_retry() {
+    if !slurm_up("slurm killed step") {
+        return;
+    }
+    let env = Env::new();
+    let kill_step = |handle: &str, attempt: u32| {
+        let id = handle.rsplit('/').next().unwrap().to_string();
+        let deadline = std::time::Instant::now() + Duration::from_secs(120);
+        loop {
+            let steps = std::process::Command::new("squeue")
+                .args(["-h", "-s", "-j", &id, "-o", "%i"])
+                .output()
+                .unwrap();
+            let steps = String::from_utf8_lossy(&steps.stdout).to_string();
+            let restarts = env.status(handle)["num_restarts"].as_u64().unwrap_or(0);
+            if steps.lines().any(|l| l.trim() == format!("{id}.0"))
+                && restarts == u64::from(attempt)
+            {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no step of {id}: {steps}"
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        let ok = std::process::Command::new("scancel")
+            .args(["--signal=KILL", &format!("{id}.0")])
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok);
+    };
+    for retries in [0u32, 1] {
+        let out = env.run(&[
+            "run",
+            "-s",
+            "slurm",
+            "--max_retries",
+            &retries.to_string(),
+            "utils.sh",
+            "sleep",
+            "300",
+        ]);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        let handle = stdout(&out).trim().to_string();
+        for attempt in 0..=retries {
+            kill_step(&handle, attempt);
+        }
+        let status = env.wait_state_terminal(&handle, Duration::from_secs(120));
+        assert_eq!(status["state"], "FAILED", "{status}");
+        assert_eq!(status["num_restarts"], retries, "{status}");
+    }
 }
 
 /// `scontrol requeue` of a running job is a preemption: the job starts again although its

@@ -16,6 +16,7 @@ import time
 from typing import Any, Callable, Iterable, Iterator, List, Mapping, Optional, Tuple, Union
 
 from torchx.futures import _transport
+from torchx.progress import Progress
 from torchx.specs import AppDef, AppState, Resource, Role, is_terminal
 
 # Schedulers whose jobs run processes on this machine's (or a shared) file system, with this
@@ -142,12 +143,17 @@ class Executor(concurrent.futures.Executor):
         *iterables: Iterable[Any],
         timeout: Optional[float] = None,
         chunksize: int = 1,
+        progress: Optional[Callable[[Progress], None]] = None,
     ) -> Iterator[Any]:
         """``fn`` over the items, as one array where the scheduler has native arrays (else one
-        job per ``chunksize`` items); yields the results in order."""
-        deadline = None if timeout is None else time.monotonic() + timeout
+        job per ``chunksize`` items); yields the results in order. ``progress`` is called with
+        the jobs' ``torchx.progress.Progress`` as each one ends."""
+        started = time.monotonic()
+        deadline = None if timeout is None else started + timeout
         calls = list(zip(*iterables, strict=False))  # as builtins.map: the shortest
         jobs = self._submit_many(fn, calls, max(1, chunksize))
+        if progress is not None:
+            _report_progress([job for job, _ in jobs], progress, started)
 
         def results() -> Iterator[Any]:
             try:
@@ -382,6 +388,29 @@ class Executor(concurrent.futures.Executor):
     def _logs(self, handle: str, role: str) -> List[str]:
         with self._lock:
             return list(self._runner.log_lines(handle, role, 0))
+
+
+def _report_progress(jobs: List[Job], progress: Callable[[Progress], None], started: float) -> None:
+    """Calls ``progress`` once now and once as each of ``jobs`` ends (from the thread that
+    settles it); calls never overlap."""
+    lock = threading.Lock()
+
+    def report(_: object = None) -> None:
+        with lock:
+            states = [_job_state(j) for j in jobs]
+            progress(Progress.of(states, time.monotonic() - started))
+
+    report()
+    for job in jobs:
+        job.add_done_callback(report)
+
+
+def _job_state(job: Job) -> AppState:
+    if not job.done():
+        return AppState.RUNNING
+    if job.cancelled():
+        return AppState.CANCELLED
+    return AppState.FAILED if job.exception() is not None else AppState.SUCCEEDED
 
 
 def _settle(job: Job, location: Optional[str], state: AppState) -> None:

@@ -9,6 +9,7 @@ import time
 from typing import (
     TYPE_CHECKING,
     Any,
+    Callable,
     Dict,
     Iterable,
     List,
@@ -24,6 +25,7 @@ from typing import (
 if TYPE_CHECKING:  # annotations only: importing datetime costs every program
     from datetime import datetime
 
+from torchx.progress import Progress
 from torchx.runner import groups
 from torchx.runner.events import log_event
 from torchx.settings import ENV_TORCHX_INTERNAL_SESSION_ID
@@ -332,11 +334,18 @@ class Runner:
         app_handle: AppHandle,
         wait_interval: float = 10,
         timeout: Optional[float] = None,
+        progress: Optional[Callable[[Progress], None]] = None,
     ) -> Optional[AppStatus]:
         """Polls ``status`` every ``wait_interval`` seconds until the app ends; ``None`` if it
-        is unknown. With ``timeout``, raises ``TimeoutError`` once that many seconds passed."""
-        deadline = None if timeout is None else time.monotonic() + timeout
+        is unknown. With ``timeout``, raises ``TimeoutError`` once that many seconds passed.
+        For a group, ``progress`` is called after every look with its tasks' ``Progress``."""
+        started = time.monotonic()
+        deadline = None if timeout is None else started + timeout
+        group = groups.find(app_handle) if progress is not None else None
         while True:
+            if progress is not None and group is not None:
+                states = [t.state for t in groups.tasks(self, groups.find(app_handle) or group)]
+                progress(Progress.of(states, time.monotonic() - started))
             status = self.status(app_handle)
             if status is None or status.is_terminal():
                 return status

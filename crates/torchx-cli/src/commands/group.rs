@@ -186,12 +186,7 @@ async fn follow(
     timeout: Option<std::time::Duration>,
     json: bool,
 ) -> Result<i32> {
-    let install = |kind| {
-        tokio::signal::unix::signal(kind)
-            .map_err(|e| Error::io("installing the Ctrl-C/SIGTERM handlers", e))
-    };
-    let mut sigint = install(tokio::signal::unix::SignalKind::interrupt())?;
-    let mut sigterm = install(tokio::signal::unix::SignalKind::terminate())?;
+    let mut interrupts = super::Interrupts::install()?;
     let handle = group.handle();
     let progress = std::cell::RefCell::new(GroupProgress::new(&handle));
     let latest = std::cell::RefCell::new(group.clone());
@@ -199,21 +194,9 @@ async fn follow(
         latest.replace(now.clone());
         progress.borrow_mut().update(states);
     });
-    let wait = async {
-        match timeout {
-            None => wait.await,
-            Some(t) => tokio::time::timeout(t, wait).await.unwrap_or_else(|_| {
-                Err(Error::timeout(format!(
-                    "{handle} did not finish within {}s (it keeps running)",
-                    t.as_secs_f64()
-                )))
-            }),
-        }
-    };
     let interrupted = tokio::select! {
-        states = wait => Err(states),
-        _ = sigint.recv() => Ok(()),
-        _ = sigterm.recv() => Ok(()),
+        states = super::within(timeout, &handle, wait) => Err(states),
+        _ = interrupts.recv() => Ok(()),
     };
     progress.borrow_mut().finish();
     let states = match interrupted {

@@ -36,6 +36,51 @@ pub fn runner_without_config() -> Result<Runner> {
     extensions().runner(TorchxConfig::default())
 }
 
+/// Ctrl-C and SIGTERM, caught from now on: installed before anything is submitted, so one
+/// that arrives while a job starts cancels it instead of leaving it running.
+pub struct Interrupts {
+    int: tokio::signal::unix::Signal,
+    term: tokio::signal::unix::Signal,
+}
+
+impl Interrupts {
+    pub fn install() -> Result<Interrupts> {
+        let install = |kind| {
+            tokio::signal::unix::signal(kind)
+                .map_err(|e| torchx::Error::io("installing the Ctrl-C/SIGTERM handlers", e))
+        };
+        Ok(Interrupts {
+            int: install(tokio::signal::unix::SignalKind::interrupt())?,
+            term: install(tokio::signal::unix::SignalKind::terminate())?,
+        })
+    }
+
+    /// Waits for either.
+    pub async fn recv(&mut self) {
+        tokio::select! {
+            _ = self.int.recv() => {}
+            _ = self.term.recv() => {}
+        }
+    }
+}
+
+/// `wait`, given up after `timeout` (exit code 7: the job keeps running).
+pub async fn within<T>(
+    timeout: Option<std::time::Duration>,
+    handle: &str,
+    wait: impl std::future::Future<Output = Result<T>>,
+) -> Result<T> {
+    match timeout {
+        None => wait.await,
+        Some(t) => tokio::time::timeout(t, wait).await.unwrap_or_else(|_| {
+            Err(torchx::Error::timeout(format!(
+                "{handle} did not finish within {}s (it keeps running)",
+                t.as_secs_f64()
+            )))
+        }),
+    }
+}
+
 /// A single-threaded tokio runtime, built only by commands that talk to a scheduler.
 pub fn block_on<F: std::future::Future>(f: F) -> F::Output {
     tokio::runtime::Builder::new_current_thread()

@@ -270,14 +270,7 @@ async fn submit_and_wait(
     timeout: Option<Duration>,
     json: bool,
 ) -> Result<i32> {
-    // Catch Ctrl-C/SIGTERM before submitting: one that arrives while the app starts must cancel
-    // it (once we know its handle), not kill this process and leave the app running.
-    let install = |kind| {
-        tokio::signal::unix::signal(kind)
-            .map_err(|e| Error::io("installing the Ctrl-C/SIGTERM handlers", e))
-    };
-    let mut sigint = install(tokio::signal::unix::SignalKind::interrupt())?;
-    let mut sigterm = install(tokio::signal::unix::SignalKind::terminate())?;
+    let mut interrupts = super::Interrupts::install()?;
     let handle = runner.schedule(&info).await?;
     if !json {
         println!("{handle}");
@@ -308,21 +301,9 @@ async fn submit_and_wait(
         }
         runner.wait(&handle, poll, None).await
     };
-    let finish = async {
-        match timeout {
-            None => finish.await,
-            Some(t) => tokio::time::timeout(t, finish).await.unwrap_or_else(|_| {
-                Err(Error::timeout(format!(
-                    "{handle} did not finish within {}s (it keeps running)",
-                    t.as_secs_f64()
-                )))
-            }),
-        }
-    };
     let status = tokio::select! {
-        s = finish => s?,
-        _ = sigint.recv() => return interrupted(&runner, &handle).await,
-        _ = sigterm.recv() => return interrupted(&runner, &handle).await,
+        s = super::within(timeout, &handle, finish) => s?,
+        _ = interrupts.recv() => return interrupted(&runner, &handle).await,
     };
     let status = status.unwrap_or_else(|| AppStatus::new(AppState::Unknown));
     if json {

@@ -562,3 +562,14 @@ pub fn attempts(status: &serde_json::Value) -> Vec<(String, Option<i64>)> {
         })
         .collect()
 }
+
+/// Asserts that the app of `status` SUCCEEDED in its last attempt after one or more that were
+/// requeued (the recovery contract at work).
+pub fn assert_requeued_then_succeeded(status: &serde_json::Value) {
+    assert_eq!(status["state"], "SUCCEEDED", "{status}");
+    let seen = attempts(status);
+    let (last, earlier) = seen.split_last().expect("at least one attempt");
+    assert_eq!(last.0, "succeeded", "{seen:?}");
+    assert!(!earlier.is_empty(), "one attempt was enough: {seen:?}");
+    assert!(earlier.iter().all(|a| a.0 == "requeued"), "{seen:?}");
+}
