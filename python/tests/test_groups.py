@@ -115,3 +115,33 @@ def test_readme_group_example_runs_as_written(
     monkeypatch.chdir(tmp_path)
     exec(block.group(1), {})
     assert "SUCCEEDED" in capsys.readouterr().out
+
+
+def test_a_group_builds_its_component_once_per_distinct_arguments(tmp_path: Path, torchx_bin: str) -> None:
+    """The CLI builds a component file's function once for an array whose tasks differ only by
+    their variables, and once per point of a sweep whose points change its arguments: not once
+    per task (each build of a Python component is an interpreter)."""
+    import os
+    import sys
+
+    calls = tmp_path / "calls"
+    (tmp_path / "comp.py").write_text(
+        "import torchx.specs as specs\n"
+        "def train(lr: str = '0.1') -> specs.AppDef:\n"
+        f"    open({str(calls)!r}, 'a').write(lr + '\\n')\n"
+        "    return specs.AppDef(name='train', roles=[specs.Role(name='t', image='.', "
+        "entrypoint='echo', args=[lr])])\n"
+    )
+    env = {**os.environ, "TORCHX_PYTHON": sys.executable}
+    run = [torchx_bin, "run", "--dryrun"]
+    subprocess.run([*run, "--array", "0-7", "./comp.py:train"], cwd=tmp_path, env=env, check=True, capture_output=True)
+    assert calls.read_text().split() == ["0.1"]
+    calls.unlink()
+    subprocess.run(
+        [*run, "--sweep", "lr=1,2", "--sweep", "bs=8,16,32", "./comp.py:train", "--lr", "${sweep.lr}"],
+        cwd=tmp_path,
+        env=env,
+        check=True,
+        capture_output=True,
+    )
+    assert sorted(calls.read_text().split()) == ["1", "2"]

@@ -421,6 +421,136 @@ fn a_killed_step_is_a_failure_that_spends_a_retry() {
     }
 }
 
+/// A Python trainer: on SIGUSR1 it saves its step and asks for a requeue through
+/// TORCHX_REQUEUE_FILE (then exits 0, which alone would be a success).
+const PY_TRAINER: &str = r#"import os, pathlib, signal, sys, time
+f = pathlib.Path(os.environ["TORCHX_CHECKPOINT_DIR"]) / "n"
+n = int(f.read_text()) if f.exists() else 0
+def save(*_):
+    f.write_text(str(n))
+    print(f"attempt {os.environ['TORCHX_ATTEMPT']} saved {n}", flush=True)
+    pathlib.Path(os.environ["TORCHX_REQUEUE_FILE"]).touch()
+    sys.exit(0)
+signal.signal(signal.SIGUSR1, save)
+while n < int(os.environ.get("GOAL", "30")):
+    n += 1
+    time.sleep(1)
+print(f"reached {n} in attempt {os.environ['TORCHX_ATTEMPT']}", flush=True)
+"#;
+
+/// `utils.python` with a Python signal handler, on the real cluster: the trainer saves before
+/// each one-minute limit, asks for a requeue, and reaches its goal in a later attempt.
+#[test]
+fn recovery_utils_python_requeues_through_the_requeue_file() {
+    if !slurm_up("slurm recovery utils.python") {
+        return;
+    }
+    let env = Env::new();
+    std::fs::write(env.cwd.join("train.py"), PY_TRAINER).unwrap();
+    let handle = stdout(&env.run(&[
+        "run",
+        "-s",
+        "slurm",
+        "--time_limit",
+        "1m",
+        "--checkpoint_signal",
+        "USR1@40",
+        "utils.python",
+        "--script",
+        "train.py",
+    ]))
+    .trim()
+    .to_string();
+    let status = env.wait_state_terminal(&handle, Duration::from_secs(400));
+    support::assert_requeued_then_succeeded(&status);
+    let log = stdout(&env.run(&["log", &handle, "--streams", "stdout"]));
+    assert!(log.contains("attempt 0 saved"), "{log}");
+    assert!(log.contains("reached 30 in attempt"), "{log}");
+}
+
+/// `dist.ddp -j 1x2` with real PyTorch on the real cluster under a one-minute limit: torchrun
+/// dies of the checkpoint signal, its workers (which Slurm signals too) save, ask for a
+/// requeue through TORCHX_REQUEUE_FILE, and the job reaches its final step in a later attempt.
+#[test]
+fn recovery_ddp_with_real_torchrun_requeues() {
+    if !slurm_up("slurm recovery dist.ddp") {
+        return;
+    }
+    let python = std::env::var("TORCHX_DDP_PYTHON").unwrap_or_else(|_| "python3".into());
+    let torch = std::process::Command::new(&python)
+        .args(["-c", "import torch"])
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !torch {
+        support::skip_engine("torch", "slurm recovery dist.ddp", "no PyTorch");
+        return;
+    }
+    let bin = std::path::Path::new(&python)
+        .parent()
+        .map(|p| p.display().to_string())
+        .unwrap_or_default();
+    let env = Env::new();
+    std::fs::write(
+        env.cwd.join("train.py"),
+        r#"import os, pathlib, signal, time
+import torch, torch.distributed as dist
+stop = False
+def on_signal(*_):
+    global stop
+    stop = True
+signal.signal(signal.SIGUSR1, on_signal)
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+ckpt = pathlib.Path(os.environ["TORCHX_CHECKPOINT_DIR"]) / "step"
+step = int(ckpt.read_text()) if ckpt.exists() else 0
+while step < 30:
+    flag = torch.tensor([1.0 if stop else 0.0])
+    dist.all_reduce(flag)
+    if flag.item() > 0:
+        if rank == 0:
+            ckpt.write_text(str(step))
+            pathlib.Path(os.environ["TORCHX_REQUEUE_FILE"]).touch()
+        dist.barrier()
+        dist.destroy_process_group()
+        raise SystemExit(0)
+    step += 1
+    time.sleep(1)
+if rank == 0:
+    pathlib.Path("reached").write_text(f"{step} {os.environ['TORCHX_ATTEMPT']}")
+dist.destroy_process_group()
+"#,
+    )
+    .unwrap();
+    let out = env
+        .cmd(&[
+            "run",
+            "-s",
+            "slurm",
+            "--time_limit",
+            "1m",
+            "--checkpoint_signal",
+            "USR1@35",
+            "dist.ddp",
+            "-j",
+            "1x2",
+            "--script",
+            "train.py",
+        ])
+        .env(
+            "PATH",
+            format!("{bin}:{}", std::env::var("PATH").unwrap_or_default()),
+        )
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let handle = stdout(&out).trim().to_string();
+    let status = env.wait_state_terminal(&handle, Duration::from_secs(500));
+    support::assert_requeued_then_succeeded(&status);
+    let reached = std::fs::read_to_string(env.cwd.join("reached")).unwrap();
+    assert!(reached.starts_with("30 "), "{reached}");
+}
+
 /// `scontrol requeue` of a running job is a preemption: the job starts again although its
 /// retry budget is 0, and ends SUCCEEDED.
 #[test]
