@@ -441,6 +441,43 @@ fn recovery_a_trainer_under_a_wrapper_requeues_through_the_requeue_file() {
     support::assert_requeued_then_succeeded(&env.status(stdout(&out).trim()));
 }
 
+/// `utils.python` with a Python signal handler in a container: it saves when signalled, asks
+/// for a requeue through TORCHX_REQUEUE_FILE and exits 0; the job reaches its goal over
+/// attempts.
+#[test]
+fn recovery_utils_python_requeues_through_the_requeue_file() {
+    if !docker_up("local_docker recovery utils.python") {
+        return;
+    }
+    let env = Env::new();
+    let trainer = "import os, pathlib, signal, sys, time\n\
+        f = pathlib.Path(os.environ['TORCHX_CHECKPOINT_DIR']) / 'n'\n\
+        n = int(f.read_text()) if f.exists() else 0\n\
+        def save(*_):\n    f.write_text(str(n)); pathlib.Path(os.environ['TORCHX_REQUEUE_FILE']).touch(); sys.exit(0)\n\
+        signal.signal(signal.SIGUSR1, save)\n\
+        while n < 25:\n    n += 1; time.sleep(0.1)\n\
+        print('reached', n, 'in attempt', os.environ['TORCHX_ATTEMPT'], flush=True)\n";
+    let out = env.run(&[
+        "run",
+        "-s",
+        "local_docker",
+        "--workspace",
+        "",
+        "--time_limit",
+        "2s",
+        "--checkpoint_signal",
+        "USR1@1",
+        "utils.python",
+        "--image",
+        "python:local",
+        "-c",
+        trainer,
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stderr(&out).contains("reached 25"), "{}", stderr(&out));
+    support::assert_requeued_then_succeeded(&env.status(stdout(&out).trim()));
+}
+
 /// Without recovery options a container killed from outside fails the job, as under TorchX;
 /// under them, a container the engine killed for using too much memory is `oom`, a failure
 /// that spends max_retries (not a requeue).
