@@ -529,6 +529,14 @@ fn killed_and_out_of_memory_containers_are_failures() {
         "",
         "containers left behind"
     );
+    // Without recovery options Docker's restart policy spends a retry on it, and the status
+    // says why it failed.
+    let out = env.run(&[&base[..], &["--max_retries", "1", "./hog.yaml"]].concat());
+    assert_ne!(out.status.code(), Some(0), "{}", stderr(&out));
+    let status = env.status(stdout(&out).trim());
+    assert_eq!(status["state"], "FAILED", "{status}");
+    assert_eq!(status["num_restarts"], 1, "{status}");
+    assert!(status["msg"].as_str().unwrap().contains("oom"), "{status}");
 }
 
 /// `docker kill --signal TERM` of a running container is a preemption: it starts again

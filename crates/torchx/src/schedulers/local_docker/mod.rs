@@ -99,6 +99,8 @@ struct Found {
     state: AppState,
     created: Option<f64>,
     restarts: i64,
+    /// The engine killed it for using too much memory.
+    oom: bool,
 }
 
 impl LocalDockerScheduler {
@@ -183,6 +185,7 @@ impl LocalDockerScheduler {
             let st = inspect.state.unwrap_or_default();
             out.push(Found {
                 restarts: inspect.restart_count.unwrap_or(0),
+                oom: st.oom_killed.unwrap_or(false),
                 state: container_state(
                     st.status.map(|s| s.to_string()).as_deref().unwrap_or(""),
                     st.exit_code,
@@ -400,6 +403,17 @@ impl Backend for LocalDockerScheduler {
         }
         let mut resp = DescribeAppResponse::new(app_id, state);
         resp.num_restarts = found.iter().map(|f| f.restarts).max().unwrap_or(0);
+        let oom: Vec<String> = found
+            .iter()
+            .filter(|f| f.oom && f.state == AppState::Failed)
+            .map(|f| format!("{}/{}", f.role, f.replica))
+            .collect();
+        if !oom.is_empty() {
+            resp.msg = format!(
+                "{} killed for using too much memory (oom: the engine's OOMKilled)",
+                oom.join(", ")
+            );
+        }
         for f in &found {
             resp.add_replica(ReplicaStatus::new(f.replica, f.state, &f.role, &f.name));
         }
