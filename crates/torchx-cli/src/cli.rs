@@ -111,6 +111,10 @@ pub struct RunArgs {
     /// Tracker parent run id.
     #[arg(long = "parent_run_id", alias = "parent-run-id")]
     pub parent_run_id: Option<String>,
+    /// Start only once this job (or group) has ended as required: HANDLE[:ok|:notok|:any]
+    /// (ok, the default: SUCCEEDED; notok: FAILED or CANCELLED; any: any end). Repeatable.
+    #[arg(long, value_name = "HANDLE[:COND]")]
+    pub after: Vec<String>,
     /// Wall-clock limit of one attempt of every role: 90s, 30m, 4h, 1d2h (a role's own wins).
     #[arg(long = "time_limit", value_name = "DURATION")]
     pub time_limit: Option<String>,

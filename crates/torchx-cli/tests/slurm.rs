@@ -551,6 +551,63 @@ dist.destroy_process_group()
     assert!(reached.starts_with("30 "), "{reached}");
 }
 
+/// `--after` on Slurm is Slurm's own `--dependency` (with `--kill-on-invalid-dep=yes`): the
+/// controller holds the job, `status` says what it waits for, a dependent of a failed job ends
+/// CANCELLED without running, and a `notok` one runs.
+#[test]
+fn after_is_a_native_dependency() {
+    if !slurm_up("slurm --after") {
+        return;
+    }
+    let env = Env::new();
+    let run = |args: &[&str]| {
+        let mut full = vec!["run", "-s", "slurm"];
+        full.extend_from_slice(args);
+        let out = env.run(&full);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        stdout(&out).trim().to_string()
+    };
+    let failing = run(&["utils.sh", "sh", "-c", "sleep 5; exit 3"]);
+    let ok = run(&["--after", &failing, "utils.sh", "echo", "ok"]);
+    let notok = run(&[
+        "--after",
+        &format!("{failing}:notok"),
+        "utils.sh",
+        "echo",
+        "notok",
+    ]);
+    let job = |h: &str| h.rsplit('/').next().unwrap().to_string();
+    let shown = std::process::Command::new("scontrol")
+        .args(["show", "job", &job(&ok)])
+        .output()
+        .unwrap();
+    let shown = String::from_utf8_lossy(&shown.stdout);
+    assert!(
+        shown.contains(&format!("Dependency=afterok:{}", job(&failing))),
+        "{shown}"
+    );
+    let waiting = env.status(&ok);
+    assert_eq!(waiting["state"], "PENDING", "{waiting}");
+    assert!(
+        waiting["msg"]
+            .as_str()
+            .unwrap()
+            .contains("waiting for its dependencies"),
+        "{waiting}"
+    );
+    let status = env.wait_state_terminal(&ok, Duration::from_secs(120));
+    assert_eq!(status["state"], "CANCELLED", "{status}");
+    assert!(
+        status["msg"]
+            .as_str()
+            .unwrap()
+            .contains("can never be satisfied"),
+        "{status}"
+    );
+    let status = env.wait_state_terminal(&notok, Duration::from_secs(120));
+    assert_eq!(status["state"], "SUCCEEDED", "{status}");
+}
+
 /// `scontrol requeue` of a running job is a preemption: the job starts again although its
 /// retry budget is 0, and ends SUCCEEDED.
 #[test]

@@ -265,6 +265,7 @@ pub fn submit_dryrun(
             cfg,
             request,
             images,
+            after: Vec::new(),
         })),
         request_json,
         rendered,

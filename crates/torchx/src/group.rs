@@ -357,7 +357,8 @@ impl Runner {
         let cwd =
             std::env::current_dir().map_err(|e| Error::io("reading the current directory", e))?;
         let ctx = DryRunContext::new(self.session_name(), crate::scheduler::random_id(), cwd)
-            .with_facts(facts);
+            .with_facts(facts)
+            .with_after(first.after.clone());
         let array_tasks: Vec<ArrayTask<'_>> = tasks
             .iter()
             .map(|(t, info)| ArrayTask {
@@ -373,6 +374,7 @@ impl Runner {
                     cfg: first.cfg.clone(),
                     request,
                     images: first.images.clone(),
+                    after: first.after.clone(),
                 }),
                 ArrayRequest::PerTask(why) => ArrayRequest::PerTask(why),
             };
@@ -623,7 +625,7 @@ impl Runner {
     /// once and all together. A submitter still at work is told to stop (a marker it checks
     /// before and after each submission and while it waits for room under the cap); the tasks
     /// it submits meanwhile are cancelled as they appear in the record, and those it never
-    /// submits end CANCELLED. Returns within about [`SUBMITTER_STOP`] plus the tasks' own
+    /// submits end CANCELLED. Returns within a few seconds (3 for the submitter) plus the tasks' own
     /// cancels, whatever the submitter does.
     pub async fn cancel_group(&self, group: &GroupRecord) -> Result<()> {
         if let Some(array) = &group.native {

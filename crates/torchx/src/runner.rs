@@ -32,6 +32,8 @@ pub struct RunArgs {
     pub role_defaults: RoleDefaults,
     /// Environment every role gets (a group's task: `TORCHX_ARRAY_INDEX`, ...).
     pub extra_env: crate::specs::Env,
+    /// The jobs (or groups) this one waits for (`--after`).
+    pub after: Vec<crate::specs::Dependency>,
 }
 
 /// Settings `torchx run` applies to every role of the app; a role's own value wins where it
@@ -357,8 +359,20 @@ impl Runner {
                 .await?
             }
         };
+        for dep in &args.after {
+            // A dependency that does not exist could never be satisfied: said now, not after
+            // the job waited for it.
+            if self.status(&dep.handle).await?.is_none() {
+                return Err(Error::app_not_found(
+                    &dep.handle,
+                    " (an --after dependency)",
+                ));
+            }
+        }
         let facts = sched.dryrun_facts(&resolved).await?;
-        let ctx = DryRunContext::new(&self.session_name, random_id(), cwd).with_facts(facts);
+        let ctx = DryRunContext::new(&self.session_name, random_id(), cwd)
+            .with_facts(facts)
+            .with_after(args.after.clone());
         let request = sched.submit_dryrun(&app, &resolved, &ctx)?;
         let prepared = PreparedWorkspaces {
             before,
@@ -371,6 +385,7 @@ impl Runner {
             cfg: resolved,
             request,
             images,
+            after: args.after.clone(),
         };
         Ok((info, prepared))
     }

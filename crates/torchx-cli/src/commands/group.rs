@@ -395,6 +395,9 @@ fn rerun_argv(a: &RunArgs, component: &str, args: &[String]) -> Vec<String> {
     flag("requeue_exit_code", a.requeue_exit_code.as_ref());
     flag("max_requeues", a.max_requeues.as_ref());
     flag("checkpoint_dir", a.checkpoint_dir.as_ref());
+    for dep in &a.after {
+        flag("after", Some(dep));
+    }
     argv.push("--".into());
     argv.push(component.into());
     argv.extend(args.iter().cloned());
@@ -444,10 +447,20 @@ pub fn rerun(a: crate::cli::RerunArgs) -> Result<i32> {
     let mut argv = vec!["torchx".to_string(), "run".to_string()];
     // `rerun` waits when asked to, wherever the group runs.
     argv.push(if a.wait { "--wait" } else { "--detach" }.into());
+    // The first run's dependencies are over: the rerun does not wait for them again.
+    let mut recorded = group.argv.iter();
+    let mut kept = Vec::new();
+    while let Some(word) = recorded.next() {
+        if word == "--after" {
+            recorded.next();
+        } else {
+            kept.push(word.clone());
+        }
+    }
     if a.json {
         argv.push("--json".into());
     }
-    argv.extend(group.argv.iter().cloned());
+    argv.extend(kept);
     let cli = <crate::cli::Cli as clap::Parser>::try_parse_from(&argv).map_err(|e| {
         Error::backend(
             "group",

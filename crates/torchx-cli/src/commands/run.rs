@@ -91,6 +91,11 @@ pub fn run(a: RunArgs) -> Result<i32> {
         parent_run_id: a.parent_run_id.clone(),
         role_defaults: role_defaults(&a, &cli_run.recovery)?,
         extra_env: torchx::specs::Env::new(),
+        after: a
+            .after
+            .iter()
+            .map(|d| d.parse())
+            .collect::<Result<Vec<torchx::specs::Dependency>>>()?,
     };
     if a.array.is_some()
         || !a.sweep.is_empty()

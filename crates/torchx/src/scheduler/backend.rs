@@ -134,6 +134,7 @@ impl<B: Backend> Scheduler for B {
         ctx: &DryRunContext,
     ) -> Result<Box<dyn NativeRequest>> {
         super::check_recovery(B::NAME, B::CAPABILITIES, app)?;
+        super::check_after(B::NAME, B::CAPABILITIES, ctx)?;
         let request = self.render(app, &B::Opts::from_cfg(cfg)?, ctx)?;
         Ok(Box::new(request))
     }
@@ -237,6 +238,7 @@ mod tests {
             app,
             cfg,
             images: Vec::new(),
+            after: Vec::new(),
         }
     }
 

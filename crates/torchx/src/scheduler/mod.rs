@@ -64,6 +64,11 @@ pub struct Capabilities {
     /// unless `--detach` (TorchX's behaviour for its `local*` schedulers), and polls them often.
     /// Not a feature the conformance suite checks: `false` in [`ALL`](Self::ALL) too.
     pub runs_locally: bool,
+    /// It holds a job back until its `--after` dependencies ended as required
+    /// ([`DryRunContext::after`]), natively (Slurm's `--dependency`) or in its supervisor
+    /// (local_cwd); where not, a dry run with dependencies is refused. `false` in
+    /// [`ALL`](Self::ALL): a backend claims it only with the code that does it.
+    pub dependencies: bool,
 }
 
 /// `pub const fn with_x(self, on: bool) -> Self` for each flag.
@@ -97,6 +102,7 @@ impl Capabilities {
         multi_role: true,
         recovery: true,
         runs_locally: false,
+        dependencies: false,
     };
 
     /// Only what every scheduler does (dry run, schedule, describe).
@@ -115,6 +121,7 @@ impl Capabilities {
         multi_role: false,
         recovery: false,
         runs_locally: false,
+        dependencies: false,
     };
 
     // Builders for code outside this crate, where the struct cannot be written literally
@@ -146,6 +153,8 @@ impl Capabilities {
         with_recovery: recovery,
         /// [`runs_locally`](Self::runs_locally) set to `on`.
         with_runs_locally: runs_locally,
+        /// [`dependencies`](Self::dependencies) set to `on`.
+        with_dependencies: dependencies,
     }
 
     /// [`workspace`](Self::workspace) set to `support`.
@@ -193,6 +202,8 @@ pub struct DryRunInfo {
     pub request: Box<dyn NativeRequest>,
     /// The workspace images to build (and push) before the request is submitted.
     pub images: Vec<WorkspaceImage>,
+    /// The jobs it waits for (`--after`), as the request holds them.
+    pub after: Vec<crate::specs::Dependency>,
 }
 
 impl std::fmt::Display for DryRunInfo {
@@ -281,6 +292,9 @@ pub struct DryRunContext {
     /// Facts about the backend that shape the request, gathered by
     /// [`Scheduler::dryrun_facts`] (e.g. the Slurm version).
     pub facts: Facts,
+    /// The jobs this one waits for (`--after`): rendered by a scheduler with
+    /// [`Capabilities::dependencies`], refused by the others.
+    pub after: Vec<crate::specs::Dependency>,
 }
 
 impl DryRunContext {
@@ -295,7 +309,14 @@ impl DryRunContext {
             unique: unique.into(),
             cwd: cwd.into(),
             facts: Facts::default(),
+            after: Vec::new(),
         }
+    }
+
+    /// The same context for a job that waits for `after`.
+    pub fn with_after(mut self, after: Vec<crate::specs::Dependency>) -> Self {
+        self.after = after;
+        self
     }
 
     /// The same context with these backend facts.
@@ -326,6 +347,21 @@ pub fn check_recovery(scheduler: &str, caps: Capabilities, app: &AppDef) -> Resu
             ),
         )),
         None => Ok(()),
+    }
+}
+
+/// Refuses a job with `--after` dependencies on a scheduler without
+/// [`Capabilities::dependencies`], which would start it at once.
+pub fn check_after(scheduler: &str, caps: Capabilities, ctx: &DryRunContext) -> Result<()> {
+    match ctx.after.first() {
+        Some(dep) if !caps.dependencies => Err(Error::unsupported(
+            scheduler,
+            format!(
+                "--after {dep}: it cannot hold a job until others end (this version holds \
+                 jobs on local_cwd and slurm)"
+            ),
+        )),
+        _ => Ok(()),
     }
 }
 

@@ -2,6 +2,7 @@
 //!
 //! Architecture invariant: nothing in this module does I/O. Parsing and validation are pure.
 
+mod after;
 pub mod group;
 mod handle;
 mod macros;
@@ -18,6 +19,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 
+pub use after::{Condition, Dependency, Verdict};
 pub use handle::{make_app_handle, parse_app_handle, AppHandle};
 pub use macros::{substitute, MacroValues};
 pub use mounts::{parse_mounts, parse_mounts_detailed, Mount, MountError};

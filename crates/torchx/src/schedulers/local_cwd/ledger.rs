@@ -493,11 +493,42 @@ impl Ledger {
     pub(super) fn claim(&self, app_id: &str, pid: u32, start: Option<u64>) -> Result<bool> {
         self.conn
             .execute(
-                "UPDATE apps SET supervisor_pid = ?2, supervisor_start = ?3, state = 'RUNNING' \
-                 WHERE app_id = ?1 AND state = 'PENDING' AND cancel_requested = 0",
+                "UPDATE apps SET supervisor_pid = ?2, supervisor_start = ?3, state = 'RUNNING', \
+                 msg = '' WHERE app_id = ?1 AND state = 'PENDING' AND cancel_requested = 0",
                 params![app_id, pid, start.map(|v| v as i64)],
             )
             .map(|n| n == 1)
+            .map_err(self.err())
+    }
+
+    /// Makes the supervisor `pid` the owner of a PENDING app that waits for its dependencies,
+    /// saying so in its message (it stays PENDING); false if it was cancelled or claimed.
+    pub(super) fn claim_waiting(
+        &self,
+        app_id: &str,
+        pid: u32,
+        start: Option<u64>,
+        msg: &str,
+    ) -> Result<bool> {
+        self.conn
+            .execute(
+                "UPDATE apps SET supervisor_pid = ?2, supervisor_start = ?3, msg = ?4 \
+                 WHERE app_id = ?1 AND state = 'PENDING' AND cancel_requested = 0 \
+                 AND supervisor_pid IS NULL",
+                params![app_id, pid, start.map(|v| v as i64), msg],
+            )
+            .map(|n| n == 1)
+            .map_err(self.err())
+    }
+
+    /// The message of a PENDING app (what it waits for).
+    pub(super) fn set_pending_msg(&self, app_id: &str, msg: &str) -> Result<()> {
+        self.conn
+            .execute(
+                "UPDATE apps SET msg = ?2 WHERE app_id = ?1 AND state = 'PENDING'",
+                params![app_id, msg],
+            )
+            .map(|_| ())
             .map_err(self.err())
     }
 

@@ -21,6 +21,7 @@ macro_rules! note {
     }};
 }
 
+mod after;
 mod descendants;
 mod guard;
 mod launch;
@@ -572,6 +573,7 @@ impl Backend for LocalCwdScheduler {
         mounts: false,
         workspace: WorkspaceSupport::CurrentDir,
         runs_locally: true,
+        dependencies: true,
         ..Capabilities::ALL
     };
     type Opts = LocalCwdOpts;

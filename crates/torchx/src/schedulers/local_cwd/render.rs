@@ -117,6 +117,9 @@ pub struct PopenRequest {
     pub auto_set_cuda_visible_devices: bool,
     /// The roles, in order.
     pub roles: Vec<RoleParams>,
+    /// The jobs it waits for before any replica starts (`--after`): its supervisor waits.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub after: Vec<crate::specs::Dependency>,
 }
 
 impl NativeRequest for PopenRequest {
@@ -192,6 +195,7 @@ pub fn render(
         log_dir,
         auto_set_cuda_visible_devices: opts.auto_set_cuda_visible_devices,
         roles,
+        after: ctx.after.clone(),
     }
 }
 

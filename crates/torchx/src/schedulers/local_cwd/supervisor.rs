@@ -19,6 +19,7 @@ use std::path::{Path, PathBuf};
 use std::process::{ChildStdin, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use super::after::{wait_for_dependencies, Waited};
 use super::descendants::Descendants;
 use super::guard::{guard_main, DONE, OUTCOME};
 use super::launch::{Launcher, Proc};
@@ -198,9 +199,9 @@ impl Supervisor {
     /// Claims the app, starts the guard and the replicas. `None` if the app was cancelled first.
     fn start(state_dir: &Path, app_id: &str) -> Result<Option<Supervisor>> {
         // Block the signals we read before any child exists, so no exit goes unnoticed.
-        let signals = SignalFd::new(&[sys::SIGCHLD, sys::SIGTERM, sys::SIGINT, sys::SIGHUP])
+        let mut signals = SignalFd::new(&[sys::SIGCHLD, sys::SIGTERM, sys::SIGINT, sys::SIGHUP])
             .map_err(|e| Error::io("creating the supervisor's signalfd", e))?;
-        let ledger = Ledger::open(state_dir)?;
+        let mut ledger = Ledger::open(state_dir)?;
         let corrupt = |what: &str, e: String| {
             Error::backend(
                 NAME,
@@ -214,6 +215,14 @@ impl Supervisor {
                 serde_json::from_str(&j).map_err(|e| corrupt("request", e.to_string()))
             })?;
         let me = std::process::id();
+        if !request.after.is_empty() {
+            match wait_for_dependencies(&mut ledger, app_id, &request.after, &mut signals, || {
+                report("ready")
+            })? {
+                Waited::Go => {}
+                Waited::Ended => return Ok(None),
+            }
+        }
         if !ledger.claim(app_id, me, sys::proc_start_time(me))? {
             return Ok(None);
         }

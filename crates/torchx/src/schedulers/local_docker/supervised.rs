@@ -87,6 +87,7 @@ pub(super) fn supervised(job: &DockerJob, app: &AppDef, log_dir: PathBuf) -> Res
         log_dir,
         auto_set_cuda_visible_devices: false,
         roles,
+        after: Vec::new(),
     })
 }
 

@@ -158,6 +158,8 @@ pub(super) fn parse_info(v: &Value) -> Result<Info, String> {
         runs_locally: flag("runs_locally"),
         // Workspaces need image builds torchx does and plugins cannot see: not offered.
         workspace: WorkspaceSupport::None,
+        // The protocol's dry run carries no dependencies: a plugin cannot hold a job back.
+        dependencies: false,
     };
     let mut opts = Vec::new();
     for o in v

@@ -342,7 +342,10 @@ impl SlurmScheduler {
         resp.msg = if failures.is_empty() {
             comps
                 .first()
-                .map(|c| c.slurm_state.clone())
+                .map(|c| match c.why.as_str() {
+                    "" => c.slurm_state.clone(),
+                    why => format!("{}: {why}", c.slurm_state),
+                })
                 .unwrap_or_default()
         } else {
             failures.join("; ")
@@ -377,6 +380,7 @@ impl Backend for SlurmScheduler {
         log_since_until: false,
         mounts: false,
         workspace: WorkspaceSupport::Directory,
+        dependencies: true,
         ..Capabilities::ALL
     };
     type Opts = SlurmOpts;

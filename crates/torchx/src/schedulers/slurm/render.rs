@@ -648,6 +648,7 @@ pub fn render(app: &AppDef, opts: &SlurmOpts, ctx: &DryRunContext) -> Result<Sba
     if let Some(d) = &opts.job_dir {
         cmd.push(format!("--chdir={d}"));
     }
+    cmd.extend(dependency_opts(&ctx.after)?);
     Ok(SbatchRequest {
         cmd,
         replicas,
@@ -657,6 +658,58 @@ pub fn render(app: &AppDef, opts: &SlurmOpts, ctx: &DryRunContext) -> Result<Sba
         recovery,
         array_tasks: Vec::new(),
     })
+}
+
+/// `--dependency=afterok:A:B,afternotok:C` and `--kill-on-invalid-dep=yes` (a dependency
+/// that can no longer be satisfied cancels the job instead of leaving it pending forever) for
+/// `--after`: Slurm holds the job itself. Only Slurm jobs can be waited for natively.
+fn dependency_opts(after: &[crate::specs::Dependency]) -> Result<Vec<String>> {
+    use crate::specs::Condition;
+    if after.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut by_kind: Vec<(&str, Vec<String>)> = Vec::new();
+    for dep in after {
+        let handle = crate::specs::parse_app_handle(&dep.handle)?;
+        let job = &handle.app_id;
+        let is_job = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_digit());
+        let native = handle.scheduler == super::NAME
+            && match job.split_once('_') {
+                Some((array, task)) => is_job(array) && is_job(task),
+                None => is_job(job),
+            };
+        if !native {
+            return Err(Error::unsupported(
+                super::NAME,
+                format!(
+                    "--after {dep}: a Slurm job waits natively only for Slurm jobs (a job id or \
+                     an array task), not for {}",
+                    if handle.scheduler == super::NAME {
+                        "a group of separately submitted tasks"
+                    } else {
+                        "a job of another scheduler"
+                    }
+                ),
+            ));
+        }
+        let kind = match dep.condition {
+            Condition::Ok => "afterok",
+            Condition::NotOk => "afternotok",
+            Condition::Any => "afterany",
+        };
+        match by_kind.iter_mut().find(|(k, _)| *k == kind) {
+            Some((_, jobs)) => jobs.push(job.clone()),
+            None => by_kind.push((kind, vec![job.clone()])),
+        }
+    }
+    let clauses: Vec<String> = by_kind
+        .iter()
+        .map(|(kind, jobs)| format!("{kind}:{}", jobs.join(":")))
+        .collect();
+    Ok(vec![
+        format!("--dependency={}", clauses.join(",")),
+        "--kill-on-invalid-dep=yes".to_string(),
+    ])
 }
 
 /// One `sbatch --array` of the tasks' requests (each rendered on its own, in index order), or

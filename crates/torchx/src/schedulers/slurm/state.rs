@@ -69,6 +69,30 @@ pub struct Component {
     pub start: Option<f64>,
     /// End time.
     pub end: Option<f64>,
+    /// What holds or ended it, where Slurm says (`waiting for afterok:23(unfulfilled)`).
+    pub why: String,
+}
+
+/// What Slurm's reason and dependency of a job say, for its status message: what it waits
+/// for (`--after`), or why it never ran.
+fn why(job: &Value) -> String {
+    let reason = job["state_reason"]
+        .as_str()
+        .or_else(|| job["state"]["reason"].as_str())
+        .unwrap_or("");
+    let dependency = job["dependency"].as_str().unwrap_or("");
+    let on = if dependency.is_empty() {
+        String::new()
+    } else {
+        format!(" ({dependency})")
+    };
+    match reason {
+        "Dependency" => format!("waiting for its dependencies{on}"),
+        "DependencyNeverSatisfied" => {
+            format!("not started: a dependency can never be satisfied{on}")
+        }
+        _ => String::new(),
+    }
 }
 
 /// A listed job (`list`).
@@ -310,6 +334,7 @@ fn components_of(
                 restarts: job.get("restart_cnt").and_then(num).unwrap_or(0),
                 start: time_of(start),
                 end: time_of(end),
+                why: why(job),
             },
         ));
     }
@@ -410,6 +435,7 @@ pub fn parse_sacct_parsable(text: &str, id: JobRef) -> Vec<Component> {
                 restarts: 0,
                 start: None,
                 end: None,
+                why: String::new(),
             },
         ));
     }
