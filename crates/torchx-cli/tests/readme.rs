@@ -173,3 +173,20 @@ fn sweep_example_runs_as_written() {
     assert!(text.contains("Tasks: 4 (SUCCEEDED 4)"), "{text}");
     assert!(text.contains("bs=64 lr=0.01"), "{text}");
 }
+
+/// The dependencies example, as written: each job starts after the one before it ended, and
+/// the data the first wrote reaches the second.
+#[test]
+fn dependencies_example_runs_as_written() {
+    let env = Env::new();
+    let example = block_after(&readme(), "### Dependencies (`--after`)", "sh");
+    let out = run_line(&env, &example);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stderr(&out).contains("train is over"), "{}", stderr(&out));
+    assert!(!env.cwd.join("data.txt").exists());
+    let log = stdout(&env.run(&[
+        "log",
+        &env.list()[1]["app_handle"].as_str().unwrap().to_string(),
+    ]));
+    assert!(log.contains("prepared"), "{log}");
+}
