@@ -184,9 +184,6 @@ fn dependencies_example_runs_as_written() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(stderr(&out).contains("train is over"), "{}", stderr(&out));
     assert!(!env.cwd.join("data.txt").exists());
-    let log = stdout(&env.run(&[
-        "log",
-        &env.list()[1]["app_handle"].as_str().unwrap().to_string(),
-    ]));
+    let log = stdout(&env.run(&["log", env.list()[1]["app_handle"].as_str().unwrap()]));
     assert!(log.contains("prepared"), "{log}");
 }
