@@ -72,3 +72,42 @@ def test_the_hosts_dry_run_uses_the_clis_id() -> None:
     app = AppDef("job", [Role("r", "img", entrypoint="true", resource=Resource(1, 0, 64))])
     request = {"app": app_to_json(app), "cfg": {}, "context": {"unique": "pinnedid"}}
     assert host._dryrun(_Minimal(), request).request == "job-pinnedid"
+
+
+def test_random_id_takes_torchx_08s_max_length() -> None:
+    from torchx.schedulers.ids import random_id
+
+    assert random_id(max_length=0) == "" and random_id(-1) == ""
+    for n in (1, 5, 8):
+        got = random_id(max_length=n)
+        assert 0 < len(got) <= n and got[0].isalpha(), got
+    assert 10 <= len(random_id()) <= 14
+
+
+def test_validate_is_called_as_each_scheduler_defines_it() -> None:
+    """TorchX 0.8 calls ``_validate(app, scheduler, cfg)``; a subclass written for 0.7
+    overrides ``_validate(app, scheduler)``: the runner calls each as it is defined."""
+    from typing import Any, List, Mapping, Optional, cast
+
+    import pytest
+
+    from torchx.schedulers.api import Scheduler, call_validate
+    from torchx.specs import AppDef, Role
+
+    seen: List[Any] = []
+
+    class Old:
+        def _validate(self, app: AppDef, scheduler: str) -> None:
+            seen.append(("old", scheduler))
+
+    class New:
+        def _validate(self, app: AppDef, scheduler: str, cfg: Optional[Mapping[str, Any]] = None) -> None:
+            seen.append(("new", scheduler, cfg))
+
+    app = AppDef(name="a", roles=[Role(name="r", image="i")])
+    for sched in (Old(), New()):
+        call_validate(cast(Any, sched), app, "s", {"k": 1})
+    assert seen == [("old", "s"), ("new", "s", {"k": 1})]
+    # The base class's own check, called as 0.8 does.
+    with pytest.raises(ValueError, match="No resource"):
+        Scheduler._validate(cast(Any, object()), app, "s", cfg={})

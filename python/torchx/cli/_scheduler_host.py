@@ -84,13 +84,14 @@ def _capabilities(sched: Any) -> Dict[str, bool]:
 
 
 def _dryrun(sched: Any, request: Dict[str, Any]) -> Any:
+    from torchx.schedulers.api import call_validate
     from torchx.specs._json import app_from_json
 
     from torchx.schedulers.ids import pinned
 
     app = app_from_json(request["app"])
     # As TorchX's Runner: the scheduler's own checks (e.g. "role has a resource") first.
-    sched._validate(app, sched.backend)
+    call_validate(sched, app, sched.backend, request.get("cfg") or {})
     # `make_unique` appends the CLI's id: the same inputs give the same request.
     with pinned((request.get("context") or {}).get("unique")):
         return sched.submit_dryrun(app, request.get("cfg") or {})

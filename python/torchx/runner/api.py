@@ -36,7 +36,7 @@ from torchx.tracker.api import (
     tracker_config_env_var_name,
 )
 from torchx.schedulers import SchedulerFactory, get_scheduler_factories
-from torchx.schedulers.api import ListAppResponse, Scheduler, Stream
+from torchx.schedulers.api import ListAppResponse, Scheduler, Stream, call_validate
 from torchx.specs import (
     AppDef,
     AppDryRunInfo,
@@ -268,7 +268,7 @@ class Runner:
             resolved_cfg = sched.run_opts().resolve(cfg)
             sched._pre_build_validate(app, scheduler, resolved_cfg)
             self._build_workspace(sched, app, workspace, resolved_cfg)
-            sched._validate(app, scheduler)
+            call_validate(sched, app, scheduler, resolved_cfg)
             dryrun_info = sched.submit_dryrun(app, resolved_cfg)
             dryrun_info._scheduler = scheduler
             return dryrun_info

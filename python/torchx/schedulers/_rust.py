@@ -115,9 +115,9 @@ class RustScheduler(Scheduler[Mapping[str, Any]]):
     _core: str = ""
     _schema: Optional[List[Dict[str, Any]]] = None
 
-    def _validate(self, app: AppDef, scheduler: str) -> None:
+    def _validate(self, app: AppDef, scheduler: str, cfg: Optional[Mapping[str, Any]] = None) -> None:
         if self._core not in _NO_RESOURCE_CHECK:
-            super()._validate(app, scheduler)
+            super()._validate(app, scheduler, cfg)
 
     def __init__(self, backend: str, session_name: str, **_: Any) -> None:
         super().__init__(backend, session_name)

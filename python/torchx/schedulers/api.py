@@ -183,14 +183,32 @@ class Scheduler(abc.ABC, Generic[T]):
     def _pre_build_validate(self, app: AppDef, scheduler: str, cfg: T) -> None:
         """Checks made before any workspace is built (none by default)."""
 
-    def _validate(self, app: AppDef, scheduler: str) -> None:
-        """Checks that ``app`` fits this scheduler (``ValueError`` otherwise)."""
+    def _validate(self, app: AppDef, scheduler: str, cfg: Optional[T] = None) -> None:
+        """Checks that ``app`` fits this scheduler (``ValueError`` otherwise), after the
+        workspace is built; ``cfg`` is the resolved run configuration (TorchX 0.8 passes it,
+        0.7 does not: either override works, see ``call_validate``)."""
         for role in app.roles:
             if role.resource == NULL_RESOURCE:
                 raise ValueError(
                     f"No resource for role: {role.image}."
                     f" Did you forget to attach resource to the role"
                 )
+
+
+def call_validate(sched: Scheduler[Any], app: AppDef, scheduler: str, cfg: Any) -> None:
+    """Calls ``sched._validate`` as its class defines it: with ``cfg`` (TorchX 0.8's
+    signature), or without (0.7's, which subclasses written for it override)."""
+    import inspect
+
+    try:
+        params = list(inspect.signature(sched._validate).parameters.values())
+    except (TypeError, ValueError):
+        params = []
+    takes_cfg = len(params) >= 3 or any(p.kind == inspect.Parameter.VAR_POSITIONAL for p in params)
+    if takes_cfg:
+        sched._validate(app, scheduler, cfg)
+    else:
+        sched._validate(app, scheduler)
 
 
 def filter_regex(regex: str, data: Iterable[str]) -> Iterable[str]:

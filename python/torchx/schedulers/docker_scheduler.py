@@ -7,7 +7,7 @@ hooks read the same containers through docker-py (the labels are TorchX's), impo
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Union
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Union
 
 from torchx.schedulers._rust import RustScheduler, typed_opts_getattr
 from torchx.specs import AppDef, AppState
@@ -105,7 +105,7 @@ class DockerScheduler(DockerWorkspaceMixin, RustScheduler):
     def __init__(self, session_name: str, docker_client: "Optional[DockerClient]" = None) -> None:
         super().__init__("local_docker", session_name, docker_client=docker_client)
 
-    def _validate(self, app: AppDef, scheduler: str) -> None:
+    def _validate(self, app: AppDef, scheduler: str, cfg: Optional[Mapping[str, Any]] = None) -> None:
         pass  # as TorchX's: roles need no resource
 
     def _get_app_state(self, container: "Container") -> AppState:

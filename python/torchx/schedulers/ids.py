@@ -47,14 +47,19 @@ def random_uint64() -> int:
     return value
 
 
-def random_id() -> str:
-    """A random 64-bit number spelled in a Kubernetes-safe alphabet, starting with a letter."""
+def random_id(max_length: Optional[int] = None) -> str:
+    """A random 64-bit number spelled in a Kubernetes-safe alphabet, starting with a letter;
+    at most ``max_length`` characters when given (empty for one of 0 or less)."""
+    if max_length is not None and max_length <= 0:
+        return ""
     out = ""
     v = random_uint64()
     while v > 0:
         candidates = START_CANDIDATES if not out else END_CANDIDATES
         v, char = divmod(v, len(candidates))
         out += candidates[char]
+        if max_length is not None and len(out) >= max_length:
+            break
     return out
 
 

@@ -146,7 +146,7 @@ class LocalScheduler(ProcessLauncher, RustScheduler):
         self._created_tmp_log_dir = False
         self._started: List[str] = []
 
-    def _validate(self, app: AppDef, scheduler: str) -> None:
+    def _validate(self, app: AppDef, scheduler: str, cfg: Optional[Mapping[str, Any]] = None) -> None:
         pass  # TorchX's local scheduler runs roles without a resource
 
     def _submit_dryrun(self, app: AppDef, cfg: Mapping[str, Any]) -> AppDryRunInfo[Any]:

@@ -5,7 +5,7 @@ core's mapping of Slurm job states."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping, Optional
 
 from torchx.schedulers._rust import RustScheduler, typed_opts_getattr
 from torchx.specs import AppDef
@@ -21,7 +21,7 @@ class SlurmScheduler(RustScheduler):
     def __init__(self, session_name: str, **kwargs: Any) -> None:
         super().__init__("slurm", session_name, **kwargs)
 
-    def _validate(self, app: AppDef, scheduler: str) -> None:
+    def _validate(self, app: AppDef, scheduler: str, cfg: Optional[Mapping[str, Any]] = None) -> None:
         pass  # as TorchX's: roles need no resource (the partition's defaults apply)
 
 
