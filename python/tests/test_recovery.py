@@ -177,3 +177,29 @@ def test_request_requeue_outside_the_contract_says_why(monkeypatch: pytest.Monke
     with pytest.raises(RuntimeError, match="did not opt into the recovery contract"):
         recovery.request_requeue()
     assert recovery.checkpoint_dir() is None and recovery.attempt() == 0
+
+
+def test_after_holds_a_job_until_its_dependency_ended(tmp_path: Path) -> None:
+    """``Runner.run(after=)``, as ``torchx run --after``: the dependent starts after its
+    dependency ended; one whose dependency failed is CANCELLED without running."""
+    from torchx.errors import UnsupportedError
+
+    def app(name: str, script: str) -> AppDef:
+        return AppDef(name=name, roles=[Role(name="r", image=str(tmp_path), entrypoint="sh", args=["-c", script])])
+
+    with get_runner() as runner:
+        first = runner.run(app("first", "sleep 0.5; exit 3"), "local_cwd")
+        ok = runner.run(app("ok", "true"), "local_cwd", after=[first])
+        notok = runner.run(app("notok", "true"), "local_cwd", after=[f"{first}:notok"])
+        pending = runner.status(ok)
+        assert pending is not None and pending.state in (AppState.PENDING, AppState.CANCELLED), pending
+        for handle, state in ((ok, AppState.CANCELLED), (notok, AppState.SUCCEEDED)):
+            status = runner.wait(handle, wait_interval=0.1)
+            assert status is not None and status.state == state, status
+        assert "not started" in str(runner.status(ok))
+        with pytest.raises(LookupError):
+            runner.run(app("x", "true"), "local_cwd", after=["local_cwd://torchx/ghost-1"])
+        on_kubernetes = app("x", "true")
+        on_kubernetes.roles[0].resource = specs.Resource(cpu=1, gpu=0, memMB=128)
+        with pytest.raises(UnsupportedError):
+            runner.dryrun(on_kubernetes, "kubernetes", after=[first])

@@ -226,7 +226,7 @@ impl DryRun {
 /// JSON) under the resolved `cfg_json`, in session `session`, submitted from `cwd` (default:
 /// the current directory; local_cwd runs replicas there).
 #[pyfunction]
-#[pyo3(signature = (name, session, app_json, cfg_json, cwd=None))]
+#[pyo3(signature = (name, session, app_json, cfg_json, cwd=None, after=Vec::new()))]
 pub fn submit_dryrun(
     py: Python<'_>,
     name: &str,
@@ -234,7 +234,13 @@ pub fn submit_dryrun(
     app_json: &str,
     cfg_json: &str,
     cwd: Option<std::path::PathBuf>,
+    after: Vec<String>,
 ) -> PyResult<DryRun> {
+    let after: Vec<torchx::specs::Dependency> = after
+        .iter()
+        .map(|d| d.parse())
+        .collect::<torchx::Result<_>>()
+        .map_err(to_py)?;
     let mut app: AppDef = serde_json::from_str(app_json).map_err(json_err)?;
     app.validate().map_err(to_py)?;
     let cfg: Cfg = serde_json::from_str(cfg_json).map_err(json_err)?;
@@ -252,7 +258,9 @@ pub fn submit_dryrun(
         })
         .map_err(to_py)?;
     let facts = block_on(py, sched.dryrun_facts(&cfg))?.map_err(to_py)?;
-    let ctx = DryRunContext::new(session, random_id(), cwd).with_facts(facts);
+    let ctx = DryRunContext::new(session, random_id(), cwd)
+        .with_facts(facts)
+        .with_after(after.clone());
     let request = sched.submit_dryrun(&app, &cfg, &ctx).map_err(to_py)?;
     let request_json = request.to_json().to_string();
     let rendered = request.render();
@@ -265,7 +273,7 @@ pub fn submit_dryrun(
             cfg,
             request,
             images,
-            after: Vec::new(),
+            after,
         })),
         request_json,
         rendered,

@@ -132,8 +132,10 @@ class Runner:
         sweep: Optional[Mapping[str, Sequence[object]]] = None,
         sweep_file: Optional[str] = None,
         max_concurrent: Optional[int] = None,
+        after: Sequence[str] = (),
     ) -> AppHandle:
         """Builds ``component`` from its arguments and runs it; returns the app handle.
+        ``after`` holds it back until those jobs ended as required (see ``dryrun``).
 
         With ``array`` (``"8"``, ``"0-99%8"``, ``"1-9:2"``), ``sweep`` (a grid:
         ``{"lr": [0.1, 0.01], "bs": [32, 64]}``) or ``sweep_file`` (JSON lines or CSV), runs
@@ -144,13 +146,15 @@ class Runner:
         ``TORCHX_SWEEP_<KEY>``."""
         spec = groups.GroupSpec(array, sweep or {}, sweep_file, max_concurrent)
         if spec.is_group():
+            if after:
+                raise ValueError("after= with a group: give the dependency to each job instead")
             return groups.run_group(
                 self, component, component_args, scheduler, cfg, workspace, parent_run_id, spec
             )
         if max_concurrent is not None:
             raise ValueError("max_concurrent caps a sweep or an array: give one")
         dryrun_info = self.dryrun_component(
-            component, component_args, scheduler, cfg, workspace, parent_run_id
+            component, component_args, scheduler, cfg, workspace, parent_run_id, after=after
         )
         return self.schedule(dryrun_info)
 
@@ -162,12 +166,14 @@ class Runner:
         cfg: Optional[Mapping[str, CfgVal]] = None,
         workspace: Union[Workspace, str, None] = None,
         parent_run_id: Optional[str] = None,
+        *,
+        after: Sequence[str] = (),
     ) -> AppDryRunInfo[Any]:
         """``dryrun`` of the AppDef that ``component`` builds from ``component_args``."""
         from torchx.components._builtin import build
 
         app = build(component, component_args, self._component_defaults.get(component))
-        return self.dryrun(app, scheduler, cfg, workspace, parent_run_id)
+        return self.dryrun(app, scheduler, cfg, workspace, parent_run_id, after=after)
 
     @overload
     def run(
@@ -202,10 +208,11 @@ class Runner:
         parent_run_id: Optional[str] = None,
         *,
         dryrun: bool = False,
+        after: Sequence[str] = (),
     ) -> Union[AppHandle, AppDryRunInfo[Any]]:
         """Runs ``app`` on ``scheduler`` and returns the app handle; with ``dryrun=True``
-        returns the request instead, submitting nothing."""
-        info = self.dryrun(app, scheduler, cfg, workspace, parent_run_id)
+        returns the request instead, submitting nothing. ``after``: see ``dryrun``."""
+        info = self.dryrun(app, scheduler, cfg, workspace, parent_run_id, after=after)
         return info if dryrun else self.schedule(info)
 
     def schedule(self, dryrun_info: AppDryRunInfo[Any]) -> AppHandle:
@@ -224,11 +231,23 @@ class Runner:
         cfg: Optional[Mapping[str, CfgVal]] = None,
         workspace: Union[Workspace, str, None] = None,
         parent_run_id: Optional[str] = None,
+        *,
+        after: Sequence[str] = (),
     ) -> AppDryRunInfo[Any]:
         """The scheduler's request for ``app``, not submitted. Like TorchX, it sets the job
         environment (``TORCHX_JOB_ID``, trackers, parent run) on the roles, and a ``workspace`` becomes
         role[0]'s, built by a scheduler that is a ``WorkspaceMixin``; as 0.8's, on a copy of
-        ``app`` (the request's ``_app``), never on the caller's."""
+        ``app`` (the request's ``_app``), never on the caller's.
+
+        ``after``: handles (``HANDLE[:ok|:notok|:any]``, as ``torchx run --after``) of jobs or
+        groups that must have ended as required before the job starts (``ok``, the default:
+        SUCCEEDED; ``notok``: FAILED or CANCELLED; ``any``: any end). local_cwd and slurm hold
+        it (see the README); another scheduler refuses. ``LookupError`` for a dependency no
+        scheduler knows."""
+        for dep in after:
+            handle = dep.rsplit(":", 1)[0] if dep.rsplit(":", 1)[-1] in ("ok", "notok", "any") else dep
+            if self.status(handle) is None:
+                raise LookupError(f"after={dep!r}: no scheduler knows {handle}")
         app = _copy_sharing_overrides(app)  # 0.8: never the caller's AppDef
         if not app.roles:
             raise ValueError(
@@ -269,7 +288,7 @@ class Runner:
             sched._pre_build_validate(app, scheduler, resolved_cfg)
             self._build_workspace(sched, app, workspace, resolved_cfg)
             call_validate(sched, app, scheduler, resolved_cfg)
-            dryrun_info = sched.submit_dryrun(app, resolved_cfg)
+            dryrun_info = _submit_dryrun_after(sched, app, resolved_cfg, after)
             dryrun_info._scheduler = scheduler
             return dryrun_info
 
@@ -469,3 +488,22 @@ def get_runner(
         component_defaults=component_defaults,
         scheduler_params=scheduler_params,
     )
+
+
+def _submit_dryrun_after(
+    sched: Scheduler[Any], app: AppDef, cfg: Mapping[str, Any], after: Sequence[str]
+) -> AppDryRunInfo[Any]:
+    """``sched.submit_dryrun``, holding the job back until ``after`` (a builtin scheduler
+    renders the dependencies; a Python one cannot)."""
+    if not after:
+        return sched.submit_dryrun(app, cfg)
+    from torchx.errors import UnsupportedError
+    from torchx.schedulers._rust import RustScheduler, waiting_for
+
+    if not isinstance(sched, RustScheduler):
+        raise UnsupportedError(
+            f"{sched.backend}: after={list(after)!r}: a scheduler written in Python cannot hold "
+            "a job until others end"
+        )
+    with waiting_for(after):
+        return sched.submit_dryrun(app, cfg)

@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import copy
 import json
 import os
-from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Mapping, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 if TYPE_CHECKING:  # annotations only: importing datetime costs every program
     from datetime import datetime
@@ -107,6 +109,21 @@ class RustRequest:
 _NO_RESOURCE_CHECK = {"local_cwd", "local_docker", "slurm", "lsf"}
 
 
+# The dependencies (``Runner.dryrun(after=)``) of the dry run under way in this context:
+# ``submit_dryrun`` keeps TorchX's signature, so they travel beside it.
+_AFTER: contextvars.ContextVar[Sequence[str]] = contextvars.ContextVar("torchx_after", default=())
+
+
+@contextlib.contextmanager
+def waiting_for(after: Sequence[str]) -> Iterator[None]:
+    """Within it, a builtin scheduler's dry runs hold the job until ``after`` ended."""
+    token = _AFTER.set(tuple(after))
+    try:
+        yield
+    finally:
+        _AFTER.reset(token)
+
+
 class RustScheduler(Scheduler[Mapping[str, Any]]):
     """A builtin scheduler of the Rust core, by name."""
 
@@ -184,6 +201,7 @@ class RustScheduler(Scheduler[Mapping[str, Any]]):
             json.dumps(app_to_json(app)),
             json.dumps(known),
             self._submit_cwd(app),
+            list(_AFTER.get()),
         )
         # As TorchX's workspace step: a role whose workspace was planned into an image now
         # runs that image (built, and pushed, by ``schedule``).
