@@ -111,6 +111,9 @@ pub struct RunArgs {
     /// Tracker parent run id.
     #[arg(long = "parent_run_id", alias = "parent-run-id")]
     pub parent_run_id: Option<String>,
+    /// Submit without the pre-flight checks (a script the job runs that is not there).
+    #[arg(long = "skip_preflight")]
+    pub skip_preflight: bool,
     /// Start only once this job (or group) has ended as required: HANDLE[:ok|:notok|:any]
     /// (ok, the default: SUCCEEDED; notok: FAILED or CANCELLED; any: any end). Repeatable.
     #[arg(long, value_name = "HANDLE[:COND]")]

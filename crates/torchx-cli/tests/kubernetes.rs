@@ -276,6 +276,7 @@ async fn conflicts_are_clear_errors_and_roll_back() {
         request,
         images: Vec::new(),
         after: Vec::new(),
+        preflight: Vec::new(),
     };
     let err = sched.schedule(&info).await.unwrap_err().to_string();
     assert!(

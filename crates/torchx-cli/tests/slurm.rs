@@ -608,6 +608,35 @@ fn after_is_a_native_dependency() {
     assert_eq!(status["state"], "SUCCEEDED", "{status}");
 }
 
+/// Pre-flight on the real cluster: a job whose script is not there is refused before
+/// anything is queued (nothing in squeue), not after its wait in the queue.
+#[test]
+fn a_missing_script_is_refused_before_it_is_queued() {
+    if !slurm_up("slurm pre-flight") {
+        return;
+    }
+    let env = Env::new();
+    // The job would be named after its script's role: `tain-0`.
+    let queued = || {
+        let out = std::process::Command::new("squeue")
+            .args(["-h", "--me", "-n", "tain-0", "-o", "%i"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).lines().count()
+    };
+    let out = env.run(&[
+        "run", "-s", "slurm", "dist.ddp", "-j", "1x2", "--script", "tain.py",
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("script `tain.py` does not exist"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(stderr(&out).contains("on slurm"), "{}", stderr(&out));
+    assert_eq!(queued(), 0, "nothing was queued");
+}
+
 /// `scontrol requeue` of a running job is a preemption: the job starts again although its
 /// retry budget is 0, and ends SUCCEEDED.
 #[test]

@@ -274,6 +274,7 @@ pub fn submit_dryrun(
             request,
             images,
             after,
+            preflight: Vec::new(),
         })),
         request_json,
         rendered,

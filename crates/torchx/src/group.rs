@@ -375,6 +375,7 @@ impl Runner {
                     request,
                     images: first.images.clone(),
                     after: first.after.clone(),
+                    preflight: first.preflight.clone(),
                 }),
                 ArrayRequest::PerTask(why) => ArrayRequest::PerTask(why),
             };

@@ -16,6 +16,7 @@ pub mod extensions;
 pub mod group;
 pub mod opts;
 pub mod plugins;
+mod preflight;
 pub mod python;
 pub mod runner;
 pub mod scheduler;

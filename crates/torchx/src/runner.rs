@@ -34,6 +34,8 @@ pub struct RunArgs {
     pub extra_env: crate::specs::Env,
     /// The jobs (or groups) this one waits for (`--after`).
     pub after: Vec<crate::specs::Dependency>,
+    /// Submit without the pre-flight checks (`--skip_preflight`).
+    pub skip_preflight: bool,
 }
 
 /// Settings `torchx run` applies to every role of the app; a role's own value wins where it
@@ -369,6 +371,11 @@ impl Runner {
                 ));
             }
         }
+        let preflight = if args.skip_preflight {
+            Vec::new()
+        } else {
+            preflight(scheduler, support, &app, &cwd)
+        };
         let facts = sched.dryrun_facts(&resolved).await?;
         let ctx = DryRunContext::new(&self.session_name, random_id(), cwd)
             .with_facts(facts)
@@ -386,6 +393,7 @@ impl Runner {
             request,
             images,
             after: args.after.clone(),
+            preflight,
         };
         Ok((info, prepared))
     }
@@ -458,8 +466,15 @@ impl Runner {
         })
     }
 
-    /// Submits a dry-run result; returns the app handle.
+    /// Submits a dry-run result; returns the app handle. A job the pre-flight checks found
+    /// would fail as it starts is refused (`InvalidArgument`), nothing submitted.
     pub async fn schedule(&self, info: &DryRunInfo) -> Result<String> {
+        if let Some(problem) = info.preflight.first() {
+            return Err(Error::arg(format!(
+                "pre-flight: {problem}: the job would fail as it starts. Fix it, or give \
+                 --skip_preflight to submit it anyway"
+            )));
+        }
         let sched = self.scheduler(&info.scheduler)?;
         crate::workspace::build_images(&info.images, &info.scheduler, &info.cfg).await?;
         let app_id = sched.schedule(info).await?;
@@ -715,4 +730,29 @@ impl PreparedWorkspaces {
         }
         Some(self.images.clone())
     }
+}
+
+/// The pre-flight checks of a job whose commands run from local files: in the current
+/// directory (local_cwd), or in a copy of the workspace or in place (slurm).
+fn preflight(
+    scheduler: &str,
+    support: crate::scheduler::WorkspaceSupport,
+    app: &AppDef,
+    cwd: &std::path::Path,
+) -> Vec<String> {
+    use crate::scheduler::WorkspaceSupport;
+    if !matches!(
+        support,
+        WorkspaceSupport::CurrentDir | WorkspaceSupport::Directory
+    ) {
+        return Vec::new();
+    }
+    // A workspace copied to the root of the job's directory is where the job runs.
+    let dir = app
+        .roles
+        .iter()
+        .find_map(|r| r.workspace.as_ref())
+        .and_then(|w| w.projects.iter().find(|(_, dst)| dst.is_empty()))
+        .map_or_else(|| cwd.to_path_buf(), |(src, _)| cwd.join(src));
+    crate::preflight::check_files(scheduler, app, &dir)
 }

@@ -398,6 +398,9 @@ fn rerun_argv(a: &RunArgs, component: &str, args: &[String]) -> Vec<String> {
     for dep in &a.after {
         flag("after", Some(dep));
     }
+    if a.skip_preflight {
+        argv.push("--skip_preflight".into());
+    }
     argv.push("--".into());
     argv.push(component.into());
     argv.extend(args.iter().cloned());

@@ -96,6 +96,7 @@ pub fn run(a: RunArgs) -> Result<i32> {
             .iter()
             .map(|d| d.parse())
             .collect::<Result<Vec<torchx::specs::Dependency>>>()?,
+        skip_preflight: a.skip_preflight,
     };
     if a.array.is_some()
         || !a.sweep.is_empty()
@@ -243,6 +244,7 @@ pub(super) fn print_dryrun(info: &DryRunInfo, json: bool) {
             "cfg": info.cfg,
             "request": info.request.to_json(),
             "images": info.images,
+            "preflight": info.preflight,
         }));
     } else {
         println!(
@@ -261,6 +263,12 @@ pub(super) fn print_dryrun(info: &DryRunInfo, json: bool) {
                     i.base_image,
                     i.roles.join(", ")
                 );
+            }
+        }
+        if !info.preflight.is_empty() {
+            println!("\n=== PRE-FLIGHT: `torchx run` would refuse this job (--skip_preflight) ===");
+            for problem in &info.preflight {
+                println!("{problem}");
             }
         }
     }

@@ -239,6 +239,7 @@ mod tests {
             cfg,
             images: Vec::new(),
             after: Vec::new(),
+            preflight: Vec::new(),
         }
     }
 

@@ -204,6 +204,9 @@ pub struct DryRunInfo {
     pub images: Vec<WorkspaceImage>,
     /// The jobs it waits for (`--after`), as the request holds them.
     pub after: Vec<crate::specs::Dependency>,
+    /// What the pre-flight checks found that would make the job fail as it starts (empty:
+    /// nothing, or the checks were skipped): shown by a dry run, refused by `schedule`.
+    pub preflight: Vec<String>,
 }
 
 impl std::fmt::Display for DryRunInfo {
