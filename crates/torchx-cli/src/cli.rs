@@ -656,7 +656,12 @@ mod tests {
             let Command::Run(run) = cli.command else {
                 panic!("{flag}: not a run");
             };
-            assert_eq!(run.cfg, ["a=b"], "{flag}");
+            let cfg: &[&str] = if ["--cfg", "--scheduler_args"].contains(&flag.as_str()) {
+                &["x", "a=b"]
+            } else {
+                &["a=b"]
+            };
+            assert_eq!(run.cfg, cfg, "{flag}");
             assert_eq!(run.component_and_args, ["utils.echo", "-cfg"], "{flag}");
         }
     }

@@ -367,7 +367,12 @@ fn replica_that_cannot_start_fails_the_submission_and_is_recorded() {
          - name: b\n  image: x\n  entrypoint: /no/such/program\n",
     )
     .unwrap();
+    // Pre-flight refuses it before anything is recorded...
     let out = env.run(&["run", "./app.yaml"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("pre-flight"), "{}", stderr(&out));
+    // ...and without it, the replica that cannot start fails the submission.
+    let out = env.run(&["run", "--skip_preflight", "./app.yaml"]);
     assert_eq!(out.status.code(), Some(5), "{}", stderr(&out));
     assert!(
         stderr(&out).contains("b/0 could not start: local_cwd: cannot start `/no/such/program`"),

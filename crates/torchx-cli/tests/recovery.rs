@@ -250,6 +250,29 @@ sleep 300 & wait $!
     assert_no_processes(&handle);
 }
 
+/// Ctrl-C of a foreground `torchx run` while its job is in a requeued attempt: the job ends
+/// CANCELLED, `status` lists both attempts (the requeued one and the cancelled one), once
+/// each, and nothing is left running.
+#[test]
+fn ctrl_c_mid_requeue_cancels_and_keeps_every_attempt() {
+    let env = Env::new();
+    let script = r#"#!/bin/bash
+echo "attempt $TORCHX_ATTEMPT pid $$"
+if [ "$TORCHX_ATTEMPT" = 0 ]; then exit 75; fi
+sleep 300 & wait $!
+"#;
+    let file = app(&env, "ctrlc", script, "");
+    let (mut child, handle) = env.spawn_run(&["--max_requeues", "5", &file]);
+    wait_for_attempt(&env, &handle, 1);
+    kill("-INT", &child.id().to_string());
+    assert_eq!(child.wait().unwrap().code(), Some(130));
+    let status = env.wait_state_terminal(&handle, Duration::from_secs(30));
+    assert_eq!(status["state"], "CANCELLED", "{status}");
+    let reasons: Vec<String> = attempts(&status).into_iter().map(|a| a.0).collect();
+    assert_eq!(reasons, ["requeued", "cancelled"], "{status}");
+    assert_no_processes(&handle);
+}
+
 /// The pid (= process group) of the replica's attempt `n`, once it runs.
 fn wait_for_attempt(env: &Env, handle: &str, n: u64) -> u32 {
     let deadline = Instant::now() + Duration::from_secs(30);
