@@ -522,12 +522,13 @@ fn ddp_with_real_torchrun_and_gloo_when_torch_is_importable() {
 /// A DDP trainer (gloo, 2 ranks) that saves its step when signalled, agreeing on it with its
 /// peer, and asks for a requeue through TORCHX_REQUEUE_FILE.
 const DDP_TRAINER: &str = r#"import os, signal, time, pathlib
-import torch, torch.distributed as dist
+# The handler first: the signal may come while torch imports on a loaded machine.
 stop = False
 def on_signal(signum, frame):
     global stop
     stop = True
 signal.signal(signal.SIGUSR1, on_signal)
+import torch, torch.distributed as dist
 dist.init_process_group("gloo")
 rank = dist.get_rank()
 ckpt = pathlib.Path(os.environ["TORCHX_CHECKPOINT_DIR"]) / "step"
@@ -568,15 +569,17 @@ fn ddp_with_real_torchrun_checkpoints_and_requeues() {
     let out = env
         .cmd(&[
             "run",
+            // Long enough for torch to start on a loaded machine, short enough that the
+            // goal takes more than one attempt.
             "--time_limit",
-            "12s",
+            "30s",
             "--checkpoint_signal",
-            "USR1@4",
+            "USR1@10",
             "dist.ddp",
             "-j",
             "1x2",
             "--env",
-            "GOAL=60",
+            "GOAL=250",
             "--script",
             "train.py",
         ])
@@ -586,7 +589,7 @@ fn ddp_with_real_torchrun_checkpoints_and_requeues() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let reached = std::fs::read_to_string(env.cwd.join("reached")).unwrap();
     let (step, attempt) = reached.split_once(' ').unwrap();
-    assert_eq!(step, "60");
+    assert_eq!(step, "250");
     assert!(attempt.parse::<u32>().unwrap() >= 1, "{reached}");
     let handle = stdout(&out).trim().to_string();
     let status = env.status(&handle);
