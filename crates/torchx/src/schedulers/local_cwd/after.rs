@@ -14,8 +14,13 @@ use crate::error::{Error, Result};
 use crate::specs::{AppState, Dependency, Verdict};
 use crate::sys::{self, SignalFd};
 
-/// How often the dependencies are asked about.
+/// How often every dependency is asked about with `torchx status` (which also settles a
+/// local job whose supervisor died).
 const POLL: Duration = Duration::from_secs(1);
+/// Between those, a local_cwd dependency's recorded state is read from the ledger, at first
+/// this often (a tenth of the time waited so far, up to [`POLL`]): a chain of short local jobs
+/// moves on within milliseconds of each end, a long wait costs few reads.
+const QUICK: Duration = Duration::from_millis(20);
 
 /// How a wait for dependencies ended.
 pub(super) enum Waited {
@@ -49,45 +54,70 @@ pub(super) fn wait_for_dependencies(
         return Ok(Waited::Ended);
     }
     ready();
+    let waiting_since = std::time::Instant::now();
+    let mut asked: Option<std::time::Instant> = None;
     loop {
-        let mut waiting = Vec::new();
+        let full = asked.is_none_or(|t| t.elapsed() >= POLL);
+        if full {
+            asked = Some(std::time::Instant::now());
+        }
+        // What each dependency says now: in a quick round only an end the ledger recorded.
+        let mut waiting: Vec<String> = Vec::new();
+        let mut quiet = false;
+        let mut impossible: Option<String> = None;
         for dep in after {
-            let mut ended_without = |why: String| -> Result<Waited> {
-                ledger.finish_if_unfinished(app_id, AppState::Cancelled, &why, now())?;
-                Ok(Waited::Ended)
+            let state = if full {
+                dependency_state(&dep.handle)
+            } else {
+                match recorded_end(ledger, &dep.handle) {
+                    Some(end) => Ok(Some(end)),
+                    None => {
+                        quiet = true;
+                        continue;
+                    }
+                }
             };
-            match dependency_state(&dep.handle) {
+            match state {
                 Ok(Some(state)) => match dep.condition.verdict(state) {
                     Verdict::Satisfied => {}
                     Verdict::Waiting => waiting.push(format!("{} ({state})", dep.handle)),
                     Verdict::Impossible => {
-                        return ended_without(format!(
+                        impossible = Some(format!(
                             "not started: its dependency {} ended {state}, and it waits for it \
                              to end {}",
                             dep.handle,
                             dep.condition.wanted()
-                        ))
+                        ));
+                        break;
                     }
                 },
                 Ok(None) => {
-                    return ended_without(format!(
+                    impossible = Some(format!(
                         "not started: its dependency {} is no longer known",
                         dep.handle
-                    ))
+                    ));
+                    break;
                 }
                 // A scheduler that does not answer now is asked again.
                 Err(e) => waiting.push(format!("{} (its status: {e})", dep.handle)),
             }
         }
-        if waiting.is_empty() {
+        if let Some(why) = impossible {
+            ledger.finish_if_unfinished(app_id, AppState::Cancelled, &why, now())?;
+            return Ok(Waited::Ended);
+        }
+        if waiting.is_empty() && !quiet {
             return Ok(Waited::Go);
         }
-        let now_waiting = format!("waiting for {} to end", waiting.join(", "));
-        if now_waiting != said {
-            ledger.set_pending_msg(app_id, &now_waiting)?;
-            said = now_waiting;
+        if full {
+            let now_waiting = format!("waiting for {} to end", waiting.join(", "));
+            if now_waiting != said {
+                ledger.set_pending_msg(app_id, &now_waiting)?;
+                said = now_waiting;
+            }
         }
-        let ready = sys::poll_readable(&[signals.as_raw_fd()], Some(POLL))
+        let pause = (waiting_since.elapsed() / 10).clamp(QUICK, POLL);
+        let ready = sys::poll_readable(&[signals.as_raw_fd()], Some(pause))
             .map_err(|e| Error::io("waiting for dependencies", e))?;
         // SIGCHLD comes from the `status` commands; the others are a cancel.
         if ready[0] && signals.read().iter().any(|s| *s != sys::SIGCHLD) {
@@ -95,6 +125,17 @@ pub(super) fn wait_for_dependencies(
             return Ok(Waited::Ended);
         }
     }
+}
+
+/// The terminal state the ledger recorded for `handle`, when it is a local_cwd job of this
+/// ledger that ended.
+fn recorded_end(ledger: &Ledger, handle: &str) -> Option<AppState> {
+    let h = crate::specs::parse_app_handle(handle).ok()?;
+    if h.scheduler != super::NAME || crate::group::is_group_id(&h.app_id) {
+        return None;
+    }
+    let state = ledger.app_liveness(&h.app_id).ok()??.state;
+    state.is_terminal().then_some(state)
 }
 
 /// The state of the job or group `handle` (`None`: no scheduler knows it), from this
