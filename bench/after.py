@@ -21,8 +21,8 @@ import time
 from pathlib import Path
 
 
-def run(torchx: str, env: dict, *args: str) -> str:
-    out = subprocess.run([torchx, *args], env=env, capture_output=True, text=True, check=True)
+def run(torchx: str, env: dict, *args: str, cwd: str | None = None) -> str:
+    out = subprocess.run([torchx, *args], env=env, cwd=cwd, capture_output=True, text=True, check=True)
     return out.stdout.strip().splitlines()[-1] if out.stdout.strip() else ""
 
 
@@ -59,9 +59,10 @@ def slurm_edge(torchx: str) -> None:
             (shims / cmd).write_text(f'#!/bin/sh\necho {cmd} >> {calls}\nexec {real} "$@"\n')
             (shims / cmd).chmod(0o755)
         env = {**os.environ, "TORCHX_STATE_DIR": d, "PATH": f"{shims}:{os.environ['PATH']}"}
-        first = run(torchx, env, "run", "-s", "slurm", "utils.sh", "sleep", "10")
+        # Submitted from the temporary directory: Slurm writes the jobs' output files there.
+        first = run(torchx, env, "run", "-s", "slurm", "utils.sh", "sleep", "10", cwd=d)
         started = time.perf_counter()
-        run(torchx, env, "run", "-s", "slurm", "--after", first, "utils.sh", "true")
+        run(torchx, env, "run", "-s", "slurm", "--after", first, "utils.sh", "true", cwd=d)
         submit = time.perf_counter() - started
         before = calls.read_text().split().count("squeue")
         time.sleep(8)
