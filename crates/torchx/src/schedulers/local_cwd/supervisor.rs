@@ -661,16 +661,11 @@ impl Supervisor {
 }
 
 /// Makes sure a replica's `TORCHX_REQUEUE_FILE` does not exist when an attempt starts (a
-/// request does not carry over) and that its directory does: for a container, the directory
-/// bind-mounted in, writable by whichever user the container runs as (the state directory
-/// above it is the owner's only).
+/// request does not carry over) and that its directory (the replica's log directory) does.
 fn prepare_requeue_file(file: &Path) {
     let _ = std::fs::remove_file(file);
-    if let Some(dir) = file.parent().filter(|d| !d.exists()) {
-        use std::os::unix::fs::PermissionsExt;
-        if std::fs::create_dir_all(dir).is_ok() {
-            let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o777));
-        }
+    if let Some(dir) = file.parent() {
+        let _ = std::fs::create_dir_all(dir);
     }
 }
 
