@@ -235,9 +235,19 @@ sleep 300 & wait $!
     wait_for_attempt(&env, &handle, 1);
     let supervisor: u32 = env.metadata(&handle, "supervisor_pid").parse().unwrap();
     kill("-KILL", &supervisor.to_string());
-    let status = env.wait_state_terminal(&handle, Duration::from_secs(30));
+    // The guard kills the replicas, then the outcome is recorded (a reader may show the app
+    // FAILED a moment before that record, with no message yet).
+    assert_no_processes(&handle);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        let status = env.status(&handle);
+        if status["msg"].as_str().unwrap_or("").contains("died") {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "{status}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
     assert_eq!(status["state"], "FAILED", "{status}");
-    assert!(status["msg"].as_str().unwrap().contains("died"), "{status}");
     let numbers: Vec<u64> = status["roles"][0]["replicas"][0]["attempts"]
         .as_array()
         .unwrap()
