@@ -67,8 +67,10 @@ def slurm_edge(torchx: str) -> None:
         before = calls.read_text().split().count("squeue")
         time.sleep(8)
         after = calls.read_text().split().count("squeue")
-        print(f"| slurm: submit a job `--after` a running one | {submit * 1000:.0f} ms | "
-              f"{after - before} squeue calls by torchx while it waits (Slurm holds it) |")
+        print(
+            f"| slurm: submit a job `--after` a running one | {submit * 1000:.0f} ms | "
+            f"{after - before} squeue calls by torchx while it waits (Slurm holds it) |"
+        )
 
 
 def main() -> None:

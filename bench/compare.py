@@ -6,6 +6,7 @@ Builds the release binary and examples, installs torchx==0.7.0 into a throwaway 
 --venv points at one that has it), runs every measurement N times (default 7), alternating ours and
 theirs so that machine noise hits both alike, and prints medians as Markdown tables.
 """
+
 import argparse
 import os
 import shutil
@@ -58,7 +59,11 @@ def main():
     a = ap.parse_args()
     build = ["cargo", "build", "--release", "-q"]
     subprocess.run(build + ["-p", "torchx-cli"], cwd=ROOT, check=True)
-    subprocess.run(build + ["-p", "torchx", "--features", "testing", "--example", "dryrun_bench", "--example", "ledger_fill"], cwd=ROOT, check=True)
+    subprocess.run(
+        build + ["-p", "torchx", "--features", "testing", "--example", "dryrun_bench", "--example", "ledger_fill"],
+        cwd=ROOT,
+        check=True,
+    )
     target = os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target"))
     ours = os.path.join(target, "release", "torchx")
     venv = a.venv or os.path.join(tempfile.gettempdir(), "torchx-py-bench-venv")
@@ -92,34 +97,60 @@ def main():
     _, p = run_ms([py, "run", "-s", "local_cwd", "utils.echo"], env, work)
     py_handle = next((w for w in p.stdout.decode().split() if w.startswith("local_cwd://")), "local_cwd://torchx/x")
     m = medians({"ours": [ours, "status", our_handle], "py": [py, "status", py_handle]}, a.runs, env, work)
-    rows.append(("status of a finished job", m["ours"], m["py"], "Python: fails, the app is not visible to another process"))
+    rows.append(
+        ("status of a finished job", m["ours"], m["py"], "Python: fails, the app is not visible to another process")
+    )
 
     # list with 10,000 jobs in the ledger.
     big = dict(env, TORCHX_STATE_DIR=os.path.join(work, "big"))
-    subprocess.run([os.path.join(target, "release", "examples", "ledger_fill"), "10000"], env=big, check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [os.path.join(target, "release", "examples", "ledger_fill"), "10000"],
+        env=big,
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
     m = medians({"ours": [ours, "list"], "py": [py, "list", "-s", "local_cwd"]}, a.runs, big, work)
     rows.append(("list, 10,000 jobs in the ledger", m["ours"], m["py"], "Python: raises, local jobs are not persisted"))
 
     # 200 replicas of /bin/true, launched to all SUCCEEDED.
-    m = medians({
-        "ours": [ours, "run", "./many.yaml"],
-        "py": [py, "run", "-s", "local_cwd", "./many.py:many"],
-        "sh": ["sh", "-c", SHELL_LOOP],
-    }, a.runs, env, work, pause=0.3)
-    rows.append(("200 replicas of `/bin/true` to all SUCCEEDED", m["ours"], m["py"], f"shell loop: {m['sh']:.1f} ms; ours / shell = {m['ours'] / m['sh']:.2f}×"))
+    m = medians(
+        {
+            "ours": [ours, "run", "./many.yaml"],
+            "py": [py, "run", "-s", "local_cwd", "./many.py:many"],
+            "sh": ["sh", "-c", SHELL_LOOP],
+        },
+        a.runs,
+        env,
+        work,
+        pause=0.3,
+    )
+    rows.append(
+        (
+            "200 replicas of `/bin/true` to all SUCCEEDED",
+            m["ours"],
+            m["py"],
+            f"shell loop: {m['sh']:.1f} ms; ours / shell = {m['ours'] / m['sh']:.2f}×",
+        )
+    )
 
-    py_dry = subprocess.run([os.path.join(venv, "bin", "python"), "-c", PY_DRYRUN], capture_output=True, text=True, cwd=work).stdout.strip()
-    our_dry = subprocess.run([os.path.join(target, "release", "examples", "dryrun_bench"), "1000"], capture_output=True, text=True).stdout.strip()
+    py_dry = subprocess.run(
+        [os.path.join(venv, "bin", "python"), "-c", PY_DRYRUN], capture_output=True, text=True, cwd=work
+    ).stdout.strip()
+    our_dry = subprocess.run(
+        [os.path.join(target, "release", "examples", "dryrun_bench"), "1000"], capture_output=True, text=True
+    ).stdout.strip()
     print(f"Machine: {os.cpu_count()} cores; medians of {a.runs} runs; exec of /bin/true: {true_ms:.2f} ms\n")
     print("| command | ours (ms) | Python TorchX 0.7.0 (ms) | speed-up | ours / `/bin/true` | note |")
     print("|---|---|---|---|---|---|")
     for label, o, p, note in rows:
         print(f"| `{label}` | {o:.2f} | {p:.1f} | {p / o:.0f}× | {o / true_ms:.1f}× | {note} |")
-    print(f"| in-process dryrun, local_cwd, 1 role × 1000 replicas | {float(our_dry):.2f} | {float(py_dry):.1f} | {float(py_dry) / float(our_dry):.0f}× | – | |")
+    print(
+        f"| in-process dryrun, local_cwd, 1 role × 1000 replicas | {float(our_dry):.2f} | {float(py_dry):.1f} | {float(py_dry) / float(our_dry):.0f}× | – | |"
+    )
     shutil.rmtree(work, ignore_errors=True)
 
 
-PY_DRYRUN = r'''
+PY_DRYRUN = r"""
 import time, statistics
 from torchx.schedulers.local_scheduler import create_scheduler
 from torchx import specs
@@ -130,7 +161,7 @@ ts = []
 for _ in range(7):
     t = time.perf_counter(); info = s.submit_dryrun(app, {}); str(info); ts.append((time.perf_counter() - t) * 1000)
 print(statistics.median(ts))
-'''
+"""
 
 if __name__ == "__main__":
     main()

@@ -21,9 +21,7 @@ import subprocess
 import tempfile
 import time
 
-TASK = (
-    "d={d}; touch $d/run.{i}; ls $d | grep -c '^run' >> $d/seen; sleep 0.2; rm $d/run.{i}"
-)
+TASK = "d={d}; touch $d/run.{i}; ls $d | grep -c '^run' >> $d/seen; sleep 0.2; rm $d/run.{i}"
 
 
 def timed(cmd, env, shell=False):
@@ -67,8 +65,7 @@ def local_sweep(ours, python_torchx, runs):
     measure(
         "ours: `torchx run --wait --array 0-99%8`",
         lambda d: (
-            [ours, "run", "--wait", "--array", "0-99%8", "utils.sh", "sh", "-c",
-             TASK.format(d=d, i="${array_index}")],
+            [ours, "run", "--wait", "--array", "0-99%8", "utils.sh", "sh", "-c", TASK.format(d=d, i="${array_index}")],
             False,
         ),
     )
@@ -82,8 +79,7 @@ def local_sweep(ours, python_torchx, runs):
     measure(
         "shell loop of ours: `xargs -P8 torchx run --wait`",
         lambda d: (
-            f"seq 0 99 | xargs -P8 -I@ {ours} run --wait utils.sh sh -c "
-            f"{shq(TASK.format(d=d, i='@'))} >/dev/null",
+            f"seq 0 99 | xargs -P8 -I@ {ours} run --wait utils.sh sh -c {shq(TASK.format(d=d, i='@'))} >/dev/null",
             True,
         ),
     )
@@ -115,7 +111,7 @@ def shims(root, log):
         real = shutil.which(tool)
         path = os.path.join(d, tool)
         with open(path, "w") as f:
-            f.write(f"#!/bin/sh\necho {tool} >> {log}\nexec {real} \"$@\"\n")
+            f.write(f'#!/bin/sh\necho {tool} >> {log}\nexec {real} "$@"\n')
         os.chmod(path, 0o755)
     return d
 
@@ -161,13 +157,12 @@ def slurm_array(ours, python_torchx):
         )
         loop_ours = loop(env, [ours, "run", "-s", "slurm", "utils.sh", "true"], 100)
         calls(log)
-        print(f"| shell loop of ours, `torchx run -s slurm` ×1000 (100 timed, ×10) | {loop_ours * 10:.1f} | 1000 sbatch |")
+        print(
+            f"| shell loop of ours, `torchx run -s slurm` ×1000 (100 timed, ×10) | {loop_ours * 10:.1f} | 1000 sbatch |"
+        )
         if python_torchx:
             loop_py = loop(env, [python_torchx, "run", "-s", "slurm", "utils.sh", "true"], 10)
-            print(
-                f"| shell loop of Python TorchX 0.7.0 ×1000 (10 timed, ×100) | {loop_py * 100:.0f} "
-                "| 1000 sbatch |"
-            )
+            print(f"| shell loop of Python TorchX 0.7.0 ×1000 (10 timed, ×100) | {loop_py * 100:.0f} | 1000 sbatch |")
         subprocess.run(["scancel", "--me"], check=False)
     finally:
         os.chdir(cwd)

@@ -21,6 +21,7 @@ import subprocess
 import tempfile
 import time
 
+
 # Upstream names the skeleton's `create_scheduler` factory `create_scheduler`; we name it after
 # its module (`my_backend`): the same plugin code on both sides.
 def commands(name):
@@ -44,8 +45,12 @@ def median_ms(cmd, env, runs):
 def interpreters(cmd, env):
     """Python processes started by `cmd` (its execve calls of the venv's python)."""
     with tempfile.NamedTemporaryFile(mode="r") as log:
-        subprocess.run(["strace", "-f", "-qq", "-e", "trace=execve", "-o", log.name, *cmd],
-                       env=env, capture_output=True, check=True)
+        subprocess.run(
+            ["strace", "-f", "-qq", "-e", "trace=execve", "-o", log.name, *cmd],
+            env=env,
+            capture_output=True,
+            check=True,
+        )
         return sum(1 for line in log if "execve(" in line and "python" in line.split(",")[0])
 
 
@@ -68,8 +73,7 @@ def main():
             theirs = median_ms([f"{a.theirs}/bin/torchx", *theirs_cmds[name]], env, a.runs)
             for how, how_env in (("warm", ours_env), ("cold", cold_env)):
                 ours = median_ms([f"{a.ours}/bin/torchx", *args], how_env, a.runs)
-                print(f"{name:40s} ours ({how}) {ours:5.0f} ms   TorchX {theirs:5.0f} ms   "
-                      f"{theirs / ours:4.1f}x")
+                print(f"{name:40s} ours ({how}) {ours:5.0f} ms   TorchX {theirs:5.0f} ms   {theirs / ours:4.1f}x")
         dryrun = commands("my_backend")["run --dryrun -s <plugin> utils.echo"]
         for how, how_env in (("warm", ours_env), ("cold", cold_env)):
             started = interpreters([f"{a.ours}/bin/torchx", *dryrun], how_env)

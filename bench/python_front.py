@@ -77,16 +77,16 @@ def main():
     with open(os.path.join(fake, "sinfo"), "w") as f:
         f.write("#!/bin/sh\nexit 1\n")
     os.chmod(os.path.join(fake, "sinfo"), 0o755)
-    env = dict(os.environ, HOME=tmp, TORCHX_STATE_DIR=os.path.join(tmp, "state"),
-               PATH=f"{fake}:{os.environ['PATH']}")
+    env = dict(os.environ, HOME=tmp, TORCHX_STATE_DIR=os.path.join(tmp, "state"), PATH=f"{fake}:{os.environ['PATH']}")
     env.pop("TORCHXCONFIG", None)
     rows = [
         ("`python -c pass`", ["-c", "pass"], ["-c", "pass"]),
-        ("`python -c 'import torchx.specs'`", ["-c", "import torchx.specs"],
-         ["-c", "import torchx.specs"]),
-        ("`get_runner().dryrun_component('dist.ddp', ..., scheduler='slurm')` script",
-         ["-c", DRYRUN.format(extra=', "slurm_version": "24.11"')],
-         ["-c", DRYRUN.format(extra="")]),
+        ("`python -c 'import torchx.specs'`", ["-c", "import torchx.specs"], ["-c", "import torchx.specs"]),
+        (
+            "`get_runner().dryrun_component('dist.ddp', ..., scheduler='slurm')` script",
+            ["-c", DRYRUN.format(extra=', "slurm_version": "24.11"')],
+            ["-c", DRYRUN.format(extra="")],
+        ),
     ]
     with open(os.path.join(tmp, "comp.py"), "w") as f:
         f.write(COMPONENT)
@@ -94,11 +94,16 @@ def main():
     theirs_cli = os.path.join(os.path.dirname(theirs), "torchx")
     dryrun = ["run", "--dryrun", "-s", "local_cwd"]
     commands = [
-        ("`torchx run --dryrun -s local_cwd ./comp.py:greet` (a Python component file)",
-         [ours_cli, *dryrun, "./comp.py:greet"], [theirs_cli, *dryrun, "./comp.py:greet"]),
-        ("`torchx run --dryrun -s local_cwd utils.echo --msg hi` (a builtin)",
-         [ours_cli, *dryrun, "utils.echo", "--msg", "hi"],
-         [theirs_cli, *dryrun, "utils.echo", "--msg", "hi"]),
+        (
+            "`torchx run --dryrun -s local_cwd ./comp.py:greet` (a Python component file)",
+            [ours_cli, *dryrun, "./comp.py:greet"],
+            [theirs_cli, *dryrun, "./comp.py:greet"],
+        ),
+        (
+            "`torchx run --dryrun -s local_cwd utils.echo --msg hi` (a builtin)",
+            [ours_cli, *dryrun, "utils.echo", "--msg", "hi"],
+            [theirs_cli, *dryrun, "utils.echo", "--msg", "hi"],
+        ),
         ("`torchx --help`", [ours_cli, "--help"], [theirs_cli, "--help"]),
     ]
     plugin_row = (
@@ -129,7 +134,9 @@ def main():
         print(f"| {what} | {o:.1f} | {t:.1f} | {t / o:.1f}× |")
     finally:
         for venv in venvs:
-            subprocess.run([os.path.join(venv, "bin", "pip"), "uninstall", "-q", "-y", "torchx-example-plugin"], check=True)
+            subprocess.run(
+                [os.path.join(venv, "bin", "pip"), "uninstall", "-q", "-y", "torchx-example-plugin"], check=True
+            )
 
 
 if __name__ == "__main__":

@@ -65,10 +65,12 @@ if [ "$python_status" -eq 0 ] && [ "${TORCHX_TEST_NEMO:-0}" = 1 ]; then
     export TORCHX_TEST_WHEELS="$wheels"
 fi
 if [ "$python_status" -eq 0 ]; then
-    # The Python package is typed and linted: ruff, mypy --strict (config in pyproject.toml)
-    # and stubtest, which checks the extension's stubs (_rs.pyi) against the built module.
-    echo "== Python: ruff, mypy --strict, stubtest of torchx._rs"
+    # The Python package is typed, linted and formatted: ruff (lint and format), mypy --strict
+    # (config in pyproject.toml) and stubtest, which checks the extension's stubs (_rs.pyi)
+    # against the built module.
+    echo "== Python: ruff check, ruff format --check, mypy --strict, stubtest of torchx._rs"
     "$venv/bin/python" -m ruff check python/torchx python/tests examples bench &&
+        "$venv/bin/python" -m ruff format --check python/torchx python/tests examples bench &&
         "$venv/bin/python" -m mypy &&
         "$venv/bin/python" -m mypy.stubtest torchx._rs --mypy-config-file pyproject.toml ||
         python_status=1

@@ -9,10 +9,7 @@ import pytest
 
 def docker_up() -> bool:
     """The local Docker engine with its busybox:local image (scripts/docker/up.sh)."""
-    up = (
-        subprocess.run(["docker", "image", "inspect", "busybox:local"], capture_output=True).returncode
-        == 0
-    )
+    up = subprocess.run(["docker", "image", "inspect", "busybox:local"], capture_output=True).returncode == 0
     if not up and "docker" in os.environ.get("TORCHX_TEST_ENGINES", "").split(","):
         pytest.fail("the Docker engine was started for this run but is missing")
     return up

@@ -16,9 +16,7 @@ os.environ.pop("TORCHXCONFIG", None)
 def _torchx_bin() -> str:
     found = os.environ.get("TORCHX_BIN") or shutil.which("torchx")
     if not found:
-        raise RuntimeError(
-            "no torchx binary: set TORCHX_BIN (scripts/test.sh does) or put torchx on PATH"
-        )
+        raise RuntimeError("no torchx binary: set TORCHX_BIN (scripts/test.sh does) or put torchx on PATH")
     return found
 
 

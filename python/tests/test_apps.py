@@ -55,7 +55,9 @@ def test_process_monitor_stops_a_program_at_the_timeout(job_python: None, tmp_pa
         process_monitor.main(["--start_on_file", str(marker), "--poll_rate", "0.1", "--", "sh", "-c", "exit 3"])
     assert exited.value.code == 3
     with pytest.raises(SystemExit) as exited:
-        process_monitor.main(["--start_on_file", str(tmp_path / "never"), "--timeout", "0.3", "--poll_rate", "0.1", "true"])
+        process_monitor.main(
+            ["--start_on_file", str(tmp_path / "never"), "--timeout", "0.3", "--poll_rate", "0.1", "true"]
+        )
     assert exited.value.code == process_monitor.TIMEOUT_EXIT_CODE
 
 
@@ -90,10 +92,20 @@ def test_serve_registers_the_model_with_torchserve(tmp_path: Path) -> None:
     try:
         model = tmp_path / "m.mar"
         model.write_bytes(b"model bytes")
-        serve.main([
-            "--model_path", str(model), "--management_api", f"http://127.0.0.1:{api.server_port}",
-            "--port", "0", "--model_name", "resnet", "--initial_workers", "2",
-        ])
+        serve.main(
+            [
+                "--model_path",
+                str(model),
+                "--management_api",
+                f"http://127.0.0.1:{api.server_port}",
+                "--port",
+                "0",
+                "--model_name",
+                "resnet",
+                "--initial_workers",
+                "2",
+            ]
+        )
     finally:
         api.shutdown()
     assert seen["path"] == "/models" and seen["model"] == b"model bytes"

@@ -50,12 +50,33 @@ def component(
 def test_materialize_decodes_every_annotation() -> None:
     app = materialize_appdef(
         component,
-        ["--name", "x", "--count", "3", "--flag", "true", "--tags", "a,b", "--env", "A=1,B=2",
-         "-j", "2x2", "--", "--lr", "0.1"],
+        [
+            "--name",
+            "x",
+            "--count",
+            "3",
+            "--flag",
+            "true",
+            "--tags",
+            "a,b",
+            "--env",
+            "A=1,B=2",
+            "-j",
+            "2x2",
+            "--",
+            "--lr",
+            "0.1",
+        ],
     )
     assert app.metadata == {
-        "args": "('--lr', '0.1')", "name": "'x'", "count": "3", "ratio": "0.5", "flag": "True",
-        "tags": "['a', 'b']", "env": "{'A': 1, 'B': 2}", "j": "'2x2'",
+        "args": "('--lr', '0.1')",
+        "name": "'x'",
+        "count": "3",
+        "ratio": "0.5",
+        "flag": "True",
+        "tags": "['a', 'b']",
+        "env": "{'A': 1, 'B': 2}",
+        "j": "'2x2'",
     }
 
 
@@ -78,12 +99,14 @@ def test_help_comes_from_the_docstring(capsys: pytest.CaptureFixture[str]) -> No
 
 def test_linter_names_each_problem(tmp_path: Path) -> None:
     f = tmp_path / "comp.py"
-    f.write_text(textwrap.dedent("""
+    f.write_text(
+        textwrap.dedent("""
         def bad(a, b: Dict[str, List[str]], c: Set[int]) -> int:
             pass
         def good(a: Optional[List[str]], b: dict[str, int], c: int | None = None) -> specs.AppDef:
             pass
-    """))
+    """)
+    )
     assert [m.description for m in validate(str(f), "bad")] == [
         "Missing type annotation for argument 'a' in function 'bad'",
         "Non-primitive value type 'List[str]' for argument 'b: Dict[str, List[str]]' in function 'bad'",
@@ -96,7 +119,8 @@ def test_linter_names_each_problem(tmp_path: Path) -> None:
 
 def test_component_file_runs_with_appdef_in_scope(tmp_path: Path) -> None:
     f = tmp_path / "my_component.py"
-    f.write_text(textwrap.dedent('''
+    f.write_text(
+        textwrap.dedent('''
         from torchx.specs import Role
 
         def greet(user: str = "world") -> AppDef:
@@ -109,7 +133,8 @@ def test_component_file_runs_with_appdef_in_scope(tmp_path: Path) -> None:
 
         def broken(x) -> AppDef:
             return AppDef(name="x")
-    '''))
+    ''')
+    )
     comp = get_component(f"{f}:greet")
     assert comp.description == "Says hello."
     app = materialize_appdef(comp.fn, ["--user", "you"])
@@ -122,7 +147,15 @@ def test_component_file_runs_with_appdef_in_scope(tmp_path: Path) -> None:
 
 def test_builtins_pass_the_linter_and_are_found_by_name() -> None:
     names = get_components()
-    for name in ("dist.ddp", "dist.spmd", "utils.echo", "utils.sh", "utils.copy", "metrics.tensorboard", "serve.torchserve"):
+    for name in (
+        "dist.ddp",
+        "dist.spmd",
+        "utils.echo",
+        "utils.sh",
+        "utils.copy",
+        "metrics.tensorboard",
+        "serve.torchserve",
+    ):
         assert name in names, name
     case = ComponentTestCase("setUp")
     case.setUp()
@@ -179,6 +212,5 @@ def test_annotated_parameters_add_flags(tmp_path: Path) -> None:
     f = tmp_path / "c.py"
     f.write_text("def c(a: Annotated[str, '-a'], b: Annotated[Dict[str, List[str]], '-b']) -> AppDef:\n    pass\n")
     assert [m.description for m in validate(str(f), "c")] == [
-        "Non-primitive value type 'List[str]' for argument"
-        " \"b: Annotated[Dict[str, List[str]], '-b']\" in function 'c'"
+        "Non-primitive value type 'List[str]' for argument \"b: Annotated[Dict[str, List[str]], '-b']\" in function 'c'"
     ]

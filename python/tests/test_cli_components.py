@@ -84,18 +84,31 @@ def project(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def _torchx(torchx_bin: str, cwd: Path, *args: str, env: Optional[Dict[str, str]] = None) -> subprocess.CompletedProcess:
+def _torchx(
+    torchx_bin: str, cwd: Path, *args: str, env: Optional[Dict[str, str]] = None
+) -> subprocess.CompletedProcess:
     full_env = {**os.environ, "TORCHX_PYTHON": sys.executable, **(env or {})}
     full_env.pop("RUST_BACKTRACE", None)
-    return subprocess.run(
-        [torchx_bin, *args], cwd=cwd, env=full_env, capture_output=True, text=True, timeout=120
-    )
+    return subprocess.run([torchx_bin, *args], cwd=cwd, env=full_env, capture_output=True, text=True, timeout=120)
 
 
 def test_run_a_python_component_on_local_cwd(torchx_bin: str, project: Path) -> None:
     done = _torchx(
-        torchx_bin, project, "run", "--scheduler", "local_cwd", "./my_component.py:greet",
-        "--user", "your name", "--times", "2", "--loud", "True", "--", "and", "bye",
+        torchx_bin,
+        project,
+        "run",
+        "--scheduler",
+        "local_cwd",
+        "./my_component.py:greet",
+        "--user",
+        "your name",
+        "--times",
+        "2",
+        "--loud",
+        "True",
+        "--",
+        "and",
+        "bye",
     )
     assert done.returncode == 0, done.stderr
     handle = done.stdout.strip().splitlines()[-1]
@@ -106,15 +119,29 @@ def test_run_a_python_component_on_local_cwd(torchx_bin: str, project: Path) -> 
 
 def test_dryrun_shows_the_typed_arguments(torchx_bin: str, project: Path) -> None:
     done = _torchx(
-        torchx_bin, project, "run", "--dryrun", "-s", "local_cwd", f"{project}/my_component.py:greet",
-        "--tags", "a,b", "--env", "A=1,B=2", "-h", "cpu.nano",
+        torchx_bin,
+        project,
+        "run",
+        "--dryrun",
+        "-s",
+        "local_cwd",
+        f"{project}/my_component.py:greet",
+        "--tags",
+        "a,b",
+        "--env",
+        "A=1,B=2",
+        "-h",
+        "cpu.nano",
     )
     assert done.returncode == 0, done.stderr
     assert "hello world" in done.stdout and "A" in done.stdout
 
 
 def test_help_comes_from_the_docstring(torchx_bin: str, project: Path) -> None:
-    for args in (["run", "./my_component.py:greet", "--help"], ["run", "--dryrun", "./my_component.py:greet", "--help"]):
+    for args in (
+        ["run", "./my_component.py:greet", "--help"],
+        ["run", "--dryrun", "./my_component.py:greet", "--help"],
+    ):
         done = _torchx(torchx_bin, project, *args)
         assert done.returncode == 0, done.stderr
         assert "Greets someone." in done.stdout
@@ -147,9 +174,7 @@ def test_builtins_print_shows_the_source(torchx_bin: str, project: Path) -> None
         (["./my_component.py:1bad"], 2, "is not of the form `path.py:function_name`"),
     ],
 )
-def test_bad_components_and_arguments(
-    torchx_bin: str, project: Path, args: list, code: int, message: str
-) -> None:
+def test_bad_components_and_arguments(torchx_bin: str, project: Path, args: list, code: int, message: str) -> None:
     done = _torchx(torchx_bin, project, "run", "--dryrun", "-s", "local_cwd", *args)
     assert done.returncode == code, (done.returncode, done.stderr)
     assert message in done.stderr
@@ -160,7 +185,11 @@ def test_a_python_without_the_package_is_named(torchx_bin: str, project: Path, t
     bare = tmp_path / "bare-venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True)
     done = _torchx(
-        torchx_bin, project, "run", "--dryrun", "./my_component.py:greet",
+        torchx_bin,
+        project,
+        "run",
+        "--dryrun",
+        "./my_component.py:greet",
         env={"TORCHX_PYTHON": str(bare / "bin" / "python3")},
     )
     assert done.returncode == 4, done.stderr
@@ -175,7 +204,11 @@ def test_the_installed_torchx_finds_its_own_python(project: Path) -> None:
     env["PATH"] = "/usr/bin:/bin"  # no other python3 with the package on PATH
     done = subprocess.run(
         [str(installed), "run", "--dryrun", "-s", "local_cwd", "./my_component.py:greet"],
-        cwd=project, env=env, capture_output=True, text=True, timeout=120,
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert done.returncode == 0, done.stderr
     assert "hello world" in done.stdout
@@ -190,7 +223,9 @@ def test_entry_point_components_in_the_cli(torchx_bin: str, tmp_path: Path) -> N
     pkg = site / "my_comps"
     pkg.mkdir()
     (pkg / "__init__.py").write_text("")
-    (pkg / "train.py").write_text(COMPONENT.replace("def greet(", "def hello(") + textwrap.dedent('''
+    (pkg / "train.py").write_text(
+        COMPONENT.replace("def greet(", "def hello(")
+        + textwrap.dedent('''
 
         def ddp(script: str) -> specs.AppDef:
             """Would shadow a builtin.
@@ -199,7 +234,8 @@ def test_entry_point_components_in_the_cli(torchx_bin: str, tmp_path: Path) -> N
                 script: s
             """
             return specs.AppDef(name="shadow", roles=[specs.Role(name="r", image="x", entrypoint="false")])
-    '''))
+    ''')
+    )
     dist = site / "my_comps-0.1.dist-info"
     dist.mkdir()
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: my-comps\nVersion: 0.1\n")
@@ -213,7 +249,9 @@ def test_entry_point_components_in_the_cli(torchx_bin: str, tmp_path: Path) -> N
     done = _torchx(torchx_bin, tmp_path, "run", "--dryrun", "-s", "local_cwd", "hello", "--user", "plugin", env=env)
     assert done.returncode == 0, done.stderr
     assert "hello plugin" in done.stdout
-    builtin = _torchx(torchx_bin, tmp_path, "run", "--dryrun", "-s", "local_cwd", "dist.ddp", "--script", "t.py", env=env)
+    builtin = _torchx(
+        torchx_bin, tmp_path, "run", "--dryrun", "-s", "local_cwd", "dist.ddp", "--script", "t.py", env=env
+    )
     assert builtin.returncode == 0 and "torchrun" in builtin.stdout, builtin.stderr
     missing = _torchx(torchx_bin, tmp_path, "run", "--dryrun", "nope.nope", env=env)
     assert missing.returncode == 4 and "torchx.components entry point" in missing.stderr, missing.stderr
@@ -233,30 +271,81 @@ def _plugin_venv(tmp_path: Path, entry_points: str, module: str) -> Dict[str, st
 
 
 def test_named_resource_plugins_in_the_cli(torchx_bin: str, tmp_path: Path) -> None:
-    env = _plugin_venv(tmp_path, "[torchx.named_resources]\ngpu_x4 = my_plugin:gpu_x4\n", """
+    env = _plugin_venv(
+        tmp_path,
+        "[torchx.named_resources]\ngpu_x4 = my_plugin:gpu_x4\n",
+        """
         from torchx.specs import Resource
 
         def gpu_x4() -> Resource:
             return Resource(cpu=32, gpu=4, memMB=65536, capabilities={"node.kubernetes.io/instance-type": "x4"})
-    """)
-    done = _torchx(torchx_bin, tmp_path, "run", "--dryrun", "--workspace", "", "-s", "kubernetes", "dist.ddp", "--script", "t.py", "-h", "gpu_x4", env=env)
+    """,
+    )
+    done = _torchx(
+        torchx_bin,
+        tmp_path,
+        "run",
+        "--dryrun",
+        "--workspace",
+        "",
+        "-s",
+        "kubernetes",
+        "dist.ddp",
+        "--script",
+        "t.py",
+        "-h",
+        "gpu_x4",
+        env=env,
+    )
     assert done.returncode == 0, done.stderr
     assert "nvidia.com/gpu: '4'" in done.stdout and "x4" in done.stdout
-    missing = _torchx(torchx_bin, tmp_path, "run", "--dryrun", "--workspace", "", "-s", "kubernetes", "dist.ddp", "--script", "t.py", "-h", "gpu_x5", env=env)
+    missing = _torchx(
+        torchx_bin,
+        tmp_path,
+        "run",
+        "--dryrun",
+        "--workspace",
+        "",
+        "-s",
+        "kubernetes",
+        "dist.ddp",
+        "--script",
+        "t.py",
+        "-h",
+        "gpu_x5",
+        env=env,
+    )
     assert missing.returncode == 4 and "gpu_x5" in missing.stderr, missing.stderr
     # $TORCHX_CUSTOM_NAMED_RESOURCES: a module's NAMED_RESOURCES
     (tmp_path / "custom_res.py").write_text(
-        "from torchx.specs import Resource\n"
-        "NAMED_RESOURCES = {'tiny': lambda: Resource(cpu=1, gpu=0, memMB=128)}\n"
+        "from torchx.specs import Resource\nNAMED_RESOURCES = {'tiny': lambda: Resource(cpu=1, gpu=0, memMB=128)}\n"
     )
     env2 = {"TORCHX_CUSTOM_NAMED_RESOURCES": "custom_res", "PYTHONPATH": f"{tmp_path}{os.pathsep}{env['PYTHONPATH']}"}
-    done = _torchx(torchx_bin, tmp_path, "run", "--dryrun", "--workspace", "", "-s", "kubernetes", "dist.ddp", "--script", "t.py", "-h", "tiny", env=env2)
+    done = _torchx(
+        torchx_bin,
+        tmp_path,
+        "run",
+        "--dryrun",
+        "--workspace",
+        "",
+        "-s",
+        "kubernetes",
+        "dist.ddp",
+        "--script",
+        "t.py",
+        "-h",
+        "tiny",
+        env=env2,
+    )
     assert done.returncode == 0, done.stderr
     assert "memory: 128M" in done.stdout or "128Mi" in done.stdout, done.stdout[-800:]
 
 
 def test_subcommand_plugins_in_the_cli(torchx_bin: str, tmp_path: Path) -> None:
-    env = _plugin_venv(tmp_path, "[torchx.cli.cmds]\nmy_tool = my_plugin:CmdMyTool\nbroken = my_plugin:Broken\n", """
+    env = _plugin_venv(
+        tmp_path,
+        "[torchx.cli.cmds]\nmy_tool = my_plugin:CmdMyTool\nbroken = my_plugin:Broken\n",
+        """
         import argparse
         from torchx.cli.cmd_base import SubCommand
 
@@ -274,7 +363,8 @@ def test_subcommand_plugins_in_the_cli(torchx_bin: str, tmp_path: Path) -> None:
 
             def run(self, args: argparse.Namespace) -> None:
                 pass
-    """)
+    """,
+    )
     done = _torchx(torchx_bin, tmp_path, "my_tool", "--config", "c.yaml", "local_cwd://s/a", env=env)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "Running my_tool on local_cwd://s/a with config=c.yaml"
@@ -363,10 +453,35 @@ def test_python_scheduler_plugins_in_the_cli(torchx_bin: str, tmp_path: Path) ->
     opts = _torchx(torchx_bin, tmp_path, "runopts", "file_sched", env=env)
     assert opts.returncode == 0, opts.stderr
     assert "root=ROOT (str)" in opts.stdout and "Directory holding the jobs." in opts.stdout
-    dry = _torchx(torchx_bin, tmp_path, "run", "--dryrun", "-s", "file_sched", "-cfg", f"root={root}", "utils.echo", "--msg", "hi", env=env)
+    dry = _torchx(
+        torchx_bin,
+        tmp_path,
+        "run",
+        "--dryrun",
+        "-s",
+        "file_sched",
+        "-cfg",
+        f"root={root}",
+        "utils.echo",
+        "--msg",
+        "hi",
+        env=env,
+    )
     assert dry.returncode == 0, dry.stderr
     assert "Request(" in dry.stdout and not list(root.iterdir())
-    run = _torchx(torchx_bin, tmp_path, "run", "-s", "file_sched", "-cfg", f"root={root},prefix=p", "utils.echo", "--msg", "hi", env=env)
+    run = _torchx(
+        torchx_bin,
+        tmp_path,
+        "run",
+        "-s",
+        "file_sched",
+        "-cfg",
+        f"root={root},prefix=p",
+        "utils.echo",
+        "--msg",
+        "hi",
+        env=env,
+    )
     assert run.returncode == 0, run.stderr
     handle = run.stdout.strip().splitlines()[-1]
     assert handle == "file_sched://torchx/p-echo", run.stdout
@@ -391,7 +506,10 @@ def test_cli_run_component_default_can_be_a_python_file(torchx_bin: str, project
 
 
 def test_python_tracker_plugins_in_the_cli(torchx_bin: str, tmp_path: Path) -> None:
-    env = _plugin_venv(tmp_path, "[torchx.tracker]\njsonfile = my_plugin:create\n", '''
+    env = _plugin_venv(
+        tmp_path,
+        "[torchx.tracker]\njsonfile = my_plugin:create\n",
+        """
         import json, os
         from typing import Iterable, Mapping, Optional
         from torchx.tracker.api import Lineage, TrackerArtifact, TrackerBase, TrackerSource
@@ -427,12 +545,26 @@ def test_python_tracker_plugins_in_the_cli(torchx_bin: str, tmp_path: Path) -> N
 
         def create(config: Optional[str]) -> JsonFileTracker:
             return JsonFileTracker(config)
-    ''')
+    """,
+    )
     env["TORCHX_TRACKER_JSONFILE_CONFIG"] = str(tmp_path / "runs.json")
     env["TORCHX_JOB_ID"] = "local_cwd://s/app-1"
-    added = _torchx(torchx_bin, tmp_path, "tracker", "--tracker", "jsonfile", "add", "metadata", "lr=0.5", "opt=adam", env=env)
+    added = _torchx(
+        torchx_bin, tmp_path, "tracker", "--tracker", "jsonfile", "add", "metadata", "lr=0.5", "opt=adam", env=env
+    )
     assert added.returncode == 0, added.stderr
-    md = _torchx(torchx_bin, tmp_path, "tracker", "--tracker", "jsonfile", "list", "metadata", "--json", "local_cwd://s/app-1", env=env)
+    md = _torchx(
+        torchx_bin,
+        tmp_path,
+        "tracker",
+        "--tracker",
+        "jsonfile",
+        "list",
+        "metadata",
+        "--json",
+        "local_cwd://s/app-1",
+        env=env,
+    )
     assert md.returncode == 0, md.stderr
     assert json.loads(md.stdout) == {"lr": 0.5, "opt": "adam"}
     jobs = _torchx(torchx_bin, tmp_path, "tracker", "--tracker", "jsonfile", "list", "jobs", env=env)
@@ -442,7 +574,8 @@ def test_python_tracker_plugins_in_the_cli(torchx_bin: str, tmp_path: Path) -> N
 
 
 def test_a_component_that_hangs_is_killed_at_the_plugin_timeout(torchx_bin: str, project: Path) -> None:
-    (project / "slow.py").write_text(textwrap.dedent('''
+    (project / "slow.py").write_text(
+        textwrap.dedent('''
         import time
         import torchx.specs as specs
 
@@ -450,7 +583,8 @@ def test_a_component_that_hangs_is_killed_at_the_plugin_timeout(torchx_bin: str,
             """Never returns."""
             time.sleep(600)
             return specs.AppDef(name="x")
-    '''))
+    ''')
+    )
     started = time.monotonic()
     done = _torchx(torchx_bin, project, "run", "--dryrun", "./slow.py:slow", env={"TORCHX_PLUGIN_TIMEOUT": "2"})
     assert time.monotonic() - started < 30

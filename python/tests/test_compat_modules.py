@@ -116,7 +116,11 @@ def test_cmd_run_and_cmd_status_helpers(tmp_path, monkeypatch) -> None:
         torchx_run_args_from_json({"component_name": "x"})
     with pytest.raises(ValueError, match="not part of the run command: bogus"):
         torchx_run_args_from_json({"component_name": "x", "scheduler": "s", "scheduler_args": {}, "bogus": 1})
-    ns = argparse.Namespace(scheduler="slurm", dryrun=True, wait=False, log=False, workspace="w", parent_run_id=None, tee_logs=False)
+    ns = argparse.Namespace(
+        scheduler="slurm", dryrun=True, wait=False, log=False, workspace="w", parent_run_id=None, tee_logs=False
+    )
     built = torchx_run_args_from_argparse(ns, "utils.echo", ["--msg", "hi"], {"partition": "p"})
-    assert built == TorchXRunArgs("utils.echo", "slurm", {}, {"partition": "p"}, True, workspace="w", component_args_str=["--msg", "hi"])
+    assert built == TorchXRunArgs(
+        "utils.echo", "slurm", {}, {"partition": "p"}, True, workspace="w", component_args_str=["--msg", "hi"]
+    )
     assert parse_list_arg("a,b") == ["a", "b"] and parse_list_arg("") is None

@@ -29,9 +29,7 @@ def venv_first(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 
 
 def test_every_builtin_component_succeeds_on_local_cwd(capsys: pytest.CaptureFixture[str]) -> None:
-    IntegComponentTest().run_components(
-        module=component_provider, image=os.getcwd(), scheduler="local_cwd", cfg={}
-    )
+    IntegComponentTest().run_components(module=component_provider, image=os.getcwd(), scheduler="local_cwd", cfg={})
     out = capsys.readouterr().out
     assert out.count("=== BEGIN LOG local_cwd://test-runner/") == 5
     # The four ranks of dist.ddp all-reduced to the world size.

@@ -14,21 +14,25 @@ from torchx.specs import AppDef, BindMount
 
 def test_functions_build_what_the_cli_builds() -> None:
     cases = [
-        (dist.ddp("--lr", "0.1", script="train.py", j="2x2", env={"A": "1"}),
-         "dist.ddp", ["--script", "train.py", "-j", "2x2", "--env", "A=1", "--", "--lr", "0.1"]),
+        (
+            dist.ddp("--lr", "0.1", script="train.py", j="2x2", env={"A": "1"}),
+            "dist.ddp",
+            ["--script", "train.py", "-j", "2x2", "--env", "A=1", "--", "--lr", "0.1"],
+        ),
         (dist.spmd(script="train.py"), "dist.spmd", ["--script", "train.py"]),
         (utils.echo(msg="hi", num_replicas=2), "utils.echo", ["--msg", "hi", "--num_replicas", "2"]),
         (utils.sh("echo", "hi", h="gpu.small"), "utils.sh", ["-h", "gpu.small", "echo", "hi"]),
         (utils.python("-x", m="pkg.main"), "utils.python", ["-m", "pkg.main", "--", "-x"]),
-        (utils.binary("--v", entrypoint="/bin/app"), "utils.binary",
-         ["--entrypoint", "/bin/app", "--", "--v"]),
+        (utils.binary("--v", entrypoint="/bin/app"), "utils.binary", ["--entrypoint", "/bin/app", "--", "--v"]),
         (utils.copy("a", "b"), "utils.copy", ["--src", "a", "--dst", "b"]),
         (utils.booth(1.0, 2.5), "utils.booth", ["--x1", "1.0", "--x2", "2.5"]),
         (utils.touch("f"), "utils.touch", ["--file", "f"]),
-        (metrics.tensorboard("/logs", port=7000), "metrics.tensorboard",
-         ["--logdir", "/logs", "--port", "7000"]),
-        (serve.torchserve("m.mar", "http://api", dryrun=True), "serve.torchserve",
-         ["--model_path", "m.mar", "--management_api", "http://api", "--dryrun", "True"]),
+        (metrics.tensorboard("/logs", port=7000), "metrics.tensorboard", ["--logdir", "/logs", "--port", "7000"]),
+        (
+            serve.torchserve("m.mar", "http://api", dryrun=True),
+            "serve.torchserve",
+            ["--model_path", "m.mar", "--management_api", "http://api", "--dryrun", "True"],
+        ),
     ]
     for app, name, tokens in cases:
         assert isinstance(app, AppDef)
@@ -53,9 +57,7 @@ def test_signatures_are_torchx_s() -> None:
     assert sig.parameters["j"].default == "1x2"
     assert sig.parameters["image"].default == torchx.IMAGE
     assert inspect.signature(utils.echo).parameters["msg"].default == "hello world"
-    assert inspect.signature(utils.binary).parameters["entrypoint"].kind is (
-        inspect.Parameter.KEYWORD_ONLY
-    )
+    assert inspect.signature(utils.binary).parameters["entrypoint"].kind is (inspect.Parameter.KEYWORD_ONLY)
     assert utils.echo.__doc__ and "message to echo" in utils.echo.__doc__
 
 

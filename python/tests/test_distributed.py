@@ -32,8 +32,7 @@ def test_without_a_process_group(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _rank(r: int, port: int, out: "mp.Queue[str]") -> None:
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(r),
-                      WORLD_SIZE="2", LOCAL_RANK=str(r))
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(r), WORLD_SIZE="2", LOCAL_RANK=str(r))
     dist.init_process_group("gloo", rank=r, world_size=2)
     assert tdist.rank() == r and tdist.world_size() == 2
     assert tdist.local_device().type == "cpu"

@@ -64,7 +64,9 @@ def test_the_core_builds_and_pushes_without_docker_py(tmp_path: Path) -> None:
     fs = fsspec.filesystem("memory")
     root = f"/native-{uuid.uuid4().hex}"
     content = f"native {uuid.uuid4()}"
-    fs.pipe({f"{root}/bar/data.txt": content.encode(), f"{root}/skip.txt": b"x", f"{root}/.dockerignore": b"skip.txt\n"})
+    fs.pipe(
+        {f"{root}/bar/data.txt": content.encode(), f"{root}/skip.txt": b"x", f"{root}/.dockerignore": b"skip.txt\n"}
+    )
     role = specs.Role("main", image="busybox:local", entrypoint="cat", args=["bar/data.txt"])
     mixin = DockerWorkspaceMixin()
     mixin.build_workspace_and_update_role(role, f"memory://{root}", {"quiet": True})

@@ -26,9 +26,7 @@ def test_submit_returns_a_future_of_the_return_value(torchx_bin: str) -> None:
         assert job.result(timeout=60) == 1024
         assert job.done() and not job.cancelled()
     # The handle is an app's: the CLI knows it.
-    out = subprocess.run(
-        [torchx_bin, "status", "--json", job.handle], capture_output=True, text=True, check=True
-    )
+    out = subprocess.run([torchx_bin, "status", "--json", job.handle], capture_output=True, text=True, check=True)
     assert json.loads(out.stdout)["state"] == "SUCCEEDED"
 
 
@@ -47,9 +45,7 @@ def _a_function_of_main_runs(executor_args: str, tmp_path: Path, timeout: int) -
         f"with Executor({executor_args}) as ex:\n"
         f"    print(ex.submit(triple, 14).result(timeout={timeout}))\n"
     )
-    out = subprocess.run(
-        [sys.executable, str(script)], capture_output=True, text=True, cwd=tmp_path, check=False
-    )
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd=tmp_path, check=False)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "{'tripled': 42}"
 
@@ -97,9 +93,7 @@ def test_cancel_cancels_the_job_and_shutdown_cancels_the_rest(torchx_bin: str) -
         job.result()
     deadline = time.monotonic() + 30
     while True:
-        out = subprocess.run(
-            [torchx_bin, "status", "--json", job.handle], capture_output=True, text=True
-        )
+        out = subprocess.run([torchx_bin, "status", "--json", job.handle], capture_output=True, text=True)
         if json.loads(out.stdout)["state"] == "CANCELLED":
             break
         assert time.monotonic() < deadline, out.stdout
@@ -237,9 +231,7 @@ def _readme_example(k: int, tmp_path: Path) -> List[str]:
     assert len(blocks) > k, "the README's futures section lacks an example"
     script = tmp_path / "example.py"
     script.write_text(blocks[k])
-    out = subprocess.run(
-        [sys.executable, str(script)], capture_output=True, text=True, cwd=tmp_path, check=False
-    )
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd=tmp_path, check=False)
     assert out.returncode == 0, out.stderr
     return out.stdout.splitlines()
 

@@ -17,9 +17,7 @@ def test_an_array_is_one_group_with_substituted_tasks(tmp_path: Path, torchx_bin
     out.mkdir()
     script = f"echo ${{array_index}} $TORCHX_ARRAY_INDEX $TORCHX_ARRAY_SIZE > {out}/${{array_index}}"
     with get_runner("pygroups") as runner:
-        handle = runner.run_component(
-            "utils.sh", ["sh", "-c", script], "local_cwd", array="1-5:2%2"
-        )
+        handle = runner.run_component("utils.sh", ["sh", "-c", script], "local_cwd", array="1-5:2%2")
         scheduler, session, group_id = parse_app_handle(handle)
         assert (scheduler, session) == ("local_cwd", "pygroups")
         assert group_id.startswith("~sh-")
@@ -32,9 +30,7 @@ def test_an_array_is_one_group_with_substituted_tasks(tmp_path: Path, torchx_bin
     for i in (1, 3, 5):
         assert (out / str(i)).read_text().split() == [str(i), str(i), "3"]
     # The CLI sees the same group.
-    cli = subprocess.run(
-        [torchx_bin, "status", "--json", handle], capture_output=True, text=True, check=True
-    )
+    cli = subprocess.run([torchx_bin, "status", "--json", handle], capture_output=True, text=True, check=True)
     assert json.loads(cli.stdout)["counts"] == {"SUCCEEDED": 3}
 
 
@@ -52,11 +48,7 @@ def test_a_sweep_counts_failures_and_delete_forgets_the_group() -> None:
         assert status.msg == "4 tasks: FAILED 2, SUCCEEDED 2"
         failed = {t.params["bs"] for t in runner.group_tasks(handle) if t.state == AppState.FAILED}
         assert failed == {"8", "16"}
-        assert all(
-            t.params["lr"] == "0.3"
-            for t in runner.group_tasks(handle)
-            if t.state == AppState.FAILED
-        )
+        assert all(t.params["lr"] == "0.3" for t in runner.group_tasks(handle) if t.state == AppState.FAILED)
         runner.delete(handle)
         with pytest.raises(LookupError):
             runner.status(handle)
@@ -96,9 +88,7 @@ def test_cancel_stops_every_task() -> None:
         ({"sweep_file": "/nonexistent.jsonl"}, "cannot read it"),
     ],
 )
-def test_bad_groups_are_refused_before_anything_runs(
-    kwargs: dict[str, object], message: str
-) -> None:
+def test_bad_groups_are_refused_before_anything_runs(kwargs: dict[str, object], message: str) -> None:
     with get_runner("pygroups") as runner, pytest.raises(ValueError, match=message):
         runner.run_component("utils.echo", [], "local_cwd", **kwargs)  # type: ignore[arg-type]
 

@@ -30,9 +30,7 @@ def test_the_torchx_command_is_installed_with_the_package(tmp_path) -> None:
         "TORCHX_STATE_DIR": str(tmp_path / "state"),
         "PATH": "/usr/bin:/bin",
     }
-    run = subprocess.run(
-        [sys.executable, "-c", SCRIPT], capture_output=True, text=True, env=env, timeout=120
-    )
+    run = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, env=env, timeout=120)
     assert run.returncode == 0, run.stderr
     # The supervisor path went to the core, not into this process's environment.
     assert run.stdout.strip().splitlines() == ["SUCCEEDED installed", "env untouched: True"]

@@ -39,13 +39,15 @@ def test_unknown_names_suggest_the_closest() -> None:
 def test_custom_module_adds_names_but_builtins_win(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fresh_table: None
 ) -> None:
-    (tmp_path / "my_resources.py").write_text(textwrap.dedent("""
+    (tmp_path / "my_resources.py").write_text(
+        textwrap.dedent("""
         from torchx.specs import Resource
         NAMED_RESOURCES = {
             "gpu_x2": lambda: Resource(cpu=8, gpu=2, memMB=16384),
             "gpu.small": lambda: Resource(cpu=1, gpu=99, memMB=1),
         }
-    """))
+    """)
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setenv("TORCHX_CUSTOM_NAMED_RESOURCES", "my_resources")
     with pytest.warns(UserWarning, match="`gpu.small`.*is ignored"):

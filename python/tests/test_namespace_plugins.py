@@ -127,9 +127,7 @@ def test_register_helpers() -> None:
     assert (WHOLE, HALF) == (1.0, 0.5)
 
 
-def test_broken_and_colliding_plugins_are_reported(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_broken_and_colliding_plugins_are_reported(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     write_plugins(
         tmp_path,
         {

@@ -56,9 +56,7 @@ def run_nemo(python: str, workdir: Path, script: str, **env: str) -> Dict[str, o
     }
     for inherited in ("TORCHX_BIN", "TORCHX_SUPERVISOR"):
         full.pop(inherited, None)  # the venv's own torchx
-    out = subprocess.run(
-        [python, "main.py"], cwd=workdir, env=full, capture_output=True, text=True, timeout=600
-    )
+    out = subprocess.run([python, "main.py"], cwd=workdir, env=full, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     result = [line for line in out.stdout.splitlines() if line.startswith("RESULT ")]
     assert result, out.stdout[-3000:]

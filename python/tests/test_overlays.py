@@ -19,15 +19,20 @@ OVERLAYS: List[Dict[str, Any]] = [
     {"spec": {"nodeSelector": {"pool": "a100"}, "tolerations": [{"key": "gpu", "operator": "Exists"}]}},
     {"spec": {"volumes": ({"name": "scratch", "emptyDir": {}},)}},  # a tuple replaces
     {"spec": {PUT("volumes"): [{"name": "v", "emptyDir": {}}], DEL("restartPolicy"): None}},
-    {"spec": {JOIN("containers", on="name"): [{"name": "r-0", "imagePullPolicy": "Always"}, {"name": "side", "image": "busybox"}]}},
+    {
+        "spec": {
+            JOIN("containers", on="name"): [
+                {"name": "r-0", "imagePullPolicy": "Always"},
+                {"name": "side", "image": "busybox"},
+            ]
+        }
+    },
     {"metadata": {"annotations": {"team": "ml"}}, "spec": {"hostNetwork": True}},
 ]
 
 
 def _app(overlay: Any = None) -> specs.AppDef:
-    role = specs.Role(
-        "r", "img", entrypoint="echo", args=["hi"], resource=specs.resource(cpu=1, memMB=2048)
-    )
+    role = specs.Role("r", "img", entrypoint="echo", args=["hi"], resource=specs.resource(cpu=1, memMB=2048))
     if overlay is not None:
         set_overlay(role, "kubernetes", "V1Pod", overlay)
     return specs.AppDef("a", roles=[role])
@@ -59,7 +64,9 @@ def test_the_core_merges_as_apply_overlay_does(overlay: Dict[str, Any]) -> None:
 
 def test_file_overlays_and_the_app_level_cli_spelling(tmp_path: Path) -> None:
     overlay = tmp_path / "pod.yaml"
-    overlay.write_text("spec:\n  nodeSelector: {pool: h100}\n  volumes: !!python/tuple\n    - name: w\n      emptyDir: {}\n")
+    overlay.write_text(
+        "spec:\n  nodeSelector: {pool: h100}\n  volumes: !!python/tuple\n    - name: w\n      emptyDir: {}\n"
+    )
     role_level = _app()
     role_level.roles[0].metadata["kubernetes"] = f"file://{overlay}"
     assert get_overlay(role_level.roles[0], "kubernetes", "V1Pod")["spec"]["volumes"] == (

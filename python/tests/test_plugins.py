@@ -21,7 +21,8 @@ def plugin_dist(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Pat
     """An installed distribution `my-plugins` with a module and entry points."""
     pkg = tmp_path / "my_plugins"
     pkg.mkdir()
-    (pkg / "__init__.py").write_text(textwrap.dedent('''
+    (pkg / "__init__.py").write_text(
+        textwrap.dedent("""
         from typing import Any, List, Mapping, Optional
         from torchx.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler
         from torchx.specs import AppDef, AppDryRunInfo, AppState, Resource, runopts
@@ -57,8 +58,10 @@ def plugin_dist(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Pat
 
         def create_tracker(config: Optional[str]) -> "Tracker":
             return Tracker(config)
-    '''))
-    (pkg / "components.py").write_text(textwrap.dedent('''
+    """)
+    )
+    (pkg / "components.py").write_text(
+        textwrap.dedent('''
         import torchx.specs as specs
 
         def hello(who: str = "world") -> specs.AppDef:
@@ -68,11 +71,13 @@ def plugin_dist(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Pat
                 who: whom to greet
             """
             return specs.AppDef(name="hello", roles=[specs.Role(name="hello", image="x", entrypoint="echo", args=[who])])
-    '''))
+    ''')
+    )
     dist = tmp_path / "my_plugins-0.1.dist-info"
     dist.mkdir()
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: my-plugins\nVersion: 0.1\n")
-    (dist / "entry_points.txt").write_text(textwrap.dedent("""
+    (dist / "entry_points.txt").write_text(
+        textwrap.dedent("""
         [torchx.schedulers]
         echo_sched = my_plugins:create_scheduler
         slurm = my_plugins:create_scheduler
@@ -86,7 +91,8 @@ def plugin_dist(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Pat
 
         [torchx.tracker]
         my_tracker = my_plugins:create_tracker
-    """))
+    """)
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     specs.named_resources.reset()
     registry.cache_clear()

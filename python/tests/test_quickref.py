@@ -89,7 +89,8 @@ def test_component_file_by_name_and_called_directly(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:  # block 12
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "my_component.py").write_text(textwrap.dedent('''
+    (tmp_path / "my_component.py").write_text(
+        textwrap.dedent('''
         import torchx.specs as specs
         from torchx.specs import resource
 
@@ -111,7 +112,8 @@ def test_component_file_by_name_and_called_directly(
                     )
                 ],
             )
-    '''))
+    ''')
+    )
     with get_runner() as runner:
         handle = runner.run_component(
             "my_component.py:trainer",
@@ -239,17 +241,23 @@ def test_workspace_tracker_and_subcommand_extension_points() -> None:  # blocks 
         def __init__(self, connection_str: str) -> None:
             self._conn = connection_str
 
-        def add_artifact(self, run_id: str, name: str, path: str, metadata: Mapping[str, object] | None = None) -> None: ...
+        def add_artifact(
+            self, run_id: str, name: str, path: str, metadata: Mapping[str, object] | None = None
+        ) -> None: ...
         def add_metadata(self, run_id: str, **kwargs: object) -> None: ...
         def add_source(self, run_id: str, source_id: str, artifact_name: str | None = None) -> None: ...
         def artifacts(self, run_id: str) -> Mapping[str, TrackerArtifact]:
             return {}
+
         def metadata(self, run_id: str) -> Mapping[str, object]:
             return {}
+
         def sources(self, run_id: str, artifact_name: str | None = None) -> Iterable[TrackerSource]:
             return []
+
         def lineage(self, run_id: str) -> Lineage:
             return Lineage()
+
         def run_ids(self, **kwargs: str) -> Iterable[str]:
             return []
 

@@ -108,9 +108,7 @@ def test_run_options_and_errors() -> None:
     opts = runner.scheduler_run_opts("local_cwd")
     assert opts.get("log_dir") is not None and opts.get("log_dir").opt_type is str
     assert opts.get("prepend_cwd").opt_type is bool
-    assert runner.cfg_from_str("local_cwd", "prepend_cwd=true,unknown=1") == {
-        "prepend_cwd": True
-    }
+    assert runner.cfg_from_str("local_cwd", "prepend_cwd=true,unknown=1") == {"prepend_cwd": True}
     with pytest.raises(specs.InvalidRunConfigException, match="prepend_cwd"):
         runner.dryrun_component("utils.echo", [], "local_cwd", cfg={"prepend_cwd": "yes"})
     with pytest.raises(KeyError, match="Scheduler backend: nope does not exist"):
@@ -166,9 +164,17 @@ class MyScheduler(Scheduler[Mapping[str, Any]]):
     def _cancel_existing(self, app_id: str) -> None:
         self.apps[app_id] = AppState.CANCELLED
 
-    def log_iter(self, app_id: str, role_name: str, k: int = 0, regex: Optional[str] = None,
-                 since: Any = None, until: Any = None, should_tail: bool = False,
-                 streams: Optional[Stream] = None) -> Iterable[str]:
+    def log_iter(
+        self,
+        app_id: str,
+        role_name: str,
+        k: int = 0,
+        regex: Optional[str] = None,
+        since: Any = None,
+        until: Any = None,
+        should_tail: bool = False,
+        streams: Optional[Stream] = None,
+    ) -> Iterable[str]:
         lines = ["one\n", "two\n"]
         return filter_regex(regex, lines) if regex else lines
 
@@ -176,8 +182,7 @@ class MyScheduler(Scheduler[Mapping[str, Any]]):
 def test_a_python_scheduler_beside_the_builtins() -> None:
     factories = {**get_scheduler_factories(), "my_scheduler": MyScheduler}
     runner = Runner("mine", factories)
-    app = AppDef("hello", roles=[Role("r", image="i", entrypoint="echo",
-                                      resource=specs.resource(cpu=1))])
+    app = AppDef("hello", roles=[Role("r", image="i", entrypoint="echo", resource=specs.resource(cpu=1))])
     with pytest.raises(specs.InvalidRunConfigException, match="cluster"):
         runner.run(app, "my_scheduler", cfg={})
     handle = runner.run(app, "my_scheduler", cfg={"cluster": "c1"})

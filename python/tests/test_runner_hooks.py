@@ -85,9 +85,7 @@ class _ImageBuilder(WorkspaceMixin[None], InertScheduler[AppDef]):
         super().__init__("builder", session_name)
         self.built: List[str] = []
 
-    def caching_build_workspace_and_update_role(
-        self, role: Role, cfg: Mapping[str, CfgVal], build_cache: dict
-    ) -> None:
+    def caching_build_workspace_and_update_role(self, role: Role, cfg: Mapping[str, CfgVal], build_cache: dict) -> None:
         self.built.append(str(role.workspace))
         role.image = f"{role.image}-patched"
 
@@ -100,14 +98,19 @@ class _ImageBuilder(WorkspaceMixin[None], InertScheduler[AppDef]):
 
 def test_workspace_is_built_for_role0_by_a_workspace_scheduler() -> None:
     runner = Runner("w", {"builder": _ImageBuilder})
-    app = AppDef("a", roles=[Role("r0", "img0", entrypoint="x", resource=SMALL), Role("r1", "img1", entrypoint="x", resource=SMALL)])
+    app = AppDef(
+        "a",
+        roles=[Role("r0", "img0", entrypoint="x", resource=SMALL), Role("r1", "img1", entrypoint="x", resource=SMALL)],
+    )
     info = runner.dryrun(app, "builder", workspace="/src/project")
     assert [r.image for r in info.request.roles] == ["img0-patched", "img1"]
     assert runner._scheduler("builder").built == ["/src/project"]
     # A builtin scheduler plans it in the core (test_workspaces.py): here, the missing option.
     with pytest.raises(ValueError, match="set the run option image_repo"):
         runner2 = get_runner()
-        runner2.dryrun(AppDef("a", roles=[Role("r", "img", entrypoint="x", resource=SMALL)]), "kubernetes", workspace=".")
+        runner2.dryrun(
+            AppDef("a", roles=[Role("r", "img", entrypoint="x", resource=SMALL)]), "kubernetes", workspace="."
+        )
 
 
 def test_usage_events_are_recorded(monkeypatch: pytest.MonkeyPatch) -> None:

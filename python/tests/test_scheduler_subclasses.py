@@ -72,7 +72,9 @@ def app(*roles: Role) -> AppDef:
 
 def test_local_subclass_runs_replicas_in_process(tmp_path: Path) -> None:
     sched = PersistentLocal("sess", str(tmp_path / "logs"))
-    role = Role("echo", image="", entrypoint="sh", args=["-c", "echo hi from $TORCHX_RANK0_HOST/${replica_id}"], num_replicas=2)
+    role = Role(
+        "echo", image="", entrypoint="sh", args=["-c", "echo hi from $TORCHX_RANK0_HOST/${replica_id}"], num_replicas=2
+    )
     info = sched.submit_dryrun(app(role), {})
     assert isinstance(info.request, PopenRequest)
     app_id = sched.schedule(info)
@@ -141,10 +143,14 @@ class OwnScriptSlurm(SlurmScheduler):
     def schedule(self, dryrun_info: AppDryRunInfo[str]) -> str:  # type: ignore[override]
         path = self.job_dir / "job.sbatch"
         path.write_text(dryrun_info.request)
-        return subprocess.run(["sbatch", "--parsable", str(path)], capture_output=True, text=True, check=True).stdout.strip()
+        return subprocess.run(
+            ["sbatch", "--parsable", str(path)], capture_output=True, text=True, check=True
+        ).stdout.strip()
 
     def describe(self, app_id: str) -> Optional[DescribeAppResponse]:
-        out = subprocess.run(["sacct", "--parsable2", "--noheader", "-X", "-j", app_id, "-o", "State"], capture_output=True, text=True).stdout.split()
+        out = subprocess.run(
+            ["sacct", "--parsable2", "--noheader", "-X", "-j", app_id, "-o", "State"], capture_output=True, text=True
+        ).stdout.split()
         if not out:
             return DescribeAppResponse(app_id=app_id, state=AppState.PENDING)
         state = next(s for name, s in SLURM_STATES.items() if out[0].startswith(name))
@@ -221,8 +227,10 @@ class OwnContainers(DockerScheduler):
         states = [self._get_app_state(c) for c in self._get_containers(app_id)]
         if not states:
             return None
-        state = AppState.SUCCEEDED if all(s == AppState.SUCCEEDED for s in states) else next(
-            (s for s in states if not is_terminal(s)), AppState.FAILED
+        state = (
+            AppState.SUCCEEDED
+            if all(s == AppState.SUCCEEDED for s in states)
+            else next((s for s in states if not is_terminal(s)), AppState.FAILED)
         )
         return DescribeAppResponse(app_id=app_id, state=state)
 

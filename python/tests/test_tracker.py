@@ -23,9 +23,7 @@ def tracker_dir(tmp_path: Path) -> Dict[str, str]:
     root.mkdir()
     conf = tmp_path / "fsspec.conf"
     conf.write_text(f"protocol=file\nroot_path={root}\n")
-    (tmp_path / ".torchxconfig").write_text(
-        f"[torchx:tracker]\nfsspec=\n\n[tracker:fsspec]\nconfig={conf}\n"
-    )
+    (tmp_path / ".torchxconfig").write_text(f"[torchx:tracker]\nfsspec=\n\n[tracker:fsspec]\nconfig={conf}\n")
     return {"root": str(root), "conf": str(conf), "cwd": str(tmp_path)}
 
 
@@ -52,7 +50,10 @@ def test_cli_reads_what_python_wrote(torchx_bin: str, tracker_dir: Dict[str, str
 def test_python_reads_what_the_cli_wrote(torchx_bin: str, tracker_dir: Dict[str, str]) -> None:
     done = subprocess.run(
         [torchx_bin, "tracker", "add", "metadata", "epochs=3", "opt=adam"],
-        cwd=tracker_dir["cwd"], capture_output=True, text=True, env={"TORCHX_JOB_ID": RUN, "PATH": "/usr/bin:/bin"},
+        cwd=tracker_dir["cwd"],
+        capture_output=True,
+        text=True,
+        env={"TORCHX_JOB_ID": RUN, "PATH": "/usr/bin:/bin"},
     )
     assert done.returncode == 0, done.stderr
     tracker = FsspecTracker(fsspec.filesystem("file"), tracker_dir["root"])

@@ -20,9 +20,7 @@ def _app(image: str = "busybox:local") -> specs.AppDef:
     return specs.AppDef(
         name="ws",
         roles=[
-            specs.Role(
-                name="main", image=image, entrypoint="cat", args=["data.txt"], resource=_SMALL
-            ),
+            specs.Role(name="main", image=image, entrypoint="cat", args=["data.txt"], resource=_SMALL),
             specs.Role(name="side", image=image, entrypoint="true", resource=_SMALL),
         ],
     )
@@ -51,9 +49,7 @@ def test_pushing_schedulers_need_image_repo(tmp_path: Path) -> None:
     with get_runner() as runner:
         with pytest.raises(ValueError, match="set the run option image_repo"):
             runner.dryrun(_app(), "kubernetes", workspace=ws)
-        info = runner.dryrun(
-            _app(), "kubernetes", cfg={"image_repo": "127.0.0.1:5055/team/app"}, workspace=ws
-        )
+        info = runner.dryrun(_app(), "kubernetes", cfg={"image_repo": "127.0.0.1:5055/team/app"}, workspace=ws)
     assert info._app.roles[0].image.startswith("127.0.0.1:5055/team/app:")
 
 

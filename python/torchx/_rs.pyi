@@ -5,7 +5,6 @@
 import pathlib
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple, final
 
-
 __all__ = [
     "parse_app_handle",
     "parse_mounts",

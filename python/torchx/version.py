@@ -13,8 +13,6 @@ def _get_torchx_image(torchx_version: str) -> str:
     return f"ghcr.io/pytorch/torchx:{torchx_version}"
 
 
-TORCHX_IMAGE: str = load("torchx.version", "get_torchx_image", default=lambda _version: IMAGE)(
-    __version__
-)
+TORCHX_IMAGE: str = load("torchx.version", "get_torchx_image", default=lambda _version: IMAGE)(__version__)
 
 __all__ = ["TORCHX_IMAGE", "__version__"]

@@ -74,8 +74,12 @@ class ExampleSubprocessScheduler(Scheduler[Request]):
             script = f"{shlex.join(r['cmd'])}; echo $? > {shlex.quote(base + '.rc')}"
             with open(base + ".log", "wb") as log:
                 proc = subprocess.Popen(
-                    ["sh", "-c", script], stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                    env={**os.environ, **r["env"]}, start_new_session=True,
+                    ["sh", "-c", script],
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    env={**os.environ, **r["env"]},
+                    start_new_session=True,
                 )
             with open(base + ".pid", "w") as f:
                 f.write(str(proc.pid))

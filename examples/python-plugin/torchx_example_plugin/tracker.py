@@ -27,7 +27,9 @@ class JsonLinesTracker(TrackerBase):
         self._append({"kind": "artifact", "run_id": run_id, "name": name, "path": path, "metadata": metadata})
 
     def artifacts(self, run_id: str) -> Mapping[str, TrackerArtifact]:
-        return {r["name"]: TrackerArtifact(r["name"], r["path"], r["metadata"]) for r in self._records("artifact", run_id)}
+        return {
+            r["name"]: TrackerArtifact(r["name"], r["path"], r["metadata"]) for r in self._records("artifact", run_id)
+        }
 
     def add_metadata(self, run_id: str, **kwargs: object) -> None:
         self._append({"kind": "metadata", "run_id": run_id, "values": kwargs})

@@ -83,7 +83,9 @@ def _tracker(request: Dict[str, Any]) -> Dict[str, Any]:
     except Exception as e:
         return _error("backend", f"tracker plugin `{name}` cannot be built: {_describe(e)}")
     if not trackers:
-        return _error("not_found", f"no tracker plugin `{name}` (torchx_plugins.tracker or a torchx.tracker entry point)")
+        return _error(
+            "not_found", f"no tracker plugin `{name}` (torchx_plugins.tracker or a torchx.tracker entry point)"
+        )
     tracker = trackers[0]
     try:
         if op == "add_metadata":
@@ -204,9 +206,7 @@ def _materialize(fn: Any, request: Dict[str, Any]) -> Dict[str, Any]:
         return _error("invalid_argument", f"the component raised {_describe(e)}")
     sys.stderr.write(out.getvalue() + err.getvalue())
     if not isinstance(app, AppDef):
-        return _error(
-            "invalid_spec", f"returned {type(app).__name__}, not an AppDef"
-        )
+        return _error("invalid_spec", f"returned {type(app).__name__}, not an AppDef")
     try:
         return {"app": app_to_json(app)}
     except (TypeError, ValueError) as e:

@@ -60,8 +60,19 @@ def _info(sched: Any, name: str) -> Dict[str, Any]:
     }
 
 
-_CAPABILITIES = ("describe_replicas", "list", "cancel", "delete", "logs", "log_streams",
-                 "log_since_until", "log_tail", "mounts", "retries", "multi_role")
+_CAPABILITIES = (
+    "describe_replicas",
+    "list",
+    "cancel",
+    "delete",
+    "logs",
+    "log_streams",
+    "log_since_until",
+    "log_tail",
+    "mounts",
+    "retries",
+    "multi_role",
+)
 
 
 def _capabilities(sched: Any) -> Dict[str, bool]:
@@ -110,9 +121,7 @@ def _describe(sched: Any, app_id: str) -> Optional[Dict[str, Any]]:
         "roles": [
             {
                 "role": rs.role,
-                "replicas": [
-                    {"id": r.id, "state": r.state.name, "hostname": r.hostname} for r in rs.replicas
-                ],
+                "replicas": [{"id": r.id, "state": r.state.name, "hostname": r.hostname} for r in rs.replicas],
             }
             for rs in desc.roles_statuses
         ],
@@ -205,9 +214,7 @@ def _factory(name: str, target: Optional[str]) -> Any:
     if found.errors:
         # It may be in one of these: name them rather than calling the scheduler unknown.
         failures = "; ".join(f"`{e.module}`: {e.error}" for e in found.errors)
-        raise _Failure(
-            "backend", f"no scheduler plugin `{name}` is registered; plugins failed: {failures}"
-        )
+        raise _Failure("backend", f"no scheduler plugin `{name}` is registered; plugins failed: {failures}")
     raise _Failure("not_found", f"no scheduler plugin `{name}` is registered")
 
 

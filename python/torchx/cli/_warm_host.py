@@ -111,9 +111,7 @@ def _hello(conn: socket.socket) -> Tuple[Dict[str, Any], list[int]]:
         raise
 
 
-def _child(
-    name: str, load: Callable[[], Any], hello: Dict[str, Any], fds: list[int]
-) -> None:
+def _child(name: str, load: Callable[[], Any], hello: Dict[str, Any], fds: list[int]) -> None:
     """In the forked process: become the command's host and never return."""
     code = 1
     try:

@@ -65,9 +65,7 @@ def _wait_for_app_started(runner: "Runner", app_handle: str) -> bool:
     while True:
         status = runner.status(app_handle)
         if status is None:
-            logger.warning(
-                "app `%s` not found; it does not exist or the app id is incorrect", app_handle
-            )
+            logger.warning("app `%s` not found; it does not exist or the app id is incorrect", app_handle)
             return False
         if is_started(status.state):
             return True
@@ -104,9 +102,7 @@ def get_logs(
         app = none_throws(runner.describe(app_handle))
         replicas = find_role_replicas(app, role_name)
         if not replicas:
-            known = "\n".join(
-                f"  {i}: {scheduler}://{app_id}/{role.name}" for i, role in enumerate(app.roles)
-            )
+            known = "\n".join(f"  {i}: {scheduler}://{app_id}/{role.name}" for i, role in enumerate(app.roles))
             logger.error(
                 "no role `%s` found for app `%s`, did you mean one of the following:\n%s",
                 role_name,
@@ -118,8 +114,6 @@ def get_logs(
     errors: "Queue[Exception]" = Queue()
 
     def follow(role: str, replica: int) -> None:
-        print_log_lines(
-            file, found_runner, app_handle, role, replica, regex, should_tail, errors, streams
-        )
+        print_log_lines(file, found_runner, app_handle, role, replica, regex, should_tail, errors, streams)
 
     _follow_replicas(replicas, follow)

@@ -58,9 +58,7 @@ def _builtin_names() -> List[str]:
     return list(_native.ext.builtin_component_names())
 
 
-def _build_python(
-    component: str, args: Union[List[str], Dict[str, Any]], defaults: Optional[Dict[str, str]]
-) -> AppDef:
+def _build_python(component: str, args: Union[List[str], Dict[str, Any]], defaults: Optional[Dict[str, str]]) -> AppDef:
     from torchx.specs.builders import materialize_appdef
     from torchx.specs.finder import (
         ComponentNotFoundException,

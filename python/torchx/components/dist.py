@@ -72,8 +72,19 @@ def spmd(
     return call(
         "dist.spmd",
         args,
-        dict(script=script, m=m, image=image, name=name, h=h, j=j, env=env, metadata=metadata,
-             max_retries=max_retries, mounts=mounts, debug=debug),
+        dict(
+            script=script,
+            m=m,
+            image=image,
+            name=name,
+            h=h,
+            j=j,
+            env=env,
+            metadata=metadata,
+            max_retries=max_retries,
+            mounts=mounts,
+            debug=debug,
+        ),
     )
 
 
@@ -126,8 +137,24 @@ def ddp(
     return call(
         "dist.ddp",
         script_args,
-        dict(script=script, m=m, image=image, name=name, h=h, cpu=cpu, gpu=gpu, memMB=memMB,
-             j=j, env=env, metadata=metadata, max_retries=max_retries, rdzv_port=rdzv_port,
-             rdzv_backend=rdzv_backend, rdzv_conf=rdzv_conf, mounts=mounts, debug=debug,
-             tee=tee),
+        dict(
+            script=script,
+            m=m,
+            image=image,
+            name=name,
+            h=h,
+            cpu=cpu,
+            gpu=gpu,
+            memMB=memMB,
+            j=j,
+            env=env,
+            metadata=metadata,
+            max_retries=max_retries,
+            rdzv_port=rdzv_port,
+            rdzv_backend=rdzv_backend,
+            rdzv_conf=rdzv_conf,
+            mounts=mounts,
+            debug=debug,
+            tee=tee,
+        ),
     )

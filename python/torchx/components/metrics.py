@@ -26,6 +26,12 @@ def tensorboard(
     return call(
         "metrics.tensorboard",
         (),
-        dict(logdir=logdir, image=image, timeout=timeout, port=port,
-             start_on_file=start_on_file, exit_on_file=exit_on_file),
+        dict(
+            logdir=logdir,
+            image=image,
+            timeout=timeout,
+            port=port,
+            start_on_file=start_on_file,
+            exit_on_file=exit_on_file,
+        ),
     )

@@ -26,6 +26,5 @@ def torchserve(
     return call(
         "serve.torchserve",
         (),
-        dict(model_path=model_path, management_api=management_api, image=image,
-             params=params, dryrun=dryrun),
+        dict(model_path=model_path, management_api=management_api, image=image, params=params, dryrun=dryrun),
     )

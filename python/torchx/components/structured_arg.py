@@ -33,13 +33,10 @@ class StructuredNameArgument:
         ``/``); an empty run name is the main module's last part or the script's stem.
         ``ValueError`` unless exactly one of ``m`` and ``script`` is given."""
         if not m and not script:
-            raise ValueError(
-                "No main module or script specified. Specify either a main module or a script path"
-            )
+            raise ValueError("No main module or script specified. Specify either a main module or a script path")
         if m and script:
             raise ValueError(
-                "Both main module and script set. Specify exactly one of: main module or"
-                " script, but not both"
+                "Both main module and script set. Specify exactly one of: main module or script, but not both"
             )
         experiment, sep, run = name.partition("/")
         if not sep:
@@ -87,7 +84,5 @@ class StructuredJArgument:
                     stacklevel=2,
                 )
         else:
-            raise ValueError(
-                f"Invalid format for `-j $NNODESx$NPROCS_PER_NODE` (e.g. `-j 1x8`). Given: {j}"
-            )
+            raise ValueError(f"Invalid format for `-j $NNODESx$NPROCS_PER_NODE` (e.g. `-j 1x8`). Given: {j}")
         return StructuredJArgument(nnodes=nnodes, nproc_per_node=nproc_per_node)

@@ -58,8 +58,17 @@ def sh(
     return call(
         "utils.sh",
         args,
-        dict(image=image, num_replicas=num_replicas, cpu=cpu, gpu=gpu, memMB=memMB, h=h,
-             env=env, max_retries=max_retries, mounts=mounts),
+        dict(
+            image=image,
+            num_replicas=num_replicas,
+            cpu=cpu,
+            gpu=gpu,
+            memMB=memMB,
+            h=h,
+            env=env,
+            max_retries=max_retries,
+            mounts=mounts,
+        ),
     )
 
 
@@ -97,8 +106,19 @@ def python(
     return call(
         "utils.python",
         args,
-        dict(m=m, c=c, script=script, image=image, name=name, cpu=cpu, gpu=gpu, memMB=memMB,
-             h=h, num_replicas=num_replicas, mounts=mounts),
+        dict(
+            m=m,
+            c=c,
+            script=script,
+            image=image,
+            name=name,
+            cpu=cpu,
+            gpu=gpu,
+            memMB=memMB,
+            h=h,
+            num_replicas=num_replicas,
+            mounts=mounts,
+        ),
     )
 
 
@@ -127,14 +147,11 @@ def binary(
     return call(
         "utils.binary",
         args,
-        dict(entrypoint=entrypoint, name=name, num_replicas=num_replicas, cpu=cpu, gpu=gpu,
-             memMB=memMB, h=h),
+        dict(entrypoint=entrypoint, name=name, num_replicas=num_replicas, cpu=cpu, gpu=gpu, memMB=memMB, h=h),
     )
 
 
-def copy(
-    src: str, dst: str, image: str = torchx.IMAGE, mounts: Optional[List[str]] = None
-) -> specs.AppDef:
+def copy(src: str, dst: str, image: str = torchx.IMAGE, mounts: Optional[List[str]] = None) -> specs.AppDef:
     """Copies a file from ``src`` to ``dst`` (fsspec locations).
 
     Args:

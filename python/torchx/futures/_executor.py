@@ -190,8 +190,7 @@ class Executor(concurrent.futures.Executor):
         self._runner._scheduler(scheduler)  # TorchX's UnknownSchedulerException, first
         if scheduler not in _HOST and self._image is None:
             raise ValueError(
-                f"scheduler {scheduler!r} runs containers: give image=... (one with torchx and "
-                "cloudpickle installed)"
+                f"scheduler {scheduler!r} runs containers: give image=... (one with torchx and cloudpickle installed)"
             )
         if scheduler in _HOST or scheduler in _MOUNTED:
             return result_dir or _default_result_dir(scheduler)
@@ -238,9 +237,7 @@ class Executor(concurrent.futures.Executor):
             role.mounts = [BindMount(src_path=where, dst_path=where)]
         return AppDef(name=name, roles=[role])
 
-    def _submit_many(
-        self, fn: Callable[..., Any], calls: List[Any], chunksize: int
-    ) -> List[Tuple[Job, bool]]:
+    def _submit_many(self, fn: Callable[..., Any], calls: List[Any], chunksize: int) -> List[Tuple[Job, bool]]:
         """One job per call, or per chunk of ``chunksize`` calls: one group, natively where
         the scheduler can (a builtin one), else one submission each; whether they are chunks."""
         if not calls:
@@ -426,10 +423,7 @@ def _settle(job: Job, location: Optional[str], state: AppState) -> None:
             time.sleep(0.05)  # a shared file system may show it a moment later
     if outcome is None:
         job.set_exception(
-            JobError(
-                f"{job.handle} ended {state.name} without a result; its logs: "
-                f"`torchx log {job.handle}`"
-            )
+            JobError(f"{job.handle} ended {state.name} without a result; its logs: `torchx log {job.handle}`")
         )
         return
     kind, payload, text = outcome

@@ -37,9 +37,7 @@ def powers_of_two_gpus(resource: Any) -> Dict[float, str]:
     count is a positive power of two."""
     gpus = resource.gpu
     if gpus <= 0:
-        raise ValueError(
-            f"resource must have gpu > 0 to generate power-of-two slices (got {gpus})"
-        )
+        raise ValueError(f"resource must have gpu > 0 to generate power-of-two slices (got {gpus})")
     if gpus & (gpus - 1):
         raise ValueError(f"resource.gpu must be a power of two to generate slices (got {gpus})")
     slices: Dict[float, str] = {}
@@ -59,9 +57,7 @@ def halve_mem_down_to(*, minGiB: int) -> Callable[..., Dict[float, str]]:
     def slices(resource: Any) -> Dict[float, str]:
         mem_mb = resource.memMB
         if mem_mb <= 0:
-            raise ValueError(
-                f"resource must have memMB > 0 to generate memory slices (got {mem_mb})"
-            )
+            raise ValueError(f"resource must have memMB > 0 to generate memory slices (got {mem_mb})")
         if mem_mb % 1024:
             raise ValueError(f"resource.memMB must be a whole number of GiB (got {mem_mb} MB)")
         gib = mem_mb // 1024
@@ -166,9 +162,7 @@ class _register_named_resource(register):
 
         def add(reg_name: str, factory: Any, attribute: bool) -> None:
             if reg_name in table:
-                raise ValueError(
-                    f"duplicate named resource `{reg_name}` in module `{module.__name__}`"
-                )
+                raise ValueError(f"duplicate named resource `{reg_name}` in module `{module.__name__}`")
             if attribute:
                 if hasattr(module, reg_name):
                     raise AttributeError(f"`{reg_name}()` already exists in `{module.__name__}`")

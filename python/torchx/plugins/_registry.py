@@ -97,9 +97,7 @@ def _resource_form(resource: Any) -> Any:
     # An absent fractional tag means "not fractional": an explicit False is no difference.
     if not tags.get(resource_tags.IS_FRACTIONAL, False):
         tags.pop(resource_tags.IS_FRACTIONAL, None)
-    return tuple(_normalized(getattr(resource, f)) for f in _RESOURCE_FIELDS[:-1]) + (
-        _normalized(tags),
-    )
+    return tuple(_normalized(getattr(resource, f)) for f in _RESOURCE_FIELDS[:-1]) + (_normalized(tags),)
 
 
 def _same_plugin(a: Any, b: Any, plugin_type: PluginType) -> bool:
@@ -192,14 +190,11 @@ class PluginRegistry:
                         module=fqn,
                         name=name,
                         plugin_type=(expected or kind).name.lower(),
-                        error="duplicate — already discovered with a DIFFERENT value,"
-                        " keeping first occurrence",
+                        error="duplicate — already discovered with a DIFFERENT value, keeping first occurrence",
                     )
                 )
 
-    def _scan(
-        self, package: ModuleType, expected: Optional[PluginType], found: Dict[str, Factory]
-    ) -> None:
+    def _scan(self, package: ModuleType, expected: Optional[PluginType], found: Dict[str, Factory]) -> None:
         """Imports every public module under ``package`` (recursively, implicit namespace
         sub-packages included) and collects its plugins; a module that fails to import is
         recorded and skipped."""
@@ -240,9 +235,7 @@ class PluginRegistry:
         if hasattr(module, "__path__"):
             self._scan(module, expected, found)
 
-    def _find_namespace_plugins(
-        self, namespace: str, expected_type: Optional[PluginType] = None
-    ) -> Dict[str, Factory]:
+    def _find_namespace_plugins(self, namespace: str, expected_type: Optional[PluginType] = None) -> Dict[str, Factory]:
         """The plugins of every module under package ``namespace``; an uninstalled namespace
         has none (and is no error)."""
         try:
@@ -329,9 +322,7 @@ class PluginRegistry:
         return [
             e
             for e in self._errors
-            if e.plugin_type == kind
-            or e.module == namespace
-            or e.module.startswith(namespace + ".")
+            if e.plugin_type == kind or e.module == namespace or e.module.startswith(namespace + ".")
         ]
 
     def to_dict(self) -> Dict[str, Any]:
@@ -364,14 +355,10 @@ class PluginRegistry:
                 items.append(entry)
             kind = pt.name.lower()
             items.extend(
-                {"name": e.name, "module": e.module, "error": e.error}
-                for e in self._errors
-                if e.plugin_type == kind
+                {"name": e.name, "module": e.module, "error": e.error} for e in self._errors if e.plugin_type == kind
             )
             data[kind] = items
-        data["errors"] = [
-            {"module": e.module, "error": e.error} for e in self._errors if e.plugin_type is None
-        ]
+        data["errors"] = [{"module": e.module, "error": e.error} for e in self._errors if e.plugin_type is None]
         return data
 
     def __str__(self) -> str:

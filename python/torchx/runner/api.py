@@ -54,12 +54,11 @@ from torchx.specs import (
 from torchx.specs.api import _copy_sharing_overrides
 from torchx.util.session import get_session_id_or_create_new
 
+
 def _json_or_none(cfg: Mapping[str, CfgVal]) -> Optional[str]:
     import json
 
     return json.dumps(cfg, default=str) if cfg else None
-
-
 
 
 def get_configured_trackers() -> Dict[str, Optional[str]]:
@@ -148,9 +147,7 @@ class Runner:
         if spec.is_group():
             if after:
                 raise ValueError("after= with a group: give the dependency to each job instead")
-            return groups.run_group(
-                self, component, component_args, scheduler, cfg, workspace, parent_run_id, spec
-            )
+            return groups.run_group(self, component, component_args, scheduler, cfg, workspace, parent_run_id, spec)
         if max_concurrent is not None:
             raise ValueError("max_concurrent caps a sweep or an array: give one")
         dryrun_info = self.dryrun_component(
@@ -250,22 +247,18 @@ class Runner:
                 raise LookupError(f"after={dep!r}: no scheduler knows {handle}")
         app = _copy_sharing_overrides(app)  # 0.8: never the caller's AppDef
         if not app.roles:
-            raise ValueError(
-                f"No roles for app: {app.name}. Did you forget to add roles to AppDef?"
-            )
+            raise ValueError(f"No roles for app: {app.name}. Did you forget to add roles to AppDef?")
         parent_run_id = os.environ.get(ENV_TORCHX_PARENT_RUN_ID, parent_run_id)
         session_id = get_session_id_or_create_new()
         trackers = get_configured_trackers()
         for role in app.roles:
             if not role.entrypoint:
                 raise ValueError(
-                    f"No entrypoint for role: {role.name}."
-                    f" Did you forget to call role.runs(entrypoint, args, env)?"
+                    f"No entrypoint for role: {role.name}. Did you forget to call role.runs(entrypoint, args, env)?"
                 )
             if role.num_replicas <= 0:
                 raise ValueError(
-                    f"Non-positive replicas for role: {role.name}."
-                    f" Did you forget to set role.num_replicas?"
+                    f"Non-positive replicas for role: {role.name}. Did you forget to set role.num_replicas?"
                 )
             role.env[ENV_TORCHX_JOB_ID] = make_app_handle(scheduler, self._name, macros.app_id)
             role.env[ENV_TORCHX_INTERNAL_SESSION_ID] = session_id
@@ -431,13 +424,9 @@ class Runner:
         scheduler, _, app_id = self._scheduler_app_id(app_handle)
         if not scheduler.exists(app_id):
             raise UnknownAppException(app_handle)
-        return scheduler.log_iter(
-            app_id, role_name, k, regex, since, until, should_tail, streams=streams
-        )
+        return scheduler.log_iter(app_id, role_name, k, regex, since, until, should_tail, streams=streams)
 
-    def list(
-        self, scheduler: str, cfg: Optional[Mapping[str, CfgVal]] = None
-    ) -> List[ListAppResponse]:
+    def list(self, scheduler: str, cfg: Optional[Mapping[str, CfgVal]] = None) -> List[ListAppResponse]:
         """The apps ``scheduler`` knows, with their handles; ``cfg`` (0.8) reaches schedulers
         that route listings by it (one whose ``list`` takes no config gets none)."""
         sched = self._scheduler(scheduler)
@@ -502,8 +491,7 @@ def _submit_dryrun_after(
 
     if not isinstance(sched, RustScheduler):
         raise UnsupportedError(
-            f"{sched.backend}: after={list(after)!r}: a scheduler written in Python cannot hold "
-            "a job until others end"
+            f"{sched.backend}: after={list(after)!r}: a scheduler written in Python cannot hold a job until others end"
         )
     with waiting_for(after):
         return sched.submit_dryrun(app, cfg)

@@ -44,9 +44,7 @@ def _read(f: TextIO) -> List[Tuple[str, List[Tuple[str, str]]]]:
 def _get_scheduler(name: str) -> Scheduler[Any]:
     factories = get_scheduler_factories()
     if name not in factories:
-        raise ValueError(
-            f"`{name}` is not a registered scheduler. Valid scheduler names: {list(factories)}"
-        )
+        raise ValueError(f"`{name}` is not a registered scheduler. Valid scheduler names: {list(factories)}")
     sched: "Scheduler[Any]" = factories[name](session_name="_")
     return sched
 
@@ -145,9 +143,7 @@ def get_configs(prefix: str, name: str, dirs: Optional[List[str]] = None) -> Dic
     return load_sections(prefix, dirs).get(name, {})
 
 
-def get_config(
-    prefix: str, name: str, key: str, dirs: Optional[List[str]] = None
-) -> Optional[str]:
+def get_config(prefix: str, name: str, key: str, dirs: Optional[List[str]] = None) -> Optional[str]:
     """``key`` of the ``[{prefix}:{name}]`` section (None if absent)."""
     return get_configs(prefix, name, dirs).get(key)
 
@@ -161,9 +157,7 @@ def find_configs(dirs: Optional[Iterable[str]] = None) -> List[str]:
         if not override:
             return []  # set and empty: no config file (0.8)
         if not Path(override).is_file():
-            raise FileNotFoundError(
-                f"`{ENV_TORCHXCONFIG}={override}` does not exist or is not a file."
-            )
+            raise FileNotFoundError(f"`{ENV_TORCHXCONFIG}={override}` does not exist or is not a file.")
         return [override]
     if not dirs:
         dirs = DEFAULT_CONFIG_DIRS

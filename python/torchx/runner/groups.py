@@ -86,15 +86,9 @@ def run_group(
     from torchx.schedulers._rust import RustRequest, RustScheduler
 
     keys = list(component_args) if isinstance(component_args, dict) else []
-    texts = (
-        [str(component_args[k]) for k in keys]
-        if isinstance(component_args, dict)
-        else list(component_args)
-    )
+    texts = [str(component_args[k]) for k in keys] if isinstance(component_args, dict) else list(component_args)
     plan = json.loads(
-        _native.ext.group_plan(
-            texts, spec.array, spec.sweep_args(), spec.sweep_file, spec.max_concurrent
-        )
+        _native.ext.group_plan(texts, spec.array, spec.sweep_args(), spec.sweep_file, spec.max_concurrent)
     )
     infos: List[AppDryRunInfo[Any]] = []
     for task in plan["tasks"]:
@@ -123,9 +117,7 @@ def run_group(
     return make_app_handle(record["scheduler"], record["session"], record["group_id"])
 
 
-def _schedule_each(
-    runner: Runner, infos: List[AppDryRunInfo[Any]], about: Dict[str, Any]
-) -> Dict[str, Any]:
+def _schedule_each(runner: Runner, infos: List[AppDryRunInfo[Any]], about: Dict[str, Any]) -> Dict[str, Any]:
     """A Python scheduler's group: one submission per task, at most ``max_concurrent``
     unfinished at once, the record saved after each."""
     import secrets
@@ -190,9 +182,7 @@ def tasks(runner: Runner, record: Mapping[str, Any]) -> List[GroupTask]:
         names = []
         for t in record["tasks"]:
             status = runner.status(t["handle"]) if t["handle"] else None
-            names.append(
-                "FAILED" if t["handle"] is None else status.state.name if status else "UNKNOWN"
-            )
+            names.append("FAILED" if t["handle"] is None else status.state.name if status else "UNKNOWN")
     return [
         GroupTask(t["index"], dict(t.get("params", {})), t["handle"], AppState[n], t.get("error"))
         for t, n in zip(record["tasks"], names, strict=True)

@@ -55,9 +55,7 @@ def _plugin_factories() -> Dict[str, SchedulerFactory]:
     return without_builtins(found, DEFAULT_SCHEDULER_MODULES, "scheduler")
 
 
-def without_builtins(
-    found: Mapping[str, Any], builtins: Any, kind: str
-) -> Dict[str, Any]:
+def without_builtins(found: Mapping[str, Any], builtins: Any, kind: str) -> Dict[str, Any]:
     """``found`` less the plugins named as a builtin, each dropped with a warning: a plugin adds
     to the builtins and never replaces one."""
     kept: Dict[str, Any] = {}

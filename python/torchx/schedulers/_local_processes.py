@@ -155,9 +155,7 @@ class _LocalAppDef:
     def _get_error_file(self) -> Optional[str]:
         """The earliest written torchelastic error file of the replicas."""
         written = [
-            (os.path.getmtime(r.error_file), r.error_file)
-            for r in self._replicas()
-            if os.path.exists(r.error_file)
+            (os.path.getmtime(r.error_file), r.error_file) for r in self._replicas() if os.path.exists(r.error_file)
         ]
         return min(written)[1] if written else None
 
@@ -352,9 +350,7 @@ class ProcessLauncher:
             return
         available = self._cuda_device_count()
         if requested > available:
-            log.warning(
-                "CUDA_VISIBLE_DEVICES is not set: %d GPUs requested, %d available", requested, available
-            )
+            log.warning("CUDA_VISIBLE_DEVICES is not set: %d GPUs requested, %d available", requested, available)
             return
         next_device = 0
         for role in app.roles:
@@ -383,8 +379,7 @@ class ProcessLauncher:
             return None
         if os.path.isfile(file):
             raise FileExistsError(
-                f"log file: {file} already exists, specify a different log_dir, app_name, or"
-                " remove the file and retry"
+                f"log file: {file} already exists, specify a different log_dir, app_name, or remove the file and retry"
             )
         os.makedirs(os.path.dirname(file), exist_ok=True)
         return io.open(file, mode="wb", buffering=0)
@@ -484,7 +479,12 @@ class ProcessLauncher:
     def _log_file(self, app_id: str, role_name: str, k: int, streams: Any) -> str:
         from torchx.schedulers.api import Stream
 
-        files = {None: COMBINED_LOG, Stream.COMBINED: COMBINED_LOG, Stream.STDOUT: STDOUT_LOG, Stream.STDERR: STDERR_LOG}
+        files = {
+            None: COMBINED_LOG,
+            Stream.COMBINED: COMBINED_LOG,
+            Stream.STDOUT: STDOUT_LOG,
+            Stream.STDERR: STDERR_LOG,
+        }
         path = os.path.join(self._apps[app_id].log_dir, role_name, str(k), files[streams])
         if not os.path.isfile(path):
             raise RuntimeError(

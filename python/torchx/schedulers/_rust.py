@@ -25,6 +25,7 @@ from torchx.specs import (
 from torchx.specs._json import app_to_json, role_from_json
 from torchx import _native
 
+
 def _opt_type(name: str) -> Any:
     """The Python type of a run option, from the core's type name."""
     return {

@@ -66,11 +66,7 @@ class StructuredOpts(Mapping[str, CfgVal]):
             tree: Any = ast.parse(textwrap.dedent(inspect.getsource(cls)))
         except (OSError, TypeError, SyntaxError):
             tree = None  # a generated class: its fields' metadata hold the help
-        body = (
-            tree.body[0].body
-            if tree is not None and tree.body and isinstance(tree.body[0], ast.ClassDef)
-            else []
-        )
+        body = tree.body[0].body if tree is not None and tree.body and isinstance(tree.body[0], ast.ClassDef) else []
         for node, after in zip(body, body[1:], strict=False):
             if (
                 isinstance(node, ast.AnnAssign)

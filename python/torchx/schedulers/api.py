@@ -98,8 +98,7 @@ class Scheduler(abc.ABC, Generic[T]):
 
             if not isinstance(self, WorkspaceMixin):
                 raise NotImplementedError(
-                    f"{self.__class__.__qualname__} does not build workspaces (it is not a "
-                    "WorkspaceMixin)"
+                    f"{self.__class__.__qualname__} does not build workspaces (it is not a WorkspaceMixin)"
                 )
             self.build_workspace_and_update_role(app.roles[0], workspace, resolved_cfg)
         return self.schedule(self.submit_dryrun(app, resolved_cfg))
@@ -176,9 +175,7 @@ class Scheduler(abc.ABC, Generic[T]):
         streams: Optional[Stream] = None,
     ) -> Iterable[str]:
         """The log lines of replica ``k`` of ``role_name``."""
-        raise NotImplementedError(
-            f"{self.__class__.__qualname__} does not support application log iteration"
-        )
+        raise NotImplementedError(f"{self.__class__.__qualname__} does not support application log iteration")
 
     def _pre_build_validate(self, app: AppDef, scheduler: str, cfg: T) -> None:
         """Checks made before any workspace is built (none by default)."""
@@ -189,10 +186,7 @@ class Scheduler(abc.ABC, Generic[T]):
         0.7 does not: either override works, see ``call_validate``)."""
         for role in app.roles:
             if role.resource == NULL_RESOURCE:
-                raise ValueError(
-                    f"No resource for role: {role.image}."
-                    f" Did you forget to attach resource to the role"
-                )
+                raise ValueError(f"No resource for role: {role.image}. Did you forget to attach resource to the role")
 
 
 def call_validate(sched: Scheduler[Any], app: AppDef, scheduler: str, cfg: Any) -> None:

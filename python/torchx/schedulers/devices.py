@@ -11,18 +11,11 @@ from torchx.specs.named_resources_aws import EFA_DEVICE, NEURON_DEVICE
 
 def to_devicemounts(num_devices: int, device_type: str) -> List[DeviceMount]:
     """``{device_type}0`` … ``{device_type}{n-1}``, each mounted at the same path."""
-    return [
-        DeviceMount(src_path=f"{device_type}{i}", dst_path=f"{device_type}{i}")
-        for i in range(num_devices)
-    ]
+    return [DeviceMount(src_path=f"{device_type}{i}", dst_path=f"{device_type}{i}") for i in range(num_devices)]
 
 
-neuron_to_devicemounts: Callable[[int], List[DeviceMount]] = partial(
-    to_devicemounts, device_type="/dev/neuron"
-)
-efa_to_devicemounts: Callable[[int], List[DeviceMount]] = partial(
-    to_devicemounts, device_type="/dev/infiniband/uverbs"
-)
+neuron_to_devicemounts: Callable[[int], List[DeviceMount]] = partial(to_devicemounts, device_type="/dev/neuron")
+efa_to_devicemounts: Callable[[int], List[DeviceMount]] = partial(to_devicemounts, device_type="/dev/infiniband/uverbs")
 
 DEVICES: Mapping[str, Callable[[int], List[DeviceMount]]] = {
     EFA_DEVICE: efa_to_devicemounts,

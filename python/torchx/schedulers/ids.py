@@ -65,6 +65,4 @@ def random_id(max_length: Optional[int] = None) -> str:
 
 def get_len_random_id(string_length: int) -> str:
     """A random id of ``string_length`` characters in the same alphabet."""
-    return "".join(
-        random.choice(START_CANDIDATES if i == 0 else END_CANDIDATES) for i in range(string_length)
-    )
+    return "".join(random.choice(START_CANDIDATES if i == 0 else END_CANDIDATES) for i in range(string_length))

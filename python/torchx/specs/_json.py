@@ -69,8 +69,7 @@ def _tuples_as_put(value: Any) -> Any:
         from torchx.specs.overlays import PUT
 
         return {
-            (PUT(k) if isinstance(v, tuple) and isinstance(k, str) else k): _tuples_as_put(v)
-            for k, v in value.items()
+            (PUT(k) if isinstance(v, tuple) and isinstance(k, str) else k): _tuples_as_put(v) for k, v in value.items()
         }
     if isinstance(value, (list, tuple)):
         return [_tuples_as_put(v) for v in value]

@@ -574,9 +574,7 @@ class MalformedAppHandleException(Exception):
     """An app handle that is not ``{scheduler}://{session_name}/{app_id}``."""
 
     def __init__(self, app_handle: str) -> None:
-        super().__init__(
-            f"{app_handle} is not of the form: <scheduler_backend>://<session_name>/<app_id>"
-        )
+        super().__init__(f"{app_handle} is not of the form: <scheduler_backend>://<session_name>/<app_id>")
 
 
 class UnknownSchedulerException(KeyError):
@@ -764,14 +762,9 @@ class runopts:
         """Adds an option; a required option must have no default, a default must be of
         ``type_`` (``ValueError`` otherwise)."""
         if required and default is not None:
-            raise ValueError(
-                f"Required option: {cfg_key} must not specify default value. Given: {default}"
-            )
+            raise ValueError(f"Required option: {cfg_key} must not specify default value. Given: {default}")
         if default is not None and not runopts.is_type(default, type_):
-            raise TypeError(
-                f"Option: {cfg_key}, must be of type: {type_}."
-                f" Given: {default} ({type(default).__name__})"
-            )
+            raise TypeError(f"Option: {cfg_key}, must be of type: {type_}. Given: {default} ({type(default).__name__})")
         self._opts[cfg_key] = runopt(default, type_, required, help)
 
     def get(self, name: str) -> Optional[runopt]:
@@ -830,9 +823,7 @@ class runopts:
     def __repr__(self) -> str:
         required = [(k, o) for k, o in self._opts.items() if o.is_required]
         optional = [(k, o) for k, o in self._opts.items() if not o.is_required]
-        usage = ",".join(
-            [f"{k}={k.upper()}" for k, _ in required] + [f"[{k}={k.upper()}]" for k, _ in optional]
-        )
+        usage = ",".join([f"{k}={k.upper()}" for k, _ in required] + [f"[{k}={k.upper()}]" for k, _ in optional])
         lines = ["    usage:", f"        {usage}", ""]
         if required:
             lines.append("    required arguments:")
@@ -843,9 +834,7 @@ class runopts:
         if optional:
             lines.append("    optional arguments:")
             for k, o in optional:
-                lines.append(
-                    f"        {k}={k.upper()} ({get_type_name(o.opt_type)}, {o.default})"
-                )
+                lines.append(f"        {k}={k.upper()} ({get_type_name(o.opt_type)}, {o.default})")
                 lines.append(f"            {o.help}")
             lines.append("")
         return "\n".join(lines)

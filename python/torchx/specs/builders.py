@@ -81,9 +81,7 @@ def _create_args_parser(
         # "-h" stays free for components (dist.ddp's host type); --help is added below.
         add_help=False,
     )
-    parser.add_argument(
-        "--help", action="help", default=argparse.SUPPRESS, help="show this help message and exit"
-    )
+    parser.add_argument("--help", action="help", default=argparse.SUPPRESS, help="show this help message and exit")
     for name, param in _parameters(cmpnt_fn).items():
         kwargs: Dict[str, Any] = {
             "help": arg_help.get(name, " "),
@@ -91,16 +89,12 @@ def _create_args_parser(
         }
         if param.default is not inspect.Parameter.empty:
             # bools are parsed from text ("True"/"false"), so their default is text too.
-            kwargs["default"] = (
-                str(param.default) if is_bool(type(param.default)) else param.default
-            )
+            kwargs["default"] = str(param.default) if is_bool(type(param.default)) else param.default
         if cmpnt_defaults and name in cmpnt_defaults:
             kwargs["default"] = cmpnt_defaults[name]
 
         if param.kind is inspect.Parameter.VAR_POSITIONAL:
-            parser.add_argument(
-                name, nargs=argparse.REMAINDER, action=_RemainderAction, **kwargs
-            )
+            parser.add_argument(name, nargs=argparse.REMAINDER, action=_RemainderAction, **kwargs)
             continue
         flags = [f"-{name}", f"--{name}"] if len(name) == 1 else [f"--{name}"]
         # `Annotated[str, "-s"]` adds flags (TorchX's newer builders).

@@ -43,7 +43,6 @@ class CapabilityKey(Generic[V]):
         value = resource.capabilities[self.key]
         if (self.type is int and type(value) is bool) or not isinstance(value, self.type):
             raise TypeError(
-                f"capability `{self.key}` expected `{self.type.__name__}`,"
-                f" got `{type(value).__name__}`: {value!r}"
+                f"capability `{self.key}` expected `{self.type.__name__}`, got `{type(value).__name__}`: {value!r}"
             )
         return value

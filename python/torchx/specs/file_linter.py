@@ -44,8 +44,22 @@ class TorchXArgumentHelpFormatter(
 # Google-style section titles; the ones that list parameters come first.
 _ARG_SECTIONS = ("Args", "Arguments", "Parameters", "Params")
 _SECTIONS = _ARG_SECTIONS + (
-    "Attributes", "Example", "Examples", "Except", "Exceptions", "Note", "Notes",
-    "Raises", "Return", "Returns", "See Also", "Todo", "Warning", "Warnings", "Yield", "Yields",
+    "Attributes",
+    "Example",
+    "Examples",
+    "Except",
+    "Exceptions",
+    "Note",
+    "Notes",
+    "Raises",
+    "Return",
+    "Returns",
+    "See Also",
+    "Todo",
+    "Warning",
+    "Warnings",
+    "Yield",
+    "Yields",
 )
 
 
@@ -57,8 +71,7 @@ def _parse_google_docstring(doc: str) -> Tuple[str, str, Dict[str, str]]:
     parameter."""
     lines = doc.splitlines()
     first_section = next(
-        (i for i, line in enumerate(lines) if line.strip().rstrip(":") in _SECTIONS
-         and line.strip().endswith(":")),
+        (i for i, line in enumerate(lines) if line.strip().rstrip(":") in _SECTIONS and line.strip().endswith(":")),
         len(lines),
     )
     description = "\n".join(lines[:first_section]).strip()
@@ -69,9 +82,7 @@ def _parse_google_docstring(doc: str) -> Tuple[str, str, Dict[str, str]]:
         title = lines[i].strip().rstrip(":")
         i += 1
         body: List[str] = []
-        while i < len(lines) and not (
-            lines[i].strip().rstrip(":") in _SECTIONS and lines[i].strip().endswith(":")
-        ):
+        while i < len(lines) and not (lines[i].strip().rstrip(":") in _SECTIONS and lines[i].strip().endswith(":")):
             body.append(lines[i])
             i += 1
         if title in _ARG_SECTIONS:
@@ -111,8 +122,7 @@ def get_fn_docstring(fn: Callable[..., object]) -> Tuple[str, Dict[str, str]]:
     Without a docstring the description is the function's name and a tip; a parameter the
     docstring does not describe gets ``" "``."""
     default_description = (
-        f"{fn.__name__} TIP: improve this help string by adding a docstring\n"
-        f"to your component (see: {_DOCS_URL})"
+        f"{fn.__name__} TIP: improve this help string by adding a docstring\nto your component (see: {_DOCS_URL})"
     )
     arg_descriptions = _default_arg_descriptions(fn)
     doc = inspect.getdoc(fn)
@@ -146,9 +156,7 @@ class ComponentFunctionValidator(abc.ABC):
         """The problems of the component function ``app_specs_func_def``."""
 
     def _gen_linter_message(self, description: str, lineno: int) -> LinterMessage:
-        return LinterMessage(
-            name="TorchxFunctionValidator", description=description, line=lineno, char=0
-        )
+        return LinterMessage(name="TorchxFunctionValidator", description=description, line=lineno, char=0)
 
 
 TorchxFunctionValidator = ComponentFunctionValidator
@@ -222,8 +230,7 @@ class ArgTypeValidator(ComponentFunctionValidator):
         if container in ("Dict", "dict"):
             if not isinstance(params, ast.Tuple) or len(params.elts) != 2:
                 return (
-                    f"Malformed dict type {ast.unparse(arg_type)!r}, expected exactly two type"
-                    " parameters (dict[K, V])"
+                    f"Malformed dict type {ast.unparse(arg_type)!r}, expected exactly two type parameters (dict[K, V])"
                 )
             key, value = params.elts
             if not is_primitive(key):
@@ -283,8 +290,7 @@ class ReturnTypeValidator(ComponentFunctionValidator):
         if returns != supported:
             return [
                 self._gen_linter_message(
-                    f"Function: {name} has incorrect return annotation,"
-                    f" supported annotation: {supported}",
+                    f"Function: {name} has incorrect return annotation, supported annotation: {supported}",
                     app_specs_func_def.lineno,
                 )
             ]

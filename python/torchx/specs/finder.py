@@ -102,9 +102,7 @@ class ModuleComponentsFinder(ComponentsFinder):
             found += self._get_components_from_module(module, validators)
         return found
 
-    def _get_components_from_module(
-        self, module: ModuleType, validators: Validators = None
-    ) -> List[_Component]:
+    def _get_components_from_module(self, module: ModuleType, validators: Validators = None) -> List[_Component]:
         path = module.__file__
         assert path, f"module must have __file__: {module}"
         path = os.path.abspath(path)
@@ -120,9 +118,7 @@ class ModuleComponentsFinder(ComponentsFinder):
                     description=description,
                     fn_name=fn_name,
                     fn=fn,
-                    validation_errors=[
-                        m.description for m in validate(path, fn_name, validators)
-                    ],
+                    validation_errors=[m.description for m in validate(path, fn_name, validators)],
                 )
             )
         return found
@@ -146,15 +142,11 @@ class CustomComponentsFinder(ComponentsFinder):
         self._function_name = function_name
 
     def find(self, validators: Validators = None) -> List[_Component]:
-        errors = [
-            m.description for m in validate(self._filepath, self._function_name, validators)
-        ]
+        errors = [m.description for m in validate(self._filepath, self._function_name, validators)]
         namespace = _exec_component_file(self._filepath)
         fn = namespace.get(self._function_name)
         if fn is None:
-            raise ComponentNotFoundException(
-                f"Function {self._function_name} does not exist in file {self._filepath}"
-            )
+            raise ComponentNotFoundException(f"Function {self._function_name} does not exist in file {self._filepath}")
         description, _ = get_fn_docstring(fn)
         return [
             _Component(
@@ -187,8 +179,7 @@ def _load_components(validators: Validators = None) -> Dict[str, _Component]:
             import warnings
 
             warnings.warn(
-                f"component `{c.name}` of the torchx.components entry points is ignored: a"
-                " builtin has that name",
+                f"component `{c.name}` of the torchx.components entry points is ignored: a builtin has that name",
                 stacklevel=2,
             )
             continue
@@ -213,9 +204,7 @@ def _is_custom_component(component_name: str) -> bool:
 def _find_custom_components(name: str, validators: Validators = None) -> Dict[str, _Component]:
     filepath, sep, fn_name = name.rpartition(":")
     if not sep or not filepath or not fn_name:
-        raise ValueError(
-            f"Invalid custom component: {name}, valid template : `FILEPATH`:`FUNCTION_NAME`"
-        )
+        raise ValueError(f"Invalid custom component: {name}, valid template : `FILEPATH`:`FUNCTION_NAME`")
     if not os.path.isfile(filepath):
         raise ComponentNotFoundException(f"Component file `{filepath}` does not exist")
     return {c.name: c for c in CustomComponentsFinder(filepath, fn_name).find(validators)}

@@ -84,22 +84,17 @@ def _join(base: _Overlay, key: str, value: object, field: str) -> None:
     if len(on) != 2 or not on[1]:
         raise ValueError(f"malformed JOIN key: `{key}`, expected format from JOIN(field, on=key)")
     if not isinstance(value, list):
-        raise TypeError(
-            f"JOIN requires a list value, got {type(value).__name__} for field `{field}`"
-        )
+        raise TypeError(f"JOIN requires a list value, got {type(value).__name__} for field `{field}`")
     if not all(isinstance(item, dict) for item in value):
         raise TypeError(
-            f"JOIN requires a list of dicts as overlay value, but `{field}` overlay contains"
-            " non-dict items"
+            f"JOIN requires a list of dicts as overlay value, but `{field}` overlay contains non-dict items"
         )
     if field not in base:
         base[field] = copy.deepcopy(value)
         return
     existing = base[field]
     if not isinstance(existing, list):
-        raise TypeError(
-            f"JOIN requires base[`{field}`] to be a list, got {type(existing).__name__}"
-        )
+        raise TypeError(f"JOIN requires base[`{field}`] to be a list, got {type(existing).__name__}")
     if not all(isinstance(item, dict) for item in existing):
         raise TypeError(f"JOIN requires a list of dicts, but `{field}` contains non-dict items")
     _join_by_key(existing, value, on[1])
@@ -119,8 +114,7 @@ def _merge(base: _Overlay, key: str, value: object, *, resolve: bool) -> None:
     elif isinstance(current, (dict, list)) or isinstance(value, (dict, list)):
         if type(current) is not type(value):
             raise TypeError(
-                f"type mismatch for attr: `{key}`."
-                f" {type(current).__qualname__} != {type(value).__qualname__}"
+                f"type mismatch for attr: `{key}`. {type(current).__qualname__} != {type(value).__qualname__}"
             )
     else:
         base[key] = value
@@ -206,9 +200,7 @@ def set_overlay(target: "AppDef | Role", namespace: str, kind: str, overlay: _Ov
     apply_overlay(existing, overlay, _resolve=False)
 
 
-def get_overlay(
-    target: "AppDef | Role", namespace: str, kind: str, *, flat_fallback: bool = True
-) -> _Overlay:
+def get_overlay(target: "AppDef | Role", namespace: str, kind: str, *, flat_fallback: bool = True) -> _Overlay:
     """The ``kind`` overlay of ``target.metadata[namespace]`` (loaded from a file if the value
     is a path or URL), ``{}`` if there is none. With ``flat_fallback``, a namespace that is not
     in the nested format and holds a single overlay is that overlay (with a warning)."""
@@ -268,8 +260,7 @@ def validate_overlay(
         if disallowed:
             keys = ", ".join(f"`{overlay_name}.{k}`" for k in disallowed)
             raise ValueError(
-                f"disallowed overlay attributes {keys} since they can be set directly on the"
-                " role's attributes."
+                f"disallowed overlay attributes {keys} since they can be set directly on the role's attributes."
             )
     if forbidden_keys:
         misplaced = {_field_of(k) for k in overlay} & forbidden_keys

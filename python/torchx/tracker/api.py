@@ -22,6 +22,7 @@ def _logger() -> Any:
 
     return logging.getLogger(__name__)
 
+
 # Defined in torchx.settings (0.8); re-exported where 0.7.0 had them.
 from torchx.settings import (  # noqa: E402
     ENV_TORCHX_JOB_ID as ENV_TORCHX_JOB_ID,
@@ -68,9 +69,7 @@ class TrackerBase(ABC):
     """A tracking backend. Experimental in TorchX too: the API may change."""
 
     @abstractmethod
-    def add_artifact(
-        self, run_id: str, name: str, path: str, metadata: Optional[Mapping[str, object]] = None
-    ) -> None:
+    def add_artifact(self, run_id: str, name: str, path: str, metadata: Optional[Mapping[str, object]] = None) -> None:
         """Records artifact ``name`` at ``path`` for ``run_id``."""
 
     @abstractmethod
@@ -112,10 +111,7 @@ def _extract_tracker_name_and_config_from_environ() -> Mapping[str, Optional[str
     if trackers is None:
         _logger().info("No trackers were configured, skipping setup.")
         return {}
-    return {
-        name: os.environ.get(tracker_config_env_var_name(name))
-        for name in trackers.split(",")
-    }
+    return {name: os.environ.get(tracker_config_env_var_name(name)) for name in trackers.split(",")}
 
 
 def build_trackers(factory_and_config: Mapping[str, Optional[str]]) -> Iterable[TrackerBase]:
@@ -135,8 +131,7 @@ def build_trackers(factory_and_config: Mapping[str, Optional[str]]) -> Iterable[
         factory = factories.get(name) or load_module(name)
         if not factory or not callable(factory):
             _logger().warning(
-                "no tracker factory `%s` found in plugins or modules, see"
-                " https://pytorch.org/torchx/main/tracker.html",
+                "no tracker factory `%s` found in plugins or modules, see https://pytorch.org/torchx/main/tracker.html",
                 name,
             )
             continue
@@ -176,9 +171,7 @@ class AppRun:
         for backend in self.backends:
             backend.add_metadata(self.id, **kwargs)
 
-    def add_artifact(
-        self, name: str, path: str, metadata: Optional[Mapping[str, object]] = None
-    ) -> None:
+    def add_artifact(self, name: str, path: str, metadata: Optional[Mapping[str, object]] = None) -> None:
         for backend in self.backends:
             backend.add_artifact(self.id, name, path, metadata)
 
@@ -202,7 +195,4 @@ class AppRun:
         backend = next(iter(self.backends), None)
         if backend is None:
             return []
-        return [
-            AppRun(d.source_run_id, backends=self.backends)
-            for d in backend.lineage(self.id).descendants
-        ]
+        return [AppRun(d.source_run_id, backends=self.backends) for d in backend.lineage(self.id).descendants]

@@ -72,9 +72,7 @@ class MLflowTracker(TrackerBase):
                 self.experiment: Experiment = existing
                 log.info("Found existing experiment `%s` (id=%s)", experiment_name, self.experiment_id)
             else:
-                experiment_id = mlflow.create_experiment(
-                    name=experiment_name, artifact_location=artifact_location
-                )
+                experiment_id = mlflow.create_experiment(name=experiment_name, artifact_location=artifact_location)
                 self.experiment = mlflow.get_experiment(experiment_id)
                 log.info("Created new experiment `%s` (id=%s)", experiment_name, experiment_id)
             run_name = os.getenv(ENV_TORCHX_JOB_ID)
@@ -126,9 +124,7 @@ class MLflowTracker(TrackerBase):
     def close(self) -> None:
         mlflow.end_run()
 
-    def add_artifact(
-        self, run_id: str, name: str, path: str, metadata: Optional[Mapping[str, object]] = None
-    ) -> None:
+    def add_artifact(self, run_id: str, name: str, path: str, metadata: Optional[Mapping[str, object]] = None) -> None:
         self.get_run(run_id)
         log.info("Writing artifact: %s, path: %s", name, path)
         mlflow.log_artifact(local_path=path, artifact_path=name)
@@ -148,9 +144,7 @@ class MLflowTracker(TrackerBase):
                     continue
                 name = path or "<SHOULD_NOT_HAPPEN>"
                 prefix = f"{TAG_ARTIFACT_MD_PREFIX}.{name}."
-                metadata: Dict[str, object] = {
-                    k[len(prefix) :]: v for k, v in tags.items() if k.startswith(prefix)
-                }
+                metadata: Dict[str, object] = {k[len(prefix) :]: v for k, v in tags.items() if k.startswith(prefix)}
                 metadata["mlflow.file_size"] = info.file_size
                 found[name] = TrackerArtifact(
                     name=name, path=f"{self.artifact_location}/{info.path}", metadata=metadata
@@ -197,19 +191,13 @@ class MLflowTracker(TrackerBase):
                     self.log_params_flat(run_name, v, f"{prefix}{k}")
 
     def add_source(self, run_id: str, source_id: str, artifact_name: Optional[str] = None) -> None:
-        raise NotImplementedError(
-            f"Job's tracker sources is currently unsupported for {type(self).__qualname__}"
-        )
+        raise NotImplementedError(f"Job's tracker sources is currently unsupported for {type(self).__qualname__}")
 
     def sources(self, run_id: str, artifact_name: Optional[str] = None) -> Iterable[TrackerSource]:
-        raise NotImplementedError(
-            f"Job's tracker sources is currently unsupported for {type(self).__qualname__}"
-        )
+        raise NotImplementedError(f"Job's tracker sources is currently unsupported for {type(self).__qualname__}")
 
     def lineage(self, run_id: str) -> Lineage:
-        raise NotImplementedError(
-            f"Job's lineage is currently unsupported for {type(self).__qualname__}"
-        )
+        raise NotImplementedError(f"Job's lineage is currently unsupported for {type(self).__qualname__}")
 
 
 def create_tracker(config: str) -> MLflowTracker:
@@ -218,8 +206,6 @@ def create_tracker(config: str) -> MLflowTracker:
     args: Dict[str, Any] = dict(get_configs(prefix="tracker", name="mlflow", dirs=[config]))
     args.pop("config", None)
     return MLflowTracker(
-        experiment_name=os.getenv(
-            "TORCHX_TRACKING_EXPERIMENT_NAME", default=args.pop("experiment_name", None)
-        ),
+        experiment_name=os.getenv("TORCHX_TRACKING_EXPERIMENT_NAME", default=args.pop("experiment_name", None)),
         **args,
     )

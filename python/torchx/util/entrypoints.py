@@ -39,9 +39,7 @@ def _deferred(ep: Any) -> Callable[..., Any]:
     return run
 
 
-def load_group(
-    group: str, default: Optional[Dict[str, Any]] = None
-) -> Optional[Dict[str, Callable[..., Any]]]:
+def load_group(group: str, default: Optional[Dict[str, Any]] = None) -> Optional[Dict[str, Callable[..., Any]]]:
     """``name -> deferred loader`` for every entry point of ``group`` (``default`` if it has
     none and one is given, else ``{}`` as 0.8's: 0.7.0 returned None). Calling a loader imports
     its target and calls it with the given arguments, or returns the module if the entry point

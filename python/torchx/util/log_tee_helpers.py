@@ -54,9 +54,7 @@ def _follow_replicas(
         except Exception as e:
             errors.put(e)
 
-    threads = [
-        threading.Thread(target=run, args=replica, daemon=True) for replica in replicas
-    ]
+    threads = [threading.Thread(target=run, args=replica, daemon=True) for replica in replicas]
     for t in threads:
         t.start()
     for t in threads:
@@ -88,9 +86,7 @@ def _start_threads_to_monitor_role_replicas(
     begin, end = ("\033[32m", "\033[0m") if colorize else ("", "")
 
     def follow(role: str, replica: int) -> None:
-        for line in runner.log_lines(
-            app_handle, role, replica, regex, should_tail=should_tail, streams=streams
-        ):
+        for line in runner.log_lines(app_handle, role, replica, regex, should_tail=should_tail, streams=streams):
             prefix = f"{begin}{role}/{replica}{end} "
             print(_prefix_line(prefix, line.strip()), file=dst, end="\n", flush=True)
 

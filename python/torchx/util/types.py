@@ -79,9 +79,7 @@ def _decode_dict(encoded: str, param_type: Any) -> Dict[Any, Any]:
 def _decode_list(encoded: str, param_type: Any) -> List[Any]:
     (value_type,) = typing.get_args(param_type)
     if not is_primitive(value_type):
-        raise ValueError(
-            f"List types support only primitives (int, str, float), not {value_type}"
-        )
+        raise ValueError(f"List types support only primitives (int, str, float), not {value_type}")
     return [value_type(v) for v in to_list(encoded)]
 
 

@@ -64,9 +64,7 @@ class WorkspaceMixin(abc.ABC, Generic[T]):
             workspace.merge_into(outdir)
             self.build_workspace_and_update_role(role, outdir, cfg)
 
-    def build_workspace_and_update_role(
-        self, role: Role, workspace: str, cfg: Mapping[str, CfgVal]
-    ) -> None:
+    def build_workspace_and_update_role(self, role: Role, workspace: str, cfg: Mapping[str, CfgVal]) -> None:
         """Builds the directory ``workspace`` and points ``role`` at the result (deprecated in
         TorchX in favour of ``caching_build_workspace_and_update_role``)."""
         raise NotImplementedError("implement `caching_build_workspace_and_update_role`")
@@ -130,9 +128,7 @@ def walk_workspace(
                 if not ignored:
                     kept_dirs.append(d)
                     starts.append(first + index + 1)
-            kept_files = {
-                name: info for name, info in files.items() if not _ignore(rel(relpath, name), active)[1]
-            }
+            kept_files = {name: info for name, info in files.items() if not _ignore(rel(relpath, name), active)[1]}
             yield dir, kept_dirs, kept_files
             pending.extend((start, posixpath.join(dir, d)) for start, d in zip(starts, kept_dirs, strict=True))
 
@@ -149,4 +145,3 @@ def copy_to_dir(workspace: str, local: str) -> None:
 
     fs, path = fsspec.core.url_to_fs(workspace)
     fs.get(path.rstrip("/") + "/", local + "/", recursive=True)
-

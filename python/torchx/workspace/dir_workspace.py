@@ -16,9 +16,7 @@ from torchx.workspace.api import WorkspaceMixin, walk_workspace
 class TmpDirWorkspaceMixin(WorkspaceMixin[None]):
     """Copies the workspace into a new temporary directory."""
 
-    def build_workspace_and_update_role(
-        self, role: Role, workspace: str, cfg: Mapping[str, CfgVal]
-    ) -> None:
+    def build_workspace_and_update_role(self, role: Role, workspace: str, cfg: Mapping[str, CfgVal]) -> None:
         job_dir = mkdtemp(prefix="torchx_workspace")
         _copy_to_dir(workspace, job_dir)
         role.image = job_dir
@@ -28,9 +26,7 @@ class DirWorkspaceMixin(WorkspaceMixin[None]):
     """Copies the workspace into the new directory of the ``job_dir`` run option (nothing
     without one)."""
 
-    def build_workspace_and_update_role(
-        self, role: Role, workspace: str, cfg: Mapping[str, CfgVal]
-    ) -> None:
+    def build_workspace_and_update_role(self, role: Role, workspace: str, cfg: Mapping[str, CfgVal]) -> None:
         job_dir = cfg.get("job_dir")
         if job_dir is None:
             return

@@ -49,9 +49,7 @@ class DockerWorkspaceMixin(WorkspaceMixin[ImagesToPush]):
 
     LABEL_VERSION: str = "torchx.pytorch.org/version"
 
-    def __init__(
-        self, *args: object, docker_client: "Optional[DockerClient]" = None, **kwargs: object
-    ) -> None:
+    def __init__(self, *args: object, docker_client: "Optional[DockerClient]" = None, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)
         self.__docker_client = docker_client
 
@@ -86,9 +84,7 @@ class DockerWorkspaceMixin(WorkspaceMixin[ImagesToPush]):
         )
         return opts
 
-    def build_workspace_and_update_role(
-        self, role: Role, workspace: str, cfg: Mapping[str, CfgVal]
-    ) -> None:
+    def build_workspace_and_update_role(self, role: Role, workspace: str, cfg: Mapping[str, CfgVal]) -> None:
         """Builds ``workspace`` (an fsspec path) on top of ``role.image`` and points the role
         at the new image's id. With a docker-py client the base image is pulled first when it
         can be (a local one is used otherwise) and a failed build raises docker's

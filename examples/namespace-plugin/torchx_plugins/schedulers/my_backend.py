@@ -51,9 +51,7 @@ class MyScheduler(Scheduler[Mapping[str, CfgVal]]):
     def _submit_dryrun(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> AppDryRunInfo[MyRequest]:
         MyOpts.from_cfg(cfg)
         role = app.roles[0]
-        request = MyRequest(
-            job_name=app.name, cmd=[role.entrypoint, *role.args], env=dict(role.env), role=role.name
-        )
+        request = MyRequest(job_name=app.name, cmd=[role.entrypoint, *role.args], env=dict(role.env), role=role.name)
         return AppDryRunInfo(request, repr)
 
     def schedule(self, dryrun_info: AppDryRunInfo[MyRequest]) -> str:
@@ -102,9 +100,17 @@ class MyScheduler(Scheduler[Mapping[str, CfgVal]]):
     def _cancel_existing(self, app_id: str) -> None:
         pass  # it ran to its end when it was scheduled
 
-    def log_iter(self, app_id: str, role_name: str, k: int = 0, regex: Optional[str] = None,
-                 since: Any = None, until: Any = None, should_tail: bool = False,
-                 streams: Any = None) -> List[str]:
+    def log_iter(
+        self,
+        app_id: str,
+        role_name: str,
+        k: int = 0,
+        regex: Optional[str] = None,
+        since: Any = None,
+        until: Any = None,
+        should_tail: bool = False,
+        streams: Any = None,
+    ) -> List[str]:
         import re
 
         with open(os.path.join(_root(), app_id, "out.log")) as f:

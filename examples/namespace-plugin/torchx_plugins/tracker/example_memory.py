@@ -11,8 +11,7 @@ class MemoryTracker(TrackerBase):
         self.config = config
         self._metadata: Dict[str, Dict[str, object]] = {}
 
-    def add_artifact(self, run_id: str, name: str, path: str,
-                     metadata: Optional[Mapping[str, object]] = None) -> None:
+    def add_artifact(self, run_id: str, name: str, path: str, metadata: Optional[Mapping[str, object]] = None) -> None:
         pass
 
     def artifacts(self, run_id: str) -> Mapping[str, TrackerArtifact]:

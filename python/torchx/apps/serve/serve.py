@@ -28,19 +28,24 @@ def parse_args(argv: List[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description="uploads the provided model to torchserve")
     parser.add_argument("--model_path", type=str, required=True, help="model to serve")
     parser.add_argument(
-        "--management_api", type=str, required=True,
+        "--management_api",
+        type=str,
+        required=True,
         help="address of the management api. e.g. http://localhost:8081",
     )
     parser.add_argument("--timeout", type=int, default=60, help="timeout for requests to management api")
     parser.add_argument("--dryrun", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument(
-        "--port", type=int, default=8222,
+        "--port",
+        type=int,
+        default=8222,
         help="port for the HTTP file server to listen on while torchserve loads the model;"
         " it must be reachable from the torchserve instance",
     )
     for param in TORCHSERVE_PARAMS:
         parser.add_argument(
-            f"--{param}", type=str,
+            f"--{param}",
+            type=str,
             help=f"torchserve parameter {param}. See https://pytorch.org/serve/management_api.html#register-a-model",
         )
     return parser.parse_args(argv)
@@ -72,9 +77,7 @@ def _post(url: str, params: Dict[str, str], timeout: int) -> str:
         import urllib.parse
         import urllib.request
 
-        request = urllib.request.Request(
-            f"{url}?{urllib.parse.urlencode(params)}", method="POST", data=b""
-        )
+        request = urllib.request.Request(f"{url}?{urllib.parse.urlencode(params)}", method="POST", data=b"")
         with urllib.request.urlopen(request, timeout=timeout) as response:
             return str(response.read().decode("utf-8", "replace"))
     response = requests.post(url, params=params, timeout=timeout)

@@ -1,6 +1,6 @@
 """``utils.copy``'s program: copies one file between fsspec locations.
 
-    python -m torchx.apps.utils.copy_main --src s3://bucket/a --dst /tmp/a
+python -m torchx.apps.utils.copy_main --src s3://bucket/a --dst /tmp/a
 """
 
 from __future__ import annotations

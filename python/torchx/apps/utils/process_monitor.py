@@ -17,14 +17,14 @@ TIMEOUT_EXIT_CODE = 34
 
 
 def parse_args(argv: List[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        description="monitors a process and terminates it when a condition is met"
-    )
+    parser = argparse.ArgumentParser(description="monitors a process and terminates it when a condition is met")
     parser.add_argument("--timeout", type=float, help="timeout in seconds to wait before killing the process")
     parser.add_argument("--start_on_file", type=str, help="start the process once this fsspec path exists")
     parser.add_argument("--exit_on_file", type=str, help="terminate the process once this fsspec path exists")
     parser.add_argument("--poll_rate", type=float, default=5, help="seconds between polls of the process and files")
-    parser.add_argument("--kill_timeout", type=float, default=60, help="seconds to wait after terminating before killing")
+    parser.add_argument(
+        "--kill_timeout", type=float, default=60, help="seconds to wait after terminating before killing"
+    )
     parser.add_argument("entrypoint", type=str, help="program entrypoint")
     parser.add_argument("args", type=str, nargs=argparse.REMAINDER, help="program args")
     return parser.parse_args(argv)

@@ -74,9 +74,7 @@ class TouchComponentProvider(ComponentProvider):
         self._file_path = ""
 
     def setUp(self) -> None:
-        self._file_path = (
-            os.path.join(tempfile.gettempdir(), self._name) if self._local() else self._name
-        )
+        self._file_path = os.path.join(tempfile.gettempdir(), self._name) if self._local() else self._name
 
     def get_app_def(self) -> AppDef:
         from torchx.components.utils import touch

@@ -83,7 +83,5 @@ class IntegComponentTest:
         return [
             attr
             for attr in (getattr(module, name) for name in dir(module))
-            if inspect.isclass(attr)
-            and issubclass(attr, ComponentProvider)
-            and not inspect.isabstract(attr)
+            if inspect.isclass(attr) and issubclass(attr, ComponentProvider) and not inspect.isabstract(attr)
         ]

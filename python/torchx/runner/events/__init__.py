@@ -114,4 +114,3 @@ class log_event:
         if exc is not None:
             event.exception_message = str(exc)
         record(event)
-

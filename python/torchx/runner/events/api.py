@@ -46,9 +46,7 @@ class TorchxEvent:
         if isinstance(data, TorchxEvent):
             return data
         if not isinstance(data, str):
-            raise TypeError(
-                f"expected a serialized TorchxEvent (str) or a TorchxEvent, got {type(data).__name__}"
-            )
+            raise TypeError(f"expected a serialized TorchxEvent (str) or a TorchxEvent, got {type(data).__name__}")
         fields = json.loads(data)
         if "source" in fields:
             try:

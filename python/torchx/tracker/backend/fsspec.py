@@ -92,9 +92,7 @@ class FsspecTracker(TrackerBase):
                 records.append(json.load(f))
         return records
 
-    def add_artifact(
-        self, run_id: str, name: str, path: str, metadata: Optional[Mapping[str, object]] = None
-    ) -> None:
+    def add_artifact(self, run_id: str, name: str, path: str, metadata: Optional[Mapping[str, object]] = None) -> None:
         self._persist(run_id, "artifacts", {"name": name, "path": path, "metadata": metadata})
 
     def artifacts(self, run_id: str) -> Mapping[str, TrackerArtifact]:
