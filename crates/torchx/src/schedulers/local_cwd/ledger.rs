@@ -443,13 +443,25 @@ impl Ledger {
                 app.cancel_requested,
             ],
         )
-        .map_err(|e| match e.sqlite_error_code() {
-            Some(rusqlite::ErrorCode::ConstraintViolation) => Error::already_exists(
-                NAME,
-                format!("an app with id `{}` already exists", app.app_id),
-            )
-            .with_source(e),
-            _ => err(e),
+        .map_err(|e| {
+            // Only the app id's own constraint is a clash; another one (a NOT NULL, say) is
+            // a broken ledger, not something that exists.
+            let duplicate = e.sqlite_error().is_some_and(|s| {
+                [
+                    rusqlite::ffi::SQLITE_CONSTRAINT_PRIMARYKEY,
+                    rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE,
+                ]
+                .contains(&s.extended_code)
+            });
+            if duplicate {
+                Error::already_exists(
+                    NAME,
+                    format!("an app with id `{}` already exists", app.app_id),
+                )
+                .with_source(e)
+            } else {
+                err(e)
+            }
         })?;
         tx.execute(
             "INSERT OR REPLACE INTO specs (app_id, app_json, request_json) VALUES (?1, ?2, ?3)",
