@@ -826,3 +826,61 @@ fn concurrent_submissions_on_one_thread_do_not_deadlock() {
         assert_eq!(status["state"], "SUCCEEDED", "{status}");
     }
 }
+
+/// `--after` on local_docker: the job runs under torchx's supervisor, which holds it until its
+/// dependency (here a local_cwd job, another scheduler) ended as required, then starts the
+/// container; a dependent of a failed job ends CANCELLED without a container.
+#[test]
+fn after_holds_a_container_until_its_dependency_ended() {
+    if !docker_up("local_docker --after") {
+        return;
+    }
+    let env = Env::new();
+    let first = env.detach(&["utils.sh", "sh", "-c", "sleep 1; echo ready > flag"]);
+    let out = env.run(&[
+        "run",
+        "-s",
+        "local_docker",
+        "--workspace",
+        "",
+        "--after",
+        &first,
+        "utils.sh",
+        "--image",
+        IMAGE,
+        "echo",
+        "after the local job",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("after the local job"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(env.cwd.join("flag").exists(), "the dependency ran first");
+    let failing = env.detach(&["utils.sh", "sh", "-c", "exit 3"]);
+    let out = env.run(&[
+        "run",
+        "-s",
+        "local_docker",
+        "--workspace",
+        "",
+        "--detach",
+        "--after",
+        &failing,
+        "utils.sh",
+        "--image",
+        IMAGE,
+        "echo",
+        "never",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let handle = stdout(&out).trim().to_string();
+    let status = env.wait_state_terminal(&handle, Duration::from_secs(60));
+    assert_eq!(status["state"], "CANCELLED", "{status}");
+    assert!(
+        status["msg"].as_str().unwrap().contains("not started"),
+        "{status}"
+    );
+    assert_eq!(containers_of(&handle), "", "no container");
+}

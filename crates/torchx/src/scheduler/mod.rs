@@ -361,7 +361,7 @@ pub fn check_after(scheduler: &str, caps: Capabilities, ctx: &DryRunContext) -> 
             scheduler,
             format!(
                 "--after {dep}: it cannot hold a job until others end (this version holds \
-                 jobs on local_cwd and slurm)"
+                 jobs on local_cwd, local_docker and slurm)"
             ),
         )),
         _ => Ok(()),

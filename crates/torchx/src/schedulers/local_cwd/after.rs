@@ -14,6 +14,10 @@ use crate::error::{Error, Result};
 use crate::specs::{AppState, Dependency, Verdict};
 use crate::sys::{self, SignalFd};
 
+/// The variable that names, to a supervisor, the state directory of the user who submitted
+/// (its own may be a scheduler's private one: local_docker's).
+pub(super) const USER_STATE_DIR: &str = "TORCHX_USER_STATE_DIR";
+
 /// How often every dependency is asked about with `torchx status` (which also settles a
 /// local job whose supervisor died).
 const POLL: Duration = Duration::from_secs(1);
@@ -142,9 +146,14 @@ fn recorded_end(ledger: &Ledger, handle: &str) -> Option<AppState> {
 /// program's `status --json`.
 fn dependency_state(handle: &str) -> Result<Option<AppState>> {
     let exe = std::env::current_exe().map_err(|e| Error::io("finding this program", e))?;
-    let out = Command::new(exe)
+    let mut status = Command::new(exe);
+    status
         .args(["status", "--json", handle])
-        .stdin(Stdio::null())
+        .stdin(Stdio::null());
+    if let Some(dir) = std::env::var_os(USER_STATE_DIR) {
+        status.env("TORCHX_STATE_DIR", dir);
+    }
+    let out = status
         .output()
         .map_err(|e| Error::io("asking about a dependency", e))?;
     match out.status.code() {

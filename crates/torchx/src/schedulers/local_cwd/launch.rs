@@ -121,7 +121,7 @@ fn note_log_error(result: std::io::Result<()>, log_error: &mut Option<String>) {
 }
 
 /// Opens (creating, with their directories) a replica's stdout, stderr and combined logs.
-fn open_logs(paths: &[PathBuf; 3], create_dirs: bool) -> Result<[File; 3]> {
+pub(super) fn open_logs(paths: &[PathBuf; 3], create_dirs: bool) -> Result<[File; 3]> {
     let open = |p: &PathBuf, create_dir: bool| {
         let dir = p.parent().filter(|_| create_dirs && create_dir);
         dir.map_or(Ok(()), std::fs::create_dir_all)

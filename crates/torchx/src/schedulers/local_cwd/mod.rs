@@ -301,6 +301,12 @@ impl LocalCwdScheduler {
         let mut child = Command::new(exe)
             .arg(supervisor::SUPERVISE_ARG)
             .env("TORCHX_STATE_DIR", self.state_dir())
+            // The user's own, where `torchx status` finds a dependency (local_docker's apps
+            // have a ledger of their own).
+            .env(
+                after::USER_STATE_DIR,
+                crate::schedulers::default_state_dir(),
+            )
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(log)

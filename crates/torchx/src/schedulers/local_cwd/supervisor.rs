@@ -216,6 +216,12 @@ impl Supervisor {
             })?;
         let me = std::process::id();
         if !request.after.is_empty() {
+            // Its logs exist (empty) while it waits: a follower (`torchx run`, `log --tail`)
+            // finds them, and ends quietly if it never runs.
+            for r in request.roles.iter().flat_map(|r| &r.replicas) {
+                let paths = [r.stdout.clone(), r.stderr.clone(), r.combined.clone()];
+                super::launch::open_logs(&paths, true)?;
+            }
             match wait_for_dependencies(&mut ledger, app_id, &request.after, &mut signals, || {
                 report("ready")
             })? {

@@ -324,6 +324,7 @@ impl Backend for LocalDockerScheduler {
     const CAPABILITIES: Capabilities = Capabilities {
         workspace: WorkspaceSupport::LocalImage,
         runs_locally: true,
+        dependencies: true,
         ..Capabilities::ALL
     };
     type Opts = LocalDockerOpts;
@@ -345,9 +346,11 @@ impl Backend for LocalDockerScheduler {
         ctx: &DryRunContext,
     ) -> Result<DockerJob> {
         let mut job = render(app, opts, ctx)?;
-        if app.roles.iter().any(|r| r.uses_recovery()) {
+        // The recovery contract and dependencies need torchx's supervisor: Docker's restart
+        // policy can neither tell a requeue from a failure nor hold a container back.
+        if app.roles.iter().any(|r| r.uses_recovery()) || !ctx.after.is_empty() {
             let log_dir = self.log_base.join(&ctx.session_name).join(&job.app_id);
-            job.supervised = Some(supervised::supervised(&job, app, log_dir)?);
+            job.supervised = Some(supervised::supervised(&job, app, log_dir, &ctx.after)?);
         }
         Ok(job)
     }

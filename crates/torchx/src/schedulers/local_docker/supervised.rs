@@ -29,9 +29,17 @@ pub(super) fn host_checkpoint_dir(log_dir: &Path) -> PathBuf {
 /// The supervised form of `job`: one local_cwd replica per container, whose command is
 /// `docker run` of that container. Environment values reach the container by name
 /// (`-e NAME`) from the `docker run` process's environment, so none is ever on a command line.
-pub(super) fn supervised(job: &DockerJob, app: &AppDef, log_dir: PathBuf) -> Result<PopenRequest> {
+/// `after`: the jobs it waits for (`--after`), which the supervisor holds it until; a role
+/// that sets no recovery option gets its plain command and TorchX's environment.
+pub(super) fn supervised(
+    job: &DockerJob,
+    app: &AppDef,
+    log_dir: PathBuf,
+    after: &[crate::specs::Dependency],
+) -> Result<PopenRequest> {
     let mut roles: Vec<RoleParams> = Vec::new();
     for role in &app.roles {
+        let recovery = role.uses_recovery();
         // The role's own directory (on one of its mounts), else one next to the logs, mounted.
         let checkpoint = if role.checkpoint_dir.is_some() {
             (role.container_checkpoint_dir()?.unwrap_or_default(), None)
@@ -50,14 +58,12 @@ pub(super) fn supervised(job: &DockerJob, app: &AppDef, log_dir: PathBuf) -> Res
             let i = c.labels.get(LABEL_REPLICA).cloned().unwrap_or_default();
             let dir = log_dir.join(&role.name).join(&i);
             let mut env = c.environment.clone();
-            env.insert("TORCHX_MAX_RETRIES".into(), role.max_retries.to_string());
-            env.insert("TORCHX_CHECKPOINT_DIR".into(), checkpoint.0.clone());
-            let mounts: Vec<(&Path, &str)> = checkpoint
-                .1
-                .as_deref()
-                .map(|host| (host, CHECKPOINT_MOUNT))
-                .into_iter()
-                .collect();
+            let mut mounts: Vec<(&Path, &str)> = Vec::new();
+            if recovery {
+                env.insert("TORCHX_MAX_RETRIES".into(), role.max_retries.to_string());
+                env.insert("TORCHX_CHECKPOINT_DIR".into(), checkpoint.0.clone());
+                mounts.extend(checkpoint.1.as_deref().map(|host| (host, CHECKPOINT_MOUNT)));
+            }
             // The contract's shell in the container, without a limit of its own (the
             // supervisor keeps time): it passes the signals `docker kill` sends on to every
             // process of the replica and turns a TORCHX_REQUEUE_FILE request into the requeue
@@ -66,8 +72,12 @@ pub(super) fn supervised(job: &DockerJob, app: &AppDef, log_dir: PathBuf) -> Res
                 time_limit: None,
                 ..role.recovery()
             };
-            let (entrypoint, args) = c.command.split_first().unwrap_or((&c.image, &[]));
-            let command = timed_command(&untimed, role.max_retries, Some(":"), entrypoint, args);
+            let command = match c.command.split_first() {
+                Some((entrypoint, args)) if recovery => {
+                    timed_command(&untimed, role.max_retries, Some(":"), entrypoint, args)
+                }
+                _ => c.command.clone(),
+            };
             replicas.push(ReplicaParam {
                 args: docker_run(c, &env, &mounts, &command)?,
                 env,
@@ -87,7 +97,7 @@ pub(super) fn supervised(job: &DockerJob, app: &AppDef, log_dir: PathBuf) -> Res
         log_dir,
         auto_set_cuda_visible_devices: false,
         roles,
-        after: Vec::new(),
+        after: after.to_vec(),
     })
 }
 
@@ -184,7 +194,7 @@ mod tests {
         let opts = super::super::LocalDockerOpts::from_cfg(&Cfg::new()).unwrap();
         let ctx = DryRunContext::new("torchx", "abc123", "/work");
         let mut job = super::super::render(app, &opts, &ctx)?;
-        job.supervised = Some(supervised(&job, app, PathBuf::from("/logs/torchx/x"))?);
+        job.supervised = Some(supervised(&job, app, PathBuf::from("/logs/torchx/x"), &[])?);
         Ok(job)
     }
 
