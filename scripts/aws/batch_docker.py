@@ -73,6 +73,7 @@ def _aws_env(client):
     address, which containers cannot reach: it listens on loopback only). Starts, once, a TCP
     relay on the default bridge's gateway, which only this machine's containers reach."""
     global _relay
+    import ipaddress
     import socket
     import socketserver
     from urllib.parse import urlsplit
@@ -84,7 +85,10 @@ def _aws_env(client):
         if _relay is None:
             target = urlsplit(url)
             try:
-                gateway = client.networks.get("bridge").attrs["IPAM"]["Config"][0]["Gateway"]
+                config = client.networks.get("bridge").attrs["IPAM"]["Config"][0]
+                # Newer engines list no Gateway for the default bridge they addressed
+                # themselves: it is then the subnet's first host (docker0's address).
+                gateway = config.get("Gateway") or str(next(ipaddress.ip_network(config["Subnet"]).hosts()))
             except Exception as e:  # the jobs still run; they cannot call the emulator
                 print(f"batch_docker: no bridge gateway for the relay ({e!r})", file=sys.stderr)
                 return {}

@@ -371,33 +371,37 @@ fn a_killed_step_is_a_failure_that_spends_a_retry() {
         return;
     }
     let env = Env::new();
+    // Kills the step of attempt `attempt` until the job moves on (ends, or is requeued): a
+    // step listed just after a requeue may still be the old attempt's.
     let kill_step = |handle: &str, attempt: u32| {
         let id = handle.rsplit('/').next().unwrap().to_string();
-        let deadline = std::time::Instant::now() + Duration::from_secs(120);
+        let deadline = std::time::Instant::now() + Duration::from_secs(180);
         loop {
+            let status = env.status(handle);
+            let restarts = status["num_restarts"].as_u64().unwrap_or(0);
+            let terminal = ["FAILED", "SUCCEEDED", "CANCELLED"]
+                .contains(&status["state"].as_str().unwrap_or(""));
+            if terminal || restarts > u64::from(attempt) {
+                return;
+            }
             let steps = std::process::Command::new("squeue")
                 .args(["-h", "-s", "-j", &id, "-o", "%i"])
                 .output()
                 .unwrap();
             let steps = String::from_utf8_lossy(&steps.stdout).to_string();
-            let restarts = env.status(handle)["num_restarts"].as_u64().unwrap_or(0);
-            if steps.lines().any(|l| l.trim() == format!("{id}.0"))
-                && restarts == u64::from(attempt)
-            {
-                break;
+            let running = steps.lines().any(|l| l.trim() == format!("{id}.0"));
+            if running && restarts == u64::from(attempt) {
+                let _ = std::process::Command::new("scancel")
+                    .args(["--signal=KILL", &format!("{id}.0")])
+                    .status();
+                std::thread::sleep(Duration::from_secs(2));
             }
             assert!(
                 std::time::Instant::now() < deadline,
-                "no step of {id}: {steps}"
+                "attempt {attempt} of {id} never moved on: {steps} {status}"
             );
-            std::thread::sleep(Duration::from_millis(200));
+            std::thread::sleep(Duration::from_millis(300));
         }
-        let ok = std::process::Command::new("scancel")
-            .args(["--signal=KILL", &format!("{id}.0")])
-            .status()
-            .unwrap()
-            .success();
-        assert!(ok);
     };
     for retries in [0u32, 1] {
         let out = env.run(&[

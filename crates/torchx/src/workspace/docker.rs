@@ -382,8 +382,12 @@ async fn push(
     let had_creds = creds.is_some();
     let mut events = docker.push_image(repo, Some(opts), creds);
     while let Some(event) = events.next().await {
-        let event = event.map_err(engine_error(scheduler, format!("pushing image {image}")))?;
-        let failure = event.error_detail.and_then(|d| d.message).or(event.error);
+        // The engine says a push failed in the stream (an event's error) or by ending it with
+        // an error: either way the same words (`no basic auth credentials`) say why.
+        let (failure, cause) = match event {
+            Ok(e) => (e.error_detail.and_then(|d| d.message).or(e.error), None),
+            Err(e) => (Some(e.to_string()), Some(e)),
+        };
         if let Some(message) = failure {
             let denied = [
                 "unauthorized",
@@ -409,11 +413,13 @@ async fn push(
             } else {
                 ErrorKind::Backend
             };
-            return Err(Error::backend(
-                scheduler,
-                format!("pushing image {image}: {message}{hint}"),
-            )
-            .with_kind(kind));
+            let error =
+                Error::backend(scheduler, format!("pushing image {image}: {message}{hint}"))
+                    .with_kind(kind);
+            return Err(match cause {
+                Some(cause) => error.with_source(cause),
+                None => error,
+            });
         }
     }
     Ok(())
