@@ -65,6 +65,23 @@ pub fn print_error(err: &torchx::Error, verbose: bool) {
 }
 
 /// Prints `value` as pretty JSON on stdout (buffered: lists can be long).
+/// `4.2s`, `2m05s`, `1h02m`: `s` seconds as `list` and progress lines show them.
+pub fn duration(s: f64) -> String {
+    if s < 60.0 {
+        // Integer tenths: float formatting is the slowest part of listing 10,000 jobs.
+        let tenths = (s * 10.0).round() as u64;
+        format!("{}.{}s", tenths / 10, tenths % 10)
+    } else if s < 3600.0 {
+        format!("{}m{:02}s", (s / 60.0) as u64, (s % 60.0) as u64)
+    } else {
+        format!(
+            "{}h{:02}m",
+            (s / 3600.0) as u64,
+            ((s % 3600.0) / 60.0) as u64
+        )
+    }
+}
+
 pub fn print_json(value: &impl serde::Serialize) {
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     let _ = serde_json::to_writer_pretty(&mut out, value);

@@ -70,14 +70,9 @@ impl GroupProgress {
     }
 }
 
-/// `4s`, `2m05s`, `1h02m`.
+/// How long `d` is, as `list` shows durations.
 pub fn duration(d: Duration) -> String {
-    let s = d.as_secs();
-    match s {
-        0..60 => format!("{:.1}s", d.as_secs_f64()),
-        60..3600 => format!("{}m{:02}s", s / 60, s % 60),
-        _ => format!("{}h{:02}m", s / 3600, (s % 3600) / 60),
-    }
+    crate::output::duration(d.as_secs_f64())
 }
 
 #[cfg(test)]

@@ -459,41 +459,9 @@ fn ddp_launches_torchrun_with_the_right_arguments() {
     assert!(processes_of(&handle).is_empty());
 }
 
-/// PATH with the bin directory of `$TORCHX_DDP_PYTHON` (.ci/run: the test venv's, else
-/// python3's) first, as a user's activated environment has it; `None` (said loudly, a failure
-/// where the run promised PyTorch) when that Python has no torch.
-fn torch_path(test: &str) -> Option<String> {
-    let python = std::env::var("TORCHX_DDP_PYTHON").unwrap_or_else(|_| "python3".into());
-    let torch = Command::new(&python)
-        .args(["-c", "import torch"])
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !torch {
-        support::skip_engine(
-            "torch",
-            test,
-            &format!("`{python} -c 'import torch'` fails"),
-        );
-        return None;
-    }
-    let bin = Command::new(&python)
-        .args([
-            "-c",
-            "import sys, os; print(os.path.dirname(sys.executable))",
-        ])
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-        .unwrap_or_default();
-    Some(format!(
-        "{bin}:{}",
-        std::env::var("PATH").unwrap_or_default()
-    ))
-}
-
 #[test]
 fn ddp_with_real_torchrun_and_gloo_when_torch_is_importable() {
-    let Some(path) = torch_path("ddp_with_real_torchrun_and_gloo") else {
+    let Some(path) = support::torch_path("ddp_with_real_torchrun_and_gloo") else {
         return;
     };
     let env = Env::new();
@@ -561,7 +529,7 @@ dist.destroy_process_group()
 /// supervisor, save, ask for a requeue, and the job reaches its goal over attempts.
 #[test]
 fn ddp_with_real_torchrun_checkpoints_and_requeues() {
-    let Some(path) = torch_path("ddp_with_real_torchrun_checkpoints_and_requeues") else {
+    let Some(path) = support::torch_path("ddp_with_real_torchrun_checkpoints_and_requeues") else {
         return;
     };
     let env = Env::new();
@@ -601,7 +569,7 @@ fn ddp_with_real_torchrun_checkpoints_and_requeues() {
 /// none of its workers, which live in sessions of their own; so does `torchx cancel`.
 #[test]
 fn ddp_with_real_torchrun_leaves_no_worker() {
-    let Some(path) = torch_path("ddp_with_real_torchrun_leaves_no_worker") else {
+    let Some(path) = support::torch_path("ddp_with_real_torchrun_leaves_no_worker") else {
         return;
     };
     let env = Env::new();

@@ -19,6 +19,13 @@ while [ "$n" -lt "$GOAL" ]; do n=$((n+1)); sleep 0.1 & wait $!; done
 echo "reached $n in attempt $TORCHX_ATTEMPT of max_retries $TORCHX_MAX_RETRIES"
 "#;
 
+/// Asks for a requeue in its first attempt, then sleeps in the next: the job is mid-requeue.
+const REQUEUES_ONCE_THEN_SLEEPS: &str = r#"#!/bin/bash
+echo "attempt $TORCHX_ATTEMPT pid $$"
+if [ "$TORCHX_ATTEMPT" = 0 ]; then exit 75; fi
+sleep 300 & wait $!
+"#;
+
 /// An AppDef file running `script` (written next to it) with bash, as role `trainer`.
 fn app(env: &Env, name: &str, script: &str, extra_env: &str) -> String {
     std::fs::write(env.cwd.join(format!("{name}.sh")), script).unwrap();
@@ -225,12 +232,7 @@ fn processes_in_other_sessions_go_with_their_replica() {
 #[test]
 fn a_supervisor_killed_mid_requeue_loses_no_attempt() {
     let env = Env::new();
-    let script = r#"#!/bin/bash
-echo "attempt $TORCHX_ATTEMPT pid $$"
-if [ "$TORCHX_ATTEMPT" = 0 ]; then exit 75; fi
-sleep 300 & wait $!
-"#;
-    let file = app(&env, "killed", script, "");
+    let file = app(&env, "killed", REQUEUES_ONCE_THEN_SLEEPS, "");
     let handle = env.detach(&["--max_requeues", "5", &file]);
     wait_for_attempt(&env, &handle, 1);
     let supervisor: u32 = env.metadata(&handle, "supervisor_pid").parse().unwrap();
@@ -266,12 +268,7 @@ sleep 300 & wait $!
 #[test]
 fn ctrl_c_mid_requeue_cancels_and_keeps_every_attempt() {
     let env = Env::new();
-    let script = r#"#!/bin/bash
-echo "attempt $TORCHX_ATTEMPT pid $$"
-if [ "$TORCHX_ATTEMPT" = 0 ]; then exit 75; fi
-sleep 300 & wait $!
-"#;
-    let file = app(&env, "ctrlc", script, "");
+    let file = app(&env, "ctrlc", REQUEUES_ONCE_THEN_SLEEPS, "");
     let (mut child, handle) = env.spawn_run(&["--max_requeues", "5", &file]);
     wait_for_attempt(&env, &handle, 1);
     kill("-INT", &child.id().to_string());

@@ -480,20 +480,9 @@ fn recovery_ddp_with_real_torchrun_requeues() {
     if !slurm_up("slurm recovery dist.ddp") {
         return;
     }
-    let python = std::env::var("TORCHX_DDP_PYTHON").unwrap_or_else(|_| "python3".into());
-    let torch = std::process::Command::new(&python)
-        .args(["-c", "import torch"])
-        .stderr(std::process::Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !torch {
-        support::skip_engine("torch", "slurm recovery dist.ddp", "no PyTorch");
+    let Some(path) = support::torch_path("slurm recovery dist.ddp") else {
         return;
-    }
-    let bin = std::path::Path::new(&python)
-        .parent()
-        .map(|p| p.display().to_string())
-        .unwrap_or_default();
+    };
     let env = Env::new();
     std::fs::write(
         env.cwd.join("train.py"),
@@ -543,10 +532,7 @@ dist.destroy_process_group()
             "--script",
             "train.py",
         ])
-        .env(
-            "PATH",
-            format!("{bin}:{}", std::env::var("PATH").unwrap_or_default()),
-        )
+        .env("PATH", path)
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));

@@ -361,9 +361,11 @@ impl Runner {
                 .await?
             }
         };
-        for dep in &args.after {
-            // A dependency that does not exist could never be satisfied: said now, not after
-            // the job waited for it.
+        // A dependency that does not exist could never be satisfied: said now, not after the
+        // job waited for it. A group's tasks share their dependencies: asked about once, with
+        // its first task (the only one without a `like`).
+        let unchecked = if like.is_none() { &args.after[..] } else { &[] };
+        for dep in unchecked {
             if self.status(&dep.handle).await?.is_none() {
                 return Err(Error::app_not_found(
                     &dep.handle,

@@ -93,20 +93,7 @@ fn fmt_duration(start: Option<f64>, end: Option<f64>) -> String {
             .map(|d| d.as_secs_f64())
             .unwrap_or(start)
     });
-    let s = (end - start).max(0.0);
-    if s < 60.0 {
-        // Integer tenths: float formatting is the slowest part of listing 10,000 jobs.
-        let tenths = (s * 10.0).round() as u64;
-        format!("{}.{}s", tenths / 10, tenths % 10)
-    } else if s < 3600.0 {
-        format!("{}m{:02}s", (s / 60.0) as u64, (s % 60.0) as u64)
-    } else {
-        format!(
-            "{}h{:02}m",
-            (s / 3600.0) as u64,
-            ((s % 3600.0) / 60.0) as u64
-        )
-    }
+    crate::output::duration((end - start).max(0.0))
 }
 
 pub fn list(a: ListArgs) -> Result<i32> {

@@ -573,3 +573,35 @@ pub fn assert_requeued_then_succeeded(status: &serde_json::Value) {
     assert!(!earlier.is_empty(), "one attempt was enough: {seen:?}");
     assert!(earlier.iter().all(|a| a.0 == "requeued"), "{seen:?}");
 }
+
+/// PATH with the bin directory of `$TORCHX_DDP_PYTHON` (.ci/run: the test venv's, else
+/// python3's) first, as a user's activated environment has it; `None` (said loudly, a failure
+/// where the run promised PyTorch) when that Python has no torch.
+pub fn torch_path(test: &str) -> Option<String> {
+    let python = std::env::var("TORCHX_DDP_PYTHON").unwrap_or_else(|_| "python3".into());
+    let torch = std::process::Command::new(&python)
+        .args(["-c", "import torch"])
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !torch {
+        skip_engine(
+            "torch",
+            test,
+            &format!("`{python} -c 'import torch'` fails"),
+        );
+        return None;
+    }
+    let bin = std::process::Command::new(&python)
+        .args([
+            "-c",
+            "import sys, os; print(os.path.dirname(sys.executable))",
+        ])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default();
+    Some(format!(
+        "{bin}:{}",
+        std::env::var("PATH").unwrap_or_default()
+    ))
+}

@@ -672,12 +672,7 @@ fn dependency_opts(after: &[crate::specs::Dependency]) -> Result<Vec<String>> {
     for dep in after {
         let handle = crate::specs::parse_app_handle(&dep.handle)?;
         let job = &handle.app_id;
-        let is_job = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_digit());
-        let native = handle.scheduler == super::NAME
-            && match job.split_once('_') {
-                Some((array, task)) => is_job(array) && is_job(task),
-                None => is_job(job),
-            };
+        let native = handle.scheduler == super::NAME && job.parse::<super::state::JobRef>().is_ok();
         if !native {
             return Err(Error::unsupported(
                 super::NAME,
