@@ -68,6 +68,9 @@ pub enum Command {
     /// (Internal) submit the rest of a group, in the background of `torchx run --array ...%K`.
     #[command(name = "__submit-group", hide = true)]
     SubmitGroup(SubmitGroupArgs),
+    /// (Internal) a pipeline's holder: submits its steps as their dependencies end.
+    #[command(name = "__pipeline", hide = true)]
+    HoldPipeline(HoldPipelineArgs),
     /// Query what trackers recorded, or record from inside a job.
     #[command(infer_long_args = true)]
     Tracker(TrackerArgs),
@@ -152,6 +155,16 @@ pub struct RunArgs {
     /// With --sweep or --sweep_file: run at most K tasks at once.
     #[arg(long = "max_concurrent", value_name = "K")]
     pub max_concurrent: Option<u32>,
+    /// (Internal, a pipeline's step) environment every role gets: KEY=VALUE.
+    #[arg(long = "pipeline_env", hide = true, value_name = "KEY=VALUE")]
+    pub pipeline_env: Vec<String>,
+    /// (Internal, a pipeline's step on local containers) a host directory mounted at its own
+    /// path in every role.
+    #[arg(long = "pipeline_mount", hide = true, value_name = "DIR")]
+    pub pipeline_mount: Option<String>,
+    /// (Internal, a pipeline's step) wait for the holder's go-ahead on stdin.
+    #[arg(long = "pipeline_go", hide = true)]
+    pub pipeline_go: bool,
     /// Set by `torchx rerun`: the tasks to run again and the group they come from.
     #[arg(skip)]
     pub rerun_of: Option<crate::commands::group::RerunOf>,
@@ -194,9 +207,10 @@ pub struct StatusArgs {
 
 #[derive(Debug, Args)]
 pub struct RerunArgs {
-    /// The group handle: scheduler://session/~group_id.
+    /// The group handle (scheduler://session/~group_id) or pipeline handle
+    /// (pipeline://session/id).
     pub group_handle: String,
-    /// Only the tasks that failed or were cancelled (or never started).
+    /// Only the tasks (or steps) that failed or were cancelled (or never started).
     #[arg(long, required = true)]
     pub failed: bool,
     /// Wait for the new group to finish.
@@ -205,6 +219,12 @@ pub struct RerunArgs {
     /// Machine-readable output.
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct HoldPipelineArgs {
+    /// The pipeline handle.
+    pub pipeline_handle: String,
 }
 
 #[derive(Debug, Args)]
@@ -581,8 +601,12 @@ pub fn main() -> i32 {
         Command::Delete(a) => commands::query::delete(a),
         Command::Runopts(a) => commands::info::runopts(a),
         Command::Configure(a) => commands::info::configure(a),
+        Command::Rerun(a) if a.group_handle.starts_with("pipeline://") => {
+            commands::pipeline::rerun(a)
+        }
         Command::Rerun(a) => commands::group::rerun(a),
         Command::SubmitGroup(a) => commands::group::submit_rest(a),
+        Command::HoldPipeline(a) => commands::pipeline::hold(a),
         Command::Tracker(a) => commands::runner().and_then(|r| commands::tracker::tracker(&r, a)),
         Command::External(mut words) => {
             let cmd = words.remove(0);

@@ -7,9 +7,11 @@ use std::time::{Duration, Instant};
 
 use torchx::specs::AppState;
 
-/// The progress of a group's tasks (an array, a sweep).
+/// The progress of a group's tasks (an array, a sweep) or a pipeline's steps.
 pub struct GroupProgress {
     handle: String,
+    /// What its parts are called: "tasks", "steps".
+    parts: &'static str,
     started: Instant,
     live: bool,
     /// What the last line said (without times), to print a pipe's lines on change only.
@@ -17,10 +19,12 @@ pub struct GroupProgress {
 }
 
 impl GroupProgress {
-    /// Progress of the group `handle`, on stderr.
-    pub fn new(handle: &str) -> GroupProgress {
+    /// Progress of the group (or pipeline) `handle` made of `parts` ("tasks", "steps"), on
+    /// stderr.
+    pub fn new(handle: &str, parts: &'static str) -> GroupProgress {
         GroupProgress {
             handle: handle.to_string(),
+            parts,
             started: Instant::now(),
             live: std::io::stderr().is_terminal(),
             last: None,
@@ -36,9 +40,10 @@ impl GroupProgress {
             .map(|(state, n)| format!("{n} {state}"))
             .collect();
         let what = format!(
-            "{}: {done}/{} tasks done ({})",
+            "{}: {done}/{} {} done ({})",
             self.handle,
             states.len(),
+            self.parts,
             counts.join(", ")
         );
         let elapsed = self.started.elapsed();

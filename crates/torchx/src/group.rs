@@ -321,8 +321,10 @@ impl Runner {
                     }
                 },
             };
+            let mut extra_env = run.extra_env.clone();
+            extra_env.extend(task.env(size));
             let run = RunArgs {
-                extra_env: task.env(size),
+                extra_env,
                 ..run.clone()
             };
             let (info, made) = self

@@ -15,6 +15,7 @@ pub mod error;
 pub mod extensions;
 pub mod group;
 pub mod opts;
+pub mod pipeline;
 pub mod plugins;
 mod preflight;
 pub mod python;

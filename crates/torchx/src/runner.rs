@@ -32,6 +32,8 @@ pub struct RunArgs {
     pub role_defaults: RoleDefaults,
     /// Environment every role gets (a group's task: `TORCHX_ARRAY_INDEX`, ...).
     pub extra_env: crate::specs::Env,
+    /// Mounts every role gets (a pipeline step's shared directory on local containers).
+    pub extra_mounts: Vec<crate::specs::Mount>,
     /// The jobs (or groups) this one waits for (`--after`).
     pub after: Vec<crate::specs::Dependency>,
     /// Submit without the pre-flight checks (`--skip_preflight`).
@@ -319,6 +321,7 @@ impl Runner {
             args.role_defaults.apply(role);
             role.env
                 .extend(args.extra_env.iter().map(|(k, v)| (k.clone(), v.clone())));
+            role.mounts.extend(args.extra_mounts.iter().cloned());
         }
         app.validate()?;
         crate::specs::check_path_component("session name", &self.session_name)?;
@@ -533,6 +536,9 @@ impl Runner {
     /// The app's status, `None` if the scheduler does not know it. For a group's handle
     /// (arrays and sweeps, [`crate::group`]): the group's state, and its counts as the message.
     pub async fn status(&self, handle: &str) -> Result<Option<AppStatus>> {
+        if let Some(pipeline) = crate::pipeline::PipelineRecord::find(handle)? {
+            return Ok(Some(self.pipeline_status(&pipeline).await?));
+        }
         match crate::group::GroupRecord::find(handle)? {
             Some(group) => Ok(Some(self.group_status(&group).await?)),
             None => self.app_status(handle).await,
@@ -591,6 +597,9 @@ impl Runner {
     /// Cancels the app (every task of a group) if it is not finished. Unknown apps are
     /// [`ErrorKind::NotFound`].
     pub async fn cancel(&self, handle: &str) -> Result<()> {
+        if let Some(pipeline) = crate::pipeline::PipelineRecord::find(handle)? {
+            return self.cancel_pipeline(&pipeline).await;
+        }
         match crate::group::GroupRecord::find(handle)? {
             Some(group) => self.cancel_group(&group).await,
             None => self.cancel_app(handle).await,
@@ -609,6 +618,9 @@ impl Runner {
 
     /// Deletes the app (cancelling it first if running); a group's tasks and its record.
     pub async fn delete(&self, handle: &str) -> Result<()> {
+        if let Some(pipeline) = crate::pipeline::PipelineRecord::find(handle)? {
+            return self.delete_pipeline(&pipeline).await;
+        }
         match crate::group::GroupRecord::find(handle)? {
             Some(group) => self.delete_group(&group).await,
             None => self.delete_app(handle).await,

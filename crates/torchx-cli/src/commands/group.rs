@@ -188,7 +188,7 @@ async fn follow(
 ) -> Result<i32> {
     let mut interrupts = super::Interrupts::install()?;
     let handle = group.handle();
-    let progress = std::cell::RefCell::new(GroupProgress::new(&handle));
+    let progress = std::cell::RefCell::new(GroupProgress::new(&handle, "tasks"));
     let latest = std::cell::RefCell::new(group.clone());
     let wait = runner.wait_group_with(group, |now, states| {
         latest.replace(now.clone());
@@ -373,7 +373,7 @@ pub fn submit_rest(a: crate::cli::SubmitGroupArgs) -> Result<i32> {
 }
 
 /// The `torchx run` arguments that make this group's tasks again (the group flags aside).
-fn rerun_argv(a: &RunArgs, component: &str, args: &[String]) -> Vec<String> {
+pub(super) fn rerun_argv(a: &RunArgs, component: &str, args: &[String]) -> Vec<String> {
     if let Some(rerun) = &a.rerun_of {
         return rerun.group.argv.clone();
     }

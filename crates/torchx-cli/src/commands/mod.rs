@@ -2,6 +2,7 @@
 
 pub mod group;
 pub mod info;
+pub mod pipeline;
 pub mod query;
 pub mod run;
 pub mod tracker;

@@ -30,6 +30,9 @@ fn unknown(handle: &str) -> Error {
 
 pub fn status(a: StatusArgs) -> Result<i32> {
     let runner = super::runner_without_config()?;
+    if let Some(pipeline) = super::pipeline::find(&a.app_handle)? {
+        return super::pipeline::status(&runner, &pipeline, a.json);
+    }
     if let Some(group) = GroupRecord::find(&a.app_handle)? {
         return super::group::status(&runner, &group, a.json);
     }
@@ -108,6 +111,7 @@ pub fn list(a: ListArgs) -> Result<i32> {
     let state: Option<AppState> = a.state.as_deref().map(str::parse).transpose()?;
     let mut apps = super::block_on(runner.list(&scheduler))?;
     super::group::fold_into_groups(&scheduler, &mut apps);
+    super::pipeline::fold_into_pipelines(&runner, &scheduler, &mut apps);
     apps.retain(|app| state.is_none_or(|s| app.state == s));
     if let Some(n) = a.limit {
         apps.truncate(n);
@@ -221,6 +225,11 @@ pub fn log(a: LogArgs) -> Result<i32> {
     let runner = std::rc::Rc::new(super::runner_without_config()?);
     let query = std::rc::Rc::new(query);
     let selection = (parts.get(2).copied(), parts.get(3).copied());
+    if handle.starts_with("pipeline://") {
+        return super::block_on(super::pipeline::log(
+            &runner, &query, &handle, selection, a.tail,
+        ));
+    }
     // A group's tasks one after the other, each line labelled with the task's index.
     if let Some(group) = GroupRecord::find(&handle)? {
         for task in &group.tasks {
@@ -236,7 +245,7 @@ pub fn log(a: LogArgs) -> Result<i32> {
 
 /// The log lines of one app's replicas (those of `role`, or of its replica ids), labelled
 /// `{label}{role}/{k}`: followed at once with `tail`, else one replica after the other.
-async fn log_app(
+pub(super) async fn log_app(
     runner: &std::rc::Rc<torchx::Runner>,
     query: &std::rc::Rc<LogQuery>,
     handle: &str,

@@ -24,6 +24,15 @@ fn has_job_dir(runner: &Runner, scheduler: &str, cfg: &torchx::opts::Cfg) -> boo
 }
 
 pub fn run(a: RunArgs) -> Result<i32> {
+    if a.pipeline_go && !super::pipeline::await_go() {
+        return Ok(exit_codes::OK);
+    }
+    if let Some(first) = a.component_and_args.iter().find(|w| *w != "--") {
+        if let Some(text) = super::pipeline::pipeline_file(first) {
+            let first = first.clone();
+            return super::pipeline::run(&a, &first, &text);
+        }
+    }
     let timeout = a.timeout.as_deref().map(parse_timeout).transpose()?;
     let runner = super::runner()?;
     let cli_run = runner.config().cli_run();
@@ -90,7 +99,16 @@ pub fn run(a: RunArgs) -> Result<i32> {
         workspace,
         parent_run_id: a.parent_run_id.clone(),
         role_defaults: role_defaults(&a, &cli_run.recovery)?,
-        extra_env: torchx::specs::Env::new(),
+        extra_env: pipeline_env(&a.pipeline_env)?,
+        extra_mounts: a
+            .pipeline_mount
+            .iter()
+            .map(|dir| torchx::specs::Mount::Bind {
+                src_path: dir.clone(),
+                dst_path: dir.clone(),
+                read_only: false,
+            })
+            .collect(),
         after: a
             .after
             .iter()
@@ -114,7 +132,24 @@ pub fn run(a: RunArgs) -> Result<i32> {
         return group.run(runner, &a);
     }
     let dryrun = runner.dryrun_component(&component, &args, &scheduler, &cfg, &lib_args);
-    let info = match super::block_on(dryrun)? {
+    let dryrun = match super::block_on(dryrun) {
+        // The scheduler cannot hold the job for these dependencies: a detached process does.
+        Err(e) if e.kind() == torchx::ErrorKind::Unsupported && !lib_args.after.is_empty() => {
+            let free = LibRunArgs {
+                after: Vec::new(),
+                ..lib_args.clone()
+            };
+            let without = runner.dryrun_component(&component, &args, &scheduler, &cfg, &free);
+            match super::block_on(without) {
+                Ok(ComponentOutcome::Done(info)) if !a.pipeline_go => {
+                    return held(&a, &runner, &scheduler, &component, &args, &info.app.name);
+                }
+                _ => return Err(e),
+            }
+        }
+        other => other?,
+    };
+    let info = match dryrun {
         ComponentOutcome::Help(h) => {
             print!("{h}");
             return Ok(exit_codes::OK);
@@ -143,6 +178,56 @@ pub fn run(a: RunArgs) -> Result<i32> {
         timeout,
         a.json,
     ))
+}
+
+/// The job, held by a pipeline's holder for its `--after` dependencies.
+fn held(
+    a: &RunArgs,
+    runner: &Runner,
+    scheduler: &str,
+    component: &str,
+    args: &[String],
+    app_name: &str,
+) -> Result<i32> {
+    let mut run_args = vec!["--scheduler".to_string(), scheduler.to_string()];
+    let mut recorded = super::group::rerun_argv(a, component, args).into_iter();
+    while let Some(word) = recorded.next() {
+        match word.as_str() {
+            "--after" => {
+                recorded.next();
+            }
+            "--scheduler" => {
+                recorded.next();
+            }
+            _ => run_args.push(word),
+        }
+    }
+    let mut name: String = app_name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(40)
+        .collect();
+    if !name.starts_with(|c: char| c.is_ascii_alphabetic()) {
+        name.insert_str(0, "job-");
+    }
+    super::pipeline::run_held(a, runner, scheduler, run_args, &name)
+}
+
+/// A pipeline step's `--pipeline_env KEY=VALUE`s.
+fn pipeline_env(pairs: &[String]) -> Result<torchx::specs::Env> {
+    pairs
+        .iter()
+        .map(|kv| match kv.split_once('=') {
+            Some((k, v)) if !k.is_empty() => Ok((k.to_string(), v.to_string())),
+            _ => Err(Error::arg(format!("--pipeline_env `{kv}`: give KEY=VALUE"))),
+        })
+        .collect()
 }
 
 /// `--time_limit`, `--checkpoint_signal`, `--max_retries`, `--requeue_exit_code`,

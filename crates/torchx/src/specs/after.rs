@@ -11,7 +11,8 @@ use super::AppState;
 use crate::error::{Error, Result};
 
 /// How a dependency must end for its dependent to start.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Condition {
     /// SUCCEEDED (the default).
     Ok,

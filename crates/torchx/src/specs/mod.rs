@@ -8,6 +8,7 @@ mod handle;
 mod macros;
 mod mounts;
 pub mod overlay;
+pub mod pipeline;
 mod recovery;
 mod resource;
 mod status;
