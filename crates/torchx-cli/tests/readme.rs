@@ -187,3 +187,32 @@ fn dependencies_example_runs_as_written() {
     let log = stdout(&env.run(&["log", env.list()[1]["app_handle"].as_str().unwrap()]));
     assert!(log.contains("prepared"), "{log}");
 }
+
+/// The pipeline example, as written: the value passes through the steps, the `notok` step is
+/// skipped, and the dry run shows the DAG.
+#[test]
+fn pipeline_example_runs_as_written() {
+    let env = Env::new();
+    let text = readme();
+    let file = block_after(&text, "### Pipelines", "yaml");
+    std::fs::write(env.cwd.join("pipe.yaml"), file).unwrap();
+    let commands = block_after(&text, "### Pipelines", "sh");
+    let out = run_line(&env, &commands);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("=== PIPELINE demo: 4 steps ==="),
+        "{}",
+        stdout(&out)
+    );
+    assert!(
+        stderr(&out).contains(": SUCCEEDED after"),
+        "{}",
+        stderr(&out)
+    );
+    let handle = stdout(&out).lines().last().unwrap().trim().to_string();
+    let log = stdout(&env.run(&["log", &handle]));
+    assert!(
+        log.contains("evaluate:sh/0 value: 42, after local_cwd://"),
+        "{log}"
+    );
+}

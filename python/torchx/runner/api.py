@@ -26,7 +26,7 @@ if TYPE_CHECKING:  # annotations only: importing datetime costs every program
     from datetime import datetime
 
 from torchx.progress import Progress
-from torchx.runner import groups
+from torchx.runner import groups, pipelines
 from torchx.runner.events import log_event
 from torchx.settings import ENV_TORCHX_INTERNAL_SESSION_ID
 from torchx.tracker.api import (
@@ -323,7 +323,10 @@ class Runner:
 
     def status(self, app_handle: AppHandle) -> Optional[AppStatus]:
         """The app's status; ``None`` if its scheduler does not know it. For a group's handle,
-        the group's state from its tasks' and their counts as the message."""
+        the group's state from its tasks' and their counts as the message; for a pipeline's,
+        the pipeline's state and its steps' counts."""
+        if pipelines.is_pipeline(app_handle):
+            return pipelines.status(app_handle)
         group = groups.find(app_handle)
         if group is not None:
             return groups.status(self, group)
@@ -353,8 +356,12 @@ class Runner:
         For a group, ``progress`` is called after every look with its tasks' ``Progress``."""
         started = time.monotonic()
         deadline = None if timeout is None else started + timeout
-        group = groups.find(app_handle) if progress is not None else None
+        pipeline = pipelines.is_pipeline(app_handle)
+        group = groups.find(app_handle) if progress is not None and not pipeline else None
         while True:
+            if progress is not None and pipeline:
+                states = [s.state for s in pipelines.steps(app_handle)]
+                progress(Progress.of(states, time.monotonic() - started))
             if progress is not None and group is not None:
                 states = [t.state for t in groups.tasks(self, groups.find(app_handle) or group)]
                 progress(Progress.of(states, time.monotonic() - started))
@@ -369,7 +376,10 @@ class Runner:
             time.sleep(pause)
 
     def cancel(self, app_handle: AppHandle) -> None:
-        """Cancels the app (nothing happens for an unknown one), or every task of a group."""
+        """Cancels the app (nothing happens for an unknown one), every task of a group, or
+        every step of a pipeline."""
+        if pipelines.is_pipeline(app_handle):
+            return pipelines.cancel(app_handle)
         group = groups.find(app_handle)
         if group is not None:
             return groups.cancel(self, group)
@@ -382,12 +392,27 @@ class Runner:
 
     def delete(self, app_handle: AppHandle) -> None:
         """Deletes the app and what its scheduler keeps of it (a group: every task, then the
-        group)."""
+        group; a pipeline: every step, then the pipeline)."""
+        if pipelines.is_pipeline(app_handle):
+            return pipelines.delete(app_handle)
         group = groups.find(app_handle)
         if group is not None:
             return groups.delete(self, group)
         scheduler, _, app_id = self._scheduler_app_id(app_handle)
         scheduler.delete(app_id)
+
+    def run_pipeline(self, source: pipelines.PipelineSource, scheduler: Optional[str] = None) -> AppHandle:
+        """Runs a pipeline: ``source`` is a pipeline file (YAML or JSON, as ``torchx run
+        ./pipe.yaml`` takes) or its content, ``{"name": ..., "steps": [...]}``; ``scheduler``
+        is where steps that name none run (default: the configured one). Every step is
+        dry-run first (a bad file or step raises ``ValueError``, and nothing runs). Returns
+        the pipeline's handle, which ``status``, ``wait``, ``cancel``, ``delete`` and
+        ``pipeline_steps`` take."""
+        return pipelines.run(source, scheduler)
+
+    def pipeline_steps(self, pipeline_handle: AppHandle) -> List[pipelines.PipelineStep]:
+        """Each step of the pipeline (name, scheduler, state, job handle, why)."""
+        return pipelines.steps(pipeline_handle)
 
     def group_tasks(self, group_handle: AppHandle) -> List[groups.GroupTask]:
         """Each task of the group (index, sweep point, app handle, state)."""
