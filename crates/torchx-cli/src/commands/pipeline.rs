@@ -269,14 +269,6 @@ pub fn run_held(
     let mut record = PipelineRecord::new(&spec, runner.session_name(), scheduler, &cwd);
     record.held_job = true;
     let deps: Vec<&str> = a.after.iter().map(String::as_str).collect();
-    if a.dryrun {
-        println!(
-            "=== HELD: {scheduler} cannot hold this job for {} itself; a detached torchx \
-             process submits it once they ended as required ===",
-            deps.join(", ")
-        );
-        return Ok(exit_codes::OK);
-    }
     log::warn!(
         "{scheduler} cannot hold this job for {} itself: a detached torchx process submits it \
          once they ended as required (the handle below follows it)",

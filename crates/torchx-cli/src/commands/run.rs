@@ -141,6 +141,17 @@ pub fn run(a: RunArgs) -> Result<i32> {
             };
             let without = runner.dryrun_component(&component, &args, &scheduler, &cfg, &free);
             match super::block_on(without) {
+                Ok(ComponentOutcome::Done(info)) if a.dryrun => {
+                    print_dryrun(&info, a.json);
+                    if !a.json {
+                        println!(
+                            "\n=== HELD: {scheduler} cannot hold this job for {} itself; a \
+                             detached torchx process submits it once they ended as required ===",
+                            a.after.join(", ")
+                        );
+                    }
+                    return Ok(exit_codes::OK);
+                }
                 Ok(ComponentOutcome::Done(info)) if !a.pipeline_go => {
                     return held(&a, &runner, &scheduler, &component, &args, &info.app.name);
                 }

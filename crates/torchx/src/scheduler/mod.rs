@@ -360,8 +360,8 @@ pub fn check_after(scheduler: &str, caps: Capabilities, ctx: &DryRunContext) -> 
         Some(dep) if !caps.dependencies => Err(Error::unsupported(
             scheduler,
             format!(
-                "--after {dep}: it cannot hold a job until others end (this version holds \
-                 jobs on local_cwd, local_docker and slurm)"
+                "--after {dep}: it cannot hold a job until others end itself (`torchx run \
+                 --after` holds it with a detached process, as does a pipeline step's `after`)"
             ),
         )),
         _ => Ok(()),
