@@ -340,3 +340,64 @@ fn an_array_is_one_bsub_whose_elements_run_their_tasks_under_the_cap() {
     assert_eq!(lsf.run(&["cancel", &handle]).status.code(), Some(0));
     lsf.wait_for(&handle, "CANCELLED");
 }
+
+/// `--after` on LSF is LSF's own `-w 'done("<app>-*")'` (with `-ti`): the stand-in `bsub`
+/// holds the job until the condition is met; a dependent of a failed job never runs.
+#[test]
+fn after_is_lsfs_own_dependency_condition() {
+    let lsf = Lsf::new();
+    let jobdir = lsf.jobdir();
+    let run = |args: &[&str]| {
+        let mut full = vec!["run", "-s", "lsf", "-cfg", &jobdir];
+        full.extend_from_slice(args);
+        let out = lsf.run(&full);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        stdout(&out).trim().to_string()
+    };
+    let first = run(&["utils.sh", "sh", "-c", "sleep 1; date +%s.%N"]);
+    let dry = lsf.run(&[
+        "run",
+        "--dryrun",
+        "-s",
+        "lsf",
+        "-cfg",
+        &jobdir,
+        "--after",
+        &first,
+        "utils.echo",
+    ]);
+    let app = first.rsplit('/').next().unwrap();
+    assert!(
+        stdout(&dry).contains(&format!("bsub -w 'done(\"{app}-*\")' -ti ")),
+        "{}",
+        stdout(&dry)
+    );
+    let second = run(&["--after", &first, "utils.sh", "sh", "-c", "date +%s.%N"]);
+    lsf.wait_for(&second, "SUCCEEDED");
+    let time = |h: &str| -> f64 {
+        let out = lsf.run(&["log", &format!("{h}/sh/0")]);
+        stdout(&out)
+            .split_whitespace()
+            .last()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    assert!(
+        time(&second) > time(&first),
+        "the dependent ran after its dependency"
+    );
+    let failing = run(&["utils.sh", "sh", "-c", "exit 3"]);
+    let never = run(&["--after", &failing, "utils.sh", "sh", "-c", "echo ran"]);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let s = stdout(&lsf.run(&["status", &never]));
+        if s.contains("FAILED") || s.contains("CANCELLED") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{s}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let log = stdout(&lsf.run(&["log", &format!("{never}/sh/0")]));
+    assert!(!log.contains("ran"), "it never ran: {log}");
+}

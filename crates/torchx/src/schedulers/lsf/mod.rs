@@ -199,6 +199,7 @@ impl Backend for LsfScheduler {
     const CAPABILITIES: Capabilities = Capabilities {
         log_since_until: false,
         retries: false,
+        dependencies: true,
         ..Capabilities::ALL
     };
     type Opts = LsfOpts;

@@ -374,10 +374,14 @@ pub(super) fn render_array(
         max_concurrent: None,
     };
     let cap = max_concurrent.map_or(String::new(), |k| format!("%{k}"));
+    let waits = match dependency_condition(&ctx.after)? {
+        Some(w) => vec!["-w".to_string(), w, "-ti".to_string()],
+        None => Vec::new(),
+    };
     let args = bsub_args(
         &app_id,
         &format!("{name}[{indexes}]{cap}"),
-        Vec::new(),
+        waits,
         &first.roles[0],
         opts,
     );
@@ -409,6 +413,7 @@ pub fn render(app: &AppDef, opts: &LsfOpts, ctx: &DryRunContext) -> Result<LsfBs
     };
     let mut bsubs = Vec::new();
     let mut head: Option<String> = None;
+    let waits = dependency_condition(&ctx.after)?;
     for role in &app.roles {
         for replica_id in 0..role.num_replicas {
             let job_name = format!(
@@ -416,14 +421,20 @@ pub fn render(app: &AppDef, opts: &LsfOpts, ctx: &DryRunContext) -> Result<LsfBs
                 cleanup_str(&format!("{}-{replica_id}", role.name))
             );
             let replica = replica_job(role, &app_id, replica_id, &rank0_host, &job_name)?;
-            bsubs.push(bsub(
+            let mut one = bsub(
                 &app_id,
                 &job_name,
                 &replica,
                 opts,
                 head.as_deref(),
                 &rank0_host,
-            ));
+            );
+            if let (None, Some(waits)) = (&head, &waits) {
+                // The first replica waits for the dependencies (the others wait for it to
+                // start); `-ti` ends it at once if they can no longer be met.
+                one = one.replacen("bsub ", &format!("bsub -w {} -ti ", shell_quote(waits)), 1);
+            }
+            bsubs.push(one);
             head.get_or_insert(job_name);
         }
     }
@@ -433,6 +444,45 @@ pub fn render(app: &AppDef, opts: &LsfOpts, ctx: &DryRunContext) -> Result<LsfBs
         script: format!("#!/bin/bash\n{}\n", bsubs.join("\n")),
         rank0_unknown,
     })
+}
+
+/// LSF's dependency condition for `--after`: `done("<app>-*")` (ok), `exit(...)` (notok) or
+/// `ended(...)` (any) of every job of each LSF app, joined with `&&`. Only LSF apps can be
+/// waited for natively (not another scheduler's job, nor an array's task).
+fn dependency_condition(after: &[crate::specs::Dependency]) -> Result<Option<String>> {
+    use crate::specs::Condition;
+    let mut clauses = Vec::new();
+    for dep in after {
+        let handle = crate::specs::parse_app_handle(&dep.handle)?;
+        let array_task = handle
+            .app_id
+            .rsplit_once('_')
+            .is_some_and(|(_, i)| !i.is_empty() && i.bytes().all(|b| b.is_ascii_digit()));
+        let clean = handle
+            .app_id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+        if handle.scheduler != super::NAME || array_task || !clean {
+            return Err(Error::unsupported(
+                super::NAME,
+                format!(
+                    "--after {dep}: an LSF job waits natively only for LSF apps (not for {})",
+                    if handle.scheduler == super::NAME {
+                        "an array's task"
+                    } else {
+                        "a job of another scheduler"
+                    }
+                ),
+            ));
+        }
+        let test = match dep.condition {
+            Condition::Ok => "done",
+            Condition::NotOk => "exit",
+            Condition::Any => "ended",
+        };
+        clauses.push(format!("{test}(\"{}-*\")", handle.app_id));
+    }
+    Ok((!clauses.is_empty()).then(|| clauses.join(" && ")))
 }
 
 /// The first host in `bhosts -noheader -o "hname max ng"` output with enough CPUs and GPUs

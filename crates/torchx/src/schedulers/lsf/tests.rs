@@ -249,3 +249,34 @@ fn recovery_maps_to_run_limit_warning_requeue_and_rerun() {
     assert_eq!(err.kind(), crate::ErrorKind::Unsupported);
     assert!(err.to_string().contains("MAX_JOB_REQUEUE"), "{err}");
 }
+
+#[test]
+fn after_waits_natively_for_lsf_apps_only() {
+    let app = component("utils.echo", &["--msg", "hi"]);
+    let after = |deps: &[&str]| ctx().with_after(deps.iter().map(|d| d.parse().unwrap()).collect());
+    let script = render(
+        &app,
+        &opts(serde_json::json!({})),
+        &after(&[
+            "lsf://torchx/prep-abc",
+            "lsf://torchx/train-x1:notok",
+            "lsf://t/e-2:any",
+        ]),
+    )
+    .unwrap()
+    .render();
+    assert!(
+        script.contains(
+            "bsub -w 'done(\"prep-abc-*\") && exit(\"train-x1-*\") && ended(\"e-2-*\")' -ti -P "
+        ),
+        "{script}"
+    );
+    for other in ["slurm://torchx/12", "lsf://torchx/grp_3"] {
+        let err = render(&app, &opts(serde_json::json!({})), &after(&[other])).unwrap_err();
+        assert_eq!(err.kind(), crate::ErrorKind::Unsupported, "{other}");
+        assert!(
+            err.to_string().contains("waits natively only for LSF apps"),
+            "{err}"
+        );
+    }
+}
