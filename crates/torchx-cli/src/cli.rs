@@ -58,6 +58,11 @@ pub enum Command {
     /// Show the run options of schedulers.
     #[command(infer_long_args = true)]
     Runopts(RunoptsArgs),
+    /// Check a job on one or more schedulers before queueing it: one row per scheduler with a
+    /// verdict (ok, fails, unknown), each failed check with what to change, and when it would
+    /// start where the scheduler can tell. Submits nothing.
+    #[command(infer_long_args = true)]
+    Plan(PlanArgs),
     /// Write a .torchxconfig template.
     #[command(infer_long_args = true)]
     Configure(ConfigureArgs),
@@ -219,6 +224,30 @@ pub struct RerunArgs {
     /// Machine-readable output.
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct PlanArgs {
+    /// The schedulers to plan on, comma-separated (default: the configured scheduler).
+    #[arg(short = 's', long, value_name = "S1,S2,...")]
+    pub scheduler: Option<String>,
+    /// Run options: key=value for every scheduler that has the option, S.key=value for
+    /// scheduler S only; .torchxconfig sections fill the rest. Also -cfg.
+    #[arg(long = "cfg", alias = "scheduler_args", value_name = "CFG")]
+    pub cfg: Vec<String>,
+    /// A workspace to plan with (built into images, or copied; never pushed by plan).
+    #[arg(long, value_name = "DIR")]
+    pub workspace: Option<String>,
+    /// Machine-readable output.
+    #[arg(long)]
+    pub json: bool,
+    /// The component (utils.echo, ./app.yaml) followed by its arguments.
+    #[arg(
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "COMPONENT_AND_ARGS"
+    )]
+    pub component_and_args: Vec<String>,
 }
 
 #[derive(Debug, Args)]
@@ -461,7 +490,7 @@ fn normalise_args(args: impl Iterator<Item = String>) -> Vec<String> {
                 in_component = true;
             }
         }
-        if a == "run" && !seen_run {
+        if (a == "run" || a == "plan") && !seen_run {
             seen_run = true;
         }
         if let Some(rest) = a.strip_prefix("-cfg") {
@@ -601,6 +630,7 @@ pub fn main() -> i32 {
         Command::Delete(a) => commands::query::delete(a),
         Command::Runopts(a) => commands::info::runopts(a),
         Command::Configure(a) => commands::info::configure(a),
+        Command::Plan(a) => commands::plan::plan(a),
         Command::Rerun(a) if a.group_handle.starts_with("pipeline://") => {
             commands::pipeline::rerun(a)
         }

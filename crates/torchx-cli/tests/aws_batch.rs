@@ -806,3 +806,90 @@ fn an_array_is_one_array_job_whose_children_run_the_tasks() {
         stdout(&out)
     );
 }
+
+/// `--after` on Batch is Batch's own `dependsOn` (shown by the dry run as the dependency's
+/// `<queue>:<name>`, sent as its job id): the emulator starts the dependent only after its
+/// dependency succeeded; a condition dependsOn cannot express (`:any`) is held by the
+/// detached process instead.
+#[test]
+fn after_is_batchs_own_depends_on() {
+    if !emulator_up("aws_batch --after") || !aws_batch_runs_containers("aws_batch --after") {
+        return;
+    }
+    let env = Env::new();
+    let run = |args: &[&str]| {
+        let mut full = vec![
+            "run",
+            "--workspace",
+            "",
+            "-s",
+            "aws_batch",
+            "-cfg",
+            "queue=torchx",
+        ];
+        full.extend_from_slice(args);
+        env.run(&full)
+    };
+    let image = ["--image", "busybox:local"];
+    let first = run(&[
+        &["utils.sh"][..],
+        &image,
+        &["sh", "-c", "sleep 2; date +%s"],
+    ]
+    .concat());
+    assert_eq!(first.status.code(), Some(0), "{}", stderr(&first));
+    let first = stdout(&first).trim().to_string();
+    let dry = run(&["--dryrun", "--json", "--after", &first, "utils.echo"]);
+    assert_eq!(dry.status.code(), Some(0), "{}", stderr(&dry));
+    let request: serde_json::Value = serde_json::from_str(&stdout(&dry)).unwrap();
+    let app_id = first.rsplit('/').next().unwrap();
+    assert_eq!(request["request"]["dependsOn"], serde_json::json!([app_id]));
+    let second = run(&[
+        &["--after", &first, "utils.sh"][..],
+        &image,
+        &["sh", "-c", "date +%s"],
+    ]
+    .concat());
+    assert_eq!(second.status.code(), Some(0), "{}", stderr(&second));
+    let second = stdout(&second).trim().to_string();
+    let done = env.wait_state_terminal(&second, Duration::from_secs(180));
+    assert_eq!(done["state"], "SUCCEEDED", "{done}");
+    assert_eq!(env.status(&first)["state"], "SUCCEEDED");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let (first_id, depends) = rt.block_on(async {
+        let (batch, _) = clients().await;
+        let first_id = job_id(&batch, &first).await;
+        let id = job_id(&batch, &second).await;
+        let job = batch.describe_jobs().jobs(id).send().await.unwrap();
+        let depends: Vec<String> = job.jobs()[0]
+            .depends_on()
+            .iter()
+            .filter_map(|d| d.job_id().map(String::from))
+            .collect();
+        (first_id, depends)
+    });
+    assert_eq!(depends, [first_id], "sent as the dependency's job id");
+    // `:any` is beyond dependsOn: the detached process holds it, then submits it to Batch.
+    let held = run(&["--after", &format!("{first}:any"), "utils.echo"]);
+    assert_eq!(held.status.code(), Some(0), "{}", stderr(&held));
+    assert!(
+        stderr(&held).contains("detached torchx process"),
+        "{}",
+        stderr(&held)
+    );
+    let pipeline = stdout(&held).trim().to_string();
+    assert!(pipeline.starts_with("pipeline://"), "{pipeline}");
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let s = env.status(&pipeline);
+        if let Some(h) = s["steps"][0]["handle"].as_str() {
+            assert!(h.starts_with("aws_batch://"), "{h}");
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{s}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}

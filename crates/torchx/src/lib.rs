@@ -16,6 +16,7 @@ pub mod extensions;
 pub mod group;
 pub mod opts;
 pub mod pipeline;
+pub mod plan;
 pub mod plugins;
 mod preflight;
 pub mod python;

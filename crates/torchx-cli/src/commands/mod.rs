@@ -3,6 +3,7 @@
 pub mod group;
 pub mod info;
 pub mod pipeline;
+pub mod plan;
 pub mod query;
 pub mod run;
 pub mod tracker;

@@ -51,8 +51,28 @@ pub fn run(a: RunArgs) -> Result<i32> {
             "-cfg/--cfg was given more than once; give all options once, as k1=v1,k2=v2",
         ));
     }
-    let (cfg, warnings) =
-        runner.cfg_from_str(&scheduler, a.cfg.first().map_or("", String::as_str))?;
+    let mut raw_cfg = a.cfg.first().cloned().unwrap_or_default();
+    // `-s auto:S1,S2,...`: the first scheduler whose plan is ok.
+    let scheduler = match scheduler.strip_prefix("auto:") {
+        Some(spec) => {
+            let (chosen, cfg) = super::plan::choose(
+                &runner,
+                spec,
+                &raw_cfg,
+                a.workspace.as_deref(),
+                &a.component_and_args,
+            )?;
+            raw_cfg = cfg;
+            chosen
+        }
+        None if scheduler == "auto" => {
+            return Err(Error::arg(
+                "-s auto needs the schedulers to try, in order: -s auto:slurm,local_cwd",
+            ))
+        }
+        None => scheduler,
+    };
+    let (cfg, warnings) = runner.cfg_from_str(&scheduler, &raw_cfg)?;
     for w in warnings {
         log::warn!("{w}");
     }

@@ -10,7 +10,7 @@ use async_trait::async_trait;
 
 use super::{
     ArrayRequest, ArrayTask, Capabilities, DryRunContext, DryRunInfo, Facts, LogLines, LogQuery,
-    NativeRequest, Replica, Scheduler, WorkspaceSupport,
+    NativeRequest, PlanReport, Replica, Scheduler, WorkspaceSupport,
 };
 use crate::error::{Error, Result};
 use crate::opts::{Cfg, RunOpts, TypedOpts};
@@ -58,6 +58,11 @@ pub trait Backend: Debug + Send + Sync + 'static {
     /// As [`Scheduler::array_task_ids`].
     fn array_task_ids(&self, array_id: &str, indexes: &[u32]) -> Vec<String> {
         indexes.iter().map(|i| format!("{array_id}_{i}")).collect()
+    }
+    /// As [`Scheduler::plan`], for a rendered request. Default: nothing to tell.
+    async fn plan(&self, request: &Self::Request, info: &DryRunInfo) -> Result<PlanReport> {
+        let _ = (request, info);
+        Ok(PlanReport::default())
     }
     /// Submits a rendered request (`info` has the app and options it came from); returns the
     /// app id.
@@ -156,6 +161,11 @@ impl<B: Backend> Scheduler for B {
 
     fn array_task_ids(&self, array_id: &str, indexes: &[u32]) -> Vec<String> {
         Backend::array_task_ids(self, array_id, indexes)
+    }
+
+    async fn plan(&self, info: &DryRunInfo) -> Result<PlanReport> {
+        let request = downcast_request::<B::Request>(info, B::NAME)?;
+        Backend::plan(self, request, info).await
     }
 
     async fn schedule(&self, info: &DryRunInfo) -> Result<String> {

@@ -4,6 +4,7 @@
 mod backend;
 mod follow;
 mod ids;
+mod plan;
 mod registry;
 
 use std::any::Any;
@@ -26,6 +27,7 @@ pub use backend::Backend;
 pub(crate) use follow::LineBuffer;
 pub(crate) use follow::{Follow, FollowedFile, Step, Take};
 pub use ids::random_id;
+pub use plan::{CheckOutcome, PlanCheck, PlanReport, Verdict as PlanVerdict};
 pub use registry::{Registry, SchedulerFactory, SchedulerSource};
 
 /// What a scheduler supports. Operations it does not support return [`ErrorKind::Unsupported`](crate::ErrorKind::Unsupported), and
@@ -507,6 +509,13 @@ pub trait Scheduler: Debug + Send + Sync {
     /// `schedule` returned `array_id` for. Default: `<array_id>_<index>`.
     fn array_task_ids(&self, array_id: &str, indexes: &[u32]) -> Vec<String> {
         indexes.iter().map(|i| format!("{array_id}_{i}")).collect()
+    }
+    /// What the scheduler can tell about a dry-run job before it is queued: checks certain to
+    /// fail (an unknown queue, a request no node fits), checks it could not make, and when the
+    /// job would start. Submits nothing. Default: nothing to tell.
+    async fn plan(&self, info: &DryRunInfo) -> Result<PlanReport> {
+        let _ = info;
+        Ok(PlanReport::default())
     }
     /// Submits a dry-run result; returns the scheduler's app id.
     async fn schedule(&self, info: &DryRunInfo) -> Result<String>;

@@ -428,6 +428,7 @@ impl Backend for AwsBatchScheduler {
     const CAPABILITIES: Capabilities = Capabilities {
         log_streams: false,
         workspace: WorkspaceSupport::PushedImage,
+        dependencies: true,
         ..Capabilities::ALL
     };
     type Opts = AwsBatchOpts;
@@ -460,6 +461,20 @@ impl Backend for AwsBatchScheduler {
 
     async fn submit(&self, job: &BatchJob, _info: &DryRunInfo) -> Result<String> {
         let def = &job.job_def;
+        let mut depends_on = Vec::with_capacity(job.depends_on.len());
+        for app_id in &job.depends_on {
+            let id = self
+                .find_summary(app_id)
+                .await?
+                .and_then(|j| j.job_id().map(String::from))
+                .ok_or_else(|| {
+                    Error::app_not_found(
+                        format!("{NAME}://{app_id}"),
+                        ": --after names a Batch job its queue does not list",
+                    )
+                })?;
+            depends_on.push(bt::JobDependency::builder().job_id(id).build());
+        }
         let batch = self.batch().await?;
         let nodes = def.node_properties.as_ref().map(|np| {
             bt::NodeProperties::builder()
@@ -527,6 +542,7 @@ impl Backend for AwsBatchScheduler {
                 job.array_size
                     .map(|n| bt::ArrayProperties::builder().size(n as i32).build()),
             )
+            .set_depends_on((!depends_on.is_empty()).then_some(depends_on))
             .send()
             .await
             .map_err(aws_err("submitting the job"))?;

@@ -239,6 +239,10 @@ pub struct BatchJob {
     /// `i`-th (by `AWS_BATCH_JOB_ARRAY_INDEX`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub array_size: Option<u32>,
+    /// `--after`: the jobs (`<queue>:<name>`) it waits for, Batch's `dependsOn`, each turned
+    /// into its job id at submission.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub depends_on: Vec<String>,
 }
 
 impl NativeRequest for BatchJob {
@@ -596,7 +600,38 @@ fn render_as(
             scheduling_priority: opts.share_id.as_ref().map(|_| opts.priority),
         },
         array_size: None,
+        depends_on: depends_on(&ctx.after)?,
     })
+}
+
+/// `--after` as Batch's `dependsOn`: the job waits until each dependency SUCCEEDED, and fails
+/// when one fails. That is `:ok` on another Batch job; anything else (`notok`, `any`, another
+/// scheduler's job, an array's child) Batch cannot express.
+fn depends_on(after: &[crate::specs::Dependency]) -> Result<Vec<String>> {
+    after
+        .iter()
+        .map(|dep| {
+            let handle = crate::specs::parse_app_handle(&dep.handle)?;
+            let plain = handle.app_id.matches(':').count() == 1;
+            if handle.scheduler == super::NAME
+                && plain
+                && dep.condition == crate::specs::Condition::Ok
+            {
+                return Ok(handle.app_id);
+            }
+            let why = if handle.scheduler != super::NAME {
+                "a job of another scheduler"
+            } else if !plain {
+                "an array's child"
+            } else {
+                "a job that must fail or merely end (dependsOn waits for success)"
+            };
+            Err(Error::unsupported(
+                super::NAME,
+                format!("--after {dep}: Batch's dependsOn cannot wait for {why}"),
+            ))
+        })
+        .collect()
 }
 
 /// How long the command choosing an array child's task may be: it is part of the job

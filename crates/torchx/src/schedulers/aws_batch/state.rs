@@ -6,6 +6,9 @@ use crate::specs::{AppState, EndReason};
 /// The status reason `cancel` terminates jobs with (TorchX's).
 pub const CANCEL_REASON: &str = "killed via torchx CLI";
 
+/// Batch's status reason for a job whose `dependsOn` job failed.
+const DEPENDENCY_FAILED: &str = "Dependent Job failed";
+
 /// A job's state from its status and status reason.
 pub fn job_state(status: &str, reason: Option<&str>) -> AppState {
     match status {
@@ -13,6 +16,9 @@ pub fn job_state(status: &str, reason: Option<&str>) -> AppState {
         "RUNNING" => AppState::Running,
         "SUCCEEDED" => AppState::Succeeded,
         "FAILED" if reason.is_some_and(|r| r.contains(CANCEL_REASON)) => AppState::Cancelled,
+        // `dependsOn`: a job whose dependency failed never ran (as a job `--after` one
+        // elsewhere, it is CANCELLED).
+        "FAILED" if reason.is_some_and(|r| r.starts_with(DEPENDENCY_FAILED)) => AppState::Cancelled,
         "FAILED" => AppState::Failed,
         _ => AppState::Unknown,
     }
@@ -79,6 +85,10 @@ mod tests {
         }
         assert_eq!(
             job_state("FAILED", Some(CANCEL_REASON)),
+            AppState::Cancelled
+        );
+        assert_eq!(
+            job_state("FAILED", Some("Dependent Job failed")),
             AppState::Cancelled
         );
         assert_eq!(

@@ -53,7 +53,7 @@ pub use supervisor::{embed_supervisor, use_supervisor};
 use crate::error::{Error, ErrorKind, Result};
 use crate::scheduler::{
     Backend, Capabilities, DryRunContext, DryRunInfo, Follow, FollowedFile, LogLines, LogQuery,
-    Replica, Scheduler, Step, Take, WorkspaceSupport,
+    PlanReport, Replica, Scheduler, Step, Take, WorkspaceSupport,
 };
 use crate::specs::{
     AppDef, AppState, Attempt, DescribeAppResponse, ListAppResponse, ReplicaStatus, Stream, NONE,
@@ -593,6 +593,11 @@ impl Backend for LocalCwdScheduler {
     ) -> Result<PopenRequest> {
         let base = self.state_dir().join(NAME).join("logs");
         Ok(render(app, opts, ctx, &base))
+    }
+
+    async fn plan(&self, _req: &PopenRequest, info: &DryRunInfo) -> Result<PlanReport> {
+        let app = info.app.clone();
+        crate::schedulers::blocking(NAME, move || Ok(supervisor::plan_on_this_machine(&app))).await
     }
 
     async fn submit(&self, req: &PopenRequest, info: &DryRunInfo) -> Result<String> {

@@ -33,7 +33,7 @@ pub use state::{app_state, container_state};
 use crate::error::{Error, ErrorKind, Result};
 use crate::scheduler::{
     Backend, Capabilities, DryRunContext, DryRunInfo, Facts, LineBuffer, LogLines, LogQuery,
-    Replica, Scheduler, WorkspaceSupport,
+    PlanCheck, PlanReport, Replica, Scheduler, WorkspaceSupport,
 };
 use crate::schedulers::local_cwd::LocalCwdScheduler;
 use crate::specs::{AppDef, AppState, DescribeAppResponse, ListAppResponse, ReplicaStatus, Stream};
@@ -353,6 +353,60 @@ impl Backend for LocalDockerScheduler {
             job.supervised = Some(supervised::supervised(&job, app, log_dir, &ctx.after)?);
         }
         Ok(job)
+    }
+
+    /// Each image a role runs (not a workspace image `run` builds): on the engine, else in
+    /// its registry (Docker pulls it at start), else certain to fail.
+    async fn plan(&self, _job: &DockerJob, info: &DryRunInfo) -> Result<PlanReport> {
+        let mut report = PlanReport {
+            start: Some("now".into()),
+            ..PlanReport::default()
+        };
+        let docker = match self.docker().await {
+            Ok(d) => d,
+            Err(e) => {
+                report
+                    .checks
+                    .push(PlanCheck::unknown("engine", e.to_string()));
+                return Ok(report);
+            }
+        };
+        let built: Vec<&str> = info.images.iter().map(|i| i.image.as_str()).collect();
+        let mut seen = Vec::new();
+        for role in &info.app.roles {
+            let image = role.image.as_str();
+            if built.contains(&image) || seen.contains(&image) {
+                continue;
+            }
+            seen.push(image);
+            let check = format!("image {image}");
+            if docker.inspect_image(image).await.is_ok() {
+                report.checks.push(PlanCheck::ok(check, "on the engine"));
+                continue;
+            }
+            let creds =
+                crate::workspace::docker::credentials(crate::workspace::docker::registry_of(image))
+                    .ok()
+                    .flatten();
+            match docker.inspect_registry_image(image, creds).await {
+                Ok(_) => report
+                    .checks
+                    .push(PlanCheck::ok(check, "in its registry (pulled at start)")),
+                Err(bollard::errors::Error::DockerResponseServerError {
+                    status_code: 401 | 403 | 404,
+                    message,
+                }) => report.checks.push(PlanCheck::fails(
+                    check,
+                    format!("neither on the engine nor in its registry: {message}"),
+                    "build or push the image, or fix its name and tag",
+                )),
+                Err(e) => report.checks.push(PlanCheck::unknown(
+                    check,
+                    format!("not on the engine, and its registry did not answer: {e}"),
+                )),
+            }
+        }
+        Ok(report)
     }
 
     async fn submit(&self, job: &DockerJob, info: &DryRunInfo) -> Result<String> {

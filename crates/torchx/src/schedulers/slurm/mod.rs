@@ -32,7 +32,8 @@ pub use state::{
 use crate::error::{Error, ErrorKind, Result};
 use crate::scheduler::{
     ArrayRequest, ArrayTask, Backend, Capabilities, DryRunContext, DryRunInfo, Facts, Follow,
-    FollowedFile, LogLines, LogQuery, Replica, Scheduler, Step, Take, WorkspaceSupport,
+    FollowedFile, LogLines, LogQuery, PlanCheck, PlanReport, Replica, Scheduler, Step, Take,
+    WorkspaceSupport,
 };
 use crate::schedulers::command::{self, Output};
 use crate::schedulers::probe_cache::{on_path, stamp, ProbeCache};
@@ -451,6 +452,11 @@ impl Backend for SlurmScheduler {
         Ok(render::array(rendered, max_concurrent))
     }
 
+    async fn plan(&self, req: &SbatchRequest, _info: &DryRunInfo) -> Result<PlanReport> {
+        let req = req.clone();
+        off_executor(self, move |_| plan_now(&req)).await
+    }
+
     async fn submit(&self, req: &SbatchRequest, info: &DryRunInfo) -> Result<String> {
         let req = req.clone();
         let workspace = info.app.roles.iter().find_map(|r| r.workspace.clone());
@@ -481,6 +487,68 @@ impl Backend for SlurmScheduler {
         let (app_id, role, query) = (app_id.to_string(), role.to_string(), query.clone());
         off_executor(self, move |s| s.log_lines_now(&app_id, &role, k, &query)).await
     }
+}
+
+/// `sbatch --test-only` with the job's own options and script: Slurm's controller checks the
+/// partition, account, QoS and whether any node can ever hold the request, and says when the
+/// job would start, without queueing anything.
+fn plan_now(req: &SbatchRequest) -> Result<PlanReport> {
+    let dir = tempfile_dir()?;
+    let script = dir.join("torchx-sbatch.sh");
+    let written = fs::write(&script, req.materialize());
+    let mut args: Vec<String> = vec!["--test-only".into()];
+    // `--parsable` and `--chdir` change nothing a test-only run checks; the job_dir need not
+    // exist yet.
+    let mut options = req.cmd[1..].iter();
+    while let Some(a) = options.next() {
+        if a == "--parsable" || a.starts_with("--chdir=") {
+            continue;
+        }
+        if a == "--chdir" {
+            options.next();
+            continue;
+        }
+        args.push(a.clone());
+    }
+    args.push(script.display().to_string());
+    let out = written
+        .map_err(|e| Error::io(format!("writing {}", script.display()), e))
+        .and_then(|()| {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            run(&req.cmd[0], &args, COMMAND_TIMEOUT)
+        });
+    let _ = fs::remove_dir_all(&dir);
+    let out = out?;
+    let said = format!("{}{}", out.stdout, out.stderr);
+    let said = said.trim().replace("sbatch: ", "");
+    let mut report = PlanReport::default();
+    if out.ok {
+        report.checks.push(PlanCheck::ok(
+            "sbatch --test-only",
+            said.lines().last().unwrap_or_default(),
+        ));
+        report.start = state::test_only_start(&said);
+    } else {
+        let why = said
+            .lines()
+            .map(|l| l.trim_start_matches("error: "))
+            .collect::<Vec<_>>()
+            .join("; ");
+        let fix = if why.contains("partition") {
+            "give an existing partition (-cfg partition=...; `sinfo -s` lists them)"
+        } else if why.contains("node configuration is not available") {
+            "ask for less per replica (CPUs, GPUs, memory) than the largest node has, or a \
+             partition with bigger nodes (`sinfo -o '%P %c %m %G'`)"
+        } else if why.contains("account") || why.contains("Invalid qos") {
+            "give an account and QoS you belong to (`sacctmgr show assoc user=$USER`)"
+        } else {
+            "change what Slurm names above"
+        };
+        report
+            .checks
+            .push(PlanCheck::fails("sbatch --test-only", why, fix));
+    }
+    Ok(report)
 }
 
 /// The blocking halves of the `Scheduler` methods.

@@ -569,3 +569,15 @@ pub(super) fn parse_attempts(text: &str) -> Vec<Attempt> {
     }
     attempts
 }
+
+/// When `sbatch --test-only` says the job would start: the time of `Job N to start at TIME
+/// using ...`.
+pub(super) fn test_only_start(said: &str) -> Option<String> {
+    let rest = said.split(" to start at ").nth(1)?;
+    let when = rest.split_whitespace().next()?;
+    // Asked with SLURM_TIME_FORMAT=%s: seconds since the epoch.
+    Some(match when.parse::<i64>() {
+        Ok(secs) => format!("{}Z", crate::specs::format_utc(secs)),
+        Err(_) => when.to_string(),
+    })
+}

@@ -720,3 +720,22 @@ fn an_array_too_big_for_one_script_goes_one_sbatch_each() {
     };
     assert!(why.contains("max_script_size"), "{why}");
 }
+
+#[test]
+fn test_only_says_when_a_job_would_start() {
+    assert_eq!(
+        state::test_only_start(
+            "Job 47 to start at 2026-11-27T03:50:12 using 2 processors on nodes n1 in partition debug"
+        )
+        .as_deref(),
+        Some("2026-11-27T03:50:12")
+    );
+    assert_eq!(
+        state::test_only_start("Job 4 to start at 1795749167 using 1 processors").as_deref(),
+        Some("2026-11-27 03:12:47Z")
+    );
+    assert_eq!(
+        state::test_only_start("error: Invalid partition name specified"),
+        None
+    );
+}

@@ -1,0 +1,225 @@
+//! `torchx plan` and `torchx run -s auto:...`: seeded mistakes are caught before anything is
+//! queued, each named with what to change; `auto` runs on the first scheduler whose plan is
+//! ok and says why the others were skipped.
+
+mod support;
+
+use std::process::Command;
+
+use support::{skip_engine, stderr, stdout, Env};
+
+fn plan_json(env: &Env, args: &[&str]) -> (i32, Vec<serde_json::Value>) {
+    let mut full = vec!["plan", "--json"];
+    full.extend_from_slice(args);
+    let out = env.run(&full);
+    let rows: serde_json::Value = serde_json::from_str(&stdout(&out))
+        .unwrap_or_else(|e| panic!("{e}: {} {}", stdout(&out), stderr(&out)));
+    (out.status.code().unwrap(), rows.as_array().unwrap().clone())
+}
+
+fn failed_checks(row: &serde_json::Value) -> Vec<String> {
+    row["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["outcome"] == "fails")
+        .map(|c| format!("{}: {} -> {}", c["check"], c["detail"], c["fix"]))
+        .collect()
+}
+
+#[test]
+fn local_cwd_plans_ok_and_names_a_missing_script() {
+    let env = Env::new();
+    let (code, rows) = plan_json(&env, &["-s", "local_cwd", "utils.echo", "--msg", "hi"]);
+    assert_eq!(code, 0, "{rows:?}");
+    assert_eq!(rows[0]["verdict"], "ok", "{rows:?}");
+    assert_eq!(rows[0]["start"], "now");
+    let (code, rows) = plan_json(&env, &["utils.python", "--script", "train.py"]);
+    assert_eq!(code, 1, "{rows:?}");
+    assert_eq!(rows[0]["verdict"], "fails");
+    let failed = failed_checks(&rows[0]);
+    assert!(
+        failed[0].contains("script `train.py` does not exist"),
+        "{failed:?}"
+    );
+    assert!(failed[0].contains("--skip_preflight"), "{failed:?}");
+    // Text: one row per scheduler, the failed check and what to change.
+    let out = env.run(&["plan", "utils.python", "--script", "train.py"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stdout(&out).starts_with("local_cwd: fails"),
+        "{}",
+        stdout(&out)
+    );
+    assert!(
+        stdout(&out).contains("FAILS pre-flight"),
+        "{}",
+        stdout(&out)
+    );
+    // A typo in a run option is named with the nearest valid one.
+    let (_, rows) = plan_json(
+        &env,
+        &["-s", "local_cwd", "-cfg", "log_dri=x", "utils.echo"],
+    );
+    let failed = failed_checks(&rows[0]);
+    assert!(failed[0].contains("did you mean `log_dir`"), "{failed:?}");
+    assert_eq!(env.apps(), 0, "plan submits nothing");
+}
+
+fn slurm_up(test: &str) -> bool {
+    let ok = Command::new("sinfo")
+        .arg("--noheader")
+        .output()
+        .is_ok_and(|o| o.status.success() && !o.stdout.is_empty());
+    if !ok {
+        skip_engine(
+            "slurm",
+            test,
+            "no Slurm cluster (scripts/slurm/up.sh --nodes 4)",
+        );
+    }
+    ok
+}
+
+fn squeue_count() -> usize {
+    let out = Command::new("squeue")
+        .args(["--noheader", "--all"])
+        .output()
+        .unwrap();
+    stdout(&out).lines().count()
+}
+
+#[test]
+fn slurm_mistakes_are_caught_before_anything_is_queued() {
+    if !slurm_up("plan on slurm") {
+        return;
+    }
+    let env = Env::new();
+    let queued = squeue_count();
+    let (code, rows) = plan_json(
+        &env,
+        &[
+            "-s",
+            "slurm,local_cwd",
+            "-cfg",
+            "slurm.partition=nosuch",
+            "utils.echo",
+        ],
+    );
+    assert_eq!(code, 0, "local_cwd is ok: {rows:?}");
+    assert_eq!(rows[0]["verdict"], "fails");
+    let failed = failed_checks(&rows[0]);
+    assert!(failed[0].contains("partition"), "{failed:?}");
+    assert_eq!(rows[1]["verdict"], "ok");
+    // A node too small for the request.
+    std::fs::write(
+        env.cwd.join("big.yaml"),
+        "name: big\nroles:\n- name: t\n  image: x\n  entrypoint: 'true'\n  \
+         resource: {cpu: 64, gpu: 0, memMB: 1024}\n",
+    )
+    .unwrap();
+    let (code, rows) = plan_json(&env, &["-s", "slurm", "./big.yaml"]);
+    assert_eq!(code, 1, "{rows:?}");
+    let failed = failed_checks(&rows[0]);
+    assert!(
+        failed[0].contains("node configuration is not available"),
+        "{failed:?}"
+    );
+    assert!(failed[0].contains("largest node"), "{failed:?}");
+    // An ok plan says when the job would start.
+    let (code, rows) = plan_json(&env, &["-s", "slurm", "utils.echo"]);
+    assert_eq!(code, 0, "{rows:?}");
+    assert!(
+        rows[0]["start"].as_str().unwrap().ends_with('Z'),
+        "{rows:?}"
+    );
+    assert_eq!(squeue_count(), queued, "plan queued nothing");
+}
+
+#[test]
+fn auto_runs_on_the_first_scheduler_that_can_and_says_why() {
+    if !slurm_up("run -s auto") {
+        return;
+    }
+    let env = Env::new();
+    let out = env.run(&[
+        "run",
+        "-s",
+        "auto:slurm,local_cwd",
+        "-cfg",
+        "slurm.partition=nosuch",
+        "utils.echo",
+        "--msg",
+        "ran here",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stdout(&out).starts_with("local_cwd://"), "{}", stdout(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("skipped slurm (fails: sbatch --test-only"),
+        "{err}"
+    );
+    assert!(err.contains("running on local_cwd"), "{err}");
+    assert!(err.contains("ran here"), "{err}");
+    // Nothing can run it: a clear error, nothing submitted.
+    let out = env.run(&[
+        "run",
+        "-s",
+        "auto:slurm",
+        "-cfg",
+        "partition=nosuch",
+        "utils.echo",
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("no scheduler can run this job"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn an_image_that_is_nowhere_fails_the_plan() {
+    let ok = Command::new("docker")
+        .args(["image", "inspect", "busybox:local"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        skip_engine(
+            "docker",
+            "plan on local_docker",
+            "no Docker engine with busybox:local",
+        );
+        return;
+    }
+    let env = Env::new();
+    let (code, rows) = plan_json(
+        &env,
+        &[
+            "-s",
+            "local_docker",
+            "--workspace",
+            "",
+            "utils.sh",
+            "--image",
+            "busybox:local",
+            "true",
+        ],
+    );
+    assert_eq!(code, 0, "{rows:?}");
+    let (code, rows) = plan_json(
+        &env,
+        &[
+            "-s",
+            "local_docker",
+            "--workspace",
+            "",
+            "utils.sh",
+            "--image",
+            "localhost:5999/torchx-never-pushed:nope",
+            "true",
+        ],
+    );
+    assert_ne!(code, 0, "{rows:?}");
+    assert_ne!(rows[0]["verdict"], "ok", "{rows:?}");
+}
