@@ -306,9 +306,30 @@ def _run_attempt(job, specs, attempt):
     return lead.exit_code, reason, retryable
 
 
+def _wait_for_dependencies(job):
+    """Batch's dependsOn: PENDING until every dependency SUCCEEDED; a failed one fails the job
+    with Batch's status reason. False if the job must not run."""
+    job.status = "PENDING"
+    ids = [d["jobId"] for d in job.depends_on or []]
+    while True:
+        states = [getattr(job.all_jobs.get(i), "status", None) for i in ids]
+        if any(s == "FAILED" for s in states):
+            job.job_stopped_reason = "Dependent Job failed"
+            job._mark_stopped(success=False)
+            return False
+        if all(s == "SUCCEEDED" for s in states):
+            return True
+        if job.stop:
+            job._mark_stopped(success=False)
+            return False
+        time.sleep(POLL)
+
+
 def run(job):
     """The job's thread: attempts until one succeeds, the retry strategy says stop, or it is stopped."""
     job._emu_docker = True
+    if job.depends_on and not _wait_for_dependencies(job):
+        return
     try:
         specs = node_specs(job)
     except (KeyError, ValueError) as e:
