@@ -68,3 +68,16 @@ def test_a_pipeline_file_and_its_mistakes(tmp_path: Path) -> None:
         assert status is not None and status.state in (AppState.CANCELLED, AppState.SUCCEEDED)
         runner.delete(handle)
         assert runner.status(handle) is None
+
+
+def test_plan_rows_and_auto(tmp_path: Path) -> None:
+    with get_runner() as runner:
+        rows = runner.plan("utils.python", ["--script", str(tmp_path / "missing.py")], ["local_cwd"])
+        assert [(r.scheduler, r.verdict) for r in rows] == [("local_cwd", "fails")]
+        assert any(c.outcome == "fails" and "does not exist" in c.detail for c in rows[0].checks)
+        ok = runner.plan("utils.echo", ["--msg", "x"], ["local_cwd"])
+        assert ok[0].verdict == "ok" and ok[0].start == "now"
+        handle = runner.run_component("utils.echo", ["--msg", "auto"], "auto:local_cwd")
+        assert handle.startswith("local_cwd://")
+        with pytest.raises(ValueError, match="no scheduler can run this job"):
+            runner.run_component("utils.python", ["--script", str(tmp_path / "missing.py")], "auto:local_cwd")

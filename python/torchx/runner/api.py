@@ -25,6 +25,8 @@ from typing import (
 if TYPE_CHECKING:  # annotations only: importing datetime costs every program
     from datetime import datetime
 
+    from torchx.runner import planning
+
 from torchx.progress import Progress
 from torchx.runner import groups, pipelines
 from torchx.runner.events import log_event
@@ -142,7 +144,18 @@ class Runner:
         the group's handle, which ``status``, ``wait``, ``cancel``, ``delete`` and
         ``group_tasks`` take. Each task's arguments may say ``${array_index}`` and
         ``${sweep.KEY}``; its env has ``TORCHX_ARRAY_INDEX``, ``TORCHX_ARRAY_SIZE`` and
-        ``TORCHX_SWEEP_<KEY>``."""
+        ``TORCHX_SWEEP_<KEY>``.
+
+        ``scheduler="auto:slurm,local_cwd"`` plans the job on each (see ``plan``) and runs it
+        on the first whose plan is ``ok``."""
+        if scheduler.startswith("auto:") and isinstance(component_args, list):
+            from torchx.runner import planning
+
+            names = [s for s in scheduler[len("auto:") :].split(",") if s]
+            ws = workspace if isinstance(workspace, str) else None
+            scheduler = planning.choose(planning.plan(component, component_args, names, cfg, ws))
+            cfg = {k.split(".", 1)[1] if k.startswith(scheduler + ".") else k: v for k, v in (cfg or {}).items()}
+            cfg = {k: v for k, v in cfg.items() if "." not in k}
         spec = groups.GroupSpec(array, sweep or {}, sweep_file, max_concurrent)
         if spec.is_group():
             if after:
@@ -409,6 +422,22 @@ class Runner:
         the pipeline's handle, which ``status``, ``wait``, ``cancel``, ``delete`` and
         ``pipeline_steps`` take."""
         return pipelines.run(source, scheduler)
+
+    def plan(
+        self,
+        component: str,
+        component_args: List[str],
+        schedulers: Sequence[str],
+        cfg: Optional[Mapping[str, CfgVal]] = None,
+        workspace: Optional[str] = None,
+    ) -> List["planning.PlanRow"]:
+        """Checks the job on each scheduler without queueing anything, as ``torchx plan``
+        does: one row each with a verdict (``ok``, ``fails``, ``unknown``), every check with
+        what to change, and when it would start where the scheduler can tell. ``cfg`` keys
+        may say ``S.key`` for scheduler S only."""
+        from torchx.runner import planning
+
+        return planning.plan(component, component_args, schedulers, cfg, workspace)
 
     def pipeline_steps(self, pipeline_handle: AppHandle) -> List[pipelines.PipelineStep]:
         """Each step of the pipeline (name, scheduler, state, job handle, why)."""
