@@ -119,6 +119,11 @@ pub struct RunArgs {
     /// Tracker parent run id.
     #[arg(long = "parent_run_id", alias = "parent-run-id")]
     pub parent_run_id: Option<String>,
+    /// With -s auto:S1,S2,...: a job still pending (not started) this long after its
+    /// submission is cancelled and submitted to the next scheduler whose plan was ok (90s,
+    /// 10m, 2h); `run` prints a handle that follows it.
+    #[arg(long = "failover_after", value_name = "DURATION")]
+    pub failover_after: Option<String>,
     /// Submit without the pre-flight checks (a script the job runs that is not there).
     #[arg(long = "skip_preflight")]
     pub skip_preflight: bool,

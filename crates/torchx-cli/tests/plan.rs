@@ -223,3 +223,97 @@ fn an_image_that_is_nowhere_fails_the_plan() {
     assert_ne!(code, 0, "{rows:?}");
     assert_ne!(rows[0]["verdict"], "ok", "{rows:?}");
 }
+
+/// Cancels the blocker jobs when dropped, even if the test fails.
+struct Blockers(String);
+
+impl Drop for Blockers {
+    fn drop(&mut self) {
+        let _ = Command::new("scancel").args(["-n", &self.0]).status();
+    }
+}
+
+#[test]
+fn failover_moves_a_held_slurm_job_to_local_cwd_exactly_once() {
+    if !slurm_up("run -s auto --failover_after") {
+        return;
+    }
+    let env = Env::new();
+    // Every node busy, so the job cannot start on Slurm before it is held.
+    let name = format!("torchx-blocker-{}", std::process::id());
+    let blockers = Blockers(name.clone());
+    for _ in 0..4 {
+        let out = Command::new("sbatch")
+            .args([
+                "-N1",
+                "--exclusive",
+                "-o",
+                "/dev/null",
+                "-J",
+                &name,
+                "--wrap",
+                "sleep 120",
+            ])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+    }
+    let out = env.run(&[
+        "run",
+        "-s",
+        "auto:slurm,local_cwd",
+        "--failover_after",
+        "5s",
+        "--detach",
+        "utils.sh",
+        "sh",
+        "-c",
+        "echo ran on $TORCHX_JOB_ID >> ran.txt",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let handle = stdout(&out).trim().to_string();
+    assert!(handle.starts_with("pipeline://"), "{handle}");
+    // Its Slurm job, held as an operator would.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let slurm_job = loop {
+        let s = env.status(&handle);
+        if let Some(h) = s["steps"][0]["handle"].as_str() {
+            break h.to_string();
+        }
+        assert!(std::time::Instant::now() < deadline, "{s}");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    assert!(slurm_job.starts_with("slurm://"), "{slurm_job}");
+    let id = slurm_job.rsplit('/').next().unwrap();
+    let held = Command::new("scontrol")
+        .args(["hold", id])
+        .output()
+        .unwrap();
+    assert!(held.status.success(), "{}", stderr(&held));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let done = loop {
+        let s = env.status(&handle);
+        if s["state"] == "SUCCEEDED" || s["state"] == "FAILED" {
+            break s;
+        }
+        assert!(std::time::Instant::now() < deadline, "{s}");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    };
+    drop(blockers);
+    assert_eq!(done["state"], "SUCCEEDED", "{done}");
+    let step = &done["steps"][0];
+    assert!(
+        step["handle"].as_str().unwrap().starts_with("local_cwd://"),
+        "{done}"
+    );
+    let msg = step["msg"].as_str().unwrap();
+    assert!(
+        msg.contains(&format!("moved here after 5s pending on {slurm_job}")),
+        "{msg}"
+    );
+    assert!(!msg.contains("then"), "moved exactly once: {msg}");
+    assert_eq!(env.status(&slurm_job)["state"], "CANCELLED");
+    let ran = std::fs::read_to_string(env.cwd.join("ran.txt")).unwrap();
+    assert_eq!(ran.lines().count(), 1, "one copy ran: {ran}");
+    assert!(ran.contains("local_cwd://"), "{ran}");
+}

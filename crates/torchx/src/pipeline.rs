@@ -89,9 +89,43 @@ pub struct StepRecord {
     /// Where its containers see `TORCHX_PIPELINE_DIR`, if not at the host's path.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pipeline_dir: Option<String>,
+    /// `run -s auto:... --failover_after`: where it goes next if it is still pending then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failover: Option<Failover>,
     /// Where it is.
     #[serde(flatten)]
     pub phase: Phase,
+}
+
+impl StepRecord {
+    /// Whether only a holder can move it on: waiting, being submitted, or submitted with a
+    /// failover left that has not started yet.
+    pub fn is_open(&self) -> bool {
+        match &self.phase {
+            Phase::Waiting | Phase::Submitting { .. } => true,
+            Phase::Submitted { .. } => self.failover.as_ref().is_some_and(|f| !f.next.is_empty()),
+            _ => false,
+        }
+    }
+}
+
+/// A job that moves to the next scheduler whose plan was ok when it has not started within
+/// `after_secs` of its submission (`torchx run -s auto:S1,S2 --failover_after 10m`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Failover {
+    /// How long a submission may stay pending.
+    pub after_secs: u64,
+    /// The schedulers still to try, in order: (scheduler, its `torchx run` arguments).
+    pub next: Vec<(String, Vec<String>)>,
+    /// When the current submission was made (seconds since the epoch).
+    #[serde(default)]
+    pub submitted_at: f64,
+    /// The handles it left, cancelled while pending, in order.
+    #[serde(default)]
+    pub moved_from: Vec<String>,
+    /// The job the holder asked to cancel to move it, until the cancel is confirmed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cancelling: Option<String>,
 }
 
 /// A pipeline as recorded.
@@ -168,6 +202,7 @@ impl PipelineRecord {
                 after: s.after.clone(),
                 run_args: s.run_args.clone(),
                 pipeline_dir: s.pipeline_dir.clone(),
+                failover: None,
                 phase: Phase::Waiting,
             })
             .collect();
@@ -283,13 +318,10 @@ impl PipelineRecord {
         self.dir(state_dir).is_ok_and(|d| d.join("cancel").exists())
     }
 
-    /// Whether steps are left that only a holder can move on (waiting or being submitted)
-    /// and no holder is at work: the next command that reads the pipeline starts one.
+    /// Whether steps are left that only a holder can move on ([`StepRecord::is_open`]) and no
+    /// holder is at work: the next command that reads the pipeline starts one.
     pub fn needs_holder(&self) -> bool {
-        let open = self
-            .steps
-            .iter()
-            .any(|s| matches!(s.phase, Phase::Waiting | Phase::Submitting { .. }));
+        let open = self.steps.iter().any(StepRecord::is_open);
         open && !self.holder.is_some_and(|h| h.alive())
     }
 }
@@ -355,7 +387,22 @@ pub fn step_states(
             }
             Phase::Submitting { .. } => (AppState::Submitted, "being submitted".to_string()),
             Phase::Submitted { handle } => match job(handle) {
-                Some(s) => (s.state, s.msg),
+                Some(s) => match step.failover.as_ref().filter(|f| !f.moved_from.is_empty()) {
+                    Some(f) => (
+                        s.state,
+                        format!(
+                            "moved here after {}s pending on {}{}",
+                            f.after_secs,
+                            f.moved_from.join(", then "),
+                            if s.msg.is_empty() {
+                                String::new()
+                            } else {
+                                format!("; {}", s.msg)
+                            }
+                        ),
+                    ),
+                    None => (s.state, s.msg),
+                },
                 None => (
                     AppState::Unknown,
                     format!("{handle}: its scheduler no longer knows it"),
@@ -518,10 +565,7 @@ impl Runner {
                     _ => {}
                 }
             }
-            let open = record
-                .steps
-                .iter()
-                .any(|s| matches!(s.phase, Phase::Waiting | Phase::Submitting { .. }));
+            let open = record.steps.iter().any(StepRecord::is_open);
             if !open {
                 return Ok(());
             }
@@ -534,6 +578,9 @@ impl Runner {
                     .any(|s| matches!(s.phase, Phase::Submitting { .. }));
                 if !submitting {
                     for s in &mut now.steps {
+                        if let Some(f) = s.failover.as_mut() {
+                            f.next.clear();
+                        }
                         if s.phase == Phase::Waiting {
                             s.phase = Phase::NotRun {
                                 why: CANCELLED_BEFORE_START.into(),

@@ -14,7 +14,7 @@ use std::time::Duration;
 use torchx::group::Submitter;
 use torchx::pipeline::{
     not_run_because, pipeline_state, step_states, try_lock_holder, Phase, PipelineRecord,
-    StepState, CANCELLED_BEFORE_START,
+    StepRecord, StepState, CANCELLED_BEFORE_START,
 };
 use torchx::scheduler::WorkspaceSupport;
 use torchx::specs::pipeline::{step_verdict, upstream_env_var, PipelineSpec};
@@ -277,6 +277,97 @@ pub fn run_held(
     launch(a, runner, record)
 }
 
+/// `torchx run -s auto:S1,S2,... --failover_after DURATION`: the job is the one step of a
+/// pipeline whose holder submits it to the first scheduler whose plan was ok (`ok`, in order,
+/// each with its `-cfg`), and while it stays pending past `after_secs`, cancels it (once the
+/// cancel is confirmed: never two live copies) and submits it to the next.
+pub fn run_failover(
+    a: &RunArgs,
+    runner: &Runner,
+    ok: Vec<(String, String)>,
+    after_secs: u64,
+) -> Result<i32> {
+    let mut tokens: Vec<String> = a.component_and_args.clone();
+    if tokens.first().map(String::as_str) == Some("--") {
+        tokens.remove(0);
+    }
+    let (component, args) = tokens
+        .split_first()
+        .ok_or_else(|| Error::arg("missing component name"))?;
+    // The run's own arguments, without the scheduler, its options and the failover.
+    let mut common = Vec::new();
+    let mut recorded = super::group::rerun_argv(a, component, args).into_iter();
+    while let Some(word) = recorded.next() {
+        match word.as_str() {
+            "--scheduler" | "--cfg" => {
+                recorded.next();
+            }
+            _ => common.push(word),
+        }
+    }
+    let mut candidates: Vec<(String, Vec<String>)> = ok
+        .into_iter()
+        .map(|(scheduler, cfg)| {
+            let mut run_args = vec!["--scheduler".to_string(), scheduler.clone()];
+            if !cfg.is_empty() {
+                run_args.extend(["--cfg".to_string(), cfg]);
+            }
+            run_args.extend(common.iter().cloned());
+            (scheduler, run_args)
+        })
+        .collect();
+    let (scheduler, run_args) = candidates.remove(0);
+    let app_name = component
+        .rsplit(['.', '/'])
+        .next()
+        .unwrap_or("job")
+        .trim_end_matches(".yaml");
+    let mut name: String = app_name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(40)
+        .collect();
+    if !name.starts_with(|c: char| c.is_ascii_alphabetic()) {
+        name.insert_str(0, "job-");
+    }
+    let spec = PipelineSpec {
+        name: name.clone(),
+        steps: vec![torchx::specs::pipeline::Step {
+            name,
+            scheduler: Some(scheduler.clone()),
+            pipeline_dir: None,
+            after: Vec::new(),
+            run_args,
+        }],
+    };
+    let cwd = std::env::current_dir().map_err(|e| Error::io("reading the current directory", e))?;
+    let mut record = PipelineRecord::new(&spec, runner.session_name(), &scheduler, &cwd);
+    record.held_job = true;
+    if !candidates.is_empty() {
+        record.steps[0].failover = Some(torchx::pipeline::Failover {
+            after_secs,
+            next: candidates,
+            submitted_at: 0.0,
+            moved_from: Vec::new(),
+            cancelling: None,
+        });
+    }
+    if a.dryrun {
+        println!("=== FAILOVER: {scheduler} first; still pending after {after_secs}s: the next of these ===");
+        for (s, args) in record.steps[0].failover.iter().flat_map(|f| f.next.iter()) {
+            println!("{s}: torchx run {}", args.join(" "));
+        }
+        return Ok(exit_codes::OK);
+    }
+    launch(a, runner, record)
+}
+
 /// Records the pipeline, starts its holder, prints its handle and, on local schedulers or
 /// with `--wait`, waits for it.
 fn launch(a: &RunArgs, runner: &Runner, record: PipelineRecord) -> Result<i32> {
@@ -409,10 +500,7 @@ async fn follow(
             progress.update(&states);
             let cancelled = now.cancel_requested(&torchx::schedulers::default_state_dir());
             let state = pipeline_state(&now, &steps, cancelled);
-            let open = now
-                .steps
-                .iter()
-                .any(|s| matches!(s.phase, Phase::Waiting | Phase::Submitting { .. }));
+            let open = now.steps.iter().any(StepRecord::is_open);
             if state.is_terminal() && !open {
                 return Ok::<_, Error>((state, steps));
             }
@@ -548,10 +636,7 @@ pub async fn log(
                 }
             }
         }
-        let open = record
-            .steps
-            .iter()
-            .any(|s| matches!(s.phase, Phase::Waiting | Phase::Submitting { .. }));
+        let open = record.steps.iter().any(StepRecord::is_open);
         if !tail || !open {
             return Ok(exit_codes::OK);
         }
@@ -734,7 +819,18 @@ impl Holder {
                     _ => {}
                 }
             }
+            if !cancelled && self.fail_over(record, &steps).await {
+                changed = true;
+                pause = Duration::from_millis(20);
+            }
             if cancelled {
+                // A cancelled job moves nowhere.
+                for f in record.steps.iter_mut().filter_map(|s| s.failover.as_mut()) {
+                    if !f.next.is_empty() {
+                        f.next.clear();
+                        changed = true;
+                    }
+                }
                 for step in &record.steps {
                     if let Phase::Submitted { handle } = &step.phase {
                         if !self.ended.contains_key(&step.name) {
@@ -746,16 +842,62 @@ impl Holder {
             if changed {
                 record.save(&self.state_dir)?;
             }
-            let open = record
-                .steps
-                .iter()
-                .any(|s| matches!(s.phase, Phase::Waiting | Phase::Submitting { .. }));
+            let open = record.steps.iter().any(StepRecord::is_open);
             if !open {
                 return Ok(());
             }
             tokio::time::sleep(pause).await;
             pause = (pause * 2).min(Duration::from_secs(1));
         }
+    }
+
+    /// Moves each step with a failover whose job is still pending past its limit to the next
+    /// scheduler: cancels it and, once the cancel is confirmed (the job is over and never
+    /// started), makes the step wait for its next submission there; a job that started stays.
+    /// True if the record changed.
+    async fn fail_over(&mut self, record: &mut PipelineRecord, steps: &[StepState]) -> bool {
+        let mut changed = false;
+        for (step, state) in record.steps.iter_mut().zip(steps) {
+            let Phase::Submitted { handle } = &step.phase else {
+                continue;
+            };
+            let Some(failover) = step.failover.as_mut().filter(|f| !f.next.is_empty()) else {
+                continue;
+            };
+            let ours = failover.cancelling.as_deref() == Some(handle.as_str());
+            match state.state {
+                AppState::Pending | AppState::Submitted if !ours => {
+                    if now_secs() - failover.submitted_at < failover.after_secs as f64 {
+                        continue;
+                    }
+                    // Recorded first: a holder that dies now still knows the cancel was its.
+                    failover.cancelling = Some(handle.clone());
+                    changed = true;
+                    if let Err(e) = self.runner.cancel(handle).await {
+                        log::warn!("failover of step {}: cancelling {handle}: {e}", step.name);
+                    }
+                }
+                // Confirmed over and never started: it goes to the next scheduler.
+                AppState::Cancelled if ours => {
+                    let (scheduler, run_args) = failover.next.remove(0);
+                    failover.moved_from.push(handle.clone());
+                    failover.cancelling = None;
+                    step.scheduler = scheduler;
+                    step.run_args = run_args;
+                    step.phase = Phase::Waiting;
+                    self.ended.remove(&step.name);
+                    changed = true;
+                }
+                // Still pending, the cancel in flight; or its state unknown for now.
+                AppState::Pending | AppState::Submitted | AppState::Unknown => {}
+                // It started (or ended on its own): it stays where it is.
+                _ => {
+                    failover.next.clear();
+                    changed = true;
+                }
+            }
+        }
+        changed
     }
 
     /// The steps' states, asking the schedulers only about jobs not known to be over.
@@ -888,6 +1030,9 @@ impl Holder {
         record.steps[i].phase = Phase::Submitting {
             submitter: Submitter::of(child.id()),
         };
+        if let Some(f) = record.steps[i].failover.as_mut() {
+            f.submitted_at = now_secs();
+        }
         let saved = record.save(&self.state_dir);
         let mut stdin = child.stdin.take();
         if saved.is_ok() {
@@ -899,6 +1044,12 @@ impl Holder {
         self.children.insert(name, child);
         saved
     }
+}
+
+fn now_secs() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
 }
 
 /// For a step's `torchx run --pipeline_go`: waits for the holder's go-ahead (false: none

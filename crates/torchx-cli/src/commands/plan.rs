@@ -192,15 +192,15 @@ pub fn plan(a: crate::cli::PlanArgs) -> Result<i32> {
     })
 }
 
-/// `run -s auto:S1,S2,...`: the first scheduler whose plan is `ok`, with its part of `-cfg`;
-/// says on stderr why the ones before it were skipped.
+/// `run -s auto:S1,S2,...`: the schedulers whose plan is `ok`, in order, each with its part
+/// of `-cfg`; says on stderr why the others were skipped. An error when none is.
 pub fn choose(
     runner: &Runner,
     spec: &str,
     raw_cfg: &str,
     workspace: Option<&str>,
     tokens: &[String],
-) -> Result<(String, String)> {
+) -> Result<Vec<(String, String)>> {
     let schedulers: Vec<String> = spec
         .split(',')
         .map(str::trim)
@@ -213,33 +213,39 @@ pub fn choose(
         ));
     }
     let rows = match plan_rows(runner, &schedulers, raw_cfg, workspace, tokens)? {
+        // `--help` of the component: the first scheduler prints it.
         ComponentOutcome::Help(_) => {
-            return Ok((
-                schedulers[0].clone(),
-                cfg_for(runner, &schedulers[0], raw_cfg, &schedulers)?,
-            ))
+            let cfg = cfg_for(runner, &schedulers[0], raw_cfg, &schedulers)?;
+            return Ok(vec![(schedulers[0].clone(), cfg)]);
         }
         ComponentOutcome::Done(rows) => rows,
     };
+    let mut ok = Vec::new();
     let mut skipped = Vec::new();
     for row in &rows {
         if row.verdict == PlanVerdict::Ok {
-            for s in &skipped {
-                eprintln!("torchx: -s auto: skipped {s}");
-            }
-            eprintln!("torchx: -s auto: running on {}", row.scheduler);
-            let cfg = cfg_for(runner, &row.scheduler, raw_cfg, &schedulers)?;
-            return Ok((row.scheduler.clone(), cfg));
+            ok.push((
+                row.scheduler.clone(),
+                cfg_for(runner, &row.scheduler, raw_cfg, &schedulers)?,
+            ));
+        } else {
+            skipped.push(format!(
+                "{} ({}: {})",
+                row.scheduler,
+                row.verdict.as_str(),
+                why_not(row)
+            ));
         }
-        skipped.push(format!(
-            "{} ({}: {})",
-            row.scheduler,
-            row.verdict.as_str(),
-            why_not(row)
-        ));
     }
-    Err(Error::arg(format!(
-        "-s auto: no scheduler can run this job: {}",
-        skipped.join("; ")
-    )))
+    if ok.is_empty() {
+        return Err(Error::arg(format!(
+            "-s auto: no scheduler can run this job: {}",
+            skipped.join("; ")
+        )));
+    }
+    for s in &skipped {
+        eprintln!("torchx: -s auto: skipped {s}");
+    }
+    eprintln!("torchx: -s auto: running on {}", ok[0].0);
+    Ok(ok)
 }

@@ -53,25 +53,37 @@ pub fn run(a: RunArgs) -> Result<i32> {
     }
     let mut raw_cfg = a.cfg.first().cloned().unwrap_or_default();
     // `-s auto:S1,S2,...`: the first scheduler whose plan is ok.
-    let scheduler = match scheduler.strip_prefix("auto:") {
-        Some(spec) => {
-            let (chosen, cfg) = super::plan::choose(
-                &runner,
-                spec,
-                &raw_cfg,
-                a.workspace.as_deref(),
-                &a.component_and_args,
-            )?;
-            raw_cfg = cfg;
-            chosen
-        }
-        None if scheduler == "auto" => {
-            return Err(Error::arg(
-                "-s auto needs the schedulers to try, in order: -s auto:slurm,local_cwd",
-            ))
-        }
-        None => scheduler,
-    };
+    let scheduler =
+        match scheduler.strip_prefix("auto:") {
+            Some(spec) => {
+                let mut ok = super::plan::choose(
+                    &runner,
+                    spec,
+                    &raw_cfg,
+                    a.workspace.as_deref(),
+                    &a.component_and_args,
+                )?;
+                if let Some(after) = &a.failover_after {
+                    let after = parse_duration(after).map_err(|e| {
+                        Error::arg(format!("--failover_after `{after}`: {}", e.message()))
+                    })?;
+                    return super::pipeline::run_failover(&a, &runner, ok, after);
+                }
+                let (chosen, cfg) = ok.remove(0);
+                raw_cfg = cfg;
+                chosen
+            }
+            None if scheduler == "auto" => {
+                return Err(Error::arg(
+                    "-s auto needs the schedulers to try, in order: -s auto:slurm,local_cwd",
+                ))
+            }
+            None if a.failover_after.is_some() => return Err(Error::arg(
+                "--failover_after moves a pending job to the next scheduler of -s auto:S1,S2,...: \
+                 give the schedulers to try",
+            )),
+            None => scheduler,
+        };
     let (cfg, warnings) = runner.cfg_from_str(&scheduler, &raw_cfg)?;
     for w in warnings {
         log::warn!("{w}");
