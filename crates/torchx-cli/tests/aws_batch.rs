@@ -893,3 +893,37 @@ fn after_is_batchs_own_depends_on() {
         std::thread::sleep(Duration::from_millis(200));
     }
 }
+
+/// `torchx plan` asks Batch (the emulator) for the job queue: one it does not have fails the
+/// plan, naming the option to change; the test queue passes.
+#[test]
+fn plan_checks_the_job_queue() {
+    if !emulator_up("aws_batch plan") {
+        return;
+    }
+    let env = Env::new();
+    let plan = |queue: &str| {
+        let out = env.run(&[
+            "plan",
+            "--json",
+            "--workspace",
+            "",
+            "-s",
+            "aws_batch",
+            "-cfg",
+            &format!("queue={queue}"),
+            "utils.echo",
+        ]);
+        let rows: serde_json::Value =
+            serde_json::from_str(&stdout(&out)).unwrap_or_else(|e| panic!("{e}: {}", stderr(&out)));
+        (out.status.code(), rows[0].clone())
+    };
+    let (code, row) = plan("no-such-queue");
+    assert_eq!(code, Some(1), "{row}");
+    let check = row["checks"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(check["check"], "job queue no-such-queue", "{row}");
+    assert_eq!(check["outcome"], "fails", "{row}");
+    assert!(check["fix"].as_str().unwrap().contains("queue="), "{row}");
+    let (code, row) = plan(QUEUE);
+    assert_eq!(code, Some(0), "{row}");
+}

@@ -541,3 +541,58 @@ fn an_array_is_one_indexed_job_and_its_tasks_are_its_indexes() {
         "the group's Job is suspended"
     );
 }
+
+/// `torchx plan` asks the API server whether the job's namespace exists: a namespace the fake
+/// does not have fails the plan (kubernetes and kubernetes_mcad), one it has passes; nothing is
+/// created. What this does not prove: that a real API server answers the same (the request is
+/// the standard `GET /api/v1/namespaces/{ns}`).
+#[test]
+fn plan_checks_the_namespace() {
+    let fake = FakeKube::start(AUTO);
+    let env = Env::new();
+    let plan = |scheduler: &str, ns: &str| {
+        let out = env
+            .cmd(&[
+                "plan",
+                "--json",
+                "--workspace",
+                "",
+                "-s",
+                scheduler,
+                "-cfg",
+                &format!("namespace={ns}"),
+                "utils.echo",
+            ])
+            .env("KUBECONFIG", &fake.kubeconfig)
+            .output()
+            .unwrap();
+        let rows: serde_json::Value =
+            serde_json::from_str(&stdout(&out)).unwrap_or_else(|e| panic!("{e}: {}", stderr(&out)));
+        (out.status.code(), rows[0].clone())
+    };
+    for scheduler in ["kubernetes", "kubernetes_mcad"] {
+        let (code, row) = plan(scheduler, "nosuch");
+        assert_eq!(code, Some(1), "{row}");
+        assert_eq!(row["verdict"], "fails", "{row}");
+        let check = row["checks"].as_array().unwrap().last().unwrap().clone();
+        assert_eq!(check["check"], "namespace nosuch", "{row}");
+        assert!(
+            check["fix"].as_str().unwrap().contains("namespace="),
+            "{row}"
+        );
+        let (code, row) = plan(scheduler, AUTO);
+        assert_eq!(code, Some(0), "{row}");
+        assert_eq!(row["verdict"], "ok", "{row}");
+    }
+    let requests = fake.store.lock().unwrap().requests.clone();
+    assert!(
+        requests
+            .iter()
+            .any(|r| r.starts_with("GET /api/v1/namespaces/nosuch")),
+        "{requests:?}"
+    );
+    assert!(
+        !requests.iter().any(|r| r.starts_with("POST")),
+        "plan created nothing: {requests:?}"
+    );
+}

@@ -178,50 +178,60 @@ fn auto_runs_on_the_first_scheduler_that_can_and_says_why() {
     );
 }
 
+/// local_docker: an image on the engine passes; one not on the engine is looked for in its
+/// registry (the test registry, through the engine): there it passes (pulled at start), a tag
+/// never pushed fails.
 #[test]
-fn an_image_that_is_nowhere_fails_the_plan() {
-    let ok = Command::new("docker")
-        .args(["image", "inspect", "busybox:local"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        skip_engine(
-            "docker",
-            "plan on local_docker",
-            "no Docker engine with busybox:local",
-        );
+fn images_are_looked_for_on_the_engine_then_in_their_registry() {
+    let Some(registries) = support::registries_up("plan on local_docker") else {
         return;
-    }
+    };
     let env = Env::new();
-    let (code, rows) = plan_json(
-        &env,
-        &[
-            "-s",
-            "local_docker",
-            "--workspace",
-            "",
-            "utils.sh",
-            "--image",
-            "busybox:local",
-            "true",
-        ],
-    );
+    let plan = |image: &str| {
+        plan_json(
+            &env,
+            &[
+                "-s",
+                "local_docker",
+                "--workspace",
+                "",
+                "utils.sh",
+                "--image",
+                image,
+                "true",
+            ],
+        )
+    };
+    let (code, rows) = plan("busybox:local");
     assert_eq!(code, 0, "{rows:?}");
-    let (code, rows) = plan_json(
-        &env,
-        &[
-            "-s",
-            "local_docker",
-            "--workspace",
-            "",
-            "utils.sh",
-            "--image",
-            "localhost:5999/torchx-never-pushed:nope",
-            "true",
-        ],
+    assert!(
+        rows[0]["checks"].to_string().contains("on the engine"),
+        "{rows:?}"
     );
-    assert_ne!(code, 0, "{rows:?}");
-    assert_ne!(rows[0]["verdict"], "ok", "{rows:?}");
+    let pushed = format!("{}/torchx-plan-{}:ok", registries.open, std::process::id());
+    for args in [
+        vec!["tag", "busybox:local", pushed.as_str()],
+        vec!["push", pushed.as_str()],
+        vec!["rmi", pushed.as_str()],
+    ] {
+        let out = support::docker(None, &args);
+        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+    }
+    let (code, rows) = plan(&pushed);
+    assert_eq!(code, 0, "{rows:?}");
+    assert!(
+        rows[0]["checks"].to_string().contains("in its registry"),
+        "{rows:?}"
+    );
+    let never = format!("{}/torchx-never-pushed:nope", registries.open);
+    let (code, rows) = plan(&never);
+    assert_eq!(code, 1, "{rows:?}");
+    let failed = failed_checks(&rows[0]);
+    assert!(failed[0].contains(&format!("image {never}")), "{failed:?}");
+    assert!(
+        failed[0].contains("neither on the engine nor in its registry"),
+        "{failed:?}"
+    );
 }
 
 /// Cancels the blocker jobs when dropped, even if the test fails.

@@ -40,6 +40,9 @@ pub struct Store {
     pub logs: BTreeMap<String, String>,
     /// `METHOD path?query` of every request.
     pub requests: Vec<String>,
+    /// The namespaces it has (besides those it holds objects in): the kubeconfig's and
+    /// `default`.
+    pub namespaces: std::collections::BTreeSet<String>,
     /// When each auto object was created.
     born: BTreeMap<String, Instant>,
     uid: u64,
@@ -434,6 +437,28 @@ async fn handle(
     let mut s = store.lock().unwrap();
     s.requests.push(format!("{method} {path}?{query}"));
     s.tick();
+    // A namespace, cluster-scoped: `GET /api/v1/namespaces/{ns}`.
+    if let Some(ns) = path
+        .strip_prefix("/api/v1/namespaces/")
+        .filter(|n| !n.contains('/'))
+    {
+        let held = s
+            .objects
+            .keys()
+            .any(|c| c.contains(&format!("/namespaces/{ns}/")));
+        if method == Method::GET && (held || s.namespaces.contains(ns)) {
+            let v = json!({"kind": "Namespace", "apiVersion": "v1",
+                "metadata": {"name": ns}, "status": {"phase": "Active"}});
+            return Ok(full(StatusCode::OK, v));
+        }
+        let (c, v) = status(
+            404,
+            "NotFound",
+            format!("namespaces \"{ns}\" not found"),
+            ns,
+        );
+        return Ok(full(c, v));
+    }
     let Some(r) = route(&path) else {
         let (c, v) = status(404, "NotFound", format!("no route {path}"), "");
         return Ok(full(c, v));
@@ -615,6 +640,9 @@ impl FakeKube {
     /// namespace is `namespace`.
     pub fn start(namespace: &str) -> FakeKube {
         let store = Arc::new(Mutex::new(Store::default()));
+        store.lock().unwrap().namespaces = [namespace.to_string(), "default".to_string()]
+            .into_iter()
+            .collect();
         let served = Arc::clone(&store);
         let addr = super::serve_http(move |req| handle(Arc::clone(&served), req));
         let dir = tempfile::tempdir().unwrap();

@@ -26,7 +26,7 @@ use self::state::{attempt_end, job_state, CANCEL_REASON};
 use crate::error::{Error, ErrorKind, Result};
 use crate::scheduler::{
     ArrayRequest, ArrayTask, Backend, Capabilities, DryRunContext, DryRunInfo, Facts, LogLines,
-    LogQuery, Replica, Scheduler, WorkspaceSupport,
+    LogQuery, PlanCheck, PlanReport, Replica, Scheduler, WorkspaceSupport,
 };
 use crate::schedulers::aws::{TAG_APP_NAME, TAG_VERSION};
 use crate::specs::{
@@ -457,6 +457,42 @@ impl Backend for AwsBatchScheduler {
         (0..indexes.len())
             .map(|i| format!("{array_id}:{i}"))
             .collect()
+    }
+
+    /// The job queue exists and is enabled (Batch accepts a job for a queue it does not have,
+    /// and fails it later).
+    async fn plan(&self, job: &BatchJob, _info: &DryRunInfo) -> Result<PlanReport> {
+        let check = format!("job queue {}", job.queue);
+        let mut report = PlanReport::default();
+        let described = match self.batch().await {
+            Ok(batch) => batch
+                .describe_job_queues()
+                .job_queues(&job.queue)
+                .send()
+                .await
+                .map_err(aws_err("describing the job queue")),
+            Err(e) => Err(e),
+        };
+        report.checks.push(match described {
+            Ok(out) => match out.job_queues().first() {
+                None => PlanCheck::fails(
+                    check,
+                    "Batch has no such job queue",
+                    "give an existing queue (-cfg queue=...; `aws batch describe-job-queues`)",
+                ),
+                Some(q) if q.state() == Some(&bt::JqState::Disabled) => PlanCheck::fails(
+                    check,
+                    "the queue is disabled",
+                    "enable it, or give another queue",
+                ),
+                Some(q) => PlanCheck::ok(
+                    check,
+                    q.status().map_or("exists", |s| s.as_str()).to_string(),
+                ),
+            },
+            Err(e) => PlanCheck::unknown(check, e.to_string()),
+        });
+        Ok(report)
     }
 
     async fn submit(&self, job: &BatchJob, _info: &DryRunInfo) -> Result<String> {

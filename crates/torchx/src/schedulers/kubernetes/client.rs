@@ -192,6 +192,16 @@ impl Kube {
         Ok(serde_json::to_value(created).unwrap_or_default())
     }
 
+    /// Whether namespace `ns` exists.
+    pub async fn namespace_exists(&self, ns: &str) -> Result<bool> {
+        let client = self.client().await?.clone();
+        let api: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client);
+        api.get_opt(ns)
+            .await
+            .map(|n| n.is_some())
+            .map_err(self.err(format!("reading namespace {ns}")))
+    }
+
     /// The object, `None` if it does not exist.
     pub async fn get(&self, ns: &str, kind: Kind, name: &str) -> Result<Option<Value>> {
         match self.api(ns, kind).await?.get_opt(name).await {

@@ -31,7 +31,7 @@ use self::render::{
 use crate::error::{Error, Result};
 use crate::scheduler::{
     ArrayRequest, ArrayTask, Backend, Capabilities, DryRunContext, DryRunInfo, LogLines, LogQuery,
-    Replica, Scheduler, WorkspaceSupport,
+    PlanCheck, PlanReport, Replica, Scheduler, WorkspaceSupport,
 };
 use crate::specs::{AppDef, AppState, DescribeAppResponse, ListAppResponse, ReplicaStatus, Stream};
 
@@ -418,6 +418,10 @@ impl Backend for KubernetesScheduler {
             .collect()
     }
 
+    async fn plan(&self, job: &KubernetesJob, _info: &DryRunInfo) -> Result<PlanReport> {
+        plan_namespace(&self.kube, &job.namespace).await
+    }
+
     async fn submit(&self, job: &KubernetesJob, _info: &DryRunInfo) -> Result<String> {
         create_all(&self.kube, &job.namespace, &job.objects).await?;
         Ok(format!("{}:{}", job.namespace, job.name))
@@ -598,3 +602,21 @@ pub async fn create_all(kube: &Kube, ns: &str, objects: &[Value]) -> Result<()> 
 
 #[cfg(test)]
 mod tests;
+
+/// `namespace` exists (a job created in one that does not is refused by the API server).
+pub(crate) async fn plan_namespace(kube: &Kube, namespace: &str) -> Result<PlanReport> {
+    let check = format!("namespace {namespace}");
+    let mut report = PlanReport::default();
+    report
+        .checks
+        .push(match kube.namespace_exists(namespace).await {
+            Ok(true) => PlanCheck::ok(check, "exists"),
+            Ok(false) => PlanCheck::fails(
+                check,
+                "the cluster has no such namespace",
+                "give an existing namespace (-cfg namespace=...; `kubectl get namespaces`)",
+            ),
+            Err(e) => PlanCheck::unknown(check, e.to_string()),
+        });
+    Ok(report)
+}

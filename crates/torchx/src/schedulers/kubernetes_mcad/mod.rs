@@ -20,13 +20,15 @@ pub use render::{render, AppWrapperJob};
 use crate::error::{Error, Result};
 use crate::scheduler::{
     ArrayRequest, ArrayTask, Backend, Capabilities, DryRunContext, DryRunInfo, LogLines, LogQuery,
-    Replica, Scheduler, WorkspaceSupport,
+    PlanReport, Replica, Scheduler, WorkspaceSupport,
 };
 use crate::schedulers::kubernetes::client::{Kube, APPWRAPPER, POD};
 use crate::schedulers::kubernetes::render::{
     LABEL_APP_NAME, LABEL_REPLICA_ID, LABEL_ROLE_INDEX, LABEL_ROLE_NAME, LABEL_UNIQUE_NAME,
 };
-use crate::schedulers::kubernetes::{create_all, parse_time, replica_log, split_app_id, state};
+use crate::schedulers::kubernetes::{
+    create_all, parse_time, plan_namespace, replica_log, split_app_id, state,
+};
 use crate::specs::{AppDef, AppState, DescribeAppResponse, ListAppResponse, ReplicaStatus};
 
 /// The registry name.
@@ -108,6 +110,10 @@ impl Backend for KubernetesMcadScheduler {
              (torchx submits them, at most max_concurrent unfinished at once)"
                 .into(),
         ))
+    }
+
+    async fn plan(&self, job: &AppWrapperJob, _info: &DryRunInfo) -> Result<PlanReport> {
+        plan_namespace(&self.kube, &job.namespace).await
     }
 
     async fn submit(&self, job: &AppWrapperJob, _info: &DryRunInfo) -> Result<String> {
