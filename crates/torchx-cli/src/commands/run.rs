@@ -245,20 +245,7 @@ fn held(
             _ => run_args.push(word),
         }
     }
-    let mut name: String = app_name
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .take(40)
-        .collect();
-    if !name.starts_with(|c: char| c.is_ascii_alphabetic()) {
-        name.insert_str(0, "job-");
-    }
+    let name = super::pipeline::step_name(app_name);
     super::pipeline::run_held(a, runner, scheduler, run_args, &name)
 }
 
