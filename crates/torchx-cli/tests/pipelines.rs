@@ -207,6 +207,12 @@ fn bad_pipelines_are_refused_before_anything_runs() {
             3,
             "log_dri",
         ),
+        (
+            "name: p\nsteps:\n  - {name: a, component: utils.echo, scheduler: aws_batch}\n",
+            2,
+            "step `a` (aws_batch): step `a` runs on aws_batch, whose containers do not see this \
+             machine's files: give it `pipeline_dir: <path on one of its mounts>`",
+        ),
     ] {
         let file = write(&env, "bad.yaml", text);
         let out = env.run(&["run", &file]);

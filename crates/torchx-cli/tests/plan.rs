@@ -327,3 +327,56 @@ fn failover_moves_a_held_slurm_job_to_local_cwd_exactly_once() {
     assert_eq!(ran.lines().count(), 1, "one copy ran: {ran}");
     assert!(ran.contains("local_cwd://"), "{ran}");
 }
+
+/// A workspace is built by the plan (never pushed): one whose Dockerfile fails fails the plan
+/// with the build's error; a good one passes with the image it would run.
+#[test]
+fn the_workspace_builds_without_being_pushed() {
+    let ok = Command::new("docker")
+        .args(["image", "inspect", "busybox:local"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        skip_engine(
+            "docker",
+            "plan a workspace",
+            "no Docker engine with busybox:local",
+        );
+        return;
+    }
+    let env = Env::new();
+    let ws = env.cwd.join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::write(ws.join("train.py"), "print('hi')\n").unwrap();
+    let plan = |env: &Env| {
+        plan_json(
+            env,
+            &[
+                "-s",
+                "local_docker",
+                "--workspace",
+                ws.to_str().unwrap(),
+                "utils.sh",
+                "--image",
+                "busybox:local",
+                "cat",
+                "train.py",
+            ],
+        )
+    };
+    let (code, rows) = plan(&env);
+    assert_eq!(code, 0, "{rows:?}");
+    assert!(
+        rows[0]["checks"].to_string().contains("builds: "),
+        "{rows:?}"
+    );
+    std::fs::write(
+        ws.join("Dockerfile.torchx"),
+        "FROM busybox:local\nRUN exit 3\n",
+    )
+    .unwrap();
+    let (code, rows) = plan(&env);
+    assert_eq!(code, 1, "{rows:?}");
+    let failed = failed_checks(&rows[0]);
+    assert!(failed[0].contains("does not build"), "{failed:?}");
+}

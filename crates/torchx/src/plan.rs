@@ -57,6 +57,36 @@ fn resources(app: &AppDef) -> Vec<String> {
         .collect()
 }
 
+/// The workspace images the dry run planned, built on the local engine (or found there) but
+/// never pushed: a workspace that does not build fails the plan.
+#[cfg(feature = "docker")]
+async fn build_workspace_images(info: &DryRunInfo) -> PlanCheck {
+    let images: Vec<_> = info
+        .images
+        .iter()
+        .cloned()
+        .map(|mut i| {
+            i.push = false;
+            i
+        })
+        .collect();
+    let names: Vec<&str> = images.iter().map(|i| i.image.as_str()).collect();
+    let check = "workspace image";
+    // An engine that does not answer says nothing about the workspace; once it answers, a
+    // failed build is the workspace's.
+    if let Err(e) = crate::workspace::docker::connect(&info.scheduler).await {
+        return PlanCheck::unknown(check, e.to_string());
+    }
+    match crate::workspace::docker::build_images(&images, &info.scheduler, true).await {
+        Ok(()) => PlanCheck::ok(check, format!("builds: {} (not pushed)", names.join(", "))),
+        Err(e) => PlanCheck::fails(
+            check,
+            format!("does not build: {}", e.message()),
+            "fix the workspace's Dockerfile (or what it copies)",
+        ),
+    }
+}
+
 impl Runner {
     /// The plan of `app` on `scheduler` with `cfg`: its dry run (a mistake there fails the
     /// plan), the pre-flight checks, then the scheduler's own checks. Never submits; an error
@@ -111,6 +141,10 @@ impl Runner {
                         row.checks
                             .push(PlanCheck::fails("scheduler", e.message(), e.message()))
                     }
+                }
+                #[cfg(feature = "docker")]
+                if !info.images.is_empty() {
+                    row.checks.push(build_workspace_images(&info).await);
                 }
                 row.dryrun = Some(info);
             }
