@@ -574,7 +574,7 @@ fn plan_checks_the_namespace() {
         let (code, row) = plan(scheduler, "nosuch");
         assert_eq!(code, Some(1), "{row}");
         assert_eq!(row["verdict"], "fails", "{row}");
-        let check = row["checks"].as_array().unwrap().last().unwrap().clone();
+        let check = row["checks"][1].clone();
         assert_eq!(check["check"], "namespace nosuch", "{row}");
         assert!(
             check["fix"].as_str().unwrap().contains("namespace="),
@@ -584,6 +584,45 @@ fn plan_checks_the_namespace() {
         assert_eq!(code, Some(0), "{row}");
         assert_eq!(row["verdict"], "ok", "{row}");
     }
+    // A replica no node can hold (the fake's one node has 3.8 CPUs allocatable).
+    std::fs::write(
+        env.cwd.join("big.yaml"),
+        "name: big\nroles:\n- name: t\n  image: x\n  entrypoint: 'true'\n  \
+         resource: {cpu: 8, gpu: 0, memMB: 1024}\n",
+    )
+    .unwrap();
+    let out = env
+        .cmd(&[
+            "plan",
+            "--json",
+            "--workspace",
+            "",
+            "-s",
+            "kubernetes",
+            "-cfg",
+            &format!("namespace={AUTO}"),
+            "./big.yaml",
+        ])
+        .env("KUBECONFIG", &fake.kubeconfig)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let rows: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let nodes = rows[0]["checks"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    assert_eq!(nodes["check"], "nodes", "{nodes}");
+    assert_eq!(nodes["outcome"], "fails", "{nodes}");
+    assert!(
+        nodes["detail"]
+            .as_str()
+            .unwrap()
+            .contains("node-a: 3.8 CPU"),
+        "{nodes}"
+    );
     let requests = fake.store.lock().unwrap().requests.clone();
     assert!(
         requests

@@ -437,6 +437,13 @@ async fn handle(
     let mut s = store.lock().unwrap();
     s.requests.push(format!("{method} {path}?{query}"));
     s.tick();
+    // The nodes, cluster-scoped: one of 4 CPUs, 16 GiB and no GPU.
+    if path == "/api/v1/nodes" && method == Method::GET {
+        let v = json!({"kind": "NodeList", "apiVersion": "v1", "metadata": {}, "items": [
+            {"metadata": {"name": "node-a"},
+             "status": {"allocatable": {"cpu": "3800m", "memory": "16Gi", "pods": "110"}}}]});
+        return Ok(full(StatusCode::OK, v));
+    }
     // A namespace, cluster-scoped: `GET /api/v1/namespaces/{ns}`.
     if let Some(ns) = path
         .strip_prefix("/api/v1/namespaces/")

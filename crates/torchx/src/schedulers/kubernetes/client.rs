@@ -192,6 +192,35 @@ impl Kube {
         Ok(serde_json::to_value(created).unwrap_or_default())
     }
 
+    /// Every node's allocatable resources: (name, CPUs, memory in MiB, GPUs).
+    pub async fn node_allocatables(&self) -> Result<Vec<(String, f64, f64, f64)>> {
+        let client = self.client().await?.clone();
+        let api: Api<k8s_openapi::api::core::v1::Node> = Api::all(client);
+        let nodes = api
+            .list(&ListParams::default())
+            .await
+            .map_err(self.err("listing nodes".into()))?;
+        Ok(nodes
+            .items
+            .iter()
+            .map(|n| {
+                let alloc = n.status.as_ref().and_then(|s| s.allocatable.as_ref());
+                let get = |k: &str| {
+                    alloc
+                        .and_then(|a| a.get(k))
+                        .and_then(|q| parse_quantity(&q.0))
+                        .unwrap_or(0.0)
+                };
+                (
+                    n.metadata.name.clone().unwrap_or_default(),
+                    get("cpu"),
+                    get("memory") / (1024.0 * 1024.0),
+                    get("nvidia.com/gpu"),
+                )
+            })
+            .collect())
+    }
+
     /// Whether namespace `ns` exists.
     pub async fn namespace_exists(&self, ns: &str) -> Result<bool> {
         let client = self.client().await?.clone();
@@ -268,4 +297,26 @@ impl Kube {
             Err(e) => Err(self.err(format!("reading the log of pod {pod}"))(e)),
         }
     }
+}
+
+/// A Kubernetes quantity as a number (`3500m` → 3.5, `16Gi` → 17179869184, `2` → 2).
+pub(crate) fn parse_quantity(q: &str) -> Option<f64> {
+    let q = q.trim();
+    let split = q.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(q.len());
+    let (number, suffix) = q.split_at(split);
+    let n: f64 = number.parse().ok()?;
+    let scale = match suffix {
+        "" => 1.0,
+        "m" => 1e-3,
+        "k" => 1e3,
+        "M" => 1e6,
+        "G" => 1e9,
+        "T" => 1e12,
+        "Ki" => 1024.0,
+        "Mi" => 1024.0 * 1024.0,
+        "Gi" => 1024.0 * 1024.0 * 1024.0,
+        "Ti" => 1024.0f64.powi(4),
+        _ => return None,
+    };
+    Some(n * scale)
 }

@@ -418,8 +418,10 @@ impl Backend for KubernetesScheduler {
             .collect()
     }
 
-    async fn plan(&self, job: &KubernetesJob, _info: &DryRunInfo) -> Result<PlanReport> {
-        plan_namespace(&self.kube, &job.namespace).await
+    async fn plan(&self, job: &KubernetesJob, info: &DryRunInfo) -> Result<PlanReport> {
+        let mut report = plan_namespace(&self.kube, &job.namespace).await?;
+        report.checks.push(plan_nodes(&self.kube, &info.app).await);
+        Ok(report)
     }
 
     async fn submit(&self, job: &KubernetesJob, _info: &DryRunInfo) -> Result<String> {
@@ -602,6 +604,49 @@ pub async fn create_all(kube: &Kube, ns: &str, objects: &[Value]) -> Result<()> 
 
 #[cfg(test)]
 mod tests;
+
+/// A number with at most three decimals, without trailing zeros (`3.8`, `4`).
+fn trim(x: f64) -> String {
+    let s = format!("{x:.3}");
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+/// Each role's replica fits on some node (its allocatable CPUs, memory and GPUs): a pod no node
+/// can hold stays pending forever.
+pub(crate) async fn plan_nodes(kube: &Kube, app: &AppDef) -> PlanCheck {
+    let nodes = match kube.node_allocatables().await {
+        Ok(n) if n.is_empty() => return PlanCheck::unknown("nodes", "the cluster lists no node"),
+        Ok(n) => n,
+        Err(e) => return PlanCheck::unknown("nodes", e.to_string()),
+    };
+    for role in &app.roles {
+        let r = &role.resource;
+        let (cpu, mem, gpu) = (r.cpu as f64, r.mem_mb as f64, r.gpu as f64);
+        let fits = nodes
+            .iter()
+            .any(|(_, c, m, g)| *c >= cpu && *m >= mem && *g >= gpu);
+        if !fits {
+            let largest = nodes
+                .iter()
+                .map(|(n, c, m, g)| format!("{n}: {} CPU, {m:.0} MiB, {g} GPU", trim(*c)))
+                .collect::<Vec<_>>()
+                .join("; ");
+            return PlanCheck::fails(
+                "nodes",
+                format!(
+                    "role `{}` asks {cpu} CPU, {mem} MiB, {gpu} GPU per replica; no node has \
+                     that much allocatable ({largest})",
+                    role.name
+                ),
+                "ask for less per replica, or run where bigger nodes are",
+            );
+        }
+    }
+    PlanCheck::ok(
+        "nodes",
+        format!("each replica fits on one of {} nodes", nodes.len()),
+    )
+}
 
 /// `namespace` exists (a job created in one that does not is refused by the API server).
 pub(crate) async fn plan_namespace(kube: &Kube, namespace: &str) -> Result<PlanReport> {

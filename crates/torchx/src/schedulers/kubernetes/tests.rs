@@ -717,3 +717,18 @@ fn an_array_is_one_indexed_job_whose_pods_pick_their_task() {
     let w = why(render::render_array(&array_tasks(&ddp), None, &o, &ctx()).unwrap());
     assert!(w.contains("several replicas"), "{w}");
 }
+
+#[test]
+fn quantities_parse_as_kubernetes_writes_them() {
+    use super::client::parse_quantity;
+    assert_eq!(parse_quantity("3500m"), Some(3.5));
+    assert_eq!(parse_quantity("4"), Some(4.0));
+    assert_eq!(
+        parse_quantity("16Gi"),
+        Some(16.0 * 1024.0 * 1024.0 * 1024.0)
+    );
+    assert_eq!(parse_quantity("500M"), Some(5e8));
+    assert_eq!(parse_quantity("12Ki"), Some(12.0 * 1024.0));
+    assert_eq!(parse_quantity("x"), None);
+    assert_eq!(parse_quantity("3Qi"), None);
+}

@@ -27,7 +27,7 @@ use crate::schedulers::kubernetes::render::{
     LABEL_APP_NAME, LABEL_REPLICA_ID, LABEL_ROLE_INDEX, LABEL_ROLE_NAME, LABEL_UNIQUE_NAME,
 };
 use crate::schedulers::kubernetes::{
-    create_all, parse_time, plan_namespace, replica_log, split_app_id, state,
+    create_all, parse_time, plan_namespace, plan_nodes, replica_log, split_app_id, state,
 };
 use crate::specs::{AppDef, AppState, DescribeAppResponse, ListAppResponse, ReplicaStatus};
 
@@ -112,8 +112,10 @@ impl Backend for KubernetesMcadScheduler {
         ))
     }
 
-    async fn plan(&self, job: &AppWrapperJob, _info: &DryRunInfo) -> Result<PlanReport> {
-        plan_namespace(&self.kube, &job.namespace).await
+    async fn plan(&self, job: &AppWrapperJob, info: &DryRunInfo) -> Result<PlanReport> {
+        let mut report = plan_namespace(&self.kube, &job.namespace).await?;
+        report.checks.push(plan_nodes(&self.kube, &info.app).await);
+        Ok(report)
     }
 
     async fn submit(&self, job: &AppWrapperJob, _info: &DryRunInfo) -> Result<String> {
