@@ -81,3 +81,17 @@ def test_plan_rows_and_auto(tmp_path: Path) -> None:
         assert handle.startswith("local_cwd://")
         with pytest.raises(ValueError, match="no scheduler can run this job"):
             runner.run_component("utils.python", ["--script", str(tmp_path / "missing.py")], "auto:local_cwd")
+
+
+def test_run_an_appdef_on_auto(tmp_path: Path) -> None:
+    from torchx import specs
+
+    app = specs.AppDef(
+        name="auto-app",
+        roles=[specs.Role(name="r", image="", entrypoint="sh", args=["-c", "echo ok"])],
+    )
+    with get_runner() as runner:
+        handle = runner.run(app, "auto:local_cwd", cfg={"local_cwd.log_dir": str(tmp_path / "logs")})
+        assert handle.startswith("local_cwd://")
+        status = runner.wait(handle, wait_interval=0.1)
+        assert status is not None and status.state == AppState.SUCCEEDED

@@ -148,14 +148,15 @@ class Runner:
 
         ``scheduler="auto:slurm,local_cwd"`` plans the job on each (see ``plan``) and runs it
         on the first whose plan is ``ok``."""
-        if scheduler.startswith("auto:") and isinstance(component_args, list):
-            from torchx.runner import planning
+        from torchx.runner import planning
 
-            names = [s for s in scheduler[len("auto:") :].split(",") if s]
+        names = planning.auto_schedulers(scheduler)
+        if names is not None:
+            if not isinstance(component_args, list):
+                raise ValueError("scheduler='auto:...' takes component_args as a list of strings")
             ws = workspace if isinstance(workspace, str) else None
             scheduler = planning.choose(planning.plan(component, component_args, names, cfg, ws))
-            cfg = {k.split(".", 1)[1] if k.startswith(scheduler + ".") else k: v for k, v in (cfg or {}).items()}
-            cfg = {k: v for k, v in cfg.items() if "." not in k}
+            cfg = planning.cfg_for(scheduler, cfg)
         spec = groups.GroupSpec(array, sweep or {}, sweep_file, max_concurrent)
         if spec.is_group():
             if after:
@@ -221,7 +222,16 @@ class Runner:
         after: Sequence[str] = (),
     ) -> Union[AppHandle, AppDryRunInfo[Any]]:
         """Runs ``app`` on ``scheduler`` and returns the app handle; with ``dryrun=True``
-        returns the request instead, submitting nothing. ``after``: see ``dryrun``."""
+        returns the request instead, submitting nothing. ``after``: see ``dryrun``.
+        ``scheduler="auto:slurm,local_cwd"`` plans the app on each (see ``plan``) and runs it
+        on the first whose plan is ``ok`` (``cfg`` keys may say ``S.key`` for scheduler S)."""
+        from torchx.runner import planning
+
+        names = planning.auto_schedulers(scheduler)
+        if names is not None:
+            ws = workspace if isinstance(workspace, str) else None
+            scheduler = planning.choose(planning.plan_app(app, names, cfg, ws))
+            cfg = planning.cfg_for(scheduler, cfg)
         info = self.dryrun(app, scheduler, cfg, workspace, parent_run_id, after=after)
         return info if dryrun else self.schedule(info)
 

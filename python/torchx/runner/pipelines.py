@@ -8,12 +8,11 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, List, Mapping, Optional, Sequence, Union
+from typing import Any, List, Mapping, Optional, Union
 
+from torchx.runner._cli import raise_for as _raise_for
+from torchx.runner._cli import torchx as _torchx
 from torchx.specs import AppState, AppStatus
-
-if TYPE_CHECKING:
-    import subprocess
 
 #: What ``Runner.run_pipeline`` takes: a pipeline file's path, or its content (a mapping with
 #: ``name`` and ``steps``).
@@ -37,26 +36,6 @@ class PipelineStep:
 def is_pipeline(handle: str) -> bool:
     """Whether ``handle`` names a pipeline."""
     return handle.startswith(SCHEME)
-
-
-def _torchx(args: Sequence[str]) -> "subprocess.CompletedProcess[str]":
-    import subprocess
-
-    from torchx._bin import find_torchx_bin
-
-    binary = find_torchx_bin()
-    if binary is None:
-        raise RuntimeError("pipelines need the `torchx` command of this package, and none was found")
-    return subprocess.run([binary, *args], capture_output=True, text=True, check=False)
-
-
-def _raise_for(done: "subprocess.CompletedProcess[str]") -> None:
-    if done.returncode == 0:
-        return
-    message = done.stderr.strip().removeprefix("torchx: error: ")
-    if done.returncode in (2, 3, 4):
-        raise ValueError(message)
-    raise RuntimeError(message)
 
 
 def run(source: PipelineSource, scheduler: Optional[str] = None) -> str:

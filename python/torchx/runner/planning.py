@@ -8,7 +8,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
-from torchx.runner.pipelines import _raise_for, _torchx
+from torchx.runner._cli import raise_for as _raise_for
+from torchx.runner._cli import torchx as _torchx
 
 
 @dataclass
@@ -72,6 +73,49 @@ def plan(
         )
         for r in rows
     ]
+
+
+def plan_app(
+    app: Any,
+    schedulers: Sequence[str],
+    cfg: Optional[Mapping[str, Any]] = None,
+    workspace: Optional[str] = None,
+) -> List[PlanRow]:
+    """``plan`` of an ``AppDef`` (given to ``torchx plan`` as an AppDef file)."""
+    import os
+    import tempfile
+
+    from torchx.specs._json import app_to_json
+
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml", prefix="torchx-plan-", delete=False) as f:
+        json.dump(app_to_json(app), f)  # JSON is YAML
+    try:
+        return plan(f.name, [], schedulers, cfg, workspace)
+    finally:
+        os.unlink(f.name)
+
+
+def auto_schedulers(scheduler: str) -> Optional[List[str]]:
+    """The schedulers of ``"auto:S1,S2"``, in order; ``None`` for a plain scheduler name."""
+    if not scheduler.startswith("auto:"):
+        return None
+    names = [s.strip() for s in scheduler[len("auto:") :].split(",") if s.strip()]
+    if not names:
+        raise ValueError("scheduler='auto:...' needs the schedulers to try, in order: 'auto:slurm,local_cwd'")
+    return names
+
+
+def cfg_for(scheduler: str, cfg: Optional[Mapping[str, Any]]) -> Dict[str, Any]:
+    """The part of ``cfg`` meant for ``scheduler``: its ``S.key`` items (unprefixed) and the
+    unprefixed ones."""
+    out: Dict[str, Any] = {}
+    for key, value in (cfg or {}).items():
+        prefix, dot, rest = key.partition(".")
+        if not dot:
+            out[key] = value
+        elif prefix == scheduler:
+            out[rest] = value
+    return out
 
 
 def choose(rows: Sequence[PlanRow]) -> str:
