@@ -185,7 +185,13 @@ pub fn run(a: RunArgs) -> Result<i32> {
                     return Ok(exit_codes::OK);
                 }
                 Ok(ComponentOutcome::Done(info)) if !a.pipeline_go => {
-                    return held(&a, &runner, &scheduler, &component, &args, &info.app.name);
+                    let job = HeldJob {
+                        scheduler: &scheduler,
+                        cfg: &raw_cfg,
+                        component: &component,
+                        args: &args,
+                    };
+                    return held(&a, &runner, job, &info.app.name);
                 }
                 _ => return Err(e),
             }
@@ -223,30 +229,32 @@ pub fn run(a: RunArgs) -> Result<i32> {
     ))
 }
 
+/// What `run` submits once a holder lets it: the scheduler, its `-cfg` (as chosen by `-s
+/// auto`), the component and its arguments.
+struct HeldJob<'a> {
+    scheduler: &'a str,
+    cfg: &'a str,
+    component: &'a str,
+    args: &'a [String],
+}
+
 /// The job, held by a pipeline's holder for its `--after` dependencies.
-fn held(
-    a: &RunArgs,
-    runner: &Runner,
-    scheduler: &str,
-    component: &str,
-    args: &[String],
-    app_name: &str,
-) -> Result<i32> {
-    let mut run_args = vec!["--scheduler".to_string(), scheduler.to_string()];
-    let mut recorded = super::group::rerun_argv(a, component, args).into_iter();
+fn held(a: &RunArgs, runner: &Runner, job: HeldJob<'_>, app_name: &str) -> Result<i32> {
+    let mut run_args = vec!["--scheduler".to_string(), job.scheduler.to_string()];
+    if !job.cfg.is_empty() {
+        run_args.extend(["--cfg".to_string(), job.cfg.to_string()]);
+    }
+    let mut recorded = super::group::rerun_argv(a, job.component, job.args).into_iter();
     while let Some(word) = recorded.next() {
         match word.as_str() {
-            "--after" => {
-                recorded.next();
-            }
-            "--scheduler" => {
+            "--after" | "--scheduler" | "--cfg" => {
                 recorded.next();
             }
             _ => run_args.push(word),
         }
     }
     let name = super::pipeline::step_name(app_name);
-    super::pipeline::run_held(a, runner, scheduler, run_args, &name)
+    super::pipeline::run_held(a, runner, job.scheduler, run_args, &name)
 }
 
 /// A pipeline step's `--pipeline_env KEY=VALUE`s.
