@@ -2,16 +2,19 @@
 //! the official AWS SDK (aws-config's credential chain, region, retries; `AWS_ENDPOINT_URL`
 //! honoured). App handles are `aws_batch://{session}/{queue}:{job name}`.
 //!
-//! - `opts`: run options; `render`: the pure job definition; `state`: state mapping; this
+//! - `opts`: run options; `render`: the pure job definition; `state`: state mapping; `plan`:
+//!   the queue and its capacity before submitting; `logs`: CloudWatch lines; this
 //!   module: the SDK calls. Clients are built on first use only.
 
+mod client;
+mod logs;
 mod opts;
+mod plan;
 pub mod render;
 pub mod state;
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
 use aws_sdk_batch::types as bt;
@@ -21,12 +24,13 @@ use tokio::sync::OnceCell;
 pub use opts::AwsBatchOpts;
 pub use render::{render, BatchJob};
 
+use self::client::container_properties;
 use self::render::{ENV_ROLE_NAME, TAG_REQUEUE_EXIT_CODE};
 use self::state::{attempt_end, job_state, CANCEL_REASON};
 use crate::error::{Error, ErrorKind, Result};
 use crate::scheduler::{
     ArrayRequest, ArrayTask, Backend, Capabilities, DryRunContext, DryRunInfo, Facts, LogLines,
-    LogQuery, PlanCheck, PlanReport, Replica, Scheduler, WorkspaceSupport,
+    LogQuery, PlanReport, Replica, Scheduler, WorkspaceSupport,
 };
 use crate::schedulers::aws::{TAG_APP_NAME, TAG_VERSION};
 use crate::specs::{
@@ -198,251 +202,11 @@ fn attempts_of(job: &bt::JobDetail) -> Vec<Attempt> {
         .collect()
 }
 
-/// Whether a replica asking `asks` vCPUs fits the queue's compute environments, the largest
-/// of which allows `max_vcpus` (`None`: unmanaged environments, whose capacity is the
-/// instances their owner runs, which Batch does not state).
-fn capacity_check(max_vcpus: Option<i32>, asks: i64) -> PlanCheck {
-    match max_vcpus {
-        None => PlanCheck::ok(
-            "capacity",
-            "unmanaged compute environments: capacity is the instances you run",
-        ),
-        Some(max) if i64::from(max) < asks => PlanCheck::fails(
-            "capacity",
-            format!(
-                "a replica asks {asks} vCPUs; the queue's largest compute environment allows {max}"
-            ),
-            "ask for fewer CPUs per replica, or use a queue with bigger compute environments",
-        ),
-        Some(max) => PlanCheck::ok(
-            "capacity",
-            format!("a replica asks {asks} vCPUs; compute environments allow up to {max}"),
-        ),
-    }
-}
-
 fn status_of(job: &bt::JobDetail) -> AppState {
     job_state(
         job.status().map(|s| s.as_str()).unwrap_or(""),
         job.status_reason(),
     )
-}
-
-impl AwsBatchScheduler {
-    async fn clients(
-        &self,
-    ) -> Result<&(
-        aws_sdk_batch::Client,
-        aws_sdk_cloudwatchlogs::Client,
-        String,
-    )> {
-        self.clients
-            .get_or_try_init(|| async {
-                let (conf, region) = crate::schedulers::aws::load_config(NAME).await?;
-                Ok((
-                    aws_sdk_batch::Client::new(&conf),
-                    aws_sdk_cloudwatchlogs::Client::new(&conf),
-                    region,
-                ))
-            })
-            .await
-    }
-
-    async fn batch(&self) -> Result<&aws_sdk_batch::Client> {
-        Ok(&self.clients().await?.0)
-    }
-
-    /// The newest job of this name in this queue, as listed.
-    async fn find_summary(&self, app_id: &str) -> Result<Option<bt::JobSummary>> {
-        let Some((queue, name)) = split_app_id(app_id) else {
-            return Ok(None);
-        };
-        let listed = self
-            .batch()
-            .await?
-            .list_jobs()
-            .job_queue(queue)
-            .filters(
-                bt::KeyValuesPair::builder()
-                    .name("JOB_NAME")
-                    .values(name)
-                    .build(),
-            )
-            .send()
-            .await
-            .map_err(aws_err("listing jobs"))?;
-        Ok(listed
-            .job_summary_list()
-            .iter()
-            .filter(|j| j.job_name() == Some(name))
-            // An array's children share its name (Batch lists them only when asked; some
-            // emulators always): the app is the parent.
-            .filter(|j| j.job_id().is_some_and(|id| !id.contains(':')))
-            .max_by_key(|j| j.created_at().unwrap_or(0))
-            .cloned())
-    }
-
-    /// The newest job of this name in this queue (or its array child), unless `delete`
-    /// removed it.
-    async fn find_job(&self, app_id: &str) -> Result<Option<bt::JobDetail>> {
-        let (job_app_id, child) = split_child(app_id);
-        let job = match self.find_summary(job_app_id).await? {
-            Some(summary) => self.describe_listed(&summary).await?,
-            None => None,
-        };
-        match (job, child) {
-            (Some(job), Some(pos)) => {
-                let id = format!("{}:{pos}", job.job_id().unwrap_or_default());
-                self.describe_id(&id).await
-            }
-            (job, _) => Ok(job),
-        }
-    }
-
-    /// A job by id, if Batch knows it.
-    async fn describe_id(&self, id: &str) -> Result<Option<bt::JobDetail>> {
-        let described = self
-            .batch()
-            .await?
-            .describe_jobs()
-            .jobs(id)
-            .send()
-            .await
-            .map_err(aws_err("describing a job"))?;
-        Ok(described.jobs().first().cloned())
-    }
-
-    /// A listed job's details, unless `delete` removed it.
-    async fn describe_listed(&self, summary: &bt::JobSummary) -> Result<Option<bt::JobDetail>> {
-        let Some(id) = summary.job_id() else {
-            return Ok(None);
-        };
-        Ok(self.describe_id(id).await?.filter(|j| !is_deleted(j)))
-    }
-
-    /// Node-level details (`{id}#{index}`), where Batch (or the emulator) reports them.
-    async fn nodes(&self, job_id: &str, indexes: &[i32]) -> Result<BTreeMap<i32, bt::JobDetail>> {
-        let mut out = BTreeMap::new();
-        for chunk in indexes.chunks(100) {
-            let ids: Vec<String> = chunk.iter().map(|i| format!("{job_id}#{i}")).collect();
-            let resp = self
-                .batch()
-                .await?
-                .describe_jobs()
-                .set_jobs(Some(ids))
-                .send()
-                .await
-                .map_err(aws_err("describing job nodes"))?;
-            for j in resp.jobs() {
-                let idx = j.node_details().and_then(|n| n.node_index()).or_else(|| {
-                    j.job_id()
-                        .and_then(|id| id.rsplit_once('#')?.1.parse().ok())
-                });
-                if let Some(i) = idx {
-                    out.insert(i, j.clone());
-                }
-            }
-        }
-        Ok(out)
-    }
-}
-
-/// The SDK form of a rendered job definition.
-fn container_properties(c: &render::Container) -> bt::ContainerProperties {
-    let mut b = bt::ContainerProperties::builder()
-        .image(&c.image)
-        .set_command(Some(c.command.clone()))
-        .set_environment(Some(
-            c.environment
-                .iter()
-                .map(|kv| {
-                    bt::KeyValuePair::builder()
-                        .name(&kv.name)
-                        .value(&kv.value)
-                        .build()
-                })
-                .collect(),
-        ))
-        .privileged(c.privileged)
-        .set_resource_requirements(Some(
-            c.resource_requirements
-                .iter()
-                .map(|r| {
-                    bt::ResourceRequirement::builder()
-                        .r#type(bt::ResourceType::from(r.kind.as_str()))
-                        .value(&r.value)
-                        .build()
-                })
-                .collect(),
-        ))
-        .linux_parameters(
-            bt::LinuxParameters::builder()
-                .shared_memory_size(c.linux_parameters.shared_memory_size as i32)
-                .set_devices(Some(
-                    c.linux_parameters
-                        .devices
-                        .iter()
-                        .map(|d| {
-                            bt::Device::builder()
-                                .host_path(&d.host_path)
-                                .container_path(&d.container_path)
-                                .set_permissions(Some(
-                                    d.permissions
-                                        .iter()
-                                        .map(|p| bt::DeviceCgroupPermission::from(p.as_str()))
-                                        .collect(),
-                                ))
-                                .build()
-                        })
-                        .collect(),
-                ))
-                .build(),
-        )
-        .log_configuration(
-            bt::LogConfiguration::builder()
-                .log_driver(bt::LogDriver::from(c.log_configuration.log_driver.as_str()))
-                .build(),
-        )
-        .set_mount_points(Some(
-            c.mount_points
-                .iter()
-                .map(|m| {
-                    bt::MountPoint::builder()
-                        .container_path(&m.container_path)
-                        .read_only(m.read_only)
-                        .source_volume(&m.source_volume)
-                        .build()
-                })
-                .collect(),
-        ))
-        .set_volumes(Some(
-            c.volumes
-                .iter()
-                .map(|v| {
-                    let mut b = bt::Volume::builder().name(&v.name);
-                    if let Some(p) = v.host.as_ref().and_then(|h| h.get("sourcePath")) {
-                        b = b.host(bt::Host::builder().source_path(p).build());
-                    }
-                    if let Some(fs) = v
-                        .efs_volume_configuration
-                        .as_ref()
-                        .and_then(|e| e.get("fileSystemId"))
-                    {
-                        b = b.efs_volume_configuration(
-                            bt::EfsVolumeConfiguration::builder()
-                                .file_system_id(fs)
-                                .build(),
-                        );
-                    }
-                    b.build()
-                })
-                .collect(),
-        ));
-    b = b
-        .set_job_role_arn(c.job_role_arn.clone())
-        .set_execution_role_arn(c.execution_role_arn.clone())
-        .set_instance_type(c.instance_type.clone());
-    b.build()
 }
 
 #[async_trait]
@@ -485,77 +249,7 @@ impl Backend for AwsBatchScheduler {
     /// The job queue exists and is enabled (Batch accepts a job for a queue it does not have,
     /// and fails it later).
     async fn plan(&self, job: &BatchJob, info: &DryRunInfo) -> Result<PlanReport> {
-        let check = format!("job queue {}", job.queue);
-        let mut report = PlanReport::default();
-        let described = match self.batch().await {
-            Ok(batch) => batch
-                .describe_job_queues()
-                .job_queues(&job.queue)
-                .send()
-                .await
-                .map_err(aws_err("describing the job queue")),
-            Err(e) => Err(e),
-        };
-        let queue = match described {
-            Ok(out) => out.job_queues().first().cloned(),
-            Err(e) => {
-                report.checks.push(PlanCheck::unknown(check, e.to_string()));
-                return Ok(report);
-            }
-        };
-        let Some(queue) = queue else {
-            report.checks.push(PlanCheck::fails(
-                check,
-                "Batch has no such job queue",
-                "give an existing queue (-cfg queue=...; `aws batch describe-job-queues`)",
-            ));
-            return Ok(report);
-        };
-        if queue.state() == Some(&bt::JqState::Disabled) {
-            report.checks.push(PlanCheck::fails(
-                check,
-                "the queue is disabled",
-                "enable it, or give another queue",
-            ));
-            return Ok(report);
-        }
-        report.checks.push(PlanCheck::ok(
-            check,
-            queue.status().map_or("exists", |s| s.as_str()).to_string(),
-        ));
-        let environments: Vec<String> = queue
-            .compute_environment_order()
-            .iter()
-            .filter_map(|o| o.compute_environment().map(String::from))
-            .collect();
-        let described = match self.batch().await {
-            Ok(batch) => batch
-                .describe_compute_environments()
-                .set_compute_environments(Some(environments))
-                .send()
-                .await
-                .map_err(aws_err("describing the compute environments")),
-            Err(e) => Err(e),
-        };
-        let asks = info
-            .app
-            .roles
-            .iter()
-            .map(|r| r.resource.cpu.max(1))
-            .max()
-            .unwrap_or(1);
-        report.checks.push(match described {
-            Ok(out) => {
-                let max_vcpus = out
-                    .compute_environments()
-                    .iter()
-                    .filter_map(|ce| ce.compute_resources().and_then(|c| c.maxv_cpus()))
-                    .max();
-                capacity_check(max_vcpus, asks)
-            }
-            Err(e) => PlanCheck::unknown("capacity", e.to_string()),
-        });
-        Ok(report)
+        plan::plan(self, job, info).await
     }
 
     async fn submit(&self, job: &BatchJob, _info: &DryRunInfo) -> Result<String> {
@@ -854,184 +548,14 @@ impl Backend for AwsBatchScheduler {
                 format!(" in app {app_id}"),
             ));
         }
-        let ms = |t: Option<SystemTime>| {
-            t.and_then(|t| t.duration_since(UNIX_EPOCH).ok())
-                .map(|d| d.as_millis() as i64)
-        };
         let (batch, logs, _) = self.clients().await?.clone();
-        Ok(Box::new(CloudWatchLines {
-            batch,
-            logs,
-            job_id: job.job_id().unwrap_or_default().to_string(),
-            node: idx,
-            read: 0,
-            stream: None,
-            token: None,
-            since: ms(query.since),
-            until: ms(query.until),
-            tail: query.should_tail,
-            pending: VecDeque::new(),
-            done: false,
-        }))
-    }
-}
-
-/// A node's CloudWatch log events as lines, following them until the job ends when tailing.
-struct CloudWatchLines {
-    batch: aws_sdk_batch::Client,
-    logs: aws_sdk_cloudwatchlogs::Client,
-    job_id: String,
-    node: i32,
-    /// Which of the node's streams (one per attempt, oldest first) is being read.
-    read: usize,
-    stream: Option<String>,
-    token: Option<String>,
-    since: Option<i64>,
-    until: Option<i64>,
-    tail: bool,
-    pending: VecDeque<String>,
-    done: bool,
-}
-
-/// How long to wait between polls of a job that is still running.
-const LOG_POLL: Duration = Duration::from_secs(1);
-
-impl CloudWatchLines {
-    async fn job_ended(&self) -> Result<bool> {
-        let resp = self
-            .batch
-            .describe_jobs()
-            .jobs(&self.job_id)
-            .send()
-            .await
-            .map_err(aws_err("describing the job"))?;
-        Ok(resp
-            .jobs()
-            .first()
-            .is_none_or(|j| status_of(j).is_terminal()))
-    }
-
-    /// The node's log streams, one per attempt, oldest first (the running attempt's last).
-    async fn find_streams(&self) -> Result<Vec<String>> {
-        let ids = [
-            format!("{}#{}", self.job_id, self.node),
-            self.job_id.clone(),
-        ];
-        for id in ids {
-            let resp = self
-                .batch
-                .describe_jobs()
-                .jobs(&id)
-                .send()
-                .await
-                .map_err(aws_err("describing the job's node"))?;
-            let Some(j) = resp.jobs().first() else {
-                continue;
-            };
-            let mut streams: Vec<String> = Vec::new();
-            let attempts = j
-                .attempts()
-                .iter()
-                .filter_map(|a| a.container().and_then(|c| c.log_stream_name()));
-            let current = j.container().and_then(|c| c.log_stream_name());
-            for s in attempts.chain(current) {
-                if !streams.iter().any(|seen| seen == s) {
-                    streams.push(s.to_string());
-                }
-            }
-            if !streams.is_empty() {
-                return Ok(streams);
-            }
-        }
-        Ok(Vec::new())
-    }
-
-    /// Moves on to the next attempt's stream, if the node has one: this one is read to its end.
-    async fn next_stream(&mut self) -> Result<bool> {
-        if self.find_streams().await?.len() <= self.read + 1 {
-            return Ok(false);
-        }
-        self.read += 1;
-        self.stream = None;
-        self.token = None;
-        Ok(true)
-    }
-
-    /// Waits a poll interval if the job may still write; false if it is over.
-    async fn wait_for_more(&mut self) -> Result<bool> {
-        if !self.tail || self.job_ended().await? {
-            self.done = true;
-            return Ok(false);
-        }
-        tokio::time::sleep(LOG_POLL).await;
-        Ok(true)
-    }
-}
-
-#[async_trait]
-impl LogLines for CloudWatchLines {
-    async fn next_line(&mut self) -> Result<Option<String>> {
-        loop {
-            if let Some(line) = self.pending.pop_front() {
-                return Ok(Some(line));
-            }
-            if self.done {
-                return Ok(None);
-            }
-            if self.stream.is_none() {
-                self.stream = self.find_streams().await?.get(self.read).cloned();
-                if self.stream.is_none() {
-                    self.wait_for_more().await?;
-                    continue;
-                }
-            }
-            let resp = self
-                .logs
-                .get_log_events()
-                .log_group_name(LOG_GROUP)
-                .log_stream_name(self.stream.clone().unwrap_or_default())
-                .start_from_head(true)
-                .limit(10_000)
-                .set_start_time(self.since)
-                .set_end_time(self.until)
-                .set_next_token(self.token.clone())
-                .send()
-                .await;
-            let resp = match resp {
-                Ok(r) => r,
-                Err(e)
-                    if e.as_service_error()
-                        .is_some_and(|s| s.is_resource_not_found_exception()) =>
-                {
-                    // The stream appears when the node starts writing (an attempt that never
-                    // wrote has none: go on to the next).
-                    if !self.next_stream().await? {
-                        self.wait_for_more().await?;
-                    }
-                    continue;
-                }
-                Err(e) => return Err(aws_err("reading CloudWatch logs")(e)),
-            };
-            for ev in resp.events() {
-                // `until` is exclusive (some emulators treat endTime as inclusive).
-                if self.until.is_some_and(|u| ev.timestamp().unwrap_or(0) >= u) {
-                    continue;
-                }
-                let msg = ev.message().unwrap_or_default();
-                self.pending.extend(
-                    msg.strip_suffix('\n')
-                        .unwrap_or(msg)
-                        .split('\n')
-                        .map(str::to_string),
-                );
-            }
-            let next = resp.next_forward_token().map(str::to_string);
-            let stalled = next.is_none() || next == self.token;
-            self.token = next;
-            if stalled && self.pending.is_empty() && !self.next_stream().await? {
-                self.wait_for_more().await?;
-            }
-        }
+        let job_id = job.job_id().unwrap_or_default().to_string();
+        Ok(Box::new(logs::CloudWatchLines::new(
+            (batch, logs),
+            job_id,
+            idx,
+            query,
+        )))
     }
 }
 

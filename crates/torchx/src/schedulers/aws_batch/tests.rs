@@ -214,12 +214,18 @@ fn recovery_beyond_what_batch_can_do_is_refused() {
 fn capacity_is_the_largest_compute_environment() {
     use crate::scheduler::CheckOutcome;
     assert_eq!(
-        super::capacity_check(Some(4), 8).outcome,
+        super::plan::capacity_check(Some(4), 8).outcome,
         CheckOutcome::Fails {
             fix: "ask for fewer CPUs per replica, or use a queue with bigger compute environments"
                 .into()
         }
     );
-    assert_eq!(super::capacity_check(Some(16), 8).outcome, CheckOutcome::Ok);
-    assert_eq!(super::capacity_check(None, 64).outcome, CheckOutcome::Ok);
+    assert_eq!(
+        super::plan::capacity_check(Some(16), 8).outcome,
+        CheckOutcome::Ok
+    );
+    assert_eq!(
+        super::plan::capacity_check(None, 64).outcome,
+        CheckOutcome::Ok
+    );
 }
