@@ -8,6 +8,7 @@
 
 pub mod client;
 mod opts;
+pub mod pod;
 pub mod render;
 pub mod state;
 
