@@ -8,12 +8,13 @@
 //! remembered in `$TORCHX_STATE_DIR/slurm/job_dirs` and, as TorchX does, in
 //! `./.torchxslurmjobdirs`, so that `torchx log` works from any directory.
 
+mod logs;
 mod opts;
+mod plan;
 mod render;
 mod state;
 
-use std::fs::{self, OpenOptions};
-use std::io::Write;
+use std::fs::{self};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -31,15 +32,14 @@ pub use state::{
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::scheduler::{
-    ArrayRequest, ArrayTask, Backend, Capabilities, DryRunContext, DryRunInfo, Facts, Follow,
-    FollowedFile, LogLines, LogQuery, PlanCheck, PlanReport, Replica, Scheduler, Step, Take,
-    WorkspaceSupport,
+    ArrayRequest, ArrayTask, Backend, Capabilities, DryRunContext, DryRunInfo, Facts, LogLines,
+    LogQuery, PlanReport, Replica, Scheduler, WorkspaceSupport,
 };
 use crate::schedulers::command::{self, Output};
+use crate::schedulers::off_executor;
 use crate::schedulers::probe_cache::{on_path, stamp, ProbeCache};
-use crate::schedulers::{blocking, off_executor};
 use crate::specs::{
-    AppDef, AppState, DescribeAppResponse, ListAppResponse, ReplicaStatus, Stream, Workspace,
+    AppDef, AppState, DescribeAppResponse, ListAppResponse, ReplicaStatus, Workspace,
 };
 
 /// The registry name.
@@ -189,49 +189,6 @@ impl SlurmScheduler {
         }
         *guard = Some(probe.clone());
         probe
-    }
-
-    fn job_dirs_file(&self) -> PathBuf {
-        self.state_dir.join(NAME).join("job_dirs")
-    }
-
-    /// Remembers where a job runs (appending `id = dir` lines; last one wins).
-    fn remember_job_dir(&self, job_id: &str, dir: &Path, torchx_compat: bool) -> Result<()> {
-        let line = format!("{job_id} = {}\n", dir.display());
-        let ours = self.job_dirs_file();
-        crate::schedulers::create_private_dir(ours.parent().unwrap_or(&self.state_dir))?;
-        let mut targets = vec![ours];
-        if torchx_compat {
-            targets.push(PathBuf::from(JOB_DIRS_FILE));
-        }
-        for path in targets {
-            OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(&path)
-                .and_then(|mut f| f.write_all(line.as_bytes()))
-                .map_err(|e| {
-                    Error::io(format!("recording the job dir in {}", path.display()), e)
-                })?;
-        }
-        Ok(())
-    }
-
-    /// Where job `job_id` runs: our index, then `./.torchxslurmjobdirs`, else the cwd. An
-    /// array's tasks run where the array does.
-    fn job_dir(&self, job_id: JobRef) -> PathBuf {
-        let job_id = job_id.job.to_string();
-        let lookup = |path: &Path| -> Option<PathBuf> {
-            let text = fs::read_to_string(path).ok()?;
-            text.lines()
-                .rev()
-                .filter_map(|l| l.split_once(" = "))
-                .find(|(id, _)| id.trim() == job_id)
-                .map(|(_, d)| PathBuf::from(d.trim()))
-        };
-        lookup(&self.job_dirs_file())
-            .or_else(|| lookup(Path::new(JOB_DIRS_FILE)))
-            .unwrap_or_else(|| PathBuf::from("."))
     }
 
     /// This user's jobs as `squeue --json` (cached for [`SQUEUE_TTL`]; 22.05 ignores job
@@ -454,7 +411,7 @@ impl Backend for SlurmScheduler {
 
     async fn plan(&self, req: &SbatchRequest, _info: &DryRunInfo) -> Result<PlanReport> {
         let req = req.clone();
-        off_executor(self, move |_| plan_now(&req)).await
+        off_executor(self, move |_| plan::plan_now(&req)).await
     }
 
     async fn submit(&self, req: &SbatchRequest, info: &DryRunInfo) -> Result<String> {
@@ -487,68 +444,6 @@ impl Backend for SlurmScheduler {
         let (app_id, role, query) = (app_id.to_string(), role.to_string(), query.clone());
         off_executor(self, move |s| s.log_lines_now(&app_id, &role, k, &query)).await
     }
-}
-
-/// `sbatch --test-only` with the job's own options and script: Slurm's controller checks the
-/// partition, account, QoS and whether any node can ever hold the request, and says when the
-/// job would start, without queueing anything.
-fn plan_now(req: &SbatchRequest) -> Result<PlanReport> {
-    let dir = tempfile_dir()?;
-    let script = dir.join("torchx-sbatch.sh");
-    let written = fs::write(&script, req.materialize());
-    let mut args: Vec<String> = vec!["--test-only".into()];
-    // `--parsable` and `--chdir` change nothing a test-only run checks; the job_dir need not
-    // exist yet.
-    let mut options = req.cmd[1..].iter();
-    while let Some(a) = options.next() {
-        if a == "--parsable" || a.starts_with("--chdir=") {
-            continue;
-        }
-        if a == "--chdir" {
-            options.next();
-            continue;
-        }
-        args.push(a.clone());
-    }
-    args.push(script.display().to_string());
-    let out = written
-        .map_err(|e| Error::io(format!("writing {}", script.display()), e))
-        .and_then(|()| {
-            let args: Vec<&str> = args.iter().map(String::as_str).collect();
-            run(&req.cmd[0], &args, COMMAND_TIMEOUT)
-        });
-    let _ = fs::remove_dir_all(&dir);
-    let out = out?;
-    let said = format!("{}{}", out.stdout, out.stderr);
-    let said = said.trim().replace("sbatch: ", "");
-    let mut report = PlanReport::default();
-    if out.ok {
-        report.checks.push(PlanCheck::ok(
-            "sbatch --test-only",
-            said.lines().last().unwrap_or_default(),
-        ));
-        report.start = state::test_only_start(&said);
-    } else {
-        let why = said
-            .lines()
-            .map(|l| l.trim_start_matches("error: "))
-            .collect::<Vec<_>>()
-            .join("; ");
-        let fix = if why.contains("partition") {
-            "give an existing partition (-cfg partition=...; `sinfo -s` lists them)"
-        } else if why.contains("node configuration is not available") {
-            "ask for less per replica (CPUs, GPUs, memory) than the largest node has, or a \
-             partition with bigger nodes (`sinfo -o '%P %c %m %G'`)"
-        } else if why.contains("account") || why.contains("Invalid qos") {
-            "give an account and QoS you belong to (`sacctmgr show assoc user=$USER`)"
-        } else {
-            "change what Slurm names above"
-        };
-        report
-            .checks
-            .push(PlanCheck::fails("sbatch --test-only", why, fix));
-    }
-    Ok(report)
 }
 
 /// The blocking halves of the `Scheduler` methods.
@@ -709,53 +604,6 @@ impl SlurmScheduler {
         }
         run_ok("scancel", &[app_id]).map(drop)
     }
-
-    fn log_lines_now(
-        &self,
-        app_id: &str,
-        role: &str,
-        k: u32,
-        query: &LogQuery,
-    ) -> Result<Box<dyn LogLines>> {
-        let id = parse_job_id(app_id).map_err(|_| unknown_app(app_id))?;
-        if query.since.is_some() || query.until.is_some() {
-            return Err(Error::unsupported(
-                NAME,
-                "log --since/--until (its log files carry no timestamps)",
-            ));
-        }
-        let comps = self.components(id)?;
-        if comps.is_empty() {
-            return Err(unknown_app(app_id));
-        }
-        if !comps.iter().any(|c| c.role == role && c.replica == k) {
-            return Err(Error::not_found(
-                "replica",
-                format!("{role}/{k}"),
-                format!(" in slurm job {app_id}"),
-            ));
-        }
-        let ext = match query.streams {
-            Some(Stream::Stdout) => "out",
-            None | Some(Stream::Stderr) => "err",
-            Some(Stream::Combined) => {
-                return Err(Error::unsupported(
-                    NAME,
-                    "combined logs (slurm writes stdout and stderr to separate files: use --streams stdout or stderr)",
-                ))
-            }
-        };
-        let path = self
-            .job_dir(id)
-            .join(format!("slurm-{id}-{role}-{k}.{ext}"));
-        Ok(Box::new(SlurmLogLines {
-            file: FollowedFile::new(path),
-            tail: query.should_tail,
-            job_id: id,
-            // Shares the squeue cache: following N replicas costs one squeue per interval.
-            scheduler: self.clone(),
-        }))
-    }
 }
 
 fn tempfile_dir() -> Result<PathBuf> {
@@ -766,41 +614,6 @@ fn tempfile_dir() -> Result<PathBuf> {
     ));
     fs::create_dir(&dir).map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
     Ok(dir)
-}
-
-/// Lines of a replica's log file, optionally followed until the job ends.
-struct SlurmLogLines {
-    file: FollowedFile,
-    tail: bool,
-    job_id: JobRef,
-    scheduler: SlurmScheduler,
-}
-
-#[async_trait]
-impl Follow for SlurmLogLines {
-    /// Polls the file until it has what `take` asks for or ends.
-    /// Asks squeue/sacct (on the blocking pool) only when the file has nothing more.
-    async fn follow(&mut self, mut take: Take<'_>) -> Result<Step> {
-        loop {
-            let tail = self.tail;
-            match self.file.poll(take.reborrow(), || !tail)? {
-                Step::Wait => {}
-                step => return Ok(step),
-            }
-            let (scheduler, job_id) = (self.scheduler.clone(), self.job_id);
-            let ended = blocking(NAME, move || {
-                Ok(scheduler
-                    .components(job_id)
-                    .map_or(true, |c| aggregate(c.iter().map(|c| c.state)).is_terminal()))
-            })
-            .await?;
-            if ended {
-                // Read once more: nothing written before the job ended is missed.
-                return self.file.poll(take, || true);
-            }
-            tokio::time::sleep(Duration::from_millis(500)).await;
-        }
-    }
 }
 
 #[cfg(test)]
