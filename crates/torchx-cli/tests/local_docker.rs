@@ -6,24 +6,9 @@ mod support;
 
 use std::time::Duration;
 
-use support::{attempts, skip_engine, stderr, stdout, Env};
+use support::{attempts, docker_up, stderr, stdout, Env};
 
 const IMAGE: &str = "busybox:local";
-
-fn docker_up(test: &str) -> bool {
-    let ok = std::process::Command::new("docker")
-        .args(["image", "inspect", IMAGE])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        skip_engine(
-            "docker",
-            test,
-            "no Docker engine with busybox:local (run scripts/docker/up.sh as root and export DOCKER_HOST)",
-        );
-    }
-    ok
-}
 
 fn yaml_app(env: &Env, yaml: &str) -> std::process::Output {
     std::fs::write(env.cwd.join("app.yaml"), yaml).unwrap();

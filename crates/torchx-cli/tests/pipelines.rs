@@ -10,7 +10,7 @@ mod support;
 use std::process::Command;
 use std::time::Duration;
 
-use support::{skip_engine, stderr, stdout, Env};
+use support::{docker_up, slurm_up, stderr, stdout, Env};
 
 fn write(env: &Env, name: &str, text: &str) -> String {
     std::fs::write(env.cwd.join(name), text).unwrap();
@@ -385,36 +385,6 @@ fn a_job_waits_for_a_pipeline_with_after() {
     let s = env.wait_state_terminal(&job, Duration::from_secs(60));
     assert_eq!(s["state"], "SUCCEEDED", "{s}");
     assert_eq!(env.status(&pipeline)["state"], "SUCCEEDED");
-}
-
-fn slurm_up(test: &str) -> bool {
-    let ok = Command::new("sinfo")
-        .arg("--noheader")
-        .output()
-        .is_ok_and(|o| o.status.success() && !o.stdout.is_empty());
-    if !ok {
-        skip_engine(
-            "slurm",
-            test,
-            "no Slurm cluster (scripts/slurm/up.sh --nodes 4)",
-        );
-    }
-    ok
-}
-
-fn docker_up(test: &str) -> bool {
-    let ok = Command::new("docker")
-        .args(["image", "inspect", "busybox:local"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        skip_engine(
-            "docker",
-            test,
-            "no Docker engine with busybox:local (scripts/docker/up.sh, DOCKER_HOST)",
-        );
-    }
-    ok
 }
 
 #[test]

@@ -6,7 +6,7 @@ mod support;
 
 use std::process::Command;
 
-use support::{skip_engine, stderr, stdout, Env};
+use support::{docker_up, slurm_up, stderr, stdout, Env};
 
 fn plan_json(env: &Env, args: &[&str]) -> (i32, Vec<serde_json::Value>) {
     let mut full = vec!["plan", "--json"];
@@ -64,21 +64,6 @@ fn local_cwd_plans_ok_and_names_a_missing_script() {
     let failed = failed_checks(&rows[0]);
     assert!(failed[0].contains("did you mean `log_dir`"), "{failed:?}");
     assert_eq!(env.apps(), 0, "plan submits nothing");
-}
-
-fn slurm_up(test: &str) -> bool {
-    let ok = Command::new("sinfo")
-        .arg("--noheader")
-        .output()
-        .is_ok_and(|o| o.status.success() && !o.stdout.is_empty());
-    if !ok {
-        skip_engine(
-            "slurm",
-            test,
-            "no Slurm cluster (scripts/slurm/up.sh --nodes 4)",
-        );
-    }
-    ok
 }
 
 fn squeue_count() -> usize {
@@ -332,16 +317,7 @@ fn failover_moves_a_held_slurm_job_to_local_cwd_exactly_once() {
 /// with the build's error; a good one passes with the image it would run.
 #[test]
 fn the_workspace_builds_without_being_pushed() {
-    let ok = Command::new("docker")
-        .args(["image", "inspect", "busybox:local"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        skip_engine(
-            "docker",
-            "plan a workspace",
-            "no Docker engine with busybox:local",
-        );
+    if !docker_up("plan a workspace") {
         return;
     }
     let env = Env::new();

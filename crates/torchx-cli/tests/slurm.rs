@@ -8,27 +8,12 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
-use support::{attempts, skip_engine, stderr, stdout, Env};
+use support::{attempts, slurm_up, stderr, stdout, Env};
 use torchx::config::TorchxConfig;
 use torchx::scheduler::{Registry, Scheduler};
 use torchx::schedulers::slurm::SlurmScheduler;
 use torchx::testing::{conformance, Conformance};
 use torchx::Runner;
-
-fn slurm_up(test: &str) -> bool {
-    let ok = Command::new("sinfo")
-        .arg("--noheader")
-        .output()
-        .is_ok_and(|o| o.status.success() && !o.stdout.is_empty());
-    if !ok {
-        skip_engine(
-            "slurm",
-            test,
-            "no Slurm cluster (run scripts/slurm/up.sh --nodes 4 as root)",
-        );
-    }
-    ok
-}
 
 /// `torchx run -s slurm --wait ...`: (handle, exit code, stderr).
 fn run_wait(env: &Env, args: &[&str]) -> (String, i32, String) {

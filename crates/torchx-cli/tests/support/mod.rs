@@ -230,6 +230,40 @@ pub fn skip_engine(engine: &str, test: &str, why: &str) {
     skip(test, why);
 }
 
+/// Whether the Slurm cluster of `scripts/slurm/up.sh` answers; says loudly that `test` is
+/// skipped when it does not (a failure where the run promised Slurm).
+pub fn slurm_up(test: &str) -> bool {
+    let ok = Command::new("sinfo")
+        .arg("--noheader")
+        .output()
+        .is_ok_and(|o| o.status.success() && !o.stdout.is_empty());
+    if !ok {
+        skip_engine(
+            "slurm",
+            test,
+            "no Slurm cluster (run scripts/slurm/up.sh --nodes 4 as root)",
+        );
+    }
+    ok
+}
+
+/// Whether the Docker engine of `scripts/docker/up.sh` answers with its `busybox:local`; says
+/// loudly that `test` is skipped when it does not (a failure where the run promised Docker).
+pub fn docker_up(test: &str) -> bool {
+    let ok = Command::new("docker")
+        .args(["image", "inspect", "busybox:local"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        skip_engine(
+            "docker",
+            test,
+            "no Docker engine with busybox:local (run scripts/docker/up.sh as root and export DOCKER_HOST)",
+        );
+    }
+    ok
+}
+
 /// Whether this run promised `engine` (`.ci/run` lists the engines it started in
 /// `$TORCHX_TEST_ENGINES`).
 pub fn promised(engine: &str) -> bool {
