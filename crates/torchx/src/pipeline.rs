@@ -487,15 +487,11 @@ impl Runner {
     /// Each step's state now (one status call per submitted step).
     pub async fn pipeline_steps(&self, record: &PipelineRecord) -> Result<Vec<StepState>> {
         let mut jobs = std::collections::BTreeMap::new();
-        for handle in record.steps.iter().filter_map(|s| s.phase.handle()) {
-            if let Phase::Reused { .. } = record
-                .steps
-                .iter()
-                .find(|s| s.phase.handle() == Some(handle))
-                .map_or(&Phase::Waiting, |s| &s.phase)
-            {
+        // A reused step's job succeeded in an earlier run: not asked about again.
+        for step in &record.steps {
+            let Phase::Submitted { handle } = &step.phase else {
                 continue;
-            }
+            };
             let status = match self.step_job_status(handle).await {
                 Ok(s) => s,
                 Err(e) if e.kind() == crate::ErrorKind::NotFound => None,
