@@ -50,9 +50,8 @@ def futures_image() -> str:
     from importlib import metadata
     from pathlib import Path
 
-    from packaging.requirements import Requirement
-
     import torchx
+    from packaging.requirements import Requirement
 
     assert sys.version_info[:2] == (3, 11), "the image's Python (3.11) must be this one's: code pickles by version"
     # Compiled as pip would have: the job side does not compile its imports each run.

@@ -6,7 +6,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from torchx.runner import get_runner
 from torchx.runtime.tracking import FsspecResultTracker
 from torchx.specs import AppState

@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import Dict, List, Optional
 
 import pytest
-
 from torchx import specs
 from torchx.components import dist, utils
 from torchx.components.component_test_base import ComponentTestCase

@@ -3,11 +3,11 @@ Python that has this package (``$TORCHX_PYTHON``, else the one installed next to
 else ``python3`` on PATH), then run, dry-run or described by the Rust core."""
 
 import json
-import time
 import os
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 from typing import Dict, Optional
 

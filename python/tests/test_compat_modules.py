@@ -6,7 +6,6 @@ import subprocess
 import sys
 
 import pytest
-
 from torchx.specs.api import DeviceMount
 from torchx.specs.named_resources_aws import EFA_DEVICE, NEURON_DEVICE
 
@@ -76,7 +75,6 @@ def test_submit_builds_role0s_workspace_through_the_mixin() -> None:
     from typing import Any, Mapping
 
     from _inert import InertScheduler
-
     from torchx.specs import AppDef, AppDryRunInfo, Role
     from torchx.workspace import WorkspaceMixin
 
@@ -105,7 +103,6 @@ def test_cmd_run_and_cmd_status_helpers(tmp_path, monkeypatch) -> None:
     import argparse
 
     import pytest
-
     from torchx.cli.cmd_run import TorchXRunArgs, torchx_run_args_from_argparse, torchx_run_args_from_json
     from torchx.cli.cmd_status import parse_list_arg
 

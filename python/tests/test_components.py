@@ -4,7 +4,6 @@ same AppDefs as `torchx run <component>` builds (one builder, in the Rust core).
 import inspect
 
 import pytest
-
 import torchx
 from torchx.components import dist, metrics, serve, utils
 from torchx.components._builtin import build

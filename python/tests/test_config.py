@@ -5,7 +5,6 @@ import io
 from pathlib import Path
 
 import pytest
-
 from torchx.runner import config
 from torchx.schedulers import get_scheduler_factories
 

@@ -6,7 +6,6 @@ from typing import List
 
 import fsspec
 import pytest
-
 from torchx.specs import Role
 from torchx.workspace.api import walk_workspace
 from torchx.workspace.dir_workspace import DirWorkspaceMixin, TmpDirWorkspaceMixin

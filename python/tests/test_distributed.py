@@ -15,7 +15,6 @@ else:
     pytest.importorskip("torch")
 
 import torch.distributed as dist
-
 import torchx.distributed as tdist
 
 

@@ -11,7 +11,6 @@ from pathlib import Path
 import fsspec
 import pytest
 from _engines import docker_up
-
 from torchx import specs
 from torchx.workspace.docker_workspace import DockerWorkspaceMixin
 

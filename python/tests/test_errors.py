@@ -2,7 +2,6 @@
 TorchX code catches for it, with the core's cause chain as ``__cause__``."""
 
 import pytest
-
 from torchx import _native, errors
 
 

@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import List, Optional
 
 import pytest
-
 from _engines import aws_up, docker_up, futures_image, slurm_up
 from torchx.futures import Executor, JobError, RemoteError
 

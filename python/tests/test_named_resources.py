@@ -6,10 +6,8 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
-
 import torchx.specs as specs
-from torchx.specs import named_resources_aws as aws
-from torchx.specs import named_resources_generic as generic
+from torchx.specs import named_resources_aws as aws, named_resources_generic as generic
 
 
 @pytest.fixture

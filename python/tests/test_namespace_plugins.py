@@ -12,9 +12,8 @@ from pathlib import Path
 from typing import Dict, Iterator, List
 
 import pytest
-import yaml
-
 import torchx.specs as specs
+import yaml
 from torchx import plugins
 from torchx.plugins import (
     HALF,

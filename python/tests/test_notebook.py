@@ -10,7 +10,6 @@ from _engines import docker_up
 
 pytest.importorskip("IPython")
 from IPython.testing.globalipapp import get_ipython as start_ipython  # noqa: E402
-
 from torchx.runner import get_runner  # noqa: E402
 
 

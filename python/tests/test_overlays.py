@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any, Dict, List
 
 import pytest
-
 from torchx import specs
 from torchx.runner import get_runner
 from torchx.specs.overlays import DEL, JOIN, PUT, apply_overlay, get_overlay, set_overlay

@@ -7,7 +7,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from torchx.runner import get_runner
 from torchx.specs import AppState
 

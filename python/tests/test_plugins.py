@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
-
 import torchx.specs as specs
 from torchx.plugins import registry
 from torchx.runner import get_runner

@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any, Mapping
 
 import pytest
-
 import torchx.specs as specs
 from torchx.runner import get_runner
 from torchx.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler, StructuredOpts

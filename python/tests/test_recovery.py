@@ -5,7 +5,6 @@ import os
 from pathlib import Path
 
 import pytest
-
 from torchx import specs
 from torchx.runner import get_runner
 from torchx.specs import AppDef, AppState, Role

@@ -8,7 +8,6 @@ import subprocess
 from typing import Any, Dict, Iterable, List, Mapping, Optional
 
 import pytest
-
 from torchx import specs
 from torchx.runner import Runner, get_runner
 from torchx.schedulers import get_default_scheduler_name, get_scheduler_factories

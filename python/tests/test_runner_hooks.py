@@ -7,7 +7,6 @@ from typing import Any, List, Mapping
 
 import pytest
 from _inert import InertScheduler
-
 from torchx.runner import Runner, get_runner
 from torchx.schedulers.local_scheduler import LocalDirectoryImageProvider, create_scheduler
 from torchx.specs import AppDef, AppDryRunInfo, AppState, CfgVal, Resource, Role
@@ -56,9 +55,8 @@ def test_extra_paths_and_cache_size(tmp_path: Path, monkeypatch: pytest.MonkeyPa
         assert runner.wait(handle, wait_interval=0.1, timeout=30).state == AppState.SUCCEEDED
         assert list(runner.log_lines(handle, "r")) == ["tool ran\n"]
         assert "PATH" not in role.env  # the caller's AppDef is not rewritten
-    with pytest.raises(ValueError, match="cache size"):
-        with get_runner(cache_size=0) as runner:
-            runner.dryrun(app, "local_cwd")
+    with pytest.raises(ValueError, match="cache size"), get_runner(cache_size=0) as runner:
+        runner.dryrun(app, "local_cwd")
 
 
 def test_trackers_from_torchxconfig(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

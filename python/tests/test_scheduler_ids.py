@@ -6,7 +6,6 @@ from typing import Any, List, Mapping
 
 import pytest
 from _inert import InertScheduler
-
 from torchx.cli import _scheduler_host as host
 from torchx.schedulers.ids import get_len_random_id, make_unique, pinned, random_id
 from torchx.specs import AppDef, AppDryRunInfo, Resource, Role
@@ -90,7 +89,6 @@ def test_validate_is_called_as_each_scheduler_defines_it() -> None:
     from typing import Any, List, Mapping, Optional, cast
 
     import pytest
-
     from torchx.schedulers.api import Scheduler, call_validate
     from torchx.specs import AppDef, Role
 

@@ -12,7 +12,6 @@ from typing import Any, Dict, List, Mapping, Optional
 
 import pytest
 from _engines import docker_up
-
 from torchx.schedulers.api import AppDryRunInfo, DescribeAppResponse, Stream
 from torchx.schedulers.docker_scheduler import LABEL_APP_ID, LABEL_REPLICA_ID, LABEL_ROLE_NAME, DockerScheduler
 from torchx.schedulers.local_scheduler import (

@@ -3,13 +3,12 @@ Rust core implements (handles, mounts, macros, named resources, the status text)
 
 import copy
 import dataclasses
-import pickle
 import os
+import pickle
 import subprocess
 import sys
 
 import pytest
-
 from torchx import specs
 from torchx.specs import (
     MISSING,

@@ -6,9 +6,8 @@ made from the Rust core's option schema: the same names, types, defaults and hel
 import dataclasses
 
 import pytest
-
-from torchx.schedulers.api import StructuredOpts
 from torchx.schedulers import kubernetes_scheduler, local_scheduler, slurm_scheduler
+from torchx.schedulers.api import StructuredOpts
 
 
 def test_every_builtin_option_is_a_typed_field() -> None:

@@ -8,9 +8,8 @@ from typing import Dict
 
 import fsspec
 import pytest
-
 from torchx.tracker import app_run_from_env
-from torchx.tracker.api import AppRun, ENV_TORCHX_JOB_ID, ENV_TORCHX_PARENT_RUN_ID, ENV_TORCHX_TRACKERS
+from torchx.tracker.api import ENV_TORCHX_JOB_ID, ENV_TORCHX_PARENT_RUN_ID, ENV_TORCHX_TRACKERS, AppRun
 from torchx.tracker.backend.fsspec import FsspecTracker, create
 
 RUN = "local_cwd://torchx/train-1"

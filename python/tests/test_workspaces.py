@@ -8,10 +8,8 @@ from pathlib import Path
 
 import pytest
 from _engines import docker_up
-
 from torchx import specs
 from torchx.runner import get_runner
-
 
 _SMALL = specs.Resource(cpu=1, gpu=0, memMB=256)
 

@@ -180,12 +180,12 @@ def _entry_point_components(declared: Any = None) -> Dict[str, Any]:
 
 
 def _materialize(fn: Any, request: Dict[str, Any]) -> Dict[str, Any]:
+    import contextlib
+    import io
+
     from torchx.specs import AppDef
     from torchx.specs._json import app_to_json
     from torchx.specs.builders import component_args_from_str
-
-    import contextlib
-    import io
 
     args = [str(a) for a in request.get("args", [])]
     defaults = {str(k): str(v) for k, v in request.get("defaults", {}).items()}

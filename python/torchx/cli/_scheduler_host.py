@@ -96,9 +96,8 @@ def _capabilities(sched: Any) -> Dict[str, bool]:
 
 def _dryrun(sched: Any, request: Dict[str, Any]) -> Any:
     from torchx.schedulers.api import call_validate
-    from torchx.specs._json import app_from_json
-
     from torchx.schedulers.ids import pinned
+    from torchx.specs._json import app_from_json
 
     app = app_from_json(request["app"])
     # As TorchX's Runner: the scheduler's own checks (e.g. "role has a resource") first.

@@ -58,12 +58,11 @@ def _fingerprint() -> Dict[str, _Stamp]:
 def _preload(name: str, target: Optional[str]) -> Callable[[], Any]:
     """The plugin's factory as the cold host loads it (a failure is raised again by each
     command, as the cold host would report it)."""
-    from torchx.cli import _scheduler_host as host
-
     # What every dry run and schedule uses, imported once here.
     import torchx.schedulers.api  # noqa: F401
     import torchx.schedulers.ids  # noqa: F401
     import torchx.specs._json  # noqa: F401
+    from torchx.cli import _scheduler_host as host
 
     try:
         factory = host._factory(name, target)

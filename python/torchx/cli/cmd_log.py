@@ -13,8 +13,7 @@ from typing import TYPE_CHECKING, Optional, TextIO
 from torchx.runner import get_runner
 from torchx.specs.api import is_started, make_app_handle
 from torchx.util.colors import ENDC, GREEN
-from torchx.util.log_tee_helpers import _find_role_replicas as find_role_replicas
-from torchx.util.log_tee_helpers import _follow_replicas, _prefix_line
+from torchx.util.log_tee_helpers import _find_role_replicas as find_role_replicas, _follow_replicas, _prefix_line
 from torchx.util.types import none_throws
 
 if TYPE_CHECKING:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from typing import Any, Dict, List, Optional, Tuple, Union
 
+from torchx import _native
 from torchx.specs import AppDef
 from torchx.specs._json import app_from_json
-from torchx import _native
 
 
 def _as_tokens(args: Dict[str, Any]) -> List[str]:

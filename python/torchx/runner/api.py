@@ -30,15 +30,9 @@ if TYPE_CHECKING:  # annotations only: importing datetime costs every program
 from torchx.progress import Progress
 from torchx.runner import groups, pipelines
 from torchx.runner.events import log_event
-from torchx.settings import ENV_TORCHX_INTERNAL_SESSION_ID
-from torchx.tracker.api import (
-    ENV_TORCHX_JOB_ID,
-    ENV_TORCHX_PARENT_RUN_ID,
-    ENV_TORCHX_TRACKERS,
-    tracker_config_env_var_name,
-)
 from torchx.schedulers import SchedulerFactory, get_scheduler_factories
 from torchx.schedulers.api import ListAppResponse, Scheduler, Stream, call_validate
+from torchx.settings import ENV_TORCHX_INTERNAL_SESSION_ID
 from torchx.specs import (
     AppDef,
     AppDryRunInfo,
@@ -54,6 +48,12 @@ from torchx.specs import (
     runopts,
 )
 from torchx.specs.api import _copy_sharing_overrides
+from torchx.tracker.api import (
+    ENV_TORCHX_JOB_ID,
+    ENV_TORCHX_PARENT_RUN_ID,
+    ENV_TORCHX_TRACKERS,
+    tracker_config_env_var_name,
+)
 from torchx.util.session import get_session_id_or_create_new
 
 

@@ -15,8 +15,8 @@ from typing import Any, Dict, Iterable, List, Optional, TextIO, Tuple
 
 from torchx.schedulers import get_scheduler_factories
 from torchx.schedulers.api import Scheduler
-from torchx.specs import CfgVal, get_type_name
 from torchx.settings import ENV_TORCHXCONFIG  # re-exported: 0.7.0 defined it here
+from torchx.specs import CfgVal, get_type_name
 from torchx.specs.api import runopt
 
 log: logging.Logger = logging.getLogger(__name__)

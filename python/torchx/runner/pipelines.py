@@ -10,8 +10,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, List, Mapping, Optional, Union
 
-from torchx.runner._cli import raise_for as _raise_for
-from torchx.runner._cli import torchx as _torchx
+from torchx.runner._cli import raise_for as _raise_for, torchx as _torchx
 from torchx.specs import AppState, AppStatus
 
 #: What ``Runner.run_pipeline`` takes: a pipeline file's path, or its content (a mapping with

@@ -8,8 +8,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
-from torchx.runner._cli import raise_for as _raise_for
-from torchx.runner._cli import torchx as _torchx
+from torchx.runner._cli import raise_for as _raise_for, torchx as _torchx
 
 
 @dataclass

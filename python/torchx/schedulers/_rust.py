@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Dict, Iterable, Iterator, List, Mapping, 
 if TYPE_CHECKING:  # annotations only: importing datetime costs every program
     from datetime import datetime
 
+from torchx import _native
 from torchx.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler, Stream
 from torchx.specs import (
     AppDef,
@@ -23,7 +24,6 @@ from torchx.specs import (
     runopts,
 )
 from torchx.specs._json import app_to_json, role_from_json
-from torchx import _native
 
 
 def _opt_type(name: str) -> Any:

@@ -13,7 +13,6 @@ from typing import Any, Dict, Iterator, Mapping, cast
 from torchx.specs.api import CfgVal, cases, runopts
 from torchx.util.types import decode_optional
 
-
 _snake_to_camel = cases.snake_to_camel
 _camel_to_snake = cases.camel_to_snake
 

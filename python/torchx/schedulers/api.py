@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, FrozenSet, Generic, Iterable, L
 
 if TYPE_CHECKING:  # annotations only: importing datetime costs every program
     from datetime import datetime
+
     from torchx.schedulers._structured_opts import StructuredOpts
 
 from torchx.specs import (

@@ -34,8 +34,8 @@ _typed_opts = typed_opts_getattr("slurm", ("SlurmOpts", "Opts"), __name__)
 
 def __getattr__(name: str) -> Any:
     if name == "SLURM_STATES":
-        from torchx.specs import AppState
         from torchx import _native
+        from torchx.specs import AppState
 
         return {slurm: AppState[state] for slurm, state in _native.ext.slurm_states()}
     return _typed_opts(name)

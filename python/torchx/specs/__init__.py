@@ -1,6 +1,13 @@
 """TorchX's job specification: ``AppDef`` and its parts, states and statuses, app handles,
 mounts and named resources (``torchx.specs``)."""
 
+from torchx.specs._named_resources import (
+    GiB,
+    _NamedResourcesLibrary as _NamedResourcesLibrary,
+    get_named_resources,
+    named_resources,
+    resource,
+)
 from torchx.specs.api import (
     ALL,
     MISSING,
@@ -44,13 +51,6 @@ from torchx.specs.api import (
 )
 from torchx.specs.capabilities import CapabilityKey
 from torchx.specs.metadata_keys import NA, TORCHX_CONTEXT_NAME, app_metadata
-from torchx.specs._named_resources import (
-    GiB,
-    _NamedResourcesLibrary as _NamedResourcesLibrary,
-    get_named_resources,
-    named_resources,
-    resource,
-)
 
 __all__ = [
     "ALL",

@@ -28,9 +28,9 @@ def factories() -> Dict[str, ResourceFactory]:
 
 
 def _build() -> Dict[str, ResourceFactory]:
-    from torchx.specs import named_resources_aws, named_resources_generic
-
     import warnings
+
+    from torchx.specs import named_resources_aws, named_resources_generic
 
     table: Dict[str, ResourceFactory] = {
         **named_resources_generic.NAMED_RESOURCES,

@@ -21,7 +21,7 @@ _DOCS_URL = "https://meta-pytorch.org/torchx/latest/component_best_practices.htm
 
 def _default_arg_descriptions(fn: Callable[..., object]) -> Dict[str, str]:
     # argparse hides an empty or None help, so the default description is a blank.
-    return {name: " " for name in inspect.signature(fn).parameters}
+    return dict.fromkeys(inspect.signature(fn).parameters, " ")
 
 
 class TorchXArgumentHelpFormatter(
