@@ -76,6 +76,11 @@ pub enum Command {
     /// (Internal) a pipeline's holder: submits its steps as their dependencies end.
     #[command(name = "__pipeline", hide = true)]
     HoldPipeline(HoldPipelineArgs),
+    /// Serve a dashboard of every job, group and pipeline (local ones and those of the
+    /// schedulers in .torchxconfig or -s) until Ctrl-C.
+    #[cfg(feature = "ui")]
+    #[command(infer_long_args = true)]
+    Ui(UiArgs),
     /// Query what trackers recorded, or record from inside a job.
     #[command(infer_long_args = true)]
     Tracker(TrackerArgs),
@@ -274,6 +279,27 @@ pub struct HandleArgs {
     /// JSON output.
     #[arg(long)]
     pub json: bool,
+}
+
+#[cfg(feature = "ui")]
+#[derive(Debug, Args)]
+pub struct UiArgs {
+    /// The address to serve on (loopback unless told otherwise).
+    #[arg(long, default_value = "127.0.0.1")]
+    pub host: String,
+    /// The port (0: a free one).
+    #[arg(long, default_value_t = 0)]
+    pub port: u16,
+    /// Open the page in a browser.
+    #[arg(long)]
+    pub open: bool,
+    /// Offer no way to change a job (no cancel, delete or rerun).
+    #[arg(long)]
+    pub read_only: bool,
+    /// The schedulers whose jobs to show besides local_cwd's, comma-separated (default: those
+    /// with a section in .torchxconfig).
+    #[arg(short = 's', long, value_name = "S1,S2,...")]
+    pub scheduler: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -642,6 +668,8 @@ pub fn main() -> i32 {
         Command::Rerun(a) => commands::group::rerun(a),
         Command::SubmitGroup(a) => commands::group::submit_rest(a),
         Command::HoldPipeline(a) => commands::pipeline::hold(a),
+        #[cfg(feature = "ui")]
+        Command::Ui(a) => commands::ui::ui(a),
         Command::Tracker(a) => commands::runner().and_then(|r| commands::tracker::tracker(&r, a)),
         Command::External(mut words) => {
             let cmd = words.remove(0);

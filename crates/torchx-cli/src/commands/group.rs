@@ -483,26 +483,30 @@ pub fn rerun(a: crate::cli::RerunArgs) -> Result<i32> {
     super::run::run(*run)
 }
 
+/// `torchx status --json <group>` (and the dashboard's group page): the group, its state,
+/// counts and tasks, given its tasks' states.
+pub(crate) fn status_json(group: &GroupRecord, states: &[AppState]) -> serde_json::Value {
+    let tasks: Vec<serde_json::Value> = group
+        .tasks
+        .iter()
+        .zip(states)
+        .map(|(t, s)| {
+            serde_json::json!({"index": t.index, "params": t.params, "handle": t.handle,
+                "state": s.to_string(), "error": t.error})
+        })
+        .collect();
+    serde_json::json!({"group_handle": group.handle(), "state": group_state(states).to_string(),
+        "spec": group.spec, "native_array": group.native, "parent": group.parent,
+        "counts": counts(states), "tasks": tasks})
+}
+
 /// `torchx status <group>`.
 pub fn status(runner: &Runner, group: &GroupRecord, json: bool) -> Result<i32> {
     let states = super::block_on(runner.group_states(group))?;
     let state = group_state(&states);
     let counts = counts(&states);
     if json {
-        let tasks: Vec<serde_json::Value> = group
-            .tasks
-            .iter()
-            .zip(&states)
-            .map(|(t, s)| {
-                serde_json::json!({"index": t.index, "params": t.params, "handle": t.handle,
-                    "state": s.to_string(), "error": t.error})
-            })
-            .collect();
-        print_json(
-            &serde_json::json!({"group_handle": group.handle(), "state": state.to_string(),
-            "spec": group.spec, "native_array": group.native, "parent": group.parent,
-            "counts": counts, "tasks": tasks}),
-        );
+        print_json(&status_json(group, &states));
         return Ok(exit_codes::OK);
     }
     let counted: Vec<String> = counts.iter().map(|(s, n)| format!("{s} {n}")).collect();

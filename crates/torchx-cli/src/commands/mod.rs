@@ -7,6 +7,8 @@ pub mod plan;
 pub mod query;
 pub mod run;
 pub mod tracker;
+#[cfg(feature = "ui")]
+pub mod ui;
 
 use std::sync::OnceLock;
 

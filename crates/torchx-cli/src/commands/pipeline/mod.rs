@@ -412,7 +412,7 @@ fn step_line(s: &StepState) -> String {
     line
 }
 
-fn status_json(
+pub(crate) fn status_json(
     handle: &str,
     record: &PipelineRecord,
     state: AppState,
@@ -593,7 +593,7 @@ fn copy_dir(from: &Path, to: &Path) -> Result<()> {
 
 /// `torchx list`: the pipelines whose steps ran on `scheduler` become one row each (their
 /// steps' rows are folded into it).
-pub fn fold_into_pipelines(
+pub async fn fold_into_pipelines(
     runner: &Runner,
     scheduler: &str,
     apps: &mut Vec<torchx::specs::ListAppResponse>,
@@ -612,7 +612,7 @@ pub fn fold_into_pipelines(
             .into_iter()
             .partition(|a| members.contains(&a.app_handle));
         *apps = rest;
-        let Ok(steps) = super::block_on(runner.pipeline_steps(&record)) else {
+        let Ok(steps) = runner.pipeline_steps(&record).await else {
             continue;
         };
         let state = pipeline_state(&record, &steps, record.cancel_requested(&state_dir));

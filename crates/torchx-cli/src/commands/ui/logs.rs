@@ -1,0 +1,213 @@
+//! `GET /api/logs/<handle>?role=R&replica=K&stream=S&regex=RE&lines=N&follow=true`: one replica's
+//! log as `text/plain`, starting from its last `lines` lines and, with `follow`, going on as it
+//! grows (across attempts, as `torchx log --tail` does) until the job ends or the page leaves.
+//!
+//! The backlog is read through at the scheduler's speed into a ring of the last lines (bounded
+//! in lines and bytes), so a log of any size costs the server and the page only that much.
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::extract::{Path, Query, State};
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use torchx::scheduler::{LogLines, LogQuery};
+use torchx::specs::Stream;
+use torchx::Error;
+
+use super::api::ApiError;
+use super::Ui;
+
+/// The most lines a page may ask to start with.
+const MAX_LINES: usize = 100_000;
+/// The most bytes the ring keeps (a page asking for many long lines gets the newest that fit).
+const MAX_BYTES: usize = 16 << 20;
+/// A read that waits this long found the end of the backlog (a backlog read returns at once,
+/// a followed log waits for its writer): the ring goes out.
+const CAUGHT_UP: Duration = Duration::from_millis(50);
+
+#[derive(serde::Deserialize)]
+pub struct LogParams {
+    role: Option<String>,
+    #[serde(default)]
+    replica: u32,
+    stream: Option<String>,
+    regex: Option<String>,
+    lines: Option<usize>,
+    #[serde(default)]
+    follow: bool,
+}
+
+/// The last lines of a log, bounded in count and bytes.
+struct Ring {
+    lines: VecDeque<Vec<u8>>,
+    bytes: usize,
+    max_lines: usize,
+}
+
+impl Ring {
+    fn new(max_lines: usize) -> Ring {
+        Ring {
+            lines: VecDeque::new(),
+            bytes: 0,
+            max_lines,
+        }
+    }
+
+    /// Takes whole lines (each ending in `\n`, the last one perhaps not).
+    fn push_chunk(&mut self, chunk: &[u8]) {
+        for line in chunk.split_inclusive(|b| *b == b'\n') {
+            let line = &line[..line.len().min(MAX_BYTES)];
+            self.bytes += line.len();
+            self.lines.push_back(line.to_vec());
+            while self.lines.len() > self.max_lines || self.bytes > MAX_BYTES {
+                let Some(old) = self.lines.pop_front() else {
+                    break;
+                };
+                self.bytes -= old.len();
+            }
+        }
+    }
+
+    fn take(&mut self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.bytes);
+        for line in self.lines.drain(..) {
+            out.extend_from_slice(&line);
+        }
+        self.bytes = 0;
+        out
+    }
+}
+
+type Next = (Box<dyn LogLines>, Vec<u8>, torchx::Result<bool>);
+
+async fn next_chunk(mut lines: Box<dyn LogLines>) -> Next {
+    let mut buf = Vec::new();
+    let more = lines.next_lines(&mut buf).await;
+    (lines, buf, more)
+}
+
+/// Reads `lines` into the channel: the backlog's tail first, then every chunk as it comes.
+async fn pump(lines: Box<dyn LogLines>, tx: tokio::sync::mpsc::Sender<Bytes>, max_lines: usize) {
+    let mut ring = Some(Ring::new(max_lines));
+    let mut next = Box::pin(next_chunk(lines));
+    loop {
+        let caught_up = tokio::time::sleep(CAUGHT_UP);
+        let (lines, chunk, more) = tokio::select! {
+            done = &mut next => done,
+            () = caught_up, if ring.is_some() => {
+                let tail = ring.take().map(|mut r| r.take()).unwrap_or_default();
+                if !tail.is_empty() && tx.send(Bytes::from(tail)).await.is_err() {
+                    return;
+                }
+                continue;
+            }
+            () = tx.closed() => return,
+        };
+        match &mut ring {
+            Some(r) => r.push_chunk(&chunk),
+            None if chunk.is_empty() => {}
+            None => {
+                if tx.send(Bytes::from(chunk)).await.is_err() {
+                    return;
+                }
+            }
+        }
+        match more {
+            Ok(true) => next = Box::pin(next_chunk(lines)),
+            Ok(false) => break,
+            Err(e) => {
+                flush(&mut ring, &tx).await;
+                let _ = tx
+                    .send(Bytes::from(format!(
+                        "\n[torchx ui: the log broke off: {e}]\n"
+                    )))
+                    .await;
+                return;
+            }
+        }
+    }
+    flush(&mut ring, &tx).await;
+}
+
+async fn flush(ring: &mut Option<Ring>, tx: &tokio::sync::mpsc::Sender<Bytes>) {
+    if let Some(tail) = ring.take().map(|mut r| r.take()).filter(|t| !t.is_empty()) {
+        let _ = tx.send(Bytes::from(tail)).await;
+    }
+}
+
+/// The handler.
+pub async fn stream(
+    State(ui): State<Arc<Ui>>,
+    Path(handle): Path<String>,
+    Query(p): Query<LogParams>,
+) -> Result<Response, ApiError> {
+    let regex = p
+        .regex
+        .as_deref()
+        .filter(|r| !r.is_empty())
+        .map(regex::Regex::new)
+        .transpose()
+        .map_err(|e| Error::arg(format!("regex: {e}")))?;
+    let streams = p.stream.as_deref().map(str::parse::<Stream>).transpose()?;
+    let role = match p.role {
+        Some(role) => role,
+        None => {
+            let app = ui.runner.describe(&handle).await?.ok_or_else(|| {
+                Error::not_found("app", handle.as_str(), ": the scheduler does not know it")
+            })?;
+            app.roles
+                .first()
+                .map(|r| r.name.clone())
+                .ok_or_else(|| Error::arg(format!("{handle} has no roles")))?
+        }
+    };
+    let query = LogQuery {
+        regex,
+        since: None,
+        until: None,
+        should_tail: p.follow,
+        streams,
+    };
+    let lines = ui
+        .runner
+        .log_lines(&handle, &role, p.replica, &query)
+        .await?;
+    let max_lines = p.lines.unwrap_or(1000).clamp(1, MAX_LINES);
+    let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(8);
+    tokio::spawn(pump(lines, tx, max_lines));
+    let body = futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|b| (Ok::<_, Infallible>(b), rx))
+    });
+    Ok((
+        [
+            (header::CONTENT_TYPE, "text/plain; charset=utf-8"),
+            // Lines go out as they come (no proxy buffering).
+            (header::HeaderName::from_static("x-accel-buffering"), "no"),
+        ],
+        Body::from_stream(body),
+    )
+        .into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_ring_keeps_the_last_lines_within_its_bounds() {
+        let mut ring = Ring::new(3);
+        ring.push_chunk(b"1\n2\n3\n4\n5");
+        assert_eq!(ring.take(), b"3\n4\n5");
+        assert!(ring.take().is_empty());
+        let mut ring = Ring::new(10);
+        let long = vec![b'x'; MAX_BYTES + 10];
+        ring.push_chunk(b"a\n");
+        ring.push_chunk(&long);
+        let kept = ring.take();
+        assert_eq!(kept.len(), MAX_BYTES);
+    }
+}
