@@ -294,7 +294,7 @@ pub struct UiArgs {
     #[arg(long)]
     pub open: bool,
     /// Offer no way to change a job (no cancel, delete or rerun).
-    #[arg(long)]
+    #[arg(long = "read_only")]
     pub read_only: bool,
     /// The schedulers whose jobs to show besides local_cwd's, comma-separated (default: those
     /// with a section in .torchxconfig).

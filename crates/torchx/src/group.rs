@@ -39,6 +39,19 @@ impl GroupTask {
     pub fn is_pending(&self) -> bool {
         self.handle.is_none() && self.error.is_none()
     }
+
+    /// The state of a task never submitted (`None` once it is): PENDING while its
+    /// `submitting` submitter lives, CANCELLED if cancelled before that, else FAILED.
+    pub fn unsubmitted_state(&self, submitting: bool) -> Option<AppState> {
+        match &self.handle {
+            Some(_) => None,
+            None if self.is_pending() && submitting => Some(AppState::Pending),
+            None if self.error.as_deref() == Some(NOT_SUBMITTED_CANCELLED) => {
+                Some(AppState::Cancelled)
+            }
+            None => Some(AppState::Failed),
+        }
+    }
 }
 
 /// The process submitting a group's tasks one by one (`torchx run` with `%K`, in the
@@ -567,11 +580,9 @@ impl Runner {
         Ok(group
             .tasks
             .iter()
-            .map(|t| match &t.handle {
-                None if t.is_pending() && submitting => AppState::Pending,
-                None if t.error.as_deref() == Some(NOT_SUBMITTED_CANCELLED) => AppState::Cancelled,
-                None => AppState::Failed,
-                Some(_) => described
+            .map(|t| match t.unsubmitted_state(submitting) {
+                Some(state) => state,
+                None => described
                     .next()
                     .flatten()
                     .map_or(AppState::Unknown, |d| d.state),

@@ -551,7 +551,18 @@ pub fn fold_into_groups(scheduler: &str, apps: &mut Vec<torchx::specs::ListAppRe
         if mine.is_empty() {
             continue;
         }
-        let states: Vec<AppState> = mine.iter().map(|a| a.state).collect();
+        // Tasks not submitted yet (a capped group) count too: the group is not over.
+        let submitting = group.submitter.is_some_and(|s| s.alive());
+        let states: Vec<AppState> = mine
+            .iter()
+            .map(|a| a.state)
+            .chain(
+                group
+                    .tasks
+                    .iter()
+                    .filter_map(|t| t.unsubmitted_state(submitting)),
+            )
+            .collect();
         let state = group_state(&states);
         apps.push(torchx::specs::ListAppResponse {
             app_id: group.group_id.clone(),

@@ -41,9 +41,11 @@ pub struct LogParams {
     follow: bool,
 }
 
-/// The last lines of a log, bounded in count and bytes.
+/// The last lines of a log, bounded in count and bytes: whole chunks as the scheduler hands
+/// them out (no allocation per line), the oldest dropped once the rest hold enough lines.
 struct Ring {
-    lines: VecDeque<Vec<u8>>,
+    chunks: VecDeque<(Vec<u8>, usize)>,
+    lines: usize,
     bytes: usize,
     max_lines: usize,
 }
@@ -51,34 +53,50 @@ struct Ring {
 impl Ring {
     fn new(max_lines: usize) -> Ring {
         Ring {
-            lines: VecDeque::new(),
+            chunks: VecDeque::new(),
+            lines: 0,
             bytes: 0,
             max_lines,
         }
     }
 
-    /// Takes whole lines (each ending in `\n`, the last one perhaps not).
-    fn push_chunk(&mut self, chunk: &[u8]) {
-        for line in chunk.split_inclusive(|b| *b == b'\n') {
-            let line = &line[..line.len().min(MAX_BYTES)];
-            self.bytes += line.len();
-            self.lines.push_back(line.to_vec());
-            while self.lines.len() > self.max_lines || self.bytes > MAX_BYTES {
-                let Some(old) = self.lines.pop_front() else {
-                    break;
-                };
-                self.bytes -= old.len();
+    fn push_chunk(&mut self, chunk: Vec<u8>) {
+        let lines = memchr::memchr_iter(b'\n', &chunk).count();
+        self.lines += lines;
+        self.bytes += chunk.len();
+        self.chunks.push_back((chunk, lines));
+        while let Some((front, n)) = self.chunks.front() {
+            let enough_lines = self.lines - n >= self.max_lines;
+            let too_big = self.bytes > MAX_BYTES && self.chunks.len() > 1;
+            if !(enough_lines || too_big) {
+                break;
             }
+            self.lines -= n;
+            self.bytes -= front.len();
+            self.chunks.pop_front();
         }
     }
 
+    /// The last `max_lines` lines (of at most `MAX_BYTES`), emptying the ring.
     fn take(&mut self) -> Vec<u8> {
         let mut out = Vec::with_capacity(self.bytes);
-        for line in self.lines.drain(..) {
-            out.extend_from_slice(&line);
+        for (chunk, _) in self.chunks.drain(..) {
+            out.extend_from_slice(&chunk);
         }
+        // Lines ended by `\n`, and perhaps a last one without: cut after the newline that
+        // starts the last `max_lines`.
+        let body_end = if out.ends_with(b"\n") {
+            out.len() - 1
+        } else {
+            out.len()
+        };
+        let mut start = memchr::memrchr_iter(b'\n', &out[..body_end])
+            .nth(self.max_lines - 1)
+            .map_or(0, |i| i + 1);
+        start = start.max(out.len().saturating_sub(MAX_BYTES));
+        self.lines = 0;
         self.bytes = 0;
-        out
+        out.split_off(start)
     }
 }
 
@@ -108,7 +126,7 @@ async fn pump(lines: Box<dyn LogLines>, tx: tokio::sync::mpsc::Sender<Bytes>, ma
             () = tx.closed() => return,
         };
         match &mut ring {
-            Some(r) => r.push_chunk(&chunk),
+            Some(r) => r.push_chunk(chunk),
             None if chunk.is_empty() => {}
             None => {
                 if tx.send(Bytes::from(chunk)).await.is_err() {
@@ -200,14 +218,18 @@ mod tests {
     #[test]
     fn the_ring_keeps_the_last_lines_within_its_bounds() {
         let mut ring = Ring::new(3);
-        ring.push_chunk(b"1\n2\n3\n4\n5");
+        ring.push_chunk(b"1\n2\n3\n4\n5".to_vec());
         assert_eq!(ring.take(), b"3\n4\n5");
         assert!(ring.take().is_empty());
+        let mut ring = Ring::new(2);
+        for chunk in ["a\nb\n", "c\n", "d\ne\n"] {
+            ring.push_chunk(chunk.as_bytes().to_vec());
+        }
+        assert_eq!(ring.take(), b"d\ne\n");
+        assert_eq!(ring.chunks.len(), 0);
         let mut ring = Ring::new(10);
-        let long = vec![b'x'; MAX_BYTES + 10];
-        ring.push_chunk(b"a\n");
-        ring.push_chunk(&long);
-        let kept = ring.take();
-        assert_eq!(kept.len(), MAX_BYTES);
+        ring.push_chunk(b"a\n".to_vec());
+        ring.push_chunk(vec![b'x'; MAX_BYTES + 10]);
+        assert_eq!(ring.take().len(), MAX_BYTES);
     }
 }

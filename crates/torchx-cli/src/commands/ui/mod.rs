@@ -147,12 +147,21 @@ fn router(ui: Arc<Ui>, guard: Arc<guard::Guard>) -> Router {
         .route("/api/apps", get(api::apps))
         .route("/api/apps/{*handle}", get(api::app))
         .route("/api/logs/{*handle}", get(logs::stream));
-    if !ui.read_only {
-        api = api
-            .route("/api/cancel", post(api::cancel))
+    api = if ui.read_only {
+        let refuse = || async {
+            (
+                StatusCode::FORBIDDEN,
+                "torchx ui: this dashboard is read-only\n",
+            )
+        };
+        api.route("/api/cancel", post(refuse))
+            .route("/api/delete", post(refuse))
+            .route("/api/rerun", post(refuse))
+    } else {
+        api.route("/api/cancel", post(api::cancel))
             .route("/api/delete", post(api::delete))
-            .route("/api/rerun", post(api::rerun));
-    }
+            .route("/api/rerun", post(api::rerun))
+    };
     api.route("/", get(|| asset("text/html; charset=utf-8", INDEX)))
         .route(
             "/app.js",

@@ -1,0 +1,491 @@
+//! `torchx ui` over HTTP: who may ask (token, cookie, Host, POST with the header from this
+//! origin, read-only), what the API answers for real local_cwd jobs, groups and pipelines, and
+//! logs that start from their tail. The page itself is driven in a real browser by
+//! python/tests/test_ui_browser.py.
+
+mod support;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use support::{stderr, Env};
+
+/// A `torchx ui` of the test's environment, stopped when dropped.
+struct Server {
+    child: Child,
+    /// `127.0.0.1:PORT`.
+    addr: String,
+    token: String,
+}
+
+impl Server {
+    fn start(env: &Env, extra: &[&str]) -> Server {
+        let mut args = vec!["ui", "--port", "0"];
+        args.extend_from_slice(extra);
+        let mut child = env
+            .cmd(&args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let url = line
+            .trim()
+            .strip_prefix("torchx ui: http://")
+            .unwrap_or_else(|| panic!("first line: {line:?}"));
+        let (addr, token) = url.split_once("/?token=").unwrap();
+        Server {
+            child,
+            addr: addr.to_string(),
+            token: token.to_string(),
+        }
+    }
+
+    fn port(&self) -> &str {
+        self.addr.rsplit_once(':').unwrap().1
+    }
+
+    fn cookie(&self) -> String {
+        format!("Cookie: torchx_ui_{}={}", self.port(), self.token)
+    }
+
+    /// A request with this server's cookie.
+    fn get(&self, path: &str) -> Reply {
+        request(
+            &self.addr,
+            "GET",
+            path,
+            &[&format!("Host: {}", self.addr), &self.cookie()],
+            "",
+        )
+    }
+
+    fn json(&self, path: &str) -> serde_json::Value {
+        let r = self.get(path);
+        assert_eq!(r.status, 200, "{path}: {}", r.body);
+        serde_json::from_str(&r.body).unwrap()
+    }
+
+    /// A change as the page makes it.
+    fn post(&self, path: &str, handle: &str) -> Reply {
+        request(
+            &self.addr,
+            "POST",
+            path,
+            &[
+                &format!("Host: {}", self.addr),
+                &self.cookie(),
+                &format!("X-Torchx-Token: {}", self.token),
+                &format!("Origin: http://{}", self.addr),
+                "Content-Type: application/json",
+            ],
+            &serde_json::json!({ "handle": handle }).to_string(),
+        )
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[derive(Debug)]
+struct Reply {
+    status: u16,
+    head: String,
+    body: String,
+}
+
+impl Reply {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.head.lines().find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.eq_ignore_ascii_case(name).then(|| v.trim())
+        })
+    }
+}
+
+/// One HTTP/1.1 request (the connection closes after it), read to the end.
+fn request(addr: &str, method: &str, path: &str, headers: &[&str], body: &str) -> Reply {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let mut req = format!("{method} {path} HTTP/1.1\r\nConnection: close\r\n");
+    for h in headers {
+        req.push_str(h);
+        req.push_str("\r\n");
+    }
+    req.push_str(&format!("Content-Length: {}\r\n\r\n{body}", body.len()));
+    s.write_all(req.as_bytes()).unwrap();
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).unwrap();
+    let text = String::from_utf8_lossy(&raw).to_string();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
+    let body = if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
+        unchunk(body)
+    } else {
+        body.to_string()
+    };
+    Reply {
+        status,
+        head: head.to_string(),
+        body,
+    }
+}
+
+fn unchunk(mut body: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, rest)) = body.split_once("\r\n") {
+        let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+        if n == 0 {
+            break;
+        }
+        out.push_str(&rest[..n]);
+        body = &rest[n + 2..];
+    }
+    out
+}
+
+fn encode(handle: &str) -> String {
+    handle
+        .bytes()
+        .map(|b| match b {
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'_' | b'.' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+fn ok(env: &Env, args: &[&str]) -> String {
+    let out = env.run(args);
+    assert_eq!(out.status.code(), Some(0), "{args:?}: {}", stderr(&out));
+    support::stdout(&out).trim().to_string()
+}
+
+#[test]
+fn every_path_refuses_a_request_without_this_servers_token() {
+    let env = Env::new();
+    let handle = ok(&env, &["run", "utils.echo", "--msg", "hi"]);
+    let handle = handle.lines().next().unwrap().to_string();
+    let (a, b) = (Server::start(&env, &[]), Server::start(&env, &[]));
+    assert_ne!(a.token, b.token);
+    let h = encode(&handle);
+    let paths = [
+        "/".to_string(),
+        "/app.js".into(),
+        "/app.css".into(),
+        "/api/info".into(),
+        "/api/apps".into(),
+        format!("/api/apps/{h}"),
+        format!("/api/logs/{h}"),
+        "/no/such/page".into(),
+    ];
+    let host = format!("Host: {}", a.addr);
+    for path in &paths {
+        let none = request(&a.addr, "GET", path, &[&host], "");
+        assert_eq!(none.status, 401, "{path} without a token: {none:?}");
+        assert!(!none.body.contains(&handle), "{path} leaked: {}", none.body);
+        let wrong = format!("Cookie: torchx_ui_{}=0123", a.port());
+        assert_eq!(
+            request(&a.addr, "GET", path, &[&host, &wrong], "").status,
+            403,
+            "{path}"
+        );
+        // The other server's token, in the cookie or the URL.
+        let other = format!("Cookie: torchx_ui_{}={}", a.port(), b.token);
+        assert_eq!(
+            request(&a.addr, "GET", path, &[&host, &other], "").status,
+            403,
+            "{path}"
+        );
+        let sep = if path.contains('?') { '&' } else { '?' };
+        let other_url = format!("{path}{sep}token={}", b.token);
+        assert_eq!(
+            request(&a.addr, "GET", &other_url, &[&host], "").status,
+            403,
+            "{path}"
+        );
+        // DNS rebinding: the right token under a foreign name.
+        let rebound = request(
+            &a.addr,
+            "GET",
+            path,
+            &["Host: evil.example", &a.cookie()],
+            "",
+        );
+        assert_eq!(rebound.status, 403, "{path}");
+        let good = a.get(path);
+        let expected = if path == "/no/such/page" { 404 } else { 200 };
+        assert_eq!(good.status, expected, "{path}: {}", good.body);
+        for reply in [&none, &good] {
+            assert!(
+                reply.header("access-control-allow-origin").is_none(),
+                "{path}"
+            );
+            assert!(reply.header("content-security-policy").is_some(), "{path}");
+        }
+    }
+    // The token in the URL becomes this server's cookie, and leaves the address bar.
+    let first = request(
+        &a.addr,
+        "GET",
+        &format!("/?token={}", a.token),
+        &[&host],
+        "",
+    );
+    assert_eq!(first.status, 303);
+    assert_eq!(first.header("location"), Some("/"));
+    let cookie = first.header("set-cookie").unwrap();
+    assert!(
+        cookie.starts_with(&format!("torchx_ui_{}={};", a.port(), a.token)),
+        "{cookie}"
+    );
+    assert!(
+        cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"),
+        "{cookie}"
+    );
+}
+
+#[test]
+fn changes_need_a_post_with_the_token_header_from_this_page() {
+    let env = Env::new();
+    let handle = env.detach(&["utils.sh", "--", "sleep", "300"]);
+    let ui = Server::start(&env, &[]);
+    let body = serde_json::json!({ "handle": handle }).to_string();
+    let host = format!("Host: {}", ui.addr);
+    let cookie = ui.cookie();
+    let token = format!("X-Torchx-Token: {}", ui.token);
+    // A GET never changes anything; other methods are refused.
+    assert_eq!(ui.get("/api/cancel").status, 405);
+    let options = request(&ui.addr, "OPTIONS", "/api/cancel", &[&host, &cookie], "");
+    assert_eq!(options.status, 405);
+    // The cookie alone is what a cross-site form sends.
+    let cookie_only = request(&ui.addr, "POST", "/api/cancel", &[&host, &cookie], &body);
+    assert_eq!(cookie_only.status, 401);
+    let foreign = request(
+        &ui.addr,
+        "POST",
+        "/api/cancel",
+        &[&host, &cookie, &token, "Origin: http://evil.example"],
+        &body,
+    );
+    assert_eq!(foreign.status, 403);
+    let cross_site = request(
+        &ui.addr,
+        "POST",
+        "/api/cancel",
+        &[&host, &cookie, &token, "Sec-Fetch-Site: cross-site"],
+        &body,
+    );
+    assert_eq!(cross_site.status, 403);
+    assert_eq!(env.status(&handle)["state"], "RUNNING");
+    let done = ui.post("/api/cancel", &handle);
+    assert_eq!(done.status, 200, "{}", done.body);
+    env.wait_state(&handle, "CANCELLED", Duration::from_secs(20));
+    support::assert_no_processes(&handle);
+    // Unknown handles and bad bodies are specific errors.
+    let unknown = ui.post("/api/cancel", "local_cwd://torchx/no-such-app");
+    assert_eq!(unknown.status, 404, "{}", unknown.body);
+    assert!(unknown.body.contains("no-such-app"), "{}", unknown.body);
+    let delete = ui.post("/api/delete", &handle);
+    assert_eq!(delete.status, 200, "{}", delete.body);
+    assert_eq!(
+        ui.get(&format!("/api/apps/{}", encode(&handle))).status,
+        404
+    );
+}
+
+#[test]
+fn a_read_only_dashboard_offers_no_change() {
+    let env = Env::new();
+    let handle = env.detach(&["utils.sh", "--", "sleep", "300"]);
+    let ui = Server::start(&env, &["--read_only"]);
+    assert_eq!(ui.json("/api/info")["read_only"], true);
+    for path in ["/api/cancel", "/api/delete", "/api/rerun"] {
+        let r = ui.post(path, &handle);
+        assert_eq!(r.status, 403, "{path}: {}", r.body);
+    }
+    assert_eq!(env.status(&handle)["state"], "RUNNING");
+    ok(&env, &["cancel", &handle]);
+}
+
+fn wait_json(
+    ui: &Server,
+    path: &str,
+    done: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
+    let start = Instant::now();
+    loop {
+        let v = ui.json(path);
+        if done(&v) {
+            return v;
+        }
+        assert!(start.elapsed() < Duration::from_secs(60), "{path}: {v:#}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn the_api_shows_jobs_groups_and_pipelines_with_their_states() {
+    let env = Env::new();
+    let succeeded = ok(&env, &["run", "utils.echo", "--msg", "hi"]);
+    let succeeded = succeeded.lines().next().unwrap().to_string();
+    let failed = env.run(&["run", "utils.sh", "--", "sh", "-c", "exit 3"]);
+    let failed = support::stdout(&failed).lines().next().unwrap().to_string();
+    let running = env.detach(&["utils.sh", "--", "sleep", "300"]);
+    let group = env.detach(&[
+        "--array",
+        "3%1",
+        "utils.sh",
+        "--",
+        "sh",
+        "-c",
+        "exit $TORCHX_ARRAY_INDEX",
+    ]);
+    std::fs::write(
+        env.cwd.join("pipe.yaml"),
+        "name: two\nsteps:\n  - {name: a, component: utils.sh, args: [true]}\n  \
+         - {name: b, component: utils.sh, args: [false], after: [a]}\n",
+    )
+    .unwrap();
+    let out = env.run(&["run", "pipe.yaml"]);
+    let pipeline = support::stdout(&out)
+        .lines()
+        .chain(stderr(&out).lines())
+        .find_map(|l| {
+            l.split_whitespace()
+                .find(|w| w.starts_with("pipeline://"))
+                .map(String::from)
+        })
+        .unwrap_or_else(|| panic!("{}", stderr(&out)));
+
+    let ui = Server::start(&env, &[]);
+    // The capped group submits its tasks one after the other.
+    wait_json(&ui, &format!("/api/apps/{}", encode(&group)), |v| {
+        v["state"] == "FAILED"
+    });
+    let apps = ui.json("/api/apps");
+    let row = |h: &str| {
+        apps["apps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["handle"] == h)
+            .unwrap_or_else(|| panic!("{h} not in {apps:#}"))
+            .clone()
+    };
+    assert_eq!(row(&succeeded)["state"], "SUCCEEDED");
+    assert_eq!(row(&failed)["state"], "FAILED");
+    assert_eq!(row(&running)["state"], "RUNNING");
+    assert_eq!(row(&running)["scheduler"], "local_cwd");
+    assert_eq!(row(&group)["kind"], "group");
+    assert_eq!(row(&group)["state"], "FAILED");
+    assert_eq!(row(&pipeline)["kind"], "pipeline");
+    assert_eq!(row(&pipeline)["state"], "FAILED");
+    // A group's or pipeline's members are folded into its row, as in `torchx list`.
+    assert_eq!(apps["apps"].as_array().unwrap().len(), 5, "{apps:#}");
+
+    let app = ui.json(&format!("/api/apps/{}?full=true", encode(&failed)));
+    assert_eq!(app["kind"], "app");
+    let attempt = &app["roles"][0]["replicas"][0]["attempts"][0];
+    assert_eq!(attempt["exit_code"], 3, "{app:#}");
+    assert_eq!(attempt["reason"], "failed", "{app:#}");
+    assert!(
+        app["appdef"].as_str().unwrap().contains("exit 3"),
+        "{app:#}"
+    );
+    assert!(app["native"]["text"].as_str().is_some(), "{app:#}");
+    let g = ui.json(&format!("/api/apps/{}", encode(&group)));
+    assert_eq!(g["kind"], "group");
+    assert_eq!(g["counts"]["SUCCEEDED"], 1, "{g:#}");
+    assert_eq!(g["counts"]["FAILED"], 2, "{g:#}");
+    let p = ui.json(&format!("/api/apps/{}", encode(&pipeline)));
+    assert_eq!(p["kind"], "pipeline");
+    assert_eq!(p["steps"][1]["after"][0], "a", "{p:#}");
+    assert_eq!(p["steps"][1]["state"], "FAILED", "{p:#}");
+
+    // A live change shows in the next answer.
+    ok(&env, &["cancel", &running]);
+    wait_json(&ui, &format!("/api/apps/{}", encode(&running)), |v| {
+        v["state"] == "CANCELLED"
+    });
+    // rerun --failed of the group: a new group of its two failed tasks.
+    let rerun = ui.post("/api/rerun", &group);
+    assert_eq!(rerun.status, 200, "{}", rerun.body);
+    let again = ui.post("/api/rerun", &succeeded);
+    assert_eq!(again.status, 400, "{}", again.body);
+}
+
+#[test]
+fn a_log_starts_from_its_tail_and_follows_as_text() {
+    let env = Env::new();
+    let handle = env.detach(&[
+        "utils.sh",
+        "--",
+        "sh",
+        "-c",
+        "seq 1 200000; echo '<img src=x onerror=alert(1)></script>'; sleep 2; echo late",
+    ]);
+    let ui = Server::start(&env, &[]);
+    let path = format!("/api/logs/{}?lines=3&follow=true", encode(&handle));
+    let reply = ui.get(&path);
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert_eq!(
+        reply.header("content-type"),
+        Some("text/plain; charset=utf-8")
+    );
+    assert_eq!(reply.header("x-content-type-options"), Some("nosniff"));
+    let lines: Vec<&str> = reply.body.lines().collect();
+    assert_eq!(
+        lines,
+        [
+            "199999",
+            "200000",
+            "<img src=x onerror=alert(1)></script>",
+            "late"
+        ],
+        "{}",
+        reply.body
+    );
+    // Searching is the scheduler's regex over the whole log.
+    let found = ui.get(&format!(
+        "/api/logs/{}?regex=%5E1999%5B0-9%5D%24&lines=2",
+        encode(&handle)
+    ));
+    assert_eq!(found.body, "19998\n19999\n");
+    let bad = ui.get(&format!("/api/logs/{}?regex=(", encode(&handle)));
+    assert_eq!(bad.status, 400, "{}", bad.body);
+    assert!(bad.body.contains("regex"), "{}", bad.body);
+    let role = ui.get(&format!("/api/logs/{}?role=nope", encode(&handle)));
+    assert!(role.status >= 400, "{role:?}");
+}
+
+#[test]
+fn bad_options_are_named() {
+    let env = Env::new();
+    let out = env.run(&["ui", "--host", "not-an-address"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("--host `not-an-address`"),
+        "{}",
+        stderr(&out)
+    );
+    let out = env.run(&["ui", "-s", "local_cwd,nope"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("no scheduler `nope`"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(stderr(&out).contains("slurm"), "{}", stderr(&out));
+}
