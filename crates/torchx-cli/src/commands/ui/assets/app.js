@@ -247,7 +247,7 @@ function groupBody(d) {
   const progress = bar(d.counts);
   sizeBars(progress[0]);
   return [
-    el("h2", {}, `Tasks (${d.tasks.length})`), progress,
+    el("h2", {}, `Tasks (${d.tasks.length})`), ...progress,
     el("p", { class: "muted" }, "spec: " + d.spec, d.native_array ? " · native array " + d.native_array : ""),
     el("table", { id: "tasks" }, el("tr", {}, ["task", "state", "parameters", "job"].map((h) => el("th", {}, h))),
       tasks.map((t) => el("tr", { "data-task": t.index },
