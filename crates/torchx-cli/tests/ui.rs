@@ -489,3 +489,40 @@ fn bad_options_are_named() {
     );
     assert!(stderr(&out).contains("slurm"), "{}", stderr(&out));
 }
+
+#[test]
+fn ctrl_c_stops_the_server_even_while_a_log_is_followed() {
+    let env = Env::new();
+    let handle = env.detach(&["utils.sh", "--", "sh", "-c", "echo started; sleep 300"]);
+    let mut ui = Server::start(&env, &[]);
+    let mut follower = TcpStream::connect(&ui.addr).unwrap();
+    let path = format!("/api/logs/{}?follow=true", encode(&handle));
+    write!(
+        follower,
+        "GET {path} HTTP/1.1\r\nHost: {}\r\n{}\r\n\r\n",
+        ui.addr,
+        ui.cookie()
+    )
+    .unwrap();
+    let mut first = [0u8; 512];
+    let n = follower.read(&mut first).unwrap();
+    assert!(String::from_utf8_lossy(&first[..n]).starts_with("HTTP/1.1 200"));
+    let killed = std::process::Command::new("kill")
+        .args(["-INT", &ui.child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let start = Instant::now();
+    let status = loop {
+        if let Some(s) = ui.child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "still serving after Ctrl-C"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(status.code(), Some(0));
+    ok(&env, &["cancel", &handle]);
+}
