@@ -268,7 +268,22 @@ impl Error {
 
     /// An I/O failure, with what was being done (`context: <the io error>`).
     pub fn io(context: impl Into<String>, source: std::io::Error) -> Self {
-        Error::new(ErrorKind::Backend, format!("{}: {source}", context.into())).with_source(source)
+        use std::io::ErrorKind as Io;
+        // A file the library expects and does not find is its own state gone wrong (a
+        // Backend fault); files a user names are reported by their readers as NotFound.
+        let kind = match source.kind() {
+            Io::PermissionDenied | Io::ReadOnlyFilesystem => ErrorKind::PermissionDenied,
+            Io::TimedOut => ErrorKind::Timeout,
+            Io::ConnectionRefused
+            | Io::ConnectionReset
+            | Io::ConnectionAborted
+            | Io::NotConnected
+            | Io::AddrNotAvailable
+            | Io::HostUnreachable
+            | Io::NetworkUnreachable => ErrorKind::Unavailable,
+            _ => ErrorKind::Backend,
+        };
+        Error::new(kind, format!("{}: {source}", context.into())).with_source(source)
     }
 
     /// This error with another kind (its message and cause kept).
@@ -317,6 +332,22 @@ pub fn nearest<'a>(given: &str, candidates: impl IntoIterator<Item = &'a str>) -
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn io_errors_keep_their_cause_and_a_kind_to_act_on() {
+        let kind_of = |k| Error::io("doing", std::io::Error::from(k)).kind();
+        use std::io::ErrorKind as Io;
+        assert_eq!(kind_of(Io::PermissionDenied), ErrorKind::PermissionDenied);
+        assert_eq!(kind_of(Io::TimedOut), ErrorKind::Timeout);
+        assert_eq!(kind_of(Io::ConnectionRefused), ErrorKind::Unavailable);
+        assert_eq!(kind_of(Io::NotFound), ErrorKind::Backend);
+        let e = Error::io("reading x", std::io::Error::from(Io::PermissionDenied));
+        assert_eq!(
+            e.io_error().map(std::io::Error::kind),
+            Some(Io::PermissionDenied)
+        );
+        assert!(e.to_string().starts_with("reading x: "), "{e}");
+    }
 
     #[test]
     fn suggests_typos_only() {

@@ -372,6 +372,26 @@ pub fn submit_rest(a: crate::cli::SubmitGroupArgs) -> Result<i32> {
     outcome
 }
 
+/// [`rerun_argv`] without the given flags and their values (a run moved elsewhere sets its
+/// own scheduler and options).
+pub(super) fn rerun_argv_without(
+    a: &RunArgs,
+    component: &str,
+    args: &[String],
+    flags: &[&str],
+) -> Vec<String> {
+    let mut kept = Vec::new();
+    let mut words = rerun_argv(a, component, args).into_iter();
+    while let Some(word) = words.next() {
+        if flags.contains(&word.as_str()) {
+            words.next();
+        } else {
+            kept.push(word);
+        }
+    }
+    kept
+}
+
 /// The `torchx run` arguments that make this group's tasks again (the group flags aside).
 pub(super) fn rerun_argv(a: &RunArgs, component: &str, args: &[String]) -> Vec<String> {
     if let Some(rerun) = &a.rerun_of {

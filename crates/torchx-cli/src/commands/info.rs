@@ -100,12 +100,7 @@ pub fn runopts(a: RunoptsArgs) -> Result<i32> {
 pub fn configure(a: ConfigureArgs) -> Result<i32> {
     let runner = super::runner_without_config()?;
     let names: Vec<String> = match &a.schedulers {
-        Some(s) => s
-            .split(',')
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-            .map(String::from)
-            .collect(),
+        Some(s) => super::split_list(s),
         None => runner.registry().all_names(),
     };
     let mut schemas = Vec::new();

@@ -85,6 +85,16 @@ pub async fn within<T>(
     }
 }
 
+/// The items of a comma-separated list (`-s slurm,local_cwd`, `--roles a,b`), trimmed, empty
+/// ones dropped.
+pub fn split_list(list: &str) -> Vec<String> {
+    list.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(String::from)
+        .collect()
+}
+
 /// A single-threaded tokio runtime, built only by commands that talk to a scheduler.
 pub fn block_on<F: std::future::Future>(f: F) -> F::Output {
     tokio::runtime::Builder::new_current_thread()

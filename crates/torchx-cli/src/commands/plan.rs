@@ -147,12 +147,7 @@ pub fn why_not(row: &PlanRow) -> String {
 pub fn plan(a: crate::cli::PlanArgs) -> Result<i32> {
     let runner = super::runner()?;
     let schedulers: Vec<String> = match &a.scheduler {
-        Some(s) => s
-            .split(',')
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-            .map(String::from)
-            .collect(),
+        Some(s) => super::split_list(s),
         None => vec![runner.config().cli_run().scheduler.unwrap_or_else(|| {
             runner
                 .registry()
@@ -201,12 +196,7 @@ pub fn choose(
     workspace: Option<&str>,
     tokens: &[String],
 ) -> Result<Vec<(String, String)>> {
-    let schedulers: Vec<String> = spec
-        .split(',')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(String::from)
-        .collect();
+    let schedulers = super::split_list(spec);
     if schedulers.is_empty() {
         return Err(Error::arg(
             "-s auto:S1,S2,...: give the schedulers to try, in order (e.g. auto:slurm,local_cwd)",

@@ -38,16 +38,10 @@ pub fn status(a: StatusArgs) -> Result<i32> {
     }
     let status =
         super::block_on(runner.status(&a.app_handle))?.ok_or_else(|| unknown(&a.app_handle))?;
-    let roles: Vec<String> = a
+    let roles = a
         .roles
         .as_deref()
-        .map(|r| {
-            r.split(',')
-                .map(str::trim)
-                .filter(|s| !s.is_empty())
-                .map(String::from)
-                .collect()
-        })
+        .map(super::split_list)
         .unwrap_or_default();
     // A scheduler that reports roles can tell a typo from a role with nothing to show.
     let known: Vec<&str> = status.roles.iter().map(|r| r.role.as_str()).collect();

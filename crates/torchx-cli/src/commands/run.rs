@@ -244,15 +244,12 @@ fn held(a: &RunArgs, runner: &Runner, job: HeldJob<'_>, app_name: &str) -> Resul
     if !job.cfg.is_empty() {
         run_args.extend(["--cfg".to_string(), job.cfg.to_string()]);
     }
-    let mut recorded = super::group::rerun_argv(a, job.component, job.args).into_iter();
-    while let Some(word) = recorded.next() {
-        match word.as_str() {
-            "--after" | "--scheduler" | "--cfg" => {
-                recorded.next();
-            }
-            _ => run_args.push(word),
-        }
-    }
+    run_args.extend(super::group::rerun_argv_without(
+        a,
+        job.component,
+        job.args,
+        &["--after", "--scheduler", "--cfg"],
+    ));
     let name = super::pipeline::step_name(app_name);
     super::pipeline::run_held(a, runner, job.scheduler, run_args, &name)
 }

@@ -15,8 +15,8 @@ use super::after::{Condition, Verdict};
 use super::AppState;
 use crate::error::{Error, Result};
 
-/// The keys a step may have.
-const STEP_KEYS: &[&str] = &[
+/// The keys a step may have besides its [`RUN_OPTIONS`].
+const STEP_OWN_KEYS: &[&str] = &[
     "name",
     "component",
     "args",
@@ -26,16 +26,7 @@ const STEP_KEYS: &[&str] = &[
     "workspace",
     "after",
     "pipeline_dir",
-    "array",
     "sweep",
-    "sweep_file",
-    "max_concurrent",
-    "time_limit",
-    "checkpoint_signal",
-    "max_retries",
-    "requeue_exit_code",
-    "max_requeues",
-    "checkpoint_dir",
     "skip_preflight",
 ];
 
@@ -195,13 +186,14 @@ fn parse_step(v: &Value, index: usize) -> Result<Step> {
         None => return Err(bad(format!("step {index} has no `name`"))),
     };
     check_step_name(&name)?;
-    if let Some(key) = map.keys().find(|k| !STEP_KEYS.contains(&k.as_str())) {
-        let hint = strsim_nearest(key, STEP_KEYS)
+    let step_keys: Vec<&str> = STEP_OWN_KEYS.iter().chain(RUN_OPTIONS).copied().collect();
+    if let Some(key) = map.keys().find(|k| !step_keys.contains(&k.as_str())) {
+        let hint = strsim_nearest(key, &step_keys)
             .map(|s| format!(" (did you mean `{s}`?)"))
             .unwrap_or_default();
         return Err(bad(format!(
             "step `{name}`: unknown key `{key}`{hint}; a step has: {}",
-            STEP_KEYS.join(", ")
+            step_keys.join(", ")
         )));
     }
     let text = |key: &str| -> Result<Option<String>> {

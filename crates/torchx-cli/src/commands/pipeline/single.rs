@@ -73,16 +73,8 @@ pub fn run_failover(
         .split_first()
         .ok_or_else(|| Error::arg("missing component name"))?;
     // The run's own arguments, without the scheduler, its options and the failover.
-    let mut common = Vec::new();
-    let mut recorded = crate::commands::group::rerun_argv(a, component, args).into_iter();
-    while let Some(word) = recorded.next() {
-        match word.as_str() {
-            "--scheduler" | "--cfg" => {
-                recorded.next();
-            }
-            _ => common.push(word),
-        }
-    }
+    let common =
+        crate::commands::group::rerun_argv_without(a, component, args, &["--scheduler", "--cfg"]);
     let mut candidates: Vec<(String, Vec<String>)> = ok
         .into_iter()
         .map(|(scheduler, cfg)| {

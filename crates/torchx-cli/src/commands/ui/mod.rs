@@ -70,14 +70,14 @@ fn schedulers(runner: &Runner, named: Option<&str>) -> Result<Vec<String>> {
     };
     match named {
         Some(list) => {
-            for name in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-                if !known.iter().any(|k| k == name) {
+            for name in super::split_list(list) {
+                if !known.contains(&name) {
                     return Err(Error::arg(format!(
                         "-s: no scheduler `{name}`; the schedulers are: {}",
                         known.join(", ")
                     )));
                 }
-                add(name);
+                add(&name);
             }
         }
         None => {
