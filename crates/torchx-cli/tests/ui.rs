@@ -526,3 +526,25 @@ fn ctrl_c_stops_the_server_even_while_a_log_is_followed() {
     assert_eq!(status.code(), Some(0));
     ok(&env, &["cancel", &handle]);
 }
+
+/// The page inserts what jobs say only as text: none of the DOM calls that parse markup, and
+/// no inline script or style (the Content-Security-Policy would refuse them anyway).
+#[test]
+fn the_page_never_parses_markup() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/commands/ui/assets");
+    let js = std::fs::read_to_string(dir.join("app.js")).unwrap();
+    for call in [
+        "innerHTML",
+        "outerHTML",
+        "insertAdjacentHTML",
+        "document.write",
+        "DOMParser",
+        "createContextualFragment",
+        "eval(",
+        "new Function",
+    ] {
+        assert!(!js.contains(call), "app.js uses {call}");
+    }
+    let html = std::fs::read_to_string(dir.join("index.html")).unwrap();
+    assert!(!html.contains("<script>") && !html.contains("style="), "{html}");
+}
