@@ -75,8 +75,16 @@ def browser() -> Any | None:
         return None
     options = webdriver.ChromeOptions()
     options.binary_location = "/usr/bin/chromium"
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run", "--enable-precise-memory-info"):
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        "--enable-precise-memory-info",
+    ):
         options.add_argument(flag)
     return webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
 
@@ -113,31 +121,48 @@ def main() -> None:
             driver.get(ui.url)
             driver.get(ui.base + "/#/")
             start = time.perf_counter()
-            until(lambda: driver.execute_script("const c = document.getElementById('count'); return c && c.textContent.startsWith('" + str(a.jobs) + " of')"))
+            until(
+                lambda: driver.execute_script(
+                    "const c = document.getElementById('count'); return c && c.textContent.startsWith('"
+                    + str(a.jobs)
+                    + " of')"
+                )
+            )
             shown = (time.perf_counter() - start) * 1000
             keystroke = driver.execute_script(
                 "const i = document.getElementById('filter-name'); const t = performance.now();"
                 "i.value = 'echo-1'; i.dispatchEvent(new Event('input')); return performance.now() - t;"
             )
             heap = driver.execute_script("return performance.memory.usedJSHeapSize") / (1 << 20)
-            print(f"  page: {a.jobs} rows counted after {shown:.0f} ms; a filter keystroke re-renders in "
-                  f"{keystroke:.1f} ms; JS heap {heap:.1f} MiB")
+            print(
+                f"  page: {a.jobs} rows counted after {shown:.0f} ms; a filter keystroke re-renders in "
+                f"{keystroke:.1f} ms; JS heap {heap:.1f} MiB"
+            )
         lines = int(a.gib * (1 << 30) / (len(LINE) + 1))
         out = subprocess.run(
             [torchx, "run", "utils.sh", "--", "sh", "-c", f"yes {LINE} | head -n {lines}"],
-            env=env, capture_output=True, text=True, check=True,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
         )
         handle = out.stdout.split()[0]
         path = "/api/logs/" + urllib.parse.quote(handle, safe="") + "?lines=5000"
         start = time.perf_counter()
         body = ui.get(path)
         took = time.perf_counter() - start
-        print(f"GET {a.gib:g} GiB log, last 5000 lines ({len(body) >> 10} KiB): {took:.2f} s; "
-              f"server peak RSS {ui.peak_rss_mib():.0f} MiB")
+        print(
+            f"GET {a.gib:g} GiB log, last 5000 lines ({len(body) >> 10} KiB): {took:.2f} s; "
+            f"server peak RSS {ui.peak_rss_mib():.0f} MiB"
+        )
         if driver:
             driver.get(ui.base + "/#/logs/" + urllib.parse.quote(handle, safe=""))
             start = time.perf_counter()
-            until(lambda: "last 5000 lines" in driver.execute_script("return document.getElementById('log-note').textContent"))
+            until(
+                lambda: (
+                    "last 5000 lines" in driver.execute_script("return document.getElementById('log-note').textContent")
+                )
+            )
             shown = time.perf_counter() - start
             heap = driver.execute_script("return performance.memory.usedJSHeapSize") / (1 << 20)
             print(f"  page: the last 5000 lines shown after {shown:.2f} s; JS heap {heap:.1f} MiB")

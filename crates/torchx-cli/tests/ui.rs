@@ -24,8 +24,12 @@ impl Server {
     fn start(env: &Env, extra: &[&str]) -> Server {
         let mut args = vec!["ui", "--port", "0"];
         args.extend_from_slice(extra);
-        let mut child = env
-            .cmd(&args)
+        Server::spawn(env.cmd(&args))
+    }
+
+    /// `torchx ui` as `cmd` starts it.
+    fn spawn(mut cmd: std::process::Command) -> Server {
+        let mut child = cmd
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
@@ -546,5 +550,29 @@ fn the_page_never_parses_markup() {
         assert!(!js.contains(call), "app.js uses {call}");
     }
     let html = std::fs::read_to_string(dir.join("index.html")).unwrap();
-    assert!(!html.contains("<script>") && !html.contains("style="), "{html}");
+    assert!(
+        !html.contains("<script>") && !html.contains("style="),
+        "{html}"
+    );
+}
+
+/// Without `-s`, the schedulers with a section in `.torchxconfig` are listed beside local_cwd;
+/// one that cannot answer is named in `errors` while the others still show.
+#[test]
+fn the_configured_schedulers_are_listed_and_a_silent_one_is_named() {
+    let env = Env::new();
+    std::fs::write(env.cwd.join(".torchxconfig"), "[lsf]\nqueue = nowhere\n").unwrap();
+    let handle = ok(&env, &["run", "utils.echo", "--msg", "hi"]);
+    let handle = handle.lines().next().unwrap().to_string();
+    // No LSF here: its commands are missing from PATH.
+    let mut cmd = env.cmd(&["ui", "--port", "0"]);
+    cmd.env("PATH", "/nonexistent");
+    let ui = Server::spawn(cmd);
+    assert_eq!(
+        ui.json("/api/info")["schedulers"],
+        serde_json::json!(["local_cwd", "lsf"])
+    );
+    let apps = ui.json("/api/apps");
+    assert_eq!(apps["apps"][0]["handle"], handle.as_str(), "{apps:#}");
+    assert_eq!(apps["errors"][0]["scheduler"], "lsf", "{apps:#}");
 }
