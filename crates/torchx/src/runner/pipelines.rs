@@ -1,0 +1,164 @@
+//! The Runner's side of pipelines ([`crate::pipeline`]): their steps' states, status, cancel
+//! and delete.
+
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+use crate::pipeline::{
+    pipeline_state, step_states, try_lock_holder, Phase, PipelineRecord, StepRecord, StepState,
+    CANCELLED_BEFORE_START, HOLDER_STOP,
+};
+use crate::specs::{AppState, AppStatus};
+use crate::Runner;
+
+impl Runner {
+    /// Each step's state now (one status call per submitted step).
+    pub async fn pipeline_steps(&self, record: &PipelineRecord) -> Result<Vec<StepState>> {
+        let mut jobs = std::collections::BTreeMap::new();
+        // A reused step's job succeeded in an earlier run: not asked about again.
+        for step in &record.steps {
+            let Phase::Submitted { handle } = &step.phase else {
+                continue;
+            };
+            let status = match self.step_job_status(handle).await {
+                Ok(s) => s,
+                Err(e) if e.kind() == crate::ErrorKind::NotFound => None,
+                Err(e) => return Err(e),
+            };
+            jobs.insert(handle.to_string(), status);
+        }
+        for step in record.steps.iter().filter(|s| s.phase == Phase::Waiting) {
+            for dep in step.after.iter().filter(|d| d.is_external()) {
+                if !jobs.contains_key(&dep.step) {
+                    // Boxed: a pipeline may wait for another pipeline.
+                    let status = Box::pin(self.status(&dep.step)).await.ok().flatten();
+                    jobs.insert(dep.step.clone(), status);
+                }
+            }
+        }
+        Ok(step_states(record, |h| jobs.get(h).cloned().flatten()))
+    }
+
+    /// A step's job's (or group's) status.
+    async fn step_job_status(&self, handle: &str) -> Result<Option<AppStatus>> {
+        match crate::group::GroupRecord::find(handle)? {
+            Some(group) => Ok(Some(self.group_status(&group).await?)),
+            None => self.app_status(handle).await,
+        }
+    }
+
+    /// The pipeline's status: its state, and its steps' counts as the message.
+    pub async fn pipeline_status(&self, record: &PipelineRecord) -> Result<AppStatus> {
+        let state_dir = crate::schedulers::default_state_dir();
+        let steps = self.pipeline_steps(record).await?;
+        let mut status = AppStatus::new(pipeline_state(
+            record,
+            &steps,
+            record.cancel_requested(&state_dir),
+        ));
+        let states: Vec<AppState> = steps.iter().map(|s| s.state).collect();
+        let counted: Vec<String> = crate::group::counts(&states)
+            .iter()
+            .map(|(s, n)| format!("{s} {n}"))
+            .collect();
+        status.msg = format!("{} steps: {}", steps.len(), counted.join(", "));
+        Ok(status)
+    }
+
+    /// Cancels the pipeline: no step starts any more, and every submitted step that is not
+    /// over is cancelled. The holder, if one is at work, sees the mark and stops; steps it is
+    /// submitting are cancelled once submitted (waits for them at most a few seconds).
+    pub async fn cancel_pipeline(&self, record: &PipelineRecord) -> Result<()> {
+        let state_dir = crate::schedulers::default_state_dir();
+        let marker = record.dir(&state_dir)?.join("cancel");
+        std::fs::write(&marker, b"")
+            .map_err(|e| Error::io(format!("writing {}", marker.display()), e))?;
+        let deadline = std::time::Instant::now() + HOLDER_STOP;
+        let mut record = record.clone();
+        loop {
+            for handle in record.steps.iter().filter_map(|s| match &s.phase {
+                Phase::Submitted { handle } => Some(handle),
+                _ => None,
+            }) {
+                let cancelled = match crate::group::GroupRecord::find(handle)? {
+                    Some(group) => self.cancel_group(&group).await,
+                    None => self.cancel_app(handle).await,
+                };
+                match cancelled {
+                    Err(e) if e.kind() != crate::ErrorKind::NotFound => return Err(e),
+                    _ => {}
+                }
+            }
+            let open = record.steps.iter().any(StepRecord::is_open);
+            if !open {
+                return Ok(());
+            }
+            // No holder at work: settle the steps that will not run ourselves.
+            if let Some(_lock) = try_lock_holder(&state_dir, &record)? {
+                let mut now = PipelineRecord::load(&state_dir, &record.id)?.unwrap_or(record);
+                let submitting = now
+                    .steps
+                    .iter()
+                    .any(|s| matches!(s.phase, Phase::Submitting { .. }));
+                if !submitting {
+                    for s in &mut now.steps {
+                        if let Some(f) = s.failover.as_mut() {
+                            f.next.clear();
+                        }
+                        if s.phase == Phase::Waiting {
+                            s.phase = Phase::NotRun {
+                                why: CANCELLED_BEFORE_START.into(),
+                                outside: false,
+                            };
+                        }
+                    }
+                    now.holder = None;
+                    now.save(&state_dir)?;
+                    return Ok(());
+                }
+                record = now;
+            }
+            if std::time::Instant::now() >= deadline {
+                return Err(Error::timeout(format!(
+                    "{}: its holder did not stop within {}s; its submitted steps are cancelled",
+                    record.handle(),
+                    HOLDER_STOP.as_secs()
+                )));
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            if let Some(now) = PipelineRecord::load(&state_dir, &record.id)? {
+                record = now;
+            }
+        }
+    }
+
+    /// Deletes the pipeline: cancels it, deletes each step's job where its scheduler can,
+    /// then forgets the pipeline (its record and shared directory).
+    pub async fn delete_pipeline(&self, record: &PipelineRecord) -> Result<()> {
+        self.cancel_pipeline(record).await?;
+        let state_dir = crate::schedulers::default_state_dir();
+        let record =
+            PipelineRecord::load(&state_dir, &record.id)?.unwrap_or_else(|| record.clone());
+        for step in &record.steps {
+            let Phase::Submitted { handle } = &step.phase else {
+                continue;
+            };
+            let deletable = self
+                .scheduler(&step.scheduler)
+                .is_ok_and(|s| s.capabilities().delete);
+            if !deletable {
+                continue;
+            }
+            match crate::group::GroupRecord::find(handle)? {
+                Some(group) => self.delete_group(&group).await?,
+                None if self.app_status(handle).await.ok().flatten().is_some() => {
+                    self.delete_app(handle).await?
+                }
+                None => {}
+            }
+        }
+        let dir = record.dir(&state_dir)?;
+        std::fs::remove_dir_all(&dir)
+            .map_err(|e| Error::io(format!("removing {}", dir.display()), e))
+    }
+}
