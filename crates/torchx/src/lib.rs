@@ -9,6 +9,7 @@
 #![warn(missing_docs)]
 #![warn(unreachable_pub)]
 
+mod blocking;
 pub mod components;
 pub mod config;
 pub mod error;

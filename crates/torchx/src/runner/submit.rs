@@ -135,7 +135,7 @@ impl Runner {
             Some(images) => (app, images, cwd),
             None => {
                 let (name, cfg) = (scheduler.to_string(), resolved.clone());
-                crate::schedulers::blocking(scheduler, move || {
+                crate::blocking::blocking(scheduler, move || {
                     let images = crate::workspace::prepare(&mut app, &name, support, &cfg, &cwd)?;
                     Ok((app, images, cwd))
                 })

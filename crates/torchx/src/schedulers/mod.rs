@@ -141,16 +141,7 @@ impl SchedulerSource for Plugins {
     }
 }
 
-/// Runs blocking work (SQLite with its busy timeout, a scheduler's command-line tools, reading
-/// a workspace) on tokio's blocking pool, so no caller's async executor stalls on it.
-pub(crate) async fn blocking<T: Send + 'static>(
-    scheduler: &str,
-    work: impl FnOnce() -> Result<T> + Send + 'static,
-) -> Result<T> {
-    tokio::task::spawn_blocking(work)
-        .await
-        .map_err(|e| Error::backend(scheduler, format!("a blocking task did not finish: {e}")))?
-}
+pub(crate) use crate::blocking::blocking;
 
 /// [`blocking`] work of a backend whose operations are commands and SQLite (local_cwd, slurm,
 /// lsf), given a clone of the backend (a cheap handle).

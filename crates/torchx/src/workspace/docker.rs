@@ -18,8 +18,8 @@ use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
 use super::{walk_workspace, DOCKERFILE};
+use crate::blocking::blocking;
 use crate::error::{Error, ErrorKind, Result};
-use crate::schedulers::blocking;
 use crate::specs::{AppDef, Workspace, WorkspaceImage};
 
 /// TorchX's default `Dockerfile.torchx`.
