@@ -7,320 +7,26 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use rusqlite::config::DbConfig;
-use rusqlite::{params, Connection, OpenFlags, OptionalExtension, Row};
+use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
+
+mod rows;
+mod schema;
+
+use rows::{
+    app_row, db_err, liveness_row, replica_row, APP_COLUMNS, LIVENESS_COLUMNS, REPLICA_COLUMNS,
+};
+pub(super) use rows::{AppRow, AppSummary, AttemptRow, Liveness, Progress, ReplicaRow};
+use schema::{CONNECTION_PRAGMAS, MIGRATIONS, SCHEMA, SCHEMA_VERSION};
 
 use super::NAME;
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, Result};
 use crate::specs::{AppState, EndReason};
-
-/// Bumped when the schema changes incompatibly.
-const SCHEMA_VERSION: i64 = 2;
-
-const SCHEMA: &str = "
-CREATE TABLE IF NOT EXISTS apps (
-    app_id TEXT PRIMARY KEY,
-    name TEXT NOT NULL,
-    session TEXT NOT NULL,
-    state TEXT NOT NULL,
-    msg TEXT NOT NULL DEFAULT '',
-    created REAL NOT NULL,
-    ended REAL,
-    log_dir TEXT NOT NULL,
-    num_restarts INTEGER NOT NULL DEFAULT 0,
-    supervisor_pid INTEGER,
-    supervisor_start INTEGER,
-    submitter_pid INTEGER NOT NULL,
-    submitter_start INTEGER,
-    cancel_requested INTEGER NOT NULL DEFAULT 0
-);
--- Covers `list`, which then never reads the table itself.
-CREATE INDEX IF NOT EXISTS apps_list ON apps(created, name, app_id, state, ended, supervisor_pid,
-    supervisor_start, submitter_pid, submitter_start, cancel_requested);
--- The bulky parts live apart, so that `list` reads only small rows.
-CREATE TABLE IF NOT EXISTS specs (
-    app_id TEXT PRIMARY KEY,
-    app_json TEXT NOT NULL,
-    request_json TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS replicas (
-    app_id TEXT NOT NULL,
-    role_idx INTEGER NOT NULL,
-    replica_id INTEGER NOT NULL,
-    role TEXT NOT NULL,
-    state TEXT NOT NULL,
-    attempt INTEGER NOT NULL DEFAULT 0,
-    pid INTEGER,
-    pid_start INTEGER,
-    exit_code INTEGER,
-    signal INTEGER,
-    msg TEXT NOT NULL DEFAULT '',
-    started REAL,
-    ended REAL,
-    stdout TEXT NOT NULL,
-    stderr TEXT NOT NULL,
-    combined TEXT NOT NULL,
-    error_file TEXT NOT NULL,
-    PRIMARY KEY (app_id, role_idx, replica_id)
-);
-CREATE TABLE IF NOT EXISTS attempts (
-    app_id TEXT NOT NULL,
-    role_idx INTEGER NOT NULL,
-    replica_id INTEGER NOT NULL,
-    attempt INTEGER NOT NULL,
-    pid INTEGER,
-    exit_code INTEGER,
-    signal INTEGER,
-    started REAL,
-    ended REAL,
-    reason TEXT,
-    PRIMARY KEY (app_id, role_idx, replica_id, attempt)
-);
-";
-
-/// What brings a ledger of each older schema version to the current one, in order.
-const MIGRATIONS: [(i64, &str); 1] = [
-    // Version 2: why each attempt ended (`succeeded`, `requeued`, `timeout`, ...).
-    (1, "ALTER TABLE attempts ADD COLUMN reason TEXT;"),
-];
-
-/// Per connection: WAL commits without fsync (atomic, durable up to the last checkpoint), and
-/// reads through mmap rather than copies.
-const CONNECTION_PRAGMAS: &str = "PRAGMA synchronous=NORMAL; PRAGMA mmap_size=268435456;";
-
-/// One app.
-#[derive(Debug, Clone, PartialEq)]
-pub(super) struct AppRow {
-    /// App id.
-    pub app_id: String,
-    /// AppDef name.
-    pub name: String,
-    /// Session name.
-    pub session: String,
-    /// Recorded state (see [`super::state::reconcile`] for apps whose supervisor died).
-    pub state: AppState,
-    /// Why it is in that state.
-    pub msg: String,
-    /// Submission time (unix seconds).
-    pub created: f64,
-    /// End time (unix seconds), once terminal.
-    pub ended: Option<f64>,
-    /// Log directory.
-    pub log_dir: String,
-    /// Restarts performed under the retry policy.
-    pub num_restarts: i64,
-    /// The supervisor process, once started.
-    pub supervisor_pid: Option<u32>,
-    /// Its start time (pid-reuse guard).
-    pub supervisor_start: Option<u64>,
-    /// The process that submitted it (it starts the supervisor).
-    pub submitter_pid: u32,
-    /// Its start time.
-    pub submitter_start: Option<u64>,
-    /// A cancel was requested.
-    pub cancel_requested: bool,
-    /// The AppDef, as JSON.
-    pub app_json: String,
-}
-
-/// One replica's current attempt.
-#[derive(Debug, Clone, PartialEq)]
-pub(super) struct ReplicaRow {
-    /// Index of its role in the app.
-    pub role_idx: u32,
-    /// Replica index within the role.
-    pub replica_id: u32,
-    /// Role name.
-    pub role: String,
-    /// State of the current attempt.
-    pub state: AppState,
-    /// 0 for the first run, +1 per restart.
-    pub attempt: u32,
-    /// Process id (and process group id).
-    pub pid: Option<u32>,
-    /// Process start time (pid-reuse guard).
-    pub pid_start: Option<u64>,
-    /// Exit code, once exited.
-    pub exit_code: Option<i32>,
-    /// Terminating signal, once killed.
-    pub signal: Option<i32>,
-    /// Why it ended that way (spawn errors, who stopped it).
-    pub msg: String,
-    /// Start time of the current attempt.
-    pub started: Option<f64>,
-    /// End time of the current attempt.
-    pub ended: Option<f64>,
-    /// stdout log.
-    pub stdout: String,
-    /// stderr log.
-    pub stderr: String,
-    /// Combined log.
-    pub combined: String,
-    /// torchelastic error file.
-    pub error_file: String,
-}
-
-/// A finished attempt, kept as history.
-#[derive(Debug, Clone, PartialEq)]
-pub(super) struct AttemptRow {
-    /// Role index.
-    pub role_idx: u32,
-    /// Replica index.
-    pub replica_id: u32,
-    /// Attempt number.
-    pub attempt: u32,
-    /// Process id.
-    pub pid: Option<u32>,
-    /// Exit code.
-    pub exit_code: Option<i32>,
-    /// Signal.
-    pub signal: Option<i32>,
-    /// Start time.
-    pub started: Option<f64>,
-    /// End time.
-    pub ended: Option<f64>,
-    /// Why it ended (`None` in ledgers written before reasons were recorded).
-    pub reason: Option<EndReason>,
-}
-
-/// The columns that decide whether an app is alive, and when it ran.
-#[derive(Debug, Clone, PartialEq)]
-pub(super) struct Liveness {
-    /// App id.
-    pub app_id: String,
-    /// Recorded state.
-    pub state: AppState,
-    /// Submission time.
-    pub created: f64,
-    /// End time.
-    pub ended: Option<f64>,
-    /// The supervisor process, once started.
-    pub supervisor_pid: Option<u32>,
-    /// Its start time.
-    pub supervisor_start: Option<u64>,
-    /// The submitting process.
-    pub submitter_pid: u32,
-    /// Its start time.
-    pub submitter_start: Option<u64>,
-    /// A cancel was requested.
-    pub cancel_requested: bool,
-}
-
-const LIVENESS_COLUMNS: &str = "app_id, state, created, ended, supervisor_pid, supervisor_start, \
-    submitter_pid, submitter_start, cancel_requested";
-
-/// Reads [`LIVENESS_COLUMNS`], which are the last columns of the row.
-fn liveness_row(r: &Row<'_>) -> rusqlite::Result<Liveness> {
-    let base = r.as_ref().column_count() - 9;
-    Ok(Liveness {
-        app_id: r.get(base)?,
-        state: state_of(r.get(base + 1)?),
-        created: r.get(base + 2)?,
-        ended: r.get(base + 3)?,
-        supervisor_pid: r.get(base + 4)?,
-        supervisor_start: r.get::<_, Option<i64>>(base + 5)?.map(|v| v as u64),
-        submitter_pid: r.get(base + 6)?,
-        submitter_start: r.get::<_, Option<i64>>(base + 7)?.map(|v| v as u64),
-        cancel_requested: r.get(base + 8)?,
-    })
-}
-
-/// The app-level fields the supervisor updates.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub(super) struct Progress<'a> {
-    /// The app's state.
-    pub state: AppState,
-    /// Why it is in that state.
-    pub msg: &'a str,
-    /// Restarts so far.
-    pub num_restarts: i64,
-    /// End time, once terminal.
-    pub ended: Option<f64>,
-}
-
-/// What `list` needs of an app.
-#[derive(Debug, Clone, PartialEq)]
-pub(super) struct AppSummary {
-    /// AppDef name.
-    pub name: String,
-    /// State and times.
-    pub live: Liveness,
-}
 
 /// An open ledger.
 #[derive(Debug)]
 pub(super) struct Ledger {
     conn: Connection,
     path: PathBuf,
-}
-
-/// A ledger error, keeping SQLite's as its source; a busy or locked ledger is
-/// [`ErrorKind::Unavailable`], an unwritable one [`ErrorKind::PermissionDenied`].
-fn db_err(path: &Path) -> impl Fn(rusqlite::Error) -> Error + '_ {
-    move |e| {
-        let kind = match e.sqlite_error_code() {
-            Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked) => {
-                ErrorKind::Unavailable
-            }
-            Some(rusqlite::ErrorCode::PermissionDenied | rusqlite::ErrorCode::ReadOnly) => {
-                ErrorKind::PermissionDenied
-            }
-            _ => ErrorKind::Backend,
-        };
-        let message = format!("job ledger {}: {e}", path.display());
-        Error::backend_caused_by(NAME, message, kind, e)
-    }
-}
-
-fn state_of(s: String) -> AppState {
-    s.parse().unwrap_or(AppState::Unknown)
-}
-
-fn app_row(r: &Row<'_>) -> rusqlite::Result<AppRow> {
-    Ok(AppRow {
-        app_id: r.get(0)?,
-        name: r.get(1)?,
-        session: r.get(2)?,
-        state: state_of(r.get(3)?),
-        msg: r.get(4)?,
-        created: r.get(5)?,
-        ended: r.get(6)?,
-        log_dir: r.get(7)?,
-        num_restarts: r.get(8)?,
-        supervisor_pid: r.get(9)?,
-        supervisor_start: r.get::<_, Option<i64>>(10)?.map(|v| v as u64),
-        submitter_pid: r.get(11)?,
-        submitter_start: r.get::<_, Option<i64>>(12)?.map(|v| v as u64),
-        cancel_requested: r.get(13)?,
-        app_json: r.get::<_, Option<String>>(14)?.unwrap_or_default(),
-    })
-}
-
-const APP_COLUMNS: &str = "app_id, name, session, state, msg, created, ended, log_dir, \
-    num_restarts, supervisor_pid, supervisor_start, submitter_pid, submitter_start, \
-    cancel_requested";
-
-const REPLICA_COLUMNS: &str = "role_idx, replica_id, role, state, attempt, pid, pid_start, \
-    exit_code, signal, msg, started, ended, stdout, stderr, combined, error_file";
-
-fn replica_row(r: &Row<'_>) -> rusqlite::Result<ReplicaRow> {
-    Ok(ReplicaRow {
-        role_idx: r.get(0)?,
-        replica_id: r.get(1)?,
-        role: r.get(2)?,
-        state: state_of(r.get(3)?),
-        attempt: r.get(4)?,
-        pid: r.get(5)?,
-        pid_start: r.get::<_, Option<i64>>(6)?.map(|v| v as u64),
-        exit_code: r.get(7)?,
-        signal: r.get(8)?,
-        msg: r.get(9)?,
-        started: r.get(10)?,
-        ended: r.get(11)?,
-        stdout: r.get(12)?,
-        stderr: r.get(13)?,
-        combined: r.get(14)?,
-        error_file: r.get(15)?,
-    })
 }
 
 impl Ledger {
@@ -578,15 +284,17 @@ impl Ledger {
             .and_then(|mut s| {
                 s.query_map([app_id], |r| {
                     Ok(AttemptRow {
-                        role_idx: r.get(0)?,
-                        replica_id: r.get(1)?,
-                        attempt: r.get(2)?,
-                        pid: r.get(3)?,
-                        exit_code: r.get(4)?,
-                        signal: r.get(5)?,
-                        started: r.get(6)?,
-                        ended: r.get(7)?,
-                        reason: r.get::<_, Option<String>>(8)?.and_then(|s| s.parse().ok()),
+                        role_idx: r.get("role_idx")?,
+                        replica_id: r.get("replica_id")?,
+                        attempt: r.get("attempt")?,
+                        pid: r.get("pid")?,
+                        exit_code: r.get("exit_code")?,
+                        signal: r.get("signal")?,
+                        started: r.get("started")?,
+                        ended: r.get("ended")?,
+                        reason: r
+                            .get::<_, Option<String>>("reason")?
+                            .and_then(|s| s.parse().ok()),
                     })
                 })?
                 .collect()
@@ -876,6 +584,7 @@ fn restrict_to_owner(path: &Path) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ErrorKind;
 
     pub(crate) fn app(id: &str, created: f64) -> AppRow {
         AppRow {
