@@ -11,6 +11,7 @@
 mod logs;
 mod opts;
 mod plan;
+mod recovery;
 mod render;
 mod state;
 
