@@ -11,6 +11,7 @@ mod logs;
 mod opts;
 mod plan;
 pub mod render;
+mod request;
 pub mod state;
 
 use std::collections::BTreeMap;
