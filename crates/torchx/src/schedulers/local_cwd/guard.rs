@@ -4,10 +4,11 @@
 use std::io::{BufRead, Write};
 use std::time::{Duration, Instant};
 
+use super::entry::GUARD_ARG;
 use super::ledger::{Ledger, Liveness, ReplicaRow};
 use super::now;
 use super::state::{verdict_without_supervisor, Alive};
-use super::supervisor::{GUARD_ARG, SAVE_RETRY};
+use super::supervisor::SAVE_RETRY;
 use crate::error::Result;
 use crate::specs::AppState;
 use crate::sys;

@@ -7,6 +7,8 @@
 //!   its decisions (a pure state machine: starts, retries, requeues, time limits, stops);
 //!   `launch`: starting replicas and pumping their output; `guard`: the guard process and
 //!   what readers do about an app whose supervisor is gone;
+//! - `entry`: the hidden `__supervise`/`__guard` subcommands and which executable runs them;
+//! - `plan`: this machine's CPUs, GPUs and memory against what the app asks;
 //! - `state`: pure retry and liveness decisions; `sys`: the POSIX calls std lacks.
 //!
 //! This module is the client side: `schedule` records the app and starts its supervisor
@@ -24,12 +26,14 @@ macro_rules! note {
 
 mod after;
 mod descendants;
+mod entry;
 mod guard;
 mod launch;
 mod ledger;
 mod logs;
 mod machine;
 mod opts;
+mod plan;
 mod render;
 mod state;
 mod submit;
@@ -48,10 +52,10 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
 
+pub use entry::{embed_supervisor, use_supervisor};
 use ledger::{Ledger, Liveness};
 pub use opts::LocalCwdOpts;
 pub use render::{render, PopenRequest, ReplicaParam, RoleParams};
-pub use supervisor::{embed_supervisor, use_supervisor};
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::scheduler::{
@@ -441,7 +445,7 @@ impl Backend for LocalCwdScheduler {
 
     async fn plan(&self, _req: &PopenRequest, info: &DryRunInfo) -> Result<PlanReport> {
         let app = info.app.clone();
-        crate::schedulers::blocking(NAME, move || Ok(supervisor::plan_on_this_machine(&app))).await
+        crate::schedulers::blocking(NAME, move || Ok(plan::plan_on_this_machine(&app))).await
     }
 
     async fn submit(&self, req: &PopenRequest, info: &DryRunInfo) -> Result<String> {

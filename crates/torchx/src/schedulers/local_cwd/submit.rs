@@ -6,8 +6,9 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};
 
+use super::entry;
 use super::ledger::{AppRow, ReplicaRow};
-use super::{after, check_app_id, now, supervisor, LocalCwdScheduler, PopenRequest, NAME};
+use super::{after, check_app_id, now, LocalCwdScheduler, PopenRequest, NAME};
 use crate::error::{Error, Result};
 use crate::specs::{AppDef, AppState};
 use crate::sys;
@@ -17,7 +18,7 @@ impl LocalCwdScheduler {
         check_app_id(&req.app_id)?;
         let exe = match &self.shared.supervisor {
             Some(exe) => exe.clone(),
-            None => supervisor::supervisor_exe()?,
+            None => entry::supervisor_exe()?,
         };
         let json = |v: serde_json::Result<String>| {
             v.map_err(|e| Error::backend(NAME, format!("cannot serialise the app: {e}")))
@@ -122,7 +123,7 @@ impl LocalCwdScheduler {
         let log = File::create(&log_path)
             .map_err(|e| Error::io(format!("creating {}", log_path.display()), e))?;
         let mut child = Command::new(exe)
-            .arg(supervisor::SUPERVISE_ARG)
+            .arg(entry::SUPERVISE_ARG)
             .env("TORCHX_STATE_DIR", self.state_dir())
             // The user's own, where `torchx status` finds a dependency (local_docker's apps
             // have a ledger of their own).

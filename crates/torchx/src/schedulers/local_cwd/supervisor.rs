@@ -15,16 +15,18 @@ use std::collections::VecDeque;
 use std::io::{BufRead, Write};
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{ChildStdin, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use super::after::{wait_for_dependencies, Waited};
 use super::descendants::Descendants;
-use super::guard::{guard_main, DONE, OUTCOME};
+use super::entry::{GUARD_ARG, SUPERVISE_ARG};
+use super::guard::{DONE, OUTCOME};
 use super::launch::{Launcher, Proc};
 use super::ledger::{AttemptRow, Ledger, Progress, ReplicaRow};
 use super::machine::{Action, Event, Machine, RolePolicy};
+use super::plan::gpu_count;
 use super::render::{cuda_assignments, PopenRequest, ReplicaParam};
 use super::{now, GRACE, NAME};
 use crate::error::{Error, Result};
@@ -34,11 +36,6 @@ use crate::sys::{self, Exit, SignalFd};
 /// How often the supervisor follows its replicas' process trees while they run: a process
 /// seen once stays its replica's after its parent is gone.
 const TREE_REFRESH: Duration = Duration::from_secs(1);
-
-/// The hidden subcommand that runs [`supervisor_main`].
-pub(super) const SUPERVISE_ARG: &str = "__supervise";
-/// The hidden subcommand that runs [`guard_main`].
-pub(super) const GUARD_ARG: &str = "__guard";
 
 /// Entry point of `torchx __supervise`: reads the app id from stdin, reports `ready` or
 /// `failed: <why>` on stdout once the replicas are started, then supervises them to the end.
@@ -92,51 +89,6 @@ fn report(line: &str) {
     let mut out = std::io::stdout().lock();
     let _ = writeln!(out, "{line}");
     let _ = out.flush();
-}
-
-/// The executable that runs the supervisor: `$TORCHX_SUPERVISOR`, else this program if it
-/// registered itself with [`embed_supervisor`].
-pub(super) fn supervisor_exe() -> Result<PathBuf> {
-    if let Some(p) = std::env::var_os("TORCHX_SUPERVISOR").filter(|p| !p.is_empty()) {
-        return Ok(PathBuf::from(p));
-    }
-    if let Some(exe) = CONFIGURED.get() {
-        return Ok(exe.clone());
-    }
-    if EMBEDDED.get().is_some() {
-        if let Ok(exe) = std::env::current_exe() {
-            return Ok(exe);
-        }
-    }
-    Err(Error::unsupported(
-        NAME,
-        "running apps from this program: local_cwd needs the `torchx` executable to supervise \
-         them; set TORCHX_SUPERVISOR=/path/to/torchx, or call \
-         torchx::schedulers::local_cwd::embed_supervisor() at the start of main()",
-    ))
-}
-
-static EMBEDDED: std::sync::OnceLock<()> = std::sync::OnceLock::new();
-static CONFIGURED: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-
-/// Makes `exe` (a `torchx` executable) the supervisor of the apps this process starts, unless
-/// `TORCHX_SUPERVISOR` names another: how a host program that is not `torchx` (the Python
-/// extension) points local_cwd at it without writing its own environment. The first call wins.
-pub fn use_supervisor(exe: PathBuf) {
-    let _ = CONFIGURED.set(exe);
-}
-
-/// Makes this program its own supervisor: if it was started as `__supervise` or `__guard`, runs
-/// that role and exits; otherwise records that it can, and returns. Call first thing in `main`.
-pub fn embed_supervisor() {
-    let _ = EMBEDDED.set(());
-    let arg = std::env::args_os().nth(1);
-    let code = match arg.as_ref().and_then(|a| a.to_str()) {
-        Some(SUPERVISE_ARG) => supervisor_main(),
-        Some(GUARD_ARG) => guard_main(),
-        _ => return,
-    };
-    std::process::exit(code);
 }
 
 /// One replica as the supervisor holds it: what to start, its ledger row and its process.
@@ -693,63 +645,6 @@ fn spawn_guard(state_dir: &Path, app_id: &str) -> std::io::Result<(u32, ChildStd
         .ok_or_else(|| std::io::Error::other("no guard stdin"))?;
     writeln!(stdin, "{app_id}")?;
     Ok((child.id(), stdin))
-}
-
-/// What this machine has against what the app asks (local_cwd reserves nothing: a job that
-/// asks more CPUs or memory than there are still starts, one that asks GPUs there are not
-/// cannot use them).
-pub(super) fn plan_on_this_machine(app: &crate::specs::AppDef) -> crate::scheduler::PlanReport {
-    use crate::scheduler::{PlanCheck, PlanReport};
-    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get() as i64);
-    let gpus = gpu_count();
-    let mem_mb = std::fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|m| {
-            m.lines()
-                .find(|l| l.starts_with("MemAvailable:"))
-                .and_then(|l| l.split_whitespace().nth(1)?.parse::<i64>().ok())
-        })
-        .map(|kb| kb / 1024);
-    let mut report = PlanReport {
-        start: Some("now".into()),
-        ..PlanReport::default()
-    };
-    let (mut want_cpu, mut want_gpu, mut want_mem) = (0, 0, 0);
-    for role in &app.roles {
-        let n = i64::from(role.num_replicas);
-        want_cpu += role.resource.cpu.max(0) * n;
-        want_gpu += role.resource.gpu.max(0) * n;
-        want_mem += role.resource.mem_mb.max(0) * n;
-    }
-    let free_mem = mem_mb.map_or("unknown".to_string(), |m| format!("{m} MiB available"));
-    let detail = format!(
-        "asks {want_cpu} CPU, {want_gpu} GPU, {want_mem} MiB in all; this machine has {cpus} \
-         CPUs, {gpus} GPUs, {free_mem}"
-    );
-    if want_gpu > gpus {
-        report.checks.push(PlanCheck::fails(
-            "resources",
-            detail,
-            format!("run it where there are {want_gpu} GPUs, or ask for at most {gpus}"),
-        ));
-    } else {
-        report.checks.push(PlanCheck::ok("resources", detail));
-    }
-    report
-}
-
-fn gpu_count() -> i64 {
-    match Command::new("nvidia-smi")
-        .arg("-L")
-        .stderr(Stdio::null())
-        .output()
-    {
-        Ok(out) if out.status.success() => String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .filter(|l| !l.trim().is_empty())
-            .count() as i64,
-        _ => 0,
-    }
 }
 
 /// `docker ARGS` with no input and no error output, for its exit status and stdout.
