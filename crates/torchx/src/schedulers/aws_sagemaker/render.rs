@@ -10,7 +10,7 @@ use super::opts::AwsSageMakerOpts;
 use crate::error::{Error, Result};
 use crate::scheduler::{DryRunContext, NativeRequest};
 use crate::schedulers::attempt_timer;
-use crate::specs::{AppDef, MacroValues, Recovery};
+use crate::specs::{AppDef, MacroValues, Recovery, Role};
 
 /// The role name, in the job's environment as on aws_batch (describe reads it back).
 pub const ENV_ROLE_NAME: &str = "TORCHX_ROLE_NAME";
@@ -104,6 +104,92 @@ fn checkpoint_local_path(
 
 /// Renders the CreateTrainingJob request.
 pub fn render(app: &AppDef, opts: &AwsSageMakerOpts, ctx: &DryRunContext) -> Result<TrainingJob> {
+    let role = single_role(app, opts)?;
+    let output_path = opts.output_path.clone().ok_or_else(|| {
+        Error::config(
+            "Required run option: output_path (an s3:// location for the model artifacts), \
+             must be provided for aws_sagemaker",
+        )
+    })?;
+    let base = opts
+        .base_job_name
+        .clone()
+        .unwrap_or_else(|| app.name.clone());
+    let name = ctx.make_unique(&base);
+    check_job_name(&name)?;
+    let role = MacroValues {
+        img_root: String::new(),
+        app_id: name.clone(),
+        replica_id: String::new(),
+        // Set by SageMaker's training toolkit (its framework images) to the first host.
+        rank0_env: RANK0_ENV.into(),
+    }
+    .apply(role);
+    let instance_count = match opts.instance_count {
+        Some(n) if n < 1 => {
+            return Err(Error::config(format!(
+                "run option instance_count: {n} is not >= 1"
+            )))
+        }
+        Some(n) => n,
+        None => i64::from(role.num_replicas.max(1)),
+    };
+    let recovery = recovery(&role, opts)?;
+    let checkpoint_local_path = checkpoint_local_path(&role, opts)?;
+    let mut hyper: BTreeMap<String, String> = opts.hyperparameters.clone().unwrap_or_default();
+    if let Some(level) = opts.container_log_level {
+        hyper.insert("sagemaker_container_log_level".into(), level.to_string());
+    }
+    let env = environment(
+        &role,
+        opts,
+        recovery.is_some(),
+        checkpoint_local_path.as_deref(),
+    );
+    let mut tags = crate::schedulers::aws::job_tags(app, opts.user.as_deref(), ctx);
+    tags.extend(opts.tags.clone().unwrap_or_default());
+    let mut req = Map::new();
+    req.insert("TrainingJobName".into(), json!(name));
+    req.insert("RoleArn".into(), json!(opts.role));
+    req.insert(
+        "AlgorithmSpecification".into(),
+        algorithm(&role, opts, recovery.as_ref()),
+    );
+    req.insert("ResourceConfig".into(), resources(opts, instance_count));
+    req.insert("OutputDataConfig".into(), output(opts, output_path));
+    req.insert(
+        "StoppingCondition".into(),
+        stopping(opts, recovery.as_ref()),
+    );
+    if !hyper.is_empty() {
+        req.insert("HyperParameters".into(), json!(hyper));
+    }
+    if !env.is_empty() {
+        req.insert("Environment".into(), json!(env));
+    }
+    optional_configs(&mut req, opts, checkpoint_local_path.as_deref())?;
+    // The role's max_retries unless the option says otherwise.
+    let retries = opts
+        .max_retry_attempts
+        .or((role.max_retries > 0).then(|| i64::from(role.max_retries)));
+    if let Some(n) = retries {
+        req.insert("RetryStrategy".into(), json!({"MaximumRetryAttempts": n}));
+    }
+    req.insert(
+        "Tags".into(),
+        json!(tags
+            .iter()
+            .map(|(k, v)| json!({"Key": k, "Value": v}))
+            .collect::<Vec<_>>()),
+    );
+    Ok(TrainingJob {
+        name,
+        request: Value::Object(req),
+    })
+}
+
+/// The app's one role, if a training job can run it as it asks.
+fn single_role<'a>(app: &'a AppDef, opts: &AwsSageMakerOpts) -> Result<&'a Role> {
     let [role] = app.roles.as_slice() else {
         return Err(unsupported(format!(
             "{} roles: a training job runs one image on its instances; submit one role",
@@ -128,18 +214,6 @@ pub fn render(app: &AppDef, opts: &AwsSageMakerOpts, ctx: &DryRunContext) -> Res
             )));
         }
     }
-    let output_path = opts.output_path.clone().ok_or_else(|| {
-        Error::config(
-            "Required run option: output_path (an s3:// location for the model artifacts), \
-             must be provided for aws_sagemaker",
-        )
-    })?;
-    let base = opts
-        .base_job_name
-        .clone()
-        .unwrap_or_else(|| app.name.clone());
-    let name = ctx.make_unique(&base);
-    check_job_name(&name)?;
     // One command line serves every instance, so no per-replica value exists here.
     if role
         .args
@@ -152,25 +226,12 @@ pub fn render(app: &AppDef, opts: &AwsSageMakerOpts, ctx: &DryRunContext) -> Res
              and SM_HOSTS in the container)",
         ));
     }
-    let role = MacroValues {
-        img_root: String::new(),
-        app_id: name.clone(),
-        replica_id: String::new(),
-        // Set by SageMaker's training toolkit (its framework images) to the first host.
-        rank0_env: RANK0_ENV.into(),
-    }
-    .apply(role);
-    let instance_count = match opts.instance_count {
-        Some(n) if n < 1 => {
-            return Err(Error::config(format!(
-                "run option instance_count: {n} is not >= 1"
-            )))
-        }
-        Some(n) => n,
-        None => i64::from(role.num_replicas.max(1)),
-    };
-    let recovery = recovery(&role, opts)?;
-    let entrypoint = match &recovery {
+    Ok(role)
+}
+
+/// `AlgorithmSpecification`: the image and its command (timed under the recovery contract).
+fn algorithm(role: &Role, opts: &AwsSageMakerOpts, recovery: Option<&Recovery>) -> Value {
+    let entrypoint = match recovery {
         // SageMaker's only signal is SIGTERM at MaxRuntimeInSeconds: the container times
         // itself (the entrypoint is the timer, the role's own command its first arguments).
         Some(r) => attempt_timer::timed_command(r, role.max_retries, None, &role.entrypoint, &[]),
@@ -204,6 +265,11 @@ pub fn render(app: &AppDef, opts: &AwsSageMakerOpts, ctx: &DryRunContext) -> Res
         }
         algorithm["TrainingImageConfig"] = image_config;
     }
+    algorithm
+}
+
+/// `ResourceConfig`.
+fn resources(opts: &AwsSageMakerOpts, instance_count: i64) -> Value {
     let mut resources = json!({
         "InstanceType": opts.instance_type,
         "InstanceCount": instance_count,
@@ -215,6 +281,11 @@ pub fn render(app: &AppDef, opts: &AwsSageMakerOpts, ctx: &DryRunContext) -> Res
     if let Some(s) = opts.keep_alive_period_in_seconds {
         resources["KeepAlivePeriodInSeconds"] = json!(s);
     }
+    resources
+}
+
+/// `OutputDataConfig`.
+fn output(opts: &AwsSageMakerOpts, output_path: String) -> Value {
     let mut output = json!({"S3OutputPath": output_path});
     if let Some(k) = &opts.output_kms_key {
         output["KmsKeyId"] = json!(k);
@@ -222,8 +293,12 @@ pub fn render(app: &AppDef, opts: &AwsSageMakerOpts, ctx: &DryRunContext) -> Res
     if opts.disable_output_compression == Some(true) {
         output["CompressionType"] = json!("NONE");
     }
+    output
+}
+
+/// `StoppingCondition`: the recovery contract's backstop, else `max_run`, else a day.
+fn stopping(opts: &AwsSageMakerOpts, recovery: Option<&Recovery>) -> Value {
     let max_run = recovery
-        .as_ref()
         .and_then(attempt_timer::backstop)
         .and_then(|secs| i64::try_from(secs).ok())
         .or(opts.max_run)
@@ -232,6 +307,18 @@ pub fn render(app: &AppDef, opts: &AwsSageMakerOpts, ctx: &DryRunContext) -> Res
     if let Some(w) = opts.max_wait {
         stopping["MaxWaitTimeInSeconds"] = json!(w);
     }
+    stopping
+}
+
+/// The container's environment: the option's, the role's, the checkpoint directory under the
+/// recovery contract, and the role's name (describe reads it back: DescribeTrainingJob returns
+/// no tags).
+fn environment(
+    role: &Role,
+    opts: &AwsSageMakerOpts,
+    recovering: bool,
+    checkpoint_local_path: Option<&str>,
+) -> crate::specs::Env {
     let mut env: crate::specs::Env = opts
         .environment
         .clone()
@@ -239,35 +326,22 @@ pub fn render(app: &AppDef, opts: &AwsSageMakerOpts, ctx: &DryRunContext) -> Res
         .into_iter()
         .collect();
     env.extend(role.env.clone());
-    let checkpoint_local_path = checkpoint_local_path(&role, opts)?;
-    if recovery.is_some() {
+    if recovering {
         // SageMaker syncs this directory with checkpoint_s3_uri, and restores it on a restart.
-        let dir = checkpoint_local_path
-            .clone()
-            .unwrap_or_else(|| DEFAULT_CHECKPOINT_PATH.into());
-        env.insert("TORCHX_CHECKPOINT_DIR".into(), dir);
+        let dir = checkpoint_local_path.unwrap_or(DEFAULT_CHECKPOINT_PATH);
+        env.insert("TORCHX_CHECKPOINT_DIR".into(), dir.to_string());
     }
-    // Describe reads the role's name back from here (DescribeTrainingJob returns no tags).
     env.insert(ENV_ROLE_NAME.into(), role.name.clone());
-    let mut hyper: BTreeMap<String, String> = opts.hyperparameters.clone().unwrap_or_default();
-    if let Some(level) = opts.container_log_level {
-        hyper.insert("sagemaker_container_log_level".into(), level.to_string());
-    }
-    let mut tags = crate::schedulers::aws::job_tags(app, opts.user.as_deref(), ctx);
-    tags.extend(opts.tags.clone().unwrap_or_default());
-    let mut req = Map::new();
-    req.insert("TrainingJobName".into(), json!(name));
-    req.insert("RoleArn".into(), json!(opts.role));
-    req.insert("AlgorithmSpecification".into(), algorithm);
-    req.insert("ResourceConfig".into(), resources);
-    req.insert("OutputDataConfig".into(), output);
-    req.insert("StoppingCondition".into(), stopping);
-    if !hyper.is_empty() {
-        req.insert("HyperParameters".into(), json!(hyper));
-    }
-    if !env.is_empty() {
-        req.insert("Environment".into(), json!(env));
-    }
+    env
+}
+
+/// The request's parts that only some options ask for: VPC, the model channel, network and
+/// spot flags, checkpoints, debugger, profiler, infrastructure checks.
+fn optional_configs(
+    req: &mut Map<String, Value>,
+    opts: &AwsSageMakerOpts,
+    checkpoint_local_path: Option<&str>,
+) -> Result<()> {
     match (&opts.subnets, &opts.security_group_ids) {
         (Some(s), Some(g)) => {
             req.insert(
@@ -313,7 +387,7 @@ pub fn render(app: &AppDef, opts: &AwsSageMakerOpts, ctx: &DryRunContext) -> Res
     }
     if let Some(uri) = &opts.checkpoint_s3_uri {
         let mut c = json!({"S3Uri": uri});
-        if let Some(p) = &checkpoint_local_path {
+        if let Some(p) = checkpoint_local_path {
             c["LocalPath"] = json!(p);
         }
         req.insert("CheckpointConfig".into(), c);
@@ -330,22 +404,5 @@ pub fn render(app: &AppDef, opts: &AwsSageMakerOpts, ctx: &DryRunContext) -> Res
     if let Some(b) = opts.enable_infra_check {
         req.insert("InfraCheckConfig".into(), json!({"EnableInfraCheck": b}));
     }
-    // The role's max_retries unless the option says otherwise.
-    let retries = opts
-        .max_retry_attempts
-        .or((role.max_retries > 0).then(|| i64::from(role.max_retries)));
-    if let Some(n) = retries {
-        req.insert("RetryStrategy".into(), json!({"MaximumRetryAttempts": n}));
-    }
-    req.insert(
-        "Tags".into(),
-        json!(tags
-            .iter()
-            .map(|(k, v)| json!({"Key": k, "Value": v}))
-            .collect::<Vec<_>>()),
-    );
-    Ok(TrainingJob {
-        name,
-        request: Value::Object(req),
-    })
+    Ok(())
 }
