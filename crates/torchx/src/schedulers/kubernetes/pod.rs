@@ -112,6 +112,79 @@ pub fn role_to_pod(
     settings: &PodSettings,
 ) -> Result<PodTemplateSpec> {
     let r = &role.resource;
+    let mut node_selector = settings.node_selector.clone();
+    if let Some(t) = r.capabilities.get(LABEL_INSTANCE_TYPE) {
+        let t = t.as_str().map_or_else(|| t.to_string(), str::to_string);
+        node_selector.insert(LABEL_INSTANCE_TYPE.to_string(), t);
+    }
+    let (volumes, mounts, privileged) = volumes(role);
+    let mut ports = Vec::new();
+    for (name, port) in &role.port_map {
+        check_port_name(&role.name, name)?;
+        ports.push(ContainerPort {
+            name: Some(name.clone()),
+            container_port: i32::from(*port),
+            ..Default::default()
+        });
+    }
+    // Kubernetes signals nothing before a pod's deadline: under the recovery contract the
+    // container times itself, and the pod's activeDeadlineSeconds is the backstop. (A pod is
+    // not told which attempt it is: TORCHX_ATTEMPT is not set here.)
+    let recovery = role.uses_recovery().then(|| role.recovery());
+    let command = match &recovery {
+        Some(r) => {
+            attempt_timer::timed_command(r, role.max_retries, None, &role.entrypoint, &role.args)
+        }
+        None => std::iter::once(role.entrypoint.clone())
+            .chain(role.args.iter().cloned())
+            .collect(),
+    };
+    let container = Container {
+        name: container_name.to_string(),
+        image: Some(role.image.clone()),
+        command: Some(command),
+        env: Some(env_vars(role, settings)?),
+        resources: Some(resources(&role.resource)),
+        ports: Some(ports),
+        volume_mounts: Some(mounts),
+        security_context: Some(SecurityContext {
+            privileged: privileged.then_some(true),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    Ok(PodTemplateSpec {
+        metadata: Some(ObjectMeta {
+            annotations: Some(BTreeMap::from([(
+                ANNOTATION_ISTIO_SIDECAR.to_string(),
+                "false".to_string(),
+            )])),
+            labels: Some(BTreeMap::new()),
+            ..Default::default()
+        }),
+        spec: Some(PodSpec {
+            containers: vec![container],
+            restart_policy: Some("Never".into()),
+            active_deadline_seconds: recovery
+                .as_ref()
+                .and_then(attempt_timer::backstop)
+                .map(|secs| i64::try_from(secs).unwrap_or(i64::MAX)),
+            service_account_name: settings.service_account.clone(),
+            priority_class_name: settings.priority_class.clone(),
+            volumes: Some(volumes),
+            node_selector: Some(node_selector),
+            tolerations: (!settings.tolerations.is_empty()).then(|| settings.tolerations.clone()),
+            image_pull_secrets: settings
+                .image_pull_secret
+                .as_ref()
+                .map(|s| vec![LocalObjectReference { name: s.clone() }]),
+            ..Default::default()
+        }),
+    })
+}
+
+/// The container's limits and requests (requests leave room for the node's own daemons).
+fn resources(r: &crate::specs::Resource) -> ResourceRequirements {
     let mut limits = BTreeMap::new();
     let mut requests = BTreeMap::new();
     if r.cpu > 0 {
@@ -136,11 +209,16 @@ pub fn role_to_pod(
     for (name, count) in &r.devices {
         limits.insert(name.clone(), quantity(count.to_string()));
     }
-    let mut node_selector = settings.node_selector.clone();
-    if let Some(t) = r.capabilities.get(LABEL_INSTANCE_TYPE) {
-        let t = t.as_str().map_or_else(|| t.to_string(), str::to_string);
-        node_selector.insert(LABEL_INSTANCE_TYPE.to_string(), t);
+    ResourceRequirements {
+        limits: Some(limits),
+        requests: Some(requests),
+        ..Default::default()
     }
+}
+
+/// The pod's volumes and the container's mounts (`/dev/shm` in memory, then the role's), and
+/// whether a device mount makes the container privileged.
+fn volumes(role: &Role) -> (Vec<Volume>, Vec<VolumeMount>, bool) {
     let mut volumes = vec![Volume {
         name: "dshm".into(),
         empty_dir: Some(EmptyDirVolumeSource {
@@ -216,6 +294,12 @@ pub fn role_to_pod(
             ..Default::default()
         });
     }
+    (volumes, mounts, privileged)
+}
+
+/// The container's environment: the scheduler's leading variables, the role's (a
+/// field-path placeholder becomes a `fieldRef`), the trailing ones, the checkpoint directory.
+fn env_vars(role: &Role, settings: &PodSettings) -> Result<Vec<EnvVar>> {
     let mut env = settings.leading_env.clone();
     for (k, v) in &role.env {
         // TorchX strips a character set here (eating letters of the path); we strip the prefix.
@@ -246,73 +330,7 @@ pub fn role_to_pod(
             ..Default::default()
         });
     }
-    let mut ports = Vec::new();
-    for (name, port) in &role.port_map {
-        check_port_name(&role.name, name)?;
-        ports.push(ContainerPort {
-            name: Some(name.clone()),
-            container_port: i32::from(*port),
-            ..Default::default()
-        });
-    }
-    // Kubernetes signals nothing before a pod's deadline: under the recovery contract the
-    // container times itself, and the pod's activeDeadlineSeconds is the backstop. (A pod is
-    // not told which attempt it is: TORCHX_ATTEMPT is not set here.)
-    let recovery = role.uses_recovery().then(|| role.recovery());
-    let command = match &recovery {
-        Some(r) => {
-            attempt_timer::timed_command(r, role.max_retries, None, &role.entrypoint, &role.args)
-        }
-        None => std::iter::once(role.entrypoint.clone())
-            .chain(role.args.iter().cloned())
-            .collect(),
-    };
-    let container = Container {
-        name: container_name.to_string(),
-        image: Some(role.image.clone()),
-        command: Some(command),
-        env: Some(env),
-        resources: Some(ResourceRequirements {
-            limits: Some(limits),
-            requests: Some(requests),
-            ..Default::default()
-        }),
-        ports: Some(ports),
-        volume_mounts: Some(mounts),
-        security_context: Some(SecurityContext {
-            privileged: privileged.then_some(true),
-            ..Default::default()
-        }),
-        ..Default::default()
-    };
-    Ok(PodTemplateSpec {
-        metadata: Some(ObjectMeta {
-            annotations: Some(BTreeMap::from([(
-                ANNOTATION_ISTIO_SIDECAR.to_string(),
-                "false".to_string(),
-            )])),
-            labels: Some(BTreeMap::new()),
-            ..Default::default()
-        }),
-        spec: Some(PodSpec {
-            containers: vec![container],
-            restart_policy: Some("Never".into()),
-            active_deadline_seconds: recovery
-                .as_ref()
-                .and_then(attempt_timer::backstop)
-                .map(|secs| i64::try_from(secs).unwrap_or(i64::MAX)),
-            service_account_name: settings.service_account.clone(),
-            priority_class_name: settings.priority_class.clone(),
-            volumes: Some(volumes),
-            node_selector: Some(node_selector),
-            tolerations: (!settings.tolerations.is_empty()).then(|| settings.tolerations.clone()),
-            image_pull_secrets: settings
-                .image_pull_secret
-                .as_ref()
-                .map(|s| vec![LocalObjectReference { name: s.clone() }]),
-            ..Default::default()
-        }),
-    })
+    Ok(env)
 }
 
 /// The role's `kubernetes` metadata's `V1Pod` overlay (else the app's, as
