@@ -15,7 +15,7 @@ use crate::schedulers::kubernetes::render::{
     check_dns_label, check_label_value, cleanup_str, object_labels, pod_labels, pod_overlay,
     role_to_pod, with_pod_overlay, PodSettings, LABEL_KUBE_APP_NAME, LABEL_UNIQUE_NAME,
 };
-use crate::specs::{AppDef, MacroValues};
+use crate::specs::{AppDef, MacroValues, Role};
 
 /// The AppWrapper API version.
 pub const API_VERSION: &str = "workload.codeflare.dev/v1beta1";
@@ -100,20 +100,7 @@ pub fn render(
     check_dns_label("app id", &id)?;
     check_label_value(LABEL_KUBE_APP_NAME, &app.name)?;
     let ns = opts.namespace.clone();
-    let mut items = Vec::new();
-    if let Some(cosched) = &opts.coscheduler_name {
-        check_dns_label("coscheduler_name", cosched).map_err(|e| Error::config(e.to_string()))?;
-        for (role_idx, role) in app.roles.iter().enumerate() {
-            let mut labels = object_labels(app, &id);
-            labels.insert(LABEL_APPWRAPPER.into(), id.clone());
-            items.push(json!({"replicas": 1, "generictemplate": {
-                "apiVersion": "scheduling.sigs.k8s.io/v1alpha1",
-                "kind": "PodGroup",
-                "metadata": {"name": format!("{id}-pg{role_idx}"), "namespace": ns, "labels": labels},
-                "spec": {"minMember": role.num_replicas},
-            }}));
-        }
-    }
+    let mut items = pod_groups(app, opts, &id)?;
     // The wrapped pods never restart: a time limit and its signal apply, requeues cannot.
     if let Some(role) = app
         .roles
@@ -129,112 +116,21 @@ pub fn render(
             ),
         ));
     }
-    let rank0_env = hosts_env(&app.roles[0].name);
-    let rank0_host = format!("{}.{id}", pod_name(&id, 0, 0));
+    let wrapped = Wrapped {
+        app,
+        opts,
+        id: &id,
+        rank0_env: hosts_env(&app.roles[0].name),
+        rank0_host: format!("{}.{id}", pod_name(&id, 0, 0)),
+    };
     for (role_idx, role) in app.roles.iter().enumerate() {
         let overlay = pod_overlay(app, role)?;
         for k in 0..role.num_replicas {
-            let rank0 = role_idx == 0 && k == 0;
-            let values = MacroValues {
-                img_root: String::new(),
-                app_id: id.clone(),
-                replica_id: k.to_string(),
-                rank0_env: if rank0 {
-                    "TORCHX_RANK0_HOST".into()
-                } else {
-                    rank0_env.clone()
-                },
-            };
-            let name = pod_name(&id, role_idx, k);
-            check_dns_label("pod name", &name)?;
-            let mut replica_role = values.apply(role);
-            if rank0 {
-                replica_role
-                    .env
-                    .insert("TORCHX_RANK0_HOST".into(), "localhost".into());
-            }
-            // Its own role's first host (TorchX), and the first role's, which the rank0_env
-            // macro names (TorchX set that one only on the first role's pods).
-            let mut trailing = vec![EnvVar {
-                name: hosts_env(&role.name),
-                value: Some(format!("{}.{id}", pod_name(&id, role_idx, 0))),
-                ..Default::default()
-            }];
-            if role_idx != 0 && hosts_env(&role.name) != rank0_env {
-                trailing.push(EnvVar {
-                    name: rank0_env.clone(),
-                    value: Some(rank0_host.clone()),
-                    ..Default::default()
-                });
-            }
-            let settings = PodSettings {
-                service_account: opts.service_account.clone(),
-                priority_class: opts.priority_class_name.clone(),
-                image_pull_secret: opts.image_secret.clone(),
-                trailing_env: trailing,
-                ..Default::default()
-            };
-            let template = with_pod_overlay(
-                role,
-                overlay.as_ref(),
-                role_to_pod(&name, &replica_role, &settings)?,
-            )?;
-            let mut metadata = template.metadata.unwrap_or_default();
-            let mut labels = pod_labels(app, role_idx, role, Some(k), &id);
-            if opts.coscheduler_name.is_some() {
-                labels.insert(LABEL_POD_GROUP.into(), format!("{id}-pg{role_idx}"));
-            }
-            labels
-                .iter()
-                .try_for_each(|(k, v)| check_label_value(k, v))?;
-            metadata.labels = Some(labels);
-            metadata.name = Some(name.clone());
-            metadata.namespace = Some(ns.clone());
-            if let Some(network) = &opts.network {
-                metadata
-                    .annotations
-                    .get_or_insert_with(BTreeMap::new)
-                    .insert(ANNOTATION_NETWORK.into(), network.clone());
-            }
-            let mut spec = template.spec.unwrap_or_default();
-            spec.hostname = Some(name.clone());
-            spec.subdomain = Some(id.clone());
-            spec.scheduler_name = opts.coscheduler_name.clone();
-            let pod = Pod {
-                metadata,
-                spec: Some(spec),
-                status: None,
-            };
+            let pod = wrapped.pod(role_idx, role, k, overlay.as_ref())?;
             items.push(json!({"replicas": 1, "generictemplate": serde_json::to_value(&pod).unwrap_or_default()}));
         }
     }
-    let port = i32::from(service_port(app));
-    let service = Service {
-        metadata: ObjectMeta {
-            name: Some(id.clone()),
-            namespace: Some(ns.clone()),
-            labels: Some(object_labels(app, &id)),
-            ..Default::default()
-        },
-        spec: Some(ServiceSpec {
-            cluster_ip: Some("None".into()),
-            publish_not_ready_addresses: Some(true),
-            ports: Some(vec![ServicePort {
-                protocol: Some("TCP".into()),
-                port,
-                target_port: Some(IntOrString::Int(port)),
-                ..Default::default()
-            }]),
-            selector: Some(BTreeMap::from([(
-                LABEL_UNIQUE_NAME.to_string(),
-                id.clone(),
-            )])),
-            session_affinity: Some("None".into()),
-            type_: Some("ClusterIP".into()),
-            ..Default::default()
-        }),
-        status: None,
-    };
+    let service = headless_service(app, &id, &ns);
     items.push(json!({"replicas": 1, "generictemplate": serde_json::to_value(&service).unwrap_or_default()}));
     let mut spec = json!({"resources": {"GenericItems": items}});
     if let Some(p) = opts.priority {
@@ -259,4 +155,149 @@ pub fn render(
             "spec": spec,
         }),
     })
+}
+
+/// With a coscheduler, one PodGroup per role (all of its replicas or none).
+fn pod_groups(app: &AppDef, opts: &KubernetesMcadOpts, id: &str) -> Result<Vec<Value>> {
+    let Some(cosched) = &opts.coscheduler_name else {
+        return Ok(Vec::new());
+    };
+    check_dns_label("coscheduler_name", cosched).map_err(|e| Error::config(e.to_string()))?;
+    Ok(app
+        .roles
+        .iter()
+        .enumerate()
+        .map(|(role_idx, role)| {
+            let mut labels = object_labels(app, id);
+            labels.insert(LABEL_APPWRAPPER.into(), id.to_string());
+            json!({"replicas": 1, "generictemplate": {
+                "apiVersion": "scheduling.sigs.k8s.io/v1alpha1",
+                "kind": "PodGroup",
+                "metadata": {"name": format!("{id}-pg{role_idx}"), "namespace": opts.namespace, "labels": labels},
+                "spec": {"minMember": role.num_replicas},
+            }})
+        })
+        .collect())
+}
+
+/// What every wrapped pod of the app shares.
+struct Wrapped<'a> {
+    app: &'a AppDef,
+    opts: &'a KubernetesMcadOpts,
+    id: &'a str,
+    /// The first role's hosts variable, which the rank0_env macro names.
+    rank0_env: String,
+    rank0_host: String,
+}
+
+impl Wrapped<'_> {
+    /// Replica `k` of `role` as a pod with a stable hostname under the app's service.
+    fn pod(
+        &self,
+        role_idx: usize,
+        role: &Role,
+        k: u32,
+        overlay: Option<&serde_json::Map<String, Value>>,
+    ) -> Result<Pod> {
+        let (id, opts) = (self.id, self.opts);
+        let rank0 = role_idx == 0 && k == 0;
+        let values = MacroValues {
+            img_root: String::new(),
+            app_id: id.to_string(),
+            replica_id: k.to_string(),
+            rank0_env: if rank0 {
+                "TORCHX_RANK0_HOST".into()
+            } else {
+                self.rank0_env.clone()
+            },
+        };
+        let name = pod_name(id, role_idx, k);
+        check_dns_label("pod name", &name)?;
+        let mut replica_role = values.apply(role);
+        if rank0 {
+            replica_role
+                .env
+                .insert("TORCHX_RANK0_HOST".into(), "localhost".into());
+        }
+        // Its own role's first host (TorchX), and the first role's, which the rank0_env
+        // macro names (TorchX set that one only on the first role's pods).
+        let mut trailing = vec![EnvVar {
+            name: hosts_env(&role.name),
+            value: Some(format!("{}.{id}", pod_name(id, role_idx, 0))),
+            ..Default::default()
+        }];
+        if role_idx != 0 && hosts_env(&role.name) != self.rank0_env {
+            trailing.push(EnvVar {
+                name: self.rank0_env.clone(),
+                value: Some(self.rank0_host.clone()),
+                ..Default::default()
+            });
+        }
+        let settings = PodSettings {
+            service_account: opts.service_account.clone(),
+            priority_class: opts.priority_class_name.clone(),
+            image_pull_secret: opts.image_secret.clone(),
+            trailing_env: trailing,
+            ..Default::default()
+        };
+        let template =
+            with_pod_overlay(role, overlay, role_to_pod(&name, &replica_role, &settings)?)?;
+        let mut metadata = template.metadata.unwrap_or_default();
+        let mut labels = pod_labels(self.app, role_idx, role, Some(k), id);
+        if opts.coscheduler_name.is_some() {
+            labels.insert(LABEL_POD_GROUP.into(), format!("{id}-pg{role_idx}"));
+        }
+        labels
+            .iter()
+            .try_for_each(|(k, v)| check_label_value(k, v))?;
+        metadata.labels = Some(labels);
+        metadata.name = Some(name.clone());
+        metadata.namespace = Some(opts.namespace.clone());
+        if let Some(network) = &opts.network {
+            metadata
+                .annotations
+                .get_or_insert_with(BTreeMap::new)
+                .insert(ANNOTATION_NETWORK.into(), network.clone());
+        }
+        let mut spec = template.spec.unwrap_or_default();
+        spec.hostname = Some(name.clone());
+        spec.subdomain = Some(id.to_string());
+        spec.scheduler_name = opts.coscheduler_name.clone();
+        Ok(Pod {
+            metadata,
+            spec: Some(spec),
+            status: None,
+        })
+    }
+}
+
+/// The headless service that gives every pod its `<pod>.<app id>` name.
+fn headless_service(app: &AppDef, id: &str, ns: &str) -> Service {
+    let port = i32::from(service_port(app));
+    Service {
+        metadata: ObjectMeta {
+            name: Some(id.to_string()),
+            namespace: Some(ns.to_string()),
+            labels: Some(object_labels(app, id)),
+            ..Default::default()
+        },
+        spec: Some(ServiceSpec {
+            cluster_ip: Some("None".into()),
+            publish_not_ready_addresses: Some(true),
+            ports: Some(vec![ServicePort {
+                protocol: Some("TCP".into()),
+                port,
+                target_port: Some(IntOrString::Int(port)),
+                ..Default::default()
+            }]),
+            selector: Some(BTreeMap::from([(
+                LABEL_UNIQUE_NAME.to_string(),
+                id.to_string(),
+            )])),
+            session_affinity: Some("None".into()),
+            type_: Some("ClusterIP".into()),
+            ..Default::default()
+        }),
+        status: None,
+    }
 }
