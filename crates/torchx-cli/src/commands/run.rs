@@ -4,6 +4,7 @@ use std::io::Write;
 use std::sync::Arc;
 use std::time::Duration;
 
+use torchx::config::CliRunDefaults;
 use torchx::runner::{ComponentOutcome, RoleDefaults, RunArgs as LibRunArgs};
 use torchx::scheduler::{DryRunInfo, LogQuery, WorkspaceSupport};
 use torchx::specs::{parse_duration, AppState, AppStatus, CheckpointSignal, Workspace};
@@ -36,97 +37,16 @@ pub fn run(a: RunArgs) -> Result<i32> {
     let timeout = a.timeout.as_deref().map(parse_timeout).transpose()?;
     let runner = super::runner()?;
     let cli_run = runner.config().cli_run();
-    let default_scheduler = runner
-        .registry()
-        .default_name()
-        .unwrap_or("local_cwd")
-        .to_string();
-    let scheduler = a
-        .scheduler
-        .clone()
-        .or(cli_run.scheduler.clone())
-        .unwrap_or(default_scheduler);
-    if a.cfg.len() > 1 {
-        return Err(Error::config(
-            "-cfg/--cfg was given more than once; give all options once, as k1=v1,k2=v2",
-        ));
-    }
-    let mut raw_cfg = a.cfg.first().cloned().unwrap_or_default();
-    // `-s auto:S1,S2,...`: the first scheduler whose plan is ok.
-    let scheduler =
-        match scheduler.strip_prefix("auto:") {
-            Some(spec) => {
-                let mut ok = super::plan::choose(
-                    &runner,
-                    spec,
-                    &raw_cfg,
-                    a.workspace.as_deref(),
-                    &a.component_and_args,
-                )?;
-                if let Some(after) = &a.failover_after {
-                    let after = parse_duration(after).map_err(|e| {
-                        Error::arg(format!("--failover_after `{after}`: {}", e.message()))
-                    })?;
-                    return super::pipeline::run_failover(&a, &runner, ok, after);
-                }
-                let (chosen, cfg) = ok.remove(0);
-                raw_cfg = cfg;
-                chosen
-            }
-            None if scheduler == "auto" => {
-                return Err(Error::arg(
-                    "-s auto needs the schedulers to try, in order: -s auto:slurm,local_cwd",
-                ))
-            }
-            None if a.failover_after.is_some() => return Err(Error::arg(
-                "--failover_after moves a pending job to the next scheduler of -s auto:S1,S2,...: \
-                 give the schedulers to try",
-            )),
-            None => scheduler,
-        };
+    let (scheduler, raw_cfg) = match choose_scheduler(&a, &runner, &cli_run)? {
+        Chosen::On(scheduler, raw_cfg) => (scheduler, raw_cfg),
+        Chosen::FailedOver(code) => return Ok(code),
+    };
     let (cfg, warnings) = runner.cfg_from_str(&scheduler, &raw_cfg)?;
     for w in warnings {
         log::warn!("{w}");
     }
-    let mut tokens: Vec<String> = a.component_and_args.clone();
-    if tokens.first().map(String::as_str) == Some("--") {
-        tokens.remove(0);
-    }
-    let (component, args) = match tokens.first() {
-        Some(first) if !first.starts_with('-') => (first.clone(), tokens[1..].to_vec()),
-        _ => match cli_run.component.clone() {
-            Some(c) => (c, tokens),
-            None => return Err(Error::arg("missing component name, either provide it from the CLI or in .torchxconfig ([cli:run] component = ...); run `torchx builtins` to list components")),
-        },
-    };
-    let workspace = match (&a.workspace, &cli_run.workspace) {
-        (Some(w), _) => Some(w.clone()),
-        // TorchX's defaults (`[cli:run] workspace`, else `file://$PWD`) apply only where
-        // workspaces are supported; given explicitly, one is refused elsewhere.
-        (None, default) => {
-            let support = runner.scheduler(&scheduler)?.capabilities().workspace;
-            match default {
-                _ if support == WorkspaceSupport::None => None,
-                // As TorchX: a directory workspace without a job_dir to copy it into is
-                // ignored (the job runs in place), with a warning here.
-                Some(w)
-                    if support == WorkspaceSupport::Directory
-                        && !has_job_dir(&runner, &scheduler, &cfg) =>
-                {
-                    log::warn!(
-                        "[cli:run] workspace `{w}` is ignored: {scheduler} without job_dir runs                          the job in the current directory (give -cfg job_dir=<new directory>                          to run from a copy of the workspace)"
-                    );
-                    None
-                }
-                Some(w) => Some(w.clone()),
-                None => Some(current_dir()?.display().to_string()),
-            }
-        }
-    };
-    let workspace = workspace
-        .filter(|w| !w.is_empty())
-        .map(|w| Workspace::parse(&w))
-        .transpose()?;
+    let (component, args) = component_and_args(&a, &cli_run)?;
+    let workspace = workspace(&a, &runner, &scheduler, &cfg, &cli_run)?;
     let lib_args = LibRunArgs {
         workspace,
         parent_run_id: a.parent_run_id.clone(),
@@ -167,34 +87,13 @@ pub fn run(a: RunArgs) -> Result<i32> {
     let dryrun = match super::block_on(dryrun) {
         // The scheduler cannot hold the job for these dependencies: a detached process does.
         Err(e) if e.kind() == torchx::ErrorKind::Unsupported && !lib_args.after.is_empty() => {
-            let free = LibRunArgs {
-                after: Vec::new(),
-                ..lib_args.clone()
+            let job = HeldJob {
+                scheduler: &scheduler,
+                cfg: &raw_cfg,
+                component: &component,
+                args: &args,
             };
-            let without = runner.dryrun_component(&component, &args, &scheduler, &cfg, &free);
-            match super::block_on(without) {
-                Ok(ComponentOutcome::Done(info)) if a.dryrun => {
-                    print_dryrun(&info, a.json);
-                    if !a.json {
-                        println!(
-                            "\n=== HELD: {scheduler} cannot hold this job for {} itself; a \
-                             detached torchx process submits it once they ended as required ===",
-                            a.after.join(", ")
-                        );
-                    }
-                    return Ok(exit_codes::OK);
-                }
-                Ok(ComponentOutcome::Done(info)) if !a.pipeline_go => {
-                    let job = HeldJob {
-                        scheduler: &scheduler,
-                        cfg: &raw_cfg,
-                        component: &component,
-                        args: &args,
-                    };
-                    return held(&a, &runner, job, &info.app.name);
-                }
-                _ => return Err(e),
-            }
+            return hold_instead(&a, &runner, job, &cfg, &lib_args, e);
         }
         other => other?,
     };
@@ -227,6 +126,152 @@ pub fn run(a: RunArgs) -> Result<i32> {
         timeout,
         a.json,
     ))
+}
+
+/// Where `run` submits.
+enum Chosen {
+    /// This scheduler, with this `-cfg`.
+    On(String, String),
+    /// `--failover_after`: a held one-step pipeline took the job, with this exit code.
+    FailedOver(i32),
+}
+
+/// The scheduler and its `-cfg`: `-s`, else `[cli:run] scheduler`, else the default; with
+/// `-s auto:S1,S2,...` the first whose plan is ok.
+fn choose_scheduler(a: &RunArgs, runner: &Runner, cli_run: &CliRunDefaults) -> Result<Chosen> {
+    let default_scheduler = runner
+        .registry()
+        .default_name()
+        .unwrap_or("local_cwd")
+        .to_string();
+    let scheduler = a
+        .scheduler
+        .clone()
+        .or(cli_run.scheduler.clone())
+        .unwrap_or(default_scheduler);
+    if a.cfg.len() > 1 {
+        return Err(Error::config(
+            "-cfg/--cfg was given more than once; give all options once, as k1=v1,k2=v2",
+        ));
+    }
+    let raw_cfg = a.cfg.first().cloned().unwrap_or_default();
+    match scheduler.strip_prefix("auto:") {
+        Some(spec) => {
+            let mut ok = super::plan::choose(
+                runner,
+                spec,
+                &raw_cfg,
+                a.workspace.as_deref(),
+                &a.component_and_args,
+            )?;
+            if let Some(after) = &a.failover_after {
+                let after = parse_duration(after).map_err(|e| {
+                    Error::arg(format!("--failover_after `{after}`: {}", e.message()))
+                })?;
+                return super::pipeline::run_failover(a, runner, ok, after).map(Chosen::FailedOver);
+            }
+            let (scheduler, cfg) = ok.remove(0);
+            Ok(Chosen::On(scheduler, cfg))
+        }
+        None if scheduler == "auto" => Err(Error::arg(
+            "-s auto needs the schedulers to try, in order: -s auto:slurm,local_cwd",
+        )),
+        None if a.failover_after.is_some() => Err(Error::arg(
+            "--failover_after moves a pending job to the next scheduler of -s auto:S1,S2,...: \
+             give the schedulers to try",
+        )),
+        None => Ok(Chosen::On(scheduler, raw_cfg)),
+    }
+}
+
+/// The component (else `[cli:run] component`) and its arguments.
+fn component_and_args(a: &RunArgs, cli_run: &CliRunDefaults) -> Result<(String, Vec<String>)> {
+    let mut tokens: Vec<String> = a.component_and_args.clone();
+    if tokens.first().map(String::as_str) == Some("--") {
+        tokens.remove(0);
+    }
+    match tokens.first() {
+        Some(first) if !first.starts_with('-') => Ok((first.clone(), tokens[1..].to_vec())),
+        _ => match cli_run.component.clone() {
+            Some(c) => Ok((c, tokens)),
+            None => Err(Error::arg(
+                "missing component name, either provide it from the CLI or in .torchxconfig \
+                 ([cli:run] component = ...); run `torchx builtins` to list components",
+            )),
+        },
+    }
+}
+
+/// `--workspace`, else TorchX's defaults (`[cli:run] workspace`, else `file://$PWD`) where the
+/// scheduler supports workspaces; given explicitly, one is refused elsewhere.
+fn workspace(
+    a: &RunArgs,
+    runner: &Runner,
+    scheduler: &str,
+    cfg: &torchx::opts::Cfg,
+    cli_run: &CliRunDefaults,
+) -> Result<Option<Workspace>> {
+    let workspace = match (&a.workspace, &cli_run.workspace) {
+        (Some(w), _) => Some(w.clone()),
+        (None, default) => {
+            let support = runner.scheduler(scheduler)?.capabilities().workspace;
+            match default {
+                _ if support == WorkspaceSupport::None => None,
+                // As TorchX: a directory workspace without a job_dir to copy it into is
+                // ignored (the job runs in place), with a warning here.
+                Some(w)
+                    if support == WorkspaceSupport::Directory
+                        && !has_job_dir(runner, scheduler, cfg) =>
+                {
+                    log::warn!(
+                        "[cli:run] workspace `{w}` is ignored: {scheduler} without job_dir runs \
+                         the job in the current directory (give -cfg job_dir=<new directory> \
+                         to run from a copy of the workspace)"
+                    );
+                    None
+                }
+                Some(w) => Some(w.clone()),
+                None => Some(current_dir()?.display().to_string()),
+            }
+        }
+    };
+    workspace
+        .filter(|w| !w.is_empty())
+        .map(|w| Workspace::parse(w.as_str()))
+        .transpose()
+}
+
+/// `--after` the scheduler cannot hold: the dry run without it (shown as HELD), or the job
+/// handed to a holder; `refused` if even that is not possible.
+fn hold_instead(
+    a: &RunArgs,
+    runner: &Runner,
+    job: HeldJob<'_>,
+    cfg: &torchx::opts::Cfg,
+    lib_args: &LibRunArgs,
+    refused: Error,
+) -> Result<i32> {
+    let free = LibRunArgs {
+        after: Vec::new(),
+        ..lib_args.clone()
+    };
+    let without = runner.dryrun_component(job.component, job.args, job.scheduler, cfg, &free);
+    match super::block_on(without) {
+        Ok(ComponentOutcome::Done(info)) if a.dryrun => {
+            print_dryrun(&info, a.json);
+            if !a.json {
+                println!(
+                    "\n=== HELD: {} cannot hold this job for {} itself; a detached torchx \
+                     process submits it once they ended as required ===",
+                    job.scheduler,
+                    a.after.join(", ")
+                );
+            }
+            Ok(exit_codes::OK)
+        }
+        Ok(ComponentOutcome::Done(info)) if !a.pipeline_go => held(a, runner, job, &info.app.name),
+        _ => Err(refused),
+    }
 }
 
 /// What `run` submits once a holder lets it: the scheduler, its `-cfg` (as chosen by `-s
