@@ -206,29 +206,7 @@ fn parse_step(v: &Value, index: usize) -> Result<Step> {
     if let Some(s) = &scheduler {
         run_args.extend(["--scheduler".to_string(), s.clone()]);
     }
-    match map.get("cfg") {
-        None => {}
-        Some(Value::Object(cfg)) => {
-            let mut pairs = Vec::new();
-            for (k, v) in cfg {
-                let values = strings(v, &format!("step `{name}`: cfg.{k}"))?;
-                if let Some(v) = values.iter().find(|v| v.contains([',', ';', '='])) {
-                    return Err(bad(format!(
-                        "step `{name}`: cfg.{k} `{v}`: a value may not contain `,`, `;` or `=`"
-                    )));
-                }
-                pairs.push(format!("{k}={}", values.join(";")));
-            }
-            if !pairs.is_empty() {
-                run_args.extend(["--cfg".to_string(), pairs.join(",")]);
-            }
-        }
-        Some(other) => {
-            return Err(bad(format!(
-                "step `{name}`: cfg must be a mapping of run options, got {other}"
-            )))
-        }
-    }
+    run_args.extend(cfg_args(&name, map.get("cfg"))?);
     if let Some(w) = text("workspace")? {
         run_args.extend(["--workspace".to_string(), w]);
     }
@@ -237,20 +215,7 @@ fn parse_step(v: &Value, index: usize) -> Result<Step> {
             run_args.extend([format!("--{key}"), v]);
         }
     }
-    match map.get("sweep") {
-        None => {}
-        Some(Value::Object(grid)) => {
-            for (k, v) in grid {
-                let values = strings(v, &format!("step `{name}`: sweep.{k}"))?;
-                run_args.extend(["--sweep".to_string(), format!("{k}={}", values.join(","))]);
-            }
-        }
-        Some(other) => {
-            return Err(bad(format!(
-                "step `{name}`: sweep must map each key to its values, got {other}"
-            )))
-        }
-    }
+    run_args.extend(sweep_args(&name, map.get("sweep"))?);
     match map.get("skip_preflight") {
         None | Some(Value::Bool(false)) => {}
         Some(Value::Bool(true)) => run_args.push("--skip_preflight".into()),
@@ -269,31 +234,12 @@ fn parse_step(v: &Value, index: usize) -> Result<Step> {
         Some(one) => vec![parse_dependency(&name, one)?],
     };
     run_args.push("--".into());
-    match (text("component")?, text("appdef")?) {
-        (Some(component), None) => {
-            run_args.push(component);
-            if let Some(args) = map.get("args") {
-                run_args.extend(strings(args, &format!("step `{name}`: args"))?);
-            }
-        }
-        (None, Some(appdef)) if map.get("args").is_none() => run_args.push(appdef),
-        (None, Some(_)) => {
-            return Err(bad(format!(
-                "step `{name}`: `args` go with `component`; an `appdef` file takes none"
-            )))
-        }
-        (Some(_), Some(_)) => {
-            return Err(bad(format!(
-                "step `{name}`: give `component` or `appdef`, not both"
-            )))
-        }
-        (None, None) => {
-            return Err(bad(format!(
-                "step `{name}`: says nothing to run; give `component` (with `args`) or \
-                 `appdef` (an AppDef file)"
-            )))
-        }
-    }
+    run_args.extend(command(
+        &name,
+        text("component")?,
+        text("appdef")?,
+        map.get("args"),
+    )?);
     let pipeline_dir = text("pipeline_dir")?;
     Ok(Step {
         name,
@@ -302,6 +248,81 @@ fn parse_step(v: &Value, index: usize) -> Result<Step> {
         after,
         run_args,
     })
+}
+
+/// A step's `cfg` mapping as `--cfg k=v,k2=a;b`.
+fn cfg_args(name: &str, cfg: Option<&Value>) -> Result<Vec<String>> {
+    let cfg = match cfg {
+        None => return Ok(Vec::new()),
+        Some(Value::Object(cfg)) => cfg,
+        Some(other) => {
+            return Err(bad(format!(
+                "step `{name}`: cfg must be a mapping of run options, got {other}"
+            )))
+        }
+    };
+    let mut pairs = Vec::new();
+    for (k, v) in cfg {
+        let values = strings(v, &format!("step `{name}`: cfg.{k}"))?;
+        if let Some(v) = values.iter().find(|v| v.contains([',', ';', '='])) {
+            return Err(bad(format!(
+                "step `{name}`: cfg.{k} `{v}`: a value may not contain `,`, `;` or `=`"
+            )));
+        }
+        pairs.push(format!("{k}={}", values.join(";")));
+    }
+    Ok(if pairs.is_empty() {
+        Vec::new()
+    } else {
+        vec!["--cfg".to_string(), pairs.join(",")]
+    })
+}
+
+/// A step's `sweep` mapping as `--sweep k=v1,v2` per key.
+fn sweep_args(name: &str, sweep: Option<&Value>) -> Result<Vec<String>> {
+    match sweep {
+        None => Ok(Vec::new()),
+        Some(Value::Object(grid)) => {
+            let mut args = Vec::new();
+            for (k, v) in grid {
+                let values = strings(v, &format!("step `{name}`: sweep.{k}"))?;
+                args.extend(["--sweep".to_string(), format!("{k}={}", values.join(","))]);
+            }
+            Ok(args)
+        }
+        Some(other) => Err(bad(format!(
+            "step `{name}`: sweep must map each key to its values, got {other}"
+        ))),
+    }
+}
+
+/// What a step runs: its component and arguments, or an AppDef file.
+fn command(
+    name: &str,
+    component: Option<String>,
+    appdef: Option<String>,
+    args: Option<&Value>,
+) -> Result<Vec<String>> {
+    match (component, appdef) {
+        (Some(component), None) => {
+            let mut command = vec![component];
+            if let Some(args) = args {
+                command.extend(strings(args, &format!("step `{name}`: args"))?);
+            }
+            Ok(command)
+        }
+        (None, Some(appdef)) if args.is_none() => Ok(vec![appdef]),
+        (None, Some(_)) => Err(bad(format!(
+            "step `{name}`: `args` go with `component`; an `appdef` file takes none"
+        ))),
+        (Some(_), Some(_)) => Err(bad(format!(
+            "step `{name}`: give `component` or `appdef`, not both"
+        ))),
+        (None, None) => Err(bad(format!(
+            "step `{name}`: says nothing to run; give `component` (with `args`) or \
+             `appdef` (an AppDef file)"
+        ))),
+    }
 }
 
 fn strsim_nearest<'a>(key: &str, candidates: &[&'a str]) -> Option<&'a str> {
