@@ -139,6 +139,32 @@ pub(crate) struct FollowedFile {
     lines: LineBuffer,
 }
 
+/// Polls `file` until it has what `take` asks for; when following (`tail`), until `ended`
+/// says the job is over, asking it every `interval` the file has nothing more. After the end
+/// the file is read once more, so nothing written before it is missed.
+pub(crate) async fn follow_file<F, Fut>(
+    file: &mut FollowedFile,
+    mut take: Take<'_>,
+    tail: bool,
+    interval: std::time::Duration,
+    mut ended: F,
+) -> Result<Step>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<bool>>,
+{
+    loop {
+        match file.poll(take.reborrow(), || !tail)? {
+            Step::Wait => {}
+            step => return Ok(step),
+        }
+        if ended().await? {
+            return file.poll(take, || true);
+        }
+        tokio::time::sleep(interval).await;
+    }
+}
+
 impl FollowedFile {
     /// Follows `path` (which may not exist yet).
     pub(crate) fn new(path: PathBuf) -> Self {

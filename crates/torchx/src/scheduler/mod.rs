@@ -25,7 +25,7 @@ pub(crate) use backend::downcast_request;
 pub use backend::Backend;
 #[cfg(feature = "docker")]
 pub(crate) use follow::LineBuffer;
-pub(crate) use follow::{Follow, FollowedFile, Step, Take};
+pub(crate) use follow::{follow_file, Follow, FollowedFile, Step, Take};
 pub use ids::random_id;
 pub use plan::{CheckOutcome, PlanCheck, PlanReport, Verdict as PlanVerdict};
 pub use registry::{Registry, SchedulerFactory, SchedulerSource};

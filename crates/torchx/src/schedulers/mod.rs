@@ -153,6 +153,29 @@ pub(crate) async fn off_executor<B: Backend + Clone, T: Send + 'static>(
     blocking(B::NAME, move || work(&backend)).await
 }
 
+/// [`off_executor`] for a backend whose logs are files it finds with blocking calls
+/// (`open(app_id, role, k, query)`), as slurm's and lsf's.
+pub(crate) async fn log_lines_off_executor<B: Backend + Clone>(
+    backend: &B,
+    replica: crate::scheduler::Replica<'_>,
+    query: &crate::scheduler::LogQuery,
+    open: fn(
+        &B,
+        &str,
+        &str,
+        u32,
+        &crate::scheduler::LogQuery,
+    ) -> Result<Box<dyn crate::scheduler::LogLines>>,
+) -> Result<Box<dyn crate::scheduler::LogLines>> {
+    let (app_id, role, k) = (
+        replica.app_id.to_string(),
+        replica.role.to_string(),
+        replica.k,
+    );
+    let query = query.clone();
+    off_executor(backend, move |b| open(b, &app_id, &role, k, &query)).await
+}
+
 /// The per-user state directory of every scheduler that keeps records locally:
 /// `$TORCHX_STATE_DIR`, else `$XDG_STATE_HOME/torchx`, else `~/.local/state/torchx`.
 pub fn default_state_dir() -> PathBuf {

@@ -23,8 +23,8 @@ pub use render::{render, LsfBsub, LsfFacts};
 use self::state::{app_state, job_state, parse_bjobs, JobLine};
 use crate::error::{Error, Result};
 use crate::scheduler::{
-    ArrayRequest, ArrayTask, Backend, Capabilities, DryRunContext, DryRunInfo, Facts, Follow,
-    FollowedFile, LogLines, LogQuery, Replica, Scheduler, Step, Take,
+    follow_file, ArrayRequest, ArrayTask, Backend, Capabilities, DryRunContext, DryRunInfo, Facts,
+    Follow, FollowedFile, LogLines, LogQuery, Replica, Scheduler, Step, Take,
 };
 use crate::schedulers::command::{self, Output};
 use crate::schedulers::probe_cache::{on_path, stamp, ProbeCache};
@@ -249,9 +249,8 @@ impl Backend for LsfScheduler {
     }
 
     async fn log_iter(&self, replica: Replica<'_>, query: &LogQuery) -> Result<Box<dyn LogLines>> {
-        let Replica { app_id, role, k } = replica;
-        let (app_id, role, query) = (app_id.to_string(), role.to_string(), query.clone());
-        off_executor(self, move |s| s.log_lines_now(&app_id, &role, k, &query)).await
+        crate::schedulers::log_lines_off_executor(self, replica, query, LsfScheduler::log_lines_now)
+            .await
     }
 }
 
@@ -436,32 +435,20 @@ struct LsfLogLines {
 #[async_trait]
 impl Follow for LsfLogLines {
     /// Polls the file until it has what `take` asks for or ends.
-    async fn follow(&mut self, mut take: Take<'_>) -> Result<Step> {
-        loop {
-            let tail = self.tail;
-            match self.file.poll(take.reborrow(), || !tail)? {
-                Step::Wait => {}
-                step => return Ok(step),
-            }
-            let (scheduler, app_id, job) = (
-                self.scheduler.clone(),
-                self.app_id.clone(),
-                self.job.clone(),
-            );
-            let ended = blocking(NAME, move || {
+    async fn follow(&mut self, take: Take<'_>) -> Result<Step> {
+        let (scheduler, app_id, job) = (&self.scheduler, &self.app_id, &self.job);
+        let ended = || {
+            let (scheduler, app_id, job) = (scheduler.clone(), app_id.clone(), job.clone());
+            blocking(NAME, move || {
                 Ok(scheduler.jobs(&app_id).map_or(true, |jobs| {
                     jobs.iter()
                         .filter(|j| j.name == job)
                         .all(|j| job_state(&j.stat, j.exit_code).is_terminal())
                 }))
             })
-            .await?;
-            if ended {
-                // Read once more: nothing written before the job ended is missed.
-                return self.file.poll(take, || true);
-            }
-            tokio::time::sleep(Duration::from_millis(300)).await;
-        }
+        };
+        let interval = Duration::from_millis(300);
+        follow_file(&mut self.file, take, self.tail, interval, ended).await
     }
 }
 

@@ -10,7 +10,7 @@ use async_trait::async_trait;
 
 use super::{aggregate, parse_job_id, unknown_app, JobRef, SlurmScheduler, JOB_DIRS_FILE, NAME};
 use crate::error::{Error, Result};
-use crate::scheduler::{Follow, FollowedFile, LogLines, LogQuery, Step, Take};
+use crate::scheduler::{follow_file, Follow, FollowedFile, LogLines, LogQuery, Step, Take};
 use crate::schedulers::blocking;
 use crate::specs::Stream;
 
@@ -123,25 +123,17 @@ struct SlurmLogLines {
 impl Follow for SlurmLogLines {
     /// Polls the file until it has what `take` asks for or ends.
     /// Asks squeue/sacct (on the blocking pool) only when the file has nothing more.
-    async fn follow(&mut self, mut take: Take<'_>) -> Result<Step> {
-        loop {
-            let tail = self.tail;
-            match self.file.poll(take.reborrow(), || !tail)? {
-                Step::Wait => {}
-                step => return Ok(step),
-            }
-            let (scheduler, job_id) = (self.scheduler.clone(), self.job_id);
-            let ended = blocking(NAME, move || {
+    async fn follow(&mut self, take: Take<'_>) -> Result<Step> {
+        let (scheduler, job_id) = (&self.scheduler, self.job_id);
+        let ended = || {
+            let scheduler = scheduler.clone();
+            blocking(NAME, move || {
                 Ok(scheduler
                     .components(job_id)
                     .map_or(true, |c| aggregate(c.iter().map(|c| c.state)).is_terminal()))
             })
-            .await?;
-            if ended {
-                // Read once more: nothing written before the job ended is missed.
-                return self.file.poll(take, || true);
-            }
-            tokio::time::sleep(Duration::from_millis(500)).await;
-        }
+        };
+        let interval = Duration::from_millis(500);
+        follow_file(&mut self.file, take, self.tail, interval, ended).await
     }
 }

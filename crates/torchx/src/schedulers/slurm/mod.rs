@@ -441,9 +441,13 @@ impl Backend for SlurmScheduler {
     }
 
     async fn log_iter(&self, replica: Replica<'_>, query: &LogQuery) -> Result<Box<dyn LogLines>> {
-        let Replica { app_id, role, k } = replica;
-        let (app_id, role, query) = (app_id.to_string(), role.to_string(), query.clone());
-        off_executor(self, move |s| s.log_lines_now(&app_id, &role, k, &query)).await
+        crate::schedulers::log_lines_off_executor(
+            self,
+            replica,
+            query,
+            SlurmScheduler::log_lines_now,
+        )
+        .await
     }
 }
 
