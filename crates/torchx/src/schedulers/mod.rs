@@ -28,7 +28,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::error::{Error, Result, Subject};
-use crate::scheduler::{Backend, Registry, Scheduler, SchedulerSource};
+use crate::scheduler::{Backend, LogLines, LogQuery, Registry, Scheduler, SchedulerSource};
 
 impl Registry {
     /// The builtin schedulers compiled into this build, then the plugins: `torchx-scheduler-<name>`
@@ -153,20 +153,17 @@ pub(crate) async fn off_executor<B: Backend + Clone, T: Send + 'static>(
     blocking(B::NAME, move || work(&backend)).await
 }
 
-/// [`off_executor`] for a backend whose logs are files it finds with blocking calls
-/// (`open(app_id, role, k, query)`), as slurm's and lsf's.
+/// A blocking opener of a replica's log: `(backend, app_id, role, k, query)`.
+pub(crate) type OpenLog<B> = fn(&B, &str, &str, u32, &LogQuery) -> Result<Box<dyn LogLines>>;
+
+/// [`off_executor`] for a backend whose logs are files it finds with blocking calls, as
+/// slurm's and lsf's.
 pub(crate) async fn log_lines_off_executor<B: Backend + Clone>(
     backend: &B,
     replica: crate::scheduler::Replica<'_>,
-    query: &crate::scheduler::LogQuery,
-    open: fn(
-        &B,
-        &str,
-        &str,
-        u32,
-        &crate::scheduler::LogQuery,
-    ) -> Result<Box<dyn crate::scheduler::LogLines>>,
-) -> Result<Box<dyn crate::scheduler::LogLines>> {
+    query: &LogQuery,
+    open: OpenLog<B>,
+) -> Result<Box<dyn LogLines>> {
     let (app_id, role, k) = (
         replica.app_id.to_string(),
         replica.role.to_string(),
