@@ -28,7 +28,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::error::{Error, Result, Subject};
-use crate::scheduler::{Backend, LogLines, LogQuery, Registry, Scheduler, SchedulerSource};
+use crate::scheduler::{
+    Backend, LogLines, LogQuery, Registry, Replica, Scheduler, SchedulerSource,
+};
 
 impl Registry {
     /// The builtin schedulers compiled into this build, then the plugins: `torchx-scheduler-<name>`
@@ -153,14 +155,14 @@ pub(crate) async fn off_executor<B: Backend + Clone, T: Send + 'static>(
     blocking(B::NAME, move || work(&backend)).await
 }
 
-/// A blocking opener of a replica's log: `(backend, app_id, role, k, query)`.
-pub(crate) type OpenLog<B> = fn(&B, &str, &str, u32, &LogQuery) -> Result<Box<dyn LogLines>>;
+/// A blocking opener of a replica's log.
+pub(crate) type OpenLog<B> = fn(&B, Replica<'_>, &LogQuery) -> Result<Box<dyn LogLines>>;
 
 /// [`off_executor`] for a backend whose logs are files it finds with blocking calls, as
 /// slurm's and lsf's.
 pub(crate) async fn log_lines_off_executor<B: Backend + Clone>(
     backend: &B,
-    replica: crate::scheduler::Replica<'_>,
+    replica: Replica<'_>,
     query: &LogQuery,
     open: OpenLog<B>,
 ) -> Result<Box<dyn LogLines>> {
@@ -170,7 +172,15 @@ pub(crate) async fn log_lines_off_executor<B: Backend + Clone>(
         replica.k,
     );
     let query = query.clone();
-    off_executor(backend, move |b| open(b, &app_id, &role, k, &query)).await
+    off_executor(backend, move |b| {
+        let replica = Replica {
+            app_id: &app_id,
+            role: &role,
+            k,
+        };
+        open(b, replica, &query)
+    })
+    .await
 }
 
 /// The per-user state directory of every scheduler that keeps records locally:

@@ -368,13 +368,8 @@ impl LsfScheduler {
             .map_err(|e| Error::io(format!("recording the delete in {}", marker.display()), e))
     }
 
-    fn log_lines_now(
-        &self,
-        app_id: &str,
-        role: &str,
-        k: u32,
-        query: &LogQuery,
-    ) -> Result<Box<dyn LogLines>> {
+    fn log_lines_now(&self, replica: Replica<'_>, query: &LogQuery) -> Result<Box<dyn LogLines>> {
+        let Replica { app_id, role, k } = replica;
         let ext =
             match query.streams {
                 None | Some(Stream::Stdout) => "out",

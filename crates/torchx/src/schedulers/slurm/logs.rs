@@ -10,7 +10,9 @@ use async_trait::async_trait;
 
 use super::{aggregate, parse_job_id, unknown_app, JobRef, SlurmScheduler, JOB_DIRS_FILE, NAME};
 use crate::error::{Error, Result};
-use crate::scheduler::{follow_file, Follow, FollowedFile, LogLines, LogQuery, Step, Take};
+use crate::scheduler::{
+    follow_file, Follow, FollowedFile, LogLines, LogQuery, Replica, Step, Take,
+};
 use crate::schedulers::blocking;
 use crate::specs::Stream;
 
@@ -65,11 +67,10 @@ impl SlurmScheduler {
 
     pub(super) fn log_lines_now(
         &self,
-        app_id: &str,
-        role: &str,
-        k: u32,
+        replica: Replica<'_>,
         query: &LogQuery,
     ) -> Result<Box<dyn LogLines>> {
+        let Replica { app_id, role, k } = replica;
         let id = parse_job_id(app_id).map_err(|_| unknown_app(app_id))?;
         if query.since.is_some() || query.until.is_some() {
             return Err(Error::unsupported(
