@@ -19,6 +19,29 @@ pub(crate) struct Output {
     pub stderr: String,
 }
 
+impl Output {
+    /// Its stdout if it succeeded, else a Backend error of `scheduler` naming the command
+    /// and what it said.
+    pub(crate) fn stdout_if_ok(
+        self,
+        scheduler: &str,
+        program: &str,
+        args: &[&str],
+    ) -> Result<String> {
+        if self.ok {
+            return Ok(self.stdout);
+        }
+        Err(Error::backend(
+            scheduler,
+            format!(
+                "`{program} {}` failed: {}",
+                args.join(" "),
+                self.stderr.trim()
+            ),
+        ))
+    }
+}
+
 /// Runs `program args` with extra `envs`, killing it after `timeout`. `hint` follows the
 /// "not installed" error (e.g. "is this a Slurm login node?").
 pub(crate) fn run(

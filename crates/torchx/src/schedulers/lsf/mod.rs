@@ -75,18 +75,7 @@ fn run(program: &str, args: &[&str]) -> Result<Output> {
 }
 
 fn run_ok(program: &str, args: &[&str]) -> Result<String> {
-    let out = run(program, args)?;
-    if !out.ok {
-        return Err(Error::backend(
-            NAME,
-            format!(
-                "`{program} {}` failed: {}",
-                args.join(" "),
-                out.stderr.trim()
-            ),
-        ));
-    }
-    Ok(out.stdout)
+    run(program, args)?.stdout_if_ok(NAME, program, args)
 }
 
 impl LsfScheduler {

@@ -107,18 +107,7 @@ fn run(program: &str, args: &[&str], timeout: Duration) -> Result<Output> {
 
 /// Runs a command that must succeed.
 fn run_ok(program: &str, args: &[&str]) -> Result<String> {
-    let out = run(program, args, COMMAND_TIMEOUT)?;
-    if !out.ok {
-        return Err(Error::backend(
-            NAME,
-            format!(
-                "`{program} {}` failed: {}",
-                args.join(" "),
-                out.stderr.trim()
-            ),
-        ));
-    }
-    Ok(out.stdout)
+    run(program, args, COMMAND_TIMEOUT)?.stdout_if_ok(NAME, program, args)
 }
 
 fn parse_job_id(app_id: &str) -> Result<JobRef> {

@@ -391,15 +391,23 @@ impl Ledger {
         msg: &str,
         ended: f64,
     ) -> Result<bool> {
-        let path = self.path.clone();
-        let err = db_err(&path);
+        self.immediate(|tx| finish_in(tx, app_id, state, msg, ended))
+    }
+
+    /// Runs `work` in one write transaction taken at once (IMMEDIATE: no read that becomes a
+    /// write halfway and finds the ledger busy), committed when `work` succeeds.
+    fn immediate<T>(
+        &mut self,
+        work: impl FnOnce(&rusqlite::Transaction<'_>) -> rusqlite::Result<T>,
+    ) -> Result<T> {
+        let err = db_err(&self.path);
         let tx = self
             .conn
             .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
             .map_err(&err)?;
-        let finished = finish_in(&tx, app_id, state, msg, ended).map_err(&err)?;
+        let out = work(&tx).map_err(&err)?;
         tx.commit().map_err(&err)?;
-        Ok(finished)
+        Ok(out)
     }
 
     /// Settles a non-terminal app whose owner looks dead, in one write transaction, so that the
@@ -415,38 +423,33 @@ impl Ledger {
         decide: impl FnOnce(&Liveness) -> Option<(AppState, String)>,
         stop: impl FnOnce(&[ReplicaRow]),
     ) -> Result<AppState> {
-        let path = self.path.clone();
-        let err = db_err(&path);
-        let tx = self
-            .conn
-            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-            .map_err(&err)?;
-        let now_row = tx
-            .prepare_cached(&format!(
-                "SELECT {LIVENESS_COLUMNS} FROM apps WHERE app_id = ?1"
-            ))
-            .and_then(|mut s| s.query_row([&seen.app_id], liveness_row).optional())
-            .map_err(&err)?;
-        let Some(now_row) = now_row else {
-            return Ok(seen.state);
-        };
-        if now_row != *seen || now_row.state.is_terminal() {
-            return Ok(now_row.state);
-        }
-        let Some((state, msg)) = decide(&now_row) else {
-            return Ok(now_row.state);
-        };
-        let unfinished: Vec<ReplicaRow> = tx
-            .prepare_cached(&format!(
-                "SELECT {REPLICA_COLUMNS} FROM replicas WHERE app_id = ?1 \
-                 AND state NOT IN ('SUCCEEDED', 'FAILED', 'CANCELLED')"
-            ))
-            .and_then(|mut s| s.query_map([&seen.app_id], replica_row)?.collect())
-            .map_err(&err)?;
-        stop(&unfinished);
-        finish_in(&tx, &seen.app_id, state, &msg, super::now()).map_err(&err)?;
-        tx.commit().map_err(&err)?;
-        Ok(state)
+        self.immediate(|tx| {
+            let now_row = tx
+                .prepare_cached(&format!(
+                    "SELECT {LIVENESS_COLUMNS} FROM apps WHERE app_id = ?1"
+                ))?
+                .query_row([&seen.app_id], liveness_row)
+                .optional()?;
+            let Some(now_row) = now_row else {
+                return Ok(seen.state);
+            };
+            if now_row != *seen || now_row.state.is_terminal() {
+                return Ok(now_row.state);
+            }
+            let Some((state, msg)) = decide(&now_row) else {
+                return Ok(now_row.state);
+            };
+            let unfinished: Vec<ReplicaRow> = tx
+                .prepare_cached(&format!(
+                    "SELECT {REPLICA_COLUMNS} FROM replicas WHERE app_id = ?1 \
+                     AND state NOT IN ('SUCCEEDED', 'FAILED', 'CANCELLED')"
+                ))?
+                .query_map([&seen.app_id], replica_row)?
+                .collect::<rusqlite::Result<_>>()?;
+            stop(&unfinished);
+            finish_in(tx, &seen.app_id, state, &msg, super::now())?;
+            Ok(state)
+        })
     }
 
     /// Copies what the WAL holds into the database file, as far as readers allow (a passive
