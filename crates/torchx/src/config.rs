@@ -194,15 +194,7 @@ pub struct TorchxConfig {
     pub files: Vec<Ini>,
 }
 
-/// The `[cli:run]` keys of the retry and recovery options.
-pub const RECOVERY_KEYS: [&str; 6] = [
-    "time_limit",
-    "checkpoint_signal",
-    "max_retries",
-    "requeue_exit_code",
-    "max_requeues",
-    "checkpoint_dir",
-];
+pub use crate::specs::RECOVERY_KEYS;
 
 /// `[cli:run]` defaults for `torchx run`.
 #[derive(Debug, Clone, Default, PartialEq)]

@@ -2,6 +2,8 @@
 //! variables, workspaces, pre-flight, the native request), components built into apps, and
 //! scheduling.
 
+use std::collections::BTreeMap;
+
 use super::{ComponentOutcome, RunArgs};
 use crate::components::{ComponentEnv, ComponentRef, PythonOutcome};
 use crate::error::{Error, ErrorKind, Result};
@@ -204,11 +206,7 @@ impl Runner {
                 Ok(ComponentOutcome::Done(app))
             }
             ComponentRef::Component(c) => {
-                let defaults = self
-                    .config
-                    .component_defaults()?
-                    .remove(component)
-                    .unwrap_or_default();
+                let defaults = self.component_defaults(component)?;
                 let env = ComponentEnv {
                     named_resources: self.named_resources_with_plugins()?,
                     ..ComponentEnv::from_process()
@@ -219,11 +217,7 @@ impl Runner {
                 }
             }
             ComponentRef::Python(c) => {
-                let defaults = self
-                    .config
-                    .component_defaults()?
-                    .remove(component)
-                    .unwrap_or_default();
+                let defaults = self.component_defaults(component)?;
                 match c.materialize(args, &defaults)? {
                     PythonOutcome::App(app) => Ok(ComponentOutcome::Done(app)),
                     PythonOutcome::Help(h) => Ok(ComponentOutcome::Help(h)),
@@ -303,6 +297,15 @@ impl Runner {
                 ComponentOutcome::Help(h) => ComponentOutcome::Help(h),
             },
         )
+    }
+
+    /// `[component:<name>]` of the config files.
+    fn component_defaults(&self, component: &str) -> Result<BTreeMap<String, String>> {
+        Ok(self
+            .config
+            .component_defaults()?
+            .remove(component)
+            .unwrap_or_default())
     }
 }
 

@@ -12,10 +12,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::after::{Condition, Verdict};
-use super::AppState;
+use super::{AppState, RECOVERY_KEYS};
 use crate::error::{Error, Result};
 
-/// The keys a step may have besides its [`RUN_OPTIONS`].
+/// The keys a step may have besides its `torchx run` options ([`GROUP_OPTIONS`] and
+/// [`RECOVERY_KEYS`]).
 const STEP_OWN_KEYS: &[&str] = &[
     "name",
     "component",
@@ -30,18 +31,8 @@ const STEP_OWN_KEYS: &[&str] = &[
     "skip_preflight",
 ];
 
-/// `torchx run` options a step may set, each passed on as `--<key> <value>`.
-const RUN_OPTIONS: &[&str] = &[
-    "array",
-    "sweep_file",
-    "max_concurrent",
-    "time_limit",
-    "checkpoint_signal",
-    "max_retries",
-    "requeue_exit_code",
-    "max_requeues",
-    "checkpoint_dir",
-];
+/// The group options a step may set (with the recovery keys), each passed on as `--<key> <value>`.
+const GROUP_OPTIONS: &[&str] = &["array", "sweep_file", "max_concurrent"];
 
 /// The longest step name (it becomes part of an environment variable and of file names).
 const MAX_STEP_NAME: usize = 48;
@@ -186,7 +177,12 @@ fn parse_step(v: &Value, index: usize) -> Result<Step> {
         None => return Err(bad(format!("step {index} has no `name`"))),
     };
     check_step_name(&name)?;
-    let step_keys: Vec<&str> = STEP_OWN_KEYS.iter().chain(RUN_OPTIONS).copied().collect();
+    let step_keys: Vec<&str> = STEP_OWN_KEYS
+        .iter()
+        .chain(GROUP_OPTIONS)
+        .chain(&RECOVERY_KEYS)
+        .copied()
+        .collect();
     if let Some(key) = map.keys().find(|k| !step_keys.contains(&k.as_str())) {
         let hint = strsim_nearest(key, &step_keys)
             .map(|s| format!(" (did you mean `{s}`?)"))
@@ -210,7 +206,7 @@ fn parse_step(v: &Value, index: usize) -> Result<Step> {
     if let Some(w) = text("workspace")? {
         run_args.extend(["--workspace".to_string(), w]);
     }
-    for key in RUN_OPTIONS {
+    for key in GROUP_OPTIONS.iter().chain(&RECOVERY_KEYS) {
         if let Some(v) = text(key)? {
             run_args.extend([format!("--{key}"), v]);
         }

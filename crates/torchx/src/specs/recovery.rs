@@ -230,6 +230,16 @@ pub(crate) fn deserialize_time_limit<'de, D: Deserializer<'de>>(
     }
 }
 
+/// The keys (`torchx run` flags, `[cli:run]` keys, pipeline step keys) of the retry and recovery options.
+pub const RECOVERY_KEYS: [&str; 6] = [
+    "time_limit",
+    "checkpoint_signal",
+    "max_retries",
+    "requeue_exit_code",
+    "max_requeues",
+    "checkpoint_dir",
+];
+
 /// A role's recovery settings with the defaults applied.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Recovery {
