@@ -263,16 +263,10 @@ pub async fn build_workspace_image(
         push: false,
     };
     let docker = connect(scheduler).await?;
-    if docker.inspect_image(&planned.image).await.is_err() {
-        build(&docker, scheduler, &planned, context, quiet).await?;
-    }
-    let inspected = docker
-        .inspect_image(&planned.image)
-        .await
-        .map_err(engine_error(
-            scheduler,
-            format!("the workspace image {} was not built", planned.image),
-        ))?;
+    let inspected = match docker.inspect_image(&planned.image).await {
+        Ok(found) => found,
+        Err(_) => build(&docker, scheduler, &planned, context, quiet).await?,
+    };
     inspected.id.ok_or_else(|| {
         Error::backend(
             scheduler,
@@ -304,13 +298,14 @@ pub async fn tag_and_push(local: &str, repo: &str, tag: &str, scheduler: &str) -
     push(&docker, scheduler, &image, &registry, creds).await
 }
 
+/// Builds the workspace image and returns it as the engine sees it.
 async fn build(
     docker: &Docker,
     scheduler: &str,
     planned: &WorkspaceImage,
     context: Vec<u8>,
     quiet: bool,
-) -> Result<()> {
+) -> Result<bollard::models::ImageInspect> {
     let base = &planned.base_image;
     log::info!(
         "building workspace image {} on top of {base}",
@@ -362,8 +357,7 @@ async fn build(
         .map_err(engine_error(
             scheduler,
             format!("the workspace image {} was not built", planned.image),
-        ))?;
-    Ok(())
+        ))
 }
 
 async fn push(
