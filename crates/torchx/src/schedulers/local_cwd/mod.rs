@@ -205,10 +205,10 @@ impl LocalCwdScheduler {
             return Ok(None);
         };
         // A verdict not recorded yet (see `settled`) wins over the stale row.
-        let state = if live.state.is_terminal() && !app.state.is_terminal() {
+        let state = if live.state.is_terminal() && !app.live.state.is_terminal() {
             live.state
         } else {
-            app.state
+            app.live.state
         };
         let mut resp = DescribeAppResponse::new(app_id, state);
         resp.msg = app.msg.clone();
@@ -218,11 +218,11 @@ impl LocalCwdScheduler {
             resp.roles = def.roles;
         }
         resp.metadata
-            .insert("created".into(), format!("{:.3}", app.created));
-        if let Some(e) = app.ended {
+            .insert("created".into(), format!("{:.3}", app.live.created));
+        if let Some(e) = app.live.ended {
             resp.metadata.insert("ended".into(), format!("{e:.3}"));
         }
-        if let Some(p) = app.supervisor_pid {
+        if let Some(p) = app.live.supervisor_pid {
             resp.metadata.insert("supervisor_pid".into(), p.to_string());
         }
         resp.metadata.insert("log_dir".into(), app.log_dir.clone());
@@ -582,20 +582,22 @@ pub fn fill_ledger_for_benchmarks(state_dir: &Path, n: usize) -> Result<PathBuf>
         let created = start + i as f64;
         let state = [AppState::Succeeded, AppState::Failed, AppState::Cancelled][i % 3];
         let row = AppRow {
-            app_id: app_id.clone(),
+            live: Liveness {
+                app_id: app_id.clone(),
+                state,
+                created,
+                ended: Some(created + 0.5),
+                supervisor_pid: Some(1),
+                supervisor_start: None,
+                submitter_pid: 1,
+                submitter_start: None,
+                cancel_requested: false,
+            },
             name: "echo".into(),
             session: "torchx".into(),
-            state,
             msg: String::new(),
-            created,
-            ended: Some(created + 0.5),
             log_dir: format!("/tmp/logs/{app_id}"),
             num_restarts: 0,
-            supervisor_pid: Some(1),
-            supervisor_start: None,
-            submitter_pid: 1,
-            submitter_start: None,
-            cancel_requested: false,
             app_json: app_json.clone(),
         };
         let replica = ReplicaRow {

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 
 use super::entry;
-use super::ledger::{AppRow, ReplicaRow};
+use super::ledger::{AppRow, Liveness, ReplicaRow};
 use super::{after, check_app_id, now, LocalCwdScheduler, PopenRequest, NAME};
 use crate::error::{Error, Result};
 use crate::specs::{AppDef, AppState};
@@ -24,20 +24,22 @@ impl LocalCwdScheduler {
             v.map_err(|e| Error::backend(NAME, format!("cannot serialise the app: {e}")))
         };
         let row = AppRow {
-            app_id: req.app_id.clone(),
+            live: Liveness {
+                app_id: req.app_id.clone(),
+                state: AppState::Pending,
+                created: now(),
+                ended: None,
+                supervisor_pid: None,
+                supervisor_start: None,
+                submitter_pid: std::process::id(),
+                submitter_start: sys::proc_start_time(std::process::id()),
+                cancel_requested: false,
+            },
             name: app.name.clone(),
             session: session.to_string(),
-            state: AppState::Pending,
             msg: String::new(),
-            created: now(),
-            ended: None,
             log_dir: req.log_dir.display().to_string(),
             num_restarts: 0,
-            supervisor_pid: None,
-            supervisor_start: None,
-            submitter_pid: std::process::id(),
-            submitter_start: sys::proc_start_time(std::process::id()),
-            cancel_requested: false,
             app_json: json(serde_json::to_string(app))?,
         };
         let replicas: Vec<ReplicaRow> = req

@@ -133,20 +133,20 @@ impl Ledger {
         tx.execute(
             &format!("INSERT INTO apps ({APP_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)"),
             params![
-                app.app_id,
+                app.live.app_id,
                 app.name,
                 app.session,
-                app.state.as_str(),
+                app.live.state.as_str(),
                 app.msg,
-                app.created,
-                app.ended,
+                app.live.created,
+                app.live.ended,
                 app.log_dir,
                 app.num_restarts,
-                app.supervisor_pid,
-                app.supervisor_start.map(|v| v as i64),
-                app.submitter_pid,
-                app.submitter_start.map(|v| v as i64),
-                app.cancel_requested,
+                app.live.supervisor_pid,
+                app.live.supervisor_start.map(|v| v as i64),
+                app.live.submitter_pid,
+                app.live.submitter_start.map(|v| v as i64),
+                app.live.cancel_requested,
             ],
         )
         .map_err(|e| {
@@ -162,7 +162,7 @@ impl Ledger {
             if duplicate {
                 Error::already_exists(
                     NAME,
-                    format!("an app with id `{}` already exists", app.app_id),
+                    format!("an app with id `{}` already exists", app.live.app_id),
                 )
                 .with_source(e)
             } else {
@@ -171,10 +171,10 @@ impl Ledger {
         })?;
         tx.execute(
             "INSERT OR REPLACE INTO specs (app_id, app_json, request_json) VALUES (?1, ?2, ?3)",
-            params![app.app_id, app.app_json, request_json],
+            params![app.live.app_id, app.app_json, request_json],
         )
         .map_err(&err)?;
-        upsert_replicas(&tx, &app.app_id, replicas).map_err(&err)?;
+        upsert_replicas(&tx, &app.live.app_id, replicas).map_err(&err)?;
         tx.commit().map_err(&err)
     }
 
@@ -591,20 +591,22 @@ mod tests {
 
     pub(crate) fn app(id: &str, created: f64) -> AppRow {
         AppRow {
-            app_id: id.into(),
+            live: Liveness {
+                app_id: id.into(),
+                state: AppState::Pending,
+                created,
+                ended: None,
+                supervisor_pid: None,
+                supervisor_start: None,
+                submitter_pid: 1,
+                submitter_start: None,
+                cancel_requested: false,
+            },
             name: "echo".into(),
             session: "torchx".into(),
-            state: AppState::Pending,
             msg: String::new(),
-            created,
-            ended: None,
             log_dir: "/l".into(),
             num_restarts: 0,
-            supervisor_pid: None,
-            supervisor_start: None,
-            submitter_pid: 1,
-            submitter_start: None,
-            cancel_requested: false,
             app_json: "{}".into(),
         }
     }
@@ -668,7 +670,7 @@ mod tests {
             .finish_if_unfinished("a-1", AppState::Cancelled, "x", 9.0)
             .unwrap());
         let a = l.app("a-1").unwrap().unwrap();
-        assert_eq!((a.state, a.msg.as_str()), (AppState::Failed, "lost"));
+        assert_eq!((a.live.state, a.msg.as_str()), (AppState::Failed, "lost"));
         assert_eq!(l.replicas("a-1").unwrap()[0].state, AppState::Failed);
         assert!(l.delete("a-1").unwrap());
         assert!(!l.delete("a-1").unwrap());

@@ -11,34 +11,18 @@ use crate::specs::{AppState, EndReason};
 /// One app.
 #[derive(Debug, Clone, PartialEq)]
 pub(in crate::schedulers::local_cwd) struct AppRow {
-    /// App id.
-    pub app_id: String,
+    /// Its state and the processes that own it.
+    pub live: Liveness,
     /// AppDef name.
     pub name: String,
     /// Session name.
     pub session: String,
-    /// Recorded state (see [`super::state::reconcile`] for apps whose supervisor died).
-    pub state: AppState,
     /// Why it is in that state.
     pub msg: String,
-    /// Submission time (unix seconds).
-    pub created: f64,
-    /// End time (unix seconds), once terminal.
-    pub ended: Option<f64>,
     /// Log directory.
     pub log_dir: String,
     /// Restarts performed under the retry policy.
     pub num_restarts: i64,
-    /// The supervisor process, once started.
-    pub supervisor_pid: Option<u32>,
-    /// Its start time (pid-reuse guard).
-    pub supervisor_start: Option<u64>,
-    /// The process that submitted it (it starts the supervisor).
-    pub submitter_pid: u32,
-    /// Its start time.
-    pub submitter_start: Option<u64>,
-    /// A cancel was requested.
-    pub cancel_requested: bool,
     /// The AppDef, as JSON.
     pub app_json: String,
 }
@@ -195,24 +179,12 @@ pub(super) fn state_of(s: String) -> AppState {
 
 pub(super) fn app_row(r: &Row<'_>) -> rusqlite::Result<AppRow> {
     Ok(AppRow {
-        app_id: r.get("app_id")?,
+        live: liveness_row(r)?,
         name: r.get("name")?,
         session: r.get("session")?,
-        state: state_of(r.get("state")?),
         msg: r.get("msg")?,
-        created: r.get("created")?,
-        ended: r.get("ended")?,
         log_dir: r.get("log_dir")?,
         num_restarts: r.get("num_restarts")?,
-        supervisor_pid: r.get("supervisor_pid")?,
-        supervisor_start: r
-            .get::<_, Option<i64>>("supervisor_start")?
-            .map(|v| v as u64),
-        submitter_pid: r.get("submitter_pid")?,
-        submitter_start: r
-            .get::<_, Option<i64>>("submitter_start")?
-            .map(|v| v as u64),
-        cancel_requested: r.get("cancel_requested")?,
         app_json: r.get::<_, Option<String>>("app_json")?.unwrap_or_default(),
     })
 }
