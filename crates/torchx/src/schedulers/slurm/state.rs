@@ -73,6 +73,31 @@ pub struct Component {
     pub why: String,
 }
 
+impl Component {
+    /// Replica `replica` of `role` in Slurm state `slurm_state`; no restarts, times or reason
+    /// known yet.
+    fn new(
+        (role, replica): (String, u32),
+        slurm_state: String,
+        (exit_code, signal): (Option<i32>, Option<i32>),
+        hostname: String,
+    ) -> Component {
+        Component {
+            state: app_state(&slurm_state),
+            role,
+            replica,
+            slurm_state,
+            exit_code,
+            signal,
+            hostname,
+            restarts: 0,
+            start: None,
+            end: None,
+            why: String::new(),
+        }
+    }
+}
+
 /// What Slurm's reason and dependency of a job say, for its status message: what it waits
 /// for (`--after`), or why it never ran.
 fn why(job: &Value) -> String {
@@ -315,26 +340,20 @@ fn components_of(
             continue;
         }
         // Not `role-i`: e.g. the "allocation" placeholder sacct shows before its record is final.
-        let Some((role, replica)) = job["name"].as_str().and_then(role_and_replica) else {
+        let Some(replica) = job["name"].as_str().and_then(role_and_replica) else {
             continue;
         };
         let slurm_state = state_str(&job[state_key]);
-        let (exit_code, signal) = exit_of(&job["exit_code"]);
+        let exit = exit_of(&job["exit_code"]);
         let (start, end) = times(job);
         out.push((
             how,
             Component {
-                role,
-                replica,
-                state: app_state(&slurm_state),
-                slurm_state,
-                exit_code,
-                signal,
-                hostname: hostname_of(job),
                 restarts: job.get("restart_cnt").and_then(num).unwrap_or(0),
                 start: time_of(start),
                 end: time_of(end),
                 why: why(job),
+                ..Component::new(replica, slurm_state, exit, hostname_of(job))
             },
         ));
     }
@@ -408,36 +427,22 @@ pub fn parse_sacct_parsable(text: &str, id: JobRef) -> Vec<Component> {
         if is_step || how == Belongs::No {
             continue;
         }
-        let Some((role, replica)) = f.get(jname).and_then(|n| role_and_replica(n)) else {
+        let Some(replica) = f.get(jname).and_then(|n| role_and_replica(n)) else {
             continue;
         };
         let slurm_state = state_str(&Value::String(f.get(jstate).unwrap_or(&"").to_string()));
-        let (exit_code, signal) = exit
+        let exit = exit
             .and_then(|i| f.get(i))
             .and_then(|e| e.split_once(':'))
             .map_or((None, None), |(c, s)| {
                 (c.parse().ok(), s.parse().ok().filter(|s: &i32| *s != 0))
             });
-        out.push((
-            how,
-            Component {
-                role,
-                replica,
-                state: app_state(&slurm_state),
-                slurm_state,
-                exit_code,
-                signal,
-                hostname: node
-                    .and_then(|i| f.get(i))
-                    .filter(|n| **n != "None assigned")
-                    .unwrap_or(&"")
-                    .to_string(),
-                restarts: 0,
-                start: None,
-                end: None,
-                why: String::new(),
-            },
-        ));
+        let hostname = node
+            .and_then(|i| f.get(i))
+            .filter(|n| **n != "None assigned")
+            .unwrap_or(&"")
+            .to_string();
+        out.push((how, Component::new(replica, slurm_state, exit, hostname)));
     }
     own_or_listed(out)
 }
