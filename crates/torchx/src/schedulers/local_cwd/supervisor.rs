@@ -550,7 +550,13 @@ impl Supervisor {
         }
         let requeue_asked =
             r.orphan_asked_requeue || r.param.requeue_file.as_deref().is_some_and(Path::exists);
-        let oom = r.param.container.as_deref().is_some_and(remove_container);
+        // A container the kernel killed ends as SIGKILL (or `docker run`'s 137).
+        let killed = matches!(exit, Exit::Signal(9) | Exit::Code(137));
+        let oom = r
+            .param
+            .container
+            .as_deref()
+            .is_some_and(|name| remove_container(name, killed));
         let actions = self.machine.on_event(
             now(),
             Event::Exited {
@@ -659,10 +665,19 @@ fn quiet_docker(args: &[&str]) -> Option<std::process::Output> {
 
 /// Removes the container of an attempt that ended (its `docker run` has no `--rm`, so that
 /// the engine can still be asked how it ended); true if the engine says it was killed for
-/// using too much memory.
-fn remove_container(name: &str) -> bool {
-    let oom = quiet_docker(&["inspect", "-f", "{{.State.OOMKilled}}", name])
-        .is_some_and(|out| String::from_utf8_lossy(&out.stdout).trim() == "true");
+/// using too much memory. The engine learns of an OOM kill from an event of its own, which
+/// may come after the exit: a `killed` container is asked again for up to a second.
+fn remove_container(name: &str, killed: bool) -> bool {
+    let oom_killed = || {
+        quiet_docker(&["inspect", "-f", "{{.State.OOMKilled}}", name])
+            .is_some_and(|out| String::from_utf8_lossy(&out.stdout).trim() == "true")
+    };
+    let mut oom = oom_killed();
+    let deadline = Instant::now() + Duration::from_secs(1);
+    while killed && !oom && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+        oom = oom_killed();
+    }
     quiet_docker(&["rm", "-f", name]);
     oom
 }
