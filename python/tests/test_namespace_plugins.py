@@ -250,3 +250,17 @@ def test_cli_uses_namespace_named_resources(torchx_bin: str) -> None:
     assert out.returncode == 0, out.stderr
     resource = json.loads(out.stdout)["app"]["roles"][0]["resource"]
     assert (resource["cpu"], resource["gpu"]) == (32, 4)
+
+
+def test_the_schedulers_module_has_the_plugins_name_0_8_patches() -> None:
+    """TorchX 0.8's registry tests patch ``torchx.schedulers.plugins``: patched, its registry is
+    the one asked (a plugin still adds to the builtins here, never hides them)."""
+    from unittest.mock import MagicMock, patch
+
+    with patch("torchx.schedulers.plugins") as plugins_mock:
+        sentinel = MagicMock()
+        plugins_mock.registry.return_value.get.return_value = {"custom_sched": sentinel}
+        factories = get_scheduler_factories()
+        assert factories["custom_sched"] is sentinel
+        assert "local_cwd" in factories
+    assert "custom_sched" not in get_scheduler_factories()

@@ -48,9 +48,20 @@ def _builtin_factories() -> Dict[str, SchedulerFactory]:
     return {name: _defer_load_scheduler(path) for name, path in DEFAULT_SCHEDULER_MODULES.items()}
 
 
-def _plugin_factories() -> Dict[str, SchedulerFactory]:
-    from torchx import plugins
+class _PluginsModule:
+    """:mod:`torchx.plugins`, imported on first use: the ``plugins`` name TorchX 0.8's module
+    has (its tests patch ``torchx.schedulers.plugins``), without the import's cost up front."""
 
+    def __getattr__(self, name: str) -> Any:
+        import torchx.plugins
+
+        return getattr(torchx.plugins, name)
+
+
+plugins: Any = _PluginsModule()
+
+
+def _plugin_factories() -> Dict[str, SchedulerFactory]:
     found = plugins.registry().get(plugins.PluginType.SCHEDULER)
     return without_builtins(found, DEFAULT_SCHEDULER_MODULES, "scheduler")
 
