@@ -352,6 +352,9 @@ pub fn delete(py: Python<'_>, name: &str, app_id: &str) -> PyResult<()> {
 #[pyclass(module = "torchx._rs")]
 pub struct LogIter {
     lines: Arc<tokio::sync::Mutex<Box<dyn LogLines>>>,
+    /// Lines read but not yet handed out: the core hands out every line that is ready at
+    /// once (`next_lines`), so a long log costs one runtime round trip per chunk, not per line.
+    ready: std::sync::Mutex<std::collections::VecDeque<String>>,
 }
 
 #[pymethods]
@@ -361,12 +364,36 @@ impl LogIter {
     }
 
     fn __next__(&self, py: Python<'_>) -> PyResult<String> {
-        let lines = Arc::clone(&self.lines);
-        let next = block_on(py, async move { lines.lock().await.next_line().await })?;
-        match next.map_err(to_py)? {
-            Some(line) => Ok(line),
-            None => Err(PyStopIteration::new_err(())),
+        loop {
+            if let Some(line) = self.ready().pop_front() {
+                return Ok(line);
+            }
+            let lines = Arc::clone(&self.lines);
+            let (chunk, more) = block_on(py, async move {
+                let mut chunk = Vec::new();
+                let more = lines.lock().await.next_lines(&mut chunk).await;
+                more.map(|more| (chunk, more))
+            })?
+            .map_err(to_py)?;
+            let mut ready = self.ready();
+            // Every line ends with its `\n` (`LogLines::next_lines`).
+            let body = chunk.strip_suffix(b"\n").unwrap_or(&chunk);
+            if !chunk.is_empty() {
+                ready.extend(
+                    body.split(|b| *b == b'\n')
+                        .map(|line| String::from_utf8_lossy(line).into_owned()),
+                );
+            }
+            if ready.is_empty() && !more {
+                return Err(PyStopIteration::new_err(()));
+            }
         }
+    }
+}
+
+impl LogIter {
+    fn ready(&self) -> std::sync::MutexGuard<'_, std::collections::VecDeque<String>> {
+        self.ready.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
 
@@ -419,6 +446,7 @@ pub fn log_iter(
     .map_err(to_py)?;
     Ok(LogIter {
         lines: Arc::new(tokio::sync::Mutex::new(cooperative(lines, regex))),
+        ready: std::sync::Mutex::default(),
     })
 }
 
