@@ -393,7 +393,9 @@ impl LogIter {
 
 impl LogIter {
     fn ready(&self) -> std::sync::MutexGuard<'_, std::collections::VecDeque<String>> {
-        self.ready.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.ready
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
 

@@ -583,15 +583,10 @@ pub fn fill_ledger_for_benchmarks(state_dir: &Path, n: usize) -> Result<PathBuf>
         let state = [AppState::Succeeded, AppState::Failed, AppState::Cancelled][i % 3];
         let row = AppRow {
             live: Liveness {
-                app_id: app_id.clone(),
                 state,
-                created,
                 ended: Some(created + 0.5),
                 supervisor_pid: Some(1),
-                supervisor_start: None,
-                submitter_pid: 1,
-                submitter_start: None,
-                cancel_requested: false,
+                ..Liveness::submitted(app_id.clone(), created, (1, None))
             },
             name: "echo".into(),
             session: "torchx".into(),

@@ -24,17 +24,11 @@ impl LocalCwdScheduler {
             v.map_err(|e| Error::backend(NAME, format!("cannot serialise the app: {e}")))
         };
         let row = AppRow {
-            live: Liveness {
-                app_id: req.app_id.clone(),
-                state: AppState::Pending,
-                created: now(),
-                ended: None,
-                supervisor_pid: None,
-                supervisor_start: None,
-                submitter_pid: std::process::id(),
-                submitter_start: sys::proc_start_time(std::process::id()),
-                cancel_requested: false,
-            },
+            live: Liveness::submitted(
+                req.app_id.clone(),
+                now(),
+                (std::process::id(), sys::proc_start_time(std::process::id())),
+            ),
             name: app.name.clone(),
             session: session.to_string(),
             msg: String::new(),

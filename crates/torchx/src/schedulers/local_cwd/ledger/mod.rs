@@ -591,17 +591,7 @@ mod tests {
 
     pub(crate) fn app(id: &str, created: f64) -> AppRow {
         AppRow {
-            live: Liveness {
-                app_id: id.into(),
-                state: AppState::Pending,
-                created,
-                ended: None,
-                supervisor_pid: None,
-                supervisor_start: None,
-                submitter_pid: 1,
-                submitter_start: None,
-                cancel_requested: false,
-            },
+            live: Liveness::submitted(id.into(), created, (1, None)),
             name: "echo".into(),
             session: "torchx".into(),
             msg: String::new(),

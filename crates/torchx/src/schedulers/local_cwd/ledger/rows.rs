@@ -114,6 +114,27 @@ pub(super) const LIVENESS_COLUMNS: &str =
     "app_id, state, created, ended, supervisor_pid, supervisor_start, \
     submitter_pid, submitter_start, cancel_requested";
 
+impl Liveness {
+    /// An app just recorded by its submitter: PENDING, no supervisor yet.
+    pub(crate) fn submitted(
+        app_id: String,
+        created: f64,
+        submitter: (u32, Option<u64>),
+    ) -> Liveness {
+        Liveness {
+            app_id,
+            state: AppState::Pending,
+            created,
+            ended: None,
+            supervisor_pid: None,
+            supervisor_start: None,
+            submitter_pid: submitter.0,
+            submitter_start: submitter.1,
+            cancel_requested: false,
+        }
+    }
+}
+
 /// Reads [`LIVENESS_COLUMNS`] by name.
 pub(super) fn liveness_row(r: &Row<'_>) -> rusqlite::Result<Liveness> {
     Ok(Liveness {
