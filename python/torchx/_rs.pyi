@@ -93,6 +93,8 @@ class DryRun:
 
 @final
 class LogIter(Iterator[str]):
+    """A replica's log lines, each with its newline."""
+
     def __iter__(self) -> "LogIter": ...
     def __next__(self) -> str: ...
 

@@ -352,8 +352,8 @@ pub fn delete(py: Python<'_>, name: &str, app_id: &str) -> PyResult<()> {
 #[pyclass(module = "torchx._rs")]
 pub struct LogIter {
     lines: Arc<tokio::sync::Mutex<Box<dyn LogLines>>>,
-    /// Lines read but not yet handed out: the core hands out every line that is ready at
-    /// once (`next_lines`), so a long log costs one runtime round trip per chunk, not per line.
+    /// Lines read but not yet handed out, each with its `\n`: the core hands out every line
+    /// that is ready at once (`next_lines`), so a long log costs one runtime round trip per chunk, not per line.
     ready: std::sync::Mutex<std::collections::VecDeque<String>>,
 }
 
@@ -376,14 +376,15 @@ impl LogIter {
             })?
             .map_err(to_py)?;
             let mut ready = self.ready();
-            // Every line ends with its `\n` (`LogLines::next_lines`).
-            let body = chunk.strip_suffix(b"\n").unwrap_or(&chunk);
-            if !chunk.is_empty() {
-                ready.extend(
-                    body.split(|b| *b == b'\n')
-                        .map(|line| String::from_utf8_lossy(line).into_owned()),
-                );
-            }
+            // Each line keeps its `\n`, as TorchX's schedulers yield them (`next_lines` ends
+            // every line with one).
+            ready.extend(chunk.split_inclusive(|b| *b == b'\n').map(|line| {
+                let mut line = String::from_utf8_lossy(line).into_owned();
+                if !line.ends_with('\n') {
+                    line.push('\n');
+                }
+                line
+            }));
             if ready.is_empty() && !more {
                 return Err(PyStopIteration::new_err(()));
             }

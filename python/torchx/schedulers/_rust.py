@@ -290,7 +290,8 @@ class RustScheduler(Scheduler[Mapping[str, Any]]):
         should_tail: bool = False,
         streams: Optional[Stream] = None,
     ) -> Iterable[str]:
-        lines = _native.ext.log_iter(
+        # As TorchX's schedulers: each line keeps its newline (the extension's lines do).
+        return _native.ext.log_iter(
             self._core,
             app_id,
             role_name,
@@ -301,8 +302,6 @@ class RustScheduler(Scheduler[Mapping[str, Any]]):
             should_tail,
             Stream(streams).value if streams else None,
         )
-        # As TorchX's schedulers: each line keeps its newline.
-        return (line + "\n" for line in lines)
 
 
 def _point_supervisor_at_torchx() -> None:
