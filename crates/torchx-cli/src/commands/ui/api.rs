@@ -265,7 +265,7 @@ pub async fn delete(State(ui): State<Arc<Ui>>, Json(t): Json<Target>) -> ApiResu
 
 /// `POST /api/rerun`: `torchx rerun <group or pipeline> --failed`, as the command does it
 /// (this binary, in the background of the server): the new handle.
-pub async fn rerun(State(_ui): State<Arc<Ui>>, Json(t): Json<Target>) -> ApiResult {
+pub async fn rerun(Json(t): Json<Target>) -> ApiResult {
     if kind_of(&t.handle) == "app" {
         return Err(Error::arg(format!(
             "`{}` is not a group or pipeline: only those can rerun their failed part",
