@@ -5,6 +5,7 @@ import inspect
 
 import pytest
 import torchx
+from torchx import specs
 from torchx.components import dist, metrics, serve, utils
 from torchx.components._builtin import build
 from torchx.runner import get_runner
@@ -69,3 +70,24 @@ def test_runner_runs_a_component_from_a_dict_of_arguments() -> None:
 
     with pytest.raises(ComponentNotFoundException, match="does not exist"):
         runner.dryrun_component("./no_such_component.py:greet", [], "local_cwd")
+
+
+def test_log_lines_keep_one_newline_each_whatever_the_bytes() -> None:
+    """Empty lines, a last line without its newline and bytes that are not UTF-8 come out as
+    TorchX's schedulers yield them: one line each, with one newline."""
+    runner = get_runner()
+    app = specs.AppDef(
+        "bytes",
+        roles=[
+            specs.Role(
+                "sh",
+                image="x",
+                entrypoint="sh",
+                args=["-c", "printf 'a\\n\\nb\\377c\\nlast'"],
+                resource=specs.Resource(cpu=1, gpu=0, memMB=64),
+            )
+        ],
+    )
+    handle = runner.run(app, "local_cwd")
+    runner.wait(handle, wait_interval=0.05)
+    assert list(runner.log_lines(handle, "sh")) == ["a\n", "\n", "b\ufffdc\n", "last\n"]

@@ -4,7 +4,7 @@
 //! release the GIL and run on one process-wide tokio runtime.
 
 use std::future::Future;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use torchx::config::TorchxConfig;
@@ -352,9 +352,38 @@ pub fn delete(py: Python<'_>, name: &str, app_id: &str) -> PyResult<()> {
 #[pyclass(module = "torchx._rs")]
 pub struct LogIter {
     lines: Arc<tokio::sync::Mutex<Box<dyn LogLines>>>,
-    /// Lines read but not yet handed out, each with its `\n`: the core hands out every line
-    /// that is ready at once (`next_lines`), so a long log costs one runtime round trip per chunk, not per line.
-    ready: std::sync::Mutex<std::collections::VecDeque<String>>,
+    /// What the core handed out but Python has not taken yet: the core gives every line that
+    /// is ready at once (`next_lines`), so a long log costs one runtime round trip per chunk,
+    /// and each line is copied once, into its Python string.
+    ready: Mutex<Ready>,
+}
+
+/// A chunk of whole lines, each ending in `\n`, and how far Python has taken it.
+#[derive(Default)]
+struct Ready {
+    chunk: Vec<u8>,
+    taken: usize,
+}
+
+impl Ready {
+    /// The next line with its `\n`, if the chunk has one left.
+    fn next_line<'py>(&mut self, py: Python<'py>) -> Option<Bound<'py, pyo3::types::PyString>> {
+        let rest = self.chunk.get(self.taken..).filter(|r| !r.is_empty())?;
+        let len = rest.iter().position(|b| *b == b'\n').map_or(rest.len(), |i| i + 1);
+        let line = &rest[..len];
+        self.taken += len;
+        Some(match std::str::from_utf8(line) {
+            Ok(text) if text.ends_with('\n') => pyo3::types::PyString::new(py, text),
+            // Undecodable bytes, or a last line without its newline.
+            _ => {
+                let mut text = String::from_utf8_lossy(line).into_owned();
+                if !text.ends_with('\n') {
+                    text.push('\n');
+                }
+                pyo3::types::PyString::new(py, &text)
+            }
+        })
+    }
 }
 
 #[pymethods]
@@ -363,40 +392,27 @@ impl LogIter {
         slf
     }
 
-    fn __next__(&self, py: Python<'_>) -> PyResult<String> {
+    /// The next line, with its newline, as TorchX's schedulers yield them.
+    fn __next__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, pyo3::types::PyString>> {
         loop {
-            if let Some(line) = self.ready().pop_front() {
+            let mut ready = self.ready.lock().unwrap_or_else(PoisonError::into_inner);
+            if let Some(line) = ready.next_line(py) {
                 return Ok(line);
             }
+            let mut chunk = std::mem::take(&mut ready.chunk);
+            drop(ready);
+            chunk.clear();
             let lines = Arc::clone(&self.lines);
             let (chunk, more) = block_on(py, async move {
-                let mut chunk = Vec::new();
                 let more = lines.lock().await.next_lines(&mut chunk).await;
                 more.map(|more| (chunk, more))
             })?
             .map_err(to_py)?;
-            let mut ready = self.ready();
-            // Each line keeps its `\n`, as TorchX's schedulers yield them (`next_lines` ends
-            // every line with one).
-            ready.extend(chunk.split_inclusive(|b| *b == b'\n').map(|line| {
-                let mut line = String::from_utf8_lossy(line).into_owned();
-                if !line.ends_with('\n') {
-                    line.push('\n');
-                }
-                line
-            }));
-            if ready.is_empty() && !more {
+            if chunk.is_empty() && !more {
                 return Err(PyStopIteration::new_err(()));
             }
+            *self.ready.lock().unwrap_or_else(PoisonError::into_inner) = Ready { chunk, taken: 0 };
         }
-    }
-}
-
-impl LogIter {
-    fn ready(&self) -> std::sync::MutexGuard<'_, std::collections::VecDeque<String>> {
-        self.ready
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
 
@@ -449,7 +465,7 @@ pub fn log_iter(
     .map_err(to_py)?;
     Ok(LogIter {
         lines: Arc::new(tokio::sync::Mutex::new(cooperative(lines, regex))),
-        ready: std::sync::Mutex::default(),
+        ready: Mutex::default(),
     })
 }
 
