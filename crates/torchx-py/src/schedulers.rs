@@ -369,7 +369,10 @@ impl Ready {
     /// The next line with its `\n`, if the chunk has one left.
     fn next_line<'py>(&mut self, py: Python<'py>) -> Option<Bound<'py, pyo3::types::PyString>> {
         let rest = self.chunk.get(self.taken..).filter(|r| !r.is_empty())?;
-        let len = rest.iter().position(|b| *b == b'\n').map_or(rest.len(), |i| i + 1);
+        let len = rest
+            .iter()
+            .position(|b| *b == b'\n')
+            .map_or(rest.len(), |i| i + 1);
         let line = &rest[..len];
         self.taken += len;
         Some(match std::str::from_utf8(line) {
