@@ -141,15 +141,13 @@ pub fn block_on<T: Send>(py: Python<'_>, fut: impl Future<Output = T> + Send) ->
 /// keeps them; it reads no config files, as TorchX's programmatic Runner).
 fn scheduler(name: &str) -> PyResult<Arc<dyn Scheduler>> {
     static RUNNER: PerProcess<torchx::Runner> = PerProcess::new();
-    RUNNER
-        .get_or_try_init(|| {
-            Ok(torchx::Runner::new(
-                Registry::builtin(),
-                TorchxConfig::default(),
-            ))
-        })?
-        .scheduler(name)
-        .map_err(to_py)
+    let runner = RUNNER.get_or_try_init(|| {
+        Ok(torchx::Runner::new(
+            Registry::builtin(),
+            TorchxConfig::default(),
+        ))
+    })?;
+    runtime()?.block_on(runner.scheduler(name)).map_err(to_py)
 }
 
 /// The builtin schedulers' names, the default first, with their descriptions.

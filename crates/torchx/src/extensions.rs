@@ -155,8 +155,8 @@ mod tests {
         )
     }
 
-    #[test]
-    fn registrations_sit_next_to_the_builtins() {
+    #[tokio::test]
+    async fn registrations_sit_next_to_the_builtins() {
         let ext = Extensions::builtin()
             .component(hello())
             .named_resource("acme.small", Resource::new(2, 0, 4096))
@@ -177,7 +177,10 @@ mod tests {
             panic!("acme.hello not found")
         };
         assert_eq!(c.origin, "acme");
-        let app = match runner.build_component("acme.hello", &["--who".into(), "you".into()]) {
+        let built = runner
+            .build_component("acme.hello", &["--who".into(), "you".into()])
+            .await;
+        let app = match built {
             Ok(crate::runner::ComponentOutcome::Done(app)) => app,
             other => panic!("{other:?}"),
         };

@@ -123,7 +123,7 @@ impl Runner {
                         "fix the path, or give --skip_preflight to run it anyway",
                     ));
                 }
-                match self.scheduler(scheduler) {
+                match self.scheduler(scheduler).await {
                     Ok(s) => match s.plan(&info).await {
                         Ok(report) => {
                             row.checks.extend(report.checks);

@@ -63,6 +63,7 @@ struct Suite<'a> {
     runner: &'a Runner,
     scheduler: &'a str,
     opts: &'a Conformance,
+    sched: std::sync::Arc<dyn crate::scheduler::Scheduler>,
     caps: Capabilities,
 }
 
@@ -163,10 +164,7 @@ impl Suite<'_> {
     /// `app`'s request in both forms, text and JSON (a plugin's text may summarise its JSON),
     /// rendered with a fixed context.
     fn request_of(&self, check: &str, what: &str, app: &AppDef) -> String {
-        let sched = self
-            .runner
-            .scheduler(self.scheduler)
-            .unwrap_or_else(|e| self.fail(check, e));
+        let sched = &self.sched;
         let cfg = sched
             .run_opts()
             .resolve(&self.opts.cfg)
@@ -488,37 +486,38 @@ impl Suite<'_> {
 
 /// Runs every check that `scheduler`'s capabilities call for.
 pub async fn conformance(runner: &Runner, scheduler: &str, opts: &Conformance) {
-    let caps = runner
+    let sched = runner
         .scheduler(scheduler)
-        .unwrap_or_else(|e| panic!("conformance[{scheduler}]: {e}"))
-        .capabilities();
+        .await
+        .unwrap_or_else(|e| panic!("conformance[{scheduler}]: {e}"));
     let suite = Suite {
         runner,
         scheduler,
         opts,
-        caps,
+        caps: sched.capabilities(),
+        sched,
     };
     suite.dryrun_is_deterministic();
     suite.claims_reach_the_request();
     suite.unknown_apps_are_not_found().await;
     suite.success_failure_logs_list_delete().await;
-    if caps.cancel {
+    if suite.caps.cancel {
         suite.cancel_stops_a_running_app().await;
     }
-    if caps.describe_replicas || caps.multi_role {
+    if suite.caps.describe_replicas || suite.caps.multi_role {
         suite.roles_and_replicas().await;
     }
-    if caps.logs && caps.log_tail {
+    if suite.caps.logs && suite.caps.log_tail {
         suite.log_tail().await;
     }
     if opts.runs_commands {
-        if caps.logs && caps.log_streams {
+        if suite.caps.logs && suite.caps.log_streams {
             suite.log_streams().await;
         }
-        if caps.retries {
+        if suite.caps.retries {
             suite.retries().await;
         }
-        if let (true, Some(dir)) = (caps.mounts, &opts.mount_dir) {
+        if let (true, Some(dir)) = (suite.caps.mounts, &opts.mount_dir) {
             suite.mounts(dir).await;
         }
     }

@@ -132,8 +132,7 @@ impl GroupRun<'_> {
             return Ok(exit_codes::OK);
         }
         // As for one job: a group on this machine is waited for unless detached.
-        let local = runner
-            .scheduler(self.scheduler)?
+        let local = super::block_on(runner.scheduler(self.scheduler))?
             .capabilities()
             .runs_locally;
         let wait = a.wait || a.log || (local && !a.detach);

@@ -124,7 +124,7 @@ pub fn configure(a: ConfigureArgs) -> Result<i32> {
 /// The run options of `name`. When listing every scheduler, a broken plugin on PATH is a
 /// warning, not the end of the listing.
 fn run_opts(runner: &Runner, name: &str, listing_all: bool) -> Result<Option<RunOpts>> {
-    match runner.scheduler(name) {
+    match super::block_on(runner.scheduler(name)) {
         Ok(s) => Ok(Some(s.run_opts())),
         Err(e) if listing_all && runner.registry().names().all(|n| n != name) => {
             log::warn!("skipping scheduler plugin `{name}`: {e}");

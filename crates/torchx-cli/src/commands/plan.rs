@@ -20,7 +20,7 @@ pub fn cfg_for(
     raw: &str,
     schedulers: &[String],
 ) -> Result<String> {
-    let opts = runner.scheduler(scheduler)?.run_opts();
+    let opts = super::block_on(runner.scheduler(scheduler))?.run_opts();
     // Items start at a comma followed by `key=`; anything else continues a list value.
     let mut items: Vec<String> = Vec::new();
     for part in raw.split(',').filter(|p| !p.is_empty()) {
@@ -59,7 +59,7 @@ fn build(runner: &Runner, tokens: &[String]) -> Result<ComponentOutcome<AppDef>>
             "missing component: give a component (utils.echo, ./app.yaml) and its arguments",
         ));
     };
-    runner.build_component(&component, &tokens[1..])
+    super::block_on(runner.build_component(&component, &tokens[1..]))
 }
 
 /// Plans `tokens` (a component and its arguments) on each of `schedulers`.
@@ -84,7 +84,7 @@ pub fn plan_rows(
     let mut rows = Vec::new();
     for scheduler in schedulers {
         let cfg: Result<Cfg> = cfg_for(runner, scheduler, raw_cfg, schedulers)
-            .and_then(|c| runner.cfg_from_str(scheduler, &c).map(|(cfg, _)| cfg));
+            .and_then(|c| super::block_on(runner.cfg_from_str(scheduler, &c)).map(|(cfg, _)| cfg));
         let row = match cfg {
             Ok(cfg) => super::block_on(runner.plan(app.clone(), scheduler, &cfg, &args)),
             Err(e) => PlanRow {

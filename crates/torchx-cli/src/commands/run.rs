@@ -41,7 +41,7 @@ pub fn run(a: RunArgs) -> Result<i32> {
         Chosen::On(scheduler, raw_cfg) => (scheduler, raw_cfg),
         Chosen::FailedOver(code) => return Ok(code),
     };
-    let (cfg, warnings) = runner.cfg_from_str(&scheduler, &raw_cfg)?;
+    let (cfg, warnings) = super::block_on(runner.cfg_from_str(&scheduler, &raw_cfg))?;
     for w in warnings {
         log::warn!("{w}");
     }
@@ -108,7 +108,9 @@ pub fn run(a: RunArgs) -> Result<i32> {
         print_dryrun(&info, a.json);
         return Ok(exit_codes::OK);
     }
-    let local = runner.scheduler(&scheduler)?.capabilities().runs_locally;
+    let local = super::block_on(runner.scheduler(&scheduler))?
+        .capabilities()
+        .runs_locally;
     let attached = local && !a.detach;
     // A job on this machine is asked about often; a cluster is spared.
     let poll = if local {
@@ -214,7 +216,9 @@ fn workspace(
     let workspace = match (&a.workspace, &cli_run.workspace) {
         (Some(w), _) => Some(w.clone()),
         (None, default) => {
-            let support = runner.scheduler(scheduler)?.capabilities().workspace;
+            let support = super::block_on(runner.scheduler(scheduler))?
+                .capabilities()
+                .workspace;
             match default {
                 _ if support == WorkspaceSupport::None => None,
                 // As TorchX: a directory workspace without a job_dir to copy it into is

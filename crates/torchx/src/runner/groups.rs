@@ -38,7 +38,7 @@ impl Runner {
             let args: Vec<String> = plan.args.iter().map(|a| task.substitute(a)).collect();
             let app = match built.iter().find(|(a, _)| *a == args) {
                 Some((_, app)) => app.clone(),
-                None => match self.build_component(&plan.component, &args)? {
+                None => match self.build_component(&plan.component, &args).await? {
                     ComponentOutcome::Help(h) => return Ok(ComponentOutcome::Help(h)),
                     ComponentOutcome::Done(app) => {
                         built.push((args, app.clone()));
@@ -79,7 +79,7 @@ impl Runner {
                 first.scheduler, other.scheduler
             )));
         }
-        let sched = self.scheduler(&first.scheduler)?;
+        let sched = self.scheduler(&first.scheduler).await?;
         let facts = sched.dryrun_facts(&first.cfg).await?;
         let cwd =
             std::env::current_dir().map_err(|e| Error::io("reading the current directory", e))?;
@@ -139,7 +139,7 @@ impl Runner {
         if let ArrayRequest::Native(info) = &dryrun.array {
             let handle = self.schedule(info).await?;
             let array_id = crate::specs::parse_app_handle(&handle)?.app_id;
-            let sched = self.scheduler(&group.scheduler)?;
+            let sched = self.scheduler(&group.scheduler).await?;
             let indexes: Vec<u32> = group.tasks.iter().map(|t| t.index).collect();
             for (task, id) in group
                 .tasks
@@ -282,7 +282,7 @@ impl Runner {
     /// FAILED for one never submitted, UNKNOWN for one its scheduler no longer knows. One
     /// `describe_many` of the scheduler for them all.
     pub async fn group_states(&self, group: &GroupRecord) -> Result<Vec<AppState>> {
-        let sched = self.scheduler(&group.scheduler)?;
+        let sched = self.scheduler(&group.scheduler).await?;
         let mut ids = Vec::with_capacity(group.tasks.len());
         for h in group.tasks.iter().filter_map(|t| t.handle.as_deref()) {
             ids.push(crate::specs::parse_app_handle(h)?.app_id);

@@ -1,6 +1,7 @@
 //! The [`Runner`]: dry-run, run, status, wait, cancel, delete, describe, list and logs over any
 //! registered scheduler, addressed by app handles.
 
+mod catalog;
 mod groups;
 mod pipelines;
 mod submit;
@@ -9,12 +10,16 @@ pub(crate) use submit::PreparedWorkspaces;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant};
 
-use crate::components::{all_components_with, find_component_with, Component, ComponentRef};
+use std::time::{Duration, Instant};
+use tokio::sync::OnceCell;
+
+use crate::components::{Component, ComponentRef};
 use crate::config::TorchxConfig;
 use crate::error::{Error, Result, Subject};
+use crate::group::GroupRecord;
 use crate::opts::Cfg;
+use crate::pipeline::PipelineRecord;
 use crate::scheduler::{random_id, LogLines, LogQuery, Registry, Scheduler};
 use crate::specs::{
     make_app_handle, parse_app_handle, AppDef, AppHandle, AppStatus, ListAppResponse, Resource,
@@ -86,7 +91,34 @@ pub enum ComponentOutcome<T> {
 }
 
 /// A scheduler created on first use, or not yet.
-type SchedulerCell = Arc<Mutex<Option<Arc<dyn Scheduler>>>>;
+type SchedulerCell = Arc<OnceCell<Arc<dyn Scheduler>>>;
+
+/// What a handle names: a pipeline, a group (each a record in the state directory) or an app.
+enum Target {
+    Pipeline(PipelineRecord),
+    Group(GroupRecord),
+    App,
+}
+
+impl Target {
+    /// Reads the record a pipeline's or group's handle names on the blocking pool; an app's
+    /// handle costs no I/O.
+    async fn of(handle: &str) -> Result<Target> {
+        let names_record = handle.starts_with("pipeline://")
+            || parse_app_handle(handle).is_ok_and(|h| crate::group::is_group_id(&h.app_id));
+        if !names_record {
+            return Ok(Target::App);
+        }
+        let owned = handle.to_string();
+        crate::blocking::blocking("torchx", move || {
+            if let Some(p) = PipelineRecord::find(&owned)? {
+                return Ok(Target::Pipeline(p));
+            }
+            Ok(GroupRecord::find(&owned)?.map_or(Target::App, Target::Group))
+        })
+        .await
+    }
+}
 
 /// Runs apps on schedulers. Schedulers are created lazily, once per name.
 #[derive(Debug)]
@@ -95,9 +127,8 @@ pub struct Runner {
     session_id: String,
     registry: Registry,
     trackers: TrackerRegistry,
-    components: Vec<Component>,
-    named_resources: BTreeMap<String, Resource>,
-    config: TorchxConfig,
+    /// Shared with the blocking tasks that build components.
+    catalog: Arc<catalog::Catalog>,
     /// One cell per scheduler name: the map's lock is held only to find the cell, so a slow
     /// start (a plugin's interpreter) holds up no other name.
     schedulers: Mutex<BTreeMap<String, SchedulerCell>>,
@@ -113,9 +144,10 @@ impl Runner {
             session_id,
             registry,
             trackers: TrackerRegistry::builtin(),
-            components: Vec::new(),
-            named_resources: BTreeMap::new(),
-            config,
+            catalog: Arc::new(catalog::Catalog {
+                config,
+                ..Default::default()
+            }),
             schedulers: Mutex::new(BTreeMap::new()),
         }
     }
@@ -138,53 +170,26 @@ impl Runner {
         components: Vec<Component>,
         named_resources: BTreeMap<String, Resource>,
     ) -> Runner {
-        self.components = components;
-        self.named_resources = named_resources;
+        let catalog = Arc::make_mut(&mut self.catalog);
+        catalog.components = components;
+        catalog.named_resources = named_resources;
         self
     }
 
     /// Every component by name: builtins, registered ones, then those of the config's
-    /// component directories.
+    /// component directories. Reads those directories.
     pub fn components(&self) -> Result<Vec<Component>> {
-        all_components_with(&self.components, &self.config.component_dirs())
+        self.catalog.components()
     }
 
-    /// What a component name refers to.
+    /// What a component name refers to. Reads the config's component directories.
     pub fn find_component(&self, name: &str) -> Result<ComponentRef> {
-        find_component_with(name, &self.components, &self.config.component_dirs())
+        self.catalog.find_component(name)
     }
 
     /// Named resources besides the builtins: registered ones and `[resource:<name>]` sections.
     pub fn named_resources(&self) -> Result<BTreeMap<String, Resource>> {
-        let mut all = self.named_resources.clone();
-        for (name, r) in self.config.named_resources()? {
-            if all.contains_key(&name) {
-                return Err(Error::config(format!(
-                    ".torchxconfig [resource:{name}]: `{name}` is already defined by this torchx build; \
-                     pick another name"
-                )));
-            }
-            all.insert(name, r);
-        }
-        Ok(all)
-    }
-
-    /// [`named_resources`](Self::named_resources) and those of the Python plugins, which add
-    /// names and never replace one (as TorchX's registry, a builtin wins). A plugin that fails
-    /// to load is a warning: only a component that names its resources fails, as not found.
-    fn named_resources_with_plugins(&self) -> Result<BTreeMap<String, Resource>> {
-        let mut all = self.named_resources()?;
-        match crate::python::plugin_named_resources() {
-            Ok(extra) => {
-                for (name, r) in extra {
-                    if !all.contains_key(&name) && crate::specs::named_resource(&name).is_err() {
-                        all.insert(name, r);
-                    }
-                }
-            }
-            Err(e) => log::warn!("{e}"),
-        }
-        Ok(all)
+        self.catalog.named_resources()
     }
 
     /// Sets the session name used in handles.
@@ -205,12 +210,14 @@ impl Runner {
 
     /// The config files in effect.
     pub fn config(&self) -> &TorchxConfig {
-        &self.config
+        &self.catalog.config
     }
 
     /// The scheduler `name`, created on first use (once: concurrent first uses wait for the
-    /// one creating it; a failed creation is tried again next time).
-    pub fn scheduler(&self, name: &str) -> Result<Arc<dyn Scheduler>> {
+    /// one creating it; a failed creation is tried again next time). A registered scheduler's
+    /// factory is cheap by contract; a plugin's start (a program's handshake, an interpreter)
+    /// runs on the blocking pool, so it stalls no other caller.
+    pub async fn scheduler(&self, name: &str) -> Result<Arc<dyn Scheduler>> {
         let cell = {
             let mut cells = self
                 .schedulers
@@ -218,45 +225,48 @@ impl Runner {
                 .unwrap_or_else(PoisonError::into_inner);
             Arc::clone(cells.entry(name.to_string()).or_default())
         };
-        let mut slot = cell.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(s) = slot.as_ref() {
-            return Ok(Arc::clone(s));
-        }
-        let created = self.registry.create(name)?;
-        *slot = Some(Arc::clone(&created));
-        Ok(created)
+        let created = cell
+            .get_or_try_init(|| async {
+                if self.registry.is_registered(name) {
+                    return self.registry.create(name);
+                }
+                let (registry, owned) = (self.registry.clone(), name.to_string());
+                crate::blocking::blocking(name, move || registry.create(&owned)).await
+            })
+            .await?;
+        Ok(Arc::clone(created))
     }
 
     /// Parses `-cfg` for `scheduler` and fills gaps from the `[scheduler]` config sections.
     /// Returns the options and warnings (unknown keys in config files).
-    pub fn cfg_from_str(&self, scheduler: &str, cfg: &str) -> Result<(Cfg, Vec<String>)> {
-        let opts = self.scheduler(scheduler)?.run_opts();
+    pub async fn cfg_from_str(&self, scheduler: &str, cfg: &str) -> Result<(Cfg, Vec<String>)> {
+        let opts = self.scheduler(scheduler).await?.run_opts();
         let mut parsed = opts.parse_cli(cfg)?;
-        let warnings = self.config.apply_scheduler(scheduler, &opts, &mut parsed)?;
+        let warnings = self
+            .config()
+            .apply_scheduler(scheduler, &opts, &mut parsed)?;
         Ok((parsed, warnings))
     }
 
-    fn route(&self, handle: &str) -> Result<(AppHandle, Arc<dyn Scheduler>)> {
+    async fn route(&self, handle: &str) -> Result<(AppHandle, Arc<dyn Scheduler>)> {
         let h = parse_app_handle(handle)?;
-        let s = self.scheduler(&h.scheduler)?;
+        let s = self.scheduler(&h.scheduler).await?;
         Ok((h, s))
     }
 
     /// The app's status, `None` if the scheduler does not know it. For a group's handle
     /// (arrays and sweeps, [`crate::group`]): the group's state, and its counts as the message.
     pub async fn status(&self, handle: &str) -> Result<Option<AppStatus>> {
-        if let Some(pipeline) = crate::pipeline::PipelineRecord::find(handle)? {
-            return Ok(Some(self.pipeline_status(&pipeline).await?));
-        }
-        match crate::group::GroupRecord::find(handle)? {
-            Some(group) => Ok(Some(self.group_status(&group).await?)),
-            None => self.app_status(handle).await,
+        match Target::of(handle).await? {
+            Target::Pipeline(p) => Ok(Some(self.pipeline_status(&p).await?)),
+            Target::Group(g) => Ok(Some(self.group_status(&g).await?)),
+            Target::App => self.app_status(handle).await,
         }
     }
 
     /// One app's status (not a group's).
     pub(crate) async fn app_status(&self, handle: &str) -> Result<Option<AppStatus>> {
-        let (h, s) = self.route(handle)?;
+        let (h, s) = self.route(handle).await?;
         Ok(s.describe(&h.app_id).await?.map(|d| d.to_status()))
     }
 
@@ -306,18 +316,16 @@ impl Runner {
     /// Cancels the app (every task of a group) if it is not finished. Unknown apps are
     /// [`ErrorKind::NotFound`](crate::ErrorKind::NotFound).
     pub async fn cancel(&self, handle: &str) -> Result<()> {
-        if let Some(pipeline) = crate::pipeline::PipelineRecord::find(handle)? {
-            return self.cancel_pipeline(&pipeline).await;
-        }
-        match crate::group::GroupRecord::find(handle)? {
-            Some(group) => self.cancel_group(&group).await,
-            None => self.cancel_app(handle).await,
+        match Target::of(handle).await? {
+            Target::Pipeline(p) => self.cancel_pipeline(&p).await,
+            Target::Group(g) => self.cancel_group(&g).await,
+            Target::App => self.cancel_app(handle).await,
         }
     }
 
     /// Cancels one app (not a group).
     pub(crate) async fn cancel_app(&self, handle: &str) -> Result<()> {
-        let (h, s) = self.route(handle)?;
+        let (h, s) = self.route(handle).await?;
         match s.describe(&h.app_id).await? {
             None => Err(self.unknown_app(&h)),
             Some(d) if d.state.is_terminal() => Ok(()),
@@ -327,18 +335,16 @@ impl Runner {
 
     /// Deletes the app (cancelling it first if running); a group's tasks and its record.
     pub async fn delete(&self, handle: &str) -> Result<()> {
-        if let Some(pipeline) = crate::pipeline::PipelineRecord::find(handle)? {
-            return self.delete_pipeline(&pipeline).await;
-        }
-        match crate::group::GroupRecord::find(handle)? {
-            Some(group) => self.delete_group(&group).await,
-            None => self.delete_app(handle).await,
+        match Target::of(handle).await? {
+            Target::Pipeline(p) => self.delete_pipeline(&p).await,
+            Target::Group(g) => self.delete_group(&g).await,
+            Target::App => self.delete_app(handle).await,
         }
     }
 
     /// Deletes one app (not a group).
     pub(crate) async fn delete_app(&self, handle: &str) -> Result<()> {
-        let (h, s) = self.route(handle)?;
+        let (h, s) = self.route(handle).await?;
         if !s.capabilities().delete {
             return Err(Error::unsupported(s.name(), "delete"));
         }
@@ -350,7 +356,7 @@ impl Runner {
 
     /// The app as the scheduler knows it.
     pub async fn describe(&self, handle: &str) -> Result<Option<AppDef>> {
-        let (h, s) = self.route(handle)?;
+        let (h, s) = self.route(handle).await?;
         Ok(s.describe(&h.app_id).await?.map(|d| {
             let mut app = AppDef::new(h.app_id.clone(), d.roles);
             app.metadata = d.metadata;
@@ -360,7 +366,7 @@ impl Runner {
 
     /// The apps `scheduler` knows, with handles filled in.
     pub async fn list(&self, scheduler: &str) -> Result<Vec<ListAppResponse>> {
-        let s = self.scheduler(scheduler)?;
+        let s = self.scheduler(scheduler).await?;
         if !s.capabilities().list {
             return Err(Error::unsupported(scheduler, "list"));
         }
@@ -379,7 +385,7 @@ impl Runner {
         k: u32,
         query: &LogQuery,
     ) -> Result<Box<dyn LogLines>> {
-        let (h, s) = self.route(handle)?;
+        let (h, s) = self.route(handle).await?;
         let caps = s.capabilities();
         if !caps.logs {
             return Err(Error::unsupported(s.name(), "logs"));
@@ -413,7 +419,7 @@ impl Runner {
         );
         let scheds: Vec<Arc<dyn Scheduler>> = cells
             .into_values()
-            .filter_map(|cell| cell.lock().unwrap_or_else(PoisonError::into_inner).take())
+            .filter_map(|cell| cell.get().cloned())
             .collect();
         for s in scheds {
             s.close().await;

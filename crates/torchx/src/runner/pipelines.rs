@@ -145,6 +145,7 @@ impl Runner {
             };
             let deletable = self
                 .scheduler(&step.scheduler)
+                .await
                 .is_ok_and(|s| s.capabilities().delete);
             if !deletable {
                 continue;

@@ -2,10 +2,7 @@
 //! variables, workspaces, pre-flight, the native request), components built into apps, and
 //! scheduling.
 
-use std::collections::BTreeMap;
-
 use super::{ComponentOutcome, RunArgs};
-use crate::components::{ComponentEnv, ComponentRef, PythonOutcome};
 use crate::error::{Error, ErrorKind, Result};
 use crate::opts::Cfg;
 use crate::scheduler::{random_id, DryRunContext, DryRunInfo};
@@ -15,7 +12,7 @@ use crate::Runner;
 
 impl Runner {
     fn tracker_env(&self) -> Result<Vec<(String, String)>> {
-        let trackers = tracker::configured(&self.config);
+        let trackers = tracker::configured(self.config());
         for (name, _) in &trackers {
             // A Python tracker is named by its module (`pkg.module:factory`), which only the
             // job's runtime can load; any other name must be one this torchx has.
@@ -47,12 +44,28 @@ impl Runner {
     /// Records `parent` as the source of the run `handle` in every configured tracker this
     /// process can build, so lineage holds even for jobs that never call a tracker. The job is
     /// already submitted: failures are warnings.
-    fn record_parent(&self, handle: &str, parent: &str) {
-        for (name, config) in tracker::configured(&self.config) {
-            let result = self
-                .trackers
-                .build(&name, config.as_deref())
-                .and_then(|t| t.add_source(handle, parent, None));
+    async fn record_parent(&self, handle: &str, parent: &str) {
+        let trackers = self.trackers.clone();
+        let configured = tracker::configured(self.config());
+        let (run, parent) = (handle.to_string(), parent.to_string());
+        // A tracker writes where its config says (files, a remote store): off the executor.
+        let results = crate::blocking::blocking("tracker", move || {
+            Ok(configured
+                .into_iter()
+                .map(|(name, config)| {
+                    let added = trackers
+                        .build(&name, config.as_deref())
+                        .and_then(|t| t.add_source(&run, &parent, None));
+                    (name, added)
+                })
+                .collect::<Vec<_>>())
+        })
+        .await;
+        let results = match results {
+            Ok(results) => results,
+            Err(e) => return log::warn!("could not record the parent run of {handle}: {e}"),
+        };
+        for (name, result) in results {
             match result {
                 Ok(()) => {}
                 // A tracker only the job's own runtime knows (e.g. a Python one).
@@ -105,7 +118,7 @@ impl Runner {
         }
         app.validate()?;
         crate::specs::check_path_component("session name", &self.session_name)?;
-        let sched = self.scheduler(scheduler)?;
+        let sched = self.scheduler(scheduler).await?;
         let resolved = sched.run_opts().resolve(cfg)?;
         let parent = std::env::var(tracker::ENV_PARENT_RUN_ID)
             .ok()
@@ -184,46 +197,16 @@ impl Runner {
     }
 
     /// Builds a component from command-line style arguments (applying `[component:<name>]`
-    /// defaults), or returns its help.
-    pub fn build_component(
+    /// defaults), or returns its help. Reading component files and a Python component's
+    /// interpreter run on tokio's blocking pool.
+    pub async fn build_component(
         &self,
         component: &str,
         args: &[String],
     ) -> Result<ComponentOutcome<AppDef>> {
-        match self.find_component(component)? {
-            ComponentRef::AppFile(app) => {
-                if args.iter().any(|a| a == "--help") {
-                    return Ok(ComponentOutcome::Help(format!(
-                        "{component} is an AppDef file; it takes no arguments.\n"
-                    )));
-                }
-                if !args.is_empty() {
-                    return Err(Error::arg(format!(
-                        "`{component}` is an AppDef file and takes no arguments, got: {}",
-                        args.join(" ")
-                    )));
-                }
-                Ok(ComponentOutcome::Done(app))
-            }
-            ComponentRef::Component(c) => {
-                let defaults = self.component_defaults(component)?;
-                let env = ComponentEnv {
-                    named_resources: self.named_resources_with_plugins()?,
-                    ..ComponentEnv::from_process()
-                };
-                match c.materialize(args, &defaults, &env)? {
-                    Some(app) => Ok(ComponentOutcome::Done(app)),
-                    None => Ok(ComponentOutcome::Help(c.help(&defaults))),
-                }
-            }
-            ComponentRef::Python(c) => {
-                let defaults = self.component_defaults(component)?;
-                match c.materialize(args, &defaults)? {
-                    PythonOutcome::App(app) => Ok(ComponentOutcome::Done(app)),
-                    PythonOutcome::Help(h) => Ok(ComponentOutcome::Help(h)),
-                }
-            }
-        }
+        let catalog = std::sync::Arc::clone(&self.catalog);
+        let (component, args) = (component.to_string(), args.to_vec());
+        crate::blocking::blocking("torchx", move || catalog.build(&component, &args)).await
     }
 
     /// [`build_component`](Self::build_component) then [`dryrun`](Self::dryrun).
@@ -235,7 +218,7 @@ impl Runner {
         cfg: &Cfg,
         run: &RunArgs,
     ) -> Result<ComponentOutcome<DryRunInfo>> {
-        Ok(match self.build_component(component, args)? {
+        Ok(match self.build_component(component, args).await? {
             ComponentOutcome::Done(app) => {
                 ComponentOutcome::Done(self.dryrun(app, scheduler, cfg, run).await?)
             }
@@ -252,7 +235,7 @@ impl Runner {
                  --skip_preflight to submit it anyway"
             )));
         }
-        let sched = self.scheduler(&info.scheduler)?;
+        let sched = self.scheduler(&info.scheduler).await?;
         crate::workspace::build_images(&info.images, &info.scheduler, &info.cfg).await?;
         let app_id = sched.schedule(info).await?;
         let handle = make_app_handle(&info.scheduler, &self.session_name, &app_id);
@@ -262,7 +245,7 @@ impl Runner {
             .first()
             .and_then(|r| r.env.get(tracker::ENV_PARENT_RUN_ID));
         if let Some(p) = parent.filter(|p| !p.is_empty()) {
-            self.record_parent(&handle, p);
+            self.record_parent(&handle, p).await;
         }
         Ok(handle)
     }
@@ -297,15 +280,6 @@ impl Runner {
                 ComponentOutcome::Help(h) => ComponentOutcome::Help(h),
             },
         )
-    }
-
-    /// `[component:<name>]` of the config files.
-    fn component_defaults(&self, component: &str) -> Result<BTreeMap<String, String>> {
-        Ok(self
-            .config
-            .component_defaults()?
-            .remove(component)
-            .unwrap_or_default())
     }
 }
 

@@ -93,6 +93,11 @@ impl Registry {
         self.entries.iter().find(|e| e.0 == name).map(|e| e.1)
     }
 
+    /// Whether `name` is registered (not a plugin's).
+    pub fn is_registered(&self, name: &str) -> bool {
+        self.entries.iter().any(|e| e.0 == name)
+    }
+
     /// The default scheduler (the first registered).
     pub fn default_name(&self) -> Option<&str> {
         self.names().next()

@@ -79,7 +79,7 @@ enum Shared {
 }
 
 fn shared_kind(runner: &Runner, scheduler: &str) -> Result<Shared> {
-    let caps = runner.scheduler(scheduler)?.capabilities();
+    let caps = super::block_on(runner.scheduler(scheduler))?.capabilities();
     Ok(match caps.workspace {
         WorkspaceSupport::LocalImage => Shared::Mounted,
         WorkspaceSupport::PushedImage => Shared::InContainer,
@@ -242,9 +242,7 @@ fn launch(a: &RunArgs, runner: &Runner, record: PipelineRecord) -> Result<i32> {
     }
     let _ = std::io::stdout().flush();
     let local = record.steps.iter().all(|s| {
-        runner
-            .scheduler(&s.scheduler)
-            .is_ok_and(|s| s.capabilities().runs_locally)
+        super::block_on(runner.scheduler(&s.scheduler)).is_ok_and(|s| s.capabilities().runs_locally)
     });
     if !(a.wait || (local && !a.detach)) {
         return Ok(exit_codes::OK);

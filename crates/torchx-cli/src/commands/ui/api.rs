@@ -222,7 +222,7 @@ async fn native_request(ui: &Ui, handle: &str, app: torchx::specs::AppDef) -> Va
         return Value::Null;
     };
     let dry = async {
-        let (cfg, _) = ui.runner.cfg_from_str(&h.scheduler, "")?;
+        let (cfg, _) = ui.runner.cfg_from_str(&h.scheduler, "").await?;
         let args = torchx::runner::RunArgs::default();
         ui.runner.dryrun(app, &h.scheduler, &cfg, &args).await
     };

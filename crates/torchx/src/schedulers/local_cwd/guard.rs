@@ -177,14 +177,13 @@ fn settle(
         return Ok(state);
     }
     let containers = containers_of(ledger, &live.app_id);
-    ledger.settle(
-        live,
-        |l| verdict(l, supervisor_alive),
-        |rows| {
-            stop_replicas(rows);
-            remove_containers(&containers);
-        },
-    )
+    let state = ledger.settle(live, |l| verdict(l, supervisor_alive), stop_replicas)?;
+    // After the transaction: an engine slow to answer holds no write lock on the ledger (the
+    // replicas, `docker run` in the foreground, were stopped inside it).
+    if state.is_terminal() {
+        remove_containers(&containers);
+    }
+    Ok(state)
 }
 
 /// Whether app `app_id`'s guard still runs (found by its command line, `__guard <app_id>`).

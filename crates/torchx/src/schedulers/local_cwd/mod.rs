@@ -38,6 +38,8 @@ mod render;
 mod state;
 mod submit;
 mod supervisor;
+#[cfg(test)]
+mod tests;
 
 use crate::schedulers::off_executor;
 use crate::sys;
@@ -47,7 +49,7 @@ use std::fs;
 
 use std::path::{Path, PathBuf};
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
@@ -83,6 +85,9 @@ fn now() -> f64 {
         .unwrap_or(0.0)
 }
 
+/// How many open ledger connections a scheduler keeps for later calls.
+const MAX_IDLE_LEDGERS: usize = 4;
+
 /// How long a cached app state may be reused by log followers.
 const STATE_CACHE: Duration = Duration::from_millis(5);
 
@@ -91,7 +96,10 @@ struct Shared {
     state_dir: PathBuf,
     /// The supervisor executable, if not the default (see [`supervisor::supervisor_exe`]).
     supervisor: Option<PathBuf>,
-    ledger: Mutex<Option<Ledger>>,
+    /// Open ledger connections not in use. Each ledger call takes one (or opens one) and puts
+    /// it back: no lock is held while SQLite works or a reader settles an app, so one slow
+    /// call (a busy ledger, a stalled `docker rm`) holds up no other.
+    idle: Mutex<Vec<Ledger>>,
     /// app id → (when read, state): many log followers of one app share one ledger read.
     states: Mutex<HashMap<String, (Instant, AppState)>>,
     /// Apps whose supervisor this process started → becomes true when it exits (the app's
@@ -100,16 +108,23 @@ struct Shared {
 }
 
 impl Shared {
-    /// Runs `f` on the ledger, opening it on first use.
+    /// Runs `f` on a ledger connection of its own: an idle one, else a new one.
     fn with_ledger<T>(&self, f: impl FnOnce(&mut Ledger) -> Result<T>) -> Result<T> {
-        let mut guard = self
-            .ledger
+        let idle = self
+            .idle
             .lock()
-            .map_err(|_| Error::backend(NAME, "the job ledger lock is poisoned"))?;
-        if guard.is_none() {
-            *guard = Some(Ledger::open(&self.state_dir)?);
+            .unwrap_or_else(PoisonError::into_inner)
+            .pop();
+        let mut ledger = match idle {
+            Some(ledger) => ledger,
+            None => Ledger::open(&self.state_dir)?,
+        };
+        let result = f(&mut ledger);
+        let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
+        if idle.len() < MAX_IDLE_LEDGERS {
+            idle.push(ledger);
         }
-        f(guard.as_mut().expect("opened above"))
+        result
     }
 
     /// The app's state, settling it first if its supervisor is gone.
@@ -156,7 +171,7 @@ impl LocalCwdScheduler {
             shared: Arc::new(Shared {
                 state_dir,
                 supervisor,
-                ledger: Mutex::new(None),
+                idle: Mutex::new(Vec::new()),
                 states: Mutex::new(HashMap::new()),
                 exits: Mutex::new(HashMap::new()),
             }),
@@ -595,23 +610,15 @@ pub fn fill_ledger_for_benchmarks(state_dir: &Path, n: usize) -> Result<PathBuf>
             num_restarts: 0,
             app_json: app_json.clone(),
         };
+        let logs = ["stdout.log", "stderr.log", "combined.log", "error.json"]
+            .map(|f| format!("/tmp/logs/{app_id}/echo/0/{f}"));
         let replica = ReplicaRow {
-            role_idx: 0,
-            replica_id: 0,
-            role: "echo".into(),
             state,
-            attempt: 0,
             pid: Some(1),
-            pid_start: None,
             exit_code: Some(0),
-            signal: None,
-            msg: String::new(),
             started: Some(created),
             ended: Some(created + 0.5),
-            stdout: format!("/tmp/logs/{app_id}/echo/0/stdout.log"),
-            stderr: format!("/tmp/logs/{app_id}/echo/0/stderr.log"),
-            combined: format!("/tmp/logs/{app_id}/echo/0/combined.log"),
-            error_file: format!("/tmp/logs/{app_id}/echo/0/error.json"),
+            ..ReplicaRow::pending(0, 0, "echo".into(), logs)
         };
         ledger.insert_app(&row, "{}", &[replica])?;
     }

@@ -41,31 +41,23 @@ impl LocalCwdScheduler {
             .iter()
             .enumerate()
             .flat_map(|(ri, role)| {
-                role.replicas
-                    .iter()
-                    .enumerate()
-                    .map(move |(i, p)| ReplicaRow {
-                        role_idx: ri as u32,
-                        replica_id: i as u32,
-                        role: role.role.clone(),
-                        state: AppState::Pending,
-                        attempt: 0,
-                        pid: None,
-                        pid_start: None,
-                        exit_code: None,
-                        signal: None,
-                        msg: String::new(),
-                        started: None,
-                        ended: None,
-                        stdout: p.stdout.display().to_string(),
-                        stderr: p.stderr.display().to_string(),
-                        combined: p.combined.display().to_string(),
-                        error_file: p
-                            .env
-                            .get("TORCHELASTIC_ERROR_FILE")
-                            .cloned()
-                            .unwrap_or_default(),
-                    })
+                role.replicas.iter().enumerate().map(move |(i, p)| {
+                    let logs =
+                        [&p.stdout, &p.stderr, &p.combined].map(|path| path.display().to_string());
+                    let error_file = p.env.get("TORCHELASTIC_ERROR_FILE");
+                    let [stdout, stderr, combined] = logs;
+                    ReplicaRow::pending(
+                        ri as u32,
+                        i as u32,
+                        role.role.clone(),
+                        [
+                            stdout,
+                            stderr,
+                            combined,
+                            error_file.cloned().unwrap_or_default(),
+                        ],
+                    )
+                })
             })
             .collect();
         let request_json = json(serde_json::to_string(req))?;

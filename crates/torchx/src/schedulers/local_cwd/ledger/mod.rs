@@ -13,7 +13,8 @@ mod rows;
 mod schema;
 
 use rows::{
-    app_row, db_err, liveness_row, replica_row, APP_COLUMNS, LIVENESS_COLUMNS, REPLICA_COLUMNS,
+    app_row, attempt_row, db_err, liveness_row, replica_row, APP_COLUMNS, LIVENESS_COLUMNS,
+    REPLICA_COLUMNS,
 };
 pub(super) use rows::{AppRow, AppSummary, AttemptRow, Liveness, Progress, ReplicaRow};
 use schema::{CONNECTION_PRAGMAS, MIGRATIONS, SCHEMA, SCHEMA_VERSION};
@@ -281,24 +282,7 @@ impl Ledger {
                 "SELECT role_idx, replica_id, attempt, pid, exit_code, signal, started, ended, \
                  reason FROM attempts WHERE app_id = ?1 ORDER BY role_idx, replica_id, attempt",
             )
-            .and_then(|mut s| {
-                s.query_map([app_id], |r| {
-                    Ok(AttemptRow {
-                        role_idx: r.get("role_idx")?,
-                        replica_id: r.get("replica_id")?,
-                        attempt: r.get("attempt")?,
-                        pid: r.get("pid")?,
-                        exit_code: r.get("exit_code")?,
-                        signal: r.get("signal")?,
-                        started: r.get("started")?,
-                        ended: r.get("ended")?,
-                        reason: r
-                            .get::<_, Option<String>>("reason")?
-                            .and_then(|s| s.parse().ok()),
-                    })
-                })?
-                .collect()
-            })
+            .and_then(|mut s| s.query_map([app_id], attempt_row)?.collect())
             .map_err(self.err())
     }
 
@@ -602,24 +586,7 @@ mod tests {
     }
 
     fn replica(i: u32) -> ReplicaRow {
-        ReplicaRow {
-            role_idx: 0,
-            replica_id: i,
-            role: "echo".into(),
-            state: AppState::Pending,
-            attempt: 0,
-            pid: None,
-            pid_start: None,
-            exit_code: None,
-            signal: None,
-            msg: String::new(),
-            started: None,
-            ended: None,
-            stdout: "o".into(),
-            stderr: "e".into(),
-            combined: "c".into(),
-            error_file: "x".into(),
-        }
+        ReplicaRow::pending(0, i, "echo".into(), ["o", "e", "c", "x"].map(String::from))
     }
 
     #[test]

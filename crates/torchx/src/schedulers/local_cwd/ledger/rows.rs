@@ -64,6 +64,37 @@ pub(in crate::schedulers::local_cwd) struct ReplicaRow {
     pub error_file: String,
 }
 
+impl ReplicaRow {
+    /// A replica just recorded, not started: PENDING in attempt 0, writing to `logs` (stdout,
+    /// stderr, combined, the torchelastic error file).
+    pub(in crate::schedulers::local_cwd) fn pending(
+        role_idx: u32,
+        replica_id: u32,
+        role: String,
+        logs: [String; 4],
+    ) -> ReplicaRow {
+        let [stdout, stderr, combined, error_file] = logs;
+        ReplicaRow {
+            role_idx,
+            replica_id,
+            role,
+            state: AppState::Pending,
+            attempt: 0,
+            pid: None,
+            pid_start: None,
+            exit_code: None,
+            signal: None,
+            msg: String::new(),
+            started: None,
+            ended: None,
+            stdout,
+            stderr,
+            combined,
+            error_file,
+        }
+    }
+}
+
 /// A finished attempt, kept as history.
 #[derive(Debug, Clone, PartialEq)]
 pub(in crate::schedulers::local_cwd) struct AttemptRow {
@@ -236,5 +267,22 @@ pub(super) fn replica_row(r: &Row<'_>) -> rusqlite::Result<ReplicaRow> {
         stderr: r.get("stderr")?,
         combined: r.get("combined")?,
         error_file: r.get("error_file")?,
+    })
+}
+
+/// Reads an [`AttemptRow`] by column name (a reason this torchx does not know reads as none).
+pub(super) fn attempt_row(r: &Row<'_>) -> rusqlite::Result<AttemptRow> {
+    Ok(AttemptRow {
+        role_idx: r.get("role_idx")?,
+        replica_id: r.get("replica_id")?,
+        attempt: r.get("attempt")?,
+        pid: r.get("pid")?,
+        exit_code: r.get("exit_code")?,
+        signal: r.get("signal")?,
+        started: r.get("started")?,
+        ended: r.get("ended")?,
+        reason: r
+            .get::<_, Option<String>>("reason")?
+            .and_then(|s| s.parse().ok()),
     })
 }
