@@ -14,7 +14,7 @@ use torchx::pipeline::{
     not_run_because, step_states, try_lock_holder, Phase, PipelineRecord, StepRecord, StepState,
     CANCELLED_BEFORE_START,
 };
-use torchx::specs::pipeline::step_verdict;
+use torchx::pipeline::step_verdict;
 use torchx::specs::{AppState, AppStatus, Verdict};
 use torchx::{Error, Result, Runner};
 
@@ -96,7 +96,7 @@ impl Holder {
                 };
                 match step_verdict(&record.steps[i].after, upstream) {
                     (Verdict::Satisfied, _) => {
-                        self.submit(record, i)?;
+                        self.submit(record, i).await?;
                         changed = true;
                         pause = Duration::from_millis(20);
                     }
@@ -299,9 +299,9 @@ impl Holder {
     }
 
     /// Starts the `torchx run` of step `i`: recorded as submitting before it may go on.
-    fn submit(&mut self, record: &mut PipelineRecord, i: usize) -> Result<()> {
+    async fn submit(&mut self, record: &mut PipelineRecord, i: usize) -> Result<()> {
         let step = &record.steps[i];
-        let mut rest = match step_env_args(&self.runner, record, step, &handles(record)) {
+        let mut rest = match step_env_args(&self.runner, record, step, &handles(record)).await {
             Ok(args) => args,
             Err(e) => {
                 record.steps[i].phase = Phase::SubmitFailed {

@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use torchx::pipeline::{pipeline_state, Phase, PipelineRecord, StepRecord, StepState};
 use torchx::scheduler::WorkspaceSupport;
-use torchx::specs::pipeline::{upstream_env_var, PipelineSpec};
+use torchx::pipeline::{upstream_env_var, PipelineSpec};
 use torchx::specs::AppState;
 use torchx::{Error, ErrorKind, Result, Runner};
 
@@ -65,7 +65,7 @@ pub fn pipeline_file(component: &str) -> Option<String> {
         return None;
     }
     let text = std::fs::read_to_string(component).ok()?;
-    torchx::specs::pipeline::is_pipeline(&text).then_some(text)
+    torchx::pipeline::is_pipeline(&text).then_some(text)
 }
 
 /// How the steps of a scheduler see the pipeline's shared directory.
@@ -78,8 +78,8 @@ enum Shared {
     InContainer,
 }
 
-fn shared_kind(runner: &Runner, scheduler: &str) -> Result<Shared> {
-    let caps = super::block_on(runner.scheduler(scheduler))?.capabilities();
+async fn shared_kind(runner: &Runner, scheduler: &str) -> Result<Shared> {
+    let caps = runner.scheduler(scheduler).await?.capabilities();
     Ok(match caps.workspace {
         WorkspaceSupport::LocalImage => Shared::Mounted,
         WorkspaceSupport::PushedImage => Shared::InContainer,
@@ -88,7 +88,7 @@ fn shared_kind(runner: &Runner, scheduler: &str) -> Result<Shared> {
 }
 
 /// The hidden `torchx run` options that give a step its pipeline environment.
-fn step_env_args(
+async fn step_env_args(
     runner: &Runner,
     record: &PipelineRecord,
     step: &torchx::pipeline::StepRecord,
@@ -101,7 +101,7 @@ fn step_env_args(
     let state_dir = torchx::schedulers::default_state_dir();
     let host = record.shared_dir(&state_dir)?.display().to_string();
     let mut args = Vec::new();
-    let dir = match (shared_kind(runner, &step.scheduler)?, &step.pipeline_dir) {
+    let dir = match (shared_kind(runner, &step.scheduler).await?, &step.pipeline_dir) {
         (_, Some(dir)) => dir.clone(),
         (Shared::Host, None) => host,
         (Shared::Mounted, None) => {
@@ -162,7 +162,9 @@ fn dryrun_steps(
 ) -> Result<Vec<(String, String)>> {
     let mut out = Vec::new();
     for step in &record.steps {
-        let mut rest = step_env_args(runner, record, step, &handles(record)).map_err(|e| {
+        let upstream = handles(record);
+        let args = step_env_args(runner, record, step, &upstream);
+        let mut rest = super::block_on(args).map_err(|e| {
             let message = format!("step `{}` ({}): {}", step.name, step.scheduler, e.message());
             Error::arg(message).with_kind(e.kind())
         })?;

@@ -2,7 +2,7 @@
 //! and `-s auto:... --failover_after`, whose handle follows the job to where it went.
 
 use torchx::pipeline::PipelineRecord;
-use torchx::specs::pipeline::PipelineSpec;
+use torchx::pipeline::PipelineSpec;
 use torchx::{Error, Result, Runner};
 
 use crate::cli::RunArgs;
@@ -26,13 +26,13 @@ pub fn run_held(
         .iter()
         .map(|d| {
             let dep: torchx::specs::Dependency = d.parse()?;
-            Ok(torchx::specs::pipeline::StepDependency {
+            Ok(torchx::pipeline::StepDependency {
                 step: dep.handle,
                 condition: dep.condition,
             })
         })
         .collect::<Result<Vec<_>>>()?;
-    let step = torchx::specs::pipeline::Step {
+    let step = torchx::pipeline::Step {
         name: name.to_string(),
         scheduler: Some(scheduler.to_string()),
         pipeline_dir: None,
@@ -95,7 +95,7 @@ pub fn run_failover(
     let name = step_name(app_name);
     let spec = PipelineSpec {
         name: name.clone(),
-        steps: vec![torchx::specs::pipeline::Step {
+        steps: vec![torchx::pipeline::Step {
             name,
             scheduler: Some(scheduler.clone()),
             pipeline_dir: None,
