@@ -10,7 +10,7 @@ use torchx::components::{Component, Param, ParamDefault, ParamType};
 use torchx::extensions::Extensions;
 use torchx::scheduler::Scheduler;
 use torchx::specs::{AppDef, Resource, Role};
-use torchx::tracker::fsspec::FsspecTracker;
+use torchx::tracker::FsspecTracker;
 use torchx::tracker::Tracker;
 
 fn hello() -> Component {

@@ -8,7 +8,7 @@ use serde_json::json;
 use torchx::config::TorchxConfig;
 use torchx::group::{self, GroupPlan, GroupRecord, GroupSpec};
 use torchx::scheduler::Registry;
-use torchx::specs::group::Task;
+use torchx::group::Task;
 use torchx::specs::AppState;
 
 use crate::schedulers::{block_on, json_err, take_info, to_py, DryRun};

@@ -485,7 +485,7 @@ pub fn docker_build_workspace(
     };
     let (scheduler, base_image) = (scheduler.to_string(), base_image.to_string());
     block_on(py, async move {
-        torchx::workspace::docker::build_workspace_image(&base_image, &workspace, &scheduler, quiet)
+        torchx::workspace::build_workspace_image(&base_image, &workspace, &scheduler, quiet)
             .await
     })?
     .map_err(to_py)
@@ -507,7 +507,7 @@ pub fn docker_push(
         tag.to_string(),
     );
     block_on(py, async move {
-        torchx::workspace::docker::tag_and_push(&local, &repo, &tag, &scheduler).await
+        torchx::workspace::tag_and_push(&local, &repo, &tag, &scheduler).await
     })?
     .map_err(to_py)
 }

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::scheduler::{ArrayRequest, DryRunInfo};
-use crate::specs::group::{sweep_file, sweep_grid, tasks, ArraySpec, Point, Task};
+pub use crate::specs::group::{sweep_file, sweep_grid, tasks, ArraySpec, Point, Task, MAX_TASKS};
 use crate::specs::AppState;
 
 /// What marks a group id in a handle.

@@ -19,7 +19,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::group::Submitter;
-use crate::specs::pipeline::{step_verdict, StepDependency};
+pub use crate::specs::pipeline::{
+    is_pipeline, step_verdict, upstream_env_var, PipelineSpec, Step, StepDependency,
+};
 use crate::specs::{AppState, AppStatus, Verdict};
 
 /// The scheme of pipeline handles.

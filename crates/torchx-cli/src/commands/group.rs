@@ -8,7 +8,7 @@ use torchx::group::{counts, group_state, GroupDryRun, GroupPlan, GroupRecord, Gr
 use torchx::opts::Cfg;
 use torchx::runner::{ComponentOutcome, RunArgs as LibRunArgs};
 use torchx::scheduler::ArrayRequest;
-use torchx::specs::group::Task;
+use torchx::group::Task;
 use torchx::specs::AppState;
 use torchx::{Error, Result, Runner};
 

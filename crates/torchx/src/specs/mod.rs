@@ -3,12 +3,13 @@
 //! Architecture invariant: nothing in this module does I/O. Parsing and validation are pure.
 
 mod after;
-pub mod group;
+pub(crate) mod group;
 mod handle;
 mod macros;
 mod mounts;
-pub mod overlay;
-pub mod pipeline;
+#[cfg(feature = "kubernetes")]
+pub(crate) mod overlay;
+pub(crate) mod pipeline;
 mod recovery;
 mod resource;
 mod status;

@@ -14,7 +14,7 @@ use serde_json::{Map, Value};
 use crate::error::{Error, Result};
 
 /// Marks a metadata namespace as holding overlays by kind.
-pub const FORMAT_KEY: &str = "__torchx_overlays__";
+pub(crate) const FORMAT_KEY: &str = "__torchx_overlays__";
 const PUT: &str = "__put__:";
 const JOIN: &str = "__join__:";
 const DEL: &str = "__del__:";
@@ -132,7 +132,7 @@ fn merge(base: &mut Map<String, Value>, key: &str, value: &Value) -> Result<()> 
 /// Merges `overlay` into `base` (see the module's rules). Errors name the field: a dict or list
 /// meeting a value of another type, a `JOIN` of something that is not a list of dicts, a
 /// malformed `JOIN` key.
-pub fn apply(base: &mut Map<String, Value>, overlay: &Map<String, Value>) -> Result<()> {
+pub(crate) fn apply(base: &mut Map<String, Value>, overlay: &Map<String, Value>) -> Result<()> {
     for (key, value) in overlay {
         let field = field_of(key).to_string();
         if key.starts_with(DEL) {
@@ -153,7 +153,7 @@ pub fn apply(base: &mut Map<String, Value>, overlay: &Map<String, Value>) -> Res
 /// The `kind` overlay of `metadata[namespace]`: the nested format (`{FORMAT_KEY: true, kind:
 /// {...}}`), a flat overlay (a namespace holding one overlay, as before 0.8), or a path or
 /// `file://` URL of a JSON or YAML file holding either. `None` if there is none.
-pub fn get(metadata: &Map<String, Value>, namespace: &str, kind: &str) -> Result<Option<Value>> {
+pub(crate) fn get(metadata: &Map<String, Value>, namespace: &str, kind: &str) -> Result<Option<Value>> {
     let loaded;
     let value = match metadata.get(namespace) {
         None => return Ok(None),

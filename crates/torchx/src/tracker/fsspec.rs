@@ -25,7 +25,7 @@ use super::{Lineage, Tracker, TrackerArtifact, TrackerSource};
 use crate::error::{Error, Result};
 
 /// The tracker's registry name (TorchX's entry point name).
-pub const NAME: &str = "fsspec";
+pub(super) const NAME: &str = "fsspec";
 
 /// The fsspec tracker over a directory.
 #[derive(Debug, Clone)]
@@ -340,7 +340,7 @@ fn read_config(text: &str) -> std::result::Result<Map<String, Value>, String> {
 const B32: &[u8; 32] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567";
 
 /// Python's `base64.b32encode`.
-pub fn b32encode(data: &[u8]) -> String {
+pub(super) fn b32encode(data: &[u8]) -> String {
     let mut out = String::new();
     for chunk in data.chunks(5) {
         let mut buf = [0u8; 5];
@@ -359,7 +359,7 @@ pub fn b32encode(data: &[u8]) -> String {
 }
 
 /// Python's `base64.b32decode` (strict: uppercase, padded), as UTF-8.
-pub fn b32decode_str(s: &str) -> Option<String> {
+pub(super) fn b32decode_str(s: &str) -> Option<String> {
     if s.is_empty() || !s.len().is_multiple_of(8) {
         return None;
     }
@@ -391,7 +391,7 @@ pub fn b32decode_str(s: &str) -> Option<String> {
 
 /// `json.dumps` with Python's defaults (`", "`/`": "` separators, non-ASCII escaped), so that
 /// records are byte-identical to TorchX's.
-pub fn python_json(v: &Value) -> String {
+pub(super) fn python_json(v: &Value) -> String {
     match v {
         Value::Array(items) => format!(
             "[{}]",

@@ -3,7 +3,7 @@
 //! `TORCHX_TRACKER_<NAME>_CONFIG`), a registry of tracker factories, and the job-side
 //! [`AppRun`]. The builtin `fsspec` tracker reads and writes TorchX's fsspec layout.
 
-pub mod fsspec;
+mod fsspec;
 mod python;
 
 use std::collections::BTreeMap;
@@ -11,6 +11,8 @@ use std::sync::Arc;
 
 use serde::Serialize;
 use serde_json::{Map, Value};
+
+pub use fsspec::FsspecTracker;
 
 use crate::config::TorchxConfig;
 use crate::error::{Error, ErrorKind, Result};

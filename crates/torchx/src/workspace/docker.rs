@@ -23,16 +23,16 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::specs::{AppDef, Workspace, WorkspaceImage};
 
 /// TorchX's default `Dockerfile.torchx`.
-pub const DEFAULT_DOCKERFILE: &str = "ARG IMAGE\nFROM $IMAGE\n\nCOPY . .\n";
+pub(crate) const DEFAULT_DOCKERFILE: &str = "ARG IMAGE\nFROM $IMAGE\n\nCOPY . .\n";
 /// The repository of workspace images that are not pushed.
-pub const LOCAL_REPO: &str = "torchx-workspace";
+pub(crate) const LOCAL_REPO: &str = "torchx-workspace";
 /// The ignore file of image builds.
-pub const IGNORE_FILE: &str = ".dockerignore";
+pub(crate) const IGNORE_FILE: &str = ".dockerignore";
 
 /// The build context: every project's kept files under its target directory, plus the default
 /// Dockerfile when the workspace brings none. Deterministic (sorted, zeroed times), so equal
 /// workspaces give equal bytes.
-pub fn build_context(workspace: &Workspace) -> Result<Vec<u8>> {
+pub(crate) fn build_context(workspace: &Workspace) -> Result<Vec<u8>> {
     let mut tar = tar::Builder::new(Vec::new());
     let mut has_dockerfile = false;
     let append = |tar: &mut tar::Builder<Vec<u8>>, name: &str, mode: u32, data: &[u8]| {
@@ -103,7 +103,7 @@ pub fn build_context(workspace: &Workspace) -> Result<Vec<u8>> {
 }
 
 /// `<repo>:<first 128 bits of sha256(base image, context)>`.
-pub fn image_name(repo: &str, base_image: &str, context: &[u8]) -> String {
+pub(crate) fn image_name(repo: &str, base_image: &str, context: &[u8]) -> String {
     let mut h = Sha256::new();
     h.update(base_image.as_bytes());
     h.update([0u8]);
@@ -142,7 +142,7 @@ fn check_image_repo(scheduler: &str, repo: &str) -> Result<()> {
 /// cleared, being part of that image now. Images are pushed to `push_to` (an `image_repo`) when
 /// given, else named `torchx-workspace:<hash>` on the local engine. Reads the workspaces;
 /// builds nothing.
-pub fn plan_images(
+pub(crate) fn plan_images(
     app: &mut AppDef,
     push_to: Option<&str>,
     scheduler: &str,
@@ -174,7 +174,7 @@ pub fn plan_images(
 }
 
 /// Connects to the Docker engine named by `DOCKER_HOST` (else the default socket).
-pub async fn connect(scheduler: &str) -> Result<Docker> {
+pub(crate) async fn connect(scheduler: &str) -> Result<Docker> {
     let unavailable = |what: &str, e: bollard::errors::Error| {
         Error::backend_caused_by(
             scheduler,
@@ -193,7 +193,7 @@ pub async fn connect(scheduler: &str) -> Result<Docker> {
 
 /// Builds (and pushes) the planned images that are not there yet: an image the registry already
 /// holds is neither built nor pushed; one the local engine holds is not built again.
-pub async fn build_images(images: &[WorkspaceImage], scheduler: &str, quiet: bool) -> Result<()> {
+pub(crate) async fn build_images(images: &[WorkspaceImage], scheduler: &str, quiet: bool) -> Result<()> {
     if images.is_empty() {
         return Ok(());
     }
@@ -439,7 +439,7 @@ pub(crate) fn engine_error(
 
 /// The registry an image name refers to: its first component when that is a host (has a `.` or
 /// `:`, or is `localhost`), else Docker Hub.
-pub fn registry_of(image: &str) -> &str {
+pub(crate) fn registry_of(image: &str) -> &str {
     match image.split_once('/') {
         Some((first, _)) if first.contains(['.', ':']) || first == "localhost" => first,
         _ => DOCKER_HUB,
@@ -463,7 +463,7 @@ fn normalise_registry(key: &str) -> &str {
 }
 
 /// Docker's client configuration: `$DOCKER_CONFIG/config.json`, else `~/.docker/config.json`.
-pub fn config_path() -> PathBuf {
+pub(crate) fn config_path() -> PathBuf {
     match std::env::var_os("DOCKER_CONFIG").filter(|d| !d.is_empty()) {
         Some(dir) => PathBuf::from(dir).join("config.json"),
         None => PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
@@ -492,7 +492,7 @@ struct AuthEntry {
 
 /// The credentials Docker's own client would use for `registry`: a credential helper
 /// (`credHelpers`, else `credsStore`), else `auths`. None when the config names none.
-pub fn credentials(registry: &str) -> Result<Option<DockerCredentials>> {
+pub(crate) fn credentials(registry: &str) -> Result<Option<DockerCredentials>> {
     let path = config_path();
     let text = match std::fs::read_to_string(&path) {
         Ok(t) => t,

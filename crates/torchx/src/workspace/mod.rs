@@ -3,10 +3,13 @@
 //! TorchX's `DirWorkspaceMixin` (copy the kept files into a new job directory).
 
 #[cfg(feature = "docker")]
-pub mod docker;
+pub(crate) mod docker;
 
 use std::fs;
 use std::path::Path;
+
+#[cfg(feature = "docker")]
+pub use docker::{build_workspace_image, tag_and_push};
 
 use crate::error::{Error, Result};
 use crate::opts::{Cfg, CfgValue};

@@ -10,9 +10,9 @@ mod client;
 mod logs;
 mod opts;
 mod plan;
-pub mod render;
+pub(crate) mod render;
 mod request;
-pub mod state;
+pub(crate) mod state;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -23,7 +23,8 @@ use aws_sdk_cloudwatchlogs::error::{DisplayErrorContext, ProvideErrorMetadata, S
 use tokio::sync::OnceCell;
 
 pub use opts::AwsBatchOpts;
-pub use render::{render, BatchJob};
+pub use render::render;
+pub use request::BatchJob;
 
 use self::client::container_properties;
 use self::render::{ENV_ROLE_NAME, TAG_REQUEUE_EXIT_CODE};

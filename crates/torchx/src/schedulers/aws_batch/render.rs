@@ -11,22 +11,22 @@ use crate::specs::{AppDef, MacroValues, Mount, Recovery, Role};
 use crate::text::{shell_join, shell_quote};
 
 /// Env var naming the role of a node group (describe and logs find roles by it).
-pub const ENV_ROLE_NAME: &str = "TORCHX_ROLE_NAME";
+pub(crate) const ENV_ROLE_NAME: &str = "TORCHX_ROLE_NAME";
 /// Env var with the role's index.
-pub const ENV_ROLE_IDX: &str = "TORCHX_ROLE_IDX";
+pub(crate) const ENV_ROLE_IDX: &str = "TORCHX_ROLE_IDX";
 /// TorchX's limit on roles (Batch node groups).
-pub const MAX_ROLES: usize = 5;
+pub(crate) const MAX_ROLES: usize = 5;
 /// Batch's limit on the nodes of a multi-node job.
-pub const MAX_NODES: u32 = 1000;
+pub(crate) const MAX_NODES: u32 = 1000;
 
-pub use super::request::{
+pub(crate) use super::request::{
     BatchJob, Container, Device, EvaluateOnExit, JobDefinition, KeyValue, LinuxParameters,
     LogConfiguration, MountPoint, NodeProperties, NodeRange, ResourceRequirement, RetryStrategy,
     Timeout, Volume,
 };
 
 /// Batch names: 1-128 letters, digits, `-` and `_`, starting with a letter or digit.
-pub fn check_name(what: &str, name: &str) -> Result<()> {
+pub(crate) fn check_name(what: &str, name: &str) -> Result<()> {
     let ok = !name.is_empty()
         && name.len() <= 128
         && name
@@ -211,7 +211,7 @@ fn node_range(
 }
 
 /// The job tag that records the requeue exit code, for describe to tell requeues apart.
-pub const TAG_REQUEUE_EXIT_CODE: &str = "torchx.pytorch.org/requeue-exit-code";
+pub(crate) const TAG_REQUEUE_EXIT_CODE: &str = "torchx.pytorch.org/requeue-exit-code";
 /// Batch's most attempts per job.
 const MAX_ATTEMPTS: u32 = 10;
 /// Batch's shortest attempt timeout.
@@ -417,7 +417,7 @@ const ARRAY_SIZES: std::ops::RangeInclusive<usize> = 2..=10_000;
 /// apps, a capped one (`%K`) and one outside 2..=10,000 tasks go one job per task. The
 /// children share one container; its command picks the task's own command and environment by
 /// `AWS_BATCH_JOB_ARRAY_INDEX` (so the image needs `sh`).
-pub fn render_array(
+pub(crate) fn render_array(
     tasks: &[ArrayTask<'_>],
     max_concurrent: Option<u32>,
     opts: &AwsBatchOpts,

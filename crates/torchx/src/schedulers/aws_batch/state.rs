@@ -4,13 +4,13 @@
 use crate::specs::{AppState, EndReason};
 
 /// The status reason `cancel` terminates jobs with (TorchX's).
-pub const CANCEL_REASON: &str = "killed via torchx CLI";
+pub(crate) const CANCEL_REASON: &str = "killed via torchx CLI";
 
 /// Batch's status reason for a job whose `dependsOn` job failed.
 const DEPENDENCY_FAILED: &str = "Dependent Job failed";
 
 /// A job's state from its status and status reason.
-pub fn job_state(status: &str, reason: Option<&str>) -> AppState {
+pub(crate) fn job_state(status: &str, reason: Option<&str>) -> AppState {
     match status {
         "SUBMITTED" | "PENDING" | "RUNNABLE" | "STARTING" => AppState::Pending,
         "RUNNING" => AppState::Running,
@@ -26,7 +26,7 @@ pub fn job_state(status: &str, reason: Option<&str>) -> AppState {
 
 /// Why an attempt of a job under the recovery contract ended, from its exit code and status
 /// reason: Batch's own timeout and a lost host are told by their reasons, a requeue by its code.
-pub fn attempt_end(exit_code: Option<i32>, reason: Option<&str>, requeue_code: i32) -> EndReason {
+pub(crate) fn attempt_end(exit_code: Option<i32>, reason: Option<&str>, requeue_code: i32) -> EndReason {
     let reason = reason.unwrap_or_default();
     match exit_code {
         _ if reason.contains(CANCEL_REASON) => EndReason::Cancelled,

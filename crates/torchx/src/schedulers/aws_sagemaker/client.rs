@@ -16,7 +16,7 @@ use crate::error::{Error, ErrorKind, Result};
 
 /// An AWS service error: its code (`ValidationException`, ...) and message.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AwsError {
+pub(crate) struct AwsError {
     /// The error code (`ValidationException`, `ResourceInUse`, ...).
     pub code: String,
     /// Its message.
@@ -35,7 +35,7 @@ impl std::error::Error for AwsError {}
 
 impl AwsError {
     /// Its class: AWS's permission and throttling codes, else its HTTP status.
-    pub fn kind(&self) -> ErrorKind {
+    pub(crate) fn kind(&self) -> ErrorKind {
         match self.code.as_str() {
             "AccessDeniedException"
             | "AccessDenied"
@@ -83,7 +83,7 @@ fn success_body(operation: &str, text: reqwest::Result<String>) -> Result<Value>
 }
 
 /// A connected SageMaker API.
-pub struct SageMaker {
+pub(crate) struct SageMaker {
     http: reqwest::Client,
     endpoint: String,
     region: String,
@@ -94,7 +94,7 @@ const ATTEMPTS: u32 = 4;
 
 impl SageMaker {
     /// Loads the configuration (no request is made).
-    pub async fn connect(scheduler: &str) -> Result<SageMaker> {
+    pub(crate) async fn connect(scheduler: &str) -> Result<SageMaker> {
         let (conf, region) = crate::schedulers::aws::load_config(scheduler).await?;
         let credentials = conf
             .credentials_provider()
@@ -112,12 +112,12 @@ impl SageMaker {
     }
 
     /// The region requests go to.
-    pub fn region(&self) -> &str {
+    pub(crate) fn region(&self) -> &str {
         &self.region
     }
 
     /// Calls `SageMaker.{operation}` with `body`; a service error comes back as `Err(Ok(..))`.
-    pub async fn call(
+    pub(crate) async fn call(
         &self,
         operation: &str,
         body: &Value,

@@ -5,9 +5,9 @@
 //!   table ([`job_state`]) lives here; `client`: the four signed calls. Nothing AWS is loaded
 //!   unless this scheduler is used.
 
-pub mod client;
+pub(crate) mod client;
 mod opts;
-pub mod render;
+pub(crate) mod render;
 
 use std::sync::Arc;
 

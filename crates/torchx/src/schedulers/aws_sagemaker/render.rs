@@ -13,11 +13,11 @@ use crate::schedulers::attempt_timer;
 use crate::specs::{AppDef, MacroValues, Recovery, Role};
 
 /// The role name, in the job's environment as on aws_batch (describe reads it back).
-pub const ENV_ROLE_NAME: &str = "TORCHX_ROLE_NAME";
+pub(crate) const ENV_ROLE_NAME: &str = "TORCHX_ROLE_NAME";
 
 /// What the `rank0_env` macro names: the first host's address, as SageMaker's training
 /// toolkit exports it.
-pub const RANK0_ENV: &str = "SM_MASTER_ADDR";
+pub(crate) const RANK0_ENV: &str = "SM_MASTER_ADDR";
 
 /// What `aws_sagemaker` submits.
 #[derive(Debug, Clone, PartialEq)]
@@ -38,7 +38,7 @@ impl NativeRequest for TrainingJob {
 }
 
 /// SageMaker names: 1-63 letters, digits and '-', starting with a letter or digit.
-pub fn check_job_name(name: &str) -> Result<()> {
+pub(crate) fn check_job_name(name: &str) -> Result<()> {
     let ok = !name.is_empty()
         && name.len() <= 63
         && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')

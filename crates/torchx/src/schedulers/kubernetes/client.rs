@@ -27,42 +27,42 @@ pub struct Kind {
 }
 
 /// Volcano's Job.
-pub const VOLCANO_JOB: Kind = Kind {
+pub(crate) const VOLCANO_JOB: Kind = Kind {
     group: "batch.volcano.sh",
     version: "v1alpha1",
     kind: "Job",
     plural: "jobs",
 };
 /// Volcano's command bus: an `AbortJob` command is how `vcctl job suspend` stops a job.
-pub const VOLCANO_COMMAND: Kind = Kind {
+pub(crate) const VOLCANO_COMMAND: Kind = Kind {
     group: "bus.volcano.sh",
     version: "v1alpha1",
     kind: "Command",
     plural: "commands",
 };
 /// MCAD's AppWrapper.
-pub const APPWRAPPER: Kind = Kind {
+pub(crate) const APPWRAPPER: Kind = Kind {
     group: "workload.codeflare.dev",
     version: "v1beta1",
     kind: "AppWrapper",
     plural: "appwrappers",
 };
 /// Native Job.
-pub const JOB: Kind = Kind {
+pub(crate) const JOB: Kind = Kind {
     group: "batch",
     version: "v1",
     kind: "Job",
     plural: "jobs",
 };
 /// Core Service.
-pub const SERVICE: Kind = Kind {
+pub(crate) const SERVICE: Kind = Kind {
     group: "",
     version: "v1",
     kind: "Service",
     plural: "services",
 };
 /// Core Pod.
-pub const POD: Kind = Kind {
+pub(crate) const POD: Kind = Kind {
     group: "",
     version: "v1",
     kind: "Pod",

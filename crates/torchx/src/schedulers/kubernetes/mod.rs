@@ -6,11 +6,11 @@
 //!   `kubernetes_mcad` shares); `state`: state mapping; `client`: the kube-rs client, built
 //!   on first use only.
 
-pub mod client;
+pub(crate) mod client;
 mod opts;
-pub mod pod;
-pub mod render;
-pub mod state;
+pub(crate) mod pod;
+pub(crate) mod render;
+pub(crate) mod state;
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};

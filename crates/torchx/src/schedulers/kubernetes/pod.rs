@@ -47,7 +47,7 @@ fn check_port_name(role: &str, name: &str) -> Result<()> {
 }
 
 /// Labels of every pod (TorchX's `pod_labels`); `replica_id` is None in a shared template.
-pub fn pod_labels(
+pub(crate) fn pod_labels(
     app: &AppDef,
     role_idx: usize,
     role: &Role,
@@ -66,7 +66,7 @@ pub fn pod_labels(
 }
 
 /// Labels of every object of an app (TorchX's `object_labels`).
-pub fn object_labels(app: &AppDef, app_id: &str) -> BTreeMap<String, String> {
+pub(crate) fn object_labels(app: &AppDef, app_id: &str) -> BTreeMap<String, String> {
     BTreeMap::from([
         (LABEL_KUBE_APP_NAME.to_string(), app.name.clone()),
         (
@@ -83,7 +83,7 @@ pub(super) fn check_labels(labels: &BTreeMap<String, String>) -> Result<()> {
 
 /// Pod settings that come from run options rather than the role.
 #[derive(Debug, Clone, Default)]
-pub struct PodSettings {
+pub(crate) struct PodSettings {
     /// Pods' service account.
     pub service_account: Option<String>,
     /// Pods' PriorityClass.
@@ -106,7 +106,7 @@ fn quantity(s: String) -> Quantity {
 
 /// The pod template of one replica (TorchX's `role_to_pod`): resources with requests a little
 /// under the limits, a memory-backed `/dev/shm`, the role's mounts, ports and env.
-pub fn role_to_pod(
+pub(crate) fn role_to_pod(
     container_name: &str,
     role: &Role,
     settings: &PodSettings,
@@ -336,7 +336,7 @@ fn env_vars(role: &Role, settings: &PodSettings) -> Result<Vec<EnvVar>> {
 /// The role's `kubernetes` metadata's `V1Pod` overlay (else the app's, as
 /// `--metadata kubernetes=file://...` of the builtin components sets it), looked up (and a file
 /// read) once per role. See [`crate::specs::overlay`].
-pub fn pod_overlay(app: &AppDef, role: &Role) -> Result<Option<serde_json::Map<String, Value>>> {
+pub(crate) fn pod_overlay(app: &AppDef, role: &Role) -> Result<Option<serde_json::Map<String, Value>>> {
     const NAMESPACE: &str = "kubernetes";
     let role_metadata: serde_json::Map<String, Value> = role
         .metadata
@@ -362,7 +362,7 @@ pub fn pod_overlay(app: &AppDef, role: &Role) -> Result<Option<serde_json::Map<S
 
 /// `pod` with `overlay` (from [`pod_overlay`]) merged in: only its `metadata` and `spec` are
 /// kept, as TorchX keeps them.
-pub fn with_pod_overlay(
+pub(crate) fn with_pod_overlay(
     role: &Role,
     overlay: Option<&serde_json::Map<String, Value>>,
     pod: PodTemplateSpec,

@@ -17,7 +17,7 @@ use serde_json::{json, Value};
 
 use super::opts::{KubernetesOpts, Mode};
 use super::pod::{check_labels, pod_settings, to_value};
-pub use super::pod::{
+pub(crate) use super::pod::{
     object_labels, pod_labels, pod_overlay, role_to_pod, with_pod_overlay, PodSettings,
 };
 use crate::error::{Error, Result};
@@ -26,38 +26,38 @@ use crate::specs::{AppDef, MacroValues, RetryPolicy, Role};
 use crate::text::{shell_join, shell_quote};
 
 /// TorchX version label.
-pub const LABEL_VERSION: &str = "torchx.pytorch.org/version";
+pub(crate) const LABEL_VERSION: &str = "torchx.pytorch.org/version";
 /// AppDef name label.
-pub const LABEL_APP_NAME: &str = "torchx.pytorch.org/app-name";
+pub(crate) const LABEL_APP_NAME: &str = "torchx.pytorch.org/app-name";
 /// Role index label.
-pub const LABEL_ROLE_INDEX: &str = "torchx.pytorch.org/role-index";
+pub(crate) const LABEL_ROLE_INDEX: &str = "torchx.pytorch.org/role-index";
 /// Role name label.
-pub const LABEL_ROLE_NAME: &str = "torchx.pytorch.org/role-name";
+pub(crate) const LABEL_ROLE_NAME: &str = "torchx.pytorch.org/role-name";
 /// Replica id label (per pod; absent from Indexed Job templates).
-pub const LABEL_REPLICA_ID: &str = "torchx.pytorch.org/replica-id";
+pub(crate) const LABEL_REPLICA_ID: &str = "torchx.pytorch.org/replica-id";
 /// `app.kubernetes.io/name` (the AppDef name).
-pub const LABEL_KUBE_APP_NAME: &str = "app.kubernetes.io/name";
+pub(crate) const LABEL_KUBE_APP_NAME: &str = "app.kubernetes.io/name";
 /// `app.kubernetes.io/managed-by` (torchx.pytorch.org).
-pub const LABEL_ORGANIZATION: &str = "app.kubernetes.io/managed-by";
+pub(crate) const LABEL_ORGANIZATION: &str = "app.kubernetes.io/managed-by";
 /// The unique app id: every pod, Job and Service of an app carries it.
-pub const LABEL_UNIQUE_NAME: &str = "app.kubernetes.io/instance";
+pub(crate) const LABEL_UNIQUE_NAME: &str = "app.kubernetes.io/instance";
 /// Set by the Job controller on each pod of an Indexed Job (Kubernetes ≥ 1.28).
-pub const LABEL_COMPLETION_INDEX: &str = "batch.kubernetes.io/job-completion-index";
+pub(crate) const LABEL_COMPLETION_INDEX: &str = "batch.kubernetes.io/job-completion-index";
 /// Keeps the Istio sidecar out: it would keep pods from completing.
-pub const ANNOTATION_ISTIO_SIDECAR: &str = "sidecar.istio.io/inject";
+pub(crate) const ANNOTATION_ISTIO_SIDECAR: &str = "sidecar.istio.io/inject";
 /// Node label that the `node.kubernetes.io/instance-type` capability selects.
-pub const LABEL_INSTANCE_TYPE: &str = "node.kubernetes.io/instance-type";
+pub(crate) const LABEL_INSTANCE_TYPE: &str = "node.kubernetes.io/instance-type";
 /// An env value starting with this becomes a `fieldRef` to the rest (TorchX).
-pub const PLACEHOLDER_FIELD_PATH: &str = "[FIELD_PATH]";
+pub(crate) const PLACEHOLDER_FIELD_PATH: &str = "[FIELD_PATH]";
 /// Kubernetes reserves this much of a node; requests are the limits minus it (TorchX).
-pub const RESERVED_MILLICPU: i64 = 100;
+pub(crate) const RESERVED_MILLICPU: i64 = 100;
 /// Memory reserved for the node, in MB.
-pub const RESERVED_MEMMB: i64 = 1024;
+pub(crate) const RESERVED_MEMMB: i64 = 1024;
 /// In `job` mode, each pod learns its replica id from its completion index through this env
 /// var, which the `replica_id` macro expands to (`$(VAR)` is expanded by the kubelet).
-pub const ENV_REPLICA_ID: &str = "TORCHX_REPLICA_ID";
+pub(crate) const ENV_REPLICA_ID: &str = "TORCHX_REPLICA_ID";
 /// The Volcano Job API version.
-pub const VOLCANO_API_VERSION: &str = "batch.volcano.sh/v1alpha1";
+pub(crate) const VOLCANO_API_VERSION: &str = "batch.volcano.sh/v1alpha1";
 
 /// What `kubernetes` submits: the objects, in creation order.
 #[derive(Debug, Clone, PartialEq)]
@@ -83,7 +83,7 @@ impl NativeRequest for KubernetesJob {
 }
 
 /// Objects as a multi-document YAML stream (what `kubectl apply -f` takes).
-pub fn render_yaml(objects: &[Value]) -> String {
+pub(crate) fn render_yaml(objects: &[Value]) -> String {
     objects
         .iter()
         .map(|o| serde_norway::to_string(o).unwrap_or_default())
@@ -92,7 +92,7 @@ pub fn render_yaml(objects: &[Value]) -> String {
 }
 
 /// TorchX's `normalize_str`: drop one leading `-`, lowercase, keep `[a-z0-9-]`.
-pub fn normalize_str(s: &str) -> String {
+pub(crate) fn normalize_str(s: &str) -> String {
     // As TorchX 0.8: filter, then strip every leading `-` (0.7.0 dropped one before filtering,
     // which left names like `-job` for `_-job`).
     let kept: String = s
@@ -104,7 +104,7 @@ pub fn normalize_str(s: &str) -> String {
 }
 
 /// TorchX's `cleanup_str` (kubernetes_mcad): `normalize_str`, then no leading digits.
-pub fn cleanup_str(s: &str) -> String {
+pub(crate) fn cleanup_str(s: &str) -> String {
     normalize_str(s)
         .trim_start_matches(|c: char| c.is_ascii_digit())
         .to_string()
@@ -112,7 +112,7 @@ pub fn cleanup_str(s: &str) -> String {
 
 /// Checks a DNS-1123 label (names of pods, Services, hostnames): at most 63 characters of
 /// `[a-z0-9-]`, starting and ending with an alphanumeric.
-pub fn check_dns_label(what: &str, name: &str) -> Result<()> {
+pub(crate) fn check_dns_label(what: &str, name: &str) -> Result<()> {
     let alnum = |c: Option<char>| c.is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
     let ok = !name.is_empty()
         && name.len() <= 63
@@ -134,7 +134,7 @@ pub fn check_dns_label(what: &str, name: &str) -> Result<()> {
 }
 
 /// Checks a label value: at most 63 characters of `[A-Za-z0-9._-]`, alphanumeric at both ends.
-pub fn check_label_value(key: &str, value: &str) -> Result<()> {
+pub(crate) fn check_label_value(key: &str, value: &str) -> Result<()> {
     let alnum = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric());
     let ok = value.is_empty()
         || (value.len() <= 63
@@ -178,7 +178,7 @@ const MAX_ARRAY_SCRIPT_BYTES: usize = 1024 * 1024;
 /// the pod of index `i` running the `i`-th task, chosen by `JOB_COMPLETION_INDEX` (the image
 /// needs `sh`). Or why not: Volcano mode keeps each task its own gang, and a multi-replica app
 /// or tasks whose pods differ beyond their command and environment go one app per task.
-pub fn render_array(
+pub(crate) fn render_array(
     tasks: &[ArrayTask<'_>],
     max_concurrent: Option<u32>,
     opts: &KubernetesOpts,
@@ -287,7 +287,7 @@ pub fn render_array(
 }
 
 /// TorchX's Volcano Job: one task per replica (macros differ per replica).
-pub fn volcano_job(app: &AppDef, opts: &KubernetesOpts, app_id: &str) -> Result<Value> {
+pub(crate) fn volcano_job(app: &AppDef, opts: &KubernetesOpts, app_id: &str) -> Result<Value> {
     let queue = opts.queue.as_deref().ok_or_else(|| {
         Error::config("Required run option: queue, must be provided and not `None` (mode=volcano)")
     })?;
@@ -396,13 +396,13 @@ fn volcano_policies(role: &Role) -> Result<Vec<Value>> {
 }
 
 /// The name of role `role`'s Job in `job` mode.
-pub fn role_job_name(app_id: &str, role: &str) -> String {
+pub(crate) fn role_job_name(app_id: &str, role: &str) -> String {
     format!("{app_id}-{}", normalize_str(role))
 }
 
 /// Native objects: a headless Service (so `{job}-{index}.{service}` resolves every replica)
 /// and one Indexed Job per role.
-pub fn native_jobs(app: &AppDef, opts: &KubernetesOpts, app_id: &str) -> Result<Vec<Value>> {
+pub(crate) fn native_jobs(app: &AppDef, opts: &KubernetesOpts, app_id: &str) -> Result<Vec<Value>> {
     let role0_host = format!("{}-0.{app_id}", role_job_name(app_id, &app.roles[0].name));
     let mut settings = pod_settings(opts);
     settings.priority_class = opts.priority_class.clone();

@@ -6,7 +6,7 @@ use serde_json::Value;
 use crate::specs::AppState;
 
 /// A Volcano Job's `status.state.phase` (TorchX's JOB_STATE).
-pub fn volcano_job_state(phase: &str) -> AppState {
+pub(crate) fn volcano_job_state(phase: &str) -> AppState {
     match phase {
         "Pending" => AppState::Pending,
         "Aborting" | "Running" | "Restarting" | "Terminating" | "Completing" => AppState::Running,
@@ -18,7 +18,7 @@ pub fn volcano_job_state(phase: &str) -> AppState {
 }
 
 /// A Volcano task's phase in `status.taskStatusCount` (TorchX's TASK_STATE).
-pub fn volcano_task_state(phase: &str) -> AppState {
+pub(crate) fn volcano_task_state(phase: &str) -> AppState {
     match phase {
         "Pending" | "Allocated" | "Pipelined" | "Binding" | "Bound" => AppState::Pending,
         "Running" | "Releasing" => AppState::Running,
@@ -29,7 +29,7 @@ pub fn volcano_task_state(phase: &str) -> AppState {
 }
 
 /// A pod's `status.phase`.
-pub fn pod_state(phase: &str) -> AppState {
+pub(crate) fn pod_state(phase: &str) -> AppState {
     match phase {
         "Pending" => AppState::Pending,
         "Running" => AppState::Running,
@@ -41,7 +41,7 @@ pub fn pod_state(phase: &str) -> AppState {
 
 /// A `batch/v1` Job's state from its status: a `Complete`/`Failed` condition, else running
 /// while pods are active, else pending; suspended by `cancel` → CANCELLED.
-pub fn native_job_state(job: &Value) -> AppState {
+pub(crate) fn native_job_state(job: &Value) -> AppState {
     let status = &job["status"];
     let condition = |t: &str| {
         status["conditions"]
@@ -66,7 +66,7 @@ pub fn native_job_state(job: &Value) -> AppState {
 
 /// The app's state from its role Jobs: any failed → FAILED, any cancelled → CANCELLED, all
 /// succeeded → SUCCEEDED, any running → RUNNING, else PENDING (or UNKNOWN).
-pub fn combine(states: &[AppState]) -> AppState {
+pub(crate) fn combine(states: &[AppState]) -> AppState {
     let any = |s: AppState| states.contains(&s);
     if states.is_empty() {
         AppState::Unknown
@@ -86,7 +86,7 @@ pub fn combine(states: &[AppState]) -> AppState {
 }
 
 /// An AppWrapper's `status.state` (TorchX's table, plus the `Completed` state TorchX forgot).
-pub fn appwrapper_state(state: &str) -> AppState {
+pub(crate) fn appwrapper_state(state: &str) -> AppState {
     match state {
         "Pending" | "" => AppState::Pending,
         "Running" => AppState::Running,
@@ -98,7 +98,7 @@ pub fn appwrapper_state(state: &str) -> AppState {
 }
 
 /// Expands a Kubernetes index list such as `0-2,5` (Job `status.completedIndexes`).
-pub fn parse_indexes(s: &str) -> Vec<u32> {
+pub(crate) fn parse_indexes(s: &str) -> Vec<u32> {
     let mut out = Vec::new();
     for part in s.split(',').filter(|p| !p.is_empty()) {
         match part.split_once('-') {

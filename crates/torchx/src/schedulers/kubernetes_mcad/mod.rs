@@ -6,7 +6,7 @@
 //!   `kubernetes::state`, the client in `kubernetes::client` (shared).
 
 mod opts;
-pub mod render;
+pub(crate) mod render;
 
 use std::sync::Arc;
 

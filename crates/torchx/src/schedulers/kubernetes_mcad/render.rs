@@ -18,13 +18,13 @@ use crate::schedulers::kubernetes::render::{
 use crate::specs::{AppDef, MacroValues, Role};
 
 /// The AppWrapper API version.
-pub const API_VERSION: &str = "workload.codeflare.dev/v1beta1";
+pub(crate) const API_VERSION: &str = "workload.codeflare.dev/v1beta1";
 /// Label that ties PodGroups to their AppWrapper.
-pub const LABEL_APPWRAPPER: &str = "appwrapper.workload.codeflare.dev";
+pub(crate) const LABEL_APPWRAPPER: &str = "appwrapper.workload.codeflare.dev";
 /// Label that puts a pod in its co-scheduler PodGroup.
-pub const LABEL_POD_GROUP: &str = "pod-group.scheduling.sigs.k8s.io";
+pub(crate) const LABEL_POD_GROUP: &str = "pod-group.scheduling.sigs.k8s.io";
 /// Pod annotation naming an extra (Multus) network.
-pub const ANNOTATION_NETWORK: &str = "k8s.v1.cni.cncf.io/networks";
+pub(crate) const ANNOTATION_NETWORK: &str = "k8s.v1.cni.cncf.io/networks";
 const DEFAULT_PORT: u16 = 29500;
 
 /// What `kubernetes_mcad` submits.
@@ -49,7 +49,7 @@ impl NativeRequest for AppWrapperJob {
 
 /// TorchX's `get_unique_truncated_appid`: the unique part shrinks (14 characters at most) so
 /// that `{id}-pg{role}` stays within 63; a very long app name is cut.
-pub fn truncated_app_id(app_name: &str, num_roles: usize, unique: &str) -> String {
+pub(crate) fn truncated_app_id(app_name: &str, num_roles: usize, unique: &str) -> String {
     let uid_chars = 4;
     let pg_chars = 3 + num_roles;
     let size = 63_i64 - (app_name.chars().count() + uid_chars + pg_chars) as i64;
@@ -65,7 +65,7 @@ pub fn truncated_app_id(app_name: &str, num_roles: usize, unique: &str) -> Strin
 
 /// The pod of replica `k` of role `role_idx`. TorchX named it `{id}-{k}` for every role, so
 /// the pods of a multi-role app collided; roles after the first get `{id}-{role_idx}-{k}`.
-pub fn pod_name(app_id: &str, role_idx: usize, k: u32) -> String {
+pub(crate) fn pod_name(app_id: &str, role_idx: usize, k: u32) -> String {
     if role_idx == 0 {
         cleanup_str(&format!("{app_id}-{k}"))
     } else {
