@@ -7,11 +7,11 @@
 use std::sync::Arc;
 
 use torchx::components::{Component, Param, ParamDefault, ParamType};
-use torchx::extensions::Extensions;
 use torchx::scheduler::Scheduler;
 use torchx::specs::{AppDef, Resource, Role};
 use torchx::tracker::FsspecTracker;
 use torchx::tracker::Tracker;
+use torchx::Extensions;
 
 fn hello() -> Component {
     let params = vec![

@@ -3,7 +3,7 @@
 //! components, named resources and trackers next to the builtins, without forking:
 //!
 //! ```no_run
-//! let ext = torchx::extensions::Extensions::builtin()
+//! let ext = torchx::Extensions::builtin()
 //!     .named_resource("trn1.2xl", torchx::specs::Resource::new(8, 0, 32 * 1024));
 //! torchx_cli::main(ext)
 //! ```
@@ -13,7 +13,7 @@
 //! All logic lives in the `torchx` library; this crate parses arguments, renders output and
 //! errors, and maps outcomes to exit codes.
 
-use torchx::extensions::Extensions;
+use torchx::Extensions;
 
 mod cli;
 mod commands;

@@ -1,5 +1,5 @@
 //! The stock `torchx` binary: the CLI over the builtins (and plugins on PATH).
 
 fn main() {
-    torchx_cli::main(torchx::extensions::Extensions::builtin())
+    torchx_cli::main(torchx::Extensions::builtin())
 }

@@ -44,7 +44,7 @@ pub fn help_section() -> String {
 pub fn run(cmd: &str, args: &[String], builtins: &[String]) -> i32 {
     let Some(program) = find(cmd) else {
         // A `SubCommand` of the Python `torchx.cli.cmds` entry points, if any are declared.
-        if let Some(result) = torchx::python::run_subcommand(cmd, args) {
+        if let Some(result) = torchx::plugins::run_subcommand(cmd, args) {
             return result.unwrap_or_else(|e| {
                 eprintln!("torchx: error: {e}");
                 exit_codes::BACKEND

@@ -146,16 +146,13 @@ async fn aws_batch_conforms() {
         })
     });
     let runner = Runner::new(Registry::builtin(), TorchxConfig::default());
-    let opts = Conformance {
-        image: "busybox:local".into(),
-        cfg: cfg(),
-        timeout: Duration::from_secs(60),
-        poll: Duration::from_millis(200),
-        resource: Some(torchx::specs::Resource::new(1, 0, 512)),
-        runs_commands: containers,
-        mount_dir: containers.then(|| mounted.path().to_path_buf()),
-        ..Conformance::default()
-    };
+    let mut opts = Conformance::new("busybox:local");
+    opts.cfg = cfg();
+    opts.timeout = Duration::from_secs(60);
+    opts.poll = Duration::from_millis(200);
+    opts.resource = Some(torchx::specs::Resource::new(1, 0, 512));
+    opts.runs_commands = containers;
+    opts.mount_dir = containers.then(|| mounted.path().to_path_buf());
     conformance(&runner, "aws_batch", &opts).await;
     if let Some(feeder) = feeder {
         feeder.abort();

@@ -28,14 +28,12 @@ async fn aws_sagemaker_conforms() {
         .map(|(k, v)| (k.to_string(), CfgValue::Str(v.to_string())))
         .collect();
     let runner = Runner::new(Registry::builtin(), TorchxConfig::default());
-    let opts = Conformance {
-        cfg,
-        timeout: Duration::from_secs(60),
-        poll: Duration::from_millis(200),
-        // The emulator moves jobs through their states; it runs no command.
-        runs_commands: false,
-        ..Conformance::default()
-    };
+    let mut opts = Conformance::default();
+    opts.cfg = cfg;
+    opts.timeout = Duration::from_secs(60);
+    opts.poll = Duration::from_millis(200);
+    // The emulator moves jobs through their states; it runs no command.
+    opts.runs_commands = false;
     conformance(&runner, "aws_sagemaker", &opts).await;
 }
 

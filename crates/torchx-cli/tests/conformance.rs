@@ -28,9 +28,6 @@ async fn local_cwd_conforms() {
         })
         .unwrap();
     let runner = Runner::new(registry, TorchxConfig::default());
-    let opts = Conformance {
-        image: "ignored-by-local_cwd".into(),
-        ..Conformance::default()
-    };
+    let opts = Conformance::new("ignored-by-local_cwd");
     conformance(&runner, "local_cwd", &opts).await;
 }

@@ -64,43 +64,37 @@ async fn wait(runner: &Runner, handle: &str) -> AppState {
 
 #[tokio::test]
 async fn native_jobs_conform() {
-    let opts = Conformance {
-        cfg: cfg(&[("namespace", AUTO)]),
-        timeout: Duration::from_secs(20),
-        // The fake API server's stand-in controllers run no container.
-        runs_commands: false,
-        ..Conformance::default()
-    };
+    let mut opts = Conformance::default();
+    opts.cfg = cfg(&[("namespace", AUTO)]);
+    opts.timeout = Duration::from_secs(20);
+    // The fake API server's stand-in controllers run no container.
+    opts.runs_commands = false;
     conformance(&runner(), "kubernetes", &opts).await;
 }
 
 #[tokio::test]
 async fn volcano_jobs_conform() {
-    let opts = Conformance {
-        cfg: cfg(&[
-            ("namespace", AUTO),
-            ("mode", "volcano"),
-            ("queue", "default"),
-        ]),
-        timeout: Duration::from_secs(20),
-        // The fake API server's stand-in controllers run no container.
-        runs_commands: false,
-        ..Conformance::default()
-    };
+    let mut opts = Conformance::default();
+    opts.cfg = cfg(&[
+        ("namespace", AUTO),
+        ("mode", "volcano"),
+        ("queue", "default"),
+    ]);
+    opts.timeout = Duration::from_secs(20);
+    // The fake API server's stand-in controllers run no container.
+    opts.runs_commands = false;
     conformance(&runner(), "kubernetes", &opts).await;
 }
 
 #[tokio::test]
 async fn kubernetes_mcad_conforms() {
-    let opts = Conformance {
-        cfg: cfg(&[("namespace", AUTO)]),
-        timeout: Duration::from_secs(20),
-        // The fake API server's stand-in controllers run no container.
-        runs_commands: false,
-        // As TorchX's: cancel deletes the AppWrapper.
-        cancel_forgets: true,
-        ..Conformance::default()
-    };
+    let mut opts = Conformance::default();
+    opts.cfg = cfg(&[("namespace", AUTO)]);
+    opts.timeout = Duration::from_secs(20);
+    // The fake API server's stand-in controllers run no container.
+    opts.runs_commands = false;
+    // As TorchX's: cancel deletes the AppWrapper.
+    opts.cancel_forgets = true;
     conformance(&runner(), "kubernetes_mcad", &opts).await;
 }
 

@@ -231,12 +231,9 @@ async fn local_docker_conforms() {
         torchx::config::TorchxConfig::default(),
     );
     let mounted = tempfile::tempdir().unwrap();
-    let opts = torchx::testing::Conformance {
-        image: IMAGE.into(),
-        poll: Duration::from_millis(100),
-        mount_dir: Some(mounted.path().to_path_buf()),
-        ..Default::default()
-    };
+    let mut opts = torchx::testing::Conformance::new(IMAGE);
+    opts.poll = Duration::from_millis(100);
+    opts.mount_dir = Some(mounted.path().to_path_buf());
     torchx::testing::conformance(&runner, "local_docker", &opts).await;
 }
 
@@ -772,7 +769,7 @@ fn concurrent_submissions_on_one_thread_do_not_deadlock() {
     let state = env.state.clone();
     std::thread::spawn(move || {
         std::env::set_var("TORCHX_STATE_DIR", &state);
-        let runner = torchx::extensions::Extensions::builtin()
+        let runner = torchx::Extensions::builtin()
             .runner(torchx::config::TorchxConfig::default())
             .unwrap();
         let rt = tokio::runtime::Builder::new_current_thread()

@@ -220,12 +220,10 @@ async fn lsf_conforms() {
     )]
     .into();
     let runner = Runner::new(Registry::builtin(), TorchxConfig::default());
-    let opts = Conformance {
-        cfg,
-        timeout: Duration::from_secs(30),
-        poll: Duration::from_millis(100),
-        ..Conformance::default()
-    };
+    let mut opts = Conformance::default();
+    opts.cfg = cfg;
+    opts.timeout = Duration::from_secs(30);
+    opts.poll = Duration::from_millis(100);
     conformance(&runner, "lsf", &opts).await;
 }
 

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use torchx::config::TorchxConfig;
 use torchx::scheduler::{Registry, Scheduler};
-use torchx::schedulers::plugin::PluginScheduler;
+use torchx::schedulers::PluginScheduler;
 use torchx::testing::{conformance, Conformance};
 use torchx::Runner;
 
@@ -49,10 +49,7 @@ async fn example_plugin_passes_the_conformance_suite() {
         })
         .unwrap();
     let runner = Runner::new(registry, TorchxConfig::default());
-    let opts = Conformance {
-        image: "ignored".into(),
-        ..Conformance::default()
-    };
+    let opts = Conformance::new("ignored");
     conformance(&runner, "subprocess", &opts).await;
 }
 
@@ -228,11 +225,8 @@ async fn python_scheduler_passes_the_conformance_suite() {
     std::env::set_var("TORCHX_PYTHON", &python);
     std::env::set_var("TORCHX_EXAMPLE_DIR", root.path());
     let runner = Runner::new(Registry::builtin(), TorchxConfig::default());
-    let opts = Conformance {
-        image: "ignored".into(),
-        // TorchX's `Scheduler._validate` wants a resource on every role.
-        resource: Some(torchx::specs::Resource::new(1, 0, 64)),
-        ..Conformance::default()
-    };
+    let mut opts = Conformance::new("ignored");
+    // TorchX's `Scheduler._validate` wants a resource on every role.
+    opts.resource = Some(torchx::specs::Resource::new(1, 0, 64));
     conformance(&runner, "example_subprocess", &opts).await;
 }

@@ -213,11 +213,8 @@ async fn slurm_conforms() {
         })
         .unwrap();
     let runner = Runner::new(registry, TorchxConfig::default());
-    let opts = Conformance {
-        image: "/tmp".into(),
-        poll: Duration::from_millis(250),
-        ..Conformance::default()
-    };
+    let mut opts = Conformance::new("/tmp");
+    opts.poll = Duration::from_millis(250);
     // Logs land in the submitting directory: use a scratch one.
     std::env::set_current_dir(tmp.path()).unwrap();
     conformance(&runner, "slurm", &opts).await;

@@ -6,9 +6,9 @@
 use pyo3::prelude::*;
 use serde_json::json;
 use torchx::config::TorchxConfig;
+use torchx::group::Task;
 use torchx::group::{self, GroupPlan, GroupRecord, GroupSpec};
 use torchx::scheduler::Registry;
-use torchx::group::Task;
 use torchx::specs::AppState;
 
 use crate::schedulers::{block_on, json_err, take_info, to_py, DryRun};

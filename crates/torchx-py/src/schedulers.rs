@@ -485,8 +485,7 @@ pub fn docker_build_workspace(
     };
     let (scheduler, base_image) = (scheduler.to_string(), base_image.to_string());
     block_on(py, async move {
-        torchx::workspace::build_workspace_image(&base_image, &workspace, &scheduler, quiet)
-            .await
+        torchx::workspace::build_workspace_image(&base_image, &workspace, &scheduler, quiet).await
     })?
     .map_err(to_py)
 }

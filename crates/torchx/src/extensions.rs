@@ -4,7 +4,7 @@
 //! `torchx_cli::main` runs the standard CLI over them.
 //!
 //! ```no_run
-//! use torchx::extensions::Extensions;
+//! use torchx::Extensions;
 //! use torchx::specs::Resource;
 //!
 //! let ext = Extensions::builtin()

@@ -13,14 +13,13 @@ mod blocking;
 pub mod components;
 pub mod config;
 pub mod error;
-pub mod extensions;
+mod extensions;
 pub mod group;
 pub mod opts;
 pub mod pipeline;
-pub mod plan;
 pub mod plugins;
 mod preflight;
-pub mod python;
+pub(crate) mod python;
 pub mod runner;
 pub mod scheduler;
 pub mod schedulers;
@@ -33,6 +32,7 @@ pub mod tracker;
 pub mod workspace;
 
 pub use error::{Error, ErrorKind, Result};
+pub use extensions::Extensions;
 pub use runner::Runner;
 
 /// The version of this crate.

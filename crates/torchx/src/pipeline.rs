@@ -1,4 +1,4 @@
-//! Pipelines: the steps of a pipeline file ([`crate::specs::pipeline`]) run on their own
+//! Pipelines: the steps of a pipeline file ([`PipelineSpec`]) run on their own
 //! schedulers, each once the steps it runs after have ended as it requires. What was
 //! submitted is recorded in `$TORCHX_STATE_DIR/pipelines/<id>/record.json`; a pipeline's
 //! handle is `pipeline://<session>/<id>`.

@@ -4,6 +4,8 @@
 
 use std::path::{Path, PathBuf};
 
+pub use crate::python::{entry_point_components, run_subcommand};
+
 fn is_executable(path: &Path) -> bool {
     use std::os::unix::fs::PermissionsExt;
     std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)

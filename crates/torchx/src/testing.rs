@@ -3,7 +3,9 @@
 //!
 //! ```ignore
 //! let runner = Runner::new(registry, TorchxConfig::default());
-//! torchx::testing::conformance(&runner, "my_scheduler", &Conformance::default()).await;
+//! let mut opts = Conformance::new("busybox");
+//! opts.timeout = std::time::Duration::from_secs(120);
+//! torchx::testing::conformance(&runner, "my_scheduler", &opts).await;
 //! ```
 //!
 //! Every check panics with `conformance[<scheduler>] <check>: <what went wrong>`.
@@ -16,8 +18,11 @@ use crate::runner::{RunArgs, Runner};
 use crate::scheduler::{Capabilities, LogQuery};
 use crate::specs::{AppDef, AppState, Role};
 
-/// How to run the suite against one scheduler.
+/// How to run the suite against one scheduler: [`Conformance::new`] (or `default()`, with
+/// `busybox`), then set the fields that differ. New settings may come with new checks, so
+/// the struct cannot be built literally outside this crate.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Conformance {
     /// The image the test apps run in (needs `sh`, `echo`, `sleep`).
     pub image: String,
@@ -42,6 +47,16 @@ pub struct Conformance {
     /// Whether `cancel` forgets the app, as TorchX's `kubernetes_mcad` (it deletes the
     /// AppWrapper) does, rather than leaving it CANCELLED.
     pub cancel_forgets: bool,
+}
+
+impl Conformance {
+    /// The defaults, with the test apps in `image`.
+    pub fn new(image: impl Into<String>) -> Conformance {
+        Conformance {
+            image: image.into(),
+            ..Conformance::default()
+        }
+    }
 }
 
 impl Default for Conformance {

@@ -4,11 +4,11 @@
 //! (the Runner's status, cancel and delete know group handles), and `rerun --failed` runs a
 //! group's failed tasks again.
 
+use torchx::group::Task;
 use torchx::group::{counts, group_state, GroupDryRun, GroupPlan, GroupRecord, GroupSpec};
 use torchx::opts::Cfg;
 use torchx::runner::{ComponentOutcome, RunArgs as LibRunArgs};
 use torchx::scheduler::ArrayRequest;
-use torchx::group::Task;
 use torchx::specs::AppState;
 use torchx::{Error, Result, Runner};
 

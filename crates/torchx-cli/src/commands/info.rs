@@ -51,7 +51,7 @@ pub fn builtins(a: BuiltinsArgs) -> Result<i32> {
     }
     // Components of the Python `torchx.components` entry points (a name a builtin has stays
     // the builtin's).
-    let plugins: Vec<(String, String)> = match torchx::python::entry_point_components() {
+    let plugins: Vec<(String, String)> = match torchx::plugins::entry_point_components() {
         Ok(found) => found
             .into_iter()
             .filter(|(name, _)| !all.iter().any(|c| &c.name == name))

@@ -13,7 +13,7 @@ pub mod ui;
 use std::sync::OnceLock;
 
 use torchx::config::TorchxConfig;
-use torchx::extensions::Extensions;
+use torchx::Extensions;
 use torchx::{Result, Runner};
 
 /// What this binary was built with (set once by `torchx_cli::main`).

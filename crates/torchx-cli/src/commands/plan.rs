@@ -3,7 +3,7 @@
 //! row each with a verdict; `auto` submits to the first `ok` one.
 
 use torchx::opts::Cfg;
-use torchx::plan::PlanRow;
+use torchx::runner::PlanRow;
 use torchx::runner::{ComponentOutcome, RunArgs as LibRunArgs};
 use torchx::scheduler::{CheckOutcome, PlanVerdict};
 use torchx::specs::{AppDef, Workspace};

@@ -4,7 +4,10 @@
 mod catalog;
 mod groups;
 mod pipelines;
+mod plan;
 mod submit;
+
+pub use plan::PlanRow;
 
 pub(crate) use submit::PreparedWorkspaces;
 
@@ -164,7 +167,7 @@ impl Runner {
     }
 
     /// Adds components and named resources next to the builtins (see
-    /// [`Extensions`](crate::extensions::Extensions), which checks for clashes).
+    /// [`Extensions`](crate::Extensions), which checks for clashes).
     pub fn with_components(
         mut self,
         components: Vec<Component>,

@@ -5,23 +5,25 @@ pub(crate) mod attempt_timer;
 #[cfg(feature = "aws")]
 pub(crate) mod aws;
 #[cfg(feature = "aws")]
-pub mod aws_batch;
+pub(crate) mod aws_batch;
 #[cfg(feature = "aws")]
-pub mod aws_sagemaker;
+pub(crate) mod aws_sagemaker;
 pub(crate) mod command;
 #[cfg(test)]
 mod hostile;
 #[cfg(feature = "kubernetes")]
-pub mod kubernetes;
+pub(crate) mod kubernetes;
 #[cfg(feature = "kubernetes")]
-pub mod kubernetes_mcad;
+pub(crate) mod kubernetes_mcad;
 pub mod local_cwd;
 #[cfg(feature = "docker")]
 pub mod local_docker;
-pub mod lsf;
-pub mod plugin;
+pub(crate) mod lsf;
+pub(crate) mod plugin;
 pub(crate) mod probe_cache;
 pub mod slurm;
+
+pub use plugin::PluginScheduler;
 
 use std::path::{Path, PathBuf};
 

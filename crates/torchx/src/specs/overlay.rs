@@ -153,7 +153,11 @@ pub(crate) fn apply(base: &mut Map<String, Value>, overlay: &Map<String, Value>)
 /// The `kind` overlay of `metadata[namespace]`: the nested format (`{FORMAT_KEY: true, kind:
 /// {...}}`), a flat overlay (a namespace holding one overlay, as before 0.8), or a path or
 /// `file://` URL of a JSON or YAML file holding either. `None` if there is none.
-pub(crate) fn get(metadata: &Map<String, Value>, namespace: &str, kind: &str) -> Result<Option<Value>> {
+pub(crate) fn get(
+    metadata: &Map<String, Value>,
+    namespace: &str,
+    kind: &str,
+) -> Result<Option<Value>> {
     let loaded;
     let value = match metadata.get(namespace) {
         None => return Ok(None),

@@ -193,7 +193,11 @@ pub(crate) async fn connect(scheduler: &str) -> Result<Docker> {
 
 /// Builds (and pushes) the planned images that are not there yet: an image the registry already
 /// holds is neither built nor pushed; one the local engine holds is not built again.
-pub(crate) async fn build_images(images: &[WorkspaceImage], scheduler: &str, quiet: bool) -> Result<()> {
+pub(crate) async fn build_images(
+    images: &[WorkspaceImage],
+    scheduler: &str,
+    quiet: bool,
+) -> Result<()> {
     if images.is_empty() {
         return Ok(());
     }

@@ -10,11 +10,11 @@ use std::process::{Child, Stdio};
 use std::time::Duration;
 
 use torchx::group::Submitter;
+use torchx::pipeline::step_verdict;
 use torchx::pipeline::{
     not_run_because, step_states, try_lock_holder, Phase, PipelineRecord, StepRecord, StepState,
     CANCELLED_BEFORE_START,
 };
-use torchx::pipeline::step_verdict;
 use torchx::specs::{AppState, AppStatus, Verdict};
 use torchx::{Error, Result, Runner};
 

@@ -18,8 +18,8 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use torchx::pipeline::{pipeline_state, Phase, PipelineRecord, StepRecord, StepState};
-use torchx::scheduler::WorkspaceSupport;
 use torchx::pipeline::{upstream_env_var, PipelineSpec};
+use torchx::scheduler::WorkspaceSupport;
 use torchx::specs::AppState;
 use torchx::{Error, ErrorKind, Result, Runner};
 
@@ -101,7 +101,10 @@ async fn step_env_args(
     let state_dir = torchx::schedulers::default_state_dir();
     let host = record.shared_dir(&state_dir)?.display().to_string();
     let mut args = Vec::new();
-    let dir = match (shared_kind(runner, &step.scheduler).await?, &step.pipeline_dir) {
+    let dir = match (
+        shared_kind(runner, &step.scheduler).await?,
+        &step.pipeline_dir,
+    ) {
         (_, Some(dir)) => dir.clone(),
         (Shared::Host, None) => host,
         (Shared::Mounted, None) => {

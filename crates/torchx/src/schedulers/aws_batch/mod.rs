@@ -22,9 +22,9 @@ use aws_sdk_batch::types as bt;
 use aws_sdk_cloudwatchlogs::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
 use tokio::sync::OnceCell;
 
-pub use opts::AwsBatchOpts;
-pub use render::render;
-pub use request::BatchJob;
+pub(crate) use opts::AwsBatchOpts;
+pub(crate) use render::render;
+pub(crate) use request::BatchJob;
 
 use self::client::container_properties;
 use self::render::{ENV_ROLE_NAME, TAG_REQUEUE_EXIT_CODE};
@@ -40,18 +40,18 @@ use crate::specs::{
 };
 
 /// The registry name.
-pub const NAME: &str = "aws_batch";
+pub(crate) const NAME: &str = "aws_batch";
 /// The CloudWatch log group of Batch jobs.
-pub const LOG_GROUP: &str = "/aws/batch/job";
+pub(crate) const LOG_GROUP: &str = "/aws/batch/job";
 
 /// The factory registered in [`crate::scheduler::Registry::builtin`].
-pub fn create() -> Result<Arc<dyn Scheduler>> {
+pub(crate) fn create() -> Result<Arc<dyn Scheduler>> {
     Ok(Arc::new(AwsBatchScheduler::default()))
 }
 
 /// The AWS Batch scheduler.
 #[derive(Default)]
-pub struct AwsBatchScheduler {
+pub(crate) struct AwsBatchScheduler {
     clients: OnceCell<(
         aws_sdk_batch::Client,
         aws_sdk_cloudwatchlogs::Client,

@@ -2,7 +2,7 @@ use crate::run_opts;
 
 run_opts! {
     /// Run options of the `aws_batch` scheduler (TorchX's).
-    pub struct AwsBatchOpts {
+    pub(crate) struct AwsBatchOpts {
         /// queue to schedule job in
         queue: String,
         /// The username to tag the job with. `getpass.getuser()` if not specified.

@@ -273,7 +273,7 @@ fn recovery_strategy(
 }
 
 /// Renders the job definition and submission.
-pub fn render(app: &AppDef, opts: &AwsBatchOpts, ctx: &DryRunContext) -> Result<BatchJob> {
+pub(crate) fn render(app: &AppDef, opts: &AwsBatchOpts, ctx: &DryRunContext) -> Result<BatchJob> {
     if app.roles.len() > MAX_ROLES {
         return Err(Error::spec(format!(
             "AWS Batch only supports <= {MAX_ROLES} roles (node groups), this app has {}; see \

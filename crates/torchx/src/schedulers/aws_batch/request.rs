@@ -9,7 +9,7 @@ use crate::scheduler::NativeRequest;
 
 /// `{name, value}` (environment variables).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct KeyValue {
+pub(crate) struct KeyValue {
     /// Name.
     pub name: String,
     /// Value.
@@ -18,7 +18,7 @@ pub struct KeyValue {
 
 /// A resource requirement (`VCPU`, `MEMORY`, `GPU`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ResourceRequirement {
+pub(crate) struct ResourceRequirement {
     /// The resource type.
     #[serde(rename = "type")]
     pub kind: String,
@@ -29,7 +29,7 @@ pub struct ResourceRequirement {
 /// A host device exposed to the container.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Device {
+pub(crate) struct Device {
     /// Path on the host.
     pub host_path: String,
     /// Path in the container.
@@ -41,7 +41,7 @@ pub struct Device {
 /// `linuxParameters`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct LinuxParameters {
+pub(crate) struct LinuxParameters {
     /// `/dev/shm` size in MiB (TorchX: the role's memMB).
     pub shared_memory_size: i64,
     /// Devices.
@@ -51,7 +51,7 @@ pub struct LinuxParameters {
 /// `logConfiguration`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct LogConfiguration {
+pub(crate) struct LogConfiguration {
     /// Always `awslogs` (CloudWatch group `/aws/batch/job`).
     pub log_driver: String,
 }
@@ -59,7 +59,7 @@ pub struct LogConfiguration {
 /// A mount point of a volume.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct MountPoint {
+pub(crate) struct MountPoint {
     /// Path in the container.
     pub container_path: String,
     /// Read-only.
@@ -71,7 +71,7 @@ pub struct MountPoint {
 /// A volume: a host path or an EFS file system.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Volume {
+pub(crate) struct Volume {
     /// Name (`mount_{i}`).
     pub name: String,
     /// `{sourcePath}` for a bind mount.
@@ -85,7 +85,7 @@ pub struct Volume {
 /// The container of a node group.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Container {
+pub(crate) struct Container {
     /// Entrypoint and args.
     pub command: Vec<String>,
     /// Image.
@@ -118,7 +118,7 @@ pub struct Container {
 /// One node group (a role): nodes `start:end`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct NodeRange {
+pub(crate) struct NodeRange {
     /// `start:end`, inclusive.
     pub target_nodes: String,
     /// The container every node of the group runs.
@@ -128,7 +128,7 @@ pub struct NodeRange {
 /// `nodeProperties`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct NodeProperties {
+pub(crate) struct NodeProperties {
     /// Σ replicas.
     pub num_nodes: u32,
     /// Always 0.
@@ -140,7 +140,7 @@ pub struct NodeProperties {
 /// `evaluateOnExit` entry: every pattern given must match (`*` at the end: a prefix).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct EvaluateOnExit {
+pub(crate) struct EvaluateOnExit {
     /// Exit code pattern.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub on_exit_code: Option<String>,
@@ -164,7 +164,7 @@ impl EvaluateOnExit {
 /// `timeout`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Timeout {
+pub(crate) struct Timeout {
     /// An attempt's limit (Batch: at least 60).
     pub attempt_duration_seconds: u64,
 }
@@ -172,7 +172,7 @@ pub struct Timeout {
 /// `retryStrategy`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct RetryStrategy {
+pub(crate) struct RetryStrategy {
     /// Attempts (≥ 1).
     pub attempts: u32,
     /// Exit code 0 ends the job.
@@ -182,7 +182,7 @@ pub struct RetryStrategy {
 /// The RegisterJobDefinition request.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct JobDefinition {
+pub(crate) struct JobDefinition {
     /// The job's unique name.
     pub job_definition_name: String,
     /// `multinode` (TorchX's: every app), or `container` for an array job's children.
@@ -211,7 +211,7 @@ pub struct JobDefinition {
 /// What `aws_batch` submits.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct BatchJob {
+pub(crate) struct BatchJob {
     /// Job (and job definition) name.
     pub name: String,
     /// Job queue.

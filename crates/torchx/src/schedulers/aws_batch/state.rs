@@ -26,7 +26,11 @@ pub(crate) fn job_state(status: &str, reason: Option<&str>) -> AppState {
 
 /// Why an attempt of a job under the recovery contract ended, from its exit code and status
 /// reason: Batch's own timeout and a lost host are told by their reasons, a requeue by its code.
-pub(crate) fn attempt_end(exit_code: Option<i32>, reason: Option<&str>, requeue_code: i32) -> EndReason {
+pub(crate) fn attempt_end(
+    exit_code: Option<i32>,
+    reason: Option<&str>,
+    requeue_code: i32,
+) -> EndReason {
     let reason = reason.unwrap_or_default();
     match exit_code {
         _ if reason.contains(CANCEL_REASON) => EndReason::Cancelled,

@@ -15,8 +15,8 @@ use async_trait::async_trait;
 use serde_json::{json, Value};
 use tokio::sync::OnceCell;
 
-pub use opts::AwsSageMakerOpts;
-pub use render::{render, TrainingJob};
+pub(crate) use opts::AwsSageMakerOpts;
+pub(crate) use render::{render, TrainingJob};
 
 use self::client::{AwsError, SageMaker};
 use crate::error::{Error, Result};
@@ -26,16 +26,16 @@ use crate::scheduler::{
 use crate::specs::{AppDef, AppState, DescribeAppResponse, ListAppResponse, ReplicaStatus};
 
 /// The registry name.
-pub const NAME: &str = "aws_sagemaker";
+pub(crate) const NAME: &str = "aws_sagemaker";
 
 /// The factory registered in [`crate::scheduler::Registry::builtin`].
-pub fn create() -> Result<Arc<dyn Scheduler>> {
+pub(crate) fn create() -> Result<Arc<dyn Scheduler>> {
     Ok(Arc::new(AwsSageMakerScheduler::default()))
 }
 
 /// The SageMaker scheduler.
 #[derive(Default)]
-pub struct AwsSageMakerScheduler {
+pub(crate) struct AwsSageMakerScheduler {
     api: OnceCell<SageMaker>,
 }
 
@@ -48,7 +48,7 @@ impl std::fmt::Debug for AwsSageMakerScheduler {
 }
 
 /// A training job's status (TorchX's table; `Stopping`/`Stopped` are CANCELLED).
-pub fn job_state(status: &str) -> AppState {
+pub(crate) fn job_state(status: &str) -> AppState {
     match status {
         "InProgress" => AppState::Running,
         "Completed" => AppState::Succeeded,

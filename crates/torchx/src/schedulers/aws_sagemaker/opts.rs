@@ -4,7 +4,7 @@ use crate::run_opts;
 
 run_opts! {
     /// Run options of the `aws_sagemaker` scheduler (TorchX's names).
-    pub struct AwsSageMakerOpts {
+    pub(crate) struct AwsSageMakerOpts {
         /// an AWS IAM role (either name or full ARN). The Amazon SageMaker training jobs and APIs that create Amazon SageMaker endpoints use this role to access training data and model artifacts.
         role: String,
         /// type of EC2 instance to use for training, for example, 'ml.c4.xlarge'

@@ -21,7 +21,7 @@ pub(crate) const RANK0_ENV: &str = "SM_MASTER_ADDR";
 
 /// What `aws_sagemaker` submits.
 #[derive(Debug, Clone, PartialEq)]
-pub struct TrainingJob {
+pub(crate) struct TrainingJob {
     /// The training job's name (the app id).
     pub name: String,
     /// The CreateTrainingJob request.
@@ -103,7 +103,11 @@ fn checkpoint_local_path(
 }
 
 /// Renders the CreateTrainingJob request.
-pub fn render(app: &AppDef, opts: &AwsSageMakerOpts, ctx: &DryRunContext) -> Result<TrainingJob> {
+pub(crate) fn render(
+    app: &AppDef,
+    opts: &AwsSageMakerOpts,
+    ctx: &DryRunContext,
+) -> Result<TrainingJob> {
     let role = single_role(app, opts)?;
     let output_path = opts.output_path.clone().ok_or_else(|| {
         Error::config(

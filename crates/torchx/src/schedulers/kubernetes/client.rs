@@ -15,7 +15,7 @@ use crate::error::{Error, ErrorKind, Result};
 
 /// A kind of object: its API group/version, kind and plural.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Kind {
+pub(crate) struct Kind {
     /// API group (empty for the core group).
     pub group: &'static str,
     /// API version.
@@ -71,7 +71,7 @@ pub(crate) const POD: Kind = Kind {
 
 impl Kind {
     /// The kind of a JSON object by its `apiVersion` and `kind`.
-    pub fn of(obj: &Value) -> Option<Kind> {
+    pub(crate) fn of(obj: &Value) -> Option<Kind> {
         let api_version = obj["apiVersion"].as_str()?;
         let kind = obj["kind"].as_str()?;
         [VOLCANO_JOB, VOLCANO_COMMAND, APPWRAPPER, JOB, SERVICE, POD]
@@ -80,7 +80,7 @@ impl Kind {
     }
 
     /// `group/version` (or `version` for the core group).
-    pub fn api_version(&self) -> String {
+    pub(crate) fn api_version(&self) -> String {
         if self.group.is_empty() {
             self.version.to_string()
         } else {
@@ -97,7 +97,7 @@ impl Kind {
 }
 
 /// The Kubernetes API, connected on first use.
-pub struct Kube {
+pub(crate) struct Kube {
     scheduler: &'static str,
     client: OnceCell<Client>,
 }
@@ -112,7 +112,7 @@ impl std::fmt::Debug for Kube {
 
 impl Kube {
     /// A client for this scheduler's errors; connects on first use.
-    pub fn new(scheduler: &'static str) -> Kube {
+    pub(crate) fn new(scheduler: &'static str) -> Kube {
         Kube {
             scheduler,
             client: OnceCell::new(),
@@ -152,7 +152,7 @@ impl Kube {
     }
 
     /// The namespace of the active kubeconfig context (what `list` looks in, as TorchX).
-    pub async fn default_namespace(&self) -> Result<String> {
+    pub(crate) async fn default_namespace(&self) -> Result<String> {
         Ok(self.client().await?.default_namespace().to_string())
     }
 
@@ -162,7 +162,7 @@ impl Kube {
     }
 
     /// Creates `obj`; a name that exists already is a clear error, not a retry.
-    pub async fn create(&self, ns: &str, obj: &Value) -> Result<Value> {
+    pub(crate) async fn create(&self, ns: &str, obj: &Value) -> Result<Value> {
         let kind = Kind::of(obj).ok_or_else(|| {
             Error::backend(self.scheduler, format!("unknown object kind in {obj}"))
         })?;
@@ -193,7 +193,7 @@ impl Kube {
     }
 
     /// Every node's allocatable resources: (name, CPUs, memory in MiB, GPUs).
-    pub async fn node_allocatables(&self) -> Result<Vec<(String, f64, f64, f64)>> {
+    pub(crate) async fn node_allocatables(&self) -> Result<Vec<(String, f64, f64, f64)>> {
         let client = self.client().await?.clone();
         let api: Api<k8s_openapi::api::core::v1::Node> = Api::all(client);
         let nodes = api
@@ -222,7 +222,7 @@ impl Kube {
     }
 
     /// Whether namespace `ns` exists.
-    pub async fn namespace_exists(&self, ns: &str) -> Result<bool> {
+    pub(crate) async fn namespace_exists(&self, ns: &str) -> Result<bool> {
         let client = self.client().await?.clone();
         let api: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client);
         api.get_opt(ns)
@@ -232,7 +232,7 @@ impl Kube {
     }
 
     /// The object, `None` if it does not exist.
-    pub async fn get(&self, ns: &str, kind: Kind, name: &str) -> Result<Option<Value>> {
+    pub(crate) async fn get(&self, ns: &str, kind: Kind, name: &str) -> Result<Option<Value>> {
         match self.api(ns, kind).await?.get_opt(name).await {
             Ok(o) => Ok(o.map(|o| serde_json::to_value(o).unwrap_or_default())),
             Err(e) => Err(self.err(format!("reading {} {name}", kind.kind))(e)),
@@ -240,7 +240,12 @@ impl Kube {
     }
 
     /// Objects of `kind`, optionally only those matching a label selector.
-    pub async fn list(&self, ns: &str, kind: Kind, selector: Option<&str>) -> Result<Vec<Value>> {
+    pub(crate) async fn list(
+        &self,
+        ns: &str,
+        kind: Kind,
+        selector: Option<&str>,
+    ) -> Result<Vec<Value>> {
         let mut lp = ListParams::default();
         if let Some(s) = selector {
             lp = lp.labels(s);
@@ -259,7 +264,7 @@ impl Kube {
     }
 
     /// Deletes the object and (in the background) what it owns; false if it did not exist.
-    pub async fn delete(&self, ns: &str, kind: Kind, name: &str) -> Result<bool> {
+    pub(crate) async fn delete(&self, ns: &str, kind: Kind, name: &str) -> Result<bool> {
         let dp = DeleteParams {
             propagation_policy: Some(PropagationPolicy::Background),
             ..Default::default()
@@ -272,7 +277,13 @@ impl Kube {
     }
 
     /// Applies a JSON merge patch.
-    pub async fn merge_patch(&self, ns: &str, kind: Kind, name: &str, patch: &Value) -> Result<()> {
+    pub(crate) async fn merge_patch(
+        &self,
+        ns: &str,
+        kind: Kind,
+        name: &str,
+        patch: &Value,
+    ) -> Result<()> {
         self.api(ns, kind)
             .await?
             .patch(name, &PatchParams::default(), &Patch::Merge(patch))
@@ -283,7 +294,7 @@ impl Kube {
 
     /// A pod's log as a byte stream (following it when `params.follow`); `None` while the pod
     /// does not exist or its container has not started (404 / 400 from the API server).
-    pub async fn pod_log(
+    pub(crate) async fn pod_log(
         &self,
         ns: &str,
         pod: &str,

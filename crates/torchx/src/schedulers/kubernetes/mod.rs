@@ -21,8 +21,8 @@ use futures_util::{AsyncBufRead, AsyncBufReadExt, FutureExt};
 use kube::api::LogParams;
 use serde_json::{json, Value};
 
-pub use opts::{parse_toleration, KubernetesOpts, Mode, RawKubernetesOpts};
-pub use render::{render, KubernetesJob};
+pub(crate) use opts::KubernetesOpts;
+pub(crate) use render::{render, KubernetesJob};
 
 use self::client::{Kind, Kube, JOB, POD, SERVICE, VOLCANO_COMMAND, VOLCANO_JOB};
 use self::render::{
@@ -37,10 +37,10 @@ use crate::scheduler::{
 use crate::specs::{AppDef, AppState, DescribeAppResponse, ListAppResponse, ReplicaStatus, Stream};
 
 /// The registry name.
-pub const NAME: &str = "kubernetes";
+pub(crate) const NAME: &str = "kubernetes";
 
 /// The factory registered in [`crate::scheduler::Registry::builtin`].
-pub fn create() -> Result<Arc<dyn Scheduler>> {
+pub(crate) fn create() -> Result<Arc<dyn Scheduler>> {
     Ok(Arc::new(KubernetesScheduler {
         kube: Kube::new(NAME),
     }))
@@ -48,12 +48,12 @@ pub fn create() -> Result<Arc<dyn Scheduler>> {
 
 /// The Kubernetes scheduler.
 #[derive(Debug)]
-pub struct KubernetesScheduler {
+pub(crate) struct KubernetesScheduler {
     kube: Kube,
 }
 
 /// `namespace:name` → (namespace, name).
-pub fn split_app_id<'a>(scheduler: &str, app_id: &'a str) -> Result<(&'a str, &'a str)> {
+pub(crate) fn split_app_id<'a>(scheduler: &str, app_id: &'a str) -> Result<(&'a str, &'a str)> {
     app_id
         .split_once(':')
         .filter(|(ns, name)| !ns.is_empty() && !name.is_empty())
@@ -108,7 +108,7 @@ fn unknown_app(app_id: &str) -> Error {
 }
 
 /// Seconds since the epoch of an RFC 3339 UTC time such as `2026-11-21T10:00:00.5Z`.
-pub fn parse_time(s: &str) -> Option<f64> {
+pub(crate) fn parse_time(s: &str) -> Option<f64> {
     let (date, time) = s.trim().split_once('T')?;
     let mut d = date.split('-').map(|p| p.parse::<i64>());
     let (y, m, day) = (d.next()?.ok()?, d.next()?.ok()?, d.next()?.ok()?);
@@ -261,7 +261,7 @@ impl KubernetesScheduler {
 /// A pod's log lines, shared by `kubernetes` and `kubernetes_mcad`: Kubernetes keeps one
 /// combined stream per container; `since` (which the API server honours only to the second)
 /// and `until` are applied to its timestamps. `None` while the pod has not started.
-pub async fn pod_log_lines(
+pub(crate) async fn pod_log_lines(
     kube: &Kube,
     scheduler: &str,
     ns: &str,
@@ -304,7 +304,7 @@ pub async fn pod_log_lines(
 
 /// Opens replica `k`'s log. `pod_of` finds its pod (None: not created yet). When tailing, waits
 /// for the pod to start (a replica may be pending for long) unless the app has ended.
-pub async fn replica_log<'a>(
+pub(crate) async fn replica_log<'a>(
     sched: &'a dyn Scheduler,
     kube: &'a Kube,
     app_id: &'a str,
@@ -582,7 +582,7 @@ impl Backend for KubernetesScheduler {
 
 /// Creates the objects in order; if one fails, deletes those already created (nothing is left
 /// half-submitted) and returns the error.
-pub async fn create_all(kube: &Kube, ns: &str, objects: &[Value]) -> Result<()> {
+pub(crate) async fn create_all(kube: &Kube, ns: &str, objects: &[Value]) -> Result<()> {
     let mut created: Vec<(Kind, String)> = Vec::new();
     for obj in objects {
         match kube.create(ns, obj).await {

@@ -11,7 +11,7 @@ use crate::run_opts;
 
 run_opts! {
     /// Run options of the `kubernetes` scheduler as given.
-    pub struct RawKubernetesOpts {
+    pub(crate) struct RawKubernetesOpts {
         /// Kubernetes namespace to schedule job in
         namespace: String = "default".into(),
         /// what to create: `volcano` (a batch.volcano.sh Job, as TorchX; needs Volcano and `queue`) or `job` (native batch/v1 Indexed Jobs and a headless Service; any cluster). Default: `volcano` when `queue` is given, else `job`
@@ -37,7 +37,7 @@ run_opts! {
 
 /// What `kubernetes` creates.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mode {
+pub(crate) enum Mode {
     /// `batch/v1` Indexed Jobs, one per role, plus a headless Service.
     Job,
     /// A `batch.volcano.sh/v1alpha1` Job, as TorchX.
@@ -46,7 +46,7 @@ pub enum Mode {
 
 impl Mode {
     /// The option value.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Mode::Job => "job",
             Mode::Volcano => "volcano",
@@ -56,7 +56,7 @@ impl Mode {
 
 /// Checked run options of `kubernetes`.
 #[derive(Debug, Clone, PartialEq)]
-pub struct KubernetesOpts {
+pub(crate) struct KubernetesOpts {
     /// Namespace of every object.
     pub namespace: String,
     /// What to create.
@@ -82,7 +82,7 @@ pub struct KubernetesOpts {
 const EFFECTS: [&str; 3] = ["NoSchedule", "PreferNoSchedule", "NoExecute"];
 
 /// Parses `key=value:Effect`, `key:Effect`, `key=value` or `key`.
-pub fn parse_toleration(s: &str) -> Result<Toleration> {
+pub(crate) fn parse_toleration(s: &str) -> Result<Toleration> {
     let bad = |why: &str| {
         Error::config(format!(
             "run option tolerations: `{s}` {why}; expected `key=value:Effect`, `key:Effect` or \

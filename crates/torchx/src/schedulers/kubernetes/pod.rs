@@ -336,7 +336,10 @@ fn env_vars(role: &Role, settings: &PodSettings) -> Result<Vec<EnvVar>> {
 /// The role's `kubernetes` metadata's `V1Pod` overlay (else the app's, as
 /// `--metadata kubernetes=file://...` of the builtin components sets it), looked up (and a file
 /// read) once per role. See [`crate::specs::overlay`].
-pub(crate) fn pod_overlay(app: &AppDef, role: &Role) -> Result<Option<serde_json::Map<String, Value>>> {
+pub(crate) fn pod_overlay(
+    app: &AppDef,
+    role: &Role,
+) -> Result<Option<serde_json::Map<String, Value>>> {
     const NAMESPACE: &str = "kubernetes";
     let role_metadata: serde_json::Map<String, Value> = role
         .metadata

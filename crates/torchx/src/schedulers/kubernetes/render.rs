@@ -61,7 +61,7 @@ pub(crate) const VOLCANO_API_VERSION: &str = "batch.volcano.sh/v1alpha1";
 
 /// What `kubernetes` submits: the objects, in creation order.
 #[derive(Debug, Clone, PartialEq)]
-pub struct KubernetesJob {
+pub(crate) struct KubernetesJob {
     /// Namespace of every object.
     pub namespace: String,
     /// The app's unique name (the handle is `{namespace}:{name}`).
@@ -154,7 +154,11 @@ pub(crate) fn check_label_value(key: &str, value: &str) -> Result<()> {
 }
 
 /// Renders the app for `kubernetes` in the mode the options choose.
-pub fn render(app: &AppDef, opts: &KubernetesOpts, ctx: &DryRunContext) -> Result<KubernetesJob> {
+pub(crate) fn render(
+    app: &AppDef,
+    opts: &KubernetesOpts,
+    ctx: &DryRunContext,
+) -> Result<KubernetesJob> {
     let name = normalize_str(&ctx.make_unique(&app.name));
     check_dns_label("app id", &name)?;
     check_label_value(LABEL_KUBE_APP_NAME, &app.name)?;

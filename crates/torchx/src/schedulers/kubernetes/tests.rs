@@ -9,6 +9,7 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec, Service};
 use serde_json::{json, Value};
 
+use super::opts::{Mode, RawKubernetesOpts};
 use super::*;
 use crate::components::test_app as component;
 use crate::opts::{Cfg, TypedOpts};

@@ -14,8 +14,8 @@ use async_trait::async_trait;
 use futures_util::FutureExt;
 use serde_json::Value;
 
-pub use opts::KubernetesMcadOpts;
-pub use render::{render, AppWrapperJob};
+pub(crate) use opts::KubernetesMcadOpts;
+pub(crate) use render::{render, AppWrapperJob};
 
 use crate::error::{Error, Result};
 use crate::scheduler::{
@@ -32,10 +32,10 @@ use crate::schedulers::kubernetes::{
 use crate::specs::{AppDef, AppState, DescribeAppResponse, ListAppResponse, ReplicaStatus};
 
 /// The registry name.
-pub const NAME: &str = "kubernetes_mcad";
+pub(crate) const NAME: &str = "kubernetes_mcad";
 
 /// The factory registered in [`crate::scheduler::Registry::builtin`].
-pub fn create() -> Result<Arc<dyn Scheduler>> {
+pub(crate) fn create() -> Result<Arc<dyn Scheduler>> {
     Ok(Arc::new(KubernetesMcadScheduler {
         kube: Kube::new(NAME),
     }))
@@ -43,7 +43,7 @@ pub fn create() -> Result<Arc<dyn Scheduler>> {
 
 /// The MCAD scheduler.
 #[derive(Debug)]
-pub struct KubernetesMcadScheduler {
+pub(crate) struct KubernetesMcadScheduler {
     kube: Kube,
 }
 

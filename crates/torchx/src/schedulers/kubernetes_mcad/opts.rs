@@ -2,7 +2,7 @@ use crate::run_opts;
 
 run_opts! {
     /// Run options of the `kubernetes_mcad` scheduler (TorchX's; it has no `quiet`).
-    pub struct KubernetesMcadOpts {
+    pub(crate) struct KubernetesMcadOpts {
         /// Kubernetes namespace to schedule job in
         namespace: String = "default".into(),
         /// The image repository to use when pushing patched images, must have push access. Ex: example.com/your/container

@@ -29,7 +29,7 @@ const DEFAULT_PORT: u16 = 29500;
 
 /// What `kubernetes_mcad` submits.
 #[derive(Debug, Clone, PartialEq)]
-pub struct AppWrapperJob {
+pub(crate) struct AppWrapperJob {
     /// Namespace.
     pub namespace: String,
     /// The AppWrapper's name (the unique app id).
@@ -91,7 +91,7 @@ fn service_port(app: &AppDef) -> u16 {
 }
 
 /// Renders the AppWrapper.
-pub fn render(
+pub(crate) fn render(
     app: &AppDef,
     opts: &KubernetesMcadOpts,
     ctx: &DryRunContext,

@@ -17,8 +17,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-pub use opts::LsfOpts;
-pub use render::{render, LsfBsub, LsfFacts};
+pub(crate) use opts::LsfOpts;
+pub(crate) use render::{render, LsfBsub, LsfFacts};
 
 use self::state::{app_state, job_state, parse_bjobs, JobLine};
 use crate::error::{Error, Result};
@@ -32,11 +32,11 @@ use crate::schedulers::{blocking, off_executor};
 use crate::specs::{AppDef, AppState, DescribeAppResponse, ListAppResponse, ReplicaStatus, Stream};
 
 /// The registry name.
-pub const NAME: &str = "lsf";
+pub(crate) const NAME: &str = "lsf";
 const TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The factory registered in [`crate::scheduler::Registry::builtin`].
-pub fn create() -> Result<Arc<dyn Scheduler>> {
+pub(crate) fn create() -> Result<Arc<dyn Scheduler>> {
     Ok(Arc::new(LsfScheduler {
         state_dir: crate::schedulers::default_state_dir().join(NAME),
     }))
@@ -44,7 +44,7 @@ pub fn create() -> Result<Arc<dyn Scheduler>> {
 
 /// The LSF scheduler.
 #[derive(Debug, Clone)]
-pub struct LsfScheduler {
+pub(crate) struct LsfScheduler {
     /// Submit scripts (without a jobdir) and deleted-app markers.
     state_dir: PathBuf,
 }

@@ -2,7 +2,7 @@ use crate::run_opts;
 
 run_opts! {
     /// Run options of the `lsf` scheduler (TorchX's).
-    pub struct LsfOpts {
+    pub(crate) struct LsfOpts {
         /// queue name to submit jobs
         lsf_queue: Option<String>,
         /// The directory to place the job code and outputs. The directory must not exist and will be created.

@@ -15,14 +15,14 @@ use crate::text::{shell_join, shell_quote};
 /// What a dry run learns from the cluster (`Scheduler::dryrun_facts`): `bhosts -noheader -o
 /// "hname max ng"`'s output, or why LSF could not be asked.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LsfFacts {
+pub(crate) struct LsfFacts {
     /// The hosts, or the reason there are none.
     pub bhosts: std::result::Result<String, String>,
 }
 
 /// What `lsf` submits.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LsfBsub {
+pub(crate) struct LsfBsub {
     /// The app id (the LSF project of every job).
     pub app_id: String,
     /// Where job logs go, if set.
@@ -395,7 +395,7 @@ pub(super) fn render_array(
 
 /// Renders the submit script; the rank-0 host is chosen from the [`LsfFacts`] in `ctx` (a
 /// placeholder when LSF could not be asked, which `schedule` refuses).
-pub fn render(app: &AppDef, opts: &LsfOpts, ctx: &DryRunContext) -> Result<LsfBsub> {
+pub(crate) fn render(app: &AppDef, opts: &LsfOpts, ctx: &DryRunContext) -> Result<LsfBsub> {
     check_shm_size(&opts.shm_size)?;
     check_requeue_budget(app)?;
     let app_id = project(app, ctx)?;

@@ -30,15 +30,15 @@ use process::{Call, Program};
 use protocol::{Info, Message};
 
 /// Scheduler plugin programs are named `torchx-scheduler-<name>`.
-pub const PREFIX: &str = "torchx-scheduler-";
+pub(crate) const PREFIX: &str = "torchx-scheduler-";
 
 /// The plugin program for scheduler `name` on PATH.
-pub fn find(name: &str) -> Option<PathBuf> {
+pub(crate) fn find(name: &str) -> Option<PathBuf> {
     crate::plugins::find(PREFIX, name)
 }
 
 /// Every scheduler plugin on PATH, sorted by name.
-pub fn all() -> Vec<(String, PathBuf)> {
+pub(crate) fn all() -> Vec<(String, PathBuf)> {
     crate::plugins::all(PREFIX, |_| true)
 }
 
@@ -51,7 +51,7 @@ pub struct PluginScheduler {
 
 /// The native request a plugin rendered in its dry run.
 #[derive(Debug)]
-pub struct PluginRequest {
+pub(crate) struct PluginRequest {
     /// What the plugin will get back in `schedule`.
     pub request: Value,
     /// What `torchx run --dryrun` prints.
