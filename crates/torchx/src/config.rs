@@ -224,6 +224,7 @@ impl TorchxConfig {
                         _ => e.to_string(),
                     }
                 ))
+                .with_source(e)
             })?;
             files.push(parse_ini(&text, &p.display().to_string())?);
         }

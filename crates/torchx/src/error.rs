@@ -33,6 +33,24 @@ pub enum ErrorKind {
 }
 
 impl ErrorKind {
+    const ALL: [ErrorKind; 10] = [
+        ErrorKind::InvalidArgument,
+        ErrorKind::InvalidSpec,
+        ErrorKind::InvalidConfig,
+        ErrorKind::NotFound,
+        ErrorKind::Unsupported,
+        ErrorKind::Backend,
+        ErrorKind::AlreadyExists,
+        ErrorKind::PermissionDenied,
+        ErrorKind::Unavailable,
+        ErrorKind::Timeout,
+    ];
+
+    /// The kind [`as_str`](Self::as_str) names (what another process reported).
+    pub fn from_name(name: &str) -> Option<ErrorKind> {
+        Self::ALL.into_iter().find(|k| k.as_str() == name)
+    }
+
     /// A short stable name of the kind, used in JSON output.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -332,6 +350,14 @@ pub fn nearest<'a>(given: &str, candidates: impl IntoIterator<Item = &'a str>) -
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_kind_is_found_by_its_name() {
+        for kind in ErrorKind::ALL {
+            assert_eq!(ErrorKind::from_name(kind.as_str()), Some(kind));
+        }
+        assert_eq!(ErrorKind::from_name("no_such_kind"), None);
+    }
 
     #[test]
     fn io_errors_keep_their_cause_and_a_kind_to_act_on() {

@@ -30,14 +30,26 @@ fn extensions() -> &'static Extensions {
 /// A runner over this binary's schedulers, components and trackers, with the config files in
 /// effect.
 pub fn runner() -> Result<Runner> {
-    extensions().runner(TorchxConfig::discover()?)
+    extensions()
+        .runner(TorchxConfig::discover()?)
+        .map(inherit_session)
+}
+
+/// TorchX's session: `$TORCHX_INTERNAL_SESSION_ID` when this torchx runs inside a job.
+fn inherit_session(runner: Runner) -> Runner {
+    match std::env::var("TORCHX_INTERNAL_SESSION_ID") {
+        Ok(id) if !id.is_empty() => runner.with_session_id(id),
+        _ => runner,
+    }
 }
 
 /// A runner that reads no config files (for commands that do not need them). A
 /// `$TORCHXCONFIG` naming no file is still an error, as for every command.
 pub fn runner_without_config() -> Result<Runner> {
     torchx::config::find_configs()?;
-    extensions().runner(TorchxConfig::default())
+    extensions()
+        .runner(TorchxConfig::default())
+        .map(inherit_session)
 }
 
 /// Ctrl-C and SIGTERM, caught from now on: installed before anything is submitted, so one

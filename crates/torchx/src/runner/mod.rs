@@ -138,13 +138,12 @@ pub struct Runner {
 }
 
 impl Runner {
-    /// A runner with session name `torchx`, the given schedulers and config.
+    /// A runner with session name `torchx`, a new session id, the given schedulers and config.
+    /// It reads no environment variable; see [`with_session_id`](Self::with_session_id).
     pub fn new(registry: Registry, config: TorchxConfig) -> Runner {
-        let session_id =
-            std::env::var("TORCHX_INTERNAL_SESSION_ID").unwrap_or_else(|_| random_id());
         Runner {
             session_name: "torchx".into(),
-            session_id,
+            session_id: random_id(),
             registry,
             trackers: TrackerRegistry::builtin(),
             catalog: Arc::new(catalog::Catalog {
@@ -193,6 +192,14 @@ impl Runner {
     /// Named resources besides the builtins: registered ones and `[resource:<name>]` sections.
     pub fn named_resources(&self) -> Result<BTreeMap<String, Resource>> {
         self.catalog.named_resources()
+    }
+
+    /// Sets the session id every job's `TORCHX_INTERNAL_SESSION_ID` carries (TorchX's CLI
+    /// takes it from that variable in its own environment, so a job launched from a job
+    /// shares its session).
+    pub fn with_session_id(mut self, id: impl Into<String>) -> Runner {
+        self.session_id = id.into();
+        self
     }
 
     /// Sets the session name used in handles.

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use serde_json::{json, Map, Value};
 
 use super::{Lineage, Tracker, TrackerArtifact, TrackerSource};
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 
 /// A Python tracker by entry-point name.
 #[derive(Debug)]
@@ -39,12 +39,20 @@ impl PythonTracker {
         let result = crate::python::python_bridge(&request, &format!("tracker `{}`", self.name))?;
         match result.get("ok") {
             Some(v) => Ok(v.clone()),
+            // The kind the bridge reported (a tracker it cannot find is not found, a bad
+            // argument invalid), else a backend failure.
             None => Err(Error::backend(
                 format!("tracker {}", self.name),
                 result["error"]["message"]
                     .as_str()
                     .unwrap_or("(no message)")
                     .to_string(),
+            )
+            .with_kind(
+                result["error"]["kind"]
+                    .as_str()
+                    .and_then(ErrorKind::from_name)
+                    .unwrap_or(ErrorKind::Backend),
             )),
         }
     }

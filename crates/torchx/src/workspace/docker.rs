@@ -508,6 +508,7 @@ pub(crate) fn credentials(registry: &str) -> Result<Option<DockerCredentials>> {
             "{} is not Docker's config.json: {e}",
             path.display()
         ))
+        .with_source(e)
     })?;
     credentials_from(&config, registry, &path)
 }
@@ -601,6 +602,7 @@ fn helper_credentials(helper: &str, server: &str) -> Result<Option<DockerCredent
         Error::config(format!(
             "{program} answered something else than credentials: {e}"
         ))
+        .with_source(e)
     })?;
     // Docker's convention: the user name `<token>` marks an identity token.
     let creds = if answer.username == "<token>" {

@@ -54,6 +54,11 @@ impl AwsError {
     }
 }
 
+/// A request that could not be signed (keeps the signer's error as the cause).
+fn signing(e: impl std::error::Error + Send + Sync + 'static) -> Error {
+    Error::backend(super::NAME, format!("signing: {e}")).with_source(e)
+}
+
 /// The answer of a call that succeeded: its JSON, `null` when empty. A body that cannot be read
 /// or is not JSON is an error, never a success with nothing in it (a created job whose name
 /// and state would be lost).
@@ -122,11 +127,9 @@ impl SageMaker {
         operation: &str,
         body: &Value,
     ) -> Result<std::result::Result<Value, AwsError>> {
-        let creds = self
-            .credentials
-            .provide_credentials()
-            .await
-            .map_err(|e| Error::backend(super::NAME, format!("no AWS credentials: {e}")))?;
+        let creds = self.credentials.provide_credentials().await.map_err(|e| {
+            Error::backend(super::NAME, format!("no AWS credentials: {e}")).with_source(e)
+        })?;
         let identity = creds.into();
         let body = serde_json::to_vec(body).unwrap_or_default();
         let url = format!("{}/", self.endpoint);
@@ -144,7 +147,7 @@ impl SageMaker {
                 .time(SystemTime::now())
                 .settings(SigningSettings::default())
                 .build()
-                .map_err(|e| Error::backend(super::NAME, format!("signing: {e}")))?
+                .map_err(signing)?
                 .into();
             let signable = SignableRequest::new(
                 "POST",
@@ -152,10 +155,8 @@ impl SageMaker {
                 headers.into_iter(),
                 SignableBody::Bytes(&body),
             )
-            .map_err(|e| Error::backend(super::NAME, format!("signing: {e}")))?;
-            let (instructions, _) = sign(signable, &params)
-                .map_err(|e| Error::backend(super::NAME, format!("signing: {e}")))?
-                .into_parts();
+            .map_err(signing)?;
+            let (instructions, _) = sign(signable, &params).map_err(signing)?.into_parts();
             let mut req = self.http.post(&url).body(body.clone());
             for (k, v) in headers.iter().copied().chain(instructions.headers()) {
                 req = req.header(k, v);

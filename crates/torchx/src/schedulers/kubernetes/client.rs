@@ -145,6 +145,7 @@ impl Kube {
                             "no Kubernetes configuration (KUBECONFIG, ~/.kube/config or in-cluster): {e}"
                         ),
                     )
+                    .with_source(e)
                 })?;
                 Client::try_from(config).map_err(self.err("creating the Kubernetes client".into()))
             })

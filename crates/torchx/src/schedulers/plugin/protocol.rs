@@ -99,22 +99,28 @@ pub(super) fn to_error(
     kind: &str,
     message: String,
 ) -> Error {
-    match (kind, app_id) {
-        ("not_found", Some(id)) => Error::app_not_found(id, format!(": {message}")),
+    match (ErrorKind::from_name(kind), app_id) {
+        (Some(ErrorKind::NotFound), Some(id)) => Error::app_not_found(id, format!(": {message}")),
         // Outside an app's operations: the host found no scheduler by that name.
-        ("not_found", None) => Error::not_found("scheduler", scheduler, format!(": {message}"))
-            .about(Subject::Scheduler),
-        ("unsupported", _) => Error::unsupported(scheduler, message),
-        ("invalid_argument", _) => Error::arg(format!("{scheduler}: {message}")),
-        ("invalid_spec", _) => Error::spec(format!("{scheduler}: {message}")),
-        ("invalid_config", _) => Error::config(format!("{scheduler}: {message}")),
-        ("timeout", _) => Error::timeout(format!("{scheduler}: {message}")),
-        ("already_exists", _) => Error::already_exists(scheduler, message),
-        ("permission_denied", _) => {
-            Error::backend(scheduler, message).with_kind(ErrorKind::PermissionDenied)
+        (Some(ErrorKind::NotFound), None) => {
+            Error::not_found("scheduler", scheduler, format!(": {message}"))
+                .about(Subject::Scheduler)
         }
-        ("unavailable", _) => Error::backend(scheduler, message).with_kind(ErrorKind::Unavailable),
-        _ => Error::backend(scheduler, message),
+        (Some(ErrorKind::Unsupported), _) => Error::unsupported(scheduler, message),
+        // The caller's mistakes: named after the scheduler that found them.
+        (
+            Some(
+                kind @ (ErrorKind::InvalidArgument
+                | ErrorKind::InvalidSpec
+                | ErrorKind::InvalidConfig
+                | ErrorKind::Timeout),
+            ),
+            _,
+        ) => Error::arg(format!("{scheduler}: {message}")).with_kind(kind),
+        // The backend's: already exists, permission denied, unavailable, failed.
+        (kind, _) => {
+            Error::backend(scheduler, message).with_kind(kind.unwrap_or(ErrorKind::Backend))
+        }
     }
 }
 
