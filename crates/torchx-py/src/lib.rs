@@ -5,6 +5,7 @@
 
 mod groups;
 mod schedulers;
+mod status;
 
 use pyo3::exceptions::{PyKeyError, PyValueError};
 use pyo3::prelude::*;
@@ -250,5 +251,10 @@ fn _rs(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(groups::delete_group, m)?)?;
     m.add_class::<schedulers::DryRun>()?;
     m.add_class::<schedulers::LogIter>()?;
+    m.add_class::<status::Described>()?;
+    m.add_class::<status::RoleInfo>()?;
+    m.add_class::<status::ReplicaInfo>()?;
+    m.add_class::<status::AttemptInfo>()?;
+    m.add_class::<status::Listed>()?;
     Ok(())
 }

@@ -3,6 +3,7 @@
 //! shapes; a dry run stays a Rust value ([`DryRun`]) until it is scheduled. Blocking calls
 //! release the GIL and run on one process-wide tokio runtime.
 
+use crate::status::{Described, Listed};
 use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -14,7 +15,6 @@ use pyo3::exceptions::{
     PyValueError,
 };
 use pyo3::prelude::*;
-use serde_json::json;
 
 use torchx::opts::Cfg;
 use torchx::scheduler::{
@@ -301,33 +301,21 @@ pub fn schedule(py: Python<'_>, dryrun: &DryRun) -> PyResult<String> {
     .map_err(to_py)
 }
 
-/// `scheduler.describe(app_id)` as JSON, `None` for an unknown app.
+/// `scheduler.describe(app_id)`, `None` for an unknown app.
 #[pyfunction]
-pub fn describe(py: Python<'_>, name: &str, app_id: &str) -> PyResult<Option<String>> {
+pub fn describe(py: Python<'_>, name: &str, app_id: &str) -> PyResult<Option<Described>> {
     let sched = scheduler(name)?;
     let app_id = app_id.to_string();
     let resp = block_on(py, async move { sched.describe(&app_id).await })?.map_err(to_py)?;
-    Ok(resp.map(|r| {
-        json!({
-            "app_id": r.app_id,
-            "state": r.state,
-            "num_restarts": r.num_restarts,
-            "msg": r.msg,
-            "structured_error_msg": r.structured_error_msg,
-            "ui_url": r.ui_url,
-            "roles_statuses": r.roles_statuses,
-            "roles": r.roles,
-        })
-        .to_string()
-    }))
+    resp.as_ref().map(Described::new).transpose()
 }
 
-/// `scheduler.list()` as JSON.
+/// `scheduler.list()`.
 #[pyfunction]
-pub fn list(py: Python<'_>, name: &str) -> PyResult<String> {
+pub fn list(py: Python<'_>, name: &str) -> PyResult<Vec<Listed>> {
     let sched = scheduler(name)?;
     let apps = block_on(py, async move { sched.list().await })?.map_err(to_py)?;
-    serde_json::to_string(&apps).map_err(json_err)
+    Ok(apps.into_iter().map(Listed::from).collect())
 }
 
 /// Cancels an app (returns once the scheduler says it is stopping or stopped).

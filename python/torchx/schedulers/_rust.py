@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any, Dict, Iterable, Iterator, List, Mapping, 
 if TYPE_CHECKING:  # annotations only: importing datetime costs every program
     from datetime import datetime
 
+    from torchx._rs import AttemptInfo
+
 from torchx import _native
 from torchx.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler, Stream
 from torchx.specs import (
@@ -236,41 +238,39 @@ class RustScheduler(Scheduler[Mapping[str, Any]]):
         return _native.ext.schedule(request._handle)
 
     def describe(self, app_id: str) -> Optional[DescribeAppResponse]:
-        raw = _native.ext.describe(self._core, app_id)
-        if raw is None:
+        d = _native.ext.describe(self._core, app_id)
+        if d is None:
             return None
-        d = json.loads(raw)
         return DescribeAppResponse(
-            app_id=d["app_id"],
-            state=AppState[d["state"]],
-            num_restarts=d["num_restarts"],
-            msg=d["msg"],
-            structured_error_msg=d["structured_error_msg"],
-            ui_url=d["ui_url"],
+            app_id=d.app_id,
+            state=AppState[d.state],
+            num_restarts=d.num_restarts,
+            msg=d.msg,
+            structured_error_msg=d.structured_error_msg,
+            ui_url=d.ui_url,
             roles_statuses=[
                 RoleStatus(
-                    role=rs["role"],
+                    role=rs.role,
                     replicas=[
                         ReplicaStatus(
-                            id=r["id"],
-                            state=AppState[r["state"]],
-                            role=r["role"],
-                            hostname=r["hostname"],
-                            structured_error_msg=r["structured_error_msg"],
-                            attempts=list(r.get("attempts", [])),
+                            id=r.id,
+                            state=AppState[r.state],
+                            role=r.role,
+                            hostname=r.hostname,
+                            structured_error_msg=r.structured_error_msg,
+                            attempts=[_attempt(a) for a in r.attempts],
                         )
-                        for r in rs["replicas"]
+                        for r in rs.replicas
                     ],
                 )
-                for rs in d["roles_statuses"]
+                for rs in d.roles_statuses
             ],
-            roles=[role_from_json(r) for r in d["roles"]],
+            roles=[role_from_json(r) for r in json.loads(d.roles_json)],
         )
 
     def list(self) -> List[ListAppResponse]:
         return [
-            ListAppResponse(app_id=a["app_id"], state=AppState[a["state"]], name=a["name"])
-            for a in json.loads(_native.ext.list(self._core))
+            ListAppResponse(app_id=a.app_id, state=AppState[a.state], name=a.name) for a in _native.ext.list(self._core)
         ]
 
     def _cancel_existing(self, app_id: str) -> None:
@@ -302,6 +302,18 @@ class RustScheduler(Scheduler[Mapping[str, Any]]):
             should_tail,
             Stream(streams).value if streams else None,
         )
+
+
+def _attempt(a: AttemptInfo) -> Dict[str, Any]:
+    """An attempt as ``ReplicaStatus.attempts`` holds it."""
+    return {
+        "attempt": a.attempt,
+        "started": a.started,
+        "ended": a.ended,
+        "exit_code": a.exit_code,
+        "signal": a.signal,
+        "reason": a.reason,
+    }
 
 
 def _point_supervisor_at_torchx() -> None:
