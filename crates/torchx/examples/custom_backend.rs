@@ -53,8 +53,15 @@ impl Backend for MemoryScheduler {
     const CAPABILITIES: Capabilities = Capabilities::NONE.with_describe_replicas(false);
     type Opts = MemoryOpts;
     type Request = MemoryJob;
+    type Facts = ();
 
-    fn render(&self, app: &AppDef, opts: &MemoryOpts, ctx: &DryRunContext) -> Result<MemoryJob> {
+    fn render(
+        &self,
+        app: &AppDef,
+        opts: &MemoryOpts,
+        ctx: &DryRunContext,
+        _facts: Option<&()>,
+    ) -> Result<MemoryJob> {
         Ok(MemoryJob {
             app_id: ctx.make_unique(&app.name),
             queue: opts.queue.clone().unwrap_or_else(|| "default".into()),

@@ -29,16 +29,25 @@ pub trait Backend: Debug + Send + Sync + 'static {
     /// Its native request, made by [`render`](Self::render) and sent by
     /// [`submit`](Self::submit).
     type Request: NativeRequest;
+    /// What [`dryrun_facts`](Self::dryrun_facts) probes for [`render`](Self::render) (`()`
+    /// for a backend that needs nothing).
+    type Facts: Send + Sync + 'static;
 
     /// Facts about the backend that [`render`](Self::render) needs, probed with I/O (see
     /// [`Scheduler::dryrun_facts`]); blocking work goes to the blocking pool. Default: none.
-    async fn dryrun_facts(&self, opts: &Self::Opts) -> Result<Facts> {
+    async fn dryrun_facts(&self, opts: &Self::Opts) -> Result<Option<Self::Facts>> {
         let _ = opts;
-        Ok(Facts::default())
+        Ok(None)
     }
-    /// Renders the native request. Pure: no I/O, deterministic given its inputs.
-    fn render(&self, app: &AppDef, opts: &Self::Opts, ctx: &DryRunContext)
-        -> Result<Self::Request>;
+    /// Renders the native request with the facts probed for it (`None`: not probed, e.g. a
+    /// dry run made without the backend). Pure: no I/O, deterministic given its inputs.
+    fn render(
+        &self,
+        app: &AppDef,
+        opts: &Self::Opts,
+        ctx: &DryRunContext,
+        facts: Option<&Self::Facts>,
+    ) -> Result<Self::Request>;
     /// Renders an array's tasks as one request (see [`Scheduler::submit_array_dryrun`]).
     /// Default: one submission per task.
     fn render_array(
@@ -47,8 +56,9 @@ pub trait Backend: Debug + Send + Sync + 'static {
         max_concurrent: Option<u32>,
         opts: &Self::Opts,
         ctx: &DryRunContext,
+        facts: Option<&Self::Facts>,
     ) -> Result<ArrayRequest<Self::Request>> {
-        let _ = (tasks, max_concurrent, opts, ctx);
+        let _ = (tasks, max_concurrent, opts, ctx, facts);
         Ok(ArrayRequest::PerTask(format!(
             "{} has no native job arrays: torchx submits each task as an app, at most \
              max_concurrent unfinished at once",
@@ -129,7 +139,8 @@ impl<B: Backend> Scheduler for B {
     }
 
     async fn dryrun_facts(&self, cfg: &Cfg) -> Result<Facts> {
-        Backend::dryrun_facts(self, &B::Opts::from_cfg(cfg)?).await
+        let probed = Backend::dryrun_facts(self, &B::Opts::from_cfg(cfg)?).await?;
+        Ok(probed.map(Facts::new).unwrap_or_default())
     }
 
     fn submit_dryrun(
@@ -140,7 +151,8 @@ impl<B: Backend> Scheduler for B {
     ) -> Result<Box<dyn NativeRequest>> {
         super::check_recovery(B::NAME, B::CAPABILITIES, app)?;
         super::check_after(B::NAME, B::CAPABILITIES, ctx)?;
-        let request = self.render(app, &B::Opts::from_cfg(cfg)?, ctx)?;
+        let facts = ctx.facts.get::<B::Facts>();
+        let request = self.render(app, &B::Opts::from_cfg(cfg)?, ctx, facts)?;
         Ok(Box::new(request))
     }
 
@@ -152,7 +164,13 @@ impl<B: Backend> Scheduler for B {
         ctx: &DryRunContext,
     ) -> Result<ArrayRequest> {
         Ok(
-            match self.render_array(tasks, max_concurrent, &B::Opts::from_cfg(cfg)?, ctx)? {
+            match self.render_array(
+                tasks,
+                max_concurrent,
+                &B::Opts::from_cfg(cfg)?,
+                ctx,
+                ctx.facts.get::<B::Facts>(),
+            )? {
                 ArrayRequest::Native(r) => ArrayRequest::Native(Box::new(r)),
                 ArrayRequest::PerTask(why) => ArrayRequest::PerTask(why),
             },

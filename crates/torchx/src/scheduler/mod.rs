@@ -256,8 +256,10 @@ impl<'a> ArrayTask<'a> {
 }
 
 /// Facts about a backend that shape its dry run (the Slurm version, LSF's hosts, ...), gathered
-/// beforehand with I/O by [`Scheduler::dryrun_facts`] so that `submit_dryrun` stays pure. Each
-/// backend stores its own type and reads it back with [`Facts::get`]; none means "not probed".
+/// beforehand with I/O by [`Scheduler::dryrun_facts`] so that `submit_dryrun` stays pure; none
+/// means "not probed". They cross the object-safe [`Scheduler`] boundary type-erased: a
+/// [`Backend`] declares its type (`Backend::Facts`) and receives them typed, the adapter
+/// reading them back; a plugin that implements `Scheduler` directly uses [`Facts::get`].
 #[derive(Clone, Default)]
 pub struct Facts(Option<Arc<dyn std::any::Any + Send + Sync>>);
 

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use crate::error::{Error, Result};
-use crate::scheduler::{DryRunContext, Facts};
+
 use crate::specs::AppDef;
 
 /// Tag with the torchx version (`aws_batch list` keeps only jobs that carry it).
@@ -19,24 +19,24 @@ pub(crate) const TAG_USER: &str = "torchx.pytorch.org/user";
 pub(crate) struct SubmittingUser(pub String);
 
 /// [`SubmittingUser`] from `$USER` (else `$LOGNAME`).
-pub(crate) fn user_facts() -> Facts {
+pub(crate) fn user_facts() -> SubmittingUser {
     let user = std::env::var("USER")
         .or_else(|_| std::env::var("LOGNAME"))
         .unwrap_or_default();
-    Facts::new(SubmittingUser(user))
+    SubmittingUser(user)
 }
 
-/// torchx's tags (version, app name, user: the `user` option, else the fact), then the AppDef's
-/// metadata.
-pub(crate) fn job_tags(
-    app: &AppDef,
-    user: Option<&str>,
-    ctx: &DryRunContext,
-) -> BTreeMap<String, String> {
-    let user = user
-        .map(str::to_string)
-        .or_else(|| Some(ctx.facts.get::<SubmittingUser>()?.0.clone()))
-        .unwrap_or_default();
+/// The user a job is tagged with: the `user` option, else the submitting user.
+pub(crate) fn tagged_user(
+    option: &Option<String>,
+    facts: Option<&SubmittingUser>,
+) -> Option<String> {
+    option.clone().or_else(|| facts.map(|f| f.0.clone()))
+}
+
+/// torchx's tags (version, app name, user), then the AppDef's metadata.
+pub(crate) fn job_tags(app: &AppDef, user: Option<&str>) -> BTreeMap<String, String> {
+    let user = user.unwrap_or_default().to_string();
     let mut tags = BTreeMap::from([
         (TAG_VERSION.to_string(), crate::VERSION.to_string()),
         (TAG_APP_NAME.to_string(), app.name.clone()),

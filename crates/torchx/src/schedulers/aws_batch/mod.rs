@@ -31,10 +31,10 @@ use self::render::{ENV_ROLE_NAME, TAG_REQUEUE_EXIT_CODE};
 use self::state::{attempt_end, job_state, CANCEL_REASON};
 use crate::error::{Error, ErrorKind, Result};
 use crate::scheduler::{
-    ArrayRequest, ArrayTask, Backend, Capabilities, DryRunContext, DryRunInfo, Facts, LogLines,
-    LogQuery, PlanReport, Replica, Scheduler, WorkspaceSupport,
+    ArrayRequest, ArrayTask, Backend, Capabilities, DryRunContext, DryRunInfo, LogLines, LogQuery,
+    PlanReport, Replica, Scheduler, WorkspaceSupport,
 };
-use crate::schedulers::aws::{TAG_APP_NAME, TAG_VERSION};
+use crate::schedulers::aws::{SubmittingUser, TAG_APP_NAME, TAG_VERSION};
 use crate::specs::{
     AppDef, AppState, Attempt, DescribeAppResponse, ListAppResponse, ReplicaStatus, Stream,
 };
@@ -211,6 +211,14 @@ fn status_of(job: &bt::JobDetail) -> AppState {
     )
 }
 
+/// `opts` with the user the job is tagged with.
+fn with_user(opts: &AwsBatchOpts, facts: Option<&SubmittingUser>) -> AwsBatchOpts {
+    AwsBatchOpts {
+        user: crate::schedulers::aws::tagged_user(&opts.user, facts),
+        ..opts.clone()
+    }
+}
+
 #[async_trait]
 impl Backend for AwsBatchScheduler {
     const NAME: &'static str = NAME;
@@ -222,13 +230,20 @@ impl Backend for AwsBatchScheduler {
     };
     type Opts = AwsBatchOpts;
     type Request = BatchJob;
+    type Facts = SubmittingUser;
 
-    async fn dryrun_facts(&self, _opts: &Self::Opts) -> Result<Facts> {
-        Ok(crate::schedulers::aws::user_facts())
+    async fn dryrun_facts(&self, _opts: &Self::Opts) -> Result<Option<SubmittingUser>> {
+        Ok(Some(crate::schedulers::aws::user_facts()))
     }
 
-    fn render(&self, app: &AppDef, opts: &AwsBatchOpts, ctx: &DryRunContext) -> Result<BatchJob> {
-        render(app, opts, ctx)
+    fn render(
+        &self,
+        app: &AppDef,
+        opts: &AwsBatchOpts,
+        ctx: &DryRunContext,
+        facts: Option<&SubmittingUser>,
+    ) -> Result<BatchJob> {
+        render(app, &with_user(opts, facts), ctx)
     }
 
     fn render_array(
@@ -237,8 +252,9 @@ impl Backend for AwsBatchScheduler {
         max_concurrent: Option<u32>,
         opts: &AwsBatchOpts,
         ctx: &DryRunContext,
+        facts: Option<&SubmittingUser>,
     ) -> Result<ArrayRequest<BatchJob>> {
-        render::render_array(tasks, max_concurrent, opts, ctx)
+        render::render_array(tasks, max_concurrent, &with_user(opts, facts), ctx)
     }
 
     /// An array's children are `<queue>:<name>:<position>` (Batch's `<job id>:<position>`).

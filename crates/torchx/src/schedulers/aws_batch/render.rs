@@ -333,7 +333,7 @@ fn render_as(
             "AWS Batch multi-node jobs have at most {MAX_NODES} nodes; this app asks for {next}"
         )));
     }
-    let mut tags = crate::schedulers::aws::job_tags(app, opts.user.as_deref(), ctx);
+    let mut tags = crate::schedulers::aws::job_tags(app, opts.user.as_deref());
     let max_retries = app.roles.iter().map(|r| r.max_retries).max().unwrap_or(0);
     let (retry_strategy, timeout) = match &recovery {
         Some(r) => {

@@ -12,13 +12,16 @@ use crate::scheduler::NativeRequest;
 use crate::specs::{Mount, Resource, RetryPolicy, Role};
 
 fn ctx() -> DryRunContext {
-    DryRunContext::new("torchx", "fzfjxlmln9", "/work").with_facts(crate::scheduler::Facts::new(
-        crate::schedulers::aws::SubmittingUser("alice".into()),
-    ))
+    DryRunContext::new("torchx", "fzfjxlmln9", "/work")
 }
 
 fn opts(v: serde_json::Value) -> AwsBatchOpts {
     let schema = AwsBatchOpts::schema();
+    // The submitting user a dry run would have found, unless the test names one.
+    let mut v = v;
+    if v.get("user").is_none() {
+        v["user"] = "alice".into();
+    }
     let cfg = schema.resolve(&schema.parse_json(&v).unwrap()).unwrap();
     AwsBatchOpts::from_cfg(&cfg).unwrap()
 }

@@ -21,8 +21,9 @@ pub(crate) use render::{render, TrainingJob};
 use self::client::{AwsError, SageMaker};
 use crate::error::{Error, Result};
 use crate::scheduler::{
-    Backend, Capabilities, DryRunContext, DryRunInfo, Facts, Scheduler, WorkspaceSupport,
+    Backend, Capabilities, DryRunContext, DryRunInfo, Scheduler, WorkspaceSupport,
 };
+use crate::schedulers::aws::SubmittingUser;
 use crate::specs::{AppDef, AppState, DescribeAppResponse, ListAppResponse, ReplicaStatus};
 
 /// The registry name.
@@ -110,9 +111,10 @@ impl Backend for AwsSageMakerScheduler {
     };
     type Opts = AwsSageMakerOpts;
     type Request = TrainingJob;
+    type Facts = SubmittingUser;
 
-    async fn dryrun_facts(&self, _opts: &Self::Opts) -> Result<Facts> {
-        Ok(crate::schedulers::aws::user_facts())
+    async fn dryrun_facts(&self, _opts: &Self::Opts) -> Result<Option<SubmittingUser>> {
+        Ok(Some(crate::schedulers::aws::user_facts()))
     }
 
     fn render(
@@ -120,8 +122,13 @@ impl Backend for AwsSageMakerScheduler {
         app: &AppDef,
         opts: &AwsSageMakerOpts,
         ctx: &DryRunContext,
+        facts: Option<&SubmittingUser>,
     ) -> Result<TrainingJob> {
-        render(app, opts, ctx)
+        let opts = AwsSageMakerOpts {
+            user: crate::schedulers::aws::tagged_user(&opts.user, facts),
+            ..opts.clone()
+        };
+        render(app, &opts, ctx)
     }
 
     async fn submit(&self, job: &TrainingJob, _info: &DryRunInfo) -> Result<String> {

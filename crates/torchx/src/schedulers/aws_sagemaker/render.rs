@@ -150,7 +150,7 @@ pub(crate) fn render(
         recovery.is_some(),
         checkpoint_local_path.as_deref(),
     );
-    let mut tags = crate::schedulers::aws::job_tags(app, opts.user.as_deref(), ctx);
+    let mut tags = crate::schedulers::aws::job_tags(app, opts.user.as_deref());
     tags.extend(opts.tags.clone().unwrap_or_default());
     let mut req = Map::new();
     req.insert("TrainingJobName".into(), json!(name));

@@ -392,12 +392,14 @@ impl Backend for KubernetesScheduler {
     };
     type Opts = KubernetesOpts;
     type Request = KubernetesJob;
+    type Facts = ();
 
     fn render(
         &self,
         app: &AppDef,
         opts: &KubernetesOpts,
         ctx: &DryRunContext,
+        _facts: Option<&()>,
     ) -> Result<KubernetesJob> {
         render(app, opts, ctx)
     }
@@ -408,6 +410,7 @@ impl Backend for KubernetesScheduler {
         max_concurrent: Option<u32>,
         opts: &KubernetesOpts,
         ctx: &DryRunContext,
+        _facts: Option<&()>,
     ) -> Result<ArrayRequest<KubernetesJob>> {
         render::render_array(tasks, max_concurrent, opts, ctx)
     }

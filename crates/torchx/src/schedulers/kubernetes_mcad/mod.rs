@@ -88,12 +88,14 @@ impl Backend for KubernetesMcadScheduler {
     };
     type Opts = KubernetesMcadOpts;
     type Request = AppWrapperJob;
+    type Facts = ();
 
     fn render(
         &self,
         app: &AppDef,
         opts: &KubernetesMcadOpts,
         ctx: &DryRunContext,
+        _facts: Option<&()>,
     ) -> Result<AppWrapperJob> {
         render(app, opts, ctx)
     }
@@ -104,6 +106,7 @@ impl Backend for KubernetesMcadScheduler {
         _max_concurrent: Option<u32>,
         _opts: &KubernetesMcadOpts,
         _ctx: &DryRunContext,
+        _facts: Option<&()>,
     ) -> Result<ArrayRequest<AppWrapperJob>> {
         Ok(ArrayRequest::PerTask(
             "MCAD queues and dispatches whole AppWrappers: each task is an AppWrapper of its own \

@@ -447,12 +447,14 @@ impl Backend for LocalCwdScheduler {
     };
     type Opts = LocalCwdOpts;
     type Request = PopenRequest;
+    type Facts = ();
 
     fn render(
         &self,
         app: &AppDef,
         opts: &LocalCwdOpts,
         ctx: &DryRunContext,
+        _facts: Option<&()>,
     ) -> Result<PopenRequest> {
         let base = self.state_dir().join(NAME).join("logs");
         Ok(render(app, opts, ctx, &base))

@@ -27,13 +27,13 @@ use futures_util::StreamExt;
 use tokio::sync::OnceCell;
 
 pub use opts::LocalDockerOpts;
-pub use render::{container_name, render, Container, ContainerMount, DockerJob};
+pub use render::{container_name, render, Container, ContainerMount, CopiedEnv, DockerJob};
 pub use state::{app_state, container_state};
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::scheduler::{
-    Backend, Capabilities, DryRunContext, DryRunInfo, Facts, LineBuffer, LogLines, LogQuery,
-    PlanCheck, PlanReport, Replica, Scheduler, WorkspaceSupport,
+    Backend, Capabilities, DryRunContext, DryRunInfo, LineBuffer, LogLines, LogQuery, PlanCheck,
+    PlanReport, Replica, Scheduler, WorkspaceSupport,
 };
 use crate::schedulers::local_cwd::LocalCwdScheduler;
 use crate::specs::{AppDef, AppState, DescribeAppResponse, ListAppResponse, ReplicaStatus, Stream};
@@ -329,10 +329,11 @@ impl Backend for LocalDockerScheduler {
     };
     type Opts = LocalDockerOpts;
     type Request = DockerJob;
+    type Facts = render::CopiedEnv;
 
-    async fn dryrun_facts(&self, opts: &LocalDockerOpts) -> Result<Facts> {
+    async fn dryrun_facts(&self, opts: &LocalDockerOpts) -> Result<Option<render::CopiedEnv>> {
         let patterns = opts.copy_env.as_deref().unwrap_or_default();
-        Ok(Facts::new(render::CopiedEnv(
+        Ok(Some(render::CopiedEnv(
             std::env::vars()
                 .filter(|(k, _)| patterns.iter().any(|p| crate::workspace::fnmatch(p, k)))
                 .collect(),
@@ -344,8 +345,9 @@ impl Backend for LocalDockerScheduler {
         app: &AppDef,
         opts: &LocalDockerOpts,
         ctx: &DryRunContext,
+        copied: Option<&render::CopiedEnv>,
     ) -> Result<DockerJob> {
-        let mut job = render(app, opts, ctx)?;
+        let mut job = render(app, opts, ctx, copied)?;
         // The recovery contract and dependencies need torchx's supervisor: Docker's restart
         // policy can neither tell a requeue from a failure nor hold a container back.
         if app.roles.iter().any(|r| r.uses_recovery()) || !ctx.after.is_empty() {

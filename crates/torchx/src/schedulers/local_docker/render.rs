@@ -19,9 +19,9 @@ pub(super) const LABEL_APP_ID: &str = "torchx.pytorch.org/app-id";
 pub(super) const LABEL_ROLE: &str = "torchx.pytorch.org/role-name";
 /// The replica label.
 pub(super) const LABEL_REPLICA: &str = "torchx.pytorch.org/replica-id";
-/// The dry-run fact: the submitter's environment variables that `copy_env` selects.
+/// local_docker's dry-run fact: the submitter's environment variables that `copy_env` selects.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(super) struct CopiedEnv(pub crate::specs::Env);
+pub struct CopiedEnv(pub crate::specs::Env);
 
 /// A mount of a container.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -153,20 +153,21 @@ fn resource_devices(devices: &BTreeMap<String, i64>) -> Vec<String> {
     out
 }
 
-/// Renders the containers for `app`.
-/// A role name Docker cannot use in a container name is an error.
-pub fn render(app: &AppDef, opts: &LocalDockerOpts, ctx: &DryRunContext) -> Result<DockerJob> {
+/// Renders the containers for `app`, with the variables `copy_env` copied from this
+/// environment. A role name Docker cannot use in a container name is an error.
+pub fn render(
+    app: &AppDef,
+    opts: &LocalDockerOpts,
+    ctx: &DryRunContext,
+    copied: Option<&CopiedEnv>,
+) -> Result<DockerJob> {
     let app_id = ctx.make_unique(&app.name);
     let rank0 = app
         .roles
         .first()
         .map(|r| format!("{}-{}-0", tail(&app_id, 30), head(&r.name, 30)))
         .unwrap_or_default();
-    let copied = ctx
-        .facts
-        .get::<CopiedEnv>()
-        .map(|c| c.0.clone())
-        .unwrap_or_default();
+    let copied = copied.map(|c| c.0.clone()).unwrap_or_default();
     let mut containers = Vec::new();
     for role in &app.roles {
         // The role name is part of each container's name, which Docker limits to these.
@@ -263,12 +264,17 @@ pub fn render(app: &AppDef, opts: &LocalDockerOpts, ctx: &DryRunContext) -> Resu
 mod tests {
     use super::*;
     use crate::opts::{Cfg, TypedOpts};
-    use crate::scheduler::Facts;
     use crate::specs::{Resource, Role};
 
     fn ctx() -> DryRunContext {
-        let copied = CopiedEnv([("FOO_TOKEN".to_string(), "t0k".to_string())].into());
-        DryRunContext::new("torchx", "abc123", "/work").with_facts(Facts::new(copied))
+        DryRunContext::new("torchx", "abc123", "/work")
+    }
+
+    fn copied() -> Option<&'static CopiedEnv> {
+        static COPIED: std::sync::OnceLock<CopiedEnv> = std::sync::OnceLock::new();
+        Some(
+            COPIED.get_or_init(|| CopiedEnv([("FOO_TOKEN".to_string(), "t0k".to_string())].into())),
+        )
     }
 
     #[test]
@@ -328,7 +334,7 @@ mod tests {
             ])),
         );
         let opts = LocalDockerOpts::from_cfg(&cfg).unwrap();
-        let job = render(&app, &opts, &ctx()).unwrap();
+        let job = render(&app, &opts, &ctx(), copied()).unwrap();
         let c = &job.containers[1];
         assert_eq!(
             c.environment["LR"], "0.1",
@@ -346,12 +352,14 @@ mod tests {
             "a",
             vec![Role::new("my role", "img").with_entrypoint("true")],
         );
-        let err = render(&app, &opts, &ctx()).unwrap_err().to_string();
+        let err = render(&app, &opts, &ctx(), copied())
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("role name `my role` contains ' '"), "{err}");
         let app = AppDef::new(
             "a",
             vec![Role::new("my_role.v-2", "img").with_entrypoint("true")],
         );
-        assert!(render(&app, &opts, &ctx()).is_ok());
+        assert!(render(&app, &opts, &ctx(), copied()).is_ok());
     }
 }

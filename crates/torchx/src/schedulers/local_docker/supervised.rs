@@ -193,7 +193,7 @@ mod tests {
     fn job(app: &AppDef) -> Result<DockerJob> {
         let opts = super::super::LocalDockerOpts::from_cfg(&Cfg::new()).unwrap();
         let ctx = DryRunContext::new("torchx", "abc123", "/work");
-        let mut job = super::super::render(app, &opts, &ctx)?;
+        let mut job = super::super::render(app, &opts, &ctx, None)?;
         job.supervised = Some(supervised(&job, app, PathBuf::from("/logs/torchx/x"), &[])?);
         Ok(job)
     }

@@ -23,8 +23,8 @@ pub(crate) use render::{render, LsfBsub, LsfFacts};
 use self::state::{app_state, job_state, parse_bjobs, JobLine};
 use crate::error::{Error, Result};
 use crate::scheduler::{
-    follow_file, ArrayRequest, ArrayTask, Backend, Capabilities, DryRunContext, DryRunInfo, Facts,
-    Follow, FollowedFile, LogLines, LogQuery, Replica, Scheduler, Step, Take,
+    follow_file, ArrayRequest, ArrayTask, Backend, Capabilities, DryRunContext, DryRunInfo, Follow,
+    FollowedFile, LogLines, LogQuery, Replica, Scheduler, Step, Take,
 };
 use crate::schedulers::command::{self, Output};
 use crate::schedulers::probe_cache::{on_path, stamp, ProbeCache};
@@ -193,13 +193,20 @@ impl Backend for LsfScheduler {
     };
     type Opts = LsfOpts;
     type Request = LsfBsub;
+    type Facts = LsfFacts;
 
-    async fn dryrun_facts(&self, _opts: &LsfOpts) -> Result<Facts> {
-        off_executor(self, |s| Ok(Facts::new(s.bhosts_facts()))).await
+    async fn dryrun_facts(&self, _opts: &LsfOpts) -> Result<Option<LsfFacts>> {
+        off_executor(self, |s| Ok(Some(s.bhosts_facts()))).await
     }
 
-    fn render(&self, app: &AppDef, opts: &LsfOpts, ctx: &DryRunContext) -> Result<LsfBsub> {
-        render(app, opts, ctx)
+    fn render(
+        &self,
+        app: &AppDef,
+        opts: &LsfOpts,
+        ctx: &DryRunContext,
+        facts: Option<&LsfFacts>,
+    ) -> Result<LsfBsub> {
+        render(app, opts, ctx, facts)
     }
 
     fn render_array(
@@ -208,6 +215,7 @@ impl Backend for LsfScheduler {
         max_concurrent: Option<u32>,
         opts: &LsfOpts,
         ctx: &DryRunContext,
+        _facts: Option<&LsfFacts>,
     ) -> Result<ArrayRequest<LsfBsub>> {
         render::render_array(tasks, max_concurrent, opts, ctx)
     }

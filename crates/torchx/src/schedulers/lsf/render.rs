@@ -393,13 +393,18 @@ pub(super) fn render_array(
     }))
 }
 
-/// Renders the submit script; the rank-0 host is chosen from the [`LsfFacts`] in `ctx` (a
-/// placeholder when LSF could not be asked, which `schedule` refuses).
-pub(crate) fn render(app: &AppDef, opts: &LsfOpts, ctx: &DryRunContext) -> Result<LsfBsub> {
+/// Renders the submit script; the rank-0 host is chosen from `facts` (a placeholder when LSF
+/// could not be asked, which `schedule` refuses).
+pub(crate) fn render(
+    app: &AppDef,
+    opts: &LsfOpts,
+    ctx: &DryRunContext,
+    facts: Option<&LsfFacts>,
+) -> Result<LsfBsub> {
     check_shm_size(&opts.shm_size)?;
     check_requeue_budget(app)?;
     let app_id = project(app, ctx)?;
-    let bhosts = match ctx.facts.get::<LsfFacts>() {
+    let bhosts = match facts {
         Some(f) => f.bhosts.clone(),
         None => Err("LSF's hosts were not asked (no dry-run facts)".into()),
     };

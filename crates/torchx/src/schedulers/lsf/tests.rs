@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use super::*;
 use crate::components::test_app as component;
 use crate::opts::TypedOpts;
-use crate::scheduler::NativeRequest;
+use crate::scheduler::{Facts, NativeRequest};
 use crate::schedulers::hostile::Hostile;
 use crate::specs::{Mount, Resource, Role};
 
@@ -14,6 +14,11 @@ fn ctx() -> DryRunContext {
     DryRunContext::new("torchx", "fzfjxlmln9", "/work").with_facts(Facts::new(LsfFacts {
         bhosts: Ok("node1 1000 1000\n".into()),
     }))
+}
+
+/// The pure render, with the facts the test's context carries.
+fn render(app: &AppDef, opts: &LsfOpts, ctx: &DryRunContext) -> Result<LsfBsub> {
+    super::render::render(app, opts, ctx, ctx.facts.get::<LsfFacts>())
 }
 
 fn opts(v: serde_json::Value) -> LsfOpts {

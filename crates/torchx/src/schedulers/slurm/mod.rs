@@ -33,8 +33,8 @@ pub use state::{
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::scheduler::{
-    ArrayRequest, ArrayTask, Backend, Capabilities, DryRunContext, DryRunInfo, Facts, LogLines,
-    LogQuery, PlanReport, Replica, Scheduler, WorkspaceSupport,
+    ArrayRequest, ArrayTask, Backend, Capabilities, DryRunContext, DryRunInfo, LogLines, LogQuery,
+    PlanReport, Replica, Scheduler, WorkspaceSupport,
 };
 use crate::schedulers::command::{self, Output};
 use crate::schedulers::off_executor;
@@ -333,10 +333,11 @@ impl Backend for SlurmScheduler {
     };
     type Opts = SlurmOpts;
     type Request = SbatchRequest;
+    type Facts = SlurmFacts;
 
-    async fn dryrun_facts(&self, opts: &SlurmOpts) -> Result<Facts> {
+    async fn dryrun_facts(&self, opts: &SlurmOpts) -> Result<Option<SlurmFacts>> {
         if opts.slurm_version.is_some() {
-            return Ok(Facts::default()); // pinned: no cluster needed
+            return Ok(None); // pinned: no cluster needed
         }
         let partition = opts.partition.clone();
         off_executor(self, move |s| {
@@ -349,7 +350,7 @@ impl Backend for SlurmScheduler {
                     None => *default,
                 })
                 .map(|(_, _, m)| *m);
-            Ok(Facts::new(SlurmFacts {
+            Ok(Some(SlurmFacts {
                 version: probe.version,
                 partition_mem_mb,
             }))
@@ -357,7 +358,13 @@ impl Backend for SlurmScheduler {
         .await
     }
 
-    fn render(&self, app: &AppDef, opts: &SlurmOpts, ctx: &DryRunContext) -> Result<SbatchRequest> {
+    fn render(
+        &self,
+        app: &AppDef,
+        opts: &SlurmOpts,
+        ctx: &DryRunContext,
+        facts: Option<&SlurmFacts>,
+    ) -> Result<SbatchRequest> {
         let has_workspace = app.roles.iter().any(|r| r.workspace.is_some());
         if opts.job_dir.is_none() {
             // Without job_dir the job runs in place, from the current directory (as TorchX's).
@@ -382,7 +389,7 @@ impl Backend for SlurmScheduler {
                 r.image.clone_from(dir);
             }
         }
-        render(&app, opts, ctx)
+        render(&app, opts, ctx, facts)
     }
 
     fn render_array(
@@ -391,10 +398,11 @@ impl Backend for SlurmScheduler {
         max_concurrent: Option<u32>,
         opts: &SlurmOpts,
         ctx: &DryRunContext,
+        facts: Option<&SlurmFacts>,
     ) -> Result<ArrayRequest<SbatchRequest>> {
         let mut rendered = Vec::with_capacity(tasks.len());
         for t in tasks {
-            rendered.push((t.index, Backend::render(self, t.app, opts, ctx)?));
+            rendered.push((t.index, Backend::render(self, t.app, opts, ctx, facts)?));
         }
         Ok(render::array(rendered, max_concurrent))
     }

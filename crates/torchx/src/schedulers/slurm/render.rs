@@ -373,10 +373,14 @@ fn group_opts(
     o
 }
 
-/// Renders the sbatch request. `ctx.facts` may carry the probed Slurm version and the
-/// partition's memory; `opts.slurm_version` overrides the probe.
-pub fn render(app: &AppDef, opts: &SlurmOpts, ctx: &DryRunContext) -> Result<SbatchRequest> {
-    let facts = ctx.facts.get::<SlurmFacts>();
+/// Renders the sbatch request. `facts` may carry the probed Slurm version and the partition's
+/// memory; `opts.slurm_version` overrides the probe.
+pub fn render(
+    app: &AppDef,
+    opts: &SlurmOpts,
+    ctx: &DryRunContext,
+    facts: Option<&SlurmFacts>,
+) -> Result<SbatchRequest> {
     for (key, value, spaces) in [
         ("partition", &opts.partition, false),
         ("time", &opts.time, false),

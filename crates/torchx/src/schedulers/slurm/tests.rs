@@ -22,6 +22,11 @@ fn ctx(version: &str) -> DryRunContext {
     }))
 }
 
+/// The pure render, with the facts the test's context carries.
+fn render(app: &AppDef, opts: &SlurmOpts, ctx: &DryRunContext) -> Result<SbatchRequest> {
+    super::render::render(app, opts, ctx, ctx.facts.get::<SlurmFacts>())
+}
+
 fn opts() -> SlurmOpts {
     SlurmOpts::from_cfg(&Cfg::new()).unwrap()
 }
@@ -661,7 +666,9 @@ fn array_of(apps: &[AppDef], cap: Option<u32>) -> ArrayRequest<SbatchRequest> {
         })
         .collect();
     let s = SlurmScheduler::new("/state".into());
-    Backend::render_array(&s, &tasks, cap, &opts(), &ctx("22.05")).unwrap()
+    let ctx = ctx("22.05");
+    let facts = ctx.facts.get::<SlurmFacts>();
+    Backend::render_array(&s, &tasks, cap, &opts(), &ctx, facts).unwrap()
 }
 
 #[test]
