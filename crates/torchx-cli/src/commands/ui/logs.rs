@@ -117,8 +117,7 @@ async fn pump(lines: Box<dyn LogLines>, tx: tokio::sync::mpsc::Sender<Bytes>, ma
         let (lines, chunk, more) = tokio::select! {
             done = &mut next => done,
             () = caught_up, if ring.is_some() => {
-                let tail = ring.take().map(|mut r| r.take()).unwrap_or_default();
-                if !tail.is_empty() && tx.send(Bytes::from(tail)).await.is_err() {
+                if !flush(&mut ring, &tx).await {
                     return;
                 }
                 continue;
@@ -138,7 +137,9 @@ async fn pump(lines: Box<dyn LogLines>, tx: tokio::sync::mpsc::Sender<Bytes>, ma
             Ok(true) => next = Box::pin(next_chunk(lines)),
             Ok(false) => break,
             Err(e) => {
-                flush(&mut ring, &tx).await;
+                if !flush(&mut ring, &tx).await {
+                    return;
+                }
                 let _ = tx
                     .send(Bytes::from(format!(
                         "\n[torchx ui: the log broke off: {e}]\n"
@@ -151,9 +152,12 @@ async fn pump(lines: Box<dyn LogLines>, tx: tokio::sync::mpsc::Sender<Bytes>, ma
     flush(&mut ring, &tx).await;
 }
 
-async fn flush(ring: &mut Option<Ring>, tx: &tokio::sync::mpsc::Sender<Bytes>) {
-    if let Some(tail) = ring.take().map(|mut r| r.take()).filter(|t| !t.is_empty()) {
-        let _ = tx.send(Bytes::from(tail)).await;
+/// Sends what the ring holds and stops keeping one (lines go out as they come from now on);
+/// false when the reader is gone.
+async fn flush(ring: &mut Option<Ring>, tx: &tokio::sync::mpsc::Sender<Bytes>) -> bool {
+    match ring.take().map(|mut r| r.take()).filter(|t| !t.is_empty()) {
+        Some(tail) => tx.send(Bytes::from(tail)).await.is_ok(),
+        None => true,
     }
 }
 
