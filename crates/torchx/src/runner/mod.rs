@@ -13,8 +13,8 @@ pub(crate) use submit::PreparedWorkspaces;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
-
 use std::time::{Duration, Instant};
+
 use tokio::sync::OnceCell;
 
 use crate::components::{Component, ComponentRef};
