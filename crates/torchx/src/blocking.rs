@@ -11,7 +11,7 @@ pub(crate) async fn blocking<T: Send + 'static>(
     who: &str,
     work: impl FnOnce() -> Result<T> + Send + 'static,
 ) -> Result<T> {
-    tokio::task::spawn_blocking(work)
-        .await
-        .map_err(|e| Error::backend(who, format!("a blocking task did not finish: {e}")))?
+    tokio::task::spawn_blocking(work).await.map_err(|e| {
+        Error::backend(who, format!("a blocking task did not finish: {e}")).with_source(e)
+    })?
 }

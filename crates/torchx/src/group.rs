@@ -129,8 +129,9 @@ impl GroupRecord {
         crate::schedulers::create_private_dir(&dir)?;
         let path = record_path(state_dir, &self.group_id)?;
         let tmp = path.with_extension("json.tmp");
-        let text = serde_json::to_string_pretty(self)
-            .map_err(|e| Error::backend("group", format!("cannot serialise the group: {e}")))?;
+        let text = serde_json::to_string_pretty(self).map_err(|e| {
+            Error::backend("group", format!("cannot serialise the group: {e}")).with_source(e)
+        })?;
         std::fs::write(&tmp, text)
             .and_then(|()| std::fs::rename(&tmp, &path))
             .map_err(|e| Error::io(format!("writing the group record {}", path.display()), e))
@@ -154,6 +155,7 @@ impl GroupRecord {
                 "group",
                 format!("the group record {} is unreadable: {e}", path.display()),
             )
+            .with_source(e)
         })
     }
 

@@ -254,8 +254,9 @@ impl PipelineRecord {
         }
         let path = dir.join("record.json");
         let tmp = dir.join("record.json.tmp");
-        let text = serde_json::to_string_pretty(self)
-            .map_err(|e| Error::backend(SCHEME, format!("cannot serialise the pipeline: {e}")))?;
+        let text = serde_json::to_string_pretty(self).map_err(|e| {
+            Error::backend(SCHEME, format!("cannot serialise the pipeline: {e}")).with_source(e)
+        })?;
         std::fs::write(&tmp, text)
             .and_then(|()| std::fs::rename(&tmp, &path))
             .map_err(|e| Error::io(format!("writing the pipeline record {}", path.display()), e))
@@ -280,6 +281,7 @@ impl PipelineRecord {
                 SCHEME,
                 format!("the pipeline record {} is unreadable: {e}", path.display()),
             )
+            .with_source(e)
         })
     }
 

@@ -132,6 +132,52 @@ fn callers_branch_on_kinds_not_on_message_text() {
     assert!(found.is_empty(), "branching on error text: {found:#?}");
 }
 
+/// The `map_err(|e| ...)` closures in `code` that make an `Error::backend` from the error they
+/// map (its text in the message) without keeping it as the source (`with_source`,
+/// `backend_caused_by`), as `rel:line`.
+fn backend_errors_dropping_their_cause(rel: &str, code: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for (at, _) in code.match_indices("map_err(|") {
+        let rest = &code[at + "map_err(|".len()..];
+        let Some((var, _)) = rest.split_once('|') else {
+            continue;
+        };
+        // The closure: up to the parenthesis that closes `map_err(`.
+        let mut depth = 1;
+        let end = rest
+            .char_indices()
+            .find(|&(_, c)| {
+                depth += match c {
+                    '(' => 1,
+                    ')' => -1,
+                    _ => 0,
+                };
+                depth == 0
+            })
+            .map_or(rest.len(), |(i, _)| i);
+        let body = &rest[..end];
+        let uses_it =
+            body.contains(&format!("{{{var}}}")) || body.contains(&format!("{var}.to_string()"));
+        let keeps_it = body.contains("with_source") || body.contains("caused_by");
+        if body.contains("Error::backend(") && uses_it && !keeps_it {
+            found.push(format!("{rel}:{}", code[..at].matches('\n').count() + 1));
+        }
+    }
+    found
+}
+
+#[test]
+fn backend_errors_keep_their_source() {
+    let found: Vec<String> = sources()
+        .iter()
+        .flat_map(|(path, code)| backend_errors_dropping_their_cause(&relative(path), code))
+        .collect();
+    assert!(
+        found.is_empty(),
+        "a backend error that quotes its cause without keeping it (`.with_source(e)`): {found:#?}"
+    );
+}
+
 /// The scanner itself: it sees code that is there (so the checks above can fail).
 #[test]
 fn the_scanner_sees_what_is_there() {
@@ -143,5 +189,11 @@ fn the_scanner_sees_what_is_there() {
     assert!(
         !offending(&["std::fs"], &[], &["components/"]).is_empty(),
         "components/file.rs"
+    );
+    let dropped = ".map_err(|e| Error::backend(NAME, format!(\"cannot: {e}\")))?;";
+    let kept = ".map_err(|e| Error::backend(NAME, format!(\"cannot: {e}\")).with_source(e))?;";
+    assert_eq!(
+        backend_errors_dropping_their_cause("x.rs", &format!("a\n{dropped}\n{kept}")),
+        ["x.rs:2"]
     );
 }

@@ -70,6 +70,7 @@ pub(crate) fn run(
                     _ => format!("cannot run `{program}`: {e}"),
                 },
             )
+            .with_source(e)
         })?;
     // Read both pipes on threads so a chatty command cannot block on a full pipe.
     let (tx, rx) = mpsc::channel();

@@ -132,6 +132,7 @@ impl FsspecTracker {
                         "tracker fsspec",
                         format!("{} is not a tracker record: {e}", path.display()),
                     )
+                    .with_source(e)
                 })
             })
             .collect()

@@ -171,8 +171,9 @@ impl Kube {
             .as_str()
             .unwrap_or_default()
             .to_string();
-        let dynamic: DynamicObject = serde_json::from_value(obj.clone())
-            .map_err(|e| Error::backend(self.scheduler, format!("bad object {name}: {e}")))?;
+        let dynamic: DynamicObject = serde_json::from_value(obj.clone()).map_err(|e| {
+            Error::backend(self.scheduler, format!("bad object {name}: {e}")).with_source(e)
+        })?;
         let created = self
             .api(ns, kind)
             .await?

@@ -165,8 +165,9 @@ fn dependency_state(handle: &str) -> Result<Option<AppState>> {
             return Err(Error::backend(super::NAME, err.trim().to_string()));
         }
     }
-    let status: serde_json::Value = serde_json::from_slice(&out.stdout)
-        .map_err(|e| Error::backend(super::NAME, format!("`status --json {handle}`: {e}")))?;
+    let status: serde_json::Value = serde_json::from_slice(&out.stdout).map_err(|e| {
+        Error::backend(super::NAME, format!("`status --json {handle}`: {e}")).with_source(e)
+    })?;
     status["state"]
         .as_str()
         .and_then(|s| s.parse().ok())

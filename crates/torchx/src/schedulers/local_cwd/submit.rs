@@ -21,7 +21,9 @@ impl LocalCwdScheduler {
             None => entry::supervisor_exe()?,
         };
         let json = |v: serde_json::Result<String>| {
-            v.map_err(|e| Error::backend(NAME, format!("cannot serialise the app: {e}")))
+            v.map_err(|e| {
+                Error::backend(NAME, format!("cannot serialise the app: {e}")).with_source(e)
+            })
         };
         let row = AppRow {
             live: Liveness::submitted(
@@ -128,6 +130,7 @@ impl LocalCwdScheduler {
                     NAME,
                     format!("cannot start the supervisor `{}`: {e}", exe.display()),
                 )
+                .with_source(e)
             })?;
         if let Some(mut stdin) = child.stdin.take() {
             let _ = writeln!(stdin, "{}", req.app_id);

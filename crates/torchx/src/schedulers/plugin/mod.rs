@@ -275,7 +275,7 @@ impl LogLines for PluginLogLines {
             Err(_) => Ok(None),
         })
         .await
-        .map_err(|e| Error::backend("plugin", e.to_string()))??;
+        .map_err(|e| Error::backend("plugin", e.to_string()).with_source(e))??;
         Ok(match message {
             Some(Message::Line(l)) => Some(l),
             _ => None,

@@ -115,7 +115,10 @@ impl Program {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
-            .map_err(|e| self.fail(op, format!("cannot start it: {e}")))
+            .map_err(|e| {
+                self.fail(op, format!("cannot start it: {e}"))
+                    .with_source(e)
+            })
     }
 
     /// Starts `op` with `body`.

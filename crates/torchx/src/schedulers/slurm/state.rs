@@ -216,8 +216,9 @@ fn time_of(v: &Value) -> Option<f64> {
 }
 
 fn parse_json(text: &str, what: &str) -> Result<Value> {
-    serde_json::from_str(text)
-        .map_err(|e| Error::backend(NAME, format!("cannot parse `{what}` output: {e}")))
+    serde_json::from_str(text).map_err(|e| {
+        Error::backend(NAME, format!("cannot parse `{what}` output: {e}")).with_source(e)
+    })
 }
 
 /// The het job leader of a job entry (`het_job_id` in squeue, `het.job_id` in sacct; 0 when
