@@ -49,7 +49,7 @@ use std::fs;
 
 use std::path::{Path, PathBuf};
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
@@ -85,8 +85,9 @@ fn now() -> f64 {
         .unwrap_or(0.0)
 }
 
-/// How many open ledger connections a scheduler keeps for later calls.
-const MAX_IDLE_LEDGERS: usize = 4;
+/// How many ledger connections a scheduler has open at most (each is three files: the
+/// database, its WAL and shared memory); a call beyond them waits for one to be put back.
+const MAX_LEDGERS: usize = 8;
 
 /// How long a cached app state may be reused by log followers.
 const STATE_CACHE: Duration = Duration::from_millis(5);
@@ -96,10 +97,13 @@ struct Shared {
     state_dir: PathBuf,
     /// The supervisor executable, if not the default (see [`supervisor::supervisor_exe`]).
     supervisor: Option<PathBuf>,
-    /// Open ledger connections not in use. Each ledger call takes one (or opens one) and puts
-    /// it back: no lock is held while SQLite works or a reader settles an app, so one slow
-    /// call (a busy ledger, a stalled `docker rm`) holds up no other.
-    idle: Mutex<Vec<Ledger>>,
+    /// Ledger connections: each ledger call takes one of its own (an idle one, else a new one
+    /// up to [`MAX_LEDGERS`]) and puts it back. No lock is held while SQLite works or a reader
+    /// settles an app, so one slow call (a busy ledger, a stalled `docker rm`) holds up no
+    /// other.
+    ledgers: Mutex<Ledgers>,
+    /// Signalled when a connection is put back (or one could not be opened).
+    ledger_returned: Condvar,
     /// app id → (when read, state): many log followers of one app share one ledger read.
     states: Mutex<HashMap<String, (Instant, AppState)>>,
     /// Apps whose supervisor this process started → becomes true when it exits (the app's
@@ -107,24 +111,71 @@ struct Shared {
     exits: Mutex<HashMap<String, tokio::sync::watch::Receiver<bool>>>,
 }
 
-impl Shared {
-    /// Runs `f` on a ledger connection of its own: an idle one, else a new one.
-    fn with_ledger<T>(&self, f: impl FnOnce(&mut Ledger) -> Result<T>) -> Result<T> {
-        let idle = self
-            .idle
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .pop();
-        let mut ledger = match idle {
-            Some(ledger) => ledger,
-            None => Ledger::open(&self.state_dir)?,
-        };
-        let result = f(&mut ledger);
-        let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
-        if idle.len() < MAX_IDLE_LEDGERS {
-            idle.push(ledger);
+/// The connections of [`Shared::ledgers`].
+#[derive(Debug, Default)]
+struct Ledgers {
+    idle: Vec<Ledger>,
+    /// Open ones, idle or in use.
+    open: usize,
+}
+
+/// A connection taken from [`Shared::ledgers`]; put back when dropped (even by a panic).
+struct Lease<'a> {
+    shared: &'a Shared,
+    ledger: Option<Ledger>,
+}
+
+impl Drop for Lease<'_> {
+    fn drop(&mut self) {
+        let mut pool = self.shared.pool();
+        match self.ledger.take() {
+            Some(ledger) => pool.idle.push(ledger),
+            None => pool.open -= 1,
         }
-        result
+        self.shared.ledger_returned.notify_one();
+    }
+}
+
+impl Shared {
+    fn pool(&self) -> std::sync::MutexGuard<'_, Ledgers> {
+        self.ledgers.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Runs `f` on a ledger connection of its own.
+    fn with_ledger<T>(&self, f: impl FnOnce(&mut Ledger) -> Result<T>) -> Result<T> {
+        let mut lease = self.lease()?;
+        f(lease
+            .ledger
+            .as_mut()
+            .expect("a lease holds its ledger until dropped"))
+    }
+
+    /// An idle connection, else a new one, else (at [`MAX_LEDGERS`]) the next one put back.
+    fn lease(&self) -> Result<Lease<'_>> {
+        let mut pool = self.pool();
+        loop {
+            if let Some(ledger) = pool.idle.pop() {
+                return Ok(Lease {
+                    shared: self,
+                    ledger: Some(ledger),
+                });
+            }
+            if pool.open < MAX_LEDGERS {
+                pool.open += 1;
+                drop(pool);
+                // Counted before it opens, so a failure gives its place back (the lease's drop).
+                let mut lease = Lease {
+                    shared: self,
+                    ledger: None,
+                };
+                lease.ledger = Some(Ledger::open(&self.state_dir)?);
+                return Ok(lease);
+            }
+            pool = self
+                .ledger_returned
+                .wait(pool)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
     }
 
     /// The app's state, settling it first if its supervisor is gone.
@@ -171,7 +222,8 @@ impl LocalCwdScheduler {
             shared: Arc::new(Shared {
                 state_dir,
                 supervisor,
-                idle: Mutex::new(Vec::new()),
+                ledgers: Mutex::new(Ledgers::default()),
+                ledger_returned: Condvar::new(),
                 states: Mutex::new(HashMap::new()),
                 exits: Mutex::new(HashMap::new()),
             }),

@@ -58,3 +58,38 @@ async fn a_stalled_settle_holds_up_no_other_reader() {
     assert_eq!(orphan.state, AppState::Failed, "{orphan:?}");
     assert!(orphan.msg.contains("submitting process"), "{orphan:?}");
 }
+
+/// However many calls come at once, at most `MAX_LEDGERS` connections are open (each is three
+/// open files); the others wait for one and all finish.
+#[test]
+fn concurrent_calls_share_a_bounded_set_of_connections() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let dir = tempfile::tempdir().unwrap();
+    let sched = LocalCwdScheduler::with_supervisor(dir.path().to_path_buf(), "/x".into());
+    let (in_use, most) = (AtomicUsize::new(0), AtomicUsize::new(0));
+    std::thread::scope(|scope| {
+        for _ in 0..4 * super::MAX_LEDGERS {
+            scope.spawn(|| {
+                sched
+                    .shared
+                    .with_ledger(|l| {
+                        let now = in_use.fetch_add(1, Ordering::SeqCst) + 1;
+                        most.fetch_max(now, Ordering::SeqCst);
+                        std::thread::sleep(Duration::from_millis(20));
+                        in_use.fetch_sub(1, Ordering::SeqCst);
+                        l.list()
+                    })
+                    .unwrap();
+            });
+        }
+    });
+    let most = most.load(Ordering::SeqCst);
+    assert!((2..=super::MAX_LEDGERS).contains(&most), "{most} at once");
+    let pool = sched.shared.pool();
+    assert!(
+        most <= pool.open && pool.open <= super::MAX_LEDGERS,
+        "{} open",
+        pool.open
+    );
+    assert_eq!(pool.idle.len(), pool.open, "every connection put back");
+}
