@@ -384,58 +384,24 @@ impl LogIter {
     /// The next line, with its newline, as TorchX's schedulers yield them.
     fn __next__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, pyo3::types::PyString>> {
         loop {
-            if let Some(line) = self.ready().next_line(py) {
+            let mut ready = self.ready.lock().unwrap_or_else(PoisonError::into_inner);
+            if let Some(line) = ready.next_line(py) {
                 return Ok(line);
             }
-            if !self.fetch(py)? {
+            let mut chunk = std::mem::take(&mut ready.chunk);
+            drop(ready);
+            chunk.clear();
+            let lines = Arc::clone(&self.lines);
+            let (chunk, more) = block_on(py, async move {
+                let more = lines.lock().await.next_lines(&mut chunk).await;
+                more.map(|more| (chunk, more))
+            })?
+            .map_err(to_py)?;
+            if chunk.is_empty() && !more {
                 return Err(PyStopIteration::new_err(()));
             }
+            *self.ready.lock().unwrap_or_else(PoisonError::into_inner) = Ready { chunk, taken: 0 };
         }
-    }
-
-    /// The lines not taken yet, at least one, each with its newline; `None` at the end. A
-    /// reader of a long log takes them a chunk at a time (one call per chunk, not per line).
-    fn next_chunk<'py>(
-        &self,
-        py: Python<'py>,
-    ) -> PyResult<Option<Vec<Bound<'py, pyo3::types::PyString>>>> {
-        loop {
-            let mut ready = self.ready();
-            let mut lines = Vec::new();
-            while let Some(line) = ready.next_line(py) {
-                lines.push(line);
-            }
-            drop(ready);
-            if !lines.is_empty() {
-                return Ok(Some(lines));
-            }
-            if !self.fetch(py)? {
-                return Ok(None);
-            }
-        }
-    }
-}
-
-impl LogIter {
-    fn ready(&self) -> std::sync::MutexGuard<'_, Ready> {
-        self.ready.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Takes the next chunk from the core (the GIL released while it waits); false at the end.
-    fn fetch(&self, py: Python<'_>) -> PyResult<bool> {
-        let mut chunk = std::mem::take(&mut self.ready().chunk);
-        chunk.clear();
-        let lines = Arc::clone(&self.lines);
-        let (chunk, more) = block_on(py, async move {
-            let more = lines.lock().await.next_lines(&mut chunk).await;
-            more.map(|more| (chunk, more))
-        })?
-        .map_err(to_py)?;
-        if chunk.is_empty() && !more {
-            return Ok(false);
-        }
-        *self.ready() = Ready { chunk, taken: 0 };
-        Ok(true)
     }
 }
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import copy
-import itertools
 import json
 import os
 from typing import TYPE_CHECKING, Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple
@@ -291,9 +290,8 @@ class RustScheduler(Scheduler[Mapping[str, Any]]):
         should_tail: bool = False,
         streams: Optional[Stream] = None,
     ) -> Iterable[str]:
-        # As TorchX's schedulers: each line keeps its newline (the extension's lines do). Taken a
-        # chunk at a time: one call into the extension per chunk, not per line.
-        lines = _native.ext.log_iter(
+        # As TorchX's schedulers: each line keeps its newline (the extension's lines do).
+        return _native.ext.log_iter(
             self._core,
             app_id,
             role_name,
@@ -304,7 +302,6 @@ class RustScheduler(Scheduler[Mapping[str, Any]]):
             should_tail,
             Stream(streams).value if streams else None,
         )
-        return itertools.chain.from_iterable(iter(lines.next_chunk, None))
 
 
 def _attempt(a: AttemptInfo) -> Dict[str, Any]:
