@@ -30,6 +30,9 @@ _POLL_MIN_LOCAL, _POLL_MIN, _POLL_MAX = 0.005, 0.25, 0.5
 # How long a job's scheduler may fail to say how it is before the job's future fails with
 # that error (one that answers again within it goes on as if nothing happened).
 _STATUS_PATIENCE = 300.0
+# How long a job may be unknown to its scheduler before its future fails as lost: a listing
+# may miss a job for a moment (just submitted, or between two writes of its record).
+_UNKNOWN_PATIENCE = 5.0
 
 logger = logging.getLogger(__name__)
 
@@ -55,6 +58,7 @@ class Job(concurrent.futures.Future[Any]):
         self._role = role
         # When its scheduler began failing to say how it is (None: it answers).
         self._status_error_since: Optional[float] = None
+        self._unknown_since: Optional[float] = None
 
     def cancel(self) -> bool:
         """Cancels the job (unless it is over); True if the future is now cancelled."""
@@ -319,9 +323,13 @@ class Executor(concurrent.futures.Executor):
                     return
             for job, state in self._observe(jobs, groups):
                 try:
-                    if state == AppState.UNKNOWN:
+                    if state != AppState.UNKNOWN:
+                        job._unknown_since = None
+                    elif job._unknown_since is None:
+                        job._unknown_since = time.monotonic()
+                    elif time.monotonic() - job._unknown_since >= _UNKNOWN_PATIENCE:
                         _settle(job, None, state)
-                    elif is_terminal(state):
+                    if is_terminal(state):
                         _settle(job, job.location, state)
                 except Exception as e:  # noqa: BLE001 - the poller serves every other job too
                     if not job.done():
