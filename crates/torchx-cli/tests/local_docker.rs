@@ -776,7 +776,7 @@ fn concurrent_submissions_on_one_thread_do_not_deadlock() {
             .enable_all()
             .build()
             .unwrap();
-        let handles: Vec<torchx::Result<String>> = rt.block_on(async {
+        let handles: Vec<torchx::Result<torchx::specs::AppHandle>> = rt.block_on(async {
             let mut infos = Vec::new();
             for msg in ["one", "two"] {
                 let app = torchx::specs::AppDef::new(

@@ -20,7 +20,11 @@ fn value_error(e: impl std::fmt::Display) -> PyErr {
 #[pyfunction]
 fn parse_app_handle(handle: &str) -> PyResult<(String, String, String)> {
     let h = specs::parse_app_handle(handle).map_err(value_error)?;
-    Ok((h.scheduler, h.session_name, h.app_id))
+    Ok((
+        h.scheduler().into(),
+        h.session_name().into(),
+        h.app_id().into(),
+    ))
 }
 
 /// TorchX's `--mounts` grammar → JSON list of mounts (`{"type": "bind"|"volume"|"device", ...}`).

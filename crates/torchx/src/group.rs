@@ -163,10 +163,10 @@ impl GroupRecord {
     /// record here.
     pub fn find(handle: &str) -> Result<Option<GroupRecord>> {
         let h = crate::specs::parse_app_handle(handle)?;
-        if !is_group_id(&h.app_id) {
+        if !is_group_id(h.app_id()) {
             return Ok(None);
         }
-        let group = GroupRecord::load(&crate::schedulers::default_state_dir(), &h.app_id)?
+        let group = GroupRecord::load(&crate::schedulers::default_state_dir(), h.app_id())?
             .ok_or_else(|| {
                 Error::not_found(
                     "group",

@@ -293,7 +293,7 @@ impl PipelineRecord {
         }
         let h = crate::specs::parse_app_handle(handle)?;
         let state_dir = crate::schedulers::default_state_dir();
-        match PipelineRecord::load(&state_dir, &h.app_id)? {
+        match PipelineRecord::load(&state_dir, h.app_id())? {
             Some(p) => Ok(Some(p)),
             None => Err(Error::not_found(
                 "pipeline",

@@ -2,6 +2,7 @@
 //! subcommands: `torchx-<cmd>` (CLI commands) and `torchx-scheduler-<name>` (schedulers).
 //! Lookups are by name (a few `stat`s); only listings read whole PATH directories.
 
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 pub use crate::python::{entry_point_components, run_subcommand};
@@ -46,13 +47,24 @@ pub fn all(prefix: &str, accept: impl Fn(&str) -> bool) -> Vec<(String, PathBuf)
     let Some(path) = std::env::var_os("PATH") else {
         return found;
     };
+    // Each directory once: PATH often names one twice (`/bin` is `/usr/bin` on merged-/usr
+    // systems), and reading a large one is most of what this costs.
+    let mut seen_dirs = Vec::new();
     for dir in std::env::split_paths(&path) {
+        let Ok(meta) = std::fs::metadata(&dir) else {
+            continue;
+        };
+        let id = (meta.dev(), meta.ino());
+        if seen_dirs.contains(&id) {
+            continue;
+        }
+        seen_dirs.push(id);
         let Ok(entries) = std::fs::read_dir(&dir) else {
             continue;
         };
         for e in entries.flatten() {
-            let file = e.file_name().to_string_lossy().into_owned();
-            let Some(name) = file.strip_prefix(prefix) else {
+            let file = e.file_name();
+            let Some(name) = file.to_str().and_then(|f| f.strip_prefix(prefix)) else {
                 continue;
             };
             if is_plugin_name(name)

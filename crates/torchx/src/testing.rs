@@ -152,6 +152,7 @@ impl Suite<'_> {
         self.runner
             .schedule(&info)
             .await
+            .map(String::from)
             .unwrap_or_else(|e| self.fail(check, format!("schedule failed: {e}")))
     }
 

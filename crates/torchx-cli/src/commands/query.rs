@@ -21,7 +21,8 @@ fn unknown(handle: &str) -> Error {
             handle,
             format!(
                 ": AppDef {} does not exist or has been removed from {}'s data plane",
-                h.app_id, h.scheduler
+                h.app_id(),
+                h.scheduler()
             ),
         ),
         Err(e) => e,

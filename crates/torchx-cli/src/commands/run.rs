@@ -41,12 +41,24 @@ pub fn run(a: RunArgs) -> Result<i32> {
         Chosen::On(scheduler, raw_cfg) => (scheduler, raw_cfg),
         Chosen::FailedOver(code) => return Ok(code),
     };
-    let (cfg, warnings) = super::block_on(runner.cfg_from_str(&scheduler, &raw_cfg))?;
+    // One runtime for the scheduler and its options (the scheduler is made once).
+    let (cfg, warnings, capabilities) = super::block_on(async {
+        let (cfg, warnings) = runner.cfg_from_str(&scheduler, &raw_cfg).await?;
+        let capabilities = runner.scheduler(&scheduler).await?.capabilities();
+        Ok::<_, Error>((cfg, warnings, capabilities))
+    })?;
     for w in warnings {
         log::warn!("{w}");
     }
     let (component, args) = component_and_args(&a, &cli_run)?;
-    let workspace = workspace(&a, &runner, &scheduler, &cfg, &cli_run)?;
+    let workspace = workspace(
+        &a,
+        &runner,
+        &scheduler,
+        capabilities.workspace,
+        &cfg,
+        &cli_run,
+    )?;
     let lib_args = LibRunArgs {
         workspace,
         parent_run_id: a.parent_run_id.clone(),
@@ -108,9 +120,7 @@ pub fn run(a: RunArgs) -> Result<i32> {
         print_dryrun(&info, a.json);
         return Ok(exit_codes::OK);
     }
-    let local = super::block_on(runner.scheduler(&scheduler))?
-        .capabilities()
-        .runs_locally;
+    let local = capabilities.runs_locally;
     let attached = local && !a.detach;
     // A job on this machine is asked about often; a cluster is spared.
     let poll = if local {
@@ -210,15 +220,13 @@ fn workspace(
     a: &RunArgs,
     runner: &Runner,
     scheduler: &str,
+    support: WorkspaceSupport,
     cfg: &torchx::opts::Cfg,
     cli_run: &CliRunDefaults,
 ) -> Result<Option<Workspace>> {
     let workspace = match (&a.workspace, &cli_run.workspace) {
         (Some(w), _) => Some(w.clone()),
         (None, default) => {
-            let support = super::block_on(runner.scheduler(scheduler))?
-                .capabilities()
-                .workspace;
             match default {
                 _ if support == WorkspaceSupport::None => None,
                 // As TorchX: a directory workspace without a job_dir to copy it into is

@@ -138,13 +138,13 @@ impl Runner {
         let mut group = self.new_group(plan, &dryrun)?;
         if let ArrayRequest::Native(info) = &dryrun.array {
             let handle = self.schedule(info).await?;
-            let array_id = crate::specs::parse_app_handle(&handle)?.app_id;
+            let array_id = handle.app_id();
             let sched = self.scheduler(&group.scheduler).await?;
             let indexes: Vec<u32> = group.tasks.iter().map(|t| t.index).collect();
             for (task, id) in group
                 .tasks
                 .iter_mut()
-                .zip(sched.array_task_ids(&array_id, &indexes))
+                .zip(sched.array_task_ids(array_id, &indexes))
             {
                 task.handle = Some(crate::specs::make_app_handle(
                     &group.scheduler,
@@ -152,7 +152,7 @@ impl Runner {
                     &id,
                 ));
             }
-            group.native = Some(handle);
+            group.native = Some(handle.into());
             group.save(&crate::schedulers::default_state_dir())?;
             return Ok(group);
         }
@@ -234,6 +234,7 @@ impl Runner {
             let images: Vec<String> = info.images.iter().map(|i| i.image.clone()).collect();
             match self.schedule(&info).await {
                 Ok(h) => {
+                    let h = String::from(h);
                     images_ready.extend(images);
                     if stop.exists() {
                         // Asked while it was being submitted: it ends with the rest.
@@ -285,7 +286,7 @@ impl Runner {
         let sched = self.scheduler(&group.scheduler).await?;
         let mut ids = Vec::with_capacity(group.tasks.len());
         for h in group.tasks.iter().filter_map(|t| t.handle.as_deref()) {
-            ids.push(crate::specs::parse_app_handle(h)?.app_id);
+            ids.push(crate::specs::parse_app_handle(h)?.app_id().to_string());
         }
         let mut described = sched.describe_many(&ids).await?.into_iter();
         let submitting = group.submitter.is_some_and(|s| s.alive());

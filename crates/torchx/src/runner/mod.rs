@@ -108,7 +108,7 @@ impl Target {
     /// handle costs no I/O.
     async fn of(handle: &str) -> Result<Target> {
         let names_record = handle.starts_with("pipeline://")
-            || parse_app_handle(handle).is_ok_and(|h| crate::group::is_group_id(&h.app_id));
+            || parse_app_handle(handle).is_ok_and(|h| crate::group::is_group_id(h.app_id()));
         if !names_record {
             return Ok(Target::App);
         }
@@ -260,7 +260,7 @@ impl Runner {
 
     async fn route(&self, handle: &str) -> Result<(AppHandle, Arc<dyn Scheduler>)> {
         let h = parse_app_handle(handle)?;
-        let s = self.scheduler(&h.scheduler).await?;
+        let s = self.scheduler(h.scheduler()).await?;
         Ok((h, s))
     }
 
@@ -277,7 +277,7 @@ impl Runner {
     /// One app's status (not a group's).
     pub(crate) async fn app_status(&self, handle: &str) -> Result<Option<AppStatus>> {
         let (h, s) = self.route(handle).await?;
-        Ok(s.describe(&h.app_id).await?.map(|d| d.to_status()))
+        Ok(s.describe(h.app_id()).await?.map(|d| d.to_status()))
     }
 
     /// Polls until the app is terminal (or unknown, giving `None`). With a timeout, an app still
@@ -318,7 +318,7 @@ impl Runner {
             h.to_string(),
             format!(
                 ": it does not exist or has been removed from {}'s data plane",
-                h.scheduler
+                h.scheduler()
             ),
         )
     }
@@ -336,10 +336,10 @@ impl Runner {
     /// Cancels one app (not a group).
     pub(crate) async fn cancel_app(&self, handle: &str) -> Result<()> {
         let (h, s) = self.route(handle).await?;
-        match s.describe(&h.app_id).await? {
+        match s.describe(h.app_id()).await? {
             None => Err(self.unknown_app(&h)),
             Some(d) if d.state.is_terminal() => Ok(()),
-            Some(_) => s.cancel(&h.app_id).await,
+            Some(_) => s.cancel(h.app_id()).await,
         }
     }
 
@@ -358,17 +358,17 @@ impl Runner {
         if !s.capabilities().delete {
             return Err(Error::unsupported(s.name(), "delete"));
         }
-        if s.describe(&h.app_id).await?.is_none() {
+        if s.describe(h.app_id()).await?.is_none() {
             return Err(self.unknown_app(&h));
         }
-        s.delete(&h.app_id).await
+        s.delete(h.app_id()).await
     }
 
     /// The app as the scheduler knows it.
     pub async fn describe(&self, handle: &str) -> Result<Option<AppDef>> {
         let (h, s) = self.route(handle).await?;
-        Ok(s.describe(&h.app_id).await?.map(|d| {
-            let mut app = AppDef::new(h.app_id.clone(), d.roles);
+        Ok(s.describe(h.app_id()).await?.map(|d| {
+            let mut app = AppDef::new(h.app_id().to_string(), d.roles);
             app.metadata = d.metadata;
             app
         }))
@@ -412,7 +412,7 @@ impl Runner {
         }
         // `log_iter` reports unknown apps itself (trait contract), which spares a describe per
         // replica when following the logs of hundreds of replicas.
-        let lines = match s.log_iter(&h.app_id, role, k, query).await {
+        let lines = match s.log_iter(h.app_id(), role, k, query).await {
             Err(e) if e.is_not_found(Subject::App) => return Err(self.unknown_app(&h)),
             other => other?,
         };

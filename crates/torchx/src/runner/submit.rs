@@ -6,7 +6,7 @@ use super::{ComponentOutcome, RunArgs};
 use crate::error::{Error, ErrorKind, Result};
 use crate::opts::Cfg;
 use crate::scheduler::{random_id, DryRunContext, DryRunInfo};
-use crate::specs::{make_app_handle, AppDef};
+use crate::specs::{AppDef, AppHandle};
 use crate::tracker;
 use crate::Runner;
 
@@ -228,7 +228,7 @@ impl Runner {
 
     /// Submits a dry-run result; returns the app handle. A job the pre-flight checks found
     /// would fail as it starts is refused (`InvalidArgument`), nothing submitted.
-    pub async fn schedule(&self, info: &DryRunInfo) -> Result<String> {
+    pub async fn schedule(&self, info: &DryRunInfo) -> Result<AppHandle> {
         if let Some(problem) = info.preflight.first() {
             return Err(Error::arg(format!(
                 "pre-flight: {problem}: the job would fail as it starts. Fix it, or give \
@@ -238,14 +238,14 @@ impl Runner {
         let sched = self.scheduler(&info.scheduler).await?;
         crate::workspace::build_images(&info.images, &info.scheduler, &info.cfg).await?;
         let app_id = sched.schedule(info).await?;
-        let handle = make_app_handle(&info.scheduler, &self.session_name, &app_id);
+        let handle = AppHandle::new(&info.scheduler, &self.session_name, &app_id);
         let parent = info
             .app
             .roles
             .first()
             .and_then(|r| r.env.get(tracker::ENV_PARENT_RUN_ID));
         if let Some(p) = parent.filter(|p| !p.is_empty()) {
-            self.record_parent(&handle, p).await;
+            self.record_parent(handle.as_str(), p).await;
         }
         Ok(handle)
     }
@@ -257,7 +257,7 @@ impl Runner {
         scheduler: &str,
         cfg: &Cfg,
         args: &RunArgs,
-    ) -> Result<String> {
+    ) -> Result<AppHandle> {
         let info = self.dryrun(app, scheduler, cfg, args).await?;
         self.schedule(&info).await
     }
@@ -270,7 +270,7 @@ impl Runner {
         scheduler: &str,
         cfg: &Cfg,
         run: &RunArgs,
-    ) -> Result<ComponentOutcome<String>> {
+    ) -> Result<ComponentOutcome<AppHandle>> {
         Ok(
             match self
                 .dryrun_component(component, args, scheduler, cfg, run)

@@ -7,24 +7,98 @@ use regex::Regex;
 
 use crate::error::{Error, Result};
 
-/// A parsed app handle.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+/// An app handle, `{scheduler}://{session_name}/{app_id}`: its text and its parts.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct AppHandle {
+    text: String,
+    /// Where `://` starts (the scheduler's end).
+    scheduler_end: usize,
+    /// Where the app id starts (after the session's `/`).
+    app_id_start: usize,
+}
+
+impl AppHandle {
+    /// The handle of `app_id` of `scheduler` in session `session_name`.
+    pub fn new(scheduler: &str, session_name: &str, app_id: &str) -> Self {
+        Self {
+            text: format!("{scheduler}://{session_name}/{app_id}"),
+            scheduler_end: scheduler.len(),
+            app_id_start: scheduler.len() + 3 + session_name.len() + 1,
+        }
+    }
+
     /// The scheduler name.
-    pub scheduler: String,
+    pub fn scheduler(&self) -> &str {
+        &self.text[..self.scheduler_end]
+    }
+
     /// The session name (ignored when routing).
-    pub session_name: String,
+    pub fn session_name(&self) -> &str {
+        &self.text[self.scheduler_end + 3..self.app_id_start - 1]
+    }
+
     /// The scheduler's app id.
-    pub app_id: String,
+    pub fn app_id(&self) -> &str {
+        &self.text[self.app_id_start..]
+    }
+
+    /// The handle's text.
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+}
+
+/// A handle is its text wherever one is asked for (`runner.status(&handle)`).
+impl std::ops::Deref for AppHandle {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.text
+    }
+}
+
+impl PartialEq<str> for AppHandle {
+    fn eq(&self, other: &str) -> bool {
+        self.text == other
+    }
+}
+
+impl PartialEq<String> for AppHandle {
+    fn eq(&self, other: &String) -> bool {
+        &self.text == other
+    }
+}
+
+impl PartialEq<AppHandle> for String {
+    fn eq(&self, other: &AppHandle) -> bool {
+        *self == other.text
+    }
+}
+
+impl AsRef<str> for AppHandle {
+    fn as_ref(&self) -> &str {
+        &self.text
+    }
+}
+
+/// As its text, as in TorchX's JSON.
+impl serde::Serialize for AppHandle {
+    fn serialize<S: serde::Serializer>(
+        &self,
+        serializer: S,
+    ) -> std::result::Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.text)
+    }
+}
+
+impl From<AppHandle> for String {
+    fn from(h: AppHandle) -> String {
+        h.text
+    }
 }
 
 impl fmt::Display for AppHandle {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{}://{}/{}",
-            self.scheduler, self.session_name, self.app_id
-        )
+        f.write_str(&self.text)
     }
 }
 
@@ -37,7 +111,7 @@ impl std::str::FromStr for AppHandle {
 
 /// Formats a handle.
 pub fn make_app_handle(scheduler: &str, session_name: &str, app_id: &str) -> String {
-    format!("{scheduler}://{session_name}/{app_id}")
+    AppHandle::new(scheduler, session_name, app_id).into()
 }
 
 /// Parses a handle with TorchX's greedy, start-anchored pattern, so `a://b/c/d` is
@@ -57,9 +131,9 @@ pub fn parse_app_handle(handle: &str) -> Result<AppHandle> {
     }
     let caps = re.captures(handle).ok_or_else(malformed)?;
     Ok(AppHandle {
-        scheduler: caps["scheduler"].to_string(),
-        session_name: caps["session"].to_string(),
-        app_id: caps["app_id"].to_string(),
+        text: handle.to_string(),
+        scheduler_end: caps.name("scheduler").map_or(0, |m| m.end()),
+        app_id_start: caps.name("app_id").map_or(0, |m| m.start()),
     })
 }
 
@@ -70,7 +144,13 @@ mod tests {
     fn parts(h: &str) -> (String, String, String) {
         let p = parse_app_handle(h).unwrap();
         assert_eq!(p.to_string(), h, "round trip");
-        (p.scheduler, p.session_name, p.app_id)
+        let built = AppHandle::new(p.scheduler(), p.session_name(), p.app_id());
+        assert_eq!(built, p, "built from its parts");
+        (
+            p.scheduler().into(),
+            p.session_name().into(),
+            p.app_id().into(),
+        )
     }
 
     #[test]

@@ -246,8 +246,14 @@ fn launch(a: &RunArgs, runner: &Runner, record: PipelineRecord) -> Result<i32> {
         println!("{handle}");
     }
     let _ = std::io::stdout().flush();
-    let local = record.steps.iter().all(|s| {
-        super::block_on(runner.scheduler(&s.scheduler)).is_ok_and(|s| s.capabilities().runs_locally)
+    let local = super::block_on(async {
+        for step in &record.steps {
+            match runner.scheduler(&step.scheduler).await {
+                Ok(s) if s.capabilities().runs_locally => {}
+                _ => return false,
+            }
+        }
+        true
     });
     if !(a.wait || (local && !a.detach)) {
         return Ok(exit_codes::OK);

@@ -83,7 +83,7 @@ fn kind_of(handle: &str) -> &'static str {
     if handle.starts_with("pipeline://") {
         "pipeline"
     } else if torchx::specs::parse_app_handle(handle)
-        .is_ok_and(|h| torchx::group::is_group_id(&h.app_id))
+        .is_ok_and(|h| torchx::group::is_group_id(h.app_id()))
     {
         "group"
     } else {
@@ -189,7 +189,7 @@ pub async fn app(
     let mut v = json!({
         "kind": "app",
         "handle": handle,
-        "scheduler": torchx::specs::parse_app_handle(&handle)?.scheduler,
+        "scheduler": torchx::specs::parse_app_handle(&handle)?.scheduler(),
         "state": status.state.as_str(),
         "terminal": status.state.is_terminal(),
         "msg": status.msg,
@@ -222,9 +222,9 @@ async fn native_request(ui: &Ui, handle: &str, app: torchx::specs::AppDef) -> Va
         return Value::Null;
     };
     let dry = async {
-        let (cfg, _) = ui.runner.cfg_from_str(&h.scheduler, "").await?;
+        let (cfg, _) = ui.runner.cfg_from_str(h.scheduler(), "").await?;
         let args = torchx::runner::RunArgs::default();
-        ui.runner.dryrun(app, &h.scheduler, &cfg, &args).await
+        ui.runner.dryrun(app, h.scheduler(), &cfg, &args).await
     };
     match tokio::time::timeout(Duration::from_secs(10), dry).await {
         Ok(Ok(info)) => json!({"text": info.to_string()}),

@@ -383,14 +383,14 @@ fn depends_on(after: &[crate::specs::Dependency]) -> Result<Vec<String>> {
         .iter()
         .map(|dep| {
             let handle = crate::specs::parse_app_handle(&dep.handle)?;
-            let plain = handle.app_id.matches(':').count() == 1;
-            if handle.scheduler == super::NAME
+            let plain = handle.app_id().matches(':').count() == 1;
+            if handle.scheduler() == super::NAME
                 && plain
                 && dep.condition == crate::specs::Condition::Ok
             {
-                return Ok(handle.app_id);
+                return Ok(handle.app_id().to_string());
             }
-            let why = if handle.scheduler != super::NAME {
+            let why = if handle.scheduler() != super::NAME {
                 "a job of another scheduler"
             } else if !plain {
                 "an array's child"

@@ -460,19 +460,19 @@ fn dependency_condition(after: &[crate::specs::Dependency]) -> Result<Option<Str
     for dep in after {
         let handle = crate::specs::parse_app_handle(&dep.handle)?;
         let array_task = handle
-            .app_id
+            .app_id()
             .rsplit_once('_')
             .is_some_and(|(_, i)| !i.is_empty() && i.bytes().all(|b| b.is_ascii_digit()));
         let clean = handle
-            .app_id
+            .app_id()
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
-        if handle.scheduler != super::NAME || array_task || !clean {
+        if handle.scheduler() != super::NAME || array_task || !clean {
             return Err(Error::unsupported(
                 super::NAME,
                 format!(
                     "--after {dep}: an LSF job waits natively only for LSF apps (not for {})",
-                    if handle.scheduler == super::NAME {
+                    if handle.scheduler() == super::NAME {
                         "an array's task"
                     } else {
                         "a job of another scheduler"
@@ -485,7 +485,7 @@ fn dependency_condition(after: &[crate::specs::Dependency]) -> Result<Option<Str
             Condition::NotOk => "exit",
             Condition::Any => "ended",
         };
-        clauses.push(format!("{test}(\"{}-*\")", handle.app_id));
+        clauses.push(format!("{test}(\"{}-*\")", handle.app_id()));
     }
     Ok((!clauses.is_empty()).then(|| clauses.join(" && ")))
 }

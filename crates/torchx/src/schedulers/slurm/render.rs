@@ -496,15 +496,16 @@ fn dependency_opts(after: &[crate::specs::Dependency]) -> Result<Vec<String>> {
     let mut by_kind: Vec<(&str, Vec<String>)> = Vec::new();
     for dep in after {
         let handle = crate::specs::parse_app_handle(&dep.handle)?;
-        let job = &handle.app_id;
-        let native = handle.scheduler == super::NAME && job.parse::<super::state::JobRef>().is_ok();
+        let job = handle.app_id();
+        let native =
+            handle.scheduler() == super::NAME && job.parse::<super::state::JobRef>().is_ok();
         if !native {
             return Err(Error::unsupported(
                 super::NAME,
                 format!(
                     "--after {dep}: a Slurm job waits natively only for Slurm jobs (a job id or \
                      an array task), not for {}",
-                    if handle.scheduler == super::NAME {
+                    if handle.scheduler() == super::NAME {
                         "a group of separately submitted tasks"
                     } else {
                         "a job of another scheduler"
@@ -518,8 +519,8 @@ fn dependency_opts(after: &[crate::specs::Dependency]) -> Result<Vec<String>> {
             Condition::Any => "afterany",
         };
         match by_kind.iter_mut().find(|(k, _)| *k == kind) {
-            Some((_, jobs)) => jobs.push(job.clone()),
-            None => by_kind.push((kind, vec![job.clone()])),
+            Some((_, jobs)) => jobs.push(job.to_string()),
+            None => by_kind.push((kind, vec![job.to_string()])),
         }
     }
     let clauses: Vec<String> = by_kind
