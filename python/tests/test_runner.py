@@ -196,3 +196,15 @@ def test_a_python_scheduler_beside_the_builtins() -> None:
     # A builtin on the same runner.
     assert runner.run(app, "local_cwd").startswith("local_cwd://mine/")
     assert split_lines("a\nb") == ["a\n", "b"]
+
+
+def test_new_session_ids_are_version_4_uuids() -> None:
+    import uuid
+
+    from torchx.util.session import _new_id
+
+    ids = {_new_id() for _ in range(200)}
+    assert len(ids) == 200
+    for text in ids:
+        parsed = uuid.UUID(text)
+        assert (parsed.version, parsed.variant, str(parsed)) == (4, uuid.RFC_4122, text)

@@ -32,7 +32,12 @@ from torchx.runner import groups, pipelines
 from torchx.runner.events import log_event
 from torchx.schedulers import SchedulerFactory, get_scheduler_factories
 from torchx.schedulers.api import ListAppResponse, Scheduler, Stream, call_validate
-from torchx.settings import ENV_TORCHX_INTERNAL_SESSION_ID
+from torchx.settings import (
+    ENV_TORCHX_INTERNAL_SESSION_ID,
+    ENV_TORCHX_JOB_ID,
+    ENV_TORCHX_PARENT_RUN_ID,
+    ENV_TORCHX_TRACKERS,
+)
 from torchx.specs import (
     AppDef,
     AppDryRunInfo,
@@ -48,12 +53,6 @@ from torchx.specs import (
     runopts,
 )
 from torchx.specs.api import _copy_sharing_overrides
-from torchx.tracker.api import (
-    ENV_TORCHX_JOB_ID,
-    ENV_TORCHX_PARENT_RUN_ID,
-    ENV_TORCHX_TRACKERS,
-    tracker_config_env_var_name,
-)
 from torchx.util.session import get_session_id_or_create_new
 
 
@@ -291,6 +290,9 @@ class Runner:
                 role.env[ENV_TORCHX_TRACKERS] = ",".join(trackers)
             for tracker, config in trackers.items():
                 if config:
+                    # Imported on use: the trackers' module loads the plugin registry.
+                    from torchx.tracker.api import tracker_config_env_var_name
+
                     role.env[tracker_config_env_var_name(tracker)] = config
         cfg = cfg or {}
         with log_event(

@@ -20,9 +20,13 @@ def get_session_id_or_create_new() -> str:
 
 
 def _new_id() -> str:
-    import uuid
-
-    return str(uuid.uuid4())
+    """A random (version 4) UUID's text, as ``str(uuid.uuid4())``: made here because importing
+    ``uuid`` (and ``platform`` with it) costs a short script more than its dry run."""
+    b = bytearray(os.urandom(16))
+    b[6] = (b[6] & 0x0F) | 0x40  # version 4
+    b[8] = (b[8] & 0x3F) | 0x80  # RFC 4122 variant
+    h = b.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 def get_torchx_session_id() -> Optional[str]:
