@@ -192,18 +192,8 @@ impl FsspecTracker {
 }
 
 impl Tracker for FsspecTracker {
-    fn add_artifact(
-        &self,
-        run_id: &str,
-        name: &str,
-        path: &str,
-        metadata: Option<&Map<String, Value>>,
-    ) -> Result<()> {
-        self.persist(
-            run_id,
-            "artifacts",
-            &json!({ "name": name, "path": path, "metadata": metadata }),
-        )
+    fn add_artifact(&self, run_id: &str, artifact: &TrackerArtifact) -> Result<()> {
+        self.persist(run_id, "artifacts", &json!(artifact))
     }
 
     fn artifacts(&self, run_id: &str) -> Result<BTreeMap<String, TrackerArtifact>> {
@@ -528,8 +518,13 @@ mod tests {
         t.add_metadata("c", &md(json!({"a": 1, "b": "x"}))).unwrap();
         t.add_metadata("c", &md(json!({"a": 2}))).unwrap();
         assert_eq!(t.metadata("c").unwrap(), md(json!({"a": 2, "b": "x"})));
-        t.add_artifact("c", "model", "/m1", None).unwrap();
-        t.add_artifact("c", "model", "/m2", Some(&md(json!({"k": "v"}))))
+        let artifact = |path: &str, metadata: Option<Value>| TrackerArtifact {
+            name: "model".into(),
+            path: path.into(),
+            metadata: metadata.map(md),
+        };
+        t.add_artifact("c", &artifact("/m1", None)).unwrap();
+        t.add_artifact("c", &artifact("/m2", Some(json!({"k": "v"}))))
             .unwrap();
         let arts = t.artifacts("c").unwrap();
         assert_eq!(arts["model"].path, "/m2", "the later artifact wins");

@@ -60,14 +60,8 @@ pub struct Lineage {
 
 /// A tracking backend: TorchX's `TrackerBase`.
 pub trait Tracker: std::fmt::Debug + Send + Sync {
-    /// Records an artifact of `run_id`.
-    fn add_artifact(
-        &self,
-        run_id: &str,
-        name: &str,
-        path: &str,
-        metadata: Option<&Map<String, Value>>,
-    ) -> Result<()>;
+    /// Records an artifact of `run_id` (replacing one of the same name).
+    fn add_artifact(&self, run_id: &str, artifact: &TrackerArtifact) -> Result<()>;
     /// The artifacts of `run_id` by name.
     fn artifacts(&self, run_id: &str) -> Result<BTreeMap<String, TrackerArtifact>>;
     /// Records metadata of `run_id` (merged over what is there).
@@ -236,9 +230,14 @@ impl AppRun {
         path: &str,
         metadata: Option<&Map<String, Value>>,
     ) -> Result<()> {
+        let artifact = TrackerArtifact {
+            name: name.to_string(),
+            path: path.to_string(),
+            metadata: metadata.cloned(),
+        };
         self.backends
             .iter()
-            .try_for_each(|b| b.add_artifact(&self.id, name, path, metadata))
+            .try_for_each(|b| b.add_artifact(&self.id, &artifact))
     }
 
     /// Records a source on every backend.

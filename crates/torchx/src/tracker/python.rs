@@ -70,13 +70,12 @@ fn sources_of(v: &Value) -> Vec<TrackerSource> {
 }
 
 impl Tracker for PythonTracker {
-    fn add_artifact(
-        &self,
-        run_id: &str,
-        name: &str,
-        path: &str,
-        metadata: Option<&Map<String, Value>>,
-    ) -> Result<()> {
+    fn add_artifact(&self, run_id: &str, artifact: &TrackerArtifact) -> Result<()> {
+        let TrackerArtifact {
+            name,
+            path,
+            metadata,
+        } = artifact;
         self.call(
             "add_artifact",
             json!({"run_id": run_id, "name": name, "path": path, "metadata": metadata}),
