@@ -100,6 +100,15 @@ pub(super) fn all() -> Vec<Component> {
             ],
             torchserve,
         ),
+    ]
+    .into_iter()
+    .chain(utils())
+    .collect()
+}
+
+/// The `utils.*` builtins.
+fn utils() -> Vec<Component> {
+    vec![
         Component::native(
             "utils.binary",
             "Test component",

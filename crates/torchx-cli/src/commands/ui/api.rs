@@ -60,9 +60,9 @@ fn now() -> f64 {
 async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> torchx::Result<T> + Send + 'static,
 ) -> torchx::Result<T> {
-    tokio::task::spawn_blocking(f)
-        .await
-        .map_err(|e| Error::backend("ui", format!("a blocking task failed: {e}")))?
+    tokio::task::spawn_blocking(f).await.map_err(|e| {
+        Error::backend("ui", format!("a blocking task did not finish: {e}")).with_source(e)
+    })?
 }
 
 /// `GET /api/info`: what the page needs to know about this server.

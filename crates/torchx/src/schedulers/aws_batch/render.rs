@@ -86,12 +86,9 @@ fn resource_device_mounts(devices: &BTreeMap<String, i64>) -> Vec<Mount> {
     out
 }
 
-fn node_range(
-    role: &Role,
-    start: u32,
-    opts: &AwsBatchOpts,
-    recovery: Option<&Recovery>,
-) -> Result<NodeRange> {
+/// The role's mounts (and its resource's devices) as Batch volumes with their mount points,
+/// and devices.
+fn volumes_and_devices(role: &Role) -> Result<(Vec<Volume>, Vec<MountPoint>, Vec<Device>)> {
     let mut mount_points = Vec::new();
     let mut volumes = Vec::new();
     let mut devices = Vec::new();
@@ -161,6 +158,16 @@ fn node_range(
             }
         }
     }
+    Ok((volumes, mount_points, devices))
+}
+
+fn node_range(
+    role: &Role,
+    start: u32,
+    opts: &AwsBatchOpts,
+    recovery: Option<&Recovery>,
+) -> Result<NodeRange> {
+    let (volumes, mount_points, devices) = volumes_and_devices(role)?;
     let instance_type = role
         .resource
         .capabilities
