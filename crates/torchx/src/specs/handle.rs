@@ -7,8 +7,9 @@ use regex::Regex;
 
 use crate::error::{Error, Result};
 
-/// An app handle, `{scheduler}://{session_name}/{app_id}`: its text and its parts.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+/// An app handle, `{scheduler}://{session_name}/{app_id}`: its text and its parts. Handles
+/// compare, hash and order as their text.
+#[derive(Debug, Clone)]
 pub struct AppHandle {
     text: String,
     /// Where `://` starts (the scheduler's end).
@@ -53,6 +54,32 @@ impl std::ops::Deref for AppHandle {
     type Target = str;
     fn deref(&self) -> &str {
         &self.text
+    }
+}
+
+impl PartialEq for AppHandle {
+    fn eq(&self, other: &Self) -> bool {
+        self.text == other.text
+    }
+}
+
+impl Eq for AppHandle {}
+
+impl std::hash::Hash for AppHandle {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.text.hash(state);
+    }
+}
+
+impl PartialOrd for AppHandle {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for AppHandle {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.text.cmp(&other.text)
     }
 }
 
