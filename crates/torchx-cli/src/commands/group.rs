@@ -24,6 +24,8 @@ pub struct GroupRun<'a> {
     pub scheduler: &'a str,
     pub cfg: &'a Cfg,
     pub lib_args: LibRunArgs,
+    /// The scheduler runs jobs on this machine (then a group is waited for unless detached).
+    pub runs_locally: bool,
 }
 
 /// What `torchx rerun` runs again: these tasks of that group.
@@ -132,10 +134,7 @@ impl GroupRun<'_> {
             return Ok(exit_codes::OK);
         }
         // As for one job: a group on this machine is waited for unless detached.
-        let local = super::block_on(runner.scheduler(self.scheduler))?
-            .capabilities()
-            .runs_locally;
-        let wait = a.wait || a.log || (local && !a.detach);
+        let wait = a.wait || a.log || (self.runs_locally && !a.detach);
         let timeout = a
             .timeout
             .as_deref()

@@ -92,6 +92,7 @@ pub fn run(a: RunArgs) -> Result<i32> {
             scheduler: &scheduler,
             cfg: &cfg,
             lib_args,
+            runs_locally: capabilities.runs_locally,
         };
         return group.run(runner, &a);
     }
