@@ -149,6 +149,7 @@ def test_builtins_pass_the_linter_and_are_found_by_name() -> None:
     for name in (
         "dist.ddp",
         "dist.spmd",
+        "dist.torchrun",
         "utils.echo",
         "utils.sh",
         "utils.copy",
@@ -159,7 +160,7 @@ def test_builtins_pass_the_linter_and_are_found_by_name() -> None:
     case = ComponentTestCase("setUp")
     case.setUp()
     try:
-        for module, fn in ((dist, "ddp"), (utils, "python"), (utils, "booth")):
+        for module, fn in ((dist, "ddp"), (dist, "torchrun"), (utils, "python"), (utils, "booth")):
             case.validate(module, fn)
     finally:
         case.tearDown()

@@ -20,6 +20,11 @@ def test_functions_build_what_the_cli_builds() -> None:
             ["--script", "train.py", "-j", "2x2", "--env", "A=1", "--", "--lr", "0.1"],
         ),
         (dist.spmd(script="train.py"), "dist.spmd", ["--script", "train.py"]),
+        (
+            dist.torchrun("--lr", "0.1", script="train.py", h="aws_p4d.24xlarge", j="2"),
+            "dist.torchrun",
+            ["--script", "train.py", "-h", "aws_p4d.24xlarge", "-j", "2", "--", "--lr", "0.1"],
+        ),
         (utils.echo(msg="hi", num_replicas=2), "utils.echo", ["--msg", "hi", "--num_replicas", "2"]),
         (utils.sh("echo", "hi", h="gpu.small"), "utils.sh", ["-h", "gpu.small", "echo", "hi"]),
         (utils.python("-x", m="pkg.main"), "utils.python", ["-m", "pkg.main", "--", "-x"]),
@@ -48,6 +53,13 @@ def test_ddp_as_torchx_builds_it() -> None:
     assert role.resource.cpu == 2 and role.resource.memMB == 1024
     with pytest.raises(ValueError, match="exactly one of --script and -m"):
         dist.ddp(j="2x2")
+
+
+def test_torchrun_is_ddp_with_a_gpu_hosts_bare_j_as_nodes() -> None:
+    assert dist.torchrun(script="train.py", j="2x2") == dist.ddp(script="train.py", j="2x2")
+    app = dist.torchrun(script="train.py", h="aws_p4d.24xlarge", j="2")
+    assert app.roles[0].num_replicas == 2 and "--nnodes 2 --nproc_per_node 8" in app.roles[0].args[1]
+    assert inspect.signature(dist.torchrun).parameters == inspect.signature(dist.ddp).parameters
 
 
 def test_signatures_are_torchx_s() -> None:

@@ -252,7 +252,7 @@ fn informational_commands() {
     let env = Env::new();
     let out = env.run(&["builtins"]);
     assert!(
-        stdout(&out).starts_with("Found 11 builtin components:\n  1. dist.ddp\n"),
+        stdout(&out).starts_with("Found 12 builtin components:\n  1. dist.ddp\n"),
         "{}",
         stdout(&out)
     );

@@ -1,4 +1,5 @@
-"""Distributed training components: ``ddp`` (torchrun, any number of nodes) and ``spmd``."""
+"""Distributed training components: ``torchrun`` (any number of nodes; ``ddp`` is its 0.7
+name) and ``spmd``."""
 
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -158,3 +159,56 @@ def ddp(
             tee=tee,
         ),
     )
+
+
+def torchrun(
+    *script_args: str,
+    script: Optional[str] = None,
+    m: Optional[str] = None,
+    image: str = torchx.IMAGE,
+    name: str = "/",
+    h: Optional[str] = None,
+    cpu: int = 2,
+    gpu: int = 0,
+    memMB: int = 1024,
+    j: str = "1x2",
+    env: Optional[Dict[str, str]] = None,
+    metadata: Optional[Dict[str, str]] = None,
+    max_retries: int = 0,
+    rdzv_port: int = 29500,
+    rdzv_backend: str = "c10d",
+    rdzv_conf: Optional[str] = None,
+    mounts: Optional[List[str]] = None,
+    debug: bool = False,
+    tee: int = 3,
+) -> specs.AppDef:
+    """A distributed PyTorch program (DDP, FSDP, RPC, ...) launched with torchrun: TorchX's
+    name for :func:`ddp` since its 0.8 line. The same parameters; with a named host ``h``, a
+    bare ``j`` = N means N nodes with as many processes as the host has GPUs (as :func:`spmd`),
+    so ``h="gpu.small", j="2"`` is two nodes of one process.
+
+    Args:
+        script_args: arguments to the main module or script
+        script: script or binary to run within the image
+        m: the python module path to run
+        image: image (e.g. docker)
+        name: job name override ({experimentname}/{runname}, {experimentname}/, /{runname}
+            or {runname}); uses the script or module name if {runname} is not given
+        h: a registered named resource (takes precedence over cpu, gpu, memMB)
+        cpu: number of cpus per replica
+        gpu: number of gpus per replica
+        memMB: cpu memory in MB per replica
+        j: [{min_nnodes}:]{nnodes}x{nproc_per_node}, or {nnodes} with a GPU host ``h``
+        env: environment variables to be passed to the run (e.g. ENV1=v1,ENV2=v2)
+        metadata: metadata to be passed to the scheduler (e.g. KEY1=v1,KEY2=v2)
+        max_retries: the number of scheduler retries allowed
+        rdzv_port: the port on rank0's host for the c10d rendezvous store (multi-node only)
+        rdzv_backend: the rendezvous backend to use (multi-node only)
+        rdzv_conf: additional rendezvous configuration (e.g. join_timeout=600,timeout=600)
+        mounts: mounts to mount into the worker environment/container
+        debug: whether to run with preset debug flags enabled
+        tee: tees the std stream(s) to console + file (0: none, 1: stdout, 2: stderr, 3: both)
+    """
+    options = dict(locals())
+    del options["script_args"]
+    return call("dist.torchrun", script_args, options)

@@ -75,6 +75,7 @@ pub(super) fn all() -> Vec<Component> {
     vec![
         Component::native("dist.ddp", DDP_DOC, ddp_params(), ddp),
         Component::native("dist.spmd", SPMD_DOC, spmd_params(), spmd),
+        Component::native("dist.torchrun", TORCHRUN_DOC, ddp_params(), torchrun),
         Component::native(
             "metrics.tensorboard",
             "This component runs a Tensorboard server which will render the logs specified by logdir.\n\nSince Tensorboard runs as a service you need to specify the termination conditions. This consists of a timeout as well as an optional ``exit_on_file`` which will cause the service to quit when that path is created.",
@@ -378,6 +379,8 @@ fn tensorboard(a: &ComponentArgs, _: &ComponentEnv) -> Result<AppDef> {
 
 const DDP_DOC: &str = "Distributed data parallel style application (one role, multi-replica). Uses `torch.distributed.run` to launch and coordinate PyTorch worker processes. Defaults to using ``c10d`` rendezvous backend on rendezvous_endpoint ``$rank_0_host:$rdzv_port``. Note that ``rdzv_port`` parameter is ignored when running on single node, and instead we use port 0 which instructs torchelastic to chose a free random port on the host.\n\nNote: (cpu, gpu, memMB) parameters are mutually exclusive with ``h`` (named resource) where ``h`` takes precedence if specified for setting resource requirements.";
 
+const TORCHRUN_DOC: &str = "Launches a distributed PyTorch program (DDP, FSDP, RPC, ...) with `torchrun` (`torch.distributed.run`): one role of `nnodes` replicas, each running `nproc_per_node` processes. The canonical name of `dist.ddp` (which stays, with its own `-j` rules): with a named host `-h`, a bare `-j N` means N nodes with as many processes as the host has GPUs (as `dist.spmd`), so `-h gpu.small -j 2` is two nodes of one process; any other `-j` (`[{min_nnodes}:]{nnodes}x{nproc_per_node}`, or a bare process count without `-h`) means what it means to `dist.ddp`.\n\nUsage (by script): torchx run dist.torchrun -j 2x8 -h aws_p4d.24xlarge --script path/to/my/trainer.py -foo bar";
+
 const SPMD_DOC: &str = "Creates an AppDef for a Single-Process-Multiple-Data (SPMD) style application: `n x m` (set via `-j nxm`) copies of the same program, where `n` is the number of nodes and `m` the number of processes on each node. For GPU hosts, `-j n` infers `m` from the GPU count of the host type `-h`.\n\nUsage (by script): torchx run dist.spmd -j 2x8 -h aws_p4d.24xlarge --name my_experiment/trial_1 --script path/to/my/trainer.py -foo bar";
 
 fn dist_common() -> Vec<Param> {
@@ -536,6 +539,28 @@ fn ddp(a: &ComponentArgs, cenv: &ComponentEnv) -> Result<AppDef> {
     ddp_with(a, cenv, a.str("j"))
 }
 
+/// `dist.torchrun`, TorchX's name for its distributed launcher since the 0.8 line: `dist.ddp`'s
+/// parameters, but with a named host `-h` a bare `-j N` is N nodes of as many processes as the
+/// host has GPUs (as `dist.spmd`); any other `-j` means what it means to `dist.ddp`.
+fn torchrun(a: &ComponentArgs, cenv: &ComponentEnv) -> Result<AppDef> {
+    let j = a.str("j");
+    match a.opt_str("h") {
+        Some(h) if !j.is_empty() && j.bytes().all(|b| b.is_ascii_digit()) => {
+            ddp_with(a, cenv, &format!("{j}x{}", host_gpus(h, j, cenv)?))
+        }
+        _ => ddp_with(a, cenv, j),
+    }
+}
+
+/// The GPUs of named host `h`, which a bare `-j N` takes as the processes per node.
+fn host_gpus(h: &str, n: &str, cenv: &ComponentEnv) -> Result<i64> {
+    let gpus = cenv.resource(h)?.gpu;
+    if gpus <= 0 {
+        return Err(Error::arg(format!("nproc_per_node cannot be inferred from GPU count. `{h}` is not a GPU instance. You must specify `-j $nnodes x $nproc_per_node` (e.g. `-j {n}x8`)")));
+    }
+    Ok(gpus)
+}
+
 fn ddp_with(a: &ComponentArgs, cenv: &ComponentEnv, j: &str) -> Result<AppDef> {
     let (script, m) = (a.opt_str("script"), a.opt_str("m"));
     if script.is_some() == m.is_some() {
@@ -636,12 +661,7 @@ fn spmd(a: &ComponentArgs, cenv: &ComponentEnv) -> Result<AppDef> {
     let j = a.str("j");
     let nums: Vec<&str> = j.split('x').collect();
     let j = match nums.as_slice() {
-        [n] => {
-            if gpus <= 0 {
-                return Err(Error::arg(format!("nproc_per_node cannot be inferred from GPU count. `{h}` is not a GPU instance. You must specify `-j $nnodes x $nproc_per_node` (e.g. `-j {n}x8`)")));
-            }
-            format!("{n}x{gpus}")
-        }
+        [n] => format!("{n}x{}", host_gpus(h, n, cenv)?),
         [n, nproc] => {
             if gpus > 0 && nproc.parse::<i64>().ok() != Some(gpus) {
                 log::warn!("In `-j {j}` you specified nproc_per_node={nproc} which does not equal the number of GPUs on a {h}: {gpus}. This may lead to under-utilization or an error.");

@@ -19,13 +19,14 @@ fn cmd(app: &AppDef) -> &str {
 }
 
 #[test]
-fn eleven_builtins() {
+fn twelve_builtins() {
     let names = builtin_names();
     assert_eq!(
         names,
         [
             "dist.ddp",
             "dist.spmd",
+            "dist.torchrun",
             "metrics.tensorboard",
             "serve.torchserve",
             "utils.binary",
@@ -196,6 +197,42 @@ fn spmd_infers_nproc() {
     .unwrap_err()
     .to_string();
     assert!(e.starts_with("nproc_per_node cannot be inferred from GPU count. `aws_trn1.32xlarge` is not a GPU instance."), "{e}");
+}
+
+#[test]
+fn torchrun_is_ddp_with_spmds_bare_j_on_a_named_host() {
+    let same = |args: &[&str]| {
+        let torchrun = build("dist.torchrun", args).unwrap();
+        assert_eq!(torchrun, build("dist.ddp", args).unwrap(), "{args:?}");
+    };
+    same(&["-j", "2x2", "--script", "t.py", "--", "--lr", "0.1"]);
+    same(&["-j", "1:2x4", "-m", "a.b"]);
+    // A bare -j without -h is a process count, as for dist.ddp.
+    same(&["-j", "2", "--script", "t.py"]);
+    same(&["-j", "2x4", "-h", "aws_p4d.24xlarge", "--script", "t.py"]);
+    let app = build(
+        "dist.torchrun",
+        &["-j", "2", "-h", "aws_p4d.24xlarge", "--script", "t.py"],
+    )
+    .unwrap();
+    assert!(
+        cmd(&app).contains("--nnodes 2 --nproc_per_node 8"),
+        "{}",
+        cmd(&app)
+    );
+    assert_eq!(app.roles[0].num_replicas, 2);
+    let e = build(
+        "dist.torchrun",
+        &["-j", "2", "-h", "aws_trn1.32xlarge", "--script", "t.py"],
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.starts_with("nproc_per_node cannot be inferred from GPU count."),
+        "{e}"
+    );
+    let e = build("dist.torchrun", &["-j", "1:2", "--script", "t.py"]).unwrap_err();
+    assert!(e.to_string().starts_with("Invalid format for -j"), "{e}");
 }
 
 #[test]
