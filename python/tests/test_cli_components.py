@@ -270,6 +270,33 @@ def _plugin_venv(tmp_path: Path, entry_points: str, module: str) -> Dict[str, st
     return {"TORCHX_PYTHON": str(venv / "bin" / "python3"), "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
 
 
+def test_named_resource_plugins_are_asked_only_for_a_name_nothing_else_defines(
+    torchx_bin: str, tmp_path: Path
+) -> None:
+    # Asking the plugins starts an interpreter: a job that names no resource, or a builtin
+    # one, never does.
+    marker = tmp_path / "imported"
+    env = _plugin_venv(
+        tmp_path,
+        "[torchx.named_resources]\ngpu_x4 = my_plugin:gpu_x4\n",
+        f"""
+        import pathlib
+        pathlib.Path({str(marker)!r}).touch()
+        from torchx.specs import Resource
+
+        def gpu_x4() -> Resource:
+            return Resource(cpu=32, gpu=4, memMB=65536)
+    """,
+    )
+    dryrun = ("run", "--dryrun", "--workspace", "", "-s", "kubernetes")
+    for job in (("utils.echo",), ("dist.ddp", "--script", "t.py", "-h", "gpu.small")):
+        done = _torchx(torchx_bin, tmp_path, *dryrun, *job, env=env)
+        assert done.returncode == 0 and not marker.exists(), (job, done.stderr)
+    done = _torchx(torchx_bin, tmp_path, *dryrun, "dist.ddp", "--script", "t.py", "-h", "gpu_x4", env=env)
+    assert done.returncode == 0 and marker.exists(), done.stderr
+    assert "nvidia.com/gpu: '4'" in done.stdout
+
+
 def test_named_resource_plugins_in_the_cli(torchx_bin: str, tmp_path: Path) -> None:
     env = _plugin_venv(
         tmp_path,

@@ -9,7 +9,7 @@ use crate::components::{
     all_components_with, find_component_with, Component, ComponentEnv, ComponentRef, PythonOutcome,
 };
 use crate::config::TorchxConfig;
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::specs::{AppDef, Resource};
 
 /// The components (registered ones; builtins and the config's directories are found on
@@ -90,11 +90,20 @@ impl Catalog {
             }
             ComponentRef::Component(c) => {
                 let defaults = self.component_defaults(component)?;
-                let env = ComponentEnv {
-                    named_resources: self.named_resources_with_plugins()?,
+                let mut env = ComponentEnv {
+                    named_resources: self.named_resources()?,
                     ..ComponentEnv::from_process()
                 };
-                match c.materialize(args, &defaults, &env)? {
+                // The Python plugins' named resources only for a name nothing else defines:
+                // asking them starts an interpreter, and most jobs name no resource at all.
+                let app = match c.materialize(args, &defaults, &env) {
+                    Err(e) if e.kind() == ErrorKind::NotFound => {
+                        env.named_resources = self.named_resources_with_plugins()?;
+                        c.materialize(args, &defaults, &env)
+                    }
+                    built => built,
+                };
+                match app? {
                     Some(app) => Ok(ComponentOutcome::Done(app)),
                     None => Ok(ComponentOutcome::Help(c.help(&defaults))),
                 }
