@@ -270,9 +270,7 @@ def _plugin_venv(tmp_path: Path, entry_points: str, module: str) -> Dict[str, st
     return {"TORCHX_PYTHON": str(venv / "bin" / "python3"), "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
 
 
-def test_named_resource_plugins_are_asked_only_for_a_name_nothing_else_defines(
-    torchx_bin: str, tmp_path: Path
-) -> None:
+def test_named_resource_plugins_are_asked_only_for_a_name_nothing_else_defines(torchx_bin: str, tmp_path: Path) -> None:
     # Asking the plugins starts an interpreter: a job that names no resource, or a builtin
     # one, never does.
     marker = tmp_path / "imported"

@@ -2,6 +2,8 @@
 ``.torchxconfig``, workspaces built by a ``WorkspaceMixin`` scheduler, usage events."""
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any, List, Mapping
 
@@ -123,3 +125,35 @@ def test_usage_events_are_recorded(monkeypatch: pytest.MonkeyPatch) -> None:
     from torchx.runner.events import TorchxEvent, record
 
     record(TorchxEvent(session="s", scheduler="x", api="y"))
+
+
+def test_events_reach_a_handler_on_the_null_destination_and_cost_no_logging_import() -> None:
+    # A script that records an event imports no `logging` for it ...
+    script = (
+        "import sys\n"
+        "from torchx.runner.events import TorchxEvent, record\n"
+        "record(TorchxEvent(session='s', scheduler='x', api='y'))\n"
+        "assert 'logging' not in sys.modules, 'logging imported'\n"
+    )
+    subprocess.run([sys.executable, "-c", script], check=True)
+    # ... and one whose code put a handler on the destination's logger still gets the events.
+    import logging
+
+    from torchx.runner.events import TorchxEvent, record
+
+    seen: List[str] = []
+
+    class Collect(logging.Handler):
+        def emit(self, r: logging.LogRecord) -> None:
+            seen.append(r.getMessage())
+
+    logger = logging.getLogger("torchx-events-null")
+    handler, level = Collect(), logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)  # as in TorchX, the logger's level decides, not the handler's
+    try:
+        record(TorchxEvent(session="s", scheduler="x", api="seen"))
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+    assert any('"api": "seen"' in m for m in seen), seen

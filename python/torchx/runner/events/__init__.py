@@ -1,10 +1,11 @@
 """Usage events of the Runner API (TorchX's ``torchx.runner.events``): ``log_event`` times a
 call and ``record``s a :class:`TorchxEvent` on the logger of a destination (``null`` by default:
 a handler that drops it; ``console`` prints). ``logging`` is imported when an event is
-recorded, not when the Runner is."""
+recorded where a handler may see it, not when the Runner is."""
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from types import TracebackType
@@ -54,6 +55,10 @@ def record(event: TorchxEvent, destination: str = "null") -> None:
         import logging
 
         logging.getLogger(__name__).exception("failed to serialize event, will not record event")
+        return
+    if destination == "null" and "logging" not in sys.modules:
+        # Its handler drops the event, and no other can be on its logger before `logging` is
+        # imported: importing it (~5 ms) only to drop the event would slow every script.
         return
     _get_or_create_logger(destination).info(serialized)
 
