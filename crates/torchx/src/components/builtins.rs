@@ -546,15 +546,15 @@ fn torchrun(a: &ComponentArgs, cenv: &ComponentEnv) -> Result<AppDef> {
     let j = a.str("j");
     match a.opt_str("h") {
         Some(h) if !j.is_empty() && j.bytes().all(|b| b.is_ascii_digit()) => {
-            ddp_with(a, cenv, &format!("{j}x{}", host_gpus(h, j, cenv)?))
+            let gpus = cenv.resource(h)?.gpu;
+            ddp_with(a, cenv, &format!("{j}x{}", nproc_from_gpus(h, gpus, j)?))
         }
         _ => ddp_with(a, cenv, j),
     }
 }
 
-/// The GPUs of named host `h`, which a bare `-j N` takes as the processes per node.
-fn host_gpus(h: &str, n: &str, cenv: &ComponentEnv) -> Result<i64> {
-    let gpus = cenv.resource(h)?.gpu;
+/// The processes per node of a bare `-j N` on named host `h`: its `gpus`, which must be some.
+fn nproc_from_gpus(h: &str, gpus: i64, n: &str) -> Result<i64> {
     if gpus <= 0 {
         return Err(Error::arg(format!("nproc_per_node cannot be inferred from GPU count. `{h}` is not a GPU instance. You must specify `-j $nnodes x $nproc_per_node` (e.g. `-j {n}x8`)")));
     }
@@ -661,7 +661,7 @@ fn spmd(a: &ComponentArgs, cenv: &ComponentEnv) -> Result<AppDef> {
     let j = a.str("j");
     let nums: Vec<&str> = j.split('x').collect();
     let j = match nums.as_slice() {
-        [n] => format!("{n}x{}", host_gpus(h, n, cenv)?),
+        [n] => format!("{n}x{}", nproc_from_gpus(h, gpus, n)?),
         [n, nproc] => {
             if gpus > 0 && nproc.parse::<i64>().ok() != Some(gpus) {
                 log::warn!("In `-j {j}` you specified nproc_per_node={nproc} which does not equal the number of GPUs on a {h}: {gpus}. This may lead to under-utilization or an error.");
