@@ -42,3 +42,15 @@ def test_every_kind_has_a_class_deriving_from_its_builtin() -> None:
     assert set(errors.BY_KIND) == set(builtins)
     for kind, base in builtins.items():
         assert issubclass(errors.BY_KIND[kind], base) and issubclass(errors.BY_KIND[kind], errors.TorchXError)
+
+
+def test_a_way_around_an_error_is_worded_for_python(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from torchx.runner import get_runner
+
+    monkeypatch.chdir(tmp_path)
+    with get_runner() as runner, pytest.raises(errors.InvalidConfigError) as e:
+        runner.dryrun_component("utils.echo", [], "aws_batch", cfg={"queue": "q"}, workspace=".")
+    message = str(e.value)
+    assert "set the run option image_repo" in message
+    assert message.endswith("Or pass workspace=None to run the image as is."), message
+    assert "--workspace" not in message, "the CLI's flag is the CLI's to name"

@@ -43,16 +43,38 @@ pub fn init_logger(level: &str) -> torchx::Result<()> {
 /// `message` followed by ` Did you mean `x`?` when a name is suggested (after a full stop).
 pub fn with_suggestion(message: &str, suggestion: Option<&str>) -> String {
     match suggestion {
-        Some(s) if message.ends_with(['.', '?', '!']) => format!("{message} Did you mean `{s}`?"),
-        Some(s) => format!("{message}. Did you mean `{s}`?"),
+        Some(s) => with_sentence(message, &format!("Did you mean `{s}`?")),
         None => message.to_string(),
     }
 }
 
-/// Prints an error as one line (plus its source chain when verbose).
+/// `sentence` after `message`, with a full stop between them if `message` has none.
+fn with_sentence(message: &str, sentence: &str) -> String {
+    let stop = if message.ends_with(['.', '?', '!']) {
+        ""
+    } else {
+        "."
+    };
+    format!("{message}{stop} {sentence}")
+}
+
+/// The CLI's way around an error: the flag that takes it.
+pub fn remedy(remedy: torchx::Remedy) -> &'static str {
+    match remedy {
+        torchx::Remedy::SkipPreflight => "give --skip_preflight to submit it anyway",
+        torchx::Remedy::NoWorkspace => "give --workspace \"\" to run the image as is",
+        _ => "",
+    }
+}
+
+/// Prints an error as one line (plus its source chain when verbose): its message, the name
+/// suggested for a misspelt one, and the flag that gets around it.
 pub fn print_error(err: &torchx::Error, verbose: bool) {
     let mut stderr = std::io::stderr().lock();
-    let message = with_suggestion(&err.to_string(), err.suggestion());
+    let mut message = with_suggestion(&err.to_string(), err.suggestion());
+    if let Some(r) = err.remedy().map(remedy).filter(|r| !r.is_empty()) {
+        message = with_sentence(&message, &format!("Or {r}."));
+    }
     let _ = writeln!(stderr, "torchx: error: {message}");
     if verbose {
         let mut source = std::error::Error::source(err);

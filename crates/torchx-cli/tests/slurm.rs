@@ -238,7 +238,7 @@ fn workspace_without_job_dir_runs_in_place() {
     let elsewhere = env.home.to_str().unwrap();
     let (_, code, err) = run_wait(&env, &["--workspace", elsewhere, "utils.sh", "true"]);
     assert_eq!(code, 3, "{err}");
-    assert!(err.contains("give -cfg job_dir=<new directory>"), "{err}");
+    assert!(err.contains("set the run option job_dir"), "{err}");
 }
 
 /// Counts to `$GOAL`, one a second, resuming from `$TORCHX_CHECKPOINT_DIR/n`; on SIGUSR1 saves

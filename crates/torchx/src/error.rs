@@ -85,6 +85,19 @@ pub enum Subject {
     Scheduler,
 }
 
+/// A way around an error that the caller offers in its own terms: the CLI names its flag, the
+/// Python package its argument. The library's messages say what is wrong, never which flag
+/// to give.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Remedy {
+    /// Submit anyway, without the pre-flight checks.
+    SkipPreflight,
+    /// Run the role's image as it is, without building a workspace into it.
+    NoWorkspace,
+}
+
 /// The error of every fallible operation in this crate: one [`ErrorKind`] (what callers act
 /// on: the CLI's exit code, the Python exception class), the message, the scheduler it came
 /// from and the underlying error as its [`source`](std::error::Error::source). A near
@@ -96,6 +109,7 @@ pub struct Error {
     scheduler: Option<String>,
     subject: Option<Subject>,
     suggestion: Option<String>,
+    remedy: Option<Remedy>,
     source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
 }
 
@@ -108,6 +122,9 @@ impl fmt::Debug for Error {
         }
         if let Some(s) = &self.suggestion {
             d.field("suggestion", s);
+        }
+        if let Some(r) = &self.remedy {
+            d.field("remedy", r);
         }
         if let Some(s) = &self.source {
             d.field("source", s);
@@ -167,6 +184,7 @@ impl Error {
             scheduler: None,
             subject: None,
             suggestion: None,
+            remedy: None,
             source: None,
         }
     }
@@ -194,6 +212,11 @@ impl Error {
     /// The known name nearest to a misspelt one, if any is close.
     pub fn suggestion(&self) -> Option<&str> {
         self.suggestion.as_deref()
+    }
+
+    /// The way around this error the caller can offer, if there is one.
+    pub fn remedy(&self) -> Option<Remedy> {
+        self.remedy
     }
 
     /// The I/O error underneath, if this is one.
@@ -319,6 +342,12 @@ impl Error {
     /// This error with the scheduler it came from.
     pub fn with_scheduler(mut self, scheduler: impl Into<String>) -> Self {
         self.scheduler = Some(scheduler.into());
+        self
+    }
+
+    /// This error with a way around it (presented by the caller).
+    pub fn with_remedy(mut self, remedy: Remedy) -> Self {
+        self.remedy = Some(remedy);
         self
     }
 

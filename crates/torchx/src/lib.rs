@@ -31,7 +31,7 @@ pub(crate) mod text;
 pub mod tracker;
 pub mod workspace;
 
-pub use error::{Error, ErrorKind, Result};
+pub use error::{Error, ErrorKind, Remedy, Result};
 pub use extensions::Extensions;
 pub use runner::Runner;
 

@@ -132,6 +132,15 @@ fn callers_branch_on_kinds_not_on_message_text() {
     assert!(found.is_empty(), "branching on error text: {found:#?}");
 }
 
+#[test]
+fn library_messages_name_no_cli_flags() {
+    // A message says what is wrong; the way around it is an `error::Remedy` that each edge
+    // presents in its own terms (the CLI's flag, Python's argument). Run options are named as
+    // such: `-cfg` is the CLI's spelling of them.
+    let found = offending(&["give --", "use --", "-cfg "], &[], &[]);
+    assert!(found.is_empty(), "CLI prose in library text: {found:#?}");
+}
+
 /// The `map_err(|e| ...)` closures in `code` that make an `Error::backend` from the error they
 /// map (its text in the message) without keeping it as the source (`with_source`,
 /// `backend_caused_by`), as `rel:line`.

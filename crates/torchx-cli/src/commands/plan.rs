@@ -103,9 +103,19 @@ pub fn plan_rows(
                 dryrun: None,
             },
         };
-        rows.push(row);
+        rows.push(with_remedies(row));
     }
     Ok(ComponentOutcome::Done(rows))
+}
+
+/// The row with each failed check's way around it added to its fix, as the CLI's flag.
+fn with_remedies(mut row: PlanRow) -> PlanRow {
+    for c in &mut row.checks {
+        if let (CheckOutcome::Fails { fix }, Some(r)) = (&mut c.outcome, c.remedy) {
+            *fix = format!("{fix}, or {}", crate::output::remedy(r));
+        }
+    }
+    row
 }
 
 fn print_rows(rows: &[PlanRow]) {

@@ -5,7 +5,7 @@
 
 use serde::Serialize;
 
-use crate::error::{ErrorKind, Result};
+use crate::error::{ErrorKind, Remedy, Result};
 use crate::opts::Cfg;
 use crate::runner::RunArgs;
 use crate::scheduler::{DryRunInfo, PlanCheck, PlanVerdict};
@@ -107,8 +107,10 @@ impl Runner {
         };
         match self.dryrun(app, scheduler, cfg, &args).await {
             Err(e) if certain(e.kind()) => {
-                row.checks
-                    .push(PlanCheck::fails("dry run", e.message(), e.message()));
+                row.checks.push(PlanCheck {
+                    remedy: e.remedy(),
+                    ..PlanCheck::fails("dry run", e.message(), e.message())
+                });
             }
             Err(e) => row
                 .checks
@@ -117,11 +119,10 @@ impl Runner {
                 row.checks
                     .push(PlanCheck::ok("dry run", "the request renders"));
                 for problem in &info.preflight {
-                    row.checks.push(PlanCheck::fails(
-                        "pre-flight",
-                        problem.clone(),
-                        "fix the path, or give --skip_preflight to run it anyway",
-                    ));
+                    row.checks.push(
+                        PlanCheck::fails("pre-flight", problem.clone(), "fix the path")
+                            .with_remedy(Remedy::SkipPreflight),
+                    );
                 }
                 match self.scheduler(scheduler).await {
                     Ok(s) => match s.plan(&info).await {

@@ -3,7 +3,7 @@
 //! scheduling.
 
 use super::{ComponentOutcome, RunArgs};
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, ErrorKind, Remedy, Result};
 use crate::opts::Cfg;
 use crate::scheduler::{random_id, DryRunContext, DryRunInfo};
 use crate::specs::{AppDef, AppHandle};
@@ -231,9 +231,9 @@ impl Runner {
     pub async fn schedule(&self, info: &DryRunInfo) -> Result<AppHandle> {
         if let Some(problem) = info.preflight.first() {
             return Err(Error::arg(format!(
-                "pre-flight: {problem}: the job would fail as it starts. Fix it, or give \
-                 --skip_preflight to submit it anyway"
-            )));
+                "pre-flight: {problem}: the job would fail as it starts"
+            ))
+            .with_remedy(Remedy::SkipPreflight));
         }
         let sched = self.scheduler(&info.scheduler).await?;
         crate::workspace::build_images(&info.images, &info.scheduler, &info.cfg).await?;

@@ -4,6 +4,8 @@
 
 use serde::Serialize;
 
+use crate::Remedy;
+
 /// How one check came out.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "outcome", rename_all = "snake_case")]
@@ -32,6 +34,9 @@ pub struct PlanCheck {
     /// How it came out.
     #[serde(flatten)]
     pub outcome: CheckOutcome,
+    /// A way around a failed check, beyond its fix, that the caller presents in its terms.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub remedy: Option<Remedy>,
 }
 
 impl PlanCheck {
@@ -41,6 +46,7 @@ impl PlanCheck {
             check: check.into(),
             detail: detail.into(),
             outcome: CheckOutcome::Ok,
+            remedy: None,
         }
     }
 
@@ -54,7 +60,14 @@ impl PlanCheck {
             check: check.into(),
             detail: detail.into(),
             outcome: CheckOutcome::Fails { fix: fix.into() },
+            remedy: None,
         }
+    }
+
+    /// This check with a way around it.
+    pub fn with_remedy(mut self, remedy: Remedy) -> PlanCheck {
+        self.remedy = Some(remedy);
+        self
     }
 
     /// A check that could not be made, and why.
@@ -64,6 +77,7 @@ impl PlanCheck {
             check: check.into(),
             detail: String::new(),
             outcome: CheckOutcome::Unknown { why },
+            remedy: None,
         }
     }
 }

@@ -11,7 +11,7 @@ use std::path::Path;
 #[cfg(feature = "docker")]
 pub use docker::{build_workspace_image, tag_and_push};
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Remedy, Result};
 use crate::opts::{Cfg, CfgValue};
 use crate::scheduler::WorkspaceSupport;
 use crate::specs::{AppDef, Workspace, WorkspaceImage};
@@ -227,19 +227,20 @@ pub fn prepare(
     match support {
         WorkspaceSupport::None => Err(Error::unsupported(
             scheduler,
-            format!("workspaces ({described}); give --workspace \"\" to run the image as is"),
-        )),
+            format!("workspaces ({described})"),
+        )
+        .with_remedy(Remedy::NoWorkspace)),
         WorkspaceSupport::CurrentDir => {
             for role in &mut app.roles {
                 match role.workspace.take() {
                     Some(ws) if !is_current_dir(&ws, cwd) => {
                         return Err(Error::arg(format!(
                             "{scheduler} runs jobs in the current directory ({}), but role `{}` \
-                             has workspace `{ws}`: run from that directory, or give \
-                             --workspace \"\"",
+                             has workspace `{ws}`: run from that directory",
                             cwd.display(),
                             role.name
-                        )))
+                        ))
+                        .with_remedy(Remedy::NoWorkspace))
                     }
                     _ => {}
                 }
@@ -254,10 +255,10 @@ pub fn prepare(
             }
             _ => Err(Error::config(format!(
                 "{scheduler}: {described}, built into an image the job pulls from a registry: \
-                 set the run option image_repo (-cfg image_repo=<registry>/<repository>, or \
-                 image_repo in .torchxconfig's [{scheduler}] section), or give --workspace \"\" \
-                 to run the image as is"
-            ))),
+                 set the run option image_repo to <registry>/<repository> (in the run options, \
+                 or in .torchxconfig's [{scheduler}] section)"
+            ))
+            .with_remedy(Remedy::NoWorkspace)),
         },
     }
 }

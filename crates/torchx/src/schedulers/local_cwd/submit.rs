@@ -79,7 +79,7 @@ impl LocalCwdScheduler {
                 return e;
             }
             Error::config(format!(
-                "cannot create the app's log directory {} (set by -cfg log_dir, or under \
+                "cannot create the app's log directory {} (the run option log_dir, or under \
                  $TORCHX_STATE_DIR): {}",
                 req.log_dir.display(),
                 e.io_error().map(ToString::to_string).unwrap_or_default()

@@ -402,7 +402,7 @@ impl LsfScheduler {
             .ok_or_else(|| {
                 Error::config(format!(
                 "app {app_id} was submitted without a jobdir, so LSF kept no logs; submit with \
-                 -cfg jobdir=DIR"
+                 the run option jobdir"
             ))
             })?;
         Ok(Box::new(LsfLogLines {

@@ -95,7 +95,7 @@ impl SlurmScheduler {
             Some(Stream::Combined) => {
                 return Err(Error::unsupported(
                     NAME,
-                    "combined logs (slurm writes stdout and stderr to separate files: use --streams stdout or stderr)",
+                    "combined logs (slurm writes stdout and stderr to separate files: ask for stdout or stderr)",
                 ))
             }
         };

@@ -153,8 +153,8 @@ impl SlurmScheduler {
         let mut probe = Probe::default();
         match run("sinfo", &["--version"], PROBE_TIMEOUT) {
             Ok(o) if o.ok => probe.version = Some(o.stdout.trim().to_string()),
-            Ok(o) => log::warn!("`sinfo --version` failed ({}); assuming Slurm 24.05 (pin it with -cfg slurm_version=X.Y)", o.stderr.trim()),
-            Err(e) => log::warn!("{e}; assuming Slurm 24.05 (pin it with -cfg slurm_version=X.Y)"),
+            Ok(o) => log::warn!("`sinfo --version` failed ({}); assuming Slurm 24.05 (pin it with the run option slurm_version=X.Y)", o.stderr.trim()),
+            Err(e) => log::warn!("{e}; assuming Slurm 24.05 (pin it with the run option slurm_version=X.Y)"),
         }
         if probe.version.is_some() {
             if let Ok(o) = run(
@@ -376,8 +376,8 @@ impl Backend for SlurmScheduler {
             if let Some(ws) = elsewhere {
                 return Err(Error::config(format!(
                     "workspace `{ws}` is not the current directory ({}), where a slurm job \
-                     without job_dir runs: give -cfg job_dir=<new directory> to run from a copy \
-                     of it, or run from it",
+                     without job_dir runs: set the run option job_dir to a new directory to run \
+                     from a copy of it, or run from it",
                     ctx.cwd.display()
                 )));
             }
