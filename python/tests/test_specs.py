@@ -245,3 +245,70 @@ def test_readme_python_example_runs_as_written() -> None:
     exec(block.group(1), namespace)
     assert namespace["app"].roles[0].resource == specs.named_resources["gpu.small"]
     assert "#SBATCH" in repr(namespace["info"])
+
+
+def _as_dataclass_makes_it(cls: type) -> type:
+    """A plain ``@dataclass`` with ``cls``'s name and fields: what its methods are pinned to."""
+    import dataclasses
+
+    namespace: dict[str, object] = {"__annotations__": {}, "__qualname__": cls.__qualname__}
+    for f in dataclasses.fields(cls):
+        namespace["__annotations__"][f.name] = f.type  # type: ignore[index]
+        kwargs: dict[str, object] = {"repr": f.repr, "compare": f.compare}
+        if f.default is not dataclasses.MISSING:
+            kwargs["default"] = f.default
+        if f.default_factory is not dataclasses.MISSING:
+            kwargs["default_factory"] = f.default_factory
+        namespace[f.name] = dataclasses.field(**kwargs)  # type: ignore[call-overload]
+    if "__post_init__" in vars(cls):
+        namespace["__post_init__"] = vars(cls)["__post_init__"]
+    return dataclasses.dataclass(type(cls.__name__, (), namespace))
+
+
+def test_records_behave_as_dataclass_makes_them() -> None:
+    """The specs' dataclasses write their ``__init__`` out and share ``__repr__``/``__eq__``
+    (import time): signature, defaults, fresh factory values, repr, equality and hashing are
+    what ``@dataclass`` would have made."""
+    import dataclasses
+    import inspect
+
+    required = {"str": "x", "int": 3, "bool": True, "Any": "any", "CfgVal": "v", "ReplicaState": specs.AppState.RUNNING}
+    records = [
+        specs.Resource,
+        specs.BindMount,
+        specs.VolumeMount,
+        specs.DeviceMount,
+        specs.Workspace,
+        specs.Role,
+        specs.AppDef,
+        specs.ReplicaStatus,
+        specs.RoleStatus,
+        specs.AppStatus,
+        specs.runopt,
+        specs.macros.Values,
+    ]
+    for cls in records:
+        made = _as_dataclass_makes_it(cls)
+        params = [inspect.signature(c).parameters for c in (cls, made)]
+        assert [str(p) for p in params[0].values()] == [str(p) for p in params[1].values()], cls
+        assert cls.__match_args__ == made.__match_args__  # type: ignore[attr-defined]
+        args = {
+            f.name: required.get(str(f.type), {"projects": {"a": ""}}.get(f.name, []))
+            for f in dataclasses.fields(cls)
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+        }
+        ours, theirs = cls(**args), made(**args)
+        if cls is not specs.AppStatus:  # TorchX's own YAML repr
+            assert repr(ours) == repr(theirs), cls
+        for f in dataclasses.fields(cls):
+            assert getattr(ours, f.name) == getattr(theirs, f.name), (cls, f.name)
+            shared = getattr(ours, f.name) is getattr(cls(**args), f.name)
+            assert shared == (getattr(theirs, f.name) is getattr(made(**args), f.name)), "a factory's value each time"
+        assert ours == cls(**args) and ours != theirs and ours.__eq__(theirs) is NotImplemented
+        hashable = cls.__hash__ is not None
+        assert hashable == (made.__hash__ is not None or cls is specs.Workspace), cls
+    role = specs.Role(name="r", image="i")
+    role.metadata["self"] = role
+    assert "metadata={'self': ...}" in repr(role), "a record inside itself shows as ..."
+    assert dataclasses.replace(role, name="s").name == "s"
+    assert specs.Role(name="r", image="i") != specs.Role(name="r", image="j")

@@ -7,7 +7,6 @@ upstream ``torchx`` in an environment, and requirements on ``torchx`` are met by
 from __future__ import annotations
 
 import os
-import warnings
 
 __version__ = "0.8.0+rs.0.1.0"
 
@@ -28,6 +27,8 @@ def _warn_if_upstream_installed() -> None:
     for name in names:
         upstream = name.startswith("torchx_nightly-") or (name.startswith("torchx-") and "+rs" not in name)
         if upstream and name.endswith(".dist-info"):
+            import warnings
+
             warnings.warn(
                 f"upstream TorchX ({name[: -len('.dist-info')]}) is installed in {here}, over "
                 "this package (torchx-rs): both provide the `torchx` import package; uninstall "

@@ -5,9 +5,10 @@ the ``torchx status`` text) are called through ``torchx._rs``, so each has one i
 
 from __future__ import annotations
 
+import _thread
 import copy
 import threading
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from enum import Enum
 from typing import (
     TYPE_CHECKING,
@@ -37,6 +38,47 @@ UNKNOWN: str = "<UNKNOWN>"
 AppHandle = str
 
 
+class _Factory:
+    """The default of a field its ``default_factory`` makes, as ``@dataclass`` shows it."""
+
+    def __repr__(self) -> str:
+        return "<factory>"
+
+
+# The records below are dataclasses whose ``__init__`` is written out, and whose ``__repr__``
+# and ``__eq__`` are ``_Record``'s: ``@dataclass`` writes each as source text and compiles it as
+# the class is made, a third of ``import torchx.specs`` (on every script's path). They behave
+# as the generated ones (pinned by ``test_specs.py::test_records_behave_as_dataclass_makes_them``).
+_FACTORY: Any = _Factory()
+_repr_running: set[tuple[int, int]] = set()
+
+
+class _Record:
+    """The ``__repr__`` and ``__eq__`` that ``@dataclass`` writes, once for every record."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        key = (id(self), _thread.get_ident())
+        if key in _repr_running:
+            return "..."
+        _repr_running.add(key)
+        try:
+            shown = ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in fields(self) if f.repr)  # type: ignore[arg-type]
+        finally:
+            _repr_running.discard(key)
+        return f"{self.__class__.__qualname__}({shown})"
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return _compared(self) == _compared(other)
+
+
+def _compared(record: object) -> tuple[object, ...]:
+    return tuple(getattr(record, f.name) for f in fields(record) if f.compare)  # type: ignore[arg-type]
+
+
 def TORCHX_HOME(*subdir_paths: str) -> "pathlib.Path":
     """TorchX's dot-directory (``$TORCHX_HOME``, else ``~/.torchx``), or ``subdir_paths``
     under it; created if missing."""
@@ -49,8 +91,8 @@ def TORCHX_HOME(*subdir_paths: str) -> "pathlib.Path":
     return path
 
 
-@dataclass
-class Resource:
+@dataclass(init=False, repr=False, eq=False)
+class Resource(_Record):
     """Resource requirements of a ``Role``: logical CPUs, GPUs, memory in MB, scheduler
     capabilities (e.g. the instance type) and named devices with their counts."""
 
@@ -61,6 +103,22 @@ class Resource:
     devices: Dict[str, int] = field(default_factory=dict)
     # Metadata that no scheduler reads (0.8): e.g. the named resource that made it.
     tags: Dict[str, object] = field(default_factory=dict)
+
+    def __init__(
+        self,
+        cpu: int,
+        gpu: int,
+        memMB: int,
+        capabilities: Dict[str, Any] = _FACTORY,
+        devices: Dict[str, int] = _FACTORY,
+        tags: Dict[str, object] = _FACTORY,
+    ) -> None:
+        self.cpu = cpu
+        self.gpu = gpu
+        self.memMB = memMB
+        self.capabilities = {} if capabilities is _FACTORY else capabilities
+        self.devices = {} if devices is _FACTORY else devices
+        self.tags = {} if tags is _FACTORY else tags
 
     def is_fractional(self) -> bool:
         """Whether a registered named resource made this as a slice of a whole host."""
@@ -108,13 +166,24 @@ class macros:
     replica_id = "${replica_id}"
     rank0_env = "${rank0_env}"
 
-    @dataclass
-    class Values:
+    @dataclass(init=False, repr=False, eq=False)
+    class Values(_Record):
+        """The values of the macros for one replica."""
+
         img_root: str
         app_id: str
         replica_id: str
         rank0_env: str
         base_img_root: str = "DEPRECATED"
+
+        def __init__(
+            self, img_root: str, app_id: str, replica_id: str, rank0_env: str, base_img_root: str = "DEPRECATED"
+        ) -> None:
+            self.img_root = img_root
+            self.app_id = app_id
+            self.replica_id = replica_id
+            self.rank0_env = rank0_env
+            self.base_img_root = base_img_root
 
         def apply(self, role: "Role") -> "Role":
             """A copy of ``role`` with the macros in its args, env values and metadata (at
@@ -157,39 +226,57 @@ class MountType(str, Enum):
     DEVICE = "device"
 
 
-@dataclass
-class BindMount:
+@dataclass(init=False, repr=False, eq=False)
+class BindMount(_Record):
     """A host path mounted into the replica."""
 
     src_path: str
     dst_path: str
     read_only: bool = False
 
+    def __init__(self, src_path: str, dst_path: str, read_only: bool = False) -> None:
+        self.src_path = src_path
+        self.dst_path = dst_path
+        self.read_only = read_only
 
-@dataclass
-class VolumeMount:
+
+@dataclass(init=False, repr=False, eq=False)
+class VolumeMount(_Record):
     """A named volume (a PVC on Kubernetes) mounted into the replica."""
 
     src: str
     dst_path: str
     read_only: bool = False
 
+    def __init__(self, src: str, dst_path: str, read_only: bool = False) -> None:
+        self.src = src
+        self.dst_path = dst_path
+        self.read_only = read_only
 
-@dataclass
-class DeviceMount:
+
+@dataclass(init=False, repr=False, eq=False)
+class DeviceMount(_Record):
     """A host device exposed to the replica, with cgroup permissions (``rwm``)."""
 
     src_path: str
     dst_path: str
     permissions: str = "rwm"
 
+    def __init__(self, src_path: str, dst_path: str, permissions: str = "rwm") -> None:
+        self.src_path = src_path
+        self.dst_path = dst_path
+        self.permissions = permissions
 
-@dataclass
-class Workspace:
+
+@dataclass(init=False, repr=False, eq=False)
+class Workspace(_Record):
     """Local project directories to mirror into a job (``{local_path: remote_subdir}``; an
     empty subdir is the workspace root), as TorchX's ``specs.Workspace``."""
 
     projects: Dict[str, str]
+
+    def __init__(self, projects: Dict[str, str]) -> None:
+        self.projects = projects
 
     def __bool__(self) -> bool:
         return bool(self.projects)
@@ -309,8 +396,8 @@ def _resolve_awaitable(attrname: str, value: Any) -> object:
         return pool.submit(lambda: asyncio.run(wait(value))).result()
 
 
-@dataclass
-class Role:
+@dataclass(init=False, repr=False, eq=False)
+class Role(_Record):
     """A set of identical replicas of one program (e.g. trainers, parameter servers).
 
     ``overrides`` (0.8) maps a field name to a producer of its value (a callable, or an
@@ -343,6 +430,52 @@ class Role:
     #: Where ``TORCHX_CHECKPOINT_DIR`` points in every attempt (container schedulers: a path on
     #: one of the role's mounts; local_cwd and slurm default to one next to the job's logs).
     checkpoint_dir: Optional[str] = None
+
+    def __init__(
+        self,
+        name: str,
+        image: str,
+        min_replicas: Optional[int] = None,
+        base_image: Optional[str] = None,
+        entrypoint: str = MISSING,
+        args: List[str] = _FACTORY,
+        env: Dict[str, str] = _FACTORY,
+        num_replicas: int = 1,
+        max_retries: int = 0,
+        retry_policy: RetryPolicy = RetryPolicy.APPLICATION,
+        resource: Resource = _FACTORY,
+        port_map: Dict[str, int] = _FACTORY,
+        metadata: Dict[str, Any] = _FACTORY,
+        mounts: List[Union[BindMount, VolumeMount, DeviceMount]] = _FACTORY,
+        workspace: Optional[Workspace] = None,
+        overrides: Dict[str, Any] = _FACTORY,
+        time_limit: Optional[Union[int, str]] = None,
+        checkpoint_signal: Optional[str] = None,
+        requeue_exit_code: Optional[int] = None,
+        max_requeues: Optional[int] = None,
+        checkpoint_dir: Optional[str] = None,
+    ) -> None:
+        self.name = name
+        self.image = image
+        self.min_replicas = min_replicas
+        self.base_image = base_image
+        self.entrypoint = entrypoint
+        self.args = [] if args is _FACTORY else args
+        self.env = {} if env is _FACTORY else env
+        self.num_replicas = num_replicas
+        self.max_retries = max_retries
+        self.retry_policy = retry_policy
+        self.resource = _null_resource() if resource is _FACTORY else resource
+        self.port_map = {} if port_map is _FACTORY else port_map
+        self.metadata = {} if metadata is _FACTORY else metadata
+        self.mounts = [] if mounts is _FACTORY else mounts
+        self.workspace = workspace
+        self.overrides = {} if overrides is _FACTORY else overrides
+        self.time_limit = time_limit
+        self.checkpoint_signal = checkpoint_signal
+        self.requeue_exit_code = requeue_exit_code
+        self.max_requeues = max_requeues
+        self.checkpoint_dir = checkpoint_dir
 
     def __getattribute__(self, attrname: str) -> Any:
         if attrname == "overrides" or attrname.startswith("__"):
@@ -396,13 +529,18 @@ def _copy_sharing_overrides(obj: _T) -> _T:
     return clone
 
 
-@dataclass
-class AppDef:
+@dataclass(init=False, repr=False, eq=False)
+class AppDef(_Record):
     """A distributed application: a name and its roles."""
 
     name: str
     roles: List[Role] = field(default_factory=list)
     metadata: Dict[str, str] = field(default_factory=dict)
+
+    def __init__(self, name: str, roles: List[Role] = _FACTORY, metadata: Dict[str, str] = _FACTORY) -> None:
+        self.name = name
+        self.roles = [] if roles is _FACTORY else roles
+        self.metadata = {} if metadata is _FACTORY else metadata
 
 
 class AppState(int, Enum):
@@ -437,8 +575,8 @@ def is_started(state: AppState) -> bool:
     return state in _TERMINAL_STATES or state == AppState.RUNNING
 
 
-@dataclass
-class ReplicaStatus:
+@dataclass(init=False, repr=False, eq=False)
+class ReplicaStatus(_Record):
     """The status of one replica of a role."""
 
     id: int
@@ -454,17 +592,40 @@ class ReplicaStatus:
     #: while running).
     attempts: List[Dict[str, Any]] = field(default_factory=list)
 
+    def __init__(
+        self,
+        id: int,
+        state: ReplicaState,
+        role: str,
+        hostname: str,
+        structured_error_msg: str = NONE,
+        hostaddr: Optional[str] = None,
+        attempts: List[Dict[str, Any]] = _FACTORY,
+    ) -> None:
+        self.id = id
+        self.state = state
+        self.role = role
+        self.hostname = hostname
+        self.structured_error_msg = structured_error_msg
+        self.hostaddr = hostaddr
+        self.attempts = [] if attempts is _FACTORY else attempts
+        self.__post_init__()
+
     def __post_init__(self) -> None:
         if self.hostaddr is None:
             self.hostaddr = self.hostname
 
 
-@dataclass
-class RoleStatus:
+@dataclass(init=False, repr=False, eq=False)
+class RoleStatus(_Record):
     """The statuses of a role's replicas."""
 
     role: str
     replicas: List[ReplicaStatus]
+
+    def __init__(self, role: str, replicas: List[ReplicaStatus]) -> None:
+        self.role = role
+        self.replicas = replicas
 
     def to_json(self) -> Dict[str, Any]:
         def replica(r: ReplicaStatus) -> Dict[str, Any]:
@@ -476,8 +637,8 @@ class RoleStatus:
         return {"role": self.role, "replicas": [replica(r) for r in self.replicas]}
 
 
-@dataclass
-class AppStatus:
+@dataclass(init=False, repr=False, eq=False)
+class AppStatus(_Record):
     """What a scheduler says about an app: ``format()`` is the text of ``torchx status``."""
 
     state: AppState
@@ -486,6 +647,22 @@ class AppStatus:
     structured_error_msg: str = NONE
     ui_url: Optional[str] = None
     roles: List[RoleStatus] = field(default_factory=list)
+
+    def __init__(
+        self,
+        state: AppState,
+        num_restarts: int = 0,
+        msg: str = "",
+        structured_error_msg: str = NONE,
+        ui_url: Optional[str] = None,
+        roles: List[RoleStatus] = _FACTORY,
+    ) -> None:
+        self.state = state
+        self.num_restarts = num_restarts
+        self.msg = msg
+        self.structured_error_msg = structured_error_msg
+        self.ui_url = ui_url
+        self.roles = [] if roles is _FACTORY else roles
 
     def is_terminal(self) -> bool:
         return is_terminal(self.state)
@@ -669,14 +846,20 @@ class cases:
         return re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", name).lower()
 
 
-@dataclass
-class runopt:
+@dataclass(init=False, repr=False, eq=False)
+class runopt(_Record):
     """One run option of a scheduler."""
 
     default: CfgVal
     opt_type: Any
     is_required: bool
     help: str
+
+    def __init__(self, default: CfgVal, opt_type: Any, is_required: bool, help: str) -> None:
+        self.default = default
+        self.opt_type = opt_type
+        self.is_required = is_required
+        self.help = help
 
     @property
     def is_type_list_of_str(self) -> bool:
