@@ -95,7 +95,7 @@ def test_submit_builds_role0s_workspace_through_the_mixin() -> None:
 
     app = AppDef("a", [Role("r", "img", entrypoint="true")])
     assert Building().submit(app, {}, workspace="/ws") == "built:/ws"
-    with pytest.raises(NotImplementedError, match="does not build workspaces"):
+    with pytest.raises(ValueError, match="scheduler `plain` does not support workspaces"):
         Plain().submit(AppDef("a", [Role("r", "img", entrypoint="true")]), {}, workspace="/ws")
 
 

@@ -4,6 +4,7 @@ fresh interpreter would: the command's environment and directory, a changed plug
 errors and hangs reported as a cold host's."""
 
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -140,6 +141,9 @@ def test_a_changed_plugin_is_reloaded(torchx_bin: str, env: Dict[str, str], plug
     before = probe(torchx_bin, env, tmp_path)
     time.sleep(0.01)  # a distinct modification time
     write_probe(plugin_dir, "2")
+    # Python's own bytecode cache keys on whole seconds and the size, which a rewrite within
+    # the second keeps: it would serve the old module to any importer, warm host or not.
+    shutil.rmtree(plugin_dir / "torchx_plugins" / "schedulers" / "__pycache__", ignore_errors=True)
     after = probe(torchx_bin, env, tmp_path)
     assert (before["version"], after["version"]) == ("1", "2")
     assert before["parent"] != after["parent"]

@@ -25,10 +25,9 @@ from typing import (
 if TYPE_CHECKING:  # annotations only: importing datetime costs every program
     from datetime import datetime
 
-    from torchx.runner import planning
+    from torchx.progress import Progress
+    from torchx.runner import groups, pipelines, planning
 
-from torchx.progress import Progress
-from torchx.runner import groups, pipelines
 from torchx.runner.events import log_event
 from torchx.schedulers import SchedulerFactory, get_scheduler_factories
 from torchx.schedulers.api import ListAppResponse, Scheduler, Stream, call_validate
@@ -147,7 +146,7 @@ class Runner:
 
         ``scheduler="auto:slurm,local_cwd"`` plans the job on each (see ``plan``) and runs it
         on the first whose plan is ``ok``."""
-        from torchx.runner import planning
+        from torchx.runner import groups, planning
 
         names = planning.auto_schedulers(scheduler)
         if names is not None:
@@ -350,6 +349,8 @@ class Runner:
         """The app's status; ``None`` if its scheduler does not know it. For a group's handle,
         the group's state from its tasks' and their counts as the message; for a pipeline's,
         the pipeline's state and its steps' counts."""
+        from torchx.runner import groups, pipelines
+
         if pipelines.is_pipeline(app_handle):
             return pipelines.status(app_handle)
         group = groups.find(app_handle)
@@ -379,6 +380,9 @@ class Runner:
         """Polls ``status`` every ``wait_interval`` seconds until the app ends; ``None`` if it
         is unknown. With ``timeout``, raises ``TimeoutError`` once that many seconds passed.
         For a group, ``progress`` is called after every look with its tasks' ``Progress``."""
+        from torchx.progress import Progress
+        from torchx.runner import groups, pipelines
+
         started = time.monotonic()
         deadline = None if timeout is None else started + timeout
         pipeline = pipelines.is_pipeline(app_handle)
@@ -403,6 +407,8 @@ class Runner:
     def cancel(self, app_handle: AppHandle) -> None:
         """Cancels the app (nothing happens for an unknown one), every task of a group, or
         every step of a pipeline."""
+        from torchx.runner import groups, pipelines
+
         if pipelines.is_pipeline(app_handle):
             return pipelines.cancel(app_handle)
         group = groups.find(app_handle)
@@ -418,6 +424,8 @@ class Runner:
     def delete(self, app_handle: AppHandle) -> None:
         """Deletes the app and what its scheduler keeps of it (a group: every task, then the
         group; a pipeline: every step, then the pipeline)."""
+        from torchx.runner import groups, pipelines
+
         if pipelines.is_pipeline(app_handle):
             return pipelines.delete(app_handle)
         group = groups.find(app_handle)
@@ -433,6 +441,8 @@ class Runner:
         dry-run first (a bad file or step raises ``ValueError``, and nothing runs). Returns
         the pipeline's handle, which ``status``, ``wait``, ``cancel``, ``delete`` and
         ``pipeline_steps`` take."""
+        from torchx.runner import pipelines
+
         return pipelines.run(source, scheduler)
 
     def plan(
@@ -453,10 +463,14 @@ class Runner:
 
     def pipeline_steps(self, pipeline_handle: AppHandle) -> List[pipelines.PipelineStep]:
         """Each step of the pipeline (name, scheduler, state, job handle, why)."""
+        from torchx.runner import pipelines
+
         return pipelines.steps(pipeline_handle)
 
     def group_tasks(self, group_handle: AppHandle) -> List[groups.GroupTask]:
         """Each task of the group (index, sweep point, app handle, state)."""
+        from torchx.runner import groups
+
         group = groups.find(group_handle)
         if group is None:
             raise ValueError(f"{group_handle} is an app's handle, not a group's")

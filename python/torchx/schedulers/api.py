@@ -14,6 +14,7 @@ if TYPE_CHECKING:  # annotations only: importing datetime costs every program
 
     from torchx.schedulers._structured_opts import StructuredOpts
 
+from torchx._record import FACTORY, Record
 from torchx.specs import (
     NONE,
     NULL_RESOURCE,
@@ -44,8 +45,8 @@ class Stream(str, Enum):
     COMBINED = "combined"
 
 
-@dataclass
-class DescribeAppResponse:
+@dataclass(init=False, repr=False, eq=False)
+class DescribeAppResponse(Record):
     """What a scheduler knows about an app."""
 
     app_id: str = "<NOT_SET>"
@@ -57,15 +58,41 @@ class DescribeAppResponse:
     roles_statuses: List[RoleStatus] = field(default_factory=list)
     roles: List[Role] = field(default_factory=list)
 
+    def __init__(
+        self,
+        app_id: str = "<NOT_SET>",
+        state: AppState = AppState.UNSUBMITTED,
+        num_restarts: int = -1,
+        msg: str = NONE,
+        structured_error_msg: str = NONE,
+        ui_url: Optional[str] = None,
+        roles_statuses: List[RoleStatus] = FACTORY,
+        roles: List[Role] = FACTORY,
+    ) -> None:
+        self.app_id = app_id
+        self.state = state
+        self.num_restarts = num_restarts
+        self.msg = msg
+        self.structured_error_msg = structured_error_msg
+        self.ui_url = ui_url
+        self.roles_statuses = [] if roles_statuses is FACTORY else roles_statuses
+        self.roles = [] if roles is FACTORY else roles
 
-@dataclass
-class ListAppResponse:
+
+@dataclass(init=False, repr=False, eq=False)
+class ListAppResponse(Record):
     """One app of ``Scheduler.list()`` (``Runner.list`` fills in the handle)."""
 
     app_id: str
     state: AppState
     app_handle: str = "<NOT_SET>"
     name: str = ""
+
+    def __init__(self, app_id: str, state: AppState, app_handle: str = "<NOT_SET>", name: str = "") -> None:
+        self.app_id = app_id
+        self.state = state
+        self.app_handle = app_handle
+        self.name = name
 
     def __hash__(self) -> int:
         return hash((self.app_id, self.app_handle, self.state))
@@ -98,9 +125,8 @@ class Scheduler(abc.ABC, Generic[T]):
             from torchx.workspace import WorkspaceMixin
 
             if not isinstance(self, WorkspaceMixin):
-                raise NotImplementedError(
-                    f"{self.__class__.__qualname__} does not build workspaces (it is not a WorkspaceMixin)"
-                )
+                # 0.8's error (it asserted before).
+                raise ValueError(f"scheduler `{self.backend}` does not support workspaces (it is not a WorkspaceMixin)")
             self.build_workspace_and_update_role(app.roles[0], workspace, resolved_cfg)
         return self.schedule(self.submit_dryrun(app, resolved_cfg))
 
@@ -187,7 +213,10 @@ class Scheduler(abc.ABC, Generic[T]):
         0.7 does not: either override works, see ``call_validate``)."""
         for role in app.roles:
             if role.resource == NULL_RESOURCE:
-                raise ValueError(f"No resource for role: {role.image}. Did you forget to attach resource to the role")
+                raise ValueError(
+                    f"No resource for role: {role.name} (image: {role.image})."
+                    " Did you forget to attach resource to the role"
+                )
 
 
 def call_validate(sched: Scheduler[Any], app: AppDef, scheduler: str, cfg: Any) -> None:

@@ -5,10 +5,9 @@ the ``torchx status`` text) are called through ``torchx._rs``, so each has one i
 
 from __future__ import annotations
 
-import _thread
 import copy
 import threading
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import (
     TYPE_CHECKING,
@@ -24,6 +23,7 @@ from typing import (
 )
 
 from torchx import _native
+from torchx._record import FACTORY as _FACTORY, Record as _Record
 
 if TYPE_CHECKING:
     import pathlib
@@ -36,47 +36,6 @@ NONE: str = "<NONE>"
 UNKNOWN: str = "<UNKNOWN>"
 
 AppHandle = str
-
-
-class _Factory:
-    """The default of a field its ``default_factory`` makes, as ``@dataclass`` shows it."""
-
-    def __repr__(self) -> str:
-        return "<factory>"
-
-
-# The records below are dataclasses whose ``__init__`` is written out, and whose ``__repr__``
-# and ``__eq__`` are ``_Record``'s: ``@dataclass`` writes each as source text and compiles it as
-# the class is made, a third of ``import torchx.specs`` (on every script's path). They behave
-# as the generated ones (pinned by ``test_specs.py::test_records_behave_as_dataclass_makes_them``).
-_FACTORY: Any = _Factory()
-_repr_running: set[tuple[int, int]] = set()
-
-
-class _Record:
-    """The ``__repr__`` and ``__eq__`` that ``@dataclass`` writes, once for every record."""
-
-    __slots__ = ()
-
-    def __repr__(self) -> str:
-        key = (id(self), _thread.get_ident())
-        if key in _repr_running:
-            return "..."
-        _repr_running.add(key)
-        try:
-            shown = ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in fields(self) if f.repr)  # type: ignore[arg-type]
-        finally:
-            _repr_running.discard(key)
-        return f"{self.__class__.__qualname__}({shown})"
-
-    def __eq__(self, other: object) -> bool:
-        if other.__class__ is not self.__class__:
-            return NotImplemented
-        return _compared(self) == _compared(other)
-
-
-def _compared(record: object) -> tuple[object, ...]:
-    return tuple(getattr(record, f.name) for f in fields(record) if f.compare)  # type: ignore[arg-type]
 
 
 def TORCHX_HOME(*subdir_paths: str) -> "pathlib.Path":

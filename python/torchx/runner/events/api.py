@@ -7,6 +7,8 @@ from dataclasses import asdict, dataclass
 from enum import Enum
 from typing import Dict, Optional, Union
 
+from torchx._record import Record
+
 
 class SourceType(str, Enum):
     UNKNOWN = "<unknown>"
@@ -14,8 +16,8 @@ class SourceType(str, Enum):
     EXTERNAL = "EXTERNAL"
 
 
-@dataclass
-class TorchxEvent:
+@dataclass(init=False, repr=False, eq=False)
+class TorchxEvent(Record):
     """One Runner API call: its session, scheduler, api name, app, config, where it came from,
     its CPU and wall time, and the exception it raised, if any."""
 
@@ -35,6 +37,42 @@ class TorchxEvent:
     exception_type: Optional[str] = None
     exception_message: Optional[str] = None
     exception_source_location: Optional[str] = None
+
+    def __init__(
+        self,
+        session: str,
+        scheduler: str,
+        api: str,
+        app_id: Optional[str] = None,
+        app_image: Optional[str] = None,
+        app_metadata: Optional[Dict[str, str]] = None,
+        runcfg: Optional[str] = None,
+        raw_exception: Optional[str] = None,
+        source: SourceType = SourceType.UNKNOWN,
+        cpu_time_usec: Optional[int] = None,
+        wall_time_usec: Optional[int] = None,
+        start_epoch_time_usec: Optional[int] = None,
+        workspace: Optional[str] = None,
+        exception_type: Optional[str] = None,
+        exception_message: Optional[str] = None,
+        exception_source_location: Optional[str] = None,
+    ) -> None:
+        self.session = session
+        self.scheduler = scheduler
+        self.api = api
+        self.app_id = app_id
+        self.app_image = app_image
+        self.app_metadata = app_metadata
+        self.runcfg = runcfg
+        self.raw_exception = raw_exception
+        self.source = source
+        self.cpu_time_usec = cpu_time_usec
+        self.wall_time_usec = wall_time_usec
+        self.start_epoch_time_usec = start_epoch_time_usec
+        self.workspace = workspace
+        self.exception_type = exception_type
+        self.exception_message = exception_message
+        self.exception_source_location = exception_source_location
 
     def __str__(self) -> str:
         return self.serialize()
