@@ -41,6 +41,21 @@ def test_runner_lifecycle_on_local_cwd() -> None:
         assert described is not None and described.roles[0].entrypoint == "echo"
 
 
+def test_log_lines_as_torchx_yields_them() -> None:
+    """Every line with its newline, across the chunks the core hands out; a last line without
+    one gets one; undecodable bytes are U+FFFD; a regex filters."""
+    script = "seq 1 200000; printf 'caf\\303\\251 \\377\\n'; printf 'last'"
+    with get_runner() as runner:
+        handle = runner.run_component("utils.sh", ["sh", "-c", script], "local_cwd")
+        status = runner.wait(handle, wait_interval=0.05, timeout=120)
+        assert status is not None and status.state == AppState.SUCCEEDED, status
+        lines = list(runner.log_lines(handle, "sh", k=0))
+        assert len(lines) == 200002
+        assert lines[:2] == ["1\n", "2\n"] and lines[199999] == "200000\n"
+        assert lines[-2:] == ["caf\u00e9 \ufffd\n", "last\n"]
+        assert list(runner.log_lines(handle, "sh", regex="^19999[0-9]$")) == [f"19999{i}\n" for i in range(10)]
+
+
 def test_appdef_built_directly_with_macros_and_env() -> None:
     role = Role(
         name="worker",

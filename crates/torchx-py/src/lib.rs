@@ -254,7 +254,7 @@ fn _rs(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(groups::cancel_group, m)?)?;
     m.add_function(wrap_pyfunction!(groups::delete_group, m)?)?;
     m.add_class::<schedulers::DryRun>()?;
-    m.add_class::<schedulers::LogIter>()?;
+    m.add_class::<schedulers::LogChunks>()?;
     m.add_class::<status::Described>()?;
     m.add_class::<status::RoleInfo>()?;
     m.add_class::<status::ReplicaInfo>()?;

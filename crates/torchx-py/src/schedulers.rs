@@ -15,6 +15,7 @@ use pyo3::exceptions::{
     PyValueError,
 };
 use pyo3::prelude::*;
+use pyo3::types::{PyList, PyString};
 
 use torchx::opts::Cfg;
 use torchx::scheduler::{
@@ -342,62 +343,44 @@ pub fn delete(py: Python<'_>, name: &str, app_id: &str) -> PyResult<()> {
     block_on(py, async move { sched.delete(&app_id).await })?.map_err(to_py)
 }
 
-/// A replica's log lines, a Python iterator; each `next()` releases the GIL.
+/// A replica's log lines, a Python iterator of chunks: each `next()` is a list of the lines
+/// that were ready together (each with its newline), made while the GIL is held only to make
+/// the strings; waiting for lines releases it. Python flattens the chunks with
+/// `itertools.chain.from_iterable`, whose C loop hands out each line with no call into the
+/// extension: a long log costs one runtime round trip per chunk, not per line.
 #[pyclass(module = "torchx._rs")]
-pub struct LogIter {
+pub struct LogChunks {
     lines: Arc<tokio::sync::Mutex<Box<dyn LogLines>>>,
-    /// What the core handed out but Python has not taken yet: the core gives every line that
-    /// is ready at once (`next_lines`), so a long log costs one runtime round trip per chunk,
-    /// and each line is copied once, into its Python string.
-    ready: Mutex<Ready>,
+    /// The last chunk's buffer, reused for the next one.
+    buffer: Mutex<Vec<u8>>,
 }
 
-/// A chunk of whole lines, each ending in `\n`, and how far Python has taken it.
-#[derive(Default)]
-struct Ready {
-    chunk: Vec<u8>,
-    taken: usize,
-}
-
-impl Ready {
-    /// The next line with its `\n`, if the chunk has one left.
-    fn next_line<'py>(&mut self, py: Python<'py>) -> Option<Bound<'py, pyo3::types::PyString>> {
-        let rest = self.chunk.get(self.taken..).filter(|r| !r.is_empty())?;
-        let len = rest
-            .iter()
-            .position(|b| *b == b'\n')
-            .map_or(rest.len(), |i| i + 1);
-        let line = &rest[..len];
-        self.taken += len;
-        Some(match std::str::from_utf8(line) {
-            Ok(text) if text.ends_with('\n') => pyo3::types::PyString::new(py, text),
-            // Undecodable bytes, or a last line without its newline.
-            _ => {
-                let mut text = String::from_utf8_lossy(line).into_owned();
-                if !text.ends_with('\n') {
-                    text.push('\n');
-                }
-                pyo3::types::PyString::new(py, &text)
+/// `line` (a whole line, or a last line without its newline) as a Python string ending in
+/// `\n`; undecodable bytes become U+FFFD.
+fn py_line<'py>(py: Python<'py>, line: &[u8]) -> Bound<'py, PyString> {
+    match std::str::from_utf8(line) {
+        Ok(text) if text.ends_with('\n') => PyString::new(py, text),
+        _ => {
+            let mut text = String::from_utf8_lossy(line).into_owned();
+            if !text.ends_with('\n') {
+                text.push('\n');
             }
-        })
+            PyString::new(py, &text)
+        }
     }
 }
 
 #[pymethods]
-impl LogIter {
+impl LogChunks {
     fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
         slf
     }
 
-    /// The next line, with its newline, as TorchX's schedulers yield them.
-    fn __next__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, pyo3::types::PyString>> {
+    /// The next chunk of lines, as TorchX's schedulers yield them.
+    fn __next__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         loop {
-            let mut ready = self.ready.lock().unwrap_or_else(PoisonError::into_inner);
-            if let Some(line) = ready.next_line(py) {
-                return Ok(line);
-            }
-            let mut chunk = std::mem::take(&mut ready.chunk);
-            drop(ready);
+            let mut chunk =
+                std::mem::take(&mut *self.buffer.lock().unwrap_or_else(PoisonError::into_inner));
             chunk.clear();
             let lines = Arc::clone(&self.lines);
             let (chunk, more) = block_on(py, async move {
@@ -405,10 +388,23 @@ impl LogIter {
                 more.map(|more| (chunk, more))
             })?
             .map_err(to_py)?;
-            if chunk.is_empty() && !more {
+            if chunk.is_empty() {
+                if more {
+                    continue;
+                }
                 return Err(PyStopIteration::new_err(()));
             }
-            *self.ready.lock().unwrap_or_else(PoisonError::into_inner) = Ready { chunk, taken: 0 };
+            let out = PyList::empty(py);
+            let mut start = 0;
+            for end in memchr::memchr_iter(b'\n', &chunk) {
+                out.append(py_line(py, &chunk[start..=end]))?;
+                start = end + 1;
+            }
+            if start < chunk.len() {
+                out.append(py_line(py, &chunk[start..]))?;
+            }
+            *self.buffer.lock().unwrap_or_else(PoisonError::into_inner) = chunk;
+            return Ok(out);
         }
     }
 }
@@ -424,7 +420,8 @@ fn time_of(seconds: Option<f64>) -> PyResult<Option<SystemTime>> {
         .transpose()
 }
 
-/// `scheduler.log_iter(app_id, role_name, k, regex, since, until, should_tail, streams)`.
+/// `scheduler.log_iter(app_id, role_name, k, regex, since, until, should_tail, streams)`: the
+/// lines in chunks ([`LogChunks`]).
 #[pyfunction]
 #[pyo3(signature = (name, app_id, role_name, k=0, regex=None, since=None, until=None, should_tail=false, streams=None))]
 #[allow(clippy::too_many_arguments)]
@@ -439,7 +436,7 @@ pub fn log_iter(
     until: Option<f64>,
     should_tail: bool,
     streams: Option<&str>,
-) -> PyResult<LogIter> {
+) -> PyResult<LogChunks> {
     let query = LogQuery {
         regex: regex
             .map(regex::Regex::new)
@@ -460,9 +457,9 @@ pub fn log_iter(
         sched.log_iter(&app_id, &role, k, &query).await
     })?
     .map_err(to_py)?;
-    Ok(LogIter {
+    Ok(LogChunks {
         lines: Arc::new(tokio::sync::Mutex::new(cooperative(lines, regex))),
-        ready: Mutex::default(),
+        buffer: Mutex::default(),
     })
 }
 

@@ -290,17 +290,22 @@ class RustScheduler(Scheduler[Mapping[str, Any]]):
         should_tail: bool = False,
         streams: Optional[Stream] = None,
     ) -> Iterable[str]:
-        # As TorchX's schedulers: each line keeps its newline (the extension's lines do).
-        return _native.ext.log_iter(
-            self._core,
-            app_id,
-            role_name,
-            k,
-            regex,
-            since.timestamp() if since else None,
-            until.timestamp() if until else None,
-            should_tail,
-            Stream(streams).value if streams else None,
+        # As TorchX's schedulers: each line keeps its newline (the extension's lines do). The
+        # extension hands out chunks of lines: chain's C loop flattens them.
+        from itertools import chain
+
+        return chain.from_iterable(
+            _native.ext.log_iter(
+                self._core,
+                app_id,
+                role_name,
+                k,
+                regex,
+                since.timestamp() if since else None,
+                until.timestamp() if until else None,
+                should_tail,
+                Stream(streams).value if streams else None,
+            )
         )
 
 
