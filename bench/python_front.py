@@ -51,13 +51,16 @@ def greet(user: str = "world") -> specs.AppDef:
 '''
 
 
-def median_ms(cmd, runs, env, cwd):
-    times = []
+def medians_ms(cmds, runs, env, cwd):
+    """The median wall time of each command, the commands run in turn (round robin): a drift
+    of this VM's speed during the run moves every row alike, not the rows measured last."""
+    times = [[] for _ in cmds]
     for _ in range(runs):
-        start = time.perf_counter()
-        subprocess.run(cmd, check=True, env=env, cwd=cwd, stdout=subprocess.DEVNULL)
-        times.append((time.perf_counter() - start) * 1000)
-    return statistics.median(times)
+        for cmd, samples in zip(cmds, times, strict=True):
+            start = time.perf_counter()
+            subprocess.run(cmd, check=True, env=env, cwd=cwd, stdout=subprocess.DEVNULL)
+            samples.append((time.perf_counter() - start) * 1000)
+    return [statistics.median(samples) for samples in times]
 
 
 def main():
@@ -127,20 +130,15 @@ def main():
             _pip(venv, "uninstall", "-q", "-y", "torchx-example-plugin")
     print("| what | ours (ms) | Python TorchX 0.7.0 (ms) | speed-up |")
     print("|---|---|---|---|")
-    for what, our_args, their_args in rows:
-        o = median_ms([ours, *our_args], a.runs, env, tmp)
-        t = median_ms([theirs, *their_args], a.runs, env, tmp)
-        print(f"| {what} | {o:.1f} | {t:.1f} | {t / o:.1f}× |")
-    for what, our_cmd, their_cmd in commands:
-        o = median_ms(our_cmd, a.runs, env, tmp)
-        t = median_ms(their_cmd, a.runs, env, tmp)
+    table = [(what, [ours, *o], [theirs, *t]) for what, o, t in rows] + commands
+    measured = medians_ms([cmd for _, o, t in table for cmd in (o, t)], a.runs, env, tmp)
+    for (what, _, _), o, t in zip(table, measured[::2], measured[1::2], strict=True):
         print(f"| {what} | {o:.1f} | {t:.1f} | {t / o:.1f}× |")
     for venv in venvs:
         _pip(venv, "install", "-q", "--no-deps", plugin)
     try:
         what, our_cmd, their_cmd = plugin_row
-        o = median_ms(our_cmd, a.runs, env, tmp)
-        t = median_ms(their_cmd, a.runs, env, tmp)
+        o, t = medians_ms([our_cmd, their_cmd], a.runs, env, tmp)
         print(f"| {what} | {o:.1f} | {t:.1f} | {t / o:.1f}× |")
     finally:
         for venv, had in zip(venvs, had_plugin, strict=True):

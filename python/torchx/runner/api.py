@@ -320,15 +320,20 @@ class Runner:
         ``WorkspaceMixin`` scheduler builds every role that has a workspace. The core's
         schedulers plan role workspaces in ``submit_dryrun`` and build them in ``schedule``."""
         from torchx.schedulers._rust import RustScheduler
-        from torchx.workspace import WorkspaceMixin
 
-        if workspace and isinstance(sched, (WorkspaceMixin, RustScheduler)):
-            if isinstance(workspace, str):
-                workspace = Workspace.from_str(workspace)
-            app.roles[0].workspace = workspace
+        def give_role_0() -> None:
+            if workspace:
+                app.roles[0].workspace = Workspace.from_str(workspace) if isinstance(workspace, str) else workspace
+
         # A core scheduler (DockerScheduler is also a DockerWorkspaceMixin) plans its images in
         # the dry run without building them.
-        if isinstance(sched, WorkspaceMixin) and not isinstance(sched, RustScheduler):
+        if isinstance(sched, RustScheduler):
+            give_role_0()
+            return
+        from torchx.workspace import WorkspaceMixin
+
+        if isinstance(sched, WorkspaceMixin):
+            give_role_0()
             sched.build_workspaces(app.roles, cfg)
 
     def scheduler_run_opts(self, scheduler: str) -> runopts:

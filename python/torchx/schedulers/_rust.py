@@ -168,6 +168,8 @@ class RustScheduler(Scheduler[Mapping[str, Any]]):
         """``app``, or a copy whose fsspec workspace projects (``memory://``, ``s3://``: the
         notebook's ``%%workspacefile`` workspace) are copied to local directories, which the
         core reads; the copies live as long as this scheduler object."""
+        if not any(role.workspace for role in app.roles):
+            return app
         from torchx.workspace.api import copy_to_dir, is_remote
 
         if not any(role.workspace and any(map(is_remote, role.workspace.projects)) for role in app.roles):

@@ -152,10 +152,13 @@ class Scheduler(abc.ABC, Generic[T]):
         """The run options this scheduler accepts (with its workspace's, as TorchX's, for a
         ``WorkspaceMixin``; the core's schedulers list those among their own)."""
         from torchx.schedulers._rust import RustScheduler
-        from torchx.workspace.api import WorkspaceMixin
 
         opts = self._run_opts()
-        if isinstance(self, WorkspaceMixin) and not isinstance(self, RustScheduler):
+        if isinstance(self, RustScheduler):
+            return opts
+        from torchx.workspace.api import WorkspaceMixin
+
+        if isinstance(self, WorkspaceMixin):
             opts.update(self.workspace_opts())
         return opts
 
