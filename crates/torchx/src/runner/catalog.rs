@@ -66,6 +66,51 @@ impl Catalog {
         Ok(all)
     }
 
+    /// [`build`](Self::build) for a builtin component when that needs neither a file nor an
+    /// interpreter (no component directories or registered components to check its name
+    /// against, no plugin named resource): `None` when it may. It takes microseconds, less than
+    /// a hop to the blocking pool.
+    pub(super) fn build_in_memory(
+        &self,
+        component: &str,
+        args: &[String],
+    ) -> Option<Result<ComponentOutcome<AppDef>>> {
+        if !self.components.is_empty() || !self.config.component_dirs().is_empty() {
+            return None;
+        }
+        let c = crate::components::builtins()
+            .into_iter()
+            .find(|c| c.name == component)?;
+        match self.materialize(&c, component, args, false) {
+            Err(e) if e.kind() == ErrorKind::NotFound => None,
+            built => Some(built),
+        }
+    }
+
+    /// `c` from command-line style arguments and its `[component:<name>]` defaults, or its
+    /// help; with the Python plugins' named resources if `with_plugins` (an interpreter).
+    fn materialize(
+        &self,
+        c: &Component,
+        component: &str,
+        args: &[String],
+        with_plugins: bool,
+    ) -> Result<ComponentOutcome<AppDef>> {
+        let defaults = self.component_defaults(component)?;
+        let env = ComponentEnv {
+            named_resources: if with_plugins {
+                self.named_resources_with_plugins()?
+            } else {
+                self.named_resources()?
+            },
+            ..ComponentEnv::from_process()
+        };
+        Ok(match c.materialize(args, &defaults, &env)? {
+            Some(app) => ComponentOutcome::Done(app),
+            None => ComponentOutcome::Help(c.help(&defaults)),
+        })
+    }
+
     /// Builds a component from command-line style arguments (applying `[component:<name>]`
     /// defaults), or returns its help. Blocks: reads files, may start an interpreter.
     pub(super) fn build(
@@ -88,26 +133,14 @@ impl Catalog {
                 }
                 Ok(ComponentOutcome::Done(app))
             }
-            ComponentRef::Component(c) => {
-                let defaults = self.component_defaults(component)?;
-                let mut env = ComponentEnv {
-                    named_resources: self.named_resources()?,
-                    ..ComponentEnv::from_process()
-                };
+            ComponentRef::Component(c) => match self.materialize(&c, component, args, false) {
                 // The Python plugins' named resources only for a name nothing else defines:
                 // asking them starts an interpreter, and most jobs name no resource at all.
-                let app = match c.materialize(args, &defaults, &env) {
-                    Err(e) if e.kind() == ErrorKind::NotFound => {
-                        env.named_resources = self.named_resources_with_plugins()?;
-                        c.materialize(args, &defaults, &env)
-                    }
-                    built => built,
-                };
-                match app? {
-                    Some(app) => Ok(ComponentOutcome::Done(app)),
-                    None => Ok(ComponentOutcome::Help(c.help(&defaults))),
+                Err(e) if e.kind() == ErrorKind::NotFound => {
+                    self.materialize(&c, component, args, true)
                 }
-            }
+                built => built,
+            },
             ComponentRef::Python(c) => {
                 let defaults = self.component_defaults(component)?;
                 match c.materialize(args, &defaults)? {
@@ -125,5 +158,54 @@ impl Catalog {
             .component_defaults()?
             .remove(component)
             .unwrap_or_default())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(a: &[&str]) -> Vec<String> {
+        a.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn a_builtin_builds_in_memory_only_when_nothing_needs_a_file_or_an_interpreter() {
+        let catalog = Catalog::default();
+        let built = catalog.build_in_memory("utils.echo", &args(&["--msg", "hi"]));
+        let Some(Ok(ComponentOutcome::Done(app))) = built else {
+            panic!("a builtin builds in memory: {built:?}")
+        };
+        assert_eq!(app.roles[0].args, ["hi"]);
+        assert!(matches!(
+            catalog.build_in_memory("utils.echo", &args(&["--help"])),
+            Some(Ok(ComponentOutcome::Help(_)))
+        ));
+        // Bad arguments are the builtin's own error, found here too.
+        assert!(matches!(
+            catalog.build_in_memory("utils.echo", &args(&["--nope", "x"])),
+            Some(Err(_))
+        ));
+        // A file, a Python component, or a host only a plugin may name: the blocking pool.
+        assert!(catalog.build_in_memory("./c.yaml:c", &[]).is_none());
+        assert!(catalog.build_in_memory("./c.py:f", &[]).is_none());
+        assert!(catalog
+            .build_in_memory("dist.ddp", &args(&["-h", "plugin.host", "--script", "t.py"]))
+            .is_none());
+        // Component directories or registered components to check names against.
+        let dir = tempfile::tempdir().unwrap();
+        let ini = format!("[torchx:components]\ndirs = {}\n", dir.path().display());
+        let path = dir.path().join(".torchxconfig");
+        std::fs::write(&path, ini).unwrap();
+        let with_dirs = Catalog {
+            config: TorchxConfig::load(&[path]).unwrap(),
+            ..Catalog::default()
+        };
+        assert!(with_dirs.build_in_memory("utils.echo", &[]).is_none());
+        let registered = Catalog {
+            components: crate::components::builtins()[..1].to_vec(),
+            ..Catalog::default()
+        };
+        assert!(registered.build_in_memory("utils.echo", &[]).is_none());
     }
 }

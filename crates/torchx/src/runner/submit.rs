@@ -148,6 +148,8 @@ impl Runner {
         let before = PreparedWorkspaces::roles(&app);
         let (app, images, cwd) = match like.and_then(|p| p.apply(&mut app)) {
             Some(images) => (app, images, cwd),
+            // Nothing to read or build: no hop to the blocking pool.
+            None if app.roles.iter().all(|r| r.workspace.is_none()) => (app, Vec::new(), cwd),
             None => {
                 let (name, cfg) = (scheduler.to_string(), resolved.clone());
                 crate::blocking::blocking(scheduler, move || {
@@ -198,12 +200,15 @@ impl Runner {
 
     /// Builds a component from command-line style arguments (applying `[component:<name>]`
     /// defaults), or returns its help. Reading component files and a Python component's
-    /// interpreter run on tokio's blocking pool.
+    /// interpreter run on tokio's blocking pool; a builtin that needs neither is built here.
     pub async fn build_component(
         &self,
         component: &str,
         args: &[String],
     ) -> Result<ComponentOutcome<AppDef>> {
+        if let Some(built) = self.catalog.build_in_memory(component, args) {
+            return built;
+        }
         let catalog = std::sync::Arc::clone(&self.catalog);
         let (component, args) = (component.to_string(), args.to_vec());
         crate::blocking::blocking("torchx", move || catalog.build(&component, &args)).await
