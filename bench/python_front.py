@@ -16,6 +16,7 @@ scheduler plugin `example_subprocess` (examples/python-plugin, installed into bo
 
 import argparse
 import os
+import random
 import statistics
 import subprocess
 import sys
@@ -52,14 +53,16 @@ def greet(user: str = "world") -> specs.AppDef:
 
 
 def medians_ms(cmds, runs, env, cwd):
-    """The median wall time of each command, the commands run in turn (round robin): a drift
-    of this VM's speed during the run moves every row alike, not the rows measured last."""
+    """The median wall time of each command, the commands run in turns, each turn in another
+    order: a drift of this VM's speed during the run moves every row alike, and no command
+    always follows the same other one."""
     times = [[] for _ in cmds]
+    order = random.Random(0)
     for _ in range(runs):
-        for cmd, samples in zip(cmds, times, strict=True):
+        for i in order.sample(range(len(cmds)), len(cmds)):
             start = time.perf_counter()
-            subprocess.run(cmd, check=True, env=env, cwd=cwd, stdout=subprocess.DEVNULL)
-            samples.append((time.perf_counter() - start) * 1000)
+            subprocess.run(cmds[i], check=True, env=env, cwd=cwd, stdout=subprocess.DEVNULL)
+            times[i].append((time.perf_counter() - start) * 1000)
     return [statistics.median(samples) for samples in times]
 
 
