@@ -1,0 +1,48 @@
+#!/usr/bin/env python3
+"""Start-up of the `torchx` command against exec of `/bin/true`: `--help`, `builtins` and a
+Kubernetes dry run (no cluster asked), each run many times in turns, medians of wall time.
+
+    python3 bench/startup.py [--torchx target/release/torchx] [--runs 300]
+"""
+
+import argparse
+import os
+import statistics
+import subprocess
+import tempfile
+import time
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--torchx", default="target/release/torchx")
+    ap.add_argument("--runs", type=int, default=300)
+    a = ap.parse_args()
+    torchx = os.path.abspath(a.torchx)
+    work = tempfile.mkdtemp()
+    env = dict(os.environ, HOME=work, TORCHX_STATE_DIR=os.path.join(work, "state"))
+    env.pop("TORCHXCONFIG", None)
+    commands = {
+        "/bin/true": ["/bin/true"],
+        "torchx --help": [torchx, "--help"],
+        "torchx builtins": [torchx, "builtins"],
+        'torchx run --dryrun -s kubernetes -cfg queue=q --workspace "" utils.echo': [
+            torchx,
+            *["run", "--dryrun", "-s", "kubernetes", "-cfg", "queue=q", "--workspace", "", "utils.echo"],
+        ],
+    }
+    times = {name: [] for name in commands}
+    for _ in range(a.runs):
+        for name, cmd in commands.items():
+            start = time.perf_counter()
+            subprocess.run(cmd, env=env, cwd=work, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+            times[name].append(time.perf_counter() - start)
+    medians = {name: statistics.median(t) * 1000 for name, t in times.items()}
+    print("| command | median (ms) | ×`/bin/true` |")
+    print("|---|---|---|")
+    for name, ms in medians.items():
+        print(f"| `{name}` | {ms:.2f} | {ms / medians['/bin/true']:.1f}× |")
+
+
+if __name__ == "__main__":
+    main()
