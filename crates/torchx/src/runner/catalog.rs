@@ -190,7 +190,10 @@ mod tests {
         assert!(catalog.build_in_memory("./c.yaml:c", &[]).is_none());
         assert!(catalog.build_in_memory("./c.py:f", &[]).is_none());
         assert!(catalog
-            .build_in_memory("dist.ddp", &args(&["-h", "plugin.host", "--script", "t.py"]))
+            .build_in_memory(
+                "dist.ddp",
+                &args(&["-h", "plugin.host", "--script", "t.py"])
+            )
             .is_none());
         // Component directories or registered components to check names against.
         let dir = tempfile::tempdir().unwrap();
