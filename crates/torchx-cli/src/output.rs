@@ -58,12 +58,13 @@ fn with_sentence(message: &str, sentence: &str) -> String {
     format!("{message}{stop} {sentence}")
 }
 
-/// The CLI's way around an error: the flag that takes it.
-pub fn remedy(remedy: torchx::Remedy) -> &'static str {
+/// The CLI's way around an error: the flag that takes it (none for a remedy this CLI does not
+/// know, from a newer library).
+pub fn remedy(remedy: torchx::Remedy) -> Option<&'static str> {
     match remedy {
-        torchx::Remedy::SkipPreflight => "give --skip_preflight to submit it anyway",
-        torchx::Remedy::NoWorkspace => "give --workspace \"\" to run the image as is",
-        _ => "",
+        torchx::Remedy::SkipPreflight => Some("give --skip_preflight to submit it anyway"),
+        torchx::Remedy::NoWorkspace => Some("give --workspace \"\" to run the image as is"),
+        _ => None,
     }
 }
 
@@ -72,7 +73,7 @@ pub fn remedy(remedy: torchx::Remedy) -> &'static str {
 pub fn print_error(err: &torchx::Error, verbose: bool) {
     let mut stderr = std::io::stderr().lock();
     let mut message = with_suggestion(&err.to_string(), err.suggestion());
-    if let Some(r) = err.remedy().map(remedy).filter(|r| !r.is_empty()) {
+    if let Some(r) = err.remedy().and_then(remedy) {
         message = with_sentence(&message, &format!("Or {r}."));
     }
     let _ = writeln!(stderr, "torchx: error: {message}");

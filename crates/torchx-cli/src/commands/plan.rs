@@ -111,8 +111,9 @@ pub fn plan_rows(
 /// The row with each failed check's way around it added to its fix, as the CLI's flag.
 fn with_remedies(mut row: PlanRow) -> PlanRow {
     for c in &mut row.checks {
-        if let (CheckOutcome::Fails { fix }, Some(r)) = (&mut c.outcome, c.remedy) {
-            *fix = format!("{fix}, or {}", crate::output::remedy(r));
+        let way = c.remedy.and_then(crate::output::remedy);
+        if let (CheckOutcome::Fails { fix }, Some(way)) = (&mut c.outcome, way) {
+            *fix = format!("{fix}, or {way}");
         }
     }
     row
