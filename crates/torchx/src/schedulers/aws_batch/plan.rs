@@ -34,7 +34,7 @@ pub(super) async fn plan(
         report.checks.push(PlanCheck::fails(
             check,
             "Batch has no such job queue",
-            "give an existing queue (the run option queue; `aws batch describe-job-queues`)",
+            "give an existing queue (run option `queue=...`; `aws batch describe-job-queues`)",
         ));
         return Ok(report);
     };

@@ -663,7 +663,7 @@ pub(crate) async fn plan_namespace(kube: &Kube, namespace: &str) -> Result<PlanR
             Ok(false) => PlanCheck::fails(
                 check,
                 "the cluster has no such namespace",
-                "give an existing namespace (the run option namespace; `kubectl get namespaces`)",
+                "give an existing namespace (run option `namespace=...`; `kubectl get namespaces`)",
             ),
             Err(e) => PlanCheck::unknown(check, e.to_string()),
         });

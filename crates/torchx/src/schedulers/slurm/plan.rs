@@ -53,7 +53,7 @@ pub(super) fn plan_now(req: &SbatchRequest) -> Result<PlanReport> {
             .collect::<Vec<_>>()
             .join("; ");
         let fix = if why.contains("partition") {
-            "give an existing partition (the run option partition; `sinfo -s` lists them)"
+            "give an existing partition (run option `partition=...`; `sinfo -s` lists them)"
         } else if why.contains("node configuration is not available") {
             "ask for less per replica (CPUs, GPUs, memory) than the largest node has, or a \
              partition with bigger nodes (`sinfo -o '%P %c %m %G'`)"
