@@ -16,12 +16,11 @@ scheduler plugin `example_subprocess` (examples/python-plugin, installed into bo
 
 import argparse
 import os
-import random
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
+
+from timing import medians_ms
 
 DRYRUN = """
 from torchx.runner import get_runner
@@ -50,20 +49,6 @@ def greet(user: str = "world") -> specs.AppDef:
         roles=[specs.Role(name="greeter", image="/tmp", entrypoint="echo", args=["hello", user])],
     )
 '''
-
-
-def medians_ms(cmds, runs, env, cwd):
-    """The median wall time of each command, the commands run in turns, each turn in another
-    order: a drift of this VM's speed during the run moves every row alike, and no command
-    always follows the same other one."""
-    times = [[] for _ in cmds]
-    order = random.Random(0)
-    for _ in range(runs):
-        for i in order.sample(range(len(cmds)), len(cmds)):
-            start = time.perf_counter()
-            subprocess.run(cmds[i], check=True, env=env, cwd=cwd, stdout=subprocess.DEVNULL)
-            times[i].append((time.perf_counter() - start) * 1000)
-    return [statistics.median(samples) for samples in times]
 
 
 def main():
@@ -134,14 +119,17 @@ def main():
     print("| what | ours (ms) | Python TorchX 0.7.0 (ms) | speed-up |")
     print("|---|---|---|---|")
     table = [(what, [ours, *o], [theirs, *t]) for what, o, t in rows] + commands
-    measured = medians_ms([cmd for _, o, t in table for cmd in (o, t)], a.runs, env, tmp)
-    for (what, _, _), o, t in zip(table, measured[::2], measured[1::2], strict=True):
+    cmds = {(what, side): cmd for what, o, t in table for side, cmd in (("ours", o), ("theirs", t))}
+    measured = medians_ms(cmds, a.runs, env, tmp)
+    for what, _, _ in table:
+        o, t = measured[what, "ours"], measured[what, "theirs"]
         print(f"| {what} | {o:.1f} | {t:.1f} | {t / o:.1f}× |")
     for venv in venvs:
         _pip(venv, "install", "-q", "--no-deps", plugin)
     try:
         what, our_cmd, their_cmd = plugin_row
-        o, t = medians_ms([our_cmd, their_cmd], a.runs, env, tmp)
+        measured = medians_ms({"ours": our_cmd, "theirs": their_cmd}, a.runs, env, tmp)
+        o, t = measured["ours"], measured["theirs"]
         print(f"| {what} | {o:.1f} | {t:.1f} | {t / o:.1f}× |")
     finally:
         for venv, had in zip(venvs, had_plugin, strict=True):

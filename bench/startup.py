@@ -7,10 +7,9 @@ Kubernetes dry run (no cluster asked), each run many times in turns, medians of 
 
 import argparse
 import os
-import statistics
-import subprocess
 import tempfile
-import time
+
+from timing import medians_ms
 
 
 def main() -> None:
@@ -31,13 +30,7 @@ def main() -> None:
             *["run", "--dryrun", "-s", "kubernetes", "-cfg", "queue=q", "--workspace", "", "utils.echo"],
         ],
     }
-    times = {name: [] for name in commands}
-    for _ in range(a.runs):
-        for name, cmd in commands.items():
-            start = time.perf_counter()
-            subprocess.run(cmd, env=env, cwd=work, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
-            times[name].append(time.perf_counter() - start)
-    medians = {name: statistics.median(t) * 1000 for name, t in times.items()}
+    medians = medians_ms(commands, a.runs, env, work)
     print("| command | median (ms) | ×`/bin/true` |")
     print("|---|---|---|")
     for name, ms in medians.items():

@@ -40,24 +40,6 @@ pub fn init_logger(level: &str) -> torchx::Result<()> {
     Ok(())
 }
 
-/// `message` followed by ` Did you mean `x`?` when a name is suggested (after a full stop).
-pub fn with_suggestion(message: &str, suggestion: Option<&str>) -> String {
-    match suggestion {
-        Some(s) => with_sentence(message, &format!("Did you mean `{s}`?")),
-        None => message.to_string(),
-    }
-}
-
-/// `sentence` after `message`, with a full stop between them if `message` has none.
-fn with_sentence(message: &str, sentence: &str) -> String {
-    let stop = if message.ends_with(['.', '?', '!']) {
-        ""
-    } else {
-        "."
-    };
-    format!("{message}{stop} {sentence}")
-}
-
 /// The CLI's way around an error: the flag that takes it (none for a remedy this CLI does not
 /// know, from a newer library).
 pub fn remedy(remedy: torchx::Remedy) -> Option<&'static str> {
@@ -72,10 +54,8 @@ pub fn remedy(remedy: torchx::Remedy) -> Option<&'static str> {
 /// suggested for a misspelt one, and the flag that gets around it.
 pub fn print_error(err: &torchx::Error, verbose: bool) {
     let mut stderr = std::io::stderr().lock();
-    let mut message = with_suggestion(&err.to_string(), err.suggestion());
-    if let Some(r) = err.remedy().and_then(remedy) {
-        message = with_sentence(&message, &format!("Or {r}."));
-    }
+    let remedy = err.remedy().and_then(remedy).map(|r| format!("Or {r}."));
+    let message = err.explained(remedy.as_deref());
     let _ = writeln!(stderr, "torchx: error: {message}");
     if verbose {
         let mut source = std::error::Error::source(err);

@@ -50,14 +50,12 @@ pub fn run(cmd: &str, args: &[String], builtins: &[String]) -> i32 {
                 exit_codes::BACKEND
             });
         }
-        let message = crate::output::with_suggestion(
-            &format!(
-                "unrecognized subcommand `{cmd}` (no builtin command and no `{PREFIX}{cmd}` on \
-                 PATH)."
-            ),
-            torchx::error::nearest(cmd, builtins.iter().map(String::as_str)),
-        );
-        eprintln!("torchx: error: {message} See `torchx --help`.");
+        let err = torchx::Error::arg(format!(
+            "unrecognized subcommand `{cmd}` (no builtin command and no `{PREFIX}{cmd}` on PATH)"
+        ))
+        .suggesting(cmd, builtins.iter().map(String::as_str));
+        let message = err.explained(Some("See `torchx --help`."));
+        eprintln!("torchx: error: {message}");
         return exit_codes::USAGE;
     };
     let mut c = Command::new(&program);

@@ -24,26 +24,13 @@ use torchx::scheduler::{
 use torchx::specs::{AppDef, Stream};
 use torchx::{Error, ErrorKind};
 
-/// `sentence` after `msg`, with a full stop between them if `msg` has none.
-fn add_sentence(msg: &mut String, sentence: &str) {
-    if !msg.ends_with(['.', '?', '!']) {
-        msg.push('.');
-    }
-    msg.push(' ');
-    msg.push_str(sentence);
-}
-
 /// A torchx error as the exception class of its kind (`torchx.errors`: each subclasses the
 /// builtin TorchX code expects, e.g. `ValueError`), with its cause chain as `__cause__`.
 pub fn to_py(e: Error) -> PyErr {
-    let mut msg = e.to_string();
-    if let Some(near) = e.suggestion() {
-        add_sentence(&mut msg, &format!("Did you mean `{near}`?"));
-    }
     // Python's way around an error, where it has one (no pre-flight checks run from Python).
-    if e.remedy() == Some(torchx::Remedy::NoWorkspace) {
-        add_sentence(&mut msg, "Or pass workspace=None to run the image as is.");
-    }
+    let remedy = (e.remedy() == Some(torchx::Remedy::NoWorkspace))
+        .then_some("Or pass workspace=None to run the image as is.");
+    let msg = e.explained(remedy);
     let kind = e.kind();
     let causes: Vec<String> = std::iter::successors(std::error::Error::source(&e), |s| s.source())
         .map(ToString::to_string)

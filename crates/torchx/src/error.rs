@@ -1,7 +1,8 @@
 //! The library's error type: one struct whose [`ErrorKind`] is the only axis callers act on
 //! (the CLI maps kinds to exit codes, the Python extension to exception classes), with every
-//! cause kept as its source. How an error is shown beyond its message (hints, suggestions,
-//! the cause chain) is the caller's: the CLI and the Python extension present it.
+//! cause kept as its source. How an error is shown beyond its message (the way around it, the
+//! cause chain) is the caller's: the CLI and the Python extension present it, both through
+//! [`Error::explained`].
 
 use std::fmt;
 
@@ -101,8 +102,8 @@ pub enum Remedy {
 /// The error of every fallible operation in this crate: one [`ErrorKind`] (what callers act
 /// on: the CLI's exit code, the Python exception class), the message, the scheduler it came
 /// from and the underlying error as its [`source`](std::error::Error::source). A near
-/// candidate for a misspelt name is kept apart ([`Error::suggestion`]): how to present it is
-/// the caller's (the CLI prints "Did you mean ...?").
+/// candidate for a misspelt name ([`Error::suggestion`]) and the way around the error
+/// ([`Error::remedy`]) are kept apart: [`Error::explained`] joins them as its caller words them.
 pub struct Error {
     kind: ErrorKind,
     message: String,
@@ -217,6 +218,19 @@ impl Error {
     /// The way around this error the caller can offer, if there is one.
     pub fn remedy(&self) -> Option<Remedy> {
         self.remedy
+    }
+
+    /// The message, then "Did you mean `x`?" for a suggested name and `remedy` (the caller's
+    /// wording of [`Error::remedy`]), each a sentence of its own: what the edges show.
+    pub fn explained(&self, remedy: Option<&str>) -> String {
+        let mut text = self.to_string();
+        if let Some(near) = &self.suggestion {
+            push_sentence(&mut text, &format!("Did you mean `{near}`?"));
+        }
+        if let Some(remedy) = remedy {
+            push_sentence(&mut text, remedy);
+        }
+        text
     }
 
     /// The I/O error underneath, if this is one.
@@ -362,6 +376,15 @@ impl Error {
     }
 }
 
+/// `sentence` after `text`, with a full stop between them if `text` has none.
+fn push_sentence(text: &mut String, sentence: &str) {
+    if !text.ends_with(['.', '?', '!']) {
+        text.push('.');
+    }
+    text.push(' ');
+    text.push_str(sentence);
+}
+
 /// `Result` with this crate's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -415,5 +438,17 @@ mod tests {
             nearest("gpu.smal", ["gpu.small", "gpu.medium"]),
             Some("gpu.small")
         );
+    }
+
+    #[test]
+    fn explained_adds_the_suggestion_and_remedy_as_sentences() {
+        let misspelt =
+            Error::arg("no component `utils.ecoh`").suggesting("utils.ecoh", ["utils.echo"]);
+        assert_eq!(
+            misspelt.explained(Some("Or try harder.")),
+            "no component `utils.ecoh`. Did you mean `utils.echo`? Or try harder."
+        );
+        assert_eq!(Error::arg("done.").explained(Some("Next.")), "done. Next.");
+        assert_eq!(Error::arg("plain").explained(None), "plain");
     }
 }

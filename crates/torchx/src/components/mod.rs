@@ -267,21 +267,20 @@ impl ComponentEnv {
     pub fn resource(&self, name: &str) -> Result<Resource> {
         match self.named_resources.get(name) {
             Some(r) => Ok(r.clone()),
-            None => {
-                crate::specs::named_resource(name).map_err(|e| match e {
-                    e if e.kind() == ErrorKind::NotFound && !self.named_resources.is_empty() => {
-                        Error::not_found(
-                            "named resource",
-                            name,
-                            format!(
+            None => crate::specs::named_resource(name).map_err(|e| {
+                if e.kind() != ErrorKind::NotFound || self.named_resources.is_empty() {
+                    return e;
+                }
+                let defined: Vec<&str> = self.named_resources.keys().map(String::as_str).collect();
+                Error::not_found(
+                    "named resource",
+                    name,
+                    format!(
                         " (neither builtin nor defined in .torchxconfig, which defines: {})",
-                        self.named_resources.keys().cloned().collect::<Vec<_>>().join(", ")
+                        defined.join(", ")
                     ),
-                        )
-                    }
-                    e => e,
-                })
-            }
+                )
+            }),
         }
     }
 }

@@ -69,7 +69,7 @@ impl Catalog {
     /// [`build`](Self::build) for a builtin component when that needs neither a file nor an
     /// interpreter (no component directories or registered components to check its name
     /// against, no plugin named resource): `None` when it may. It takes microseconds, less than
-    /// a hop to the blocking pool.
+    /// a hop to the blocking pool (which, for a resource only a plugin may define, repeats it).
     pub(super) fn build_in_memory(
         &self,
         component: &str,
@@ -81,34 +81,13 @@ impl Catalog {
         let c = crate::components::builtins()
             .into_iter()
             .find(|c| c.name == component)?;
-        match self.materialize(&c, component, args, false) {
+        let built = self
+            .component_defaults(component)
+            .and_then(|defaults| materialize(&c, &defaults, args, self.named_resources()?));
+        match built {
             Err(e) if e.kind() == ErrorKind::NotFound => None,
             built => Some(built),
         }
-    }
-
-    /// `c` from command-line style arguments and its `[component:<name>]` defaults, or its
-    /// help; with the Python plugins' named resources if `with_plugins` (an interpreter).
-    fn materialize(
-        &self,
-        c: &Component,
-        component: &str,
-        args: &[String],
-        with_plugins: bool,
-    ) -> Result<ComponentOutcome<AppDef>> {
-        let defaults = self.component_defaults(component)?;
-        let env = ComponentEnv {
-            named_resources: if with_plugins {
-                self.named_resources_with_plugins()?
-            } else {
-                self.named_resources()?
-            },
-            ..ComponentEnv::from_process()
-        };
-        Ok(match c.materialize(args, &defaults, &env)? {
-            Some(app) => ComponentOutcome::Done(app),
-            None => ComponentOutcome::Help(c.help(&defaults)),
-        })
     }
 
     /// Builds a component from command-line style arguments (applying `[component:<name>]`
@@ -133,14 +112,17 @@ impl Catalog {
                 }
                 Ok(ComponentOutcome::Done(app))
             }
-            ComponentRef::Component(c) => match self.materialize(&c, component, args, false) {
-                // The Python plugins' named resources only for a name nothing else defines:
-                // asking them starts an interpreter, and most jobs name no resource at all.
-                Err(e) if e.kind() == ErrorKind::NotFound => {
-                    self.materialize(&c, component, args, true)
+            ComponentRef::Component(c) => {
+                let defaults = self.component_defaults(component)?;
+                match materialize(&c, &defaults, args, self.named_resources()?) {
+                    // The Python plugins' named resources only for a name nothing else
+                    // defines: asking them starts an interpreter, and most jobs name none.
+                    Err(e) if e.kind() == ErrorKind::NotFound => {
+                        materialize(&c, &defaults, args, self.named_resources_with_plugins()?)
+                    }
+                    built => built,
                 }
-                built => built,
-            },
+            }
             ComponentRef::Python(c) => {
                 let defaults = self.component_defaults(component)?;
                 match c.materialize(args, &defaults)? {
@@ -159,6 +141,24 @@ impl Catalog {
             .remove(component)
             .unwrap_or_default())
     }
+}
+
+/// `c` from command-line style arguments and its `[component:<name>]` `defaults`, or its help.
+/// Its only NotFound is a named resource `c` names that `named_resources` lacks.
+fn materialize(
+    c: &Component,
+    defaults: &BTreeMap<String, String>,
+    args: &[String],
+    named_resources: BTreeMap<String, Resource>,
+) -> Result<ComponentOutcome<AppDef>> {
+    let env = ComponentEnv {
+        named_resources,
+        ..ComponentEnv::from_process()
+    };
+    Ok(match c.materialize(args, defaults, &env)? {
+        Some(app) => ComponentOutcome::Done(app),
+        None => ComponentOutcome::Help(c.help(defaults)),
+    })
 }
 
 #[cfg(test)]
