@@ -5,6 +5,7 @@ builtins, and TorchX's exception types."""
 import dataclasses
 import json
 import subprocess
+import sys
 from typing import Any, Dict, Iterable, List, Mapping, Optional
 
 import pytest
@@ -223,3 +224,42 @@ def test_new_session_ids_are_version_4_uuids() -> None:
     for text in ids:
         parsed = uuid.UUID(text)
         assert (parsed.version, parsed.variant, str(parsed)) == (4, uuid.RFC_4122, text)
+
+
+def test_a_recorded_dry_run_event_carries_its_run_options_as_json() -> None:
+    import logging
+
+    seen: List[str] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            seen.append(record.getMessage())
+
+    events = logging.getLogger("torchx-events-null")
+    keep = Keep()
+    events.addHandler(keep)
+    level = events.level
+    events.setLevel(logging.INFO)
+    try:
+        app = AppDef(name="e", roles=[Role(name="r", image="/tmp", entrypoint="true")])
+        get_runner().dryrun(app, "local_cwd", cfg={"log_dir": "/tmp/x", "prepend_cwd": True})
+    finally:
+        events.removeHandler(keep)
+        events.setLevel(level)
+    (dryrun,) = [json.loads(m) for m in seen if json.loads(m)["api"] == "dryrun"]
+    assert json.loads(dryrun["runcfg"]) == {"log_dir": "/tmp/x", "prepend_cwd": True}
+    assert dryrun["scheduler"] == "local_cwd" and dryrun["wall_time_usec"] >= 0
+
+
+def test_a_script_dry_run_loads_no_json_nor_threading() -> None:
+    # Start-up stays lazy: the core's data crosses as plain values, and an event nobody can
+    # see is never serialized.
+    script = (
+        "import sys\n"
+        "from torchx.runner import get_runner\n"
+        "get_runner().dryrun_component('dist.ddp', ['--script', 't.py', '-j', '2x2'], "
+        "scheduler='slurm', cfg={'partition': 'x', 'slurm_version': '24.11'})\n"
+        "print(sorted(m for m in ('json', 'threading', 'logging') if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr

@@ -1,8 +1,9 @@
 //! `torchx._rs`: the Rust rules the Python package calls, so that each rule has one
-//! implementation. Values cross as Python strings, lists and tuples, or as JSON text in the
-//! serde shape of the `torchx` crate's types; the Python package turns them into TorchX's
-//! dataclasses and exceptions. Nothing here holds state.
+//! implementation. Values cross as Python strings, lists and tuples, or as plain Python values
+//! in the serde shape of the `torchx` crate's types ([`data::Data`]); the Python package turns
+//! them into TorchX's dataclasses and exceptions. Nothing here holds state.
 
+mod data;
 mod groups;
 mod schedulers;
 mod status;
@@ -10,7 +11,8 @@ mod status;
 use pyo3::exceptions::{PyKeyError, PyValueError};
 use pyo3::prelude::*;
 
-use torchx::specs::{self, AppState, RoleStatus};
+use data::Data;
+use torchx::specs::{self, AppDef, AppState, Mount, Resource, RoleStatus};
 
 fn value_error(e: impl std::fmt::Display) -> PyErr {
     PyValueError::new_err(e.to_string())
@@ -27,17 +29,18 @@ fn parse_app_handle(handle: &str) -> PyResult<(String, String, String)> {
     ))
 }
 
-/// TorchX's `--mounts` grammar → JSON list of mounts (`{"type": "bind"|"volume"|"device", ...}`).
+/// TorchX's `--mounts` grammar → a list of mounts (`{"type": "bind"|"volume"|"device", ...}`).
 /// KeyError for an unknown, misplaced or missing option key, ValueError for a bad value (as
 /// TorchX).
 #[pyfunction]
 #[pyo3(signature = (opts, home=None))]
-fn parse_mounts(opts: Vec<String>, home: Option<&str>) -> PyResult<String> {
-    let mounts = specs::parse_mounts_detailed(&opts, home).map_err(|e| match e {
-        specs::MountError::Key(msg) => PyKeyError::new_err(msg),
-        specs::MountError::Value(msg) => PyValueError::new_err(msg),
-    })?;
-    serde_json::to_string(&mounts).map_err(value_error)
+fn parse_mounts(opts: Vec<String>, home: Option<&str>) -> PyResult<Data<Vec<Mount>>> {
+    specs::parse_mounts_detailed(&opts, home)
+        .map(Data)
+        .map_err(|e| match e {
+            specs::MountError::Key(msg) => PyKeyError::new_err(msg),
+            specs::MountError::Value(msg) => PyValueError::new_err(msg),
+        })
 }
 
 /// The builtin named resources' names, in TorchX's order.
@@ -46,17 +49,18 @@ fn named_resource_names() -> Vec<&'static str> {
     specs::named_resource_names().collect()
 }
 
-/// A builtin named resource as JSON (`cpu`, `gpu`, `memMB`, `capabilities`, `devices`);
-/// KeyError if there is none by that name.
+/// A builtin named resource (`cpu`, `gpu`, `memMB`, `capabilities`, `devices`); KeyError if
+/// there is none by that name.
 #[pyfunction]
-fn named_resource(name: &str) -> PyResult<String> {
-    let r = specs::named_resource(name).map_err(|e| PyKeyError::new_err(e.to_string()))?;
-    serde_json::to_string(&r).map_err(value_error)
+fn named_resource(name: &str) -> PyResult<Data<Resource>> {
+    specs::named_resource(name)
+        .map(Data)
+        .map_err(|e| PyKeyError::new_err(e.to_string()))
 }
 
 /// TorchX's `AppStatus.format(filter_roles)`, the text of `torchx status`, for the status
-/// `(state, num_restarts, msg, structured_error_msg, ui_url, roles_json)`; `roles_json` is a
-/// JSON list of `RoleStatus`.
+/// `(state, num_restarts, msg, structured_error_msg, ui_url, roles)`; `roles` is a list of
+/// `RoleStatus`.
 #[pyfunction]
 #[allow(clippy::too_many_arguments)]
 fn format_status(
@@ -65,7 +69,7 @@ fn format_status(
     msg: String,
     structured_error_msg: String,
     ui_url: Option<String>,
-    roles_json: &str,
+    roles: Data<Vec<RoleStatus>>,
     filter_roles: Vec<String>,
 ) -> PyResult<String> {
     let mut status = specs::AppStatus::new(state.parse::<AppState>().map_err(value_error)?);
@@ -73,7 +77,7 @@ fn format_status(
     status.msg = msg;
     status.structured_error_msg = structured_error_msg;
     status.ui_url = ui_url;
-    status.roles = serde_json::from_str::<Vec<RoleStatus>>(roles_json).map_err(value_error)?;
+    status.roles = roles.0;
     Ok(status.format(&filter_roles))
 }
 
@@ -83,8 +87,8 @@ fn substitute(template: &str, values: std::collections::HashMap<String, String>)
     specs::substitute(template, |name| values.get(name).cloned())
 }
 
-/// A builtin component's AppDef (crate JSON) from command-line style arguments, or its help
-/// text: `("app", json)` or `("help", text)`. `defaults` are `[component:<name>]`-style
+/// A builtin component's AppDef from command-line style arguments, or its help text:
+/// `(app, None)` or `(None, text)`. `defaults` are `[component:<name>]`-style
 /// parameter defaults.
 #[pyfunction]
 #[pyo3(signature = (name, args, defaults=None))]
@@ -92,7 +96,7 @@ fn build_component(
     name: &str,
     args: Vec<String>,
     defaults: Option<std::collections::BTreeMap<String, String>>,
-) -> PyResult<(&'static str, String)> {
+) -> PyResult<(Option<Data<AppDef>>, Option<String>)> {
     let component = torchx::components::builtins()
         .into_iter()
         .find(|c| c.name == name)
@@ -102,8 +106,8 @@ fn build_component(
         .materialize(&args, &defaults.unwrap_or_default(), &env)
         .map_err(schedulers::to_py)?
     {
-        Some(app) => Ok(("app", serde_json::to_string(&app).map_err(value_error)?)),
-        None => Ok(("help", component.help(&Default::default()))),
+        Some(app) => Ok((Some(Data(app)), None)),
+        None => Ok((None, Some(component.help(&Default::default())))),
     }
 }
 
@@ -167,30 +171,20 @@ fn torch_debug_flags() -> Vec<(&'static str, &'static str)> {
     torchx::components::DEBUG_FLAGS.to_vec()
 }
 
-/// The crate's version (the Python package checks it matches its own).
 /// Slurm job state → TorchX state name, for every state the core maps (`SLURM_STATES`).
 #[pyfunction]
-fn slurm_states() -> Vec<(&'static str, String)> {
+fn slurm_states() -> Vec<(&'static str, &'static str)> {
     torchx::schedulers::slurm::KNOWN_STATES
         .iter()
-        .map(|s| (*s, state_name(torchx::schedulers::slurm::app_state(s))))
+        .map(|s| (*s, torchx::schedulers::slurm::app_state(s).as_str()))
         .collect()
 }
 
 /// A Docker container's TorchX state name (`exit_code` decides an exited one).
 #[pyfunction]
 #[pyo3(signature = (status, exit_code=None))]
-fn docker_container_state(status: &str, exit_code: Option<i64>) -> String {
-    state_name(torchx::schedulers::local_docker::container_state(
-        status, exit_code,
-    ))
-}
-
-fn state_name(state: torchx::specs::AppState) -> String {
-    serde_json::to_value(state)
-        .ok()
-        .and_then(|v| v.as_str().map(String::from))
-        .unwrap_or_else(|| "UNKNOWN".into())
+fn docker_container_state(status: &str, exit_code: Option<i64>) -> &'static str {
+    torchx::schedulers::local_docker::container_state(status, exit_code).as_str()
 }
 
 /// Makes `path` local_cwd's supervisor for apps this process starts (`TORCHX_SUPERVISOR` wins).
@@ -234,8 +228,6 @@ fn _rs(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(parse_ini, m)?)?;
     m.add_function(wrap_pyfunction!(schedulers::scheduler_backends, m)?)?;
     m.add_function(wrap_pyfunction!(schedulers::run_opts, m)?)?;
-    m.add_function(wrap_pyfunction!(schedulers::resolve_cfg, m)?)?;
-    m.add_function(wrap_pyfunction!(schedulers::cfg_from_str, m)?)?;
     m.add_function(wrap_pyfunction!(schedulers::submit_dryrun, m)?)?;
     m.add_function(wrap_pyfunction!(schedulers::schedule, m)?)?;
     m.add_function(wrap_pyfunction!(schedulers::describe, m)?)?;

@@ -1,8 +1,10 @@
 //! The builtin schedulers, operation by operation, for the Python `Scheduler` subclasses in
-//! `torchx.schedulers`: AppDefs, run options and responses cross as JSON in the crate's serde
-//! shapes; a dry run stays a Rust value ([`DryRun`]) until it is scheduled. Blocking calls
+//! `torchx.schedulers`: AppDefs, run options and requests cross as plain values in the crate's
+//! serde shapes ([`Data`]), responses as typed objects; a dry run stays a Rust value
+//! ([`DryRun`]) until it is scheduled. Blocking calls
 //! release the GIL and run on one process-wide tokio runtime.
 
+use crate::data::Data;
 use crate::status::{Described, Listed};
 use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -70,10 +72,6 @@ fn builtin_error(kind: ErrorKind, msg: String) -> PyErr {
         ErrorKind::Timeout => PyTimeoutError::new_err(msg),
         _ => PyRuntimeError::new_err(msg),
     }
-}
-
-pub fn json_err(e: serde_json::Error) -> PyErr {
-    PyValueError::new_err(e.to_string())
 }
 
 /// A value made once per process. A child of `os.fork()` inherits the parent's copy without the
@@ -161,43 +159,26 @@ pub fn scheduler_backends() -> Vec<(String, String)> {
         .collect()
 }
 
-/// A scheduler's run options as JSON: `[{name, type, required, default, help, aliases}]`.
+/// A scheduler's run options: `[{name, type, required, default, help, aliases}]`.
 #[pyfunction]
-pub fn run_opts(name: &str) -> PyResult<String> {
-    Ok(scheduler(name)?.run_opts().to_json().to_string())
-}
-
-/// Checks and completes `cfg` (JSON object) against the scheduler's options: types cast as
-/// TorchX does, defaults filled in, required ones enforced. Returns the resolved JSON.
-#[pyfunction]
-pub fn resolve_cfg(name: &str, cfg_json: &str) -> PyResult<String> {
-    let cfg: Cfg = serde_json::from_str(cfg_json).map_err(json_err)?;
-    let resolved = scheduler(name)?.run_opts().resolve(&cfg).map_err(to_py)?;
-    serde_json::to_string(&resolved).map_err(json_err)
-}
-
-/// Parses `-cfg` text (`k1=v1,k2=v2`) with the scheduler's option types; JSON object.
-#[pyfunction]
-pub fn cfg_from_str(name: &str, text: &str) -> PyResult<String> {
-    let cfg = scheduler(name)?.run_opts().parse_cli(text).map_err(to_py)?;
-    serde_json::to_string(&cfg).map_err(json_err)
+pub fn run_opts(name: &str) -> PyResult<Data<serde_json::Value>> {
+    Ok(Data(scheduler(name)?.run_opts().to_json()))
 }
 
 /// A dry run's native request, kept as Rust until scheduled.
 #[pyclass(frozen, module = "torchx._rs")]
 pub struct DryRun {
     info: Mutex<Option<DryRunInfo>>,
-    request_json: String,
+    request: serde_json::Value,
     rendered: String,
     role_images: Vec<String>,
-    images_json: String,
 }
 
 #[pymethods]
 impl DryRun {
-    /// The request as JSON (what the scheduler will be sent).
-    fn request_json(&self) -> &str {
-        &self.request_json
+    /// The request as data (what the scheduler will be sent).
+    fn request(&self) -> Data<&serde_json::Value> {
+        Data(&self.request)
     }
 
     /// The request as `torchx run --dryrun` shows it.
@@ -209,24 +190,19 @@ impl DryRun {
     fn role_images(&self) -> Vec<String> {
         self.role_images.clone()
     }
-
-    /// The workspace images `schedule` builds (and pushes) first, as JSON.
-    fn images_json(&self) -> &str {
-        &self.images_json
-    }
 }
 
-/// `scheduler.submit_dryrun(app, cfg)`: the native request for `app_json` (the crate's AppDef
-/// JSON) under the resolved `cfg_json`, in session `session`, submitted from `cwd` (default:
-/// the current directory; local_cwd runs replicas there).
+/// `scheduler.submit_dryrun(app, cfg)`: the native request for `app` (the crate's AppDef) under
+/// the resolved `cfg`, in session `session`, submitted from `cwd` (default: the current
+/// directory; local_cwd runs replicas there).
 #[pyfunction]
-#[pyo3(signature = (name, session, app_json, cfg_json, cwd=None, after=Vec::new()))]
+#[pyo3(signature = (name, session, app, cfg, cwd=None, after=Vec::new()))]
 pub fn submit_dryrun(
     py: Python<'_>,
     name: &str,
     session: &str,
-    app_json: &str,
-    cfg_json: &str,
+    app: Data<AppDef>,
+    cfg: Data<Cfg>,
     cwd: Option<std::path::PathBuf>,
     after: Vec<String>,
 ) -> PyResult<DryRun> {
@@ -235,9 +211,8 @@ pub fn submit_dryrun(
         .map(|d| d.parse())
         .collect::<torchx::Result<_>>()
         .map_err(to_py)?;
-    let mut app: AppDef = serde_json::from_str(app_json).map_err(json_err)?;
+    let (Data(mut app), Data(cfg)) = (app, cfg);
     app.validate().map_err(to_py)?;
-    let cfg: Cfg = serde_json::from_str(cfg_json).map_err(json_err)?;
     let sched = scheduler(name)?;
     let cwd = match cwd {
         Some(dir) => dir,
@@ -256,11 +231,10 @@ pub fn submit_dryrun(
         .with_facts(facts)
         .with_after(after.clone());
     let request = sched.submit_dryrun(&app, &cfg, &ctx).map_err(to_py)?;
-    let request_json = request.to_json().to_string();
+    let request_data = request.to_json();
     let rendered = request.render();
     Ok(DryRun {
         role_images: app.roles.iter().map(|r| r.image.clone()).collect(),
-        images_json: serde_json::to_string(&images).map_err(json_err)?,
         info: Mutex::new(Some(DryRunInfo {
             app,
             scheduler: name.to_string(),
@@ -270,7 +244,7 @@ pub fn submit_dryrun(
             after,
             preflight: Vec::new(),
         })),
-        request_json,
+        request: request_data,
         rendered,
     })
 }
@@ -303,7 +277,7 @@ pub fn describe(py: Python<'_>, name: &str, app_id: &str) -> PyResult<Option<Des
     let sched = scheduler(name)?;
     let app_id = app_id.to_string();
     let resp = block_on(py, async move { sched.describe(&app_id).await })?.map_err(to_py)?;
-    resp.as_ref().map(Described::new).transpose()
+    Ok(resp.map(Described::from))
 }
 
 /// `scheduler.list()`.

@@ -1,8 +1,12 @@
 //! An app's description and the apps of a listing, crossing as typed objects (the roles as
-//! their AppDef JSON, the one format every side reads).
+//! plain values in their AppDef shape, which the package reads as it reads a dry run's).
 
 use pyo3::prelude::*;
-use torchx::specs::{Attempt, DescribeAppResponse, ListAppResponse, ReplicaStatus, RoleStatus};
+use torchx::specs::{
+    Attempt, DescribeAppResponse, ListAppResponse, ReplicaStatus, Role, RoleStatus,
+};
+
+use crate::data::Data;
 
 /// One attempt of a replica.
 #[pyclass(frozen, get_all, module = "torchx._rs")]
@@ -72,31 +76,46 @@ impl From<&RoleStatus> for RoleInfo {
 }
 
 /// `Scheduler.describe`'s answer.
-#[pyclass(frozen, get_all, module = "torchx._rs")]
+#[pyclass(frozen, module = "torchx._rs")]
 pub struct Described {
+    #[pyo3(get)]
     app_id: String,
+    #[pyo3(get)]
     state: &'static str,
+    #[pyo3(get)]
     num_restarts: i64,
+    #[pyo3(get)]
     msg: String,
+    #[pyo3(get)]
     structured_error_msg: String,
+    #[pyo3(get)]
     ui_url: Option<String>,
+    #[pyo3(get)]
     roles_statuses: Vec<RoleInfo>,
-    /// The roles as AppDef JSON (a list).
-    roles_json: String,
+    roles: Vec<Role>,
 }
 
+#[pymethods]
 impl Described {
-    pub fn new(d: &DescribeAppResponse) -> PyResult<Described> {
-        Ok(Described {
-            app_id: d.app_id.clone(),
+    /// The roles in their AppDef shape (a list).
+    #[getter]
+    fn roles(&self) -> Data<&[Role]> {
+        Data(&self.roles)
+    }
+}
+
+impl From<DescribeAppResponse> for Described {
+    fn from(d: DescribeAppResponse) -> Described {
+        Described {
+            roles_statuses: d.roles_statuses.iter().map(RoleInfo::from).collect(),
+            app_id: d.app_id,
             state: d.state.as_str(),
             num_restarts: d.num_restarts,
-            msg: d.msg.clone(),
-            structured_error_msg: d.structured_error_msg.clone(),
-            ui_url: d.ui_url.clone(),
-            roles_statuses: d.roles_statuses.iter().map(RoleInfo::from).collect(),
-            roles_json: serde_json::to_string(&d.roles).map_err(crate::value_error)?,
-        })
+            msg: d.msg,
+            structured_error_msg: d.structured_error_msg,
+            ui_url: d.ui_url,
+            roles: d.roles,
+        }
     }
 }
 

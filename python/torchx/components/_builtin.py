@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any, Dict, List, Optional, Tuple, Union
 
 from torchx import _native
@@ -48,10 +47,10 @@ def build(
     if ":" in component or component not in _builtin_names():
         return _build_python(component, args, defaults)
     tokens = _as_tokens(args) if isinstance(args, dict) else [str(a) for a in args]
-    kind, value = _native.ext.build_component(component, tokens, dict(defaults or {}))
-    if kind == "help":
-        raise ValueError(value)
-    return app_from_json(json.loads(value))
+    app, help_text = _native.ext.build_component(component, tokens, dict(defaults or {}))
+    if app is None:
+        raise ValueError(help_text)
+    return app_from_json(app)
 
 
 def _builtin_names() -> List[str]:

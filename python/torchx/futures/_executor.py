@@ -5,7 +5,6 @@ thread of the executor follows the unfinished ones and settles their futures."""
 from __future__ import annotations
 
 import concurrent.futures
-import json
 import logging
 import os
 import re
@@ -13,7 +12,7 @@ import secrets
 import sys
 import threading
 import time
-from typing import Any, Callable, Iterable, Iterator, List, Mapping, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple, Union
 
 from torchx.futures import _transport
 from torchx.progress import Progress
@@ -121,7 +120,7 @@ class Executor(concurrent.futures.Executor):
         self._runner = get_runner()
         self._lock = threading.Lock()  # the runner, the job list, the shutdown flag
         self._jobs: List[Job] = []  # followed one by one
-        self._groups: List[Tuple[str, List[Job]]] = []  # `map`'s groups (record, task jobs)
+        self._groups: List[Tuple[Dict[str, Any], List[Job]]] = []  # `map`'s groups (record, task jobs)
         self._wake = threading.Event()
         self._poller: Optional[threading.Thread] = None
         self._shut = False
@@ -285,7 +284,7 @@ class Executor(concurrent.futures.Executor):
                 "max_concurrent": None,
                 "tasks": [{"index": i, "params": {}} for i in range(len(calls))],
             }
-            record = json.loads(_native.ext.schedule_group(self._runner.name, handles, json.dumps(about)))
+            record = _native.ext.schedule_group(self._runner.name, handles, about)
         jobs = []
         for task, location in zip(record["tasks"], locations, strict=True):
             if task["handle"] is None:
@@ -295,7 +294,7 @@ class Executor(concurrent.futures.Executor):
             else:
                 jobs.append(self._follow(task["handle"], location, name, group=True))
         with self._lock:
-            self._groups.append((json.dumps(record), jobs))
+            self._groups.append((record, jobs))
         return jobs
 
     # -- following jobs --------------------------------------------------------------------
@@ -342,7 +341,9 @@ class Executor(concurrent.futures.Executor):
                 self._wake.clear()
                 since = time.monotonic()
 
-    def _observe(self, jobs: List[Job], groups: List[Tuple[str, List[Job]]]) -> Iterator[Tuple[Job, AppState]]:
+    def _observe(
+        self, jobs: List[Job], groups: List[Tuple[Dict[str, Any], List[Job]]]
+    ) -> Iterator[Tuple[Job, AppState]]:
         """Each unfinished job's state: a ``map``'s jobs in one question to their scheduler
         (one squeue for a Slurm array), the others one by one. A scheduler that cannot answer
         now is asked again on the next round; one that keeps failing for ``_STATUS_PATIENCE``

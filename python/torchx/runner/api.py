@@ -55,12 +55,6 @@ from torchx.specs.api import _copy_sharing_overrides
 from torchx.util.session import get_session_id_or_create_new
 
 
-def _json_or_none(cfg: Mapping[str, CfgVal]) -> Optional[str]:
-    import json
-
-    return json.dumps(cfg, default=str) if cfg else None
-
-
 def get_configured_trackers() -> Dict[str, Optional[str]]:
     """Tracker name → config for a launch: ``[torchx:tracker]`` of ``.torchxconfig`` (or
     ``$TORCHX_TRACKERS``), each with ``[tracker:<name>] config`` (or
@@ -297,7 +291,7 @@ class Runner:
         with log_event(
             "dryrun",
             scheduler,
-            runcfg=_json_or_none(cfg),
+            cfg=cfg,
             workspace=workspace if isinstance(workspace, str) or workspace is None else str(workspace),
         ):
             sched = self._scheduler(scheduler)

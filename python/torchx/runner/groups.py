@@ -5,7 +5,6 @@ job array, ...); a scheduler written in Python gets one submission per task."""
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Union
@@ -87,9 +86,7 @@ def run_group(
 
     keys = list(component_args) if isinstance(component_args, dict) else []
     texts = [str(component_args[k]) for k in keys] if isinstance(component_args, dict) else list(component_args)
-    plan = json.loads(
-        _native.ext.group_plan(texts, spec.array, spec.sweep_args(), spec.sweep_file, spec.max_concurrent)
-    )
+    plan = _native.ext.group_plan(texts, spec.array, spec.sweep_args(), spec.sweep_file, spec.max_concurrent)
     infos: List[AppDryRunInfo[Any]] = []
     for task in plan["tasks"]:
         args: Union[List[str], Dict[str, Any]] = (
@@ -111,7 +108,7 @@ def run_group(
     requests = [i.request for i in infos]
     if isinstance(sched, RustScheduler) and all(isinstance(r, RustRequest) for r in requests):
         handles = [r._handle for r in requests if isinstance(r, RustRequest)]
-        record = json.loads(_native.ext.schedule_group(runner.name, handles, json.dumps(about)))
+        record = _native.ext.schedule_group(runner.name, handles, about)
     else:
         record = _schedule_each(runner, infos, about)
     return make_app_handle(record["scheduler"], record["session"], record["group_id"])
@@ -150,7 +147,7 @@ def _schedule_each(runner: Runner, infos: List[AppDryRunInfo[Any]], about: Dict[
         except Exception as e:  # recorded, as the CLI's groups do: one bad task is not all
             error = str(e)
         record["tasks"].append({**task, "handle": handle, "error": error})
-        _native.ext.save_group(json.dumps(record))
+        _native.ext.save_group(record)
     return record
 
 
@@ -163,21 +160,20 @@ def find(handle: str) -> Optional[Dict[str, Any]]:
     is TorchX's ``MalformedAppHandleException``)."""
     if not parse_app_handle(handle).app_id.startswith("~"):
         return None
-    text = _native.ext.find_group(handle)
-    return None if text is None else dict(json.loads(text))
+    return _native.ext.find_group(handle)
 
 
-def _is_builtin(runner: Runner, record: Mapping[str, Any]) -> bool:
+def _is_builtin(runner: Runner, record: Dict[str, Any]) -> bool:
     from torchx.schedulers._rust import RustScheduler
 
     return isinstance(runner._scheduler(record["scheduler"]), RustScheduler)
 
 
-def tasks(runner: Runner, record: Mapping[str, Any]) -> List[GroupTask]:
+def tasks(runner: Runner, record: Dict[str, Any]) -> List[GroupTask]:
     """Each task with its state: a builtin scheduler is asked about all at once (a native
     array's in two Slurm calls), a Python one task by task."""
     if _is_builtin(runner, record):
-        names = _native.ext.group_states(json.dumps(record))
+        names = _native.ext.group_states(record)
     else:
         names = []
         for t in record["tasks"]:
@@ -189,7 +185,7 @@ def tasks(runner: Runner, record: Mapping[str, Any]) -> List[GroupTask]:
     ]
 
 
-def status(runner: Runner, record: Mapping[str, Any]) -> AppStatus:
+def status(runner: Runner, record: Dict[str, Any]) -> AppStatus:
     """The group as one status: its state from its tasks' (RUNNING while any runs, SUCCEEDED
     only if all did), their counts as the message."""
     states = [t.state.name for t in tasks(runner, record)]
@@ -203,20 +199,20 @@ def status(runner: Runner, record: Mapping[str, Any]) -> AppStatus:
     )
 
 
-def cancel(runner: Runner, record: Mapping[str, Any]) -> None:
+def cancel(runner: Runner, record: Dict[str, Any]) -> None:
     """Cancels every unfinished task."""
     if _is_builtin(runner, record):
-        _native.ext.cancel_group(json.dumps(record))
+        _native.ext.cancel_group(record)
         return
     for t in tasks(runner, record):
         if t.handle is not None and not is_terminal(t.state):
             runner.cancel(t.handle)
 
 
-def delete(runner: Runner, record: Mapping[str, Any]) -> None:
+def delete(runner: Runner, record: Dict[str, Any]) -> None:
     """Deletes every task, then the group's record."""
     if _is_builtin(runner, record):
-        _native.ext.delete_group(json.dumps(record))
+        _native.ext.delete_group(record)
         return
     raise NotImplementedError(
         f"deleting a group of the Python scheduler {record['scheduler']!r}: delete its tasks "

@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import copy
-import json
 import os
 from typing import TYPE_CHECKING, Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple
 
@@ -49,7 +48,7 @@ def builtin_opts(backend: str, class_name: str, module: str) -> Any:
 
     from torchx.schedulers._structured_opts import StructuredOpts
 
-    schema = json.loads(_native.ext.run_opts(backend))
+    schema = _native.ext.run_opts(backend)
     required, optional = [], []
     for o in schema:
         name = o["name"].replace("-", "_").replace(".", "_")
@@ -98,7 +97,7 @@ class RustRequest:
 
     def __init__(self, handle: Any) -> None:
         self._handle = handle
-        self.data = json.loads(handle.request_json())
+        self.data = handle.request()
 
     def to_json(self) -> Any:
         return self.data
@@ -148,7 +147,7 @@ class RustScheduler(Scheduler[Mapping[str, Any]]):
     def _opt_schema(self) -> List[Dict[str, Any]]:
         """The core's run options of this scheduler (fixed: read once)."""
         if self._schema is None:
-            self._schema = json.loads(_native.ext.run_opts(self._core))
+            self._schema = _native.ext.run_opts(self._core)
         return self._schema
 
     def _run_opts(self) -> runopts:
@@ -203,8 +202,8 @@ class RustScheduler(Scheduler[Mapping[str, Any]]):
         handle = _native.ext.submit_dryrun(
             self._core,
             self.session_name,
-            json.dumps(app_to_json(app)),
-            json.dumps(known),
+            app_to_json(app),
+            known,
             self._submit_cwd(app),
             list(_AFTER.get()),
         )
@@ -231,7 +230,7 @@ class RustScheduler(Scheduler[Mapping[str, Any]]):
         request = dryrun_info.request
         if not isinstance(request, RustRequest):
             raise TypeError(f"{self.backend} cannot schedule a {type(request).__name__}")
-        if request.data != json.loads(request._handle.request_json()):
+        if request.data != request._handle.request():
             raise ValueError(
                 f"{self.backend}: the dry run's request was changed after submit_dryrun; "
                 "changing a builtin scheduler's request is not supported: change the AppDef "
@@ -267,7 +266,7 @@ class RustScheduler(Scheduler[Mapping[str, Any]]):
                 )
                 for rs in d.roles_statuses
             ],
-            roles=[role_from_json(r) for r in json.loads(d.roles_json)],
+            roles=[role_from_json(r) for r in d.roles],
         )
 
     def list(self) -> List[ListAppResponse]:

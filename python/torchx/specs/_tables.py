@@ -4,7 +4,6 @@ families."""
 
 from __future__ import annotations
 
-import json
 from typing import Callable, Dict, List
 
 from torchx import _native
@@ -23,7 +22,7 @@ def factory(name: str) -> ResourceFactory:
     def make() -> Resource:
         from torchx.specs._json import resource_from_json
 
-        return resource_from_json(json.loads(_native.ext.named_resource(name)))
+        return resource_from_json(_native.ext.named_resource(name))
 
     make.__name__ = python_name(name)
     make.__qualname__ = make.__name__

@@ -5,8 +5,8 @@ the ``torchx status`` text) are called through ``torchx._rs``, so each has one i
 
 from __future__ import annotations
 
+import _thread  # not threading: its import costs every script ~1 ms
 import copy
-import threading
 from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import (
@@ -283,7 +283,7 @@ _NO_OVERRIDE: object = object()
 # (per dict: a slow producer on one role never stalls reads of another).
 _OVERRIDES_LOCK_KEY: str = "<overrides resolution lock>"
 
-_lock_minting = threading.Lock()
+_lock_minting = _thread.allocate_lock()
 
 
 class _OverridesLock:
@@ -292,7 +292,7 @@ class _OverridesLock:
     __slots__ = ("lock",)
 
     def __init__(self) -> None:
-        self.lock = threading.RLock()
+        self.lock = _thread.RLock()
 
     def __deepcopy__(self, memo: Dict[int, object]) -> "_OverridesLock":
         return self
@@ -685,15 +685,13 @@ class AppStatus(_Record):
             }
             for r in self.roles
         ]
-        import json
-
         return _native.ext.format_status(
             AppState(self.state).name,
             self.num_restarts,
             self.msg,
             self.structured_error_msg,
             self.ui_url,
-            json.dumps(roles),
+            roles,
             list(filter_roles or []),
         )
 
@@ -761,11 +759,10 @@ def parse_mounts(opts: List[str]) -> List[Union[BindMount, VolumeMount, DeviceMo
     several mounts may follow each other in one list; a leading ``~`` in a bind source is the
     home directory. ``KeyError`` for an unknown, misplaced or missing option, ``ValueError``
     for a bad value."""
-    import json
     import os
 
     mounts: List[Union[BindMount, VolumeMount, DeviceMount]] = []
-    for m in json.loads(_native.ext.parse_mounts(list(opts), os.path.expanduser("~"))):
+    for m in _native.ext.parse_mounts(list(opts), os.path.expanduser("~")):
         kind = m.pop("type")
         if kind == "bind":
             mounts.append(BindMount(**m))

@@ -5,11 +5,11 @@ recorded where a handler may see it, not when the Runner is."""
 
 from __future__ import annotations
 
+import _thread  # not threading: its import costs every script ~1 ms
 import sys
-import threading
 import time
 from types import TracebackType
-from typing import TYPE_CHECKING, Dict, Optional, Type
+from typing import TYPE_CHECKING, Dict, Mapping, Optional, Type
 
 from torchx.runner.events.api import SourceType, TorchxEvent
 from torchx.util.session import get_session_id_or_create_new
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 __all__ = ["SourceType", "TorchxEvent", "get_logging_handler", "log_event", "record"]
 
 _events_loggers: Dict[str, "logging.Logger"] = {}
-_events_loggers_lock = threading.Lock()
+_events_loggers_lock = _thread.allocate_lock()
 
 
 def get_logging_handler(destination: str = "null") -> "logging.Handler":
@@ -56,16 +56,22 @@ def record(event: TorchxEvent, destination: str = "null") -> None:
 
         logging.getLogger(__name__).exception("failed to serialize event, will not record event")
         return
-    if destination == "null" and "logging" not in sys.modules:
-        # Its handler drops the event, and no other can be on its logger before `logging` is
-        # imported: importing it (~5 ms) only to drop the event would slow every script.
+    if _dropped(destination):
         return
     _get_or_create_logger(destination).info(serialized)
 
 
+def _dropped(destination: str) -> bool:
+    """Whether an event to ``destination`` goes nowhere: the null handler drops it, and no
+    other can be on its logger before ``logging`` is imported (importing it, ~5 ms, only to
+    drop the event would slow every script)."""
+    return destination == "null" and "logging" not in sys.modules
+
+
 class log_event:
     """``with log_event("run", scheduler, app_id, ...): ...`` records one event for the call,
-    with its CPU and wall time and the exception it raised, if any."""
+    with its CPU and wall time and the exception it raised, if any. ``cfg``: run options that
+    become the event's ``runcfg`` (JSON) only if the event is recorded."""
 
     def __init__(
         self,
@@ -76,6 +82,8 @@ class log_event:
         app_metadata: Optional[Dict[str, str]] = None,
         runcfg: Optional[str] = None,
         workspace: Optional[str] = None,
+        *,
+        cfg: Optional[Mapping[str, object]] = None,
     ) -> None:
         self._torchx_event = TorchxEvent(
             session=get_session_id_or_create_new(),
@@ -87,6 +95,7 @@ class log_event:
             runcfg=runcfg,
             workspace=workspace,
         )
+        self._cfg = cfg
         self._cpu_start = 0
         self._wall_start = 0
 
@@ -105,8 +114,13 @@ class log_event:
         event = self._torchx_event
         event.cpu_time_usec = (time.process_time_ns() - self._cpu_start) // 1000
         event.wall_time_usec = (time.perf_counter_ns() - self._wall_start) // 1000
+        if _dropped("null"):
+            return
+        import json
+
+        if self._cfg:
+            event.runcfg = json.dumps(self._cfg, default=str)
         if tb is not None:
-            import json
             import traceback
 
             event.raw_exception = "".join(traceback.format_exception(exc_type, exc, tb))

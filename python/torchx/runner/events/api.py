@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass
 from enum import Enum
 from typing import Dict, Optional, Union
@@ -85,6 +84,8 @@ class TorchxEvent(Record):
             return data
         if not isinstance(data, str):
             raise TypeError(f"expected a serialized TorchxEvent (str) or a TorchxEvent, got {type(data).__name__}")
+        import json  # here: a run that records no event never loads it
+
         fields = json.loads(data)
         if "source" in fields:
             try:
@@ -94,4 +95,6 @@ class TorchxEvent(Record):
         return TorchxEvent(**fields)
 
     def serialize(self) -> str:
+        import json
+
         return json.dumps(asdict(self))
