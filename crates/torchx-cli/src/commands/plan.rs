@@ -198,15 +198,23 @@ pub fn plan(a: crate::cli::PlanArgs) -> Result<i32> {
     })
 }
 
-/// `run -s auto:S1,S2,...`: the schedulers whose plan is `ok`, in order, each with its part
-/// of `-cfg`; says on stderr why the others were skipped. An error when none is.
+/// What `run -s auto:S1,S2,...` chose.
+pub struct AutoChoice {
+    /// The schedulers whose plan is `ok`, in order, each with its part of `-cfg`.
+    pub ok: Vec<(String, String)>,
+    /// The app's name (none when the component's `--help` was asked).
+    pub app_name: Option<String>,
+}
+
+/// `run -s auto:S1,S2,...`: the schedulers whose plan is `ok`; says on stderr why the others
+/// were skipped. An error when none is.
 pub fn choose(
     runner: &Runner,
     spec: &str,
     raw_cfg: &str,
     workspace: Option<&str>,
     tokens: &[String],
-) -> Result<Vec<(String, String)>> {
+) -> Result<AutoChoice> {
     let schedulers = super::split_list(spec);
     if schedulers.is_empty() {
         return Err(Error::arg(
@@ -217,7 +225,10 @@ pub fn choose(
         // `--help` of the component: the first scheduler prints it.
         ComponentOutcome::Help(_) => {
             let cfg = cfg_for(runner, &schedulers[0], raw_cfg, &schedulers)?;
-            return Ok(vec![(schedulers[0].clone(), cfg)]);
+            return Ok(AutoChoice {
+                ok: vec![(schedulers[0].clone(), cfg)],
+                app_name: None,
+            });
         }
         ComponentOutcome::Done(rows) => rows,
     };
@@ -248,5 +259,9 @@ pub fn choose(
         eprintln!("torchx: -s auto: skipped {s}");
     }
     eprintln!("torchx: -s auto: running on {}", ok[0].0);
-    Ok(ok)
+    let app_name = rows
+        .iter()
+        .find_map(|row| row.dryrun.as_ref())
+        .map(|d| d.app.name.clone());
+    Ok(AutoChoice { ok, app_name })
 }

@@ -170,7 +170,7 @@ fn choose_scheduler(a: &RunArgs, runner: &Runner, cli_run: &CliRunDefaults) -> R
     let raw_cfg = a.cfg.first().cloned().unwrap_or_default();
     match scheduler.strip_prefix("auto:") {
         Some(spec) => {
-            let mut ok = super::plan::choose(
+            let mut choice = super::plan::choose(
                 runner,
                 spec,
                 &raw_cfg,
@@ -181,9 +181,10 @@ fn choose_scheduler(a: &RunArgs, runner: &Runner, cli_run: &CliRunDefaults) -> R
                 let after = parse_duration(after).map_err(|e| {
                     Error::arg(format!("--failover_after `{after}`: {}", e.message()))
                 })?;
-                return super::pipeline::run_failover(a, runner, ok, after).map(Chosen::FailedOver);
+                return super::pipeline::run_failover(a, runner, choice, after)
+                    .map(Chosen::FailedOver);
             }
-            let (scheduler, cfg) = ok.remove(0);
+            let (scheduler, cfg) = choice.ok.remove(0);
             Ok(Chosen::On(scheduler, cfg))
         }
         None if scheduler == "auto" => Err(Error::arg(

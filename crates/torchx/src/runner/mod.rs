@@ -107,17 +107,19 @@ impl Target {
     /// Reads the record a pipeline's or group's handle names on the blocking pool; an app's
     /// handle costs no I/O.
     async fn of(handle: &str) -> Result<Target> {
-        let names_record = handle.starts_with("pipeline://")
-            || parse_app_handle(handle).is_ok_and(|h| crate::group::is_group_id(h.app_id()));
-        if !names_record {
+        let pipeline = handle.starts_with("pipeline://");
+        let group = !pipeline
+            && parse_app_handle(handle).is_ok_and(|h| crate::group::is_group_id(h.app_id()));
+        if !pipeline && !group {
             return Ok(Target::App);
         }
         let owned = handle.to_string();
         crate::blocking::blocking("torchx", move || {
-            if let Some(p) = PipelineRecord::find(&owned)? {
-                return Ok(Target::Pipeline(p));
-            }
-            Ok(GroupRecord::find(&owned)?.map_or(Target::App, Target::Group))
+            Ok(if pipeline {
+                PipelineRecord::find(&owned)?.map_or(Target::App, Target::Pipeline)
+            } else {
+                GroupRecord::find(&owned)?.map_or(Target::App, Target::Group)
+            })
         })
         .await
     }

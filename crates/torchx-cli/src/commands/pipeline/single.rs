@@ -6,6 +6,7 @@ use torchx::pipeline::PipelineSpec;
 use torchx::{Error, Result, Runner};
 
 use crate::cli::RunArgs;
+use crate::commands::plan::AutoChoice;
 use crate::exit_codes;
 
 use super::launch;
@@ -56,13 +57,14 @@ pub fn run_held(
 }
 
 /// `torchx run -s auto:S1,S2,... --failover_after DURATION`: the job is the one step of a
-/// pipeline whose holder submits it to the first scheduler whose plan was ok (`ok`, in order,
-/// each with its `-cfg`), and while it stays pending past `after_secs`, cancels it (once the
-/// cancel is confirmed: never two live copies) and submits it to the next.
+/// pipeline (named, as a held job's, after the app) whose holder submits it to the first
+/// scheduler whose plan was ok (in order, each with its `-cfg`), and while it stays pending
+/// past `after_secs`, cancels it (once the cancel is confirmed: never two live copies) and
+/// submits it to the next.
 pub fn run_failover(
     a: &RunArgs,
     runner: &Runner,
-    ok: Vec<(String, String)>,
+    choice: AutoChoice,
     after_secs: u64,
 ) -> Result<i32> {
     let mut tokens: Vec<String> = a.component_and_args.clone();
@@ -75,7 +77,8 @@ pub fn run_failover(
     // The run's own arguments, without the scheduler, its options and the failover.
     let common =
         crate::commands::group::rerun_argv_without(a, component, args, &["--scheduler", "--cfg"]);
-    let mut candidates: Vec<(String, Vec<String>)> = ok
+    let mut candidates: Vec<(String, Vec<String>)> = choice
+        .ok
         .into_iter()
         .map(|(scheduler, cfg)| {
             let mut run_args = vec!["--scheduler".to_string(), scheduler.clone()];
@@ -87,12 +90,7 @@ pub fn run_failover(
         })
         .collect();
     let (scheduler, run_args) = candidates.remove(0);
-    let app_name = component
-        .rsplit(['.', '/'])
-        .next()
-        .unwrap_or("job")
-        .trim_end_matches(".yaml");
-    let name = step_name(app_name);
+    let name = step_name(choice.app_name.as_deref().unwrap_or(component));
     let spec = PipelineSpec {
         name: name.clone(),
         steps: vec![torchx::pipeline::Step {
