@@ -319,16 +319,17 @@ pub struct LogChunks {
 /// `line` (a whole line, or a last line without its newline) as a Python string ending in
 /// `\n`; undecodable bytes become U+FFFD.
 fn py_line<'py>(py: Python<'py>, line: &[u8]) -> Bound<'py, PyString> {
-    match std::str::from_utf8(line) {
-        Ok(text) if text.ends_with('\n') => PyString::new(py, text),
-        _ => {
-            let mut text = String::from_utf8_lossy(line).into_owned();
-            if !text.ends_with('\n') {
-                text.push('\n');
-            }
-            PyString::new(py, &text)
+    if line.ends_with(b"\n") {
+        // CPython decodes (and so checks) the bytes once; a line that is not UTF-8 is rare.
+        if let Ok(text) = PyString::from_bytes(py, line) {
+            return text;
         }
     }
+    let mut text = String::from_utf8_lossy(line).into_owned();
+    if !text.ends_with('\n') {
+        text.push('\n');
+    }
+    PyString::new(py, &text)
 }
 
 #[pymethods]
@@ -355,17 +356,17 @@ impl LogChunks {
                 }
                 return Err(PyStopIteration::new_err(()));
             }
-            let out = PyList::empty(py);
+            let mut lines = Vec::with_capacity(chunk.len() / 64);
             let mut start = 0;
             for end in memchr::memchr_iter(b'\n', &chunk) {
-                out.append(py_line(py, &chunk[start..=end]))?;
+                lines.push(py_line(py, &chunk[start..=end]));
                 start = end + 1;
             }
             if start < chunk.len() {
-                out.append(py_line(py, &chunk[start..]))?;
+                lines.push(py_line(py, &chunk[start..]));
             }
             *self.buffer.lock().unwrap_or_else(PoisonError::into_inner) = chunk;
-            return Ok(out);
+            return PyList::new(py, lines);
         }
     }
 }
