@@ -32,7 +32,7 @@ def test_subclasses_of_builtins_and_tuples_go_in_as_json_dumps_takes_them() -> N
 @pytest.mark.parametrize(
     "value, error, says",
     [
-        ({1: "a"}, TypeError, "keys must be str, not int"),
+        ({(1, 2): "a"}, TypeError, "keys must be str, int, float, bool or None, not tuple"),
         ({"a"}, TypeError, "Object of type set is not JSON serializable"),
         (2**70, ValueError, "does not fit in 64 bits"),
         (float("nan"), ValueError, "not a finite number"),
@@ -41,6 +41,14 @@ def test_subclasses_of_builtins_and_tuples_go_in_as_json_dumps_takes_them() -> N
 def test_what_json_cannot_hold_is_refused(value: Any, error: type, says: str) -> None:
     with pytest.raises(error, match=says):
         _native.ext.save_group(_record(tasks=[value]))
+
+
+def test_keys_that_json_dumps_writes_as_text_are_taken() -> None:
+    from torchx.runner import get_runner
+    from torchx.specs import AppDef, Role
+
+    role = Role(name="r", image="/tmp", entrypoint="true", metadata={"ids": {1: "a", 2.5: "b", None: "c", False: "d"}})
+    get_runner().dryrun(AppDef(name="keys", roles=[role]), "local_cwd")
 
 
 def test_a_value_that_contains_itself_is_refused_not_a_crash() -> None:

@@ -75,13 +75,7 @@ fn to_value(obj: &Bound<'_, PyAny>, depth: usize) -> PyResult<Value> {
     if let Ok(dict) = obj.cast::<PyDict>() {
         let mut map = Map::with_capacity(dict.len());
         for (key, value) in dict.iter() {
-            let Ok(key) = key.cast::<PyString>() else {
-                return Err(PyTypeError::new_err(format!(
-                    "keys must be str, not {}: {key:?}",
-                    key.get_type().name()?
-                )));
-            };
-            map.insert(key.to_str()?.to_owned(), to_value(&value, depth + 1)?);
+            map.insert(key_text(&key)?, to_value(&value, depth + 1)?);
         }
         return Ok(Value::Object(map));
     }
@@ -96,6 +90,25 @@ fn to_value(obj: &Bound<'_, PyAny>, depth: usize) -> PyResult<Value> {
         "Object of type {} is not JSON serializable",
         obj.get_type().name()?
     )))
+}
+
+/// A dict key as `json.dumps` writes it: a `str` as it is, a number, bool or `None` as its
+/// JSON text.
+fn key_text(key: &Bound<'_, PyAny>) -> PyResult<String> {
+    if let Ok(s) = key.cast::<PyString>() {
+        return Ok(s.to_str()?.to_owned());
+    }
+    let scalar = key.is_none()
+        || key.is_instance_of::<PyBool>()
+        || key.is_instance_of::<PyInt>()
+        || key.is_instance_of::<PyFloat>();
+    if !scalar {
+        return Err(PyTypeError::new_err(format!(
+            "keys must be str, int, float, bool or None, not {}",
+            key.get_type().name()?
+        )));
+    }
+    Ok(to_value(key, 0)?.to_string())
 }
 
 /// `value` as plain Python values.
