@@ -45,7 +45,7 @@ pub fn run(cmd: &str, args: &[String], builtins: &[String]) -> i32 {
     let Some(program) = find(cmd) else {
         // A `SubCommand` of the Python `torchx.cli.cmds` entry points, if any are declared.
         if let Some(result) = torchx::plugins::run_subcommand(cmd, args) {
-            return result.unwrap_or_else(|e| {
+            return result.map(torchx::plugins::exit_code).unwrap_or_else(|e| {
                 eprintln!("torchx: error: {e}");
                 exit_codes::BACKEND
             });

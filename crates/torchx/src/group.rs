@@ -13,8 +13,7 @@ use crate::scheduler::{ArrayRequest, DryRunInfo};
 pub use crate::specs::group::{sweep_file, sweep_grid, tasks, ArraySpec, Point, Task, MAX_TASKS};
 use crate::specs::AppState;
 
-/// What marks a group id in a handle.
-pub const GROUP_MARK: char = '~';
+pub use crate::specs::GROUP_MARK;
 
 /// One task of a recorded group.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -163,7 +162,7 @@ impl GroupRecord {
     /// record here.
     pub fn find(handle: &str) -> Result<Option<GroupRecord>> {
         let h = crate::specs::parse_app_handle(handle)?;
-        if !is_group_id(h.app_id()) {
+        if !h.names_group() {
             return Ok(None);
         }
         let group = GroupRecord::load(&crate::schedulers::default_state_dir(), h.app_id())?
@@ -306,11 +305,6 @@ pub(crate) fn now() -> f64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0.0, |d| d.as_secs_f64())
-}
-
-/// Whether `app_id` (of a parsed handle) names a group.
-pub fn is_group_id(app_id: &str) -> bool {
-    app_id.starts_with(GROUP_MARK)
 }
 
 /// Why a task never submitted is CANCELLED.

@@ -279,8 +279,8 @@ pub(crate) fn plugin_named_resources() -> Result<BTreeMap<String, crate::specs::
 }
 
 /// Runs `torchx <cmd> <args>` as a `SubCommand` of the `torchx.cli.cmds` entry points, with
-/// this terminal; `None` when no interpreter's environment declares that group.
-pub fn run_subcommand(cmd: &str, args: &[String]) -> Option<Result<i32>> {
+/// this terminal: how it ended; `None` when no interpreter's environment declares that group.
+pub fn run_subcommand(cmd: &str, args: &[String]) -> Option<Result<std::process::ExitStatus>> {
     let python = candidates()
         .into_iter()
         .map(|(p, _)| p)
@@ -290,10 +290,7 @@ pub fn run_subcommand(cmd: &str, args: &[String]) -> Option<Result<i32>> {
         .arg(cmd)
         .args(args)
         .status();
-    Some(match status {
-        Ok(s) => Ok(crate::plugins::exit_code(s)),
-        Err(e) => Err(Error::io(format!("running {}", python.display()), e)),
-    })
+    Some(status.map_err(|e| Error::io(format!("running {}", python.display()), e)))
 }
 
 /// The `python -c` program running `module`'s `main()` as the exit status. `-c` rather than

@@ -108,8 +108,7 @@ impl Target {
     /// handle costs no I/O.
     async fn of(handle: &str) -> Result<Target> {
         let pipeline = handle.starts_with("pipeline://");
-        let group = !pipeline
-            && parse_app_handle(handle).is_ok_and(|h| crate::group::is_group_id(h.app_id()));
+        let group = !pipeline && parse_app_handle(handle).is_ok_and(|h| h.names_group());
         if !pipeline && !group {
             return Ok(Target::App);
         }

@@ -7,6 +7,10 @@ use regex::Regex;
 
 use crate::error::{Error, Result};
 
+/// What starts the app id of a group's handle (`slurm://torchx/~name-id`); no scheduler's own
+/// app ids start with it.
+pub const GROUP_MARK: char = '~';
+
 /// An app handle, `{scheduler}://{session_name}/{app_id}`: its text and its parts. Handles
 /// compare, hash and order as their text.
 #[derive(Debug, Clone)]
@@ -31,6 +35,11 @@ impl AppHandle {
     /// The scheduler name.
     pub fn scheduler(&self) -> &str {
         &self.text[..self.scheduler_end]
+    }
+
+    /// Whether the handle names a group of jobs (its app id starts with [`GROUP_MARK`]).
+    pub fn names_group(&self) -> bool {
+        self.app_id().starts_with(GROUP_MARK)
     }
 
     /// The session name (ignored when routing).

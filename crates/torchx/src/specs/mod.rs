@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 
 pub use after::{Condition, Dependency, Verdict};
-pub use handle::{make_app_handle, parse_app_handle, AppHandle};
+pub use handle::{make_app_handle, parse_app_handle, AppHandle, GROUP_MARK};
 pub use macros::{substitute, MacroValues};
 pub use mounts::{parse_mounts, parse_mounts_detailed, Mount, MountError};
 pub use recovery::{

@@ -82,9 +82,7 @@ pub async fn info(State(ui): State<Arc<Ui>>) -> Json<Value> {
 fn kind_of(handle: &str) -> &'static str {
     if handle.starts_with("pipeline://") {
         "pipeline"
-    } else if torchx::specs::parse_app_handle(handle)
-        .is_ok_and(|h| torchx::group::is_group_id(h.app_id()))
-    {
+    } else if torchx::specs::parse_app_handle(handle).is_ok_and(|h| h.names_group()) {
         "group"
     } else {
         "app"

@@ -135,7 +135,7 @@ pub(super) fn wait_for_dependencies(
 /// ledger that ended.
 fn recorded_end(ledger: &Ledger, handle: &str) -> Option<AppState> {
     let h = crate::specs::parse_app_handle(handle).ok()?;
-    if h.scheduler() != super::NAME || crate::group::is_group_id(h.app_id()) {
+    if h.scheduler() != super::NAME || h.names_group() {
         return None;
     }
     let state = ledger.app_liveness(h.app_id()).ok()??.state;
