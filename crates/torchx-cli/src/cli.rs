@@ -662,7 +662,7 @@ pub fn main() -> i32 {
         Command::Runopts(a) => commands::info::runopts(a),
         Command::Configure(a) => commands::info::configure(a),
         Command::Plan(a) => commands::plan::plan(a),
-        Command::Rerun(a) if a.group_handle.starts_with("pipeline://") => {
+        Command::Rerun(a) if torchx::pipeline::is_pipeline_handle(&a.group_handle) => {
             commands::pipeline::rerun(a)
         }
         Command::Rerun(a) => commands::group::rerun(a),

@@ -27,6 +27,13 @@ use crate::specs::{AppState, AppStatus, Verdict};
 /// The scheme of pipeline handles.
 pub const SCHEME: &str = "pipeline";
 
+/// Whether `handle` names a pipeline (`pipeline://session/id`).
+pub fn is_pipeline_handle(handle: &str) -> bool {
+    handle
+        .strip_prefix(SCHEME)
+        .is_some_and(|rest| rest.starts_with("://"))
+}
+
 /// Why a step that a cancel stopped before its submission did not run.
 pub const CANCELLED_BEFORE_START: &str = "the pipeline was cancelled before it started";
 
@@ -288,7 +295,7 @@ impl PipelineRecord {
     /// The pipeline a handle names: `None` for any other handle, NotFound for a pipeline with
     /// no record here.
     pub fn find(handle: &str) -> Result<Option<PipelineRecord>> {
-        if !handle.starts_with("pipeline://") {
+        if !is_pipeline_handle(handle) {
             return Ok(None);
         }
         let h = crate::specs::parse_app_handle(handle)?;
@@ -512,6 +519,15 @@ mod tests {
     fn states_of_steps_and_pipeline() {
         let mut r = record(DIAMOND);
         assert!(r.handle().starts_with("pipeline://torchx/d-"));
+        assert!(is_pipeline_handle(&r.handle()));
+        for other in [
+            "slurm://torchx/1",
+            "pipelines://torchx/1",
+            "pipeline:/x",
+            "~g",
+        ] {
+            assert!(!is_pipeline_handle(other), "{other}");
+        }
         let states = step_states(&r, |_| None);
         assert_eq!(states[1].msg, "waiting for step a to be SUCCEEDED");
         assert_eq!(pipeline_state(&r, &states, false), AppState::Pending);

@@ -222,7 +222,7 @@ pub fn log(a: LogArgs) -> Result<i32> {
     let runner = std::rc::Rc::new(super::runner_without_config()?);
     let query = std::rc::Rc::new(query);
     let selection = (parts.get(2).copied(), parts.get(3).copied());
-    if handle.starts_with("pipeline://") {
+    if torchx::pipeline::is_pipeline_handle(&handle) {
         return super::block_on(super::pipeline::log(
             &runner, &query, &handle, selection, a.tail,
         ));

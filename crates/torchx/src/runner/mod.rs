@@ -107,7 +107,7 @@ impl Target {
     /// Reads the record a pipeline's or group's handle names on the blocking pool; an app's
     /// handle costs no I/O.
     async fn of(handle: &str) -> Result<Target> {
-        let pipeline = handle.starts_with("pipeline://");
+        let pipeline = crate::pipeline::is_pipeline_handle(handle);
         let group = !pipeline && parse_app_handle(handle).is_ok_and(|h| h.names_group());
         if !pipeline && !group {
             return Ok(Target::App);

@@ -80,7 +80,7 @@ pub async fn info(State(ui): State<Arc<Ui>>) -> Json<Value> {
 
 /// What kind of thing a handle names.
 fn kind_of(handle: &str) -> &'static str {
-    if handle.starts_with("pipeline://") {
+    if torchx::pipeline::is_pipeline_handle(handle) {
         "pipeline"
     } else if torchx::specs::parse_app_handle(handle).is_ok_and(|h| h.names_group()) {
         "group"
