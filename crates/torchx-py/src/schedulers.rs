@@ -1,8 +1,8 @@
 //! The builtin schedulers, operation by operation, for the Python `Scheduler` subclasses in
 //! `torchx.schedulers`: AppDefs, run options and requests cross as plain values in the crate's
 //! serde shapes ([`Data`]), responses as typed objects; a dry run stays a Rust value
-//! ([`DryRun`]) until it is scheduled. Blocking calls
-//! release the GIL and run on one process-wide tokio runtime.
+//! ([`DryRun`]) until it is scheduled. Blocking calls release the GIL and run on one
+//! process-wide tokio runtime.
 
 use crate::data::Data;
 use crate::status::{Described, Listed};
@@ -356,6 +356,7 @@ impl LogChunks {
                 }
                 return Err(PyStopIteration::new_err(()));
             }
+            // Room for lines of 64 bytes on average; shorter ones grow it.
             let mut lines = Vec::with_capacity(chunk.len() / 64);
             let mut start = 0;
             for end in memchr::memchr_iter(b'\n', &chunk) {
