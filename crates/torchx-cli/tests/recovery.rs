@@ -201,6 +201,52 @@ echo "reached $n in attempt $TORCHX_ATTEMPT"
     support::assert_requeued_then_succeeded(&env.status(stdout(&out).trim()));
 }
 
+/// As torchrun that does not forward the checkpoint signal (an older torch, whether or not it
+/// was told to through `PET_SIGNALS_TO_HANDLE`): the wrapper dies of the signal at once, its
+/// worker (in a session of its own) gets it once, saves and asks for a requeue a second later.
+/// The request belongs to attempt 0: attempt 1 finishes once and succeeds; nothing runs a
+/// third time.
+#[test]
+fn a_requeue_request_belongs_to_the_attempt_that_made_it() {
+    let wrapper = r#"#!/bin/bash
+if [ "$TORCHX_ATTEMPT" = 0 ]; then
+  setsid bash -c 'trap "echo worker got USR1; sleep 1; touch \"\$TORCHX_REQUEUE_FILE\"; exit 75" USR1; sleep 300 & wait $!' </dev/null &
+  sleep 300 & wait $!
+fi
+echo "final step in attempt $TORCHX_ATTEMPT"
+"#;
+    for told in [
+        "",
+        "PET_SIGNALS_TO_HANDLE: 'SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1'",
+    ] {
+        let env = Env::new();
+        let file = app(&env, "late", wrapper, told);
+        let out = env.run(&[
+            "run",
+            "--time_limit",
+            "4s",
+            "--checkpoint_signal",
+            "USR1@3",
+            "--max_retries",
+            "0",
+            &file,
+        ]);
+        assert_eq!(out.status.code(), Some(0), "{told}: {}", stderr(&out));
+        let handle = stdout(&out).trim().to_string();
+        let log = stdout(&env.run(&["log", &handle]));
+        assert_eq!(log.matches("worker got USR1").count(), 1, "{told}: {log}");
+        assert_eq!(log.matches("final step in attempt").count(), 1, "{log}");
+        assert!(log.contains("final step in attempt 1"), "{log}");
+        let status = env.status(&handle);
+        assert_eq!(status["state"], "SUCCEEDED", "{status}");
+        let seen = attempts(&status);
+        assert_eq!(seen.len(), 2, "{told}: {seen:?}");
+        assert_eq!(seen[0].0, "requeued", "{seen:?}");
+        assert_eq!(seen[1], ("succeeded".to_string(), Some(0)), "{seen:?}");
+        assert_no_processes(&handle);
+    }
+}
+
 /// A replica owns what it starts in other sessions (as torchrun does its workers): killing
 /// its main process, or cancelling the job, leaves nothing behind.
 #[test]

@@ -238,14 +238,18 @@ pub(crate) fn set_nonblocking(fd: &impl AsRawFd) -> io::Result<()> {
 /// instead of being run by `/bin/sh` (what `execvp`, std's call, would do). `cmd`'s stdio,
 /// working directory and process group still apply: std sets them up before the hook runs.
 ///
+/// With `join_cgroup` (a cgroup's `cgroup.procs`, open for writing), the child moves itself into
+/// that cgroup first (writing `0`, "this process"), so nothing it starts is ever outside it.
+///
 /// Everything the hook uses is prepared before the fork: between fork and exec it only calls
-/// async-signal-safe functions (sigemptyset, sigprocmask, execve) and allocates nothing, so
-/// any caller may use it, threads or not.
+/// async-signal-safe functions (write, sigemptyset, sigprocmask, execve) and allocates nothing,
+/// so any caller may use it, threads or not.
 pub(crate) fn exec_unmasked(
     cmd: &mut std::process::Command,
     program: &std::path::Path,
     argv: &[&str],
     env: &[(std::ffi::OsString, std::ffi::OsString)],
+    join_cgroup: Option<&std::fs::File>,
 ) -> io::Result<()> {
     use std::ffi::CString;
     use std::os::unix::ffi::OsStrExt;
@@ -283,14 +287,23 @@ pub(crate) fn exec_unmasked(
             .collect()
     };
     let (arg_ptrs, env_ptrs) = (addresses(&argv), addresses(&envp));
-    // SAFETY: between fork and exec the hook only calls sigemptyset, sigprocmask and execve
-    // (async-signal-safe) and allocates nothing. execve reads `program` and the two
+    // The child inherits the descriptor (std opens files close-on-exec: it is gone after exec);
+    // a duplicate owned by the hook keeps it open until the spawn, whatever the caller does.
+    let cgroup = join_cgroup.map(std::fs::File::try_clone).transpose()?;
+    // SAFETY: between fork and exec the hook only calls write, sigemptyset, sigprocmask and
+    // execve (async-signal-safe) and allocates nothing. write reads one byte of a static
+    // string from a descriptor the hook owns (`cgroup`). execve reads `program` and the two
     // null-terminated arrays of addresses of NUL-terminated strings, all owned by the hook
     // (`argv` and `envp` are moved in to keep the strings alive). It returns only on failure,
     // which the hook reports to std (and so to the parent's `spawn`).
     unsafe {
         cmd.pre_exec(move || {
             let _keep_alive = (&argv, &envp);
+            if let Some(procs) = &cgroup {
+                if libc::write(procs.as_raw_fd(), b"0".as_ptr().cast(), 1) != 1 {
+                    return Err(io::Error::last_os_error());
+                }
+            }
             let mut none: libc::sigset_t = std::mem::zeroed();
             libc::sigemptyset(&mut none);
             if libc::sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut()) != 0 {

@@ -112,6 +112,7 @@ impl Runner {
     ) -> Result<(DryRunInfo, PreparedWorkspaces)> {
         for role in &mut app.roles {
             args.role_defaults.apply(role);
+            role.forward_checkpoint_signal_through_torchrun();
             role.env
                 .extend(args.extra_env.iter().map(|(k, v)| (k.clone(), v.clone())));
             role.mounts.extend(args.extra_mounts.iter().cloned());

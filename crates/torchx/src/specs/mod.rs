@@ -27,7 +27,7 @@ pub use macros::{substitute, MacroValues};
 pub use mounts::{parse_mounts, parse_mounts_detailed, Mount, MountError};
 pub use recovery::{
     format_duration, parse_duration, CheckpointSignal, Recovery, Signal, DEFAULT_CHECKPOINT_SIGNAL,
-    DEFAULT_MAX_REQUEUES, DEFAULT_REQUEUE_EXIT_CODE, RECOVERY_KEYS,
+    DEFAULT_MAX_REQUEUES, DEFAULT_REQUEUE_EXIT_CODE, RECOVERY_KEYS, TORCHRUN_SIGNALS_ENV,
 };
 pub use resource::{named_resource, named_resource_names, resource, Resource, GIB};
 pub use status::{

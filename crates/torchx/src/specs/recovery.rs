@@ -277,7 +277,48 @@ impl super::AppDef {
     }
 }
 
+/// What torchrun forwards to its workers unless told otherwise (`--signals-to-handle`'s
+/// default); any other signal kills torchrun and leaves its workers orphaned.
+const TORCHRUN_SIGNALS: [&str; 4] = ["SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT"];
+
+/// The environment form of torchrun's `--signals-to-handle` (its options read `PET_<NAME>`).
+/// A torch without the option (before 2.8) ignores it.
+pub const TORCHRUN_SIGNALS_ENV: &str = "PET_SIGNALS_TO_HANDLE";
+
 impl super::Role {
+    /// Whether the role runs torchrun: `torchrun ...`, `python -m torch.distributed.run ...`,
+    /// or either as a shell's command (`sh -c "torchrun ..."`).
+    pub fn runs_torchrun(&self) -> bool {
+        let is_torchrun = |word: &str| word.rsplit('/').next() == Some("torchrun");
+        is_torchrun(&self.entrypoint)
+            || self.args.iter().any(|a| {
+                a == "torch.distributed.run"
+                    || a.split_whitespace()
+                        .any(|w| is_torchrun(w) || w == "torch.distributed.run")
+            })
+    }
+
+    /// Under the recovery contract, a torchrun role forwards its checkpoint signal to its
+    /// workers (`PET_SIGNALS_TO_HANDLE`, unless the role sets it) instead of dying of it and
+    /// orphaning them; the signals it forwards anyway are left as they are.
+    pub fn forward_checkpoint_signal_through_torchrun(&mut self) {
+        let Some(signal) = self.recovery().checkpoint_signal.map(|s| s.signal) else {
+            return;
+        };
+        let name = format!("SIG{}", signal.name());
+        if !self.uses_recovery()
+            || TORCHRUN_SIGNALS.contains(&name.as_str())
+            || self.env.contains_key(TORCHRUN_SIGNALS_ENV)
+            || !self.runs_torchrun()
+        {
+            return;
+        }
+        let mut signals = TORCHRUN_SIGNALS.join(",");
+        signals.push(',');
+        signals.push_str(&name);
+        self.env.insert(TORCHRUN_SIGNALS_ENV.into(), signals);
+    }
+
     /// This role's recovery settings, defaults applied.
     pub fn recovery(&self) -> Recovery {
         Recovery {
@@ -400,6 +441,69 @@ impl super::Role {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// torchrun gets the checkpoint signal to forward only under recovery, only where it would
+    /// not forward it anyway, and never over the role's own choice.
+    #[test]
+    fn torchrun_forwards_the_checkpoint_signal_under_recovery_only() {
+        let forwarded =
+            |entrypoint: &str, args: &[&str], setup: &dyn Fn(&mut crate::specs::Role)| {
+                let mut r = crate::specs::Role::new("r", "img");
+                r.entrypoint = entrypoint.into();
+                r.args = args.iter().map(|a| a.to_string()).collect();
+                setup(&mut r);
+                r.forward_checkpoint_signal_through_torchrun();
+                r.env.get(TORCHRUN_SIGNALS_ENV).cloned()
+            };
+        let limited = |r: &mut crate::specs::Role| r.time_limit = Some(600);
+        let all = Some("SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1".to_string());
+        assert_eq!(
+            forwarded("torchrun", &["--nnodes", "1", "t.py"], &limited),
+            all
+        );
+        assert_eq!(forwarded("/venv/bin/torchrun", &["t.py"], &limited), all);
+        assert_eq!(
+            forwarded("python", &["-m", "torch.distributed.run", "t.py"], &limited),
+            all
+        );
+        assert_eq!(
+            forwarded("sh", &["-c", "cd /w && torchrun t.py"], &limited),
+            all
+        );
+        assert_eq!(
+            forwarded("python", &["t.py"], &limited),
+            None,
+            "not torchrun"
+        );
+        assert_eq!(
+            forwarded("torchrun", &["t.py"], &|_| {}),
+            None,
+            "no recovery"
+        );
+        let usr2 = |r: &mut crate::specs::Role| {
+            r.checkpoint_signal = Some("USR2@60".parse().unwrap());
+        };
+        assert_eq!(
+            forwarded("torchrun", &["t.py"], &usr2).as_deref(),
+            Some("SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR2")
+        );
+        let term = |r: &mut crate::specs::Role| {
+            r.checkpoint_signal = Some("TERM@60".parse().unwrap());
+        };
+        assert_eq!(
+            forwarded("torchrun", &["t.py"], &term),
+            None,
+            "forwarded anyway"
+        );
+        let own = |r: &mut crate::specs::Role| {
+            r.time_limit = Some(600);
+            r.env.insert(TORCHRUN_SIGNALS_ENV.into(), "SIGUSR1".into());
+        };
+        assert_eq!(
+            forwarded("torchrun", &["t.py"], &own).as_deref(),
+            Some("SIGUSR1")
+        );
+    }
 
     #[test]
     fn container_checkpoint_dirs_must_be_on_a_mount() {

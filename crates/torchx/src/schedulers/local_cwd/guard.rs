@@ -4,6 +4,7 @@
 use std::io::{BufRead, Write};
 use std::time::{Duration, Instant};
 
+use super::cgroup::AppCgroup;
 use super::entry::GUARD_ARG;
 use super::ledger::{Ledger, Liveness, ReplicaRow};
 use super::now;
@@ -74,14 +75,12 @@ fn record_outcome(app_id: &str, state: AppState, msg: &str) -> i32 {
             match l.app_liveness(app_id)? {
                 Some(live) => {
                     let containers = containers_of(&l, app_id);
-                    l.settle(
-                        &live,
-                        |_| Some((state, msg.to_string())),
-                        |rows| {
-                            stop_replicas(rows);
-                            remove_containers(&containers);
-                        },
-                    )
+                    let cgroup = cgroup_of(&l, app_id);
+                    l.settle(&live, |_, rows| {
+                        let left = stop_replicas(rows, cgroup.as_ref());
+                        remove_containers(&containers);
+                        Some((state, format!("{msg}{}", left_behind(&left))))
+                    })
                     .map(drop)
                 }
                 None => Ok(()),
@@ -98,12 +97,40 @@ fn record_outcome(app_id: &str, state: AppState, msg: &str) -> i32 {
     }
 }
 
-fn stop_replicas(replicas: &[ReplicaRow]) {
+/// How long a stop waits for the killed processes to be gone before it says which are left.
+const KILL_WAIT: Duration = Duration::from_secs(3);
+
+/// Stops what is left of an app's replicas: each one's process group and, where the app has
+/// one, its cgroup, which holds everything they started in any session (then removed).
+/// Returns the processes still alive afterwards (only a cgroup can tell).
+pub(super) fn stop_replicas(replicas: &[ReplicaRow], cgroup: Option<&AppCgroup>) -> Vec<u32> {
     for r in replicas {
         if let Some(pid) = r.pid {
             kill_group_if_ours(pid, r.pid_start);
         }
     }
+    cgroup.map_or_else(Vec::new, |c| c.kill_and_remove(KILL_WAIT))
+}
+
+/// The cgroup that holds app `app_id`'s processes, if its supervisor made one.
+pub(super) fn cgroup_of(ledger: &Ledger, app_id: &str) -> Option<AppCgroup> {
+    ledger
+        .cgroup(app_id)
+        .ok()
+        .flatten()
+        .map(|path| AppCgroup::at(&path))
+}
+
+/// The end of a record's message when a stop left processes alive (empty when it did not).
+pub(super) fn left_behind(left: &[u32]) -> String {
+    if left.is_empty() {
+        return String::new();
+    }
+    let pids: Vec<String> = left.iter().map(u32::to_string).collect();
+    format!(
+        "; processes {} of its replicas could not be killed and are still running",
+        pids.join(", ")
+    )
 }
 
 /// The containers of an app whose replicas are `docker run`s (local_docker's supervised apps):
@@ -177,7 +204,12 @@ fn settle(
         return Ok(state);
     }
     let containers = containers_of(ledger, &live.app_id);
-    let state = ledger.settle(live, |l| verdict(l, supervisor_alive), stop_replicas)?;
+    let cgroup = cgroup_of(ledger, &live.app_id);
+    let state = ledger.settle(live, |l, rows| {
+        let (state, msg) = verdict(l, supervisor_alive)?;
+        let left = stop_replicas(rows, cgroup.as_ref());
+        Some((state, format!("{msg}{}", left_behind(&left))))
+    })?;
     // After the transaction: an engine slow to answer holds no write lock on the ledger (the
     // replicas, `docker run` in the foreground, were stopped inside it).
     if state.is_terminal() {

@@ -162,8 +162,14 @@ impl Launcher {
     /// with stdin on /dev/null and stdout/stderr piped to us, and none of the signals the
     /// supervisor blocks blocked (`sys::unblock_signals_in_child`: std leaves the mask as it
     /// is). std reports exec failures from `spawn` itself. The child is reaped by the
-    /// supervisor's `waitid` loop (dropping a `Child` neither waits nor kills).
-    pub(super) fn launch(&mut self, p: &ReplicaParam, env: &crate::specs::Env) -> Result<Proc> {
+    /// supervisor's `waitid` loop (dropping a `Child` neither waits nor kills). With
+    /// `join_cgroup` it starts inside that cgroup (`cgroup.rs`).
+    pub(super) fn launch(
+        &mut self,
+        p: &ReplicaParam,
+        env: &crate::specs::Env,
+        join_cgroup: Option<&File>,
+    ) -> Result<Proc> {
         // Created (with their directories) before the start, so a replica never runs without
         // them; opened for writing after its batch started (see `Supervisor::launch`).
         drop(open_logs(
@@ -200,7 +206,7 @@ impl Launcher {
             .process_group(0);
         let argv: Vec<&str> = p.args.iter().map(String::as_str).collect();
         let env: Vec<(OsString, OsString)> = child_env.into_iter().collect();
-        sys::exec_unmasked(&mut command, &path, &argv, &env).map_err(cannot)?;
+        sys::exec_unmasked(&mut command, &path, &argv, &env, join_cgroup).map_err(cannot)?;
         let mut child = command.spawn().map_err(cannot)?;
         let pipe = |src: Option<OwnedFd>| {
             let src = File::from(src?);

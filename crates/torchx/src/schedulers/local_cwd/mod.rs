@@ -25,6 +25,7 @@ macro_rules! note {
 }
 
 mod after;
+mod cgroup;
 mod descendants;
 mod entry;
 mod guard;
@@ -266,8 +267,14 @@ impl LocalCwdScheduler {
 
     fn describe_app(&self, live: &Liveness) -> Result<Option<DescribeAppResponse>> {
         let app_id = &live.app_id;
-        let (app, replicas, attempts) =
-            self.with_ledger(|l| Ok((l.app(app_id)?, l.replicas(app_id)?, l.attempts(app_id)?)))?;
+        let (app, replicas, attempts, cgroup) = self.with_ledger(|l| {
+            Ok((
+                l.app(app_id)?,
+                l.replicas(app_id)?,
+                l.attempts(app_id)?,
+                l.cgroup(app_id)?,
+            ))
+        })?;
         let Some(app) = app else {
             return Ok(None);
         };
@@ -293,6 +300,10 @@ impl LocalCwdScheduler {
             resp.metadata.insert("supervisor_pid".into(), p.to_string());
         }
         resp.metadata.insert("log_dir".into(), app.log_dir.clone());
+        // Where every process of its replicas lives (removed once they are gone).
+        if let Some(cgroup) = cgroup {
+            resp.metadata.insert("cgroup".into(), cgroup);
+        }
         // The earliest torchelastic error file, as TorchX reports it.
         let mut errors: Vec<(SystemTime, String)> = Vec::new();
         for r in &replicas {
@@ -394,22 +405,19 @@ impl LocalCwdScheduler {
             None => "cancelled by user".to_string(),
         };
         let state = self.with_ledger(|l| {
-            l.settle(
-                live,
-                |_| Some((AppState::Cancelled, msg)),
-                |replicas| {
-                    if let Some(pid) = live.supervisor_pid {
-                        if sys::pid_alive(pid, live.supervisor_start) {
-                            sys::signal_pid(pid, sys::SIGKILL);
-                        }
+            let cgroup = guard::cgroup_of(l, &live.app_id);
+            l.settle(live, |_, replicas| {
+                if let Some(pid) = live.supervisor_pid {
+                    if sys::pid_alive(pid, live.supervisor_start) {
+                        sys::signal_pid(pid, sys::SIGKILL);
                     }
-                    for r in replicas {
-                        if let Some(pid) = r.pid {
-                            guard::kill_group_if_ours(pid, r.pid_start);
-                        }
-                    }
-                },
-            )
+                }
+                let left = guard::stop_replicas(replicas, cgroup.as_ref());
+                Some((
+                    AppState::Cancelled,
+                    format!("{msg}{}", guard::left_behind(&left)),
+                ))
+            })
         })?;
         if state.is_terminal() {
             Ok(())

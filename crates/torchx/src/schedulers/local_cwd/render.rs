@@ -38,7 +38,7 @@ pub struct ReplicaParam {
 }
 
 /// The variable naming the file a replica's process creates to ask for a requeue.
-const REQUEUE_FILE_ENV: &str = "TORCHX_REQUEUE_FILE";
+pub(super) const REQUEUE_FILE_ENV: &str = "TORCHX_REQUEUE_FILE";
 
 /// The processes of one role.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

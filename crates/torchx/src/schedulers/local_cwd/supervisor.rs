@@ -15,19 +15,20 @@ use std::collections::VecDeque;
 use std::io::{BufRead, Write};
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::process::CommandExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{ChildStdin, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use super::after::{wait_for_dependencies, Waited};
+use super::cgroup::AppCgroup;
 use super::descendants::Descendants;
 use super::entry::{GUARD_ARG, SUPERVISE_ARG};
-use super::guard::{DONE, OUTCOME};
+use super::guard::{left_behind, DONE, OUTCOME};
 use super::launch::{Launcher, Proc};
 use super::ledger::{AttemptRow, Ledger, Progress, ReplicaRow};
 use super::machine::{Action, Event, Machine, RolePolicy};
 use super::plan::gpu_count;
-use super::render::{cuda_assignments, PopenRequest, ReplicaParam};
+use super::render::{cuda_assignments, PopenRequest, ReplicaParam, REQUEUE_FILE_ENV};
 use super::{now, GRACE, NAME};
 use crate::error::{Error, Result};
 use crate::specs::AppState;
@@ -104,6 +105,14 @@ struct Replica {
     leader_exit: Option<Exit>,
     /// A process of this attempt that outlived its parent exited with the requeue code.
     orphan_asked_requeue: bool,
+    /// This attempt's `TORCHX_REQUEUE_FILE` (one per attempt: a request belongs to the attempt
+    /// whose processes made it, never to a later one).
+    requeue_file: Option<PathBuf>,
+    /// The checkpoint signal, where its leader (torchrun told to) forwards it to its workers:
+    /// it is then sent to the leader alone, so that each worker gets it once.
+    leader_forwards: Option<i32>,
+    /// This attempt's checkpoint signal went to the leader alone.
+    sent_to_leader: bool,
     dirty: bool,
 }
 
@@ -118,7 +127,11 @@ struct Supervisor {
     guard: Option<ChildStdin>,
     /// The guard's pid: a child that is not a replica's.
     guard_pid: u32,
-    /// Every process of every replica beyond its leader.
+    /// The cgroup every process of the replicas lives in, where the machine lets us make one:
+    /// then it alone says what a replica's processes are.
+    cgroup: Option<AppCgroup>,
+    /// Every process of every replica beyond its leader, followed through the process tree
+    /// (where there is no cgroup, and for the requeue exit codes of orphans).
     descendants: Descendants,
     /// When the process trees were last followed.
     tree_seen: Instant,
@@ -181,8 +194,18 @@ impl Supervisor {
                 Waited::Ended => return Ok(None),
             }
         }
-        if !ledger.claim(app_id, me, sys::proc_start_time(me))? {
-            return Ok(None);
+        let cgroup = AppCgroup::create(app_id);
+        let claimed = ledger.claim(
+            app_id,
+            me,
+            sys::proc_start_time(me),
+            cgroup.as_ref().map(AppCgroup::path),
+        );
+        if !matches!(claimed, Ok(true)) {
+            if let Some(c) = &cgroup {
+                c.kill_and_remove(Duration::ZERO);
+            }
+            return claimed.map(|_| None);
         }
         let (guard_pid, guard) = spawn_guard(state_dir, app_id)
             .map_err(|e| Error::io("starting the supervisor's guard process", e))?;
@@ -210,6 +233,12 @@ impl Supervisor {
                     recovery: role.recovery,
                     leader_exit: None,
                     orphan_asked_requeue: false,
+                    requeue_file: None,
+                    leader_forwards: role
+                        .checkpoint_signal
+                        .filter(|s| torchrun_forwards(&p.env, s.signal))
+                        .map(|s| s.signal.number()),
+                    sent_to_leader: false,
                     dirty: true,
                 });
             }
@@ -241,6 +270,7 @@ impl Supervisor {
             signals,
             guard: Some(guard),
             guard_pid,
+            cgroup,
             descendants: Descendants::default(),
             tree_seen: Instant::now(),
             attempts: Vec::new(),
@@ -299,12 +329,33 @@ impl Supervisor {
 
     /// Sends `signal` to every process of replica `slot`: its container, or its process group
     /// (while its leader is unreaped, the group id is its own) and each of its processes in
-    /// other groups and sessions (torchrun's workers).
+    /// other groups and sessions (torchrun's workers). A checkpoint signal its leader forwards
+    /// goes to the leader alone (each worker gets it once); should the leader die of it, the
+    /// rest get it then ([`Supervisor::collect_exits`]).
     fn signal(&mut self, slot: usize, signal: i32) {
         self.refresh_tree(None);
+        let r = &mut self.replicas[slot];
+        if let (Some(p), Some(forwarded), None) = (&r.proc, r.leader_forwards, r.leader_exit) {
+            if forwarded == signal {
+                sys::signal_pid(p.pid, signal);
+                r.sent_to_leader = true;
+                return;
+            }
+        }
+        self.signal_all(slot, signal);
+    }
+
+    /// Sends `signal` to every process of replica `slot` (see [`Supervisor::signal`]).
+    fn signal_all(&mut self, slot: usize, signal: i32) {
         let r = &self.replicas[slot];
         match (&r.proc, &r.param.container) {
             (Some(_), Some(name)) => signal_container(name, signal),
+            // Each process of the replica exactly once, in whatever session.
+            (Some(_), None) if self.cgroup.is_some() => {
+                if let Some(c) = &self.cgroup {
+                    c.signal(Some(slot), signal);
+                }
+            }
             (Some(p), None) => {
                 let group = r.leader_exit.is_none().then_some(p.pid);
                 if let Some(pgid) = group {
@@ -347,15 +398,30 @@ impl Supervisor {
             }
             r.orphan_asked_requeue = false;
             r.leader_exit = None;
-            if let Some(file) = &r.param.requeue_file {
-                prepare_requeue_file(file);
-            }
+            r.sent_to_leader = false;
+            r.requeue_file = r.param.requeue_file.as_deref().map(|file| {
+                let file = attempt_file(file, attempt);
+                prepare_requeue_file(&file);
+                env.insert(REQUEUE_FILE_ENV.into(), file.display().to_string());
+                file
+            });
             if let (Some(name), true) = (&r.param.container, attempt > 0) {
                 // Removed when the last attempt ended, unless that failed: the name would
                 // still be taken.
                 quiet_docker(&["rm", "-f", name]);
             }
-            match launcher.launch(&r.param, &env) {
+            let join = match &self.cgroup {
+                Some(c) => match c.join_file(i) {
+                    Ok(file) => Some(file),
+                    Err(e) => {
+                        r.row.pid = None;
+                        launched.push((i, Some(format!("cannot make its cgroup: {e}"))));
+                        continue;
+                    }
+                },
+                None => None,
+            };
+            match launcher.launch(&r.param, &env, join.as_ref()) {
                 Ok(proc) => {
                     r.row.pid = Some(proc.pid);
                     r.row.pid_start = sys::proc_start_time(proc.pid);
@@ -431,6 +497,10 @@ impl Supervisor {
         };
         // Whatever a replica left that nothing could tie to it goes with the app.
         self.descendants.kill_strays(&[self.guard_pid]);
+        let left = self
+            .cgroup
+            .as_ref()
+            .map_or_else(Vec::new, |c| c.kill_and_remove(KILL_WAIT));
         let ended = now();
         let mut msg = match final_state {
             AppState::Cancelled => "cancelled by user".to_string(),
@@ -442,6 +512,7 @@ impl Supervisor {
             }
             msg.push_str(problem);
         }
+        msg.push_str(&left_behind(&left));
         // The outcome must reach the ledger: keep trying for a while (a full disk may be
         // freed). A failure that lasts (a read-only remount, a revoked permission) is handed to
         // the guard, which records the outcome when it can; this process exits non-zero.
@@ -507,12 +578,21 @@ impl Supervisor {
             };
             let container = self.replicas[i].param.container.is_some();
             self.refresh_tree((!container).then_some(i));
+            let r = &mut self.replicas[i];
+            if let (true, Some(signal)) = (r.sent_to_leader, r.leader_forwards) {
+                if exit == Exit::Signal(signal) {
+                    // It died of the signal instead of forwarding it (a torch without
+                    // --signals-to-handle): its workers get it from us.
+                    r.sent_to_leader = false;
+                    self.signal_all(i, signal);
+                }
+            }
             let exit = match (&self.replicas[i].param.container, exit) {
                 // `docker run` exits 128+N when its container died of signal N.
                 (Some(_), Exit::Code(c)) if (129..160).contains(&c) => Exit::Signal(c - 128),
                 _ => exit,
             };
-            if self.machine.checkpointing(i) && self.descendants.any_alive(i) {
+            if self.machine.checkpointing(i) && self.replica_alive(i) {
                 note!(
                     "torchx supervisor: replica {i}'s main process ended ({exit:?}) while its \
                      processes checkpoint; waiting for them"
@@ -522,18 +602,38 @@ impl Supervisor {
                 continue;
             }
             sys::signal_group(pid, sys::SIGKILL);
-            self.descendants.kill(i);
+            self.kill_replica(i);
             sys::reap(pid);
             self.ended(i, exit);
         }
         self.end_drained();
     }
 
+    /// Whether any process of replica `i` beyond its (exited) leader still runs.
+    fn replica_alive(&self, i: usize) -> bool {
+        match &self.cgroup {
+            Some(c) => c.populated(Some(i)),
+            None => self.descendants.any_alive(i),
+        }
+    }
+
+    /// Kills every process of replica `i` (its attempt ended): nothing of it may run beside
+    /// the next attempt, nor ask for a requeue of it.
+    fn kill_replica(&mut self, i: usize) {
+        self.descendants.kill(i);
+        if let Some(c) = &self.cgroup {
+            let left = c.kill(Some(i), KILL_WAIT);
+            if !left.is_empty() {
+                note!("torchx supervisor: replica {i}'s processes {left:?} outlived SIGKILL");
+            }
+        }
+    }
+
     /// Ends the attempts whose leader exited in a checkpoint window once nothing of them runs.
     fn end_drained(&mut self) {
         for i in 0..self.replicas.len() {
             if let Some(exit) = self.replicas[i].leader_exit {
-                if !self.descendants.any_alive(i) {
+                if !self.replica_alive(i) {
                     self.ended(i, exit);
                 }
             }
@@ -549,7 +649,7 @@ impl Supervisor {
             proc.drain(&mut self.log_error);
         }
         let requeue_asked =
-            r.orphan_asked_requeue || r.param.requeue_file.as_deref().is_some_and(Path::exists);
+            r.orphan_asked_requeue || r.requeue_file.as_deref().is_some_and(Path::exists);
         // A container the kernel killed ends as SIGKILL (or `docker run`'s 137).
         let killed = matches!(exit, Exit::Signal(9) | Exit::Code(137));
         let oom = r
@@ -622,6 +722,24 @@ impl Supervisor {
         self.saved_progress = Some(progress_now);
         Ok(())
     }
+}
+
+/// Whether torchrun, told through the role's environment (`PET_SIGNALS_TO_HANDLE`), forwards
+/// `signal` to its workers.
+fn torchrun_forwards(env: &crate::specs::Env, signal: crate::specs::Signal) -> bool {
+    let name = format!("SIG{}", signal.name());
+    env.get(crate::specs::TORCHRUN_SIGNALS_ENV)
+        .is_some_and(|signals| signals.split(',').any(|s| s.trim() == name))
+}
+
+/// How long a kill waits for a replica's processes to be gone.
+const KILL_WAIT: Duration = Duration::from_secs(2);
+
+/// Attempt `attempt`'s name of a replica's requeue file: `<file>.<attempt>`.
+fn attempt_file(file: &Path, attempt: u32) -> PathBuf {
+    let mut name = file.as_os_str().to_owned();
+    name.push(format!(".{attempt}"));
+    PathBuf::from(name)
 }
 
 /// Makes sure a replica's `TORCHX_REQUEUE_FILE` does not exist when an attempt starts (a

@@ -198,6 +198,15 @@ impl Ledger {
             .map_err(self.err())
     }
 
+    /// The cgroup its supervisor put the app's replicas in, if it had one.
+    pub(super) fn cgroup(&self, app_id: &str) -> Result<Option<String>> {
+        self.conn
+            .prepare_cached("SELECT cgroup FROM apps WHERE app_id = ?1")
+            .and_then(|mut s| s.query_row([app_id], |r| r.get(0)).optional())
+            .map(Option::flatten)
+            .map_err(self.err())
+    }
+
     /// What decides whether an app is still alive (cheap; for followers polling it).
     pub(super) fn app_liveness(&self, app_id: &str) -> Result<Option<Liveness>> {
         self.conn
@@ -208,13 +217,22 @@ impl Ledger {
             .map_err(self.err())
     }
 
-    /// Atomically takes charge of a PENDING app; false if it was cancelled (or claimed) first.
-    pub(super) fn claim(&self, app_id: &str, pid: u32, start: Option<u64>) -> Result<bool> {
+    /// Atomically takes charge of a PENDING app, whose replicas will live in `cgroup` (if any);
+    /// false if it was cancelled (or claimed) first.
+    pub(super) fn claim(
+        &self,
+        app_id: &str,
+        pid: u32,
+        start: Option<u64>,
+        cgroup: Option<&Path>,
+    ) -> Result<bool> {
+        let cgroup = cgroup.map(|p| p.to_string_lossy().into_owned());
         self.conn
             .execute(
                 "UPDATE apps SET supervisor_pid = ?2, supervisor_start = ?3, state = 'RUNNING', \
-                 msg = '' WHERE app_id = ?1 AND state = 'PENDING' AND cancel_requested = 0",
-                params![app_id, pid, start.map(|v| v as i64)],
+                 msg = '', cgroup = ?4 WHERE app_id = ?1 AND state = 'PENDING' \
+                 AND cancel_requested = 0",
+                params![app_id, pid, start.map(|v| v as i64), cgroup],
             )
             .map(|n| n == 1)
             .map_err(self.err())
@@ -398,14 +416,13 @@ impl Ledger {
     /// decision and the facts it rests on cannot drift apart (a reader's snapshot may be stale:
     /// the supervisor may have claimed the app and started replicas since). Inside the
     /// transaction, which no writer can interleave with: if the app's row differs from `seen`,
-    /// someone made progress and the app is left alone; else `decide` looks at the processes
-    /// now and, on a verdict, `stop` gets the unfinished replicas before the verdict is
-    /// recorded. Returns the app's state afterwards.
+    /// someone made progress and the app is left alone; else `settle` gets the row and the
+    /// unfinished replicas, looks at the processes now and, on a verdict, stops them and
+    /// returns the state and message to record. Returns the app's state afterwards.
     pub(super) fn settle(
         &mut self,
         seen: &Liveness,
-        decide: impl FnOnce(&Liveness) -> Option<(AppState, String)>,
-        stop: impl FnOnce(&[ReplicaRow]),
+        settle: impl FnOnce(&Liveness, &[ReplicaRow]) -> Option<(AppState, String)>,
     ) -> Result<AppState> {
         self.immediate(|tx| {
             let now_row = tx
@@ -420,9 +437,6 @@ impl Ledger {
             if now_row != *seen || now_row.state.is_terminal() {
                 return Ok(now_row.state);
             }
-            let Some((state, msg)) = decide(&now_row) else {
-                return Ok(now_row.state);
-            };
             let unfinished: Vec<ReplicaRow> = tx
                 .prepare_cached(&format!(
                     "SELECT {REPLICA_COLUMNS} FROM replicas WHERE app_id = ?1 \
@@ -430,7 +444,9 @@ impl Ledger {
                 ))?
                 .query_map([&seen.app_id], replica_row)?
                 .collect::<rusqlite::Result<_>>()?;
-            stop(&unfinished);
+            let Some((state, msg)) = settle(&now_row, &unfinished) else {
+                return Ok(now_row.state);
+            };
             finish_in(tx, &seen.app_id, state, &msg, super::now())?;
             Ok(state)
         })
@@ -649,8 +665,8 @@ mod tests {
         assert!(e.to_string().contains("newer torchx"), "{e}");
     }
 
-    /// A ledger of schema 1 (attempts without reasons) is upgraded in place: its rows stay, and
-    /// new attempts record why they ended.
+    /// A ledger of schema 1 (attempts without reasons, apps without cgroups) is upgraded in
+    /// place: its rows stay, new attempts record why they ended and apps their cgroup.
     #[test]
     fn an_older_ledger_is_upgraded() {
         let dir = tempfile::tempdir().unwrap();
@@ -662,7 +678,7 @@ mod tests {
              NOT NULL, replica_id INTEGER NOT NULL, attempt INTEGER NOT NULL, pid INTEGER, \
              exit_code INTEGER, signal INTEGER, started REAL, ended REAL, PRIMARY KEY (app_id, \
              role_idx, replica_id, attempt)); INSERT INTO attempts VALUES ('a-1', 0, 0, 0, 7, \
-             1, NULL, 1.0, 2.0); PRAGMA user_version=1;",
+             1, NULL, 1.0, 2.0); ALTER TABLE apps DROP COLUMN cgroup; PRAGMA user_version=1;",
         )
         .unwrap();
         drop(conn);
@@ -692,5 +708,11 @@ mod tests {
             .map(|a| a.reason)
             .collect();
         assert_eq!(reasons, [None, Some(EndReason::Requeued)]);
+        assert_eq!(l.cgroup("a-1").unwrap(), None);
+        l.insert_app(&app("a-2", 1.0), "{}", &[replica(0)]).unwrap();
+        assert!(l
+            .claim("a-2", 7, None, Some(Path::new("/cg/torchx-a-2")))
+            .unwrap());
+        assert_eq!(l.cgroup("a-2").unwrap().as_deref(), Some("/cg/torchx-a-2"));
     }
 }

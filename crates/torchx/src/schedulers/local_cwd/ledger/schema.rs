@@ -1,7 +1,7 @@
 //! The ledger's tables, their upgrades, and per-connection settings.
 
 /// Bumped when the schema changes incompatibly.
-pub(super) const SCHEMA_VERSION: i64 = 2;
+pub(super) const SCHEMA_VERSION: i64 = 3;
 
 pub(super) const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS apps (
@@ -18,7 +18,8 @@ CREATE TABLE IF NOT EXISTS apps (
     supervisor_start INTEGER,
     submitter_pid INTEGER NOT NULL,
     submitter_start INTEGER,
-    cancel_requested INTEGER NOT NULL DEFAULT 0
+    cancel_requested INTEGER NOT NULL DEFAULT 0,
+    cgroup TEXT
 );
 -- Covers `list`, which then never reads the table itself.
 CREATE INDEX IF NOT EXISTS apps_list ON apps(created, name, app_id, state, ended, supervisor_pid,
@@ -65,9 +66,11 @@ CREATE TABLE IF NOT EXISTS attempts (
 ";
 
 /// What brings a ledger of each older schema version to the current one, in order.
-pub(super) const MIGRATIONS: [(i64, &str); 1] = [
+pub(super) const MIGRATIONS: [(i64, &str); 2] = [
     // Version 2: why each attempt ended (`succeeded`, `requeued`, `timeout`, ...).
     (1, "ALTER TABLE attempts ADD COLUMN reason TEXT;"),
+    // Version 3: the cgroup that holds every process of the app's replicas.
+    (2, "ALTER TABLE apps ADD COLUMN cgroup TEXT;"),
 ];
 
 /// Per connection: WAL commits without fsync (atomic, durable up to the last checkpoint), and
