@@ -296,6 +296,10 @@ pub struct UiArgs {
     /// Offer no way to change a job (no cancel, delete or rerun).
     #[arg(long = "read_only")]
     pub read_only: bool,
+    /// Serve cancel, delete and rerun on an address other machines reach (plain HTTP: anyone
+    /// on the network who learns the token can use them). Without it, only with --read_only.
+    #[arg(long = "allow_remote_changes")]
+    pub allow_remote_changes: bool,
     /// The schedulers whose jobs to show besides local_cwd's, comma-separated (default: those
     /// with a section in .torchxconfig).
     #[arg(short = 's', long, value_name = "S1,S2,...")]

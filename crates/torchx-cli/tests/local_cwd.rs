@@ -348,7 +348,7 @@ fn with_supervisor_and_guard_dead_status_and_cancel_stop_what_is_left() {
         return;
     };
     let supervisor: u32 = env.metadata(&handle, "supervisor_pid").parse().unwrap();
-    let guard = guard_of(&app_id(&handle)).expect("the app's guard");
+    let guard = guard_of(app_id(&handle)).expect("the app's guard");
     signal(guard, "-KILL");
     signal(supervisor, "-KILL");
     std::thread::sleep(Duration::from_millis(200));
@@ -374,7 +374,7 @@ fn with_supervisor_and_guard_dead_status_and_cancel_stop_what_is_left() {
     wait_processes(&handle, ESCAPING_PROCESSES);
     let cgroup = env.metadata(&handle, "cgroup");
     let supervisor: u32 = env.metadata(&handle, "supervisor_pid").parse().unwrap();
-    signal(guard_of(&app_id(&handle)).unwrap(), "-KILL");
+    signal(guard_of(app_id(&handle)).unwrap(), "-KILL");
     signal(supervisor, "-KILL");
     std::thread::sleep(Duration::from_millis(200));
     assert_eq!(processes_of(&handle).len(), ESCAPING_PROCESSES);

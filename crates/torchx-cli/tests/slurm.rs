@@ -181,7 +181,13 @@ fn workspace_is_copied_into_job_dir_and_the_job_sees_it() {
         ],
     );
     assert_eq!(code, 0, "{err}");
-    assert!(job_dir.join("torchx-sbatch.sh").exists());
+    // The script carries the job's environment: its owner's alone.
+    let mode = std::os::unix::fs::PermissionsExt::mode(
+        &std::fs::metadata(job_dir.join("torchx-sbatch.sh"))
+            .unwrap()
+            .permissions(),
+    );
+    assert_eq!(mode & 0o777, 0o600);
     let out = env
         .cmd(&["log", &handle, "--streams", "stdout"])
         .current_dir("/")
@@ -906,6 +912,54 @@ fn groups_a_sweeps_failed_points_are_counted_and_rerun_exactly() {
     assert_eq!(tasks[1]["handle"], format!("slurm://torchx/{array}_3"));
     let log = stdout(&env.run(&["log", "--streams", "stdout", &rerun]));
     assert_eq!(log, "1:sh/0 x=1\n3:sh/0 x=3\n", "{log}");
+}
+
+/// The array task that kept the array's job id asks for a requeue while its sibling runs:
+/// only that task is requeued (a bare `scontrol requeue <array id>` would requeue, and so
+/// SIGTERM, every task of the array).
+#[test]
+fn groups_a_requeued_array_task_leaves_its_siblings_alone() {
+    if !slurm_up("slurm array task requeue") {
+        return;
+    }
+    let env = Env::new();
+    let script = "d=$TORCHX_CHECKPOINT_DIR; \
+                  if [ \"$SLURM_JOB_ID\" = \"$SLURM_ARRAY_JOB_ID\" ] && [ ! -e $d/once ]; then \
+                  touch $d/once; exit 75; fi; sleep 6; echo done ${array_index}";
+    let out = env.run(&[
+        "run",
+        "-s",
+        "slurm",
+        "--wait",
+        "--array",
+        "2",
+        "--max_requeues",
+        "2",
+        "--time_limit",
+        "120",
+        "utils.sh",
+        "sh",
+        "-c",
+        script,
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let status = env.status(stdout(&out).trim());
+    let mut seen: Vec<Vec<String>> = status["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            let s = env.status(t["handle"].as_str().unwrap());
+            assert_eq!(s["state"], "SUCCEEDED", "{s}");
+            attempts(&s).into_iter().map(|(r, _)| r).collect()
+        })
+        .collect();
+    seen.sort();
+    assert_eq!(
+        seen,
+        [vec!["requeued", "succeeded"], vec!["succeeded"]],
+        "{status}"
+    );
 }
 
 #[test]

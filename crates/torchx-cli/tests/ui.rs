@@ -494,6 +494,86 @@ fn bad_options_are_named() {
     assert!(stderr(&out).contains("slurm"), "{}", stderr(&out));
 }
 
+/// `--open` hands the browser a private redirect page, never the token in an argument (which
+/// every local user can read in /proc/<pid>/cmdline).
+#[test]
+fn open_hands_the_browser_a_private_page_not_the_token() {
+    use std::os::unix::fs::PermissionsExt;
+    let env = Env::new();
+    let bin = env.cwd.join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    let record = env.cwd.join("opened");
+    let stub = bin.join("xdg-open");
+    std::fs::write(
+        &stub,
+        format!(
+            "#!/bin/sh\nprintf '%s\\n' \"$0\" \"$@\" > {0}.tmp && mv {0}.tmp {0}\n",
+            record.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&stub, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut cmd = env.cmd(&["ui", "--port", "0", "--open"]);
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    cmd.env("PATH", path);
+    let ui = Server::spawn(cmd);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !record.exists() {
+        assert!(Instant::now() < deadline, "xdg-open was never run");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let argv = std::fs::read_to_string(&record).unwrap();
+    assert!(
+        !argv.contains(&ui.token),
+        "the token is in an argument: {argv}"
+    );
+    let page = std::path::PathBuf::from(argv.lines().nth(1).unwrap());
+    assert!(page.starts_with(&env.state), "{}", page.display());
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&page), 0o600);
+    assert_eq!(mode(page.parent().unwrap()), 0o700);
+    let html = std::fs::read_to_string(&page).unwrap();
+    let url = format!("http://{}/?token={}", ui.addr, ui.token);
+    assert!(html.contains(&format!("content=\"0;url={url}\"")), "{html}");
+    drop(ui);
+}
+
+/// Beyond loopback, cancel, delete and rerun would go over plain HTTP: refused unless
+/// `--read_only` (or `--allow_remote_changes`), and then a warning says what is exposed.
+#[test]
+fn a_non_loopback_address_is_refused_unless_read_only_or_allowed() {
+    let env = Env::new();
+    let out = env.run(&["ui", "--host", "0.0.0.0", "--port", "0"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    for flag in ["--read_only", "--allow_remote_changes", "0.0.0.0"] {
+        assert!(stderr(&out).contains(flag), "{flag}: {}", stderr(&out));
+    }
+    for (flag, exposed) in [
+        ("--read_only", "read your jobs"),
+        ("--allow_remote_changes", "cancel, delete and rerun"),
+    ] {
+        let mut child = env
+            .cmd(&["ui", "--host", "0.0.0.0", "--port", "0", flag])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert!(line.starts_with("torchx ui: http://"), "{flag}: {line}");
+        child.kill().unwrap();
+        let out = child.wait_with_output().unwrap();
+        let err = stderr(&out);
+        assert!(
+            err.contains("warning: serving on 0.0.0.0 over plain HTTP"),
+            "{err}"
+        );
+        assert!(err.contains(exposed), "{flag}: {err}");
+    }
+}
+
 #[test]
 fn ctrl_c_stops_the_server_even_while_a_log_is_followed() {
     let env = Env::new();

@@ -209,3 +209,44 @@ pub fn create_private_dir(dir: &Path) -> Result<()> {
         .create(dir)
         .map_err(|e| Error::io(format!("creating {}", dir.display()), e))
 }
+
+/// Writes `bytes` to `path`, a file only its owner can read or write from its first byte on
+/// (what carries a job's environment, credentials or a token: batch scripts, the dashboard's
+/// page). A file that was there is replaced, whatever its permissions were.
+pub fn write_private_file(path: &Path, bytes: &[u8]) -> Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let io = |what: &str, e| Error::io(format!("{what} {}", path.display()), e);
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(io("replacing", e)),
+        _ => {}
+    }
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .and_then(|mut f| f.write_all(bytes))
+        .map_err(|e| io("writing", e))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
+    /// A private file is its owner's alone from its first byte, even where a readable one was.
+    #[test]
+    fn a_private_file_replaces_a_readable_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("script.sh");
+        std::fs::write(&path, "old").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        super::write_private_file(&path, b"export TOKEN=secret\n").unwrap();
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            "export TOKEN=secret\n"
+        );
+    }
+}

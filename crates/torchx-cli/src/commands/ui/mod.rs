@@ -44,6 +44,25 @@ pub fn ui(a: UiArgs) -> Result<i32> {
             ))
         })?,
     };
+    if !ip.is_loopback() {
+        let host = &a.host;
+        if !a.read_only && !a.allow_remote_changes {
+            return Err(Error::arg(format!(
+                "--host {host} would serve cancel, delete and rerun beyond this machine over \
+                 plain HTTP; give --read_only to serve the dashboard without them, or \
+                 --allow_remote_changes to serve them anyway"
+            )));
+        }
+        eprintln!(
+            "torchx ui: warning: serving on {host} over plain HTTP: whoever reaches this port \
+             and learns the token can {}",
+            if a.read_only {
+                "read your jobs and their logs"
+            } else {
+                "read, cancel, delete and rerun your jobs"
+            }
+        );
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -126,9 +145,7 @@ async fn serve(ui: Ui, addr: SocketAddr, host: &str, open: bool) -> Result<i32> 
         ui.schedulers.join(", "),
         if ui.read_only { " (read-only)" } else { "" }
     );
-    if open {
-        open_browser(&url);
-    }
+    let opened = open.then(|| open_browser(&url, bound.port())).flatten();
     let app = router(Arc::new(ui), guard);
     let mut interrupts = super::Interrupts::install()?;
     tokio::select! {
@@ -137,6 +154,9 @@ async fn serve(ui: Ui, addr: SocketAddr, host: &str, open: bool) -> Result<i32> 
         }
         // Log streams that follow a running job never end by themselves: stop at once.
         () = interrupts.recv() => eprintln!("torchx ui: stopped"),
+    }
+    if let Some(page) = opened {
+        let _ = std::fs::remove_file(page);
     }
     Ok(exit_codes::OK)
 }
@@ -185,15 +205,25 @@ async fn asset(content_type: &'static str, body: &'static str) -> impl IntoRespo
     ([(header::CONTENT_TYPE, content_type)], body)
 }
 
-/// `--open`: the desktop's browser, if there is one to ask (a failure only says so).
-fn open_browser(url: &str) {
+/// `--open`: the desktop's browser, if there is one to ask (a failure only says so). It is
+/// handed a private page (0600, in a 0700 directory of the state directory) that redirects to
+/// the dashboard, as Jupyter does, never the address itself: a command line, token included,
+/// is readable by every local user. Returns the page, removed when the server stops.
+fn open_browser(url: &str, port: u16) -> Option<std::path::PathBuf> {
+    let page = torchx::schedulers::default_state_dir()
+        .join("ui")
+        .join(format!("open-{port}.html"));
+    if let Err(e) = write_private(&page, &redirect_page(url)) {
+        eprintln!("torchx ui: could not open a browser ({e}); open the address above");
+        return None;
+    }
     let opener = if cfg!(target_os = "macos") {
         "open"
     } else {
         "xdg-open"
     };
     let spawned = std::process::Command::new(opener)
-        .arg(url)
+        .arg(&page)
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
@@ -201,4 +231,30 @@ fn open_browser(url: &str) {
     if let Err(e) = spawned {
         eprintln!("torchx ui: could not open a browser ({opener}: {e}); open the address above");
     }
+    Some(page)
+}
+
+/// A page that sends the browser on to `url` at once (and offers a link where it does not).
+fn redirect_page(url: &str) -> String {
+    // The address is ours: a host, a port and a URL-safe token; escaped all the same.
+    let url = url
+        .replace('&', "&amp;")
+        .replace('"', "&quot;")
+        .replace('<', "&lt;");
+    format!(
+        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">\n\
+         <meta http-equiv=\"refresh\" content=\"0;url={url}\"><title>torchx ui</title></head>\n\
+         <body><p><a href=\"{url}\">Open the torchx dashboard</a></p></body></html>\n"
+    )
+}
+
+/// Writes `text` to a file only its owner can read, in a directory only its owner can enter
+/// (made so even if it was there before).
+fn write_private(path: &std::path::Path, text: &str) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = path.parent().unwrap_or(std::path::Path::new("."));
+    torchx::schedulers::create_private_dir(dir)?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+        .map_err(|e| Error::io(format!("making {} private", dir.display()), e))?;
+    torchx::schedulers::write_private_file(path, text.as_bytes())
 }

@@ -264,11 +264,10 @@ impl LsfScheduler {
             Some(d) => PathBuf::from(d),
             None => self.state_dir.join("scripts"),
         };
-        std::fs::create_dir_all(&dir)
-            .map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
+        crate::schedulers::create_private_dir(&dir)?;
+        // It carries the job's environment (tokens passed with --env among it).
         let path = dir.join(format!("{}.sh", job.app_id));
-        std::fs::write(&path, &job.script)
-            .map_err(|e| Error::io(format!("writing {}", path.display()), e))?;
+        crate::schedulers::write_private_file(&path, job.script.as_bytes())?;
         let path_str = path.display().to_string();
         let out = run("/bin/bash", &[&path_str])?;
         if !out.ok {

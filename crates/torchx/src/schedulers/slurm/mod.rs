@@ -470,9 +470,9 @@ impl SlurmScheduler {
                 tmp.clone()
             }
         };
+        // It carries the job's environment (tokens passed with --env among it).
         let script = script_dir.join("torchx-sbatch.sh");
-        fs::write(&script, req.materialize())
-            .map_err(|e| Error::io(format!("writing {}", script.display()), e))?;
+        crate::schedulers::write_private_file(&script, req.materialize().as_bytes())?;
         let mut args: Vec<String> = req.cmd[1..].to_vec();
         args.push(script.display().to_string());
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -614,7 +614,7 @@ fn tempfile_dir() -> Result<PathBuf> {
         std::process::id(),
         crate::scheduler::random_id()
     ));
-    fs::create_dir(&dir).map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
+    crate::schedulers::create_private_dir(&dir)?;
     Ok(dir)
 }
 

@@ -4,7 +4,7 @@
 use std::fs;
 
 use super::{run, state, tempfile_dir, SbatchRequest, COMMAND_TIMEOUT};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::scheduler::{PlanCheck, PlanReport};
 
 /// `sbatch --test-only` with the job's own options and script: Slurm's controller checks the
@@ -13,7 +13,7 @@ use crate::scheduler::{PlanCheck, PlanReport};
 pub(super) fn plan_now(req: &SbatchRequest) -> Result<PlanReport> {
     let dir = tempfile_dir()?;
     let script = dir.join("torchx-sbatch.sh");
-    let written = fs::write(&script, req.materialize());
+    let written = crate::schedulers::write_private_file(&script, req.materialize().as_bytes());
     let mut args: Vec<String> = vec!["--test-only".into()];
     // `--parsable` and `--chdir` change nothing a test-only run checks; the job_dir need not
     // exist yet.
@@ -29,12 +29,10 @@ pub(super) fn plan_now(req: &SbatchRequest) -> Result<PlanReport> {
         args.push(a.clone());
     }
     args.push(script.display().to_string());
-    let out = written
-        .map_err(|e| Error::io(format!("writing {}", script.display()), e))
-        .and_then(|()| {
-            let args: Vec<&str> = args.iter().map(String::as_str).collect();
-            run(&req.cmd[0], &args, COMMAND_TIMEOUT)
-        });
+    let out = written.and_then(|()| {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        run(&req.cmd[0], &args, COMMAND_TIMEOUT)
+    });
     let _ = fs::remove_dir_all(&dir);
     let out = out?;
     let said = format!("{}{}", out.stdout, out.stderr);

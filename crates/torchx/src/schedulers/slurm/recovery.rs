@@ -33,6 +33,10 @@ failures=$(grep -cE '^end .* (failed|timeout|oom)$' "$attempts" || true)
 requeues=$(grep -cE '^end .* (requeued|preempted|node_failure)$' "$attempts" || true)
 started=$(now)
 echo "start $TORCHX_ATTEMPT $started" >>"$attempts"
+# This job as scontrol names it: an array's task as ARRAY_TASK, since the task that kept the
+# array's id would otherwise requeue (or be read for) every task of the array.
+job="${SLURM_ARRAY_JOB_ID:+${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID:-}}"
+job="${job:-$SLURM_JOB_ID}"
 echo "torchx: attempt $TORCHX_ATTEMPT (failures $failures of @RETRIES@, requeues $requeues of @REQUEUES@)"
 
 ended=0
@@ -45,8 +49,8 @@ finish() {  # EXIT REASON: record the attempt's end, once
     fi
 }
 requeue() {
-    echo "torchx: requeueing job $SLURM_JOB_ID ($1)"
-    scontrol requeue "$SLURM_JOB_ID"
+    echo "torchx: requeueing job $job ($1)"
+    scontrol requeue "$job"
 }
 forward() {
     if [ -n "$srun_pid" ]; then kill -s "$1" "$srun_pid" 2>/dev/null || true; fi
@@ -105,7 +109,7 @@ fi
 # Stopped from outside (the time limit, scontrol requeue, preemption, scancel, a lost node):
 # the controller says so before it stops the steps (our own SIGTERM may come after srun is
 # back). Whoever stopped it decides what comes next, but for the time limit.
-state=$(scontrol show job "$SLURM_JOB_ID" 2>/dev/null | grep -o -m 1 'JobState=[A-Z_]*' || true)
+state=$(scontrol show job "$job" 2>/dev/null | grep -o -m 1 'JobState=[A-Z_]*' || true)
 if [ "$state" = JobState=TIMEOUT ] || { [ @LIMIT@ -gt 0 ] && [ $(($(now) - started)) -ge $((@LIMIT@ - 5)) ]; }; then
     finish "$exitcode" timeout
     if [ "$failures" -lt "$TORCHX_MAX_RETRIES" ]; then requeue "timed out"; fi
