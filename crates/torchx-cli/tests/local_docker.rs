@@ -334,7 +334,7 @@ fn containers_of(handle: &str) -> String {
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
-/// The recovery contract on local_docker: a counter signalled before each 2 s limit saves to
+/// The recovery contract on local_docker: a counter signalled before each 6 s limit saves to
 /// TORCHX_CHECKPOINT_DIR (a host directory mounted into every attempt's container), asks for a
 /// requeue and reaches its goal; `status --json` and `log` show the attempts.
 #[test]
@@ -348,9 +348,11 @@ fn recovery_a_checkpointing_container_reaches_its_goal_over_attempts() {
         "count",
         "f=$TORCHX_CHECKPOINT_DIR/n; n=$(cat $f 2>/dev/null || echo 0); \
          trap 'echo $n > $f; echo attempt $TORCHX_ATTEMPT saved $n; exit 75' USR1; \
-         while [ $n -lt 25 ]; do n=$((n+1)); sleep 0.1 & wait $!; done; \
+         while [ $n -lt 45 ]; do n=$((n+1)); sleep 0.1 & wait $!; done; \
          echo reached $n in attempt $TORCHX_ATTEMPT",
     );
+    // Signalled 3 s into each attempt: a container slow to start (a loaded machine) still has
+    // its traps by then.
     let out = env.run(&[
         "run",
         "-s",
@@ -358,9 +360,9 @@ fn recovery_a_checkpointing_container_reaches_its_goal_over_attempts() {
         "--workspace",
         "",
         "--time_limit",
-        "2s",
+        "6s",
         "--checkpoint_signal",
-        "USR1@1",
+        "USR1@3",
         "--max_retries",
         "0",
         &file,
@@ -379,7 +381,7 @@ fn recovery_a_checkpointing_container_reaches_its_goal_over_attempts() {
     );
     let log = stdout(&env.run(&["log", &handle]));
     assert!(
-        log.contains("attempt 0 saved") && log.contains("reached 25"),
+        log.contains("attempt 0 saved") && log.contains("reached 45"),
         "{log}"
     );
     assert_eq!(containers_of(&handle), "", "containers left behind");
@@ -397,7 +399,7 @@ fn recovery_a_trainer_under_a_wrapper_requeues_through_the_requeue_file() {
     let trainer = "f=$TORCHX_CHECKPOINT_DIR/n; n=$(cat $f 2>/dev/null || echo 0); \
          trap 'sleep 0.3; echo $n > $f; echo attempt $TORCHX_ATTEMPT saved $n; \
          touch $TORCHX_REQUEUE_FILE; exit 0' USR1; \
-         while [ $n -lt 25 ]; do n=$((n+1)); sleep 0.1 & wait $!; done; \
+         while [ $n -lt 45 ]; do n=$((n+1)); sleep 0.1 & wait $!; done; \
          echo reached $n in attempt $TORCHX_ATTEMPT";
     // The trainer's text reaches the wrapper in its environment: the wrapper's shell expands
     // none of it.
@@ -413,13 +415,13 @@ fn recovery_a_trainer_under_a_wrapper_requeues_through_the_requeue_file() {
         "--workspace",
         "",
         "--time_limit",
-        "2s",
+        "6s",
         "--checkpoint_signal",
-        "USR1@1",
+        "USR1@3",
         &file,
     ]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    assert!(stderr(&out).contains("reached 25"), "{}", stderr(&out));
+    assert!(stderr(&out).contains("reached 45"), "{}", stderr(&out));
     support::assert_requeued_then_succeeded(&env.status(stdout(&out).trim()));
 }
 
@@ -437,7 +439,7 @@ fn recovery_utils_python_requeues_through_the_requeue_file() {
         n = int(f.read_text()) if f.exists() else 0\n\
         def save(*_):\n    f.write_text(str(n)); pathlib.Path(os.environ['TORCHX_REQUEUE_FILE']).touch(); sys.exit(0)\n\
         signal.signal(signal.SIGUSR1, save)\n\
-        while n < 25:\n    n += 1; time.sleep(0.1)\n\
+        while n < 45:\n    n += 1; time.sleep(0.1)\n\
         print('reached', n, 'in attempt', os.environ['TORCHX_ATTEMPT'], flush=True)\n";
     let out = env.run(&[
         "run",
@@ -446,9 +448,9 @@ fn recovery_utils_python_requeues_through_the_requeue_file() {
         "--workspace",
         "",
         "--time_limit",
-        "2s",
+        "6s",
         "--checkpoint_signal",
-        "USR1@1",
+        "USR1@3",
         "utils.python",
         "--image",
         "python:local",
@@ -456,7 +458,7 @@ fn recovery_utils_python_requeues_through_the_requeue_file() {
         trainer,
     ]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    assert!(stderr(&out).contains("reached 25"), "{}", stderr(&out));
+    assert!(stderr(&out).contains("reached 45"), "{}", stderr(&out));
     support::assert_requeued_then_succeeded(&env.status(stdout(&out).trim()));
 }
 

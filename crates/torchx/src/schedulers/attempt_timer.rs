@@ -45,10 +45,12 @@ forward() {
     signalled=1
     for p in $(ours); do kill -s "$1" "$p" 2>/dev/null; done
 }
-TORCHX_ATTEMPT_MARK=$mark "$@" &
-child=$!
+# Trapped before the command starts: a signal that comes early (a slow container start) must
+# not end this shell.
 trap 'forward TERM' TERM
 [ "$sig" = TERM ] || trap "forward $sig" "$sig"
+TORCHX_ATTEMPT_MARK=$mark "$@" &
+child=$!
 if [ "$limit" -gt 0 ]; then
     (sleep $((limit - before)); kill -s "$sig" $$; sleep "$before"; kill -s TERM $$; sleep "$grace"; forward KILL) 2>/dev/null &
     timer=$!
