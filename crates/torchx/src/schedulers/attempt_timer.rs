@@ -45,10 +45,18 @@ forward() {
     signalled=1
     for p in $(ours); do kill -s "$1" "$p" 2>/dev/null; done
 }
+# The checkpoint signal goes to the command alone when it passes it on itself (torchrun told
+# through PET_SIGNALS_TO_HANDLE), so each worker gets it once; to every process otherwise.
+checkpoint() {
+    case ",${PET_SIGNALS_TO_HANDLE:-}," in
+        *",SIG$sig,"*) signalled=1; to_command=1; kill -s "$sig" "$child" 2>/dev/null ;;
+        *) forward "$sig" ;;
+    esac
+}
 # Trapped before the command starts: a signal that comes early (a slow container start) must
 # not end this shell.
 trap 'forward TERM' TERM
-[ "$sig" = TERM ] || trap "forward $sig" "$sig"
+[ "$sig" = TERM ] || trap checkpoint "$sig"
 TORCHX_ATTEMPT_MARK=$mark "$@" &
 child=$!
 if [ "$limit" -gt 0 ]; then
@@ -60,6 +68,10 @@ while :; do
     code=$?
     kill -0 "$child" 2>/dev/null || break
 done
+# It died of the signal instead of passing it on (a torch without --signals-to-handle).
+if [ -n "${to_command:-}" ] && [ "$code" -gt 128 ] && [ "$(kill -l "$code" 2>/dev/null)" = "$sig" ]; then
+    forward "$sig"
+fi
 if [ -n "${signalled:-}" ]; then
     while [ -n "$(ours)" ]; do sleep 0.2; done
 fi
@@ -217,6 +229,53 @@ mod tests {
             String::from_utf8_lossy(&out.stderr)
         );
         assert_eq!(std::fs::read_to_string(&saved).unwrap(), "ok\n");
+    }
+
+    /// With `PET_SIGNALS_TO_HANDLE` naming the checkpoint signal, the command (torchrun) gets
+    /// it alone and its worker gets it once, from the command; a command that dies of it
+    /// instead (an older torch) has its worker get it once, from the timer.
+    #[test]
+    fn a_command_that_forwards_the_signal_gets_it_alone() {
+        let r = Recovery {
+            time_limit: Some(3),
+            checkpoint_signal: Some(CheckpointSignal {
+                signal: crate::specs::Signal::Usr1,
+                seconds: 2,
+            }),
+            requeue_exit_code: 75,
+            max_requeues: 1,
+        };
+        for forwards in [true, false] {
+            let tmp = tempfile::tempdir().unwrap();
+            let got = tmp.path().join("got");
+            let worker = format!(
+                "trap 'echo usr1 >> {}; sleep 0.3; touch \"$TORCHX_REQUEUE_FILE\"; exit 0' USR1; \
+                 while :; do sleep 0.1; done",
+                got.display()
+            );
+            let command = if forwards {
+                format!(
+                    "setsid bash -c \"{worker}\" & w=$!; trap 'kill -USR1 $w' USR1; \
+                     wait $w; wait $w"
+                )
+            } else {
+                format!("setsid bash -c \"{worker}\" & wait")
+            };
+            let cmd = timed_command(&r, 0, Some(":"), "bash", &["-c".into(), command]);
+            let out = std::process::Command::new(&cmd[0])
+                .args(&cmd[1..])
+                .env("TMPDIR", tmp.path())
+                .env(
+                    crate::specs::TORCHRUN_SIGNALS_ENV,
+                    "SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1",
+                )
+                .output()
+                .unwrap();
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(75), "forwards={forwards}: {stderr}");
+            let got = std::fs::read_to_string(&got).unwrap();
+            assert_eq!(got, "usr1\n", "forwards={forwards}");
+        }
     }
 
     /// A requeue asked through TORCHX_REQUEUE_FILE by a process under a wrapper, whatever the

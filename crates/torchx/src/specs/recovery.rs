@@ -282,7 +282,7 @@ impl super::AppDef {
 const TORCHRUN_SIGNALS: [&str; 4] = ["SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT"];
 
 /// The environment form of torchrun's `--signals-to-handle` (its options read `PET_<NAME>`).
-/// A torch without the option (before 2.8) ignores it.
+/// A torch without the option (torch 2.15 has it) ignores it.
 pub const TORCHRUN_SIGNALS_ENV: &str = "PET_SIGNALS_TO_HANDLE";
 
 impl super::Role {

@@ -40,7 +40,9 @@ pub(crate) fn pod_state(phase: &str) -> AppState {
 }
 
 /// A `batch/v1` Job's state from its status: a `Complete`/`Failed` condition, else running
-/// while pods are active, else pending; suspended by `cancel` → CANCELLED.
+/// once a pod runs (`ready`: `active` counts pods still waiting for a node or their image) or
+/// ended, else pending; suspended by `cancel` → CANCELLED. A server without `ready` (before
+/// Kubernetes 1.24) is read by `active`.
 pub(crate) fn native_job_state(job: &Value) -> AppState {
     let status = &job["status"];
     let condition = |t: &str| {
@@ -54,7 +56,12 @@ pub(crate) fn native_job_state(job: &Value) -> AppState {
         AppState::Failed
     } else if job["spec"]["suspend"] == true {
         AppState::Cancelled
-    } else if status["active"].as_i64().unwrap_or(0) > 0
+    } else if status
+        .get("ready")
+        .unwrap_or(&status["active"])
+        .as_i64()
+        .unwrap_or(0)
+        > 0
         || status["succeeded"].as_i64().unwrap_or(0) > 0
         || status["failed"].as_i64().unwrap_or(0) > 0
     {
@@ -172,6 +179,15 @@ mod tests {
             AppState::Running
         );
         assert_eq!(native_job_state(&json!({"status": {}})), AppState::Pending);
+        // What a real API server says of a Job whose pod waits for a node: active, not ready.
+        assert_eq!(
+            native_job_state(&json!({"status": {"active": 1, "ready": 0}})),
+            AppState::Pending
+        );
+        assert_eq!(
+            native_job_state(&json!({"status": {"active": 1, "ready": 1}})),
+            AppState::Running
+        );
         assert_eq!(
             native_job_state(&json!({"spec": {"suspend": true}, "status": {}})),
             AppState::Cancelled

@@ -1,0 +1,229 @@
+#!/usr/bin/env bash
+# up.sh - a real single-node Kubernetes control plane on loopback, built from the Go module
+# proxy and Debian's packages only; idempotent.
+#
+#   bash scripts/k8s/up.sh [--fresh]  # prints KUBECONFIG=<path> as its last line
+#
+# A cluster this script started that still answers is left as it is (--fresh: start anew,
+# empty).
+# What runs: etcd (go.etcd.io/etcd/server/v3), kube-apiserver, kube-controller-manager and
+# kube-scheduler (k8s.io/kubernetes, through a wrapper module that pins each staging module
+# k8s.io/<name> to v0.<minor>.<patch>), on 127.0.0.1, with RBAC, a static admin token and
+# service-account tokens; then the CRDs torchx submits (Volcano's jobs.batch.volcano.sh and
+# MCAD's appwrappers.workload.codeflare.dev, from crates/torchx/src/schedulers/kubernetes/crds).
+#
+# Built binaries are cached outside the clone, keyed by version ($TORCHX_K8S_CACHE, default
+# /var/cache/torchx-k8s): a second start on the same machine takes seconds. State (etcd data,
+# certificates, logs, pid files) lives in $TORCHX_K8S_DIR (default /var/lib/torchx-k8s); a start
+# always begins with an empty cluster. Stop with scripts/k8s/down.sh.
+#
+# Not here (yet), and so not proven by what runs on it: a kubelet that runs pods (pods are
+# created by the controllers and scheduled, but no node runs them), Volcano's and MCAD's
+# controllers (their modules are not served by the Go module proxy this machine reaches: the
+# CRDs are real, so the API server validates and stores our objects, but nothing acts on them).
+set -euo pipefail
+
+K8S_VERSION=${K8S_VERSION:-1.37.2}
+ETCD_VERSION=${ETCD_VERSION:-3.6.16}
+CACHE=${TORCHX_K8S_CACHE:-/var/cache/torchx-k8s}
+DIR=${TORCHX_K8S_DIR:-/var/lib/torchx-k8s}
+PORT=${TORCHX_K8S_PORT:-6443}
+ETCD_PORT=${TORCHX_K8S_ETCD_PORT:-2379}
+TIMEOUT=${TORCHX_K8S_TIMEOUT:-120}
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+bin=$CACHE/v$K8S_VERSION/bin
+etcd_bin=$CACHE/etcd-v$ETCD_VERSION/etcd
+run=$DIR/run
+pki=$DIR/pki
+kubeconfig=$DIR/kubeconfig
+token_file=$pki/admin-token
+
+FRESH=0
+case "${1:-}" in
+    --fresh) FRESH=1 ;;
+    "") ;;
+    *) echo "usage: bash scripts/k8s/up.sh [--fresh]" >&2; exit 2 ;;
+esac
+say() { echo "[k8s-up] $*" >&2; }
+die() { say "error: $*"; exit 1; }
+t0=$(date +%s)
+elapsed() { echo "$(($(date +%s) - t0)) s"; }
+
+for tool in go openssl curl; do
+    command -v "$tool" >/dev/null || die "$tool is missing (go: the machine's Go toolchain; openssl, curl: apt-get install)"
+done
+
+# ---- build (once per version) ------------------------------------------------------------
+# A wrapper module: k8s.io/kubernetes cannot be built as a dependency without pinning each of
+# its staging modules (its own go.mod replaces them with ./staging/src/...).
+build_kubernetes() {
+    local src=$CACHE/src-v$K8S_VERSION minor=${K8S_VERSION#1.} mod
+    mkdir -p "$src" "$bin"
+    say "building Kubernetes v$K8S_VERSION (kube-apiserver, kube-controller-manager, kube-scheduler, kubelet) into $bin; once per version"
+    (
+        cd "$src"
+        printf 'module torchx.local/k8sbuild\n\ngo 1.26.0\n\nrequire k8s.io/kubernetes v%s\n' "$K8S_VERSION" >go.mod
+        go mod download -json "k8s.io/kubernetes@v$K8S_VERSION" >/dev/null
+        mod=$(go env GOMODCACHE)/cache/download/k8s.io/kubernetes/@v/v$K8S_VERSION.mod
+        {
+            echo
+            echo "replace ("
+            awk '$2 == "=>" && $3 ~ /^\.\/staging\// { print "\t" $1 " => " $1 " v0." MINOR }' MINOR="$minor" "$mod"
+            echo ")"
+        } >>go.mod
+        local pkgs=()
+        for cmd in kube-apiserver kube-controller-manager kube-scheduler kubelet; do
+            pkgs+=("k8s.io/kubernetes/cmd/$cmd")
+        done
+        go get "${pkgs[@]/%/@v$K8S_VERSION}" >&2
+        # The version the binaries report (kubectl, kubelets and clients compare it).
+        local ld="-s -w" p
+        for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+            ld="$ld -X $p.gitVersion=v$K8S_VERSION -X $p.gitMajor=1 -X $p.gitMinor=${minor%%.*}"
+            ld="$ld -X $p.gitTreeState=clean"
+        done
+        CGO_ENABLED=0 go build -trimpath -ldflags "$ld" -o "$bin/" "${pkgs[@]}"
+    )
+    say "built Kubernetes in $(elapsed)"
+}
+build_etcd() {
+    local src=$CACHE/etcd-src-v$ETCD_VERSION
+    mkdir -p "$src" "$(dirname "$etcd_bin")"
+    say "building etcd v$ETCD_VERSION into $etcd_bin; once per version"
+    (
+        cd "$src"
+        printf 'module torchx.local/etcdbuild\n\ngo 1.26.0\n' >go.mod
+        go get "go.etcd.io/etcd/server/v3@v$ETCD_VERSION" >&2
+        CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$etcd_bin" go.etcd.io/etcd/server/v3
+    )
+    say "built etcd in $(elapsed)"
+}
+[ -x "$etcd_bin" ] || build_etcd
+for b in kube-apiserver kube-controller-manager kube-scheduler kubelet; do
+    [ -x "$bin/$b" ] || { build_kubernetes; break; }
+done
+
+# ---- a cluster already up is kept; else what an earlier start left is stopped ---------------
+alive() { [ -f "$run/$1.pid" ] && kill -0 "$(tr -dc 0-9 <"$run/$1.pid")" 2>/dev/null; }
+if [ "$FRESH" = 0 ] && [ -s "$kubeconfig" ] && [ -s "$token_file" ] &&
+    alive etcd && alive kube-apiserver && alive kube-controller-manager && alive kube-scheduler &&
+    curl -sf --cacert "$pki/ca.crt" -H "Authorization: Bearer $(cat "$token_file")" \
+        "https://127.0.0.1:$PORT/readyz" >/dev/null 2>&1; then
+    say "already running (logs in $run); --fresh to start anew"
+    echo "KUBECONFIG=$kubeconfig"
+    exit 0
+fi
+bash "$repo/scripts/k8s/down.sh" >/dev/null 2>&1 || true
+rm -rf "$run"
+mkdir -p "$run" "$pki"
+chmod 700 "$DIR" "$pki"
+
+# ---- certificates and the admin's kubeconfig (kept across starts) --------------------------
+if [ ! -s "$pki/apiserver.crt" ]; then
+    (
+        cd "$pki"
+        openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -days 3650 \
+            -subj /CN=torchx-test-ca 2>/dev/null
+        openssl req -newkey rsa:2048 -nodes -keyout apiserver.key -out apiserver.csr \
+            -subj /CN=kube-apiserver 2>/dev/null
+        echo "subjectAltName=IP:127.0.0.1,IP:10.96.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc" >san.ext
+        openssl x509 -req -in apiserver.csr -CA ca.crt -CAkey ca.key -CAcreateserial \
+            -out apiserver.crt -days 3650 -extfile san.ext 2>/dev/null
+        openssl genrsa -out sa.key 2048 2>/dev/null
+        openssl rsa -in sa.key -pubout -out sa.pub 2>/dev/null
+        openssl rand -hex 24 >admin-token
+        echo "$(cat admin-token),torchx-admin,torchx-admin,system:masters" >tokens.csv
+        chmod 600 ./*.key admin-token tokens.csv
+    )
+fi
+token=$(cat "$token_file")
+umask 077
+cat >"$kubeconfig" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: torchx-local
+  cluster:
+    server: https://127.0.0.1:$PORT
+    certificate-authority: $pki/ca.crt
+users:
+- name: torchx-admin
+  user:
+    token: $token
+contexts:
+- name: torchx-local
+  context:
+    cluster: torchx-local
+    user: torchx-admin
+    namespace: default
+current-context: torchx-local
+EOF
+umask 022
+
+# ---- start: each waits for the one before --------------------------------------------------
+start() {
+    local name=$1
+    shift
+    nohup "$@" >"$run/$name.log" 2>&1 &
+    echo $! >"$run/$name.pid"
+}
+wait_ok() {  # URL WHAT [CURL OPTION]: the controllers serve health over self-signed TLS (-k)
+    local deadline=$((SECONDS + TIMEOUT))
+    until curl -sf --cacert "$pki/ca.crt" ${3:-} -H "Authorization: Bearer $token" "$1" >/dev/null 2>&1; do
+        if [ "$SECONDS" -ge "$deadline" ]; then
+            tail -n 30 "$run"/*.log >&2
+            die "$2 did not answer at $1 within $TIMEOUT s"
+        fi
+        sleep 0.2
+    done
+}
+say "starting etcd v$ETCD_VERSION"
+start etcd "$etcd_bin" --name torchx --data-dir "$run/etcd" \
+    --listen-client-urls "http://127.0.0.1:$ETCD_PORT" --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
+    --listen-peer-urls http://127.0.0.1:$((ETCD_PORT + 1)) \
+    --initial-advertise-peer-urls http://127.0.0.1:$((ETCD_PORT + 1)) \
+    --initial-cluster "torchx=http://127.0.0.1:$((ETCD_PORT + 1))"
+wait_ok "http://127.0.0.1:$ETCD_PORT/health" etcd
+say "starting kube-apiserver v$K8S_VERSION"
+start kube-apiserver "$bin/kube-apiserver" \
+    --etcd-servers="http://127.0.0.1:$ETCD_PORT" --bind-address=127.0.0.1 --advertise-address=127.0.0.1 \
+    --secure-port="$PORT" --tls-cert-file="$pki/apiserver.crt" --tls-private-key-file="$pki/apiserver.key" \
+    --client-ca-file="$pki/ca.crt" --token-auth-file="$pki/tokens.csv" --authorization-mode=Node,RBAC \
+    --service-account-key-file="$pki/sa.pub" --service-account-signing-key-file="$pki/sa.key" \
+    --service-account-issuer=https://kubernetes.default.svc --service-cluster-ip-range=10.96.0.0/16 \
+    --endpoint-reconciler-type=none --profiling=false
+wait_ok "https://127.0.0.1:$PORT/readyz" kube-apiserver
+controller_kubeconfig=$kubeconfig
+say "starting kube-controller-manager and kube-scheduler"
+start kube-controller-manager "$bin/kube-controller-manager" --kubeconfig="$controller_kubeconfig" \
+    --leader-elect=false --bind-address=127.0.0.1 --secure-port=10257 \
+    --service-account-private-key-file="$pki/sa.key" --root-ca-file="$pki/ca.crt" \
+    --use-service-account-credentials=false --controllers='*,-node-ipam-controller'
+start kube-scheduler "$bin/kube-scheduler" --kubeconfig="$controller_kubeconfig" --leader-elect=false \
+    --bind-address=127.0.0.1 --secure-port=10259
+wait_ok "https://127.0.0.1:10257/healthz" kube-controller-manager -k
+wait_ok "https://127.0.0.1:10259/healthz" kube-scheduler -k
+
+# ---- the CRDs torchx submits ---------------------------------------------------------------
+api="https://127.0.0.1:$PORT"
+for crd in "$repo"/crates/torchx/src/schedulers/kubernetes/crds/*.yaml; do
+    code=$(curl -s -o "$run/crd.out" -w '%{http_code}' --cacert "$pki/ca.crt" \
+        -H "Authorization: Bearer $token" -H 'Content-Type: application/yaml' \
+        --data-binary "@$crd" "$api/apis/apiextensions.k8s.io/v1/customresourcedefinitions")
+    case "$code" in
+        201 | 409) ;;
+        *) cat "$run/crd.out" >&2; die "installing $(basename "$crd") answered HTTP $code" ;;
+    esac
+done
+# Established: the API server serves the new kinds.
+for crd in jobs.batch.volcano.sh appwrappers.workload.codeflare.dev; do
+    deadline=$((SECONDS + TIMEOUT))
+    until curl -sf --cacert "$pki/ca.crt" -H "Authorization: Bearer $token" \
+        "$api/apis/apiextensions.k8s.io/v1/customresourcedefinitions/$crd" |
+        grep -q '"type": *"Established"'; do
+        [ "$SECONDS" -lt "$deadline" ] || die "CRD $crd was never established"
+        sleep 0.2
+    done
+done
+say "Kubernetes v$K8S_VERSION control plane up in $(elapsed) (logs in $run); stop with: bash $repo/scripts/k8s/down.sh"
+echo "KUBECONFIG=$kubeconfig"
