@@ -247,6 +247,30 @@ echo "final step in attempt $TORCHX_ATTEMPT"
     }
 }
 
+/// `--time_limit 20s` alone, the first thing a user tries: the default USR1@90 would come before
+/// the job even started (it was sent at once and killed the job before its trap); fitted to a
+/// quarter of the limit, it never reaches a job that ends in 2 s, and the run says so.
+#[test]
+fn a_short_time_limit_alone_does_not_signal_the_job_at_start() {
+    let env = Env::new();
+    let out = env.run(&[
+        "run",
+        "--time_limit",
+        "20s",
+        "utils.sh",
+        "--",
+        "sh",
+        "-c",
+        "sleep 1; trap 'echo signalled; exit 75' USR1; sleep 1; echo finished",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stderr(&out).contains("USR1@5"), "{}", stderr(&out));
+    assert!(stderr(&out).contains("finished"), "{}", stderr(&out));
+    assert!(!stderr(&out).contains("signalled"), "{}", stderr(&out));
+    let status = env.status(stdout(&out).trim());
+    assert_eq!(attempts(&status), [("succeeded".to_string(), Some(0))]);
+}
+
 /// A replica owns what it starts in other sessions (as torchrun does its workers): killing
 /// its main process, or cancelling the job, leaves nothing behind.
 #[test]

@@ -389,6 +389,17 @@ fn role_defaults(
     })
     .transpose()?;
     let checkpoint_dir = value(&a.checkpoint_dir, "checkpoint_dir").map(|(_, v)| v);
+    if let (Some(limit), None) = (time_limit, checkpoint_signal) {
+        let fitted = torchx::specs::default_checkpoint_signal(limit);
+        if fitted != torchx::specs::DEFAULT_CHECKPOINT_SIGNAL {
+            eprintln!(
+                "torchx: the checkpoint signal is {fitted}: the default {} fitted to the time \
+                 limit of {} (a quarter of it); give --checkpoint_signal to choose",
+                torchx::specs::DEFAULT_CHECKPOINT_SIGNAL,
+                torchx::specs::format_duration(limit)
+            );
+        }
+    }
     Ok(RoleDefaults {
         time_limit,
         checkpoint_signal,

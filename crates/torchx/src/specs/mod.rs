@@ -26,8 +26,9 @@ pub use handle::{make_app_handle, parse_app_handle, AppHandle, GROUP_MARK};
 pub use macros::{substitute, MacroValues};
 pub use mounts::{parse_mounts, parse_mounts_detailed, Mount, MountError};
 pub use recovery::{
-    format_duration, parse_duration, CheckpointSignal, Recovery, Signal, DEFAULT_CHECKPOINT_SIGNAL,
-    DEFAULT_MAX_REQUEUES, DEFAULT_REQUEUE_EXIT_CODE, RECOVERY_KEYS, TORCHRUN_SIGNALS_ENV,
+    default_checkpoint_signal, format_duration, parse_duration, CheckpointSignal, Recovery, Signal,
+    DEFAULT_CHECKPOINT_SIGNAL, DEFAULT_MAX_REQUEUES, DEFAULT_REQUEUE_EXIT_CODE, RECOVERY_KEYS,
+    TORCHRUN_SIGNALS_ENV,
 };
 pub use resource::{named_resource, named_resource_names, resource, Resource, GIB};
 pub use status::{

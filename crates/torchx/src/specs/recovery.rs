@@ -14,11 +14,22 @@ use crate::error::{Error, Result};
 pub const DEFAULT_REQUEUE_EXIT_CODE: i32 = 75;
 /// How many requeues a role gets unless it names another number.
 pub const DEFAULT_MAX_REQUEUES: u32 = 100;
-/// The checkpoint signal of a role with a time limit and no signal of its own.
+/// The checkpoint signal of a role with a time limit and no signal of its own (a limit under
+/// six minutes gets it earlier: [`default_checkpoint_signal`]).
 pub const DEFAULT_CHECKPOINT_SIGNAL: CheckpointSignal = CheckpointSignal {
     signal: Signal::Usr1,
     seconds: 90,
 };
+
+/// The checkpoint signal of a role with time limit `limit` (seconds) and no signal of its own:
+/// [`DEFAULT_CHECKPOINT_SIGNAL`], but never more than a quarter of the limit before its end, so
+/// a short limit never signals a job as it starts (`--time_limit 20s`: `USR1@5`).
+pub fn default_checkpoint_signal(limit: u64) -> CheckpointSignal {
+    CheckpointSignal {
+        seconds: DEFAULT_CHECKPOINT_SIGNAL.seconds.min(limit / 4),
+        ..DEFAULT_CHECKPOINT_SIGNAL
+    }
+}
 
 /// `90s`, `30m`, `4h`, `2d`, and sums of them (`1d2h`, `1h30m`); a bare number is seconds.
 /// Returns seconds.
@@ -325,7 +336,7 @@ impl super::Role {
             time_limit: self.time_limit,
             checkpoint_signal: self
                 .checkpoint_signal
-                .or(self.time_limit.map(|_| DEFAULT_CHECKPOINT_SIGNAL)),
+                .or(self.time_limit.map(default_checkpoint_signal)),
             requeue_exit_code: self.requeue_exit_code.unwrap_or(DEFAULT_REQUEUE_EXIT_CODE),
             max_requeues: self.max_requeues.unwrap_or(DEFAULT_MAX_REQUEUES),
         }
@@ -503,6 +514,22 @@ mod tests {
             forwarded("torchrun", &["t.py"], &own).as_deref(),
             Some("SIGUSR1")
         );
+    }
+
+    /// The default lead fits a short limit (a quarter of it), so the signal never comes as the
+    /// job starts; from six minutes on it is USR1@90.
+    #[test]
+    fn the_default_checkpoint_signal_fits_the_time_limit() {
+        let lead = |limit| default_checkpoint_signal(limit).seconds;
+        assert_eq!([lead(1), lead(3), lead(20), lead(200)], [0, 0, 5, 50]);
+        assert_eq!([lead(360), lead(4 * 3600)], [90, 90]);
+        let mut r = crate::specs::Role::new("r", "img");
+        r.time_limit = Some(20);
+        assert_eq!(
+            r.recovery().checkpoint_signal.unwrap().to_string(),
+            "USR1@5"
+        );
+        assert!(r.validate_recovery().is_ok());
     }
 
     #[test]
