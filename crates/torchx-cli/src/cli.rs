@@ -67,7 +67,7 @@ pub enum Command {
     #[command(infer_long_args = true)]
     Configure(ConfigureArgs),
     /// Submit again the failed or cancelled tasks of a group (an array or sweep), as a new
-    /// group linked to it.
+    /// group linked to it; or the failed, cancelled and never-started steps of a pipeline.
     #[command(infer_long_args = true)]
     Rerun(RerunArgs),
     /// (Internal) submit the rest of a group, in the background of `torchx run --array ...%K`.
