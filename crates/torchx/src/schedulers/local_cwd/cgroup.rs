@@ -105,7 +105,9 @@ impl AppCgroup {
             .is_ok_and(|events| events.lines().any(|l| l.trim() == "populated 1"))
     }
 
-    /// Sends `signal` to every process of replica `slot` (or the app).
+    /// Sends `signal` to every process of replica `slot` (or the app). A pid is signalled
+    /// microseconds after the kernel listed it in the cgroup: to belong to someone else by then
+    /// it would have to exit and the pid space (`pid_max`) wrap around in between.
     pub(super) fn signal(&self, slot: Option<usize>, signal: i32) {
         for pid in self.pids(slot) {
             sys::signal_pid(pid, signal);

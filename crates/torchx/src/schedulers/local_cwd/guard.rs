@@ -77,9 +77,9 @@ fn record_outcome(app_id: &str, state: AppState, msg: &str) -> i32 {
                     let containers = containers_of(&l, app_id);
                     let cgroup = cgroup_of(&l, app_id);
                     l.settle(&live, |_, rows| {
-                        let left = stop_replicas(rows, cgroup.as_ref());
+                        let outcome = stop_then((state, msg.to_string()), rows, cgroup.as_ref());
                         remove_containers(&containers);
-                        Some((state, format!("{msg}{}", left_behind(&left))))
+                        Some(outcome)
                     })
                     .map(drop)
                 }
@@ -103,7 +103,7 @@ const KILL_WAIT: Duration = Duration::from_secs(3);
 /// Stops what is left of an app's replicas: each one's process group and, where the app has
 /// one, its cgroup, which holds everything they started in any session (then removed).
 /// Returns the processes still alive afterwards (only a cgroup can tell).
-pub(super) fn stop_replicas(replicas: &[ReplicaRow], cgroup: Option<&AppCgroup>) -> Vec<u32> {
+fn stop_replicas(replicas: &[ReplicaRow], cgroup: Option<&AppCgroup>) -> Vec<u32> {
     for r in replicas {
         if let Some(pid) = r.pid {
             kill_group_if_ours(pid, r.pid_start);
@@ -119,6 +119,17 @@ pub(super) fn cgroup_of(ledger: &Ledger, app_id: &str) -> Option<AppCgroup> {
         .ok()
         .flatten()
         .map(|path| AppCgroup::at(&path))
+}
+
+/// Stops what is left of an app's replicas ([`stop_replicas`]) and returns `verdict`, its
+/// message saying which processes could not be killed, if any.
+pub(super) fn stop_then(
+    verdict: (AppState, String),
+    replicas: &[ReplicaRow],
+    cgroup: Option<&AppCgroup>,
+) -> (AppState, String) {
+    let left = stop_replicas(replicas, cgroup);
+    (verdict.0, format!("{}{}", verdict.1, left_behind(&left)))
 }
 
 /// The end of a record's message when a stop left processes alive (empty when it did not).
@@ -206,9 +217,11 @@ fn settle(
     let containers = containers_of(ledger, &live.app_id);
     let cgroup = cgroup_of(ledger, &live.app_id);
     let state = ledger.settle(live, |l, rows| {
-        let (state, msg) = verdict(l, supervisor_alive)?;
-        let left = stop_replicas(rows, cgroup.as_ref());
-        Some((state, format!("{msg}{}", left_behind(&left))))
+        Some(stop_then(
+            verdict(l, supervisor_alive)?,
+            rows,
+            cgroup.as_ref(),
+        ))
     })?;
     // After the transaction: an engine slow to answer holds no write lock on the ledger (the
     // replicas, `docker run` in the foreground, were stopped inside it).

@@ -412,10 +412,10 @@ impl LocalCwdScheduler {
                         sys::signal_pid(pid, sys::SIGKILL);
                     }
                 }
-                let left = guard::stop_replicas(replicas, cgroup.as_ref());
-                Some((
-                    AppState::Cancelled,
-                    format!("{msg}{}", guard::left_behind(&left)),
+                Some(guard::stop_then(
+                    (AppState::Cancelled, msg),
+                    replicas,
+                    cgroup.as_ref(),
                 ))
             })
         })?;

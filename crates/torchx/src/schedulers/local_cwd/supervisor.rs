@@ -234,9 +234,10 @@ impl Supervisor {
                     leader_exit: None,
                     orphan_asked_requeue: false,
                     requeue_file: None,
+                    // A container's own shell sees to it (`attempt_timer.rs`).
                     leader_forwards: role
                         .checkpoint_signal
-                        .filter(|s| torchrun_forwards(&p.env, s.signal))
+                        .filter(|s| p.container.is_none() && torchrun_forwards(&p.env, s.signal))
                         .map(|s| s.signal.number()),
                     sent_to_leader: false,
                     dirty: true,
@@ -348,22 +349,18 @@ impl Supervisor {
     /// Sends `signal` to every process of replica `slot` (see [`Supervisor::signal`]).
     fn signal_all(&mut self, slot: usize, signal: i32) {
         let r = &self.replicas[slot];
-        match (&r.proc, &r.param.container) {
-            (Some(_), Some(name)) => signal_container(name, signal),
+        match (&r.proc, &r.param.container, &self.cgroup) {
+            (Some(_), Some(name), _) => signal_container(name, signal),
             // Each process of the replica exactly once, in whatever session.
-            (Some(_), None) if self.cgroup.is_some() => {
-                if let Some(c) = &self.cgroup {
-                    c.signal(Some(slot), signal);
-                }
-            }
-            (Some(p), None) => {
+            (Some(_), None, Some(cgroup)) => cgroup.signal(Some(slot), signal),
+            (Some(p), None, None) => {
                 let group = r.leader_exit.is_none().then_some(p.pid);
                 if let Some(pgid) = group {
                     sys::signal_group(pgid, signal);
                 }
                 self.descendants.signal(slot, signal, group);
             }
-            (None, _) => {}
+            (None, _, _) => {}
         }
     }
 
