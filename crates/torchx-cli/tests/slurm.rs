@@ -914,18 +914,12 @@ fn groups_a_sweeps_failed_points_are_counted_and_rerun_exactly() {
     assert_eq!(log, "1:sh/0 x=1\n3:sh/0 x=3\n", "{log}");
 }
 
-/// The array task that kept the array's job id asks for a requeue while its sibling runs:
-/// only that task is requeued (a bare `scontrol requeue <array id>` would requeue, and so
-/// SIGTERM, every task of the array).
-#[test]
-fn groups_a_requeued_array_task_leaves_its_siblings_alone() {
-    if !slurm_up("slurm array task requeue") {
-        return;
-    }
-    let env = Env::new();
-    let script = "d=$TORCHX_CHECKPOINT_DIR; \
-                  if [ \"$SLURM_JOB_ID\" = \"$SLURM_ARRAY_JOB_ID\" ] && [ ! -e $d/once ]; then \
-                  touch $d/once; exit 75; fi; sleep 6; echo done ${array_index}";
+/// `script` as a 2-task array on slurm under recovery (2 requeues, 120 s attempts), waited for;
+/// the group's status, and each task's status with why each of its attempts ended.
+fn recovering_array(
+    env: &Env,
+    script: &str,
+) -> (serde_json::Value, Vec<(serde_json::Value, Vec<String>)>) {
     let out = env.run(&[
         "run",
         "-s",
@@ -944,14 +938,37 @@ fn groups_a_requeued_array_task_leaves_its_siblings_alone() {
     ]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let status = env.status(stdout(&out).trim());
-    let mut seen: Vec<Vec<String>> = status["tasks"]
+    let tasks = status["tasks"]
         .as_array()
         .unwrap()
         .iter()
         .map(|t| {
             let s = env.status(t["handle"].as_str().unwrap());
+            let reasons = attempts(&s).into_iter().map(|(r, _)| r).collect();
+            (s, reasons)
+        })
+        .collect();
+    (status, tasks)
+}
+
+/// The array task that kept the array's job id asks for a requeue while its sibling runs:
+/// only that task is requeued (a bare `scontrol requeue <array id>` would requeue, and so
+/// SIGTERM, every task of the array).
+#[test]
+fn groups_a_requeued_array_task_leaves_its_siblings_alone() {
+    if !slurm_up("slurm array task requeue") {
+        return;
+    }
+    let env = Env::new();
+    let script = "d=$TORCHX_CHECKPOINT_DIR; \
+                  if [ \"$SLURM_JOB_ID\" = \"$SLURM_ARRAY_JOB_ID\" ] && [ ! -e $d/once ]; then \
+                  touch $d/once; exit 75; fi; sleep 6; echo done ${array_index}";
+    let (status, tasks) = recovering_array(&env, script);
+    let mut seen: Vec<Vec<String>> = tasks
+        .into_iter()
+        .map(|(s, reasons)| {
             assert_eq!(s["state"], "SUCCEEDED", "{s}");
-            attempts(&s).into_iter().map(|(r, _)| r).collect()
+            reasons
         })
         .collect();
     seen.sort();
@@ -971,30 +988,9 @@ fn groups_an_array_with_recovery_keeps_each_tasks_attempts() {
     // Each task asks to be requeued once (exit 75), then succeeds.
     let script = "d=$TORCHX_CHECKPOINT_DIR; if [ -e $d/once ]; then echo done ${array_index}; \
                   else touch $d/once; exit 75; fi";
-    let out = env.run(&[
-        "run",
-        "-s",
-        "slurm",
-        "--wait",
-        "--array",
-        "2",
-        "--max_requeues",
-        "2",
-        "--time_limit",
-        "120",
-        "utils.sh",
-        "sh",
-        "-c",
-        script,
-    ]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let handle = stdout(&out).trim().to_string();
-    let status = env.status(&handle);
+    let (status, tasks) = recovering_array(&env, script);
     native_array_id(&status);
-    for t in status["tasks"].as_array().unwrap() {
-        let task = t["handle"].as_str().unwrap();
-        let s = env.status(task);
-        let reasons: Vec<String> = attempts(&s).into_iter().map(|(r, _)| r).collect();
-        assert_eq!(reasons, ["requeued", "succeeded"], "{task}: {s}");
+    for (s, reasons) in tasks {
+        assert_eq!(reasons, ["requeued", "succeeded"], "{s}");
     }
 }

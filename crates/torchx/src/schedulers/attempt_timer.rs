@@ -150,19 +150,24 @@ mod tests {
     use super::*;
     use crate::specs::CheckpointSignal;
 
+    /// Attempts of `limit` seconds, USR1 `before` seconds before the end, requeue code 75.
+    fn usr1(limit: u64, before: u64) -> Recovery {
+        Recovery {
+            time_limit: Some(limit),
+            checkpoint_signal: Some(CheckpointSignal {
+                signal: crate::specs::Signal::Usr1,
+                seconds: before,
+            }),
+            requeue_exit_code: 75,
+            max_requeues: 1,
+        }
+    }
+
     /// The timer under a real `sh`: the signal comes before the limit and the command's exit
     /// status (75 from its trap) is the container's; without a limit it just runs.
     #[test]
     fn the_timer_signals_before_the_limit_and_keeps_the_exit_status() {
-        let r = Recovery {
-            time_limit: Some(2),
-            checkpoint_signal: Some(CheckpointSignal {
-                signal: crate::specs::Signal::Usr1,
-                seconds: 1,
-            }),
-            requeue_exit_code: 75,
-            max_requeues: 1,
-        };
+        let r = usr1(2, 1);
         let script = "trap 'echo saved $TORCHX_ATTEMPT $TORCHX_MAX_RETRIES; exit 75' USR1; \
                       while :; do sleep 0.1; done";
         let cmd = timed_command(
@@ -199,15 +204,7 @@ mod tests {
     /// code.
     #[test]
     fn the_signal_reaches_processes_under_a_wrapper_and_the_attempt_waits_for_them() {
-        let r = Recovery {
-            time_limit: Some(3),
-            checkpoint_signal: Some(CheckpointSignal {
-                signal: crate::specs::Signal::Usr1,
-                seconds: 2,
-            }),
-            requeue_exit_code: 75,
-            max_requeues: 1,
-        };
+        let r = usr1(3, 2);
         let tmp = tempfile::tempdir().unwrap();
         let saved = tmp.path().join("saved");
         let trainer = format!(
@@ -236,15 +233,7 @@ mod tests {
     /// instead (an older torch) has its worker get it once, from the timer.
     #[test]
     fn a_command_that_forwards_the_signal_gets_it_alone() {
-        let r = Recovery {
-            time_limit: Some(3),
-            checkpoint_signal: Some(CheckpointSignal {
-                signal: crate::specs::Signal::Usr1,
-                seconds: 2,
-            }),
-            requeue_exit_code: 75,
-            max_requeues: 1,
-        };
+        let r = usr1(3, 2);
         for forwards in [true, false] {
             let tmp = tempfile::tempdir().unwrap();
             let got = tmp.path().join("got");
