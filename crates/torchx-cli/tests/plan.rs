@@ -235,24 +235,7 @@ fn failover_moves_a_held_slurm_job_to_local_cwd_exactly_once() {
     }
     let env = Env::new();
     // Every node busy, so the job cannot start on Slurm before it is held.
-    let name = format!("torchx-blocker-{}", std::process::id());
-    let blockers = Blockers(name.clone());
-    for _ in 0..4 {
-        let out = Command::new("sbatch")
-            .args([
-                "-N1",
-                "--exclusive",
-                "-o",
-                "/dev/null",
-                "-J",
-                &name,
-                "--wrap",
-                "sleep 120",
-            ])
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{}", stderr(&out));
-    }
+    let blockers = block_every_node(&format!("torchx-blocker-{}", std::process::id()));
     let out = env.run(&[
         "run",
         "-s",
@@ -311,6 +294,106 @@ fn failover_moves_a_held_slurm_job_to_local_cwd_exactly_once() {
     let ran = std::fs::read_to_string(env.cwd.join("ran.txt")).unwrap();
     assert_eq!(ran.lines().count(), 1, "one copy ran: {ran}");
     assert!(ran.contains("local_cwd://"), "{ran}");
+}
+
+/// Fills every node of the Slurm cluster with a job named `name` (cancelled on drop).
+fn block_every_node(name: &str) -> Blockers {
+    let blockers = Blockers(name.to_string());
+    for _ in 0..4 {
+        let out = Command::new("sbatch")
+            .args(["-N1", "--exclusive", "-o", "/dev/null", "-J", name])
+            .args(["--wrap", "sleep 120"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+    }
+    blockers
+}
+
+/// When Slurm started job `id`, if it did (sacct's `Start` is `Unknown`/`None` before).
+fn slurm_started(id: &str) -> Option<String> {
+    let out = Command::new("sacct")
+        .args(["-n", "-X", "-P", "-j", id, "-o", "Start"])
+        .output()
+        .unwrap();
+    let start = stdout(&out).trim().to_string();
+    (!start.is_empty() && start != "Unknown" && start != "None").then_some(start)
+}
+
+/// A Slurm job whose nodes free up at the very moment its failover moves it (the blockers
+/// cancelled a little before, at, and a little after the limit): each time the step runs
+/// exactly once, and a job that started on Slurm stays there (the holder holds it before it
+/// cancels, and Slurm refuses to hold a job that started).
+#[test]
+fn failover_never_moves_a_slurm_job_that_started_at_the_moment_of_the_move() {
+    if !slurm_up("failover race") {
+        return;
+    }
+    for (trial, offset_ms) in [(0, 3000u64), (1, 3300), (2, 3600), (3, 3900)] {
+        let env = Env::new();
+        let name = format!("torchx-race-{}-{trial}", std::process::id());
+        let blockers = block_every_node(&name);
+        let submitted = std::time::Instant::now();
+        let out = env.run(&[
+            "run",
+            "-s",
+            "auto:slurm,local_cwd",
+            "--failover_after",
+            "3s",
+            "--detach",
+            "utils.sh",
+            "sh",
+            "-c",
+            "echo ran on $TORCHX_JOB_ID >> ran.txt",
+        ]);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        let handle = stdout(&out).trim().to_string();
+        let wait = std::time::Duration::from_millis(offset_ms).saturating_sub(submitted.elapsed());
+        std::thread::sleep(wait);
+        drop(blockers);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(90);
+        let done = loop {
+            let s = env.status(&handle);
+            if s["state"] == "SUCCEEDED" || s["state"] == "FAILED" || s["state"] == "CANCELLED" {
+                break s;
+            }
+            assert!(std::time::Instant::now() < deadline, "trial {trial}: {s}");
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        };
+        let record = std::fs::read_dir(env.state.join("pipelines"))
+            .unwrap()
+            .flatten()
+            .map(|d| std::fs::read_to_string(d.path().join("record.json")).unwrap_or_default())
+            .collect::<String>();
+        assert_eq!(
+            done["state"], "SUCCEEDED",
+            "trial {trial}: {done}\n{record}"
+        );
+        let ran = std::fs::read_to_string(env.cwd.join("ran.txt")).unwrap_or_default();
+        assert_eq!(ran.lines().count(), 1, "trial {trial}: one copy ran: {ran}");
+        let step = &done["steps"][0];
+        let final_job = step["handle"].as_str().unwrap();
+        let msg = step["msg"].as_str().unwrap_or_default();
+        if final_job.starts_with("slurm://") {
+            assert!(ran.contains("slurm://"), "trial {trial}: {ran}");
+            assert!(!msg.contains("moved here"), "trial {trial}: {msg}");
+        } else {
+            // Moved: its Slurm job was cancelled before it ever started.
+            let moved_from = msg
+                .split("pending on ")
+                .nth(1)
+                .and_then(|r| r.split([';', ',']).next())
+                .unwrap_or_else(|| panic!("trial {trial}: {msg}"));
+            let id = moved_from.trim().rsplit('/').next().unwrap();
+            assert_eq!(
+                slurm_started(id),
+                None,
+                "trial {trial}: {moved_from} had started"
+            );
+            assert!(ran.contains("local_cwd://"), "trial {trial}: {ran}");
+        }
+        eprintln!("trial {trial} (+{offset_ms} ms): ended on {final_job}");
+    }
 }
 
 /// A workspace is built by the plan (never pushed): one whose Dockerfile fails fails the plan

@@ -13,6 +13,7 @@ use crate::scheduler::{ArrayRequest, DryRunInfo};
 pub use crate::specs::group::{sweep_file, sweep_grid, tasks, ArraySpec, Point, Task, MAX_TASKS};
 use crate::specs::AppState;
 
+pub use crate::durable::Submitter;
 pub use crate::specs::GROUP_MARK;
 
 /// One task of a recorded group.
@@ -47,38 +48,6 @@ impl GroupTask {
             }
             None => Some(AppState::Failed),
         }
-    }
-}
-
-/// The process submitting a group's tasks one by one (`torchx run` with `%K`, in the
-/// background): while it lives, the tasks it has not submitted yet are PENDING; once it is
-/// gone, FAILED.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Submitter {
-    /// Its pid.
-    pub pid: u32,
-    /// Its start time (clock ticks since boot, where known): a reused pid is not it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub start: Option<u64>,
-}
-
-impl Submitter {
-    /// The process `pid`.
-    pub fn of(pid: u32) -> Submitter {
-        Submitter {
-            pid,
-            start: crate::sys::proc_start_time(pid),
-        }
-    }
-
-    /// This process.
-    pub fn this_process() -> Submitter {
-        Submitter::of(std::process::id())
-    }
-
-    /// Whether it still runs.
-    pub fn alive(&self) -> bool {
-        crate::sys::pid_alive(self.pid, self.start)
     }
 }
 
@@ -127,13 +96,25 @@ impl GroupRecord {
         let dir = groups_dir(state_dir);
         crate::schedulers::create_private_dir(&dir)?;
         let path = record_path(state_dir, &self.group_id)?;
-        let tmp = path.with_extension("json.tmp");
         let text = serde_json::to_string_pretty(self).map_err(|e| {
             Error::backend("group", format!("cannot serialise the group: {e}")).with_source(e)
         })?;
-        std::fs::write(&tmp, text)
-            .and_then(|()| std::fs::rename(&tmp, &path))
-            .map_err(|e| Error::io(format!("writing the group record {}", path.display()), e))
+        crate::durable::write_record(&path, text.as_bytes())
+    }
+
+    /// The submitter's log, which the submitter keeps locked while it lives (its liveness
+    /// seen from another host, and the one-writer rule: only the lock's holder writes the
+    /// record while tasks are left to submit).
+    pub fn submitter_lock(&self, state_dir: &Path) -> Result<PathBuf> {
+        Ok(record_path(state_dir, &self.group_id)?.with_extension("log"))
+    }
+
+    /// Whether its submitter is still at work.
+    pub fn submitting(&self, state_dir: &Path) -> bool {
+        match (&self.submitter, self.submitter_lock(state_dir)) {
+            (Some(s), Ok(lock)) => s.alive(&lock),
+            _ => false,
+        }
     }
 
     /// The group `group_id`, if recorded.

@@ -12,6 +12,7 @@
 mod blocking;
 pub mod components;
 pub mod config;
+pub mod durable;
 pub mod error;
 mod extensions;
 pub mod group;

@@ -11,6 +11,7 @@
 //! submitted twice. Queries only read; cancel marks the pipeline (`cancel`) and cancels what
 //! was submitted.
 
+use std::collections::BTreeMap;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -33,6 +34,9 @@ pub fn is_pipeline_handle(handle: &str) -> bool {
         .strip_prefix(SCHEME)
         .is_some_and(|rest| rest.starts_with("://"))
 }
+
+/// What a lost job's message starts with (see [`PipelineRecord::observe`]).
+pub const LOST: &str = "lost";
 
 /// Why a step that a cancel stopped before its submission did not run.
 pub const CANCELLED_BEFORE_START: &str = "the pipeline was cancelled before it started";
@@ -161,6 +165,48 @@ pub struct PipelineRecord {
     /// pipeline environment).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub held_job: bool,
+    /// How each job it waits on ended (its steps' and outside jobs, by handle), once its holder
+    /// saw it over: kept, as the job may be purged from its scheduler later.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub ended: BTreeMap<String, Ended>,
+    /// When its holder first found each job unknown to its scheduler (by handle), until it is
+    /// known again or, after [`lost_after`], recorded as lost.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub unknown_since: BTreeMap<String, f64>,
+}
+
+/// How a job ended, as a pipeline's holder recorded it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Ended {
+    /// Its final state.
+    pub state: AppState,
+    /// Its scheduler's message then.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub msg: String,
+    /// Never seen over: its scheduler stopped knowing it (deleted, purged), so it counts as
+    /// FAILED (how it ended is not known).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub lost: bool,
+}
+
+impl Ended {
+    /// As a status.
+    pub fn status(&self) -> AppStatus {
+        let mut s = AppStatus::new(self.state);
+        s.msg.clone_from(&self.msg);
+        s
+    }
+}
+
+/// How long a job a pipeline waits on may be unknown to its scheduler before the holder
+/// records it lost: `$TORCHX_PIPELINE_LOST_AFTER` seconds, else 120 (a scheduler may not
+/// list a job it has just accepted for a while, and not at all once it purged it).
+pub fn lost_after() -> Duration {
+    std::env::var("TORCHX_PIPELINE_LOST_AFTER")
+        .ok()
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .filter(|s| s.is_finite() && *s >= 0.0)
+        .map_or(Duration::from_secs(120), Duration::from_secs_f64)
 }
 
 /// A step's state now, and why where it says something.
@@ -224,6 +270,59 @@ impl PipelineRecord {
             holder: None,
             parent: None,
             held_job: false,
+            ended: BTreeMap::new(),
+            unknown_since: BTreeMap::new(),
+        }
+    }
+
+    /// How the job `handle` ended, if its holder recorded it.
+    pub fn ended_status(&self, handle: &str) -> Option<AppStatus> {
+        self.ended.get(handle).map(Ended::status)
+    }
+
+    /// Records what the holder found of the job `handle` at `now`: its status (`None`: its
+    /// scheduler does not know it). Over: kept as it ended. Unknown for `grace`: lost. True if
+    /// the record changed.
+    pub fn observe(
+        &mut self,
+        handle: &str,
+        status: Option<&AppStatus>,
+        now: f64,
+        grace: Duration,
+    ) -> bool {
+        match status {
+            Some(s) if s.is_terminal() => {
+                self.unknown_since.remove(handle);
+                let ended = Ended {
+                    state: s.state,
+                    msg: s.msg.clone(),
+                    lost: false,
+                };
+                self.ended.insert(handle.to_string(), ended);
+                true
+            }
+            Some(_) => self.unknown_since.remove(handle).is_some(),
+            None => {
+                let Some(&since) = self.unknown_since.get(handle) else {
+                    self.unknown_since.insert(handle.to_string(), now);
+                    return true;
+                };
+                if now - since < grace.as_secs_f64() {
+                    return false;
+                }
+                self.unknown_since.remove(handle);
+                let ended = Ended {
+                    state: AppState::Failed,
+                    msg: format!(
+                        "{LOST}: its scheduler has not known it for {:.0}s (deleted or purged \
+                         before it was seen to end), so how it ended is not known",
+                        now - since
+                    ),
+                    lost: true,
+                };
+                self.ended.insert(handle.to_string(), ended);
+                true
+            }
         }
     }
 
@@ -259,14 +358,10 @@ impl PipelineRecord {
         for d in [dir.clone(), dir.join("steps"), dir.join("shared")] {
             crate::schedulers::create_private_dir(&d)?;
         }
-        let path = dir.join("record.json");
-        let tmp = dir.join("record.json.tmp");
         let text = serde_json::to_string_pretty(self).map_err(|e| {
             Error::backend(SCHEME, format!("cannot serialise the pipeline: {e}")).with_source(e)
         })?;
-        std::fs::write(&tmp, text)
-            .and_then(|()| std::fs::rename(&tmp, &path))
-            .map_err(|e| Error::io(format!("writing the pipeline record {}", path.display()), e))
+        crate::durable::write_record(&dir.join("record.json"), text.as_bytes())
     }
 
     /// The pipeline `id`, if recorded.
@@ -328,33 +423,80 @@ impl PipelineRecord {
         self.dir(state_dir).is_ok_and(|d| d.join("cancel").exists())
     }
 
-    /// Whether steps are left that only a holder can move on ([`StepRecord::is_open`]) and no
-    /// holder is at work: the next command that reads the pipeline starts one.
-    pub fn needs_holder(&self) -> bool {
-        let open = self.steps.iter().any(StepRecord::is_open);
-        open && !self.holder.is_some_and(|h| h.alive())
+    /// Whether a holder has work left: a step only it can move on ([`StepRecord::is_open`]),
+    /// or, unless the pipeline was cancelled, a step's job not yet seen over (its end is kept
+    /// in the record, which outlives the job on its scheduler).
+    pub fn holder_has_work(&self, cancelled: bool) -> bool {
+        self.steps.iter().any(|s| {
+            s.is_open()
+                || (!cancelled
+                    && matches!(&s.phase, Phase::Submitted { handle } if !self.ended.contains_key(handle)))
+        })
+    }
+
+    /// Whether a holder has work left ([`holder_has_work`](Self::holder_has_work)) and none is
+    /// at work (on any host: [`Submitter::alive`] with the holder's lock): the next command
+    /// that reads the pipeline starts one.
+    pub fn needs_holder(&self, state_dir: &Path) -> bool {
+        let work = self.holder_has_work(self.cancel_requested(state_dir));
+        let lock = self.dir(state_dir).map(|d| d.join(HOLDER_LOCK));
+        work && !matches!((&self.holder, lock), (Some(h), Ok(lock)) if h.alive(&lock))
     }
 }
+
+/// The pipeline `handle` names (see [`PipelineRecord::find`]), with a holder started again if
+/// it needs one and has none (the last one died): what every reader of a pipeline calls (the
+/// Runner, the CLI, the dashboard, Python through either).
+pub fn find(handle: &str) -> Result<Option<PipelineRecord>> {
+    let record = PipelineRecord::find(handle)?;
+    if let Some(r) = &record {
+        if r.needs_holder(&crate::schedulers::default_state_dir()) {
+            start_holder(r)?;
+        }
+    }
+    Ok(record)
+}
+
+/// Starts a holder for `record` in the background, `torchx __pipeline <handle>` in its own
+/// process group (one that finds another at work leaves at once). Its output goes to the
+/// pipeline's `holder.log`.
+pub fn start_holder(record: &PipelineRecord) -> Result<()> {
+    use std::os::unix::process::CommandExt;
+    let state_dir = crate::schedulers::default_state_dir();
+    let log_path = record.dir(&state_dir)?.join("holder.log");
+    let log = File::options()
+        .create(true)
+        .append(true)
+        .open(&log_path)
+        .map_err(|e| Error::io(format!("opening {}", log_path.display()), e))?;
+    let err_log = log
+        .try_clone()
+        .map_err(|e| Error::io("duplicating the holder's log", e))?;
+    std::process::Command::new(crate::schedulers::local_cwd::torchx_exe()?)
+        .args([HOLD_ARG, &record.handle()])
+        .env("TORCHX_STATE_DIR", &state_dir)
+        .stdin(std::process::Stdio::null())
+        .stdout(log)
+        .stderr(err_log)
+        // Its own process group: Ctrl-C at the terminal, or the end of the shell, stops not it.
+        .process_group(0)
+        .spawn()
+        .map_err(|e| Error::io("starting the pipeline's holder", e))?;
+    Ok(())
+}
+
+/// The hidden subcommand of `torchx` that holds a pipeline.
+pub const HOLD_ARG: &str = "__pipeline";
+
+/// The lock a pipeline's holder keeps while it lives, in the pipeline's directory.
+const HOLDER_LOCK: &str = "holder.lock";
 
 /// The holder's exclusive lock on a pipeline, held while the file is open. `None` when
 /// another process holds it.
 pub fn try_lock_holder(state_dir: &Path, record: &PipelineRecord) -> Result<Option<File>> {
     let dir = record.dir(state_dir)?;
     crate::schedulers::create_private_dir(&dir)?;
-    let path = dir.join("holder.lock");
-    let file = File::options()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&path)
-        .map_err(|e| Error::io(format!("opening {}", path.display()), e))?;
-    match file.try_lock() {
-        Ok(()) => Ok(Some(file)),
-        Err(std::fs::TryLockError::WouldBlock) => Ok(None),
-        Err(std::fs::TryLockError::Error(e)) => {
-            Err(Error::io(format!("locking {}", path.display()), e))
-        }
-    }
+    crate::durable::try_lock(&dir.join(HOLDER_LOCK))
 }
 
 /// Each step's state from its phase and, for submitted steps, `job` (their job's status;
@@ -364,6 +506,8 @@ pub fn step_states(
     record: &PipelineRecord,
     job: impl Fn(&str) -> Option<AppStatus>,
 ) -> Vec<StepState> {
+    // What the holder recorded of a job's end holds even once its scheduler forgot the job.
+    let job = |h: &str| record.ended_status(h).or_else(|| job(h));
     let mut out: Vec<StepState> = Vec::with_capacity(record.steps.len());
     for step in &record.steps {
         let (state, msg) = match &step.phase {
@@ -387,7 +531,13 @@ pub fn step_states(
                     ),
                     (Verdict::Impossible, Some(dep)) if dep.is_external() => (
                         AppState::Cancelled,
-                        not_run_after(dep, job(&dep.step).map_or(AppState::Unknown, |s| s.state)),
+                        match record.ended.get(&dep.step) {
+                            Some(e) if e.lost => not_run_lost(dep),
+                            _ => not_run_after(
+                                dep,
+                                job(&dep.step).map_or(AppState::Unknown, |s| s.state),
+                            ),
+                        },
                     ),
                     (Verdict::Impossible, Some(dep)) => {
                         (AppState::Cancelled, not_run_because(dep, &out))
@@ -397,6 +547,14 @@ pub fn step_states(
             }
             Phase::Submitting { .. } => (AppState::Submitted, "being submitted".to_string()),
             Phase::Submitted { handle } => match job(handle) {
+                // Cancelled by its failover, not yet submitted to the next scheduler.
+                Some(s) if s.state.is_terminal() && step.is_open() => (
+                    AppState::Pending,
+                    format!(
+                        "moving: {handle} did not start within {}s",
+                        step.failover.as_ref().map_or(0, |f| f.after_secs)
+                    ),
+                ),
                 Some(s) => match step.failover.as_ref().filter(|f| !f.moved_from.is_empty()) {
                     Some(f) => (
                         s.state,
@@ -441,11 +599,21 @@ pub fn step_states(
 
 /// Why a step will not run: the dependency that cannot be met, and how its step ended.
 pub fn not_run_because(dep: &StepDependency, upstream: &[StepState]) -> String {
-    let ended = upstream
-        .iter()
-        .find(|s| s.name == dep.step)
-        .map_or(AppState::Unknown, |s| s.state);
-    not_run_after(dep, ended)
+    match upstream.iter().find(|s| s.name == dep.step) {
+        Some(s) if s.msg.starts_with(LOST) => not_run_lost(dep),
+        Some(s) => not_run_after(dep, s.state),
+        None => not_run_after(dep, AppState::Unknown),
+    }
+}
+
+/// Why a step will not run: `dep`'s job was lost ([`PipelineRecord::observe`]).
+pub fn not_run_lost(dep: &StepDependency) -> String {
+    format!(
+        "not started: {} was lost (its scheduler no longer knows it and it was never seen to \
+         end), it runs after it is {}",
+        step_or_job(&dep.step),
+        dep.condition.wanted()
+    )
 }
 
 /// Why a step will not run: `dep` ended `ended`.
@@ -569,7 +737,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut r = record(DIAMOND);
         r.created = 1.5;
-        assert!(r.needs_holder());
+        assert!(r.needs_holder(dir.path()));
         r.save(dir.path()).unwrap();
         assert!(r.shared_dir(dir.path()).unwrap().is_dir());
         assert_eq!(
@@ -578,7 +746,7 @@ mod tests {
         );
         assert_eq!(PipelineRecord::list(dir.path()), [r.clone()]);
         r.holder = Some(Submitter::this_process());
-        assert!(!r.needs_holder());
+        assert!(!r.needs_holder(dir.path()));
         let lock = try_lock_holder(dir.path(), &r).unwrap();
         assert!(lock.is_some());
         assert!(try_lock_holder(dir.path(), &r).unwrap().is_none());
@@ -591,7 +759,69 @@ mod tests {
             };
         }
         r.holder = None;
-        assert!(!r.needs_holder());
+        assert!(!r.needs_holder(dir.path()));
         assert!(PipelineRecord::load(dir.path(), "../x").is_err());
+    }
+
+    /// A holder on another host is judged by its lock, never by a pid that means nothing here.
+    #[test]
+    fn a_holder_elsewhere_needs_no_replacement_while_it_holds_the_lock() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut r = record(DIAMOND);
+        r.save(dir.path()).unwrap();
+        let mut elsewhere = Submitter::this_process();
+        elsewhere.host = Some(crate::durable::Host {
+            name: "another-login-node".into(),
+            boot: String::new(),
+        });
+        r.holder = Some(elsewhere);
+        assert!(
+            r.needs_holder(dir.path()),
+            "no lock held: that holder is gone"
+        );
+        let lock = try_lock_holder(dir.path(), &r).unwrap().unwrap();
+        assert!(!r.needs_holder(dir.path()));
+        drop(lock);
+    }
+
+    /// What a holder saw end is kept (a purged job still counts as it ended); a job unknown to
+    /// its scheduler for the grace period is lost, and what runs after it says so.
+    #[test]
+    fn ended_jobs_are_kept_and_an_unknown_one_is_lost_after_the_grace() {
+        let mut r = record(DIAMOND);
+        submitted(&mut r, 0);
+        let a = r.steps[0].phase.handle().unwrap().to_string();
+        let grace = Duration::from_secs(10);
+        let running = AppStatus::new(AppState::Running);
+        assert!(!r.observe(&a, Some(&running), 0.0, grace));
+        assert!(r.observe(&a, None, 1.0, grace), "first seen unknown");
+        assert!(!r.observe(&a, None, 5.0, grace));
+        assert!(r.observe(&a, Some(&running), 6.0, grace), "known again");
+        assert!(r.unknown_since.is_empty());
+        assert!(r.observe(&a, None, 7.0, grace));
+        assert!(r.observe(&a, None, 17.0, grace), "lost");
+        let states = step_states(&r, |_| None);
+        assert_eq!(states[0].state, AppState::Failed);
+        assert!(states[0].msg.starts_with(LOST), "{}", states[0].msg);
+        assert!(
+            not_run_because(&r.steps[1].after[0], &states).contains("step a was lost"),
+            "{}",
+            not_run_because(&r.steps[1].after[0], &states)
+        );
+
+        // Seen over, then purged: it ended as it was seen to.
+        let mut r = record(DIAMOND);
+        submitted(&mut r, 0);
+        let mut done = AppStatus::new(AppState::Succeeded);
+        done.msg = "exit 0".into();
+        assert!(r.observe(&a, Some(&done), 0.0, grace));
+        let states = step_states(&r, |_| None);
+        assert_eq!(
+            (states[0].state, states[0].msg.as_str()),
+            (AppState::Succeeded, "exit 0")
+        );
+        assert_eq!(states[1].msg, "about to be submitted");
+        let text = serde_json::to_string(&r).unwrap();
+        assert_eq!(serde_json::from_str::<PipelineRecord>(&text).unwrap(), r);
     }
 }

@@ -292,8 +292,14 @@ fn start_submitter(mut group: GroupRecord) -> Result<GroupRecord> {
         .join("groups")
         .join(format!("{}.log", group.group_id.trim_start_matches('~')));
     torchx::schedulers::create_private_dir(&state_dir.join("groups"))?;
-    let log = std::fs::File::create(&log_path)
-        .map_err(|e| Error::io(format!("creating {}", log_path.display()), e))?;
+    // Its log is its lock: locked here and inherited, it is held from before the record
+    // names the submitter until the submitter (and anything it left with the log) ends.
+    let log = torchx::durable::try_lock(&log_path)?.ok_or_else(|| {
+        Error::backend(
+            "group",
+            format!("{} is locked by another process", log_path.display()),
+        )
+    })?;
     let err_log = log
         .try_clone()
         .map_err(|e| Error::io("duplicating the submitter's log", e))?;
@@ -570,7 +576,7 @@ pub fn fold_into_groups(scheduler: &str, apps: &mut Vec<torchx::specs::ListAppRe
             continue;
         }
         // Tasks not submitted yet (a capped group) count too: the group is not over.
-        let submitting = group.submitter.is_some_and(|s| s.alive());
+        let submitting = group.submitting(&torchx::schedulers::default_state_dir());
         let states: Vec<AppState> = mine
             .iter()
             .map(|a| a.state)

@@ -156,8 +156,12 @@ impl Runner {
             group.save(&crate::schedulers::default_state_dir())?;
             return Ok(group);
         }
+        let state_dir = crate::schedulers::default_state_dir();
+        crate::schedulers::create_private_dir(&state_dir.join("groups"))?;
+        // Held while this process submits: its liveness from any host, and no other writer.
+        let _lock = crate::durable::try_lock(&group.submitter_lock(&state_dir)?)?;
         group.submitter = Some(Submitter::this_process());
-        group.save(&crate::schedulers::default_state_dir())?;
+        group.save(&state_dir)?;
         self.submit_pending(&mut group, dryrun.tasks).await?;
         Ok(group)
     }
@@ -289,7 +293,7 @@ impl Runner {
             ids.push(crate::specs::parse_app_handle(h)?.app_id().to_string());
         }
         let mut described = sched.describe_many(&ids).await?.into_iter();
-        let submitting = group.submitter.is_some_and(|s| s.alive());
+        let submitting = group.submitting(&crate::schedulers::default_state_dir());
         Ok(group
             .tasks
             .iter()
@@ -361,13 +365,12 @@ impl Runner {
         let state_dir = crate::schedulers::default_state_dir();
         let mut group = group.clone();
         let mut cancelled: Vec<String> = Vec::new();
-        if group.submitter.is_some_and(|s| s.alive()) {
+        if group.submitting(&state_dir) {
             let marker = cancel_marker(&state_dir, &group.group_id)?;
             std::fs::write(&marker, b"")
                 .map_err(|e| Error::io(format!("writing {}", marker.display()), e))?;
             let deadline = std::time::Instant::now() + SUBMITTER_STOP;
-            while group.submitter.is_some_and(|s| s.alive()) && std::time::Instant::now() < deadline
-            {
+            while group.submitting(&state_dir) && std::time::Instant::now() < deadline {
                 self.cancel_tasks(&group, &mut cancelled).await?;
                 tokio::time::sleep(CAP_POLL).await;
                 if let Some(now) = GroupRecord::load(&state_dir, &group.group_id)? {
@@ -376,12 +379,18 @@ impl Runner {
             }
         }
         if group.tasks.iter().any(GroupTask::is_pending) {
-            // A submitter that has not stopped yet finds the marker before it submits more.
-            for t in group.tasks.iter_mut().filter(|t| t.is_pending()) {
-                t.error = Some(NOT_SUBMITTED_CANCELLED.into());
+            // One writer: the submitter while it holds its lock. One that has not stopped yet
+            // finds the marker before it submits more, and records the rest as cancelled.
+            if let Some(_lock) = crate::durable::try_lock(&group.submitter_lock(&state_dir)?)? {
+                if let Some(now) = GroupRecord::load(&state_dir, &group.group_id)? {
+                    group = now;
+                }
+                for t in group.tasks.iter_mut().filter(|t| t.is_pending()) {
+                    t.error = Some(NOT_SUBMITTED_CANCELLED.into());
+                }
+                group.submitter = None;
+                group.save(&state_dir)?;
             }
-            group.submitter = None;
-            group.save(&state_dir)?;
         }
         self.cancel_tasks(&group, &mut cancelled).await
     }
@@ -411,7 +420,7 @@ impl Runner {
     /// the group's record.
     pub async fn delete_group(&self, group: &GroupRecord) -> Result<()> {
         let mut group = group.clone();
-        if group.submitter.is_some_and(|s| s.alive()) {
+        if group.submitting(&crate::schedulers::default_state_dir()) {
             self.cancel_group(&group).await?;
             let state_dir = crate::schedulers::default_state_dir();
             if let Some(now) = GroupRecord::load(&state_dir, &group.group_id)? {

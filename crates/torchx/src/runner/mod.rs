@@ -115,7 +115,7 @@ impl Target {
         let owned = handle.to_string();
         crate::blocking::blocking("torchx", move || {
             Ok(if pipeline {
-                PipelineRecord::find(&owned)?.map_or(Target::App, Target::Pipeline)
+                crate::pipeline::find(&owned)?.map_or(Target::App, Target::Pipeline)
             } else {
                 GroupRecord::find(&owned)?.map_or(Target::App, Target::Group)
             })
@@ -342,6 +342,13 @@ impl Runner {
             Some(d) if d.state.is_terminal() => Ok(()),
             Some(_) => s.cancel(h.app_id()).await,
         }
+    }
+
+    /// Cancels one app only if it has not started ([`Scheduler::cancel_pending`]): true if it
+    /// was, false if it started (or ended) and was left alone.
+    pub async fn cancel_pending(&self, handle: &str) -> Result<bool> {
+        let (h, s) = self.route(handle).await?;
+        s.cancel_pending(h.app_id()).await
     }
 
     /// Deletes the app (cancelling it first if running); a group's tasks and its record.

@@ -20,6 +20,9 @@ impl Runner {
             let Phase::Submitted { handle } = &step.phase else {
                 continue;
             };
+            if record.ended.contains_key(handle) {
+                continue;
+            }
             let status = match self.step_job_status(handle).await {
                 Ok(s) => s,
                 Err(e) if e.kind() == crate::ErrorKind::NotFound => None,
@@ -29,7 +32,7 @@ impl Runner {
         }
         for step in record.steps.iter().filter(|s| s.phase == Phase::Waiting) {
             for dep in step.after.iter().filter(|d| d.is_external()) {
-                if !jobs.contains_key(&dep.step) {
+                if !jobs.contains_key(&dep.step) && !record.ended.contains_key(&dep.step) {
                     // Boxed: a pipeline may wait for another pipeline.
                     let status = Box::pin(self.status(&dep.step)).await.ok().flatten();
                     jobs.insert(dep.step.clone(), status);

@@ -93,6 +93,13 @@ pub trait Backend: Debug + Send + Sync + 'static {
     }
     /// As [`Scheduler::cancel`].
     async fn cancel(&self, app_id: &str) -> Result<()>;
+    /// As [`Scheduler::cancel_pending`].
+    async fn cancel_pending(&self, app_id: &str) -> Result<bool>
+    where
+        Self: Sized,
+    {
+        super::cancel_if_pending(self, app_id).await
+    }
     /// As [`Scheduler::delete`].
     async fn delete(&self, app_id: &str) -> Result<()> {
         let _ = app_id;
@@ -213,6 +220,10 @@ impl<B: Backend> Scheduler for B {
 
     async fn cancel(&self, app_id: &str) -> Result<()> {
         Backend::cancel(self, app_id).await
+    }
+
+    async fn cancel_pending(&self, app_id: &str) -> Result<bool> {
+        Backend::cancel_pending(self, app_id).await
     }
 
     async fn delete(&self, app_id: &str) -> Result<()> {

@@ -19,7 +19,9 @@ use serde::Serialize;
 
 use crate::error::{Error, Result};
 use crate::opts::{Cfg, RunOpts};
-use crate::specs::{AppDef, DescribeAppResponse, ListAppResponse, Role, Stream, WorkspaceImage};
+use crate::specs::{
+    AppDef, AppState, DescribeAppResponse, ListAppResponse, Role, Stream, WorkspaceImage,
+};
 
 pub(crate) use backend::downcast_request;
 pub use backend::Backend;
@@ -538,6 +540,15 @@ pub trait Scheduler: Debug + Send + Sync {
     }
     /// Stops the app (no-op if already finished).
     async fn cancel(&self, app_id: &str) -> Result<()>;
+    /// Cancels the app only if it has not started: true if it is cancelled and never started
+    /// (by this call or an earlier one: a failover may ask again), false if it started (or
+    /// ended otherwise) and was left alone. This default reads the app's state and then
+    /// cancels, so an app that starts in between is cancelled running, and takes a cancelled
+    /// app for one that never started; a scheduler that can hold a pending job, and knows
+    /// whether a job ever started, closes both gaps (Slurm).
+    async fn cancel_pending(&self, app_id: &str) -> Result<bool> {
+        cancel_if_pending(self, app_id).await
+    }
     /// Removes the app and what the scheduler keeps of it (stopping it first).
     async fn delete(&self, app_id: &str) -> Result<()> {
         let _ = app_id;
@@ -557,4 +568,15 @@ pub trait Scheduler: Debug + Send + Sync {
     }
     /// Releases resources.
     async fn close(&self) {}
+}
+
+/// [`Scheduler::cancel_pending`] by reading the state, then cancelling (not atomic).
+pub async fn cancel_if_pending<S: Scheduler + ?Sized>(s: &S, app_id: &str) -> Result<bool> {
+    match s.describe(app_id).await? {
+        None => Err(Error::not_found("app", app_id, "")),
+        Some(d) if matches!(d.state, AppState::Pending | AppState::Submitted) => {
+            s.cancel(app_id).await.map(|()| true)
+        }
+        Some(d) => Ok(d.state == AppState::Cancelled),
+    }
 }

@@ -12,8 +12,8 @@ use std::time::Duration;
 use torchx::group::Submitter;
 use torchx::pipeline::step_verdict;
 use torchx::pipeline::{
-    not_run_because, step_states, try_lock_holder, Phase, PipelineRecord, StepRecord, StepState,
-    CANCELLED_BEFORE_START,
+    not_run_after, not_run_because, not_run_lost, step_states, try_lock_holder, Phase,
+    PipelineRecord, StepState, CANCELLED_BEFORE_START,
 };
 use torchx::specs::{AppState, AppStatus, Verdict};
 use torchx::{Error, Result, Runner};
@@ -49,7 +49,7 @@ pub fn hold(a: crate::cli::HoldPipelineArgs) -> Result<i32> {
         runner,
         state_dir,
         children: BTreeMap::new(),
-        ended: BTreeMap::new(),
+        lost_after: torchx::pipeline::lost_after(),
     };
     let outcome = crate::commands::block_on(holder.run(&mut record));
     record.holder = None;
@@ -62,9 +62,8 @@ struct Holder {
     state_dir: std::path::PathBuf,
     /// The `torchx run`s this holder started, by step (reaped as they end).
     children: BTreeMap<String, Child>,
-    /// The final status of each step's job (by step) and of each job outside the pipeline
-    /// that a step runs after (by handle), once over: it does not change again.
-    ended: BTreeMap<String, AppStatus>,
+    /// How long a job may be unknown to its scheduler before it is recorded lost.
+    lost_after: Duration,
 }
 
 impl Holder {
@@ -72,8 +71,11 @@ impl Holder {
         let mut pause = Duration::from_millis(20);
         loop {
             let mut changed = self.settle_submissions(record)?;
+            if changed {
+                torchx::durable::failpoint("pipeline.submit.settled");
+            }
             let cancelled = record.cancel_requested(&self.state_dir);
-            let steps = self.step_states(record).await;
+            let steps = self.step_states(record, &mut changed).await;
             for i in 0..record.steps.len() {
                 if record.steps[i].phase != Phase::Waiting {
                     continue;
@@ -88,7 +90,7 @@ impl Holder {
                 }
                 let upstream = |name: &str| {
                     let state = if name.contains("://") {
-                        self.ended.get(name).map(|s| s.state)
+                        record.ended.get(name).map(|e| e.state)
                     } else {
                         steps.iter().find(|s| s.name == name).map(|s| s.state)
                     };
@@ -101,10 +103,9 @@ impl Holder {
                         pause = Duration::from_millis(20);
                     }
                     (Verdict::Impossible, Some(dep)) => {
-                        let why = match self.ended.get(&dep.step) {
-                            Some(s) if dep.is_external() => {
-                                torchx::pipeline::not_run_after(dep, s.state)
-                            }
+                        let why = match record.ended.get(&dep.step) {
+                            Some(e) if dep.is_external() && e.lost => not_run_lost(dep),
+                            Some(e) if dep.is_external() => not_run_after(dep, e.state),
                             _ => not_run_because(dep, &steps),
                         };
                         record.steps[i].phase = Phase::NotRun {
@@ -116,7 +117,7 @@ impl Holder {
                     _ => {}
                 }
             }
-            if !cancelled && self.fail_over(record, &steps).await {
+            if !cancelled && self.fail_over(record, &steps).await? {
                 changed = true;
                 pause = Duration::from_millis(20);
             }
@@ -130,7 +131,7 @@ impl Holder {
                 }
                 for step in &record.steps {
                     if let Phase::Submitted { handle } = &step.phase {
-                        if !self.ended.contains_key(&step.name) {
+                        if !record.ended.contains_key(handle) {
                             let _ = self.runner.cancel(handle).await;
                         }
                     }
@@ -139,8 +140,7 @@ impl Holder {
             if changed {
                 record.save(&self.state_dir)?;
             }
-            let open = record.steps.iter().any(StepRecord::is_open);
-            if !open {
+            if !record.holder_has_work(cancelled) {
                 return Ok(());
             }
             tokio::time::sleep(pause).await;
@@ -149,12 +149,19 @@ impl Holder {
     }
 
     /// Moves each step with a failover whose job is still pending past its limit to the next
-    /// scheduler: cancels it and, once the cancel is confirmed (the job is over and never
-    /// started), makes the step wait for its next submission there; a job that started stays.
-    /// True if the record changed.
-    async fn fail_over(&mut self, record: &mut PipelineRecord, steps: &[StepState]) -> bool {
+    /// scheduler: records that it moves it (saved first: a holder that dies on the way knows
+    /// the cancel is its own), cancels it only if it has not started ([`Runner::cancel_pending`],
+    /// which holds it first where the scheduler can) and, once it is seen cancelled, makes the
+    /// step wait for its submission there. A job that started stays. True if the record changed.
+    async fn fail_over(
+        &mut self,
+        record: &mut PipelineRecord,
+        steps: &[StepState],
+    ) -> Result<bool> {
         let mut changed = false;
-        for (step, state) in record.steps.iter_mut().zip(steps) {
+        let mut due: Vec<usize> = Vec::new();
+        let ended = &record.ended;
+        for (i, (step, state)) in record.steps.iter_mut().zip(steps).enumerate() {
             let Phase::Submitted { handle } = &step.phase else {
                 continue;
             };
@@ -162,19 +169,20 @@ impl Holder {
                 continue;
             };
             let ours = failover.cancelling.as_deref() == Some(handle.as_str());
-            match state.state {
-                AppState::Pending | AppState::Submitted if !ours => {
-                    if now_secs() - failover.submitted_at < failover.after_secs as f64 {
-                        continue;
-                    }
-                    // Recorded first: a holder that dies now still knows the cancel was its.
-                    failover.cancelling = Some(handle.clone());
-                    changed = true;
-                    if let Err(e) = self.runner.cancel(handle).await {
-                        log::warn!("failover of step {}: cancelling {handle}: {e}", step.name);
+            // The job's own state (the step shows one it cancelled as still moving).
+            let job = ended.get(handle).map_or(state.state, |e| e.state);
+            match job {
+                // Ours, still pending (or unknown for now): the cancel again (a dead holder's,
+                // or one that failed).
+                AppState::Pending | AppState::Submitted | AppState::Unknown if ours => due.push(i),
+                AppState::Pending | AppState::Submitted => {
+                    if now_secs() - failover.submitted_at >= failover.after_secs as f64 {
+                        failover.cancelling = Some(handle.clone());
+                        due.push(i);
                     }
                 }
-                // Confirmed over and never started: it goes to the next scheduler.
+                AppState::Unknown => {}
+                // Confirmed over, cancelled before it started: it goes to the next scheduler.
                 AppState::Cancelled if ours => {
                     let (scheduler, run_args) = failover.next.remove(0);
                     failover.moved_from.push(handle.clone());
@@ -182,60 +190,80 @@ impl Holder {
                     step.scheduler = scheduler;
                     step.run_args = run_args;
                     step.phase = Phase::Waiting;
-                    self.ended.remove(&step.name);
                     changed = true;
                 }
-                // Still pending, the cancel in flight; or its state unknown for now.
-                AppState::Pending | AppState::Submitted | AppState::Unknown => {}
                 // It started (or ended on its own): it stays where it is.
                 _ => {
                     failover.next.clear();
+                    failover.cancelling = None;
                     changed = true;
                 }
             }
         }
-        changed
-    }
-
-    /// The steps' states, asking the schedulers only about jobs not known to be over.
-    async fn step_states(&mut self, record: &PipelineRecord) -> Vec<StepState> {
-        let mut jobs: BTreeMap<String, Option<AppStatus>> = BTreeMap::new();
-        for step in &record.steps {
-            let Phase::Submitted { handle } = &step.phase else {
+        if due.is_empty() {
+            return Ok(changed);
+        }
+        record.save(&self.state_dir)?;
+        torchx::durable::failpoint("pipeline.failover.recorded");
+        for i in due {
+            let step = &mut record.steps[i];
+            let Some(handle) = step.phase.handle().map(String::from) else {
                 continue;
             };
-            if let Some(s) = self.ended.get(&step.name) {
-                jobs.insert(handle.clone(), Some(s.clone()));
-                continue;
-            }
-            match self.runner.status(handle).await {
-                Ok(Some(s)) => {
-                    if s.is_terminal() {
-                        self.ended.insert(step.name.clone(), s.clone());
+            match self.runner.cancel_pending(&handle).await {
+                // Seen CANCELLED next round, then moved.
+                Ok(true) => {}
+                Ok(false) => {
+                    if let Some(f) = step.failover.as_mut() {
+                        f.next.clear();
+                        f.cancelling = None;
                     }
-                    jobs.insert(handle.clone(), Some(s));
+                    changed = true;
                 }
-                // Not known (yet, or any more): waits, as for a job not yet visible.
-                Ok(None) => {}
-                Err(e) => log::warn!("step {} ({handle}): {e}", step.name),
+                Err(e) => log::warn!("failover of step {}: cancelling {handle}: {e}", step.name),
             }
         }
-        // Jobs outside the pipeline that waiting steps run after (kept once over).
-        for step in record.steps.iter().filter(|s| s.phase == Phase::Waiting) {
-            for dep in step.after.iter().filter(|d| d.is_external()) {
-                if self.ended.contains_key(&dep.step) {
-                    continue;
-                }
-                match self.runner.status(&dep.step).await {
-                    Ok(Some(s)) if s.is_terminal() => {
-                        self.ended.insert(dep.step.clone(), s);
-                    }
-                    Ok(_) => {}
-                    Err(e) => log::warn!("{}: {e}", dep.step),
-                }
+        Ok(changed)
+    }
+
+    /// The steps' states, asking the schedulers only about jobs not recorded over; records
+    /// each job seen over, or unknown too long ([`PipelineRecord::observe`]), setting `changed`.
+    async fn step_states(
+        &mut self,
+        record: &mut PipelineRecord,
+        changed: &mut bool,
+    ) -> Vec<StepState> {
+        // Steps' jobs, then jobs outside the pipeline that waiting steps run after.
+        let mut asked: Vec<String> = Vec::new();
+        for step in &record.steps {
+            match &step.phase {
+                Phase::Submitted { handle } => asked.push(handle.clone()),
+                Phase::Waiting => asked.extend(
+                    step.after
+                        .iter()
+                        .filter(|d| d.is_external())
+                        .map(|d| d.step.clone()),
+                ),
+                _ => {}
             }
         }
-        step_states(record, |h| jobs.get(h).cloned().flatten())
+        asked.retain(|h| !record.ended.contains_key(h));
+        asked.sort();
+        asked.dedup();
+        let mut jobs: BTreeMap<String, AppStatus> = BTreeMap::new();
+        for handle in asked {
+            match self.runner.status(&handle).await {
+                Ok(status) => {
+                    *changed |=
+                        record.observe(&handle, status.as_ref(), now_secs(), self.lost_after);
+                    if let Some(s) = status {
+                        jobs.insert(handle, s);
+                    }
+                }
+                Err(e) => log::warn!("{handle}: {e}"),
+            }
+        }
+        step_states(record, |h| jobs.get(h).cloned())
             .into_iter()
             .map(|mut s| {
                 // A job its scheduler does not report yet is still being submitted for us.
@@ -258,7 +286,10 @@ impl Holder {
             };
             let running = match self.children.get_mut(&step.name) {
                 Some(child) => matches!(child.try_wait(), Ok(None)),
-                None => submitter.alive(),
+                // A dead holder's: its output file is its lock (seen from any host).
+                None => {
+                    submitter.alive(&files.submission_file(&self.state_dir, &step.name, "out")?)
+                }
             };
             if running {
                 continue;
@@ -317,13 +348,20 @@ impl Holder {
         let create = |p: &Path| {
             std::fs::File::create(p).map_err(|e| Error::io(format!("creating {}", p.display()), e))
         };
+        // Locked before the child exists and inherited as its output: held from before the
+        // record names the child until it ends, which a holder on another host can see.
+        let out_file = create(&out)?;
+        out_file
+            .lock()
+            .map_err(|e| Error::io(format!("locking {}", out.display()), e))?;
         let mut child = torchx_run(record, &["--detach", "--json", "--pipeline_go"], rest)?
             .stdin(Stdio::piped())
-            .stdout(create(&out)?)
+            .stdout(out_file)
             .stderr(create(&err)?)
             .process_group(0)
             .spawn()
             .map_err(|e| Error::io(format!("starting the submission of step `{name}`"), e))?;
+        torchx::durable::failpoint("pipeline.submit.spawned");
         record.steps[i].phase = Phase::Submitting {
             submitter: Submitter::of(child.id()),
         };
@@ -331,6 +369,7 @@ impl Holder {
             f.submitted_at = now_secs();
         }
         let saved = record.save(&self.state_dir);
+        torchx::durable::failpoint("pipeline.submit.recorded");
         let mut stdin = child.stdin.take();
         if saved.is_ok() {
             if let Some(stdin) = stdin.as_mut() {
@@ -338,6 +377,7 @@ impl Holder {
             }
         }
         drop(stdin);
+        torchx::durable::failpoint("pipeline.submit.told");
         self.children.insert(name, child);
         saved
     }

@@ -12,7 +12,6 @@ pub use single::{run_failover, run_held, step_name};
 
 use std::collections::BTreeMap;
 use std::io::Write;
-use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -310,47 +309,13 @@ fn print_pipeline_dryrun(record: &PipelineRecord, dryruns: &[(String, String)], 
 fn start(record: PipelineRecord) -> Result<PipelineRecord> {
     let state_dir = torchx::schedulers::default_state_dir();
     record.save(&state_dir)?;
-    start_holder(&record)?;
+    torchx::pipeline::start_holder(&record)?;
     Ok(record)
 }
 
-/// Starts a holder for `record` in the background (one that finds another at work leaves).
-pub fn start_holder(record: &PipelineRecord) -> Result<()> {
-    let state_dir = torchx::schedulers::default_state_dir();
-    let log_path = record.dir(&state_dir)?.join("holder.log");
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&log_path)
-        .map_err(|e| Error::io(format!("opening {}", log_path.display()), e))?;
-    let err_log = log
-        .try_clone()
-        .map_err(|e| Error::io("duplicating the holder's log", e))?;
-    let exe = std::env::current_exe().map_err(|e| Error::io("finding the torchx binary", e))?;
-    Command::new(exe)
-        .args(["__pipeline", &record.handle()])
-        .env("TORCHX_STATE_DIR", &state_dir)
-        .stdin(Stdio::null())
-        .stdout(log)
-        .stderr(err_log)
-        // Its own session: Ctrl-C at the terminal, or the end of the shell, stops not it.
-        .process_group(0)
-        .spawn()
-        .map_err(|e| Error::io("starting the pipeline's holder", e))?;
-    Ok(())
-}
-
-/// The pipeline `handle` names, with a holder started again if it needs one and has none
-/// (the last one died): what every command that reads a pipeline calls.
-pub fn find(handle: &str) -> Result<Option<PipelineRecord>> {
-    let record = PipelineRecord::find(handle)?;
-    if let Some(r) = &record {
-        if r.needs_holder() {
-            start_holder(r)?;
-        }
-    }
-    Ok(record)
-}
+/// The pipeline `handle` names, with a holder started again if it needs one
+/// ([`torchx::pipeline::find`]).
+pub use torchx::pipeline::find;
 
 /// Waits for the pipeline with its progress on stderr, then sums it up. Ctrl-C or SIGTERM
 /// cancels it.
@@ -564,7 +529,7 @@ pub fn rerun(a: crate::cli::RerunArgs) -> Result<i32> {
         &parent.shared_dir(&state_dir)?,
         &record.shared_dir(&state_dir)?,
     )?;
-    start_holder(&record)?;
+    torchx::pipeline::start_holder(&record)?;
     let handle = record.handle();
     if a.json {
         print_json(&serde_json::json!({"handle": handle, "parent": parent.handle()}));

@@ -168,7 +168,7 @@ pub async fn app(
     Query(detail): Query<Detail>,
 ) -> ApiResult {
     let h = handle.clone();
-    if let Some(record) = blocking(move || PipelineRecord::find(&h)).await? {
+    if let Some(record) = blocking(move || torchx::pipeline::find(&h)).await? {
         return Ok(Json(pipeline_detail(&ui, &record).await?));
     }
     let h = handle.clone();

@@ -15,7 +15,7 @@ pub(super) const GUARD_ARG: &str = "__guard";
 
 /// The executable that runs the supervisor: `$TORCHX_SUPERVISOR`, else this program if it
 /// registered itself with [`embed_supervisor`].
-pub(super) fn supervisor_exe() -> Result<PathBuf> {
+pub(crate) fn supervisor_exe() -> Result<PathBuf> {
     if let Some(p) = std::env::var_os("TORCHX_SUPERVISOR").filter(|p| !p.is_empty()) {
         return Ok(PathBuf::from(p));
     }

@@ -55,6 +55,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
 
+pub(crate) use entry::supervisor_exe as torchx_exe;
 pub use entry::{embed_supervisor, use_supervisor};
 use ledger::{Ledger, Liveness};
 pub use opts::LocalCwdOpts;

@@ -437,6 +437,11 @@ impl Backend for SlurmScheduler {
         off_executor(self, move |s| s.cancel_now(&app_id)).await
     }
 
+    async fn cancel_pending(&self, app_id: &str) -> Result<bool> {
+        let app_id = app_id.to_string();
+        off_executor(self, move |s| s.cancel_pending_now(&app_id)).await
+    }
+
     async fn log_iter(&self, replica: Replica<'_>, query: &LogQuery) -> Result<Box<dyn LogLines>> {
         crate::schedulers::log_lines_off_executor(
             self,
@@ -606,6 +611,37 @@ impl SlurmScheduler {
         }
         run_ok("scancel", &[app_id]).map(drop)
     }
+
+    /// `scontrol hold` first: Slurm refuses to hold a job that left the queue, and a held job
+    /// cannot start, so the cancel that follows never meets a running job. Where the hold is
+    /// refused, accounting says whether the job ever started.
+    fn cancel_pending_now(&self, app_id: &str) -> Result<bool> {
+        parse_job_id(app_id).map_err(|_| unknown_app(app_id))?;
+        match run_ok("scontrol", &["hold", app_id]) {
+            Ok(_) => run_ok("scancel", &[app_id]).map(|_| true),
+            Err(refused) => match never_started(app_id)? {
+                Some(true) => match self.describe_now(app_id)?.map(|d| d.state) {
+                    Some(AppState::Cancelled) => Ok(true),
+                    Some(AppState::Pending | AppState::Submitted) => Err(refused),
+                    _ => Ok(false),
+                },
+                Some(false) => Ok(false),
+                None => Err(refused),
+            },
+        }
+    }
+}
+
+/// Whether accounting says job `app_id` never started (its `Start` is `Unknown` or `None`);
+/// `None` when accounting does not know the job.
+fn never_started(app_id: &str) -> Result<Option<bool>> {
+    let out = run_ok("sacct", &["-n", "-X", "-P", "-j", app_id, "-o", "Start"])?;
+    Ok(out
+        .lines()
+        .next()
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|start| start == "Unknown" || start == "None"))
 }
 
 fn tempfile_dir() -> Result<PathBuf> {
