@@ -460,9 +460,10 @@ fn recovery_utils_python_requeues_through_the_requeue_file() {
     assert!(log.contains("reached 30 in attempt"), "{log}");
 }
 
-/// `dist.ddp -j 1x2` with real PyTorch on the real cluster under a three-minute limit: torchrun
-/// dies of the checkpoint signal, its workers (which Slurm signals too) save, ask for a
-/// requeue through TORCHX_REQUEUE_FILE, and the job reaches its final step in a later attempt.
+/// `dist.ddp -j 1x2` with real PyTorch on the real cluster under a three-minute limit: the
+/// checkpoint signal reaches the workers (through torchrun where it passes it on, from Slurm
+/// otherwise), they save, ask for a requeue through TORCHX_REQUEUE_FILE, and the job reaches
+/// its final step in the second attempt, once per rank, and is not run a third time.
 #[test]
 fn recovery_ddp_with_real_torchrun_requeues() {
     if !slurm_up("slurm recovery dist.ddp") {
@@ -498,8 +499,8 @@ while step < 150:
         raise SystemExit(0)
     step += 1
     time.sleep(1)
-if rank == 0:
-    pathlib.Path("reached").write_text(f"{step} {os.environ['TORCHX_ATTEMPT']}")
+with open("reached", "a") as f:
+    f.write(f"rank {rank} step {step} attempt {os.environ['TORCHX_ATTEMPT']}\n")
 dist.destroy_process_group()
 "#,
     )
@@ -530,8 +531,17 @@ dist.destroy_process_group()
     let handle = stdout(&out).trim().to_string();
     let status = env.wait_state_terminal(&handle, Duration::from_secs(900));
     support::assert_requeued_then_succeeded(&status);
+    // Exactly two attempts: the final one is never run again, even though the checkpoint
+    // signal may reach torchrun as it shuts down.
+    assert_eq!(support::attempts(&status).len(), 2, "{status}");
     let reached = std::fs::read_to_string(env.cwd.join("reached")).unwrap();
-    assert!(reached.starts_with("150 "), "{reached}");
+    let mut lines: Vec<&str> = reached.lines().collect();
+    lines.sort_unstable();
+    assert_eq!(
+        lines,
+        ["rank 0 step 150 attempt 1", "rank 1 step 150 attempt 1"],
+        "each rank's final step once"
+    );
 }
 
 /// `--after` on Slurm is Slurm's own `--dependency` (with `--kill-on-invalid-dep=yes`): the

@@ -34,13 +34,7 @@ pub(crate) const BACKSTOP: u64 = KILL_GRACE + 30;
 const TIMER: &str = r#"limit=$1 sig=$2 before=$3 grace=$4 requeue_code=$6; export TORCHX_MAX_RETRIES=$5; shift 6
 export TORCHX_REQUEUE_FILE="${TORCHX_REQUEUE_FILE:-${TMPDIR:-/tmp}/torchx-requeue-$$}"
 rm -f "$TORCHX_REQUEUE_FILE"
-mark="torchx-$$-$(cat /proc/sys/kernel/random/uuid 2>/dev/null || date +%s)"
-ours() {
-    for f in $(grep -ls "TORCHX_ATTEMPT_MARK=$mark" /proc/[0-9]*/environ 2>/dev/null); do
-        f=${f#/proc/}
-        echo "${f%/environ}"
-    done
-}
+mark="torchx-$$-$(cat /proc/sys/kernel/random/uuid 2>/dev/null || date +%s)-"
 forward() {
     signalled=1
     for p in $(ours); do kill -s "$1" "$p" 2>/dev/null; done
@@ -72,8 +66,16 @@ done
 if [ -n "${to_command:-}" ] && [ "$code" -gt 128 ] && [ "$(kill -l "$code" 2>/dev/null)" = "$sig" ]; then
     forward "$sig"
 fi
+# The rest may still be saving: they have the checkpoint lead and the grace, then are killed
+# (and given 5 s more to go).
 if [ -n "${signalled:-}" ]; then
-    while [ -n "$(ours)" ]; do sleep 0.2; done
+    polls=0 bound=$(((before + grace) * 5))
+    while [ -n "$(ours)" ]; do
+        polls=$((polls + 1))
+        [ "$polls" -lt "$bound" ] || forward KILL
+        [ "$polls" -lt $((bound + 25)) ] || break
+        sleep 0.2
+    done
 fi
 [ -n "${timer:-}" ] && kill "$timer" 2>/dev/null
 if [ -e "$TORCHX_REQUEUE_FILE" ]; then
@@ -81,6 +83,18 @@ if [ -e "$TORCHX_REQUEUE_FILE" ]; then
     exit "$requeue_code"
 fi
 exit "$code""#;
+
+/// `ours`: the pids whose environment holds exactly `TORCHX_ATTEMPT_MARK=$mark`, one entry of
+/// the NUL-separated `/proc/PID/environ` matched whole (`grep -zx`) where grep can; an older
+/// grep matches a substring, which the mark's trailing `-` keeps from matching a longer mark.
+const OURS: &str = r#"exact=
+if printf 'a\0' | grep -qzxF a 2>/dev/null; then exact=-zx; fi
+ours() {
+    for f in $(grep -lsF $exact "TORCHX_ATTEMPT_MARK=$mark" /proc/[0-9]*/environ 2>/dev/null); do
+        f=${f#/proc/}
+        echo "${f%/environ}"
+    done
+}"#;
 
 /// Where the engine does not tell a container its attempt, the timer counts them in the
 /// checkpoint directory (on a mount that outlives the container), one file per replica, named
@@ -107,7 +121,7 @@ pub(crate) fn timed_command(
     let (sig, before) = r
         .checkpoint_signal
         .map_or(("TERM", 0), |s| (s.signal.name(), s.seconds));
-    let script = format!("{}\n{TIMER}", attempt.unwrap_or(COUNT_ATTEMPTS));
+    let script = format!("{}\n{OURS}\n{TIMER}", attempt.unwrap_or(COUNT_ATTEMPTS));
     let mut cmd: Vec<String> = vec![
         "sh".into(),
         "-c".into(),
@@ -226,6 +240,101 @@ mod tests {
             String::from_utf8_lossy(&out.stderr)
         );
         assert_eq!(std::fs::read_to_string(&saved).unwrap(), "ok\n");
+    }
+
+    /// `ours` lists the processes whose environment holds the mark exactly: not one whose mark
+    /// the mark prefixes, nor one that holds it inside another variable.
+    #[test]
+    fn ours_matches_the_mark_exactly() {
+        let spawn = |env: &[(&str, &str)]| {
+            std::process::Command::new("sleep")
+                .arg("30")
+                .envs(env.iter().copied())
+                .spawn()
+                .unwrap()
+        };
+        let mut exact = spawn(&[("TORCHX_ATTEMPT_MARK", "torchx-1-2-")]);
+        let mut longer = spawn(&[("TORCHX_ATTEMPT_MARK", "torchx-1-2-3-")]);
+        let mut inside = spawn(&[("OTHER", "xTORCHX_ATTEMPT_MARK=torchx-1-2-")]);
+        let out = std::process::Command::new("sh")
+            .args(["-c", &format!("{OURS}\nmark=torchx-1-2-; ours")])
+            .output()
+            .unwrap();
+        let pids: Vec<u32> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| l.trim().parse().ok())
+            .collect();
+        for c in [&mut exact, &mut longer, &mut inside] {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        assert_eq!(
+            pids,
+            [exact.id()],
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// A process that ignores the engine's SIGTERM does not hold the container for ever: after
+    /// the grace the timer kills it and ends.
+    #[test]
+    fn the_wait_for_the_rest_is_bounded() {
+        let tmp = tempfile::tempdir().unwrap();
+        let pid_file = tmp.path().join("daemon");
+        // A daemon in its own session that ignores TERM, under a wrapper that does not.
+        let inner = format!(
+            "setsid sh -c \"echo \\$\\$ > {}; trap '' TERM; while :; do sleep 0.1; done\" & wait",
+            pid_file.display()
+        );
+        let no_limit = Recovery {
+            time_limit: None,
+            checkpoint_signal: None,
+            requeue_exit_code: 75,
+            max_requeues: 0,
+        };
+        let mut cmd = timed_command(&no_limit, 0, Some(":"), "sh", &["-c".into(), inner]);
+        cmd[7] = "1".into(); // the grace ($4), 1 s for the test
+        let mut child = std::process::Command::new(&cmd[0])
+            .args(&cmd[1..])
+            .env("TMPDIR", tmp.path())
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let daemon: u32 = loop {
+            if let Some(pid) = std::fs::read_to_string(&pid_file)
+                .ok()
+                .and_then(|t| t.trim().parse().ok())
+            {
+                break pid;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the daemon never started"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        };
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        // The engine stops the container.
+        crate::sys::signal_pid(child.id(), crate::sys::SIGTERM);
+        let started = std::time::Instant::now();
+        let ended = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break Some(status);
+            }
+            if started.elapsed() > std::time::Duration::from_secs(15) {
+                break None;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        };
+        let daemon_alive = crate::sys::pid_alive(daemon, None);
+        crate::sys::signal_pid(daemon, crate::sys::SIGKILL);
+        let _ = child.kill();
+        assert!(ended.is_some(), "the timer waited for ever");
+        assert!(!daemon_alive, "the daemon was left running");
     }
 
     /// With `PET_SIGNALS_TO_HANDLE` naming the checkpoint signal, the command (torchrun) gets

@@ -1,7 +1,9 @@
 //! `torchx plan` on local_cwd: what this machine has (CPUs, GPUs, available memory) against
 //! what the app asks.
 
-use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use super::NAME;
 
 use crate::scheduler::{PlanCheck, PlanReport};
 use crate::specs::AppDef;
@@ -48,17 +50,52 @@ pub(super) fn plan_on_this_machine(app: &AppDef) -> PlanReport {
     report
 }
 
-/// The GPUs `nvidia-smi -L` lists (0 without it).
+/// The GPUs `nvidia-smi -L` lists (0 without it, or when it does not answer within
+/// [`GPU_QUERY_TIMEOUT`]: a wedged driver must not hang a replica's start or a plan).
 pub(super) fn gpu_count() -> i64 {
-    match Command::new("nvidia-smi")
-        .arg("-L")
-        .stderr(Stdio::null())
-        .output()
-    {
-        Ok(out) if out.status.success() => String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .filter(|l| !l.trim().is_empty())
-            .count() as i64,
+    gpus_listed_by("nvidia-smi", GPU_QUERY_TIMEOUT)
+}
+
+/// How long `nvidia-smi -L` may take.
+const GPU_QUERY_TIMEOUT: Duration = Duration::from_secs(10);
+
+fn gpus_listed_by(program: &str, timeout: Duration) -> i64 {
+    match crate::schedulers::command::run(NAME, program, &["-L"], &[], timeout, "GPUs") {
+        Ok(out) if out.ok => out.stdout.lines().filter(|l| !l.trim().is_empty()).count() as i64,
         _ => 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn script(dir: &std::path::Path, body: &str) -> String {
+        let path = dir.join("nvidia-smi");
+        std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        path.display().to_string()
+    }
+
+    /// A wedged driver (an `nvidia-smi` that never answers) costs the timeout, not the start.
+    #[test]
+    fn a_wedged_nvidia_smi_counts_no_gpus_after_its_timeout() {
+        let dir = tempfile::tempdir().unwrap();
+        let two = script(dir.path(), "echo 'GPU 0: A'; echo 'GPU 1: B'");
+        // Retried: a fork elsewhere in this test process may hold the new script open for
+        // writing an instant (ETXTBSY).
+        let listed = (0..5)
+            .map(|_| gpus_listed_by(&two, Duration::from_secs(10)))
+            .find(|&n| n == 2);
+        assert_eq!(listed, Some(2));
+        let wedged = script(dir.path(), "exec sleep 600");
+        let started = std::time::Instant::now();
+        assert_eq!(gpus_listed_by(&wedged, Duration::from_millis(300)), 0);
+        assert!(started.elapsed() < Duration::from_secs(5));
+        assert_eq!(
+            gpus_listed_by("/no/such/nvidia-smi", Duration::from_secs(1)),
+            0
+        );
     }
 }

@@ -77,7 +77,11 @@ mkdir -p "$exits"
 # the exit codes (a wrapper, torchrun, may turn the trainer's into another).
 export TORCHX_REQUEUE_FILE="$torchx_dir/requeue.$TORCHX_ATTEMPT"
 rm -f "$TORCHX_REQUEUE_FILE"
-torchx_task=(bash -c 'm=torchx-$SLURM_JOB_ID-$SLURM_PROCID-$$; s=; trap s=1 HUP INT TERM USR1 USR2; TORCHX_ATTEMPT_MARK=$m "$@"; c=$?; if [ -n "$s" ]; then while grep -qls "TORCHX_ATTEMPT_MARK=$m" /proc/[0-9]*/environ; do sleep 0.2; done; fi; echo "$c" >"$0/${SLURMD_NODENAME:-node}.$$"; exit "$c"' "$exits")
+# Its processes are those whose environment holds the mark exactly (one NUL-separated entry of
+# /proc/PID/environ matched whole where grep has -z; the trailing - keeps an older grep's
+# substring match from taking a longer mark), waited for at most @SAVE_WAIT@ s (the checkpoint
+# lead and a minute; Slurm ends the step's processes when the task ends).
+torchx_task=(bash -c 'm=torchx-$SLURM_JOB_ID-$SLURM_PROCID-$$-; s=; trap s=1 HUP INT TERM USR1 USR2; TORCHX_ATTEMPT_MARK=$m "$@"; c=$?; if [ -n "$s" ]; then z=; if printf "a\0" | grep -qzxF a 2>/dev/null; then z=-zx; fi; n=0; while [ "$n" -lt $((@SAVE_WAIT@ * 5)) ] && grep -qlsF $z "TORCHX_ATTEMPT_MARK=$m" /proc/[0-9]*/environ; do n=$((n + 1)); sleep 0.2; done; fi; echo "$c" >"$0/${SLURMD_NODENAME:-node}.$$"; exit "$c"' "$exits")
 set +e
 srun @SRUN@ &
 srun_pid=$!
@@ -156,6 +160,10 @@ pub(super) fn recovery_script(
             ("CHECKPOINT_DIR", &checkpoint_dir),
             ("APP_ID", app_id),
             ("SRUN", srun),
+            (
+                "SAVE_WAIT",
+                &(r.checkpoint_signal.map_or(0, |s| s.seconds) + 60).to_string(),
+            ),
         ],
     )
 }
