@@ -338,6 +338,103 @@ fn sigkill_of_the_supervisor_kills_workers_in_their_own_sessions_too() {
     assert!(!Path::new(&cgroup).exists(), "{cgroup} was not removed");
 }
 
+/// `torchx run --detach ARGS` where no cgroup v2 is writable: in a private mount namespace
+/// whose cgroup2 mount is read-only (the supervisor stays in it). `None` (said loudly, a
+/// failure where the run promised namespaces) where `unshare -m` is refused.
+fn detach_without_cgroups(env: &Env, args: &[&str]) -> Option<String> {
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let cgroup2: Vec<String> = mountinfo
+        .lines()
+        .filter(|l| {
+            l.split(" - ")
+                .nth(1)
+                .is_some_and(|t| t.starts_with("cgroup2 "))
+        })
+        .filter_map(|l| l.split(' ').nth(4).map(String::from))
+        .collect();
+    let mut script = String::from("set -e\n");
+    for m in &cgroup2 {
+        script.push_str(&format!(
+            "mount --bind {m} {m}\nmount -o remount,bind,ro {m}\n"
+        ));
+    }
+    script.push_str("exec \"$@\"\n");
+    let exe = env!("CARGO_BIN_EXE_torchx");
+    let mut argv = vec![
+        "-m",
+        "--propagation",
+        "private",
+        "sh",
+        "-c",
+        &script,
+        "sh",
+        exe,
+    ];
+    argv.extend(["run", "--detach"]);
+    argv.extend_from_slice(args);
+    let out = env.cmd_of(Path::new("unshare"), &argv).output().unwrap();
+    if !out.status.success() {
+        support::skip_engine(
+            "namespaces",
+            "local_cwd without a cgroup",
+            &format!(
+                "unshare -m with a read-only cgroup2 fails: {}",
+                stderr(&out)
+            ),
+        );
+        return None;
+    }
+    Some(stdout(&out).trim().to_string())
+}
+
+/// Where no cgroup is writable, the supervisor keeps every process it tracks in a file: once it
+/// is killed, its guard (or, with the guard dead too, `cancel`) kills them all, the daemon in a
+/// session of its own included, and says so only when none is left.
+#[test]
+fn without_a_cgroup_a_dead_supervisors_processes_are_killed_from_its_record() {
+    let env = Env::new();
+    let Some(handle) = detach_without_cgroups(&env, ESCAPING_REPLICA) else {
+        return;
+    };
+    wait_processes(&handle, ESCAPING_PROCESSES);
+    assert_eq!(
+        env.metadata(&handle, "cgroup"),
+        "",
+        "no cgroup was writable"
+    );
+    // The supervisor's tree walk (every second) has recorded the daemon.
+    std::thread::sleep(Duration::from_millis(1500));
+    let supervisor: u32 = env.metadata(&handle, "supervisor_pid").parse().unwrap();
+    signal(supervisor, "-KILL");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !processes_of(&handle).is_empty() {
+        let left = processes_of(&handle);
+        assert!(Instant::now() < deadline, "left: {left:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let s = env.wait_state(&handle, "FAILED", WITHIN);
+    let msg = s["msg"].as_str().unwrap();
+    assert!(msg.contains("its replicas were killed"), "{msg}");
+    assert!(!msg.contains("could not be killed"), "{msg}");
+
+    // Supervisor and guard dead: `cancel` stops what is left.
+    let handle = detach_without_cgroups(&env, ESCAPING_REPLICA).unwrap();
+    wait_processes(&handle, ESCAPING_PROCESSES);
+    std::thread::sleep(Duration::from_millis(1500));
+    let supervisor: u32 = env.metadata(&handle, "supervisor_pid").parse().unwrap();
+    signal(guard_of(app_id(&handle)).unwrap(), "-KILL");
+    signal(supervisor, "-KILL");
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(
+        processes_of(&handle).len(),
+        ESCAPING_PROCESSES,
+        "nobody stopped them yet"
+    );
+    let out = env.run(&["cancel", &handle]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_no_processes(&handle);
+}
+
 /// With the guard killed too, the next reader (`status`, or `cancel`) stops everything.
 #[test]
 fn with_supervisor_and_guard_dead_status_and_cancel_stop_what_is_left() {

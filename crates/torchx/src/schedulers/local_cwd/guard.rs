@@ -4,7 +4,10 @@
 use std::io::{BufRead, Write};
 use std::time::{Duration, Instant};
 
+use std::path::PathBuf;
+
 use super::cgroup::AppCgroup;
+use super::descendants::{kill_tree, load_tracked, tracked_path};
 use super::entry::GUARD_ARG;
 use super::ledger::{Ledger, Liveness, ReplicaRow};
 use super::now;
@@ -75,9 +78,9 @@ fn record_outcome(app_id: &str, state: AppState, msg: &str) -> i32 {
             match l.app_liveness(app_id)? {
                 Some(live) => {
                     let containers = containers_of(&l, app_id);
-                    let cgroup = cgroup_of(&l, app_id);
+                    let owned = owned_by(&l, app_id);
                     l.settle(&live, |_, rows| {
-                        let outcome = stop_then((state, msg.to_string()), rows, cgroup.as_ref());
+                        let outcome = stop_then((state, msg.to_string()), rows, &owned);
                         remove_containers(&containers);
                         Some(outcome)
                     })
@@ -100,25 +103,45 @@ fn record_outcome(app_id: &str, state: AppState, msg: &str) -> i32 {
 /// How long a stop waits for the killed processes to be gone before it says which are left.
 const KILL_WAIT: Duration = Duration::from_secs(3);
 
+/// What holds an app's processes once its supervisor is gone: its cgroup, where it made one;
+/// else the processes it tracked, in a file.
+pub(super) struct Owned {
+    cgroup: Option<AppCgroup>,
+    tracked: PathBuf,
+}
+
+/// What holds app `app_id`'s processes (the ledger's state directory).
+pub(super) fn owned_by(ledger: &Ledger, app_id: &str) -> Owned {
+    Owned {
+        cgroup: ledger
+            .cgroup(app_id)
+            .ok()
+            .flatten()
+            .map(|path| AppCgroup::at(&path)),
+        tracked: tracked_path(&ledger.state_dir(), app_id),
+    }
+}
+
 /// Stops what is left of an app's replicas: each one's process group and, where the app has
-/// one, its cgroup, which holds everything they started in any session (then removed).
-/// Returns the processes still alive afterwards (only a cgroup can tell).
-fn stop_replicas(replicas: &[ReplicaRow], cgroup: Option<&AppCgroup>) -> Vec<u32> {
+/// one, its cgroup, which holds everything they started in any session (then removed); else
+/// every process its supervisor tracked and all they started since ([`kill_tree`]). Returns
+/// the processes still alive afterwards.
+fn stop_replicas(replicas: &[ReplicaRow], owned: &Owned) -> Vec<u32> {
     for r in replicas {
         if let Some(pid) = r.pid {
             kill_group_if_ours(pid, r.pid_start);
         }
     }
-    cgroup.map_or_else(Vec::new, |c| c.kill_and_remove(KILL_WAIT))
-}
-
-/// The cgroup that holds app `app_id`'s processes, if its supervisor made one.
-pub(super) fn cgroup_of(ledger: &Ledger, app_id: &str) -> Option<AppCgroup> {
-    ledger
-        .cgroup(app_id)
-        .ok()
-        .flatten()
-        .map(|path| AppCgroup::at(&path))
+    if let Some(c) = &owned.cgroup {
+        return c.kill_and_remove(KILL_WAIT);
+    }
+    let mut seeds = load_tracked(&owned.tracked);
+    seeds.extend(replicas.iter().filter_map(|r| Some((r.pid?, r.pid_start))));
+    let left = kill_tree(&seeds, KILL_WAIT);
+    if left.is_empty() {
+        let _ = std::fs::remove_file(&owned.tracked);
+    }
+    left
 }
 
 /// Stops what is left of an app's replicas ([`stop_replicas`]) and returns `verdict`, its
@@ -126,9 +149,9 @@ pub(super) fn cgroup_of(ledger: &Ledger, app_id: &str) -> Option<AppCgroup> {
 pub(super) fn stop_then(
     verdict: (AppState, String),
     replicas: &[ReplicaRow],
-    cgroup: Option<&AppCgroup>,
+    owned: &Owned,
 ) -> (AppState, String) {
-    let left = stop_replicas(replicas, cgroup);
+    let left = stop_replicas(replicas, owned);
     (verdict.0, format!("{}{}", verdict.1, left_behind(&left)))
 }
 
@@ -215,13 +238,9 @@ fn settle(
         return Ok(state);
     }
     let containers = containers_of(ledger, &live.app_id);
-    let cgroup = cgroup_of(ledger, &live.app_id);
+    let owned = owned_by(ledger, &live.app_id);
     let state = ledger.settle(live, |l, rows| {
-        Some(stop_then(
-            verdict(l, supervisor_alive)?,
-            rows,
-            cgroup.as_ref(),
-        ))
+        Some(stop_then(verdict(l, supervisor_alive)?, rows, &owned))
     })?;
     // After the transaction: an engine slow to answer holds no write lock on the ledger (the
     // replicas, `docker run` in the foreground, were stopped inside it).

@@ -406,7 +406,7 @@ impl LocalCwdScheduler {
             None => "cancelled by user".to_string(),
         };
         let state = self.with_ledger(|l| {
-            let cgroup = guard::cgroup_of(l, &live.app_id);
+            let owned = guard::owned_by(l, &live.app_id);
             l.settle(live, |_, replicas| {
                 if let Some(pid) = live.supervisor_pid {
                     if sys::pid_alive(pid, live.supervisor_start) {
@@ -416,7 +416,7 @@ impl LocalCwdScheduler {
                 Some(guard::stop_then(
                     (AppState::Cancelled, msg),
                     replicas,
-                    cgroup.as_ref(),
+                    &owned,
                 ))
             })
         })?;

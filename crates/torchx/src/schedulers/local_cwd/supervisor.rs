@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use super::after::{wait_for_dependencies, Waited};
 use super::cgroup::AppCgroup;
-use super::descendants::Descendants;
+use super::descendants::{tracked_path, Descendants};
 use super::entry::{GUARD_ARG, SUPERVISE_ARG};
 use super::guard::{left_behind, DONE, OUTCOME};
 use super::launch::{Launcher, Proc};
@@ -31,6 +31,7 @@ use super::plan::gpu_count;
 use super::render::{cuda_assignments, PopenRequest, ReplicaParam, REQUEUE_FILE_ENV};
 use super::{now, GRACE, NAME};
 use crate::error::{Error, Result};
+use crate::schedulers::create_private_dir;
 use crate::specs::AppState;
 use crate::sys::{self, Exit, SignalFd};
 
@@ -133,6 +134,8 @@ struct Supervisor {
     /// Every process of every replica beyond its leader, followed through the process tree
     /// (where there is no cgroup, and for the requeue exit codes of orphans).
     descendants: Descendants,
+    /// Without a cgroup: where `descendants` is kept for the guard and readers to find.
+    tracked: Option<PathBuf>,
     /// When the process trees were last followed.
     tree_seen: Instant,
     /// Finished attempts not saved yet.
@@ -271,6 +274,10 @@ impl Supervisor {
             signals,
             guard: Some(guard),
             guard_pid,
+            tracked: cgroup
+                .is_none()
+                .then(|| tracked_path(state_dir, app_id))
+                .filter(|p| p.parent().is_some_and(|d| create_private_dir(d).is_ok())),
             cgroup,
             descendants: Descendants::default(),
             tree_seen: Instant::now(),
@@ -376,6 +383,14 @@ impl Supervisor {
             .collect();
         self.descendants
             .refresh(&leaders, &[self.guard_pid], orphans_of);
+        if let Some(path) = &self.tracked {
+            if let Err(e) = self.descendants.save(path) {
+                note!(
+                    "torchx supervisor of {}: cannot record its processes: {e}",
+                    self.app_id
+                );
+            }
+        }
         self.tree_seen = Instant::now();
     }
 
@@ -494,6 +509,9 @@ impl Supervisor {
         };
         // Whatever a replica left that nothing could tie to it goes with the app.
         self.descendants.kill_strays(&[self.guard_pid]);
+        if let Some(path) = &self.tracked {
+            let _ = std::fs::remove_file(path);
+        }
         let left = self
             .cgroup
             .as_ref()

@@ -36,6 +36,14 @@ impl Ledger {
         state_dir.join(NAME).join("ledger.sqlite3")
     }
 
+    /// The state directory it is under.
+    pub(super) fn state_dir(&self) -> PathBuf {
+        self.path
+            .parent()
+            .and_then(Path::parent)
+            .map_or_else(PathBuf::new, Path::to_path_buf)
+    }
+
     /// Opens (creating if needed, owner-only) the ledger under `state_dir`.
     pub(super) fn open(state_dir: &Path) -> Result<Ledger> {
         let dir = state_dir.join(NAME);
