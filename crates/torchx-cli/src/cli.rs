@@ -139,8 +139,10 @@ pub struct RunArgs {
     /// Wall-clock limit of one attempt of every role: 90s, 30m, 4h, 1d2h (a role's own wins).
     #[arg(long = "time_limit", value_name = "DURATION")]
     pub time_limit: Option<String>,
-    /// SIG@SECONDS: replicas get SIG that long before the time limit (default USR1@90), to
-    /// checkpoint and exit with the requeue code.
+    /// SIG@SECONDS: replicas get SIG that long before the time limit (default USR1@90, at most
+    /// a quarter of the limit), to checkpoint and exit with the requeue code. torchrun
+    /// (dist.ddp) is told to pass it on to its workers (PET_SIGNALS_TO_HANDLE, torch 2.15+);
+    /// an older torchrun dies of it, and its workers get it from torchx instead.
     #[arg(long = "checkpoint_signal", value_name = "SIG@SECONDS")]
     pub checkpoint_signal: Option<String>,
     /// Restarts after failures, for roles that set none.
