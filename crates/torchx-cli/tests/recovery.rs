@@ -247,6 +247,43 @@ echo "final step in attempt $TORCHX_ATTEMPT"
     }
 }
 
+/// A torchrun (told to pass the signal on) whose workers all finished is shutting down when the
+/// checkpoint signal comes: it is not sent (torchrun would turn their success into its
+/// failure), and the attempt ends as the workers did, once.
+#[test]
+fn a_torchrun_whose_workers_finished_is_not_signalled() {
+    let torchrun = r#"#!/bin/bash
+trap 'echo "torchrun got USR1"; exit 1' USR1
+setsid bash -c 'sleep 1.5; echo "worker finished"' </dev/null & wait $!
+# Its exit barrier, with no process of its own (a read on a pipe nobody writes).
+exec 9<> <(:)
+read -t 2.5 -u 9
+echo "torchrun shut down"
+"#;
+    let env = Env::new();
+    let told = "PET_SIGNALS_TO_HANDLE: 'SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1'";
+    let file = app(&env, "finishing", torchrun, told);
+    let out = env.run(&[
+        "run",
+        "--time_limit",
+        "7s",
+        "--checkpoint_signal",
+        "USR1@4",
+        "--max_retries",
+        "0",
+        &file,
+    ]);
+    let handle = stdout(&out).trim().to_string();
+    let log = stdout(&env.run(&["log", &handle]));
+    assert_eq!(out.status.code(), Some(0), "{}\n{log}", stderr(&out));
+    assert!(log.contains("worker finished"), "{log}");
+    assert!(!log.contains("torchrun got USR1"), "{log}");
+    assert!(log.contains("torchrun shut down"), "{log}");
+    let status = env.status(&handle);
+    assert_eq!(status["state"], "SUCCEEDED", "{status}");
+    assert_eq!(attempts(&status).len(), 1, "{status}");
+}
+
 /// `--time_limit 20s` alone, the first thing a user tries: the default USR1@90 would come before
 /// the job even started (it was sent at once and killed the job before its trap); fitted to a
 /// quarter of the limit, it never reaches a job that ends in 2 s, and the run says so.

@@ -114,6 +114,8 @@ struct Replica {
     leader_forwards: Option<i32>,
     /// This attempt's checkpoint signal went to the leader alone.
     sent_to_leader: bool,
+    /// Whether processes beyond its leader (torchrun's workers) were seen in this attempt.
+    had_workers: bool,
     dirty: bool,
 }
 
@@ -243,6 +245,7 @@ impl Supervisor {
                         .filter(|s| p.container.is_none() && torchrun_forwards(&p.env, s.signal))
                         .map(|s| s.signal.number()),
                     sent_to_leader: false,
+                    had_workers: false,
                     dirty: true,
                 });
             }
@@ -342,15 +345,33 @@ impl Supervisor {
     /// rest get it then ([`Supervisor::collect_exits`]).
     fn signal(&mut self, slot: usize, signal: i32) {
         self.refresh_tree(None);
+        let shutting_down = self.replicas[slot].had_workers && !self.workers_alive(slot);
         let r = &mut self.replicas[slot];
         if let (Some(p), Some(forwarded), None) = (&r.proc, r.leader_forwards, r.leader_exit) {
             if forwarded == signal {
+                if shutting_down {
+                    // Its workers all ended: torchrun is shutting down, and the signal would
+                    // only turn their success into its failure.
+                    note!("torchx supervisor: replica {slot}'s workers have ended; signal {signal} not sent");
+                    return;
+                }
                 sys::signal_pid(p.pid, signal);
                 r.sent_to_leader = true;
                 return;
             }
         }
         self.signal_all(slot, signal);
+    }
+
+    /// Whether replica `slot` has processes beyond its leader (torchrun's workers).
+    fn workers_alive(&self, slot: usize) -> bool {
+        let Some(leader) = self.replicas[slot].proc.as_ref().map(|p| p.pid) else {
+            return false;
+        };
+        match &self.cgroup {
+            Some(c) => c.pids(Some(slot)).iter().any(|&p| p != leader),
+            None => self.descendants.any_alive(slot),
+        }
     }
 
     /// Sends `signal` to every process of replica `slot` (see [`Supervisor::signal`]).
@@ -383,6 +404,13 @@ impl Supervisor {
             .collect();
         self.descendants
             .refresh(&leaders, &[self.guard_pid], orphans_of);
+        // A torchrun whose workers were seen and are gone is shutting down ([`Self::signal`]).
+        for i in 0..self.replicas.len() {
+            let r = &self.replicas[i];
+            if r.leader_forwards.is_some() && !r.had_workers && self.workers_alive(i) {
+                self.replicas[i].had_workers = true;
+            }
+        }
         if let Some(path) = &self.tracked {
             if let Err(e) = self.descendants.save(path) {
                 note!(
@@ -411,6 +439,7 @@ impl Supervisor {
             r.orphan_asked_requeue = false;
             r.leader_exit = None;
             r.sent_to_leader = false;
+            r.had_workers = false;
             r.requeue_file = r.param.requeue_file.as_deref().map(|file| {
                 let file = attempt_file(file, attempt);
                 prepare_requeue_file(&file);
