@@ -699,6 +699,83 @@ fn ddp_with_real_torchrun_and_gloo_when_torch_is_importable() {
     }
 }
 
+/// `kill -9` of the supervisor of a real `dist.ddp -j 1x2` job (torchrun's workers in sessions
+/// of their own): within 5 s nothing of it is left, and status says so truthfully; on a job
+/// whose guard died too, `cancel` stops it all.
+#[test]
+fn sigkill_of_a_real_ddp_jobs_supervisor_leaves_no_worker() {
+    let Some(path) = support::torch_path("sigkill of a real ddp job's supervisor") else {
+        return;
+    };
+    let env = Env::new();
+    std::fs::write(
+        env.cwd.join("x.py"),
+        "import time, torch, torch.distributed as dist\n\
+         dist.init_process_group('gloo')\n\
+         open(f'up{dist.get_rank()}', 'w').write('1')\n\
+         time.sleep(600)\n",
+    )
+    .unwrap();
+    for guard_too in [false, true] {
+        for rank in 0..2 {
+            let _ = std::fs::remove_file(env.cwd.join(format!("up{rank}")));
+        }
+        let out = env
+            .cmd(&[
+                "run", "--detach", "dist.ddp", "-j", "1x2", "--script", "x.py",
+            ])
+            .env("PATH", &path)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        let handle = stdout(&out).trim().to_string();
+        // Both workers joined the group.
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while (0..2).any(|r| !env.cwd.join(format!("up{r}")).exists()) {
+            assert!(Instant::now() < deadline, "the workers never started");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        // torchrun and its two workers (and whatever else they run).
+        assert!(
+            processes_of(&handle).len() >= 3,
+            "{:?}",
+            processes_of(&handle)
+        );
+        let supervisor: u32 = env.metadata(&handle, "supervisor_pid").parse().unwrap();
+        if guard_too {
+            signal(guard_of(app_id(&handle)).unwrap(), "-KILL");
+        }
+        signal(supervisor, "-KILL");
+        if guard_too {
+            std::thread::sleep(Duration::from_millis(300));
+            assert!(!processes_of(&handle).is_empty(), "nobody stopped them yet");
+            let out = env.run(&["cancel", &handle]);
+            assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+            assert_no_processes(&handle);
+            continue;
+        }
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !processes_of(&handle).is_empty() {
+            let left = processes_of(&handle);
+            assert!(Instant::now() < deadline, "left: {left:?}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        // Shown FAILED at once; the guard records why once it has stopped everything.
+        let deadline = Instant::now() + WITHIN;
+        let s = loop {
+            let s = env.status(&handle);
+            if s["state"] == "FAILED" && s["msg"] != "" {
+                break s;
+            }
+            assert!(Instant::now() < deadline, "{s}");
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let msg = s["msg"].as_str().unwrap();
+        assert!(msg.contains("its replicas were killed"), "{s}");
+        assert!(!msg.contains("could not be killed"), "{msg}");
+    }
+}
+
 /// A DDP trainer (gloo, 2 ranks) that saves its step when signalled, agreeing on it with its
 /// peer; then every rank asks for a requeue (TORCHX_REQUEUE_FILE) and exits 75. At its goal
 /// each rank prints its final step.
