@@ -338,6 +338,48 @@ fn sigkill_of_the_supervisor_kills_workers_in_their_own_sessions_too() {
     assert!(!Path::new(&cgroup).exists(), "{cgroup} was not removed");
 }
 
+/// A state directory shared by two hosts (an NFS home): a job of this host, read from another
+/// (UTS and pid namespaces: named `torchx-host-b`, none of this host's pids visible), is shown
+/// as recorded and never settled there by pids that mean nothing on that host; a cancel there
+/// says where to cancel it.
+#[test]
+fn another_host_never_judges_this_hosts_jobs_by_pid() {
+    let env = Env::new();
+    let handle = env.detach(&["utils.sh", "sleep", "30"]);
+    env.wait_state(&handle, "RUNNING", WITHIN);
+    let from_b = |args: &str| {
+        let exe = env!("CARGO_BIN_EXE_torchx");
+        let script = format!("hostname torchx-host-b && exec {exe} {args}");
+        // Its own pids too: this host's processes are not visible there at all.
+        let argv = ["-u", "-p", "-f", "-m", "--mount-proc", "sh", "-c", &script];
+        env.cmd_of(Path::new("unshare"), &argv).output().unwrap()
+    };
+    let probe = from_b("--help");
+    if !probe.status.success() {
+        support::skip_engine("namespaces", "another host", "unshare -u is refused");
+        env.run(&["cancel", &handle]);
+        return;
+    }
+    let status = from_b(&format!("status {handle} --json"));
+    assert_eq!(status.status.code(), Some(0), "{}", stderr(&status));
+    let s: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    assert_eq!(s["state"], "RUNNING", "{s}");
+    let cancel = from_b(&format!("cancel {handle}"));
+    assert_ne!(cancel.status.code(), Some(0));
+    assert!(
+        stderr(&cancel).contains("runs on another host"),
+        "{}",
+        stderr(&cancel)
+    );
+    // Still running here, untouched.
+    assert_eq!(env.status(&handle)["state"], "RUNNING");
+    let out = env.run(&["cancel", &handle]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let s: serde_json::Value =
+        serde_json::from_slice(&from_b(&format!("status {handle} --json")).stdout).unwrap();
+    assert_eq!(s["state"], "CANCELLED", "{s}");
+}
+
 /// `torchx run --detach ARGS` where no cgroup v2 is writable: in a private mount namespace
 /// whose cgroup2 mount is read-only (the supervisor stays in it). `None` (said loudly, a
 /// failure where the run promised namespaces) where `unshare -m` is refused.

@@ -269,8 +269,12 @@ fn guard_running(app_id: &str) -> bool {
     })
 }
 
-/// The state an app whose supervisor is gone is settled in (None while it is alive).
+/// The state an app whose supervisor is gone is settled in (None while it is alive, and for an
+/// app of another host, whose pids mean nothing here).
 fn verdict(live: &Liveness, supervisor_alive: Option<bool>) -> Option<(AppState, String)> {
+    if supervisor_alive.is_none() && live.elsewhere() {
+        return None;
+    }
     let alive = Alive {
         supervisor: supervisor_alive.unwrap_or_else(|| {
             live.supervisor_pid

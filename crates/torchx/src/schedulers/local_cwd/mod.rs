@@ -364,6 +364,16 @@ impl LocalCwdScheduler {
             if live.state.is_terminal() {
                 return Ok(false);
             }
+            if live.elsewhere() {
+                return Err(Error::backend(
+                    NAME,
+                    format!(
+                        "app {id} runs on another host ({}): its processes are that host's, \
+                         cancel it there",
+                        live.host.as_deref().unwrap_or_default()
+                    ),
+                ));
+            }
             s.with_ledger(|l| l.request_cancel(&id))?;
             if let Some(pid) = live.supervisor_pid {
                 if sys::pid_alive(pid, live.supervisor_start) {

@@ -225,6 +225,7 @@ mod tests {
             submitter_pid: 7,
             submitter_start: Some(1),
             cancel_requested: false,
+            host: None,
         };
         const UP: Alive = Alive {
             supervisor: true,

@@ -140,7 +140,7 @@ impl Ledger {
         let err = db_err(&path);
         let tx = self.conn.transaction().map_err(&err)?;
         tx.execute(
-            &format!("INSERT INTO apps ({APP_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)"),
+            &format!("INSERT INTO apps ({APP_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)"),
             params![
                 app.live.app_id,
                 app.name,
@@ -156,6 +156,7 @@ impl Ledger {
                 app.live.submitter_pid,
                 app.live.submitter_start.map(|v| v as i64),
                 app.live.cancel_requested,
+                app.live.host,
             ],
         )
         .map_err(|e| {
@@ -673,8 +674,9 @@ mod tests {
         assert!(e.to_string().contains("newer torchx"), "{e}");
     }
 
-    /// A ledger of schema 1 (attempts without reasons, apps without cgroups) is upgraded in
-    /// place: its rows stay, new attempts record why they ended and apps their cgroup.
+    /// A ledger of schema 1 (attempts without reasons, apps without cgroups or hosts) is
+    /// upgraded in place: its rows stay, new attempts record why they ended and apps their
+    /// cgroup and host.
     #[test]
     fn an_older_ledger_is_upgraded() {
         let dir = tempfile::tempdir().unwrap();
@@ -686,7 +688,10 @@ mod tests {
              NOT NULL, replica_id INTEGER NOT NULL, attempt INTEGER NOT NULL, pid INTEGER, \
              exit_code INTEGER, signal INTEGER, started REAL, ended REAL, PRIMARY KEY (app_id, \
              role_idx, replica_id, attempt)); INSERT INTO attempts VALUES ('a-1', 0, 0, 0, 7, \
-             1, NULL, 1.0, 2.0); ALTER TABLE apps DROP COLUMN cgroup; PRAGMA user_version=1;",
+             1, NULL, 1.0, 2.0); ALTER TABLE apps DROP COLUMN cgroup; DROP INDEX apps_list; \
+             ALTER TABLE apps DROP COLUMN host; CREATE INDEX apps_list ON apps(created, name, \
+             app_id, state, ended, supervisor_pid, supervisor_start, submitter_pid, \
+             submitter_start, cancel_requested); PRAGMA user_version=1;",
         )
         .unwrap();
         drop(conn);
@@ -717,6 +722,8 @@ mod tests {
             .collect();
         assert_eq!(reasons, [None, Some(EndReason::Requeued)]);
         assert_eq!(l.cgroup("a-1").unwrap(), None);
+        let live = l.app_liveness("a-1").unwrap().unwrap();
+        assert!(live.host.is_some() && !live.elsewhere(), "{live:?}");
         l.insert_app(&app("a-2", 1.0), "{}", &[replica(0)]).unwrap();
         assert!(l
             .claim("a-2", 7, None, Some(Path::new("/cg/torchx-a-2")))

@@ -139,11 +139,27 @@ pub(in crate::schedulers::local_cwd) struct Liveness {
     pub submitter_start: Option<u64>,
     /// A cancel was requested.
     pub cancel_requested: bool,
+    /// The host its processes run on ([`host_key`]); `None` in rows of older versions.
+    pub host: Option<String>,
+}
+
+impl Liveness {
+    /// Whether its processes run on another host (or an earlier boot of this one), whose pids
+    /// mean nothing here.
+    pub(crate) fn elsewhere(&self) -> bool {
+        self.host.as_deref().is_some_and(|h| h != host_key())
+    }
+}
+
+/// This host as the ledger records it: its name and boot id.
+pub(crate) fn host_key() -> String {
+    let h = crate::durable::Host::this();
+    format!("{} {}", h.name, h.boot)
 }
 
 pub(super) const LIVENESS_COLUMNS: &str =
     "app_id, state, created, ended, supervisor_pid, supervisor_start, \
-    submitter_pid, submitter_start, cancel_requested";
+    submitter_pid, submitter_start, cancel_requested, host";
 
 impl Liveness {
     /// An app just recorded by its submitter: PENDING, no supervisor yet.
@@ -162,6 +178,7 @@ impl Liveness {
             submitter_pid: submitter.0,
             submitter_start: submitter.1,
             cancel_requested: false,
+            host: Some(host_key()),
         }
     }
 }
@@ -182,6 +199,7 @@ pub(super) fn liveness_row(r: &Row<'_>) -> rusqlite::Result<Liveness> {
             .get::<_, Option<i64>>("submitter_start")?
             .map(|v| v as u64),
         cancel_requested: r.get("cancel_requested")?,
+        host: r.get("host")?,
     })
 }
 
@@ -243,7 +261,7 @@ pub(super) fn app_row(r: &Row<'_>) -> rusqlite::Result<AppRow> {
 
 pub(super) const APP_COLUMNS: &str = "app_id, name, session, state, msg, created, ended, log_dir, \
     num_restarts, supervisor_pid, supervisor_start, submitter_pid, submitter_start, \
-    cancel_requested";
+    cancel_requested, host";
 
 pub(super) const REPLICA_COLUMNS: &str =
     "role_idx, replica_id, role, state, attempt, pid, pid_start, \

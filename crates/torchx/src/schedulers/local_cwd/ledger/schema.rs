@@ -1,7 +1,7 @@
 //! The ledger's tables, their upgrades, and per-connection settings.
 
 /// Bumped when the schema changes incompatibly.
-pub(super) const SCHEMA_VERSION: i64 = 3;
+pub(super) const SCHEMA_VERSION: i64 = 4;
 
 pub(super) const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS apps (
@@ -19,11 +19,12 @@ CREATE TABLE IF NOT EXISTS apps (
     submitter_pid INTEGER NOT NULL,
     submitter_start INTEGER,
     cancel_requested INTEGER NOT NULL DEFAULT 0,
-    cgroup TEXT
+    cgroup TEXT,
+    host TEXT
 );
 -- Covers `list`, which then never reads the table itself.
 CREATE INDEX IF NOT EXISTS apps_list ON apps(created, name, app_id, state, ended, supervisor_pid,
-    supervisor_start, submitter_pid, submitter_start, cancel_requested);
+    supervisor_start, submitter_pid, submitter_start, cancel_requested, host);
 -- The bulky parts live apart, so that `list` reads only small rows.
 CREATE TABLE IF NOT EXISTS specs (
     app_id TEXT PRIMARY KEY,
@@ -66,11 +67,19 @@ CREATE TABLE IF NOT EXISTS attempts (
 ";
 
 /// What brings a ledger of each older schema version to the current one, in order.
-pub(super) const MIGRATIONS: [(i64, &str); 2] = [
+pub(super) const MIGRATIONS: [(i64, &str); 3] = [
     // Version 2: why each attempt ended (`succeeded`, `requeued`, `timeout`, ...).
     (1, "ALTER TABLE attempts ADD COLUMN reason TEXT;"),
     // Version 3: the cgroup that holds every process of the app's replicas.
     (2, "ALTER TABLE apps ADD COLUMN cgroup TEXT;"),
+    // Version 4: the host (name and boot) its processes run on: a ledger in a state directory
+    // that several hosts share never has one judge another's pids.
+    (
+        3,
+        "ALTER TABLE apps ADD COLUMN host TEXT; DROP INDEX IF EXISTS apps_list; \
+         CREATE INDEX apps_list ON apps(created, name, app_id, state, ended, supervisor_pid, \
+         supervisor_start, submitter_pid, submitter_start, cancel_requested, host);",
+    ),
 ];
 
 /// Per connection: WAL commits without fsync (atomic, durable up to the last checkpoint), and
