@@ -656,3 +656,43 @@ fn the_configured_schedulers_are_listed_and_a_silent_one_is_named() {
     assert_eq!(apps["apps"][0]["handle"], handle.as_str(), "{apps:#}");
     assert_eq!(apps["errors"][0]["scheduler"], "lsf", "{apps:#}");
 }
+
+/// The dashboard restarts a pipeline's dead holder as the CLI does (one library function): a
+/// pipeline whose holder was killed goes on when only the page looks at it.
+#[test]
+fn the_dashboard_restarts_a_dead_pipeline_holder() {
+    let env = Env::new();
+    std::fs::write(
+        env.cwd.join("pipe.yaml"),
+        "name: slow\nsteps:\n  - {name: a, component: utils.sh, args: [sleep, '1']}\n  \
+         - {name: b, component: utils.sh, args: [true], after: [a]}\n",
+    )
+    .unwrap();
+    let pipeline = ok(&env, &["run", "--detach", "pipe.yaml"]);
+    let holders = || {
+        let out = std::process::Command::new("pgrep")
+            .args(["-f", &format!("__pipeline {pipeline}$")])
+            .output()
+            .unwrap();
+        support::stdout(&out)
+            .lines()
+            .map(|l| l.trim().to_string())
+            .collect::<Vec<_>>()
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while holders().is_empty() {
+        assert!(std::time::Instant::now() < deadline, "no holder started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for pid in holders() {
+        std::process::Command::new("kill")
+            .args(["-KILL", &pid])
+            .status()
+            .unwrap();
+    }
+    let ui = Server::start(&env, &[]);
+    let done = wait_json(&ui, &format!("/api/apps/{}", encode(&pipeline)), |v| {
+        v["state"] == "SUCCEEDED"
+    });
+    assert_eq!(done["steps"][1]["state"], "SUCCEEDED", "{done}");
+}
