@@ -3,7 +3,7 @@
 # binaries stay cached.
 set -uo pipefail
 run=${TORCHX_K8S_DIR:-/var/lib/torchx-k8s}/run
-for name in kube-scheduler kube-controller-manager kube-apiserver etcd; do
+for name in kubelet containerd kube-scheduler kube-controller-manager kube-apiserver etcd; do
     f=$run/$name.pid
     [ -f "$f" ] || continue
     pid=$(tr -dc 0-9 <"$f")
@@ -13,4 +13,13 @@ for name in kube-scheduler kube-controller-manager kube-apiserver etcd; do
     fi
     rm -f "$f"
 done
+# The pods' containers outlive containerd (their shims): stop them, then unmount what the
+# kubelet and containerd mounted for them.
+for shim in $(pgrep -f "containerd-shim-runc-v2 .*-address $run/containerd.sock" 2>/dev/null); do
+    pkill -KILL -P "$shim" 2>/dev/null
+    kill -KILL "$shim" 2>/dev/null
+done
+node=${TORCHX_K8S_DIR:-/var/lib/torchx-k8s}/node
+awk -v a="$node/" -v b="$run/" 'index($2, a) == 1 || index($2, b) == 1 { print $2 }' /proc/mounts |
+    sort -r | while read -r m; do umount -l "$m" 2>/dev/null; done
 echo "[k8s-down] stopped" >&2

@@ -17,10 +17,13 @@
 # certificates, logs, pid files) lives in $TORCHX_K8S_DIR (default /var/lib/torchx-k8s); a start
 # always begins with an empty cluster. Stop with scripts/k8s/down.sh.
 #
-# Not here (yet), and so not proven by what runs on it: a kubelet that runs pods (pods are
-# created by the controllers and scheduled, but no node runs them), Volcano's and MCAD's
-# controllers (their modules are not served by the Go module proxy this machine reaches: the
-# CRDs are real, so the API server validates and stores our objects, but nothing acts on them).
+# Then one node (unless TORCHX_K8S_NODE=0): kubelet over Debian's containerd, runc and CNI
+# plugins, running real pods of images imported from scripts/docker/up.sh's engine.
+#
+# Not here, and so not proven by what runs on it: Volcano's and MCAD's controllers (their
+# modules are not served by the Go module proxy this machine reaches: the CRDs are real, so the
+# API server validates and stores our objects, but nothing acts on them), kube-proxy and
+# cluster DNS (pods reach each other by pod IP only).
 set -euo pipefail
 
 K8S_VERSION=${K8S_VERSION:-1.37.2}
@@ -107,6 +110,7 @@ done
 alive() { [ -f "$run/$1.pid" ] && kill -0 "$(tr -dc 0-9 <"$run/$1.pid")" 2>/dev/null; }
 if [ "$FRESH" = 0 ] && [ -s "$kubeconfig" ] && [ -s "$token_file" ] &&
     alive etcd && alive kube-apiserver && alive kube-controller-manager && alive kube-scheduler &&
+    { [ "${TORCHX_K8S_NODE:-1}" = 0 ] || { alive containerd && alive kubelet; }; } &&
     curl -sf --cacert "$pki/ca.crt" -H "Authorization: Bearer $(cat "$token_file")" \
         "https://127.0.0.1:$PORT/readyz" >/dev/null 2>&1; then
     say "already running (logs in $run); --fresh to start anew"
@@ -191,7 +195,7 @@ start kube-apiserver "$bin/kube-apiserver" \
     --client-ca-file="$pki/ca.crt" --token-auth-file="$pki/tokens.csv" --authorization-mode=Node,RBAC \
     --service-account-key-file="$pki/sa.pub" --service-account-signing-key-file="$pki/sa.key" \
     --service-account-issuer=https://kubernetes.default.svc --service-cluster-ip-range=10.96.0.0/16 \
-    --endpoint-reconciler-type=none --profiling=false
+    --endpoint-reconciler-type=none --profiling=false --kubelet-preferred-address-types=InternalIP
 wait_ok "https://127.0.0.1:$PORT/readyz" kube-apiserver
 controller_kubeconfig=$kubeconfig
 say "starting kube-controller-manager and kube-scheduler"
@@ -225,5 +229,128 @@ for crd in jobs.batch.volcano.sh appwrappers.workload.codeflare.dev; do
         sleep 0.2
     done
 done
-say "Kubernetes v$K8S_VERSION control plane up in $(elapsed) (logs in $run); stop with: bash $repo/scripts/k8s/down.sh"
+say "Kubernetes v$K8S_VERSION control plane up in $(elapsed) (logs in $run)"
+
+# ---- a node that runs pods ------------------------------------------------------------------
+# kubelet over Debian's containerd, runc and CNI plugins (a bridge on 10.244.0.0/24), its
+# images (busybox:local, python:local and a pause image made from busybox) imported from the
+# Docker engine of scripts/docker/up.sh. TORCHX_K8S_NODE=0: the control plane alone.
+if [ "${TORCHX_K8S_NODE:-1}" != 0 ]; then
+    node=$DIR/node
+    sock=$run/containerd.sock
+    need=()
+    command -v containerd >/dev/null || need+=(containerd)
+    command -v runc >/dev/null || need+=(runc)
+    [ -x /usr/lib/cni/bridge ] || need+=(containernetworking-plugins)
+    command -v iptables >/dev/null || need+=(iptables)
+    if [ "${#need[@]}" -gt 0 ]; then
+        say "installing ${need[*]} (apt-get)"
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${need[@]}" >"$run/apt.log" 2>&1 ||
+            { tail -n 20 "$run/apt.log" >&2; die "apt-get install ${need[*]} failed"; }
+    fi
+    docker image inspect busybox:local >/dev/null 2>&1 ||
+        die "the node's images come from the Docker engine: run scripts/docker/up.sh and export its DOCKER_HOST first"
+    mkdir -p "$node/net.d" "$node/images"
+    # The kubelet asks every pod sandbox for oom_score_adj -998; a machine that refuses to lower
+    # a process's OOM score (no CAP_SYS_RESOURCE, as in a sandboxed VM) would fail them all:
+    # there the runtime raises a negative score to 0 (the pod keeps its parent's score).
+    cat >"$node/runc" <<'SH'
+#!/bin/sh
+bundle= prev=
+for a in "$@"; do
+    case "$prev" in --bundle | -b) bundle=$a ;; esac
+    case "$a" in --bundle=*) bundle=${a#--bundle=} ;; esac
+    prev=$a
+done
+if [ -n "$bundle" ] && [ -f "$bundle/config.json" ] && ! (echo -1 >/proc/self/oom_score_adj) 2>/dev/null; then
+    sed -i -E 's/"oomScoreAdj": ?-[0-9]+/"oomScoreAdj":0/' "$bundle/config.json"
+fi
+exec runc "$@"
+SH
+    chmod 755 "$node/runc"
+    cat >"$node/containerd.toml" <<CONF
+version = 2
+root = "$node/containerd"
+state = "$run/containerd"
+[grpc]
+  address = "$sock"
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "docker.io/library/pause:local"
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "/usr/lib/cni"
+    conf_dir = "$node/net.d"
+  [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+    runtime_type = "io.containerd.runc.v2"
+  [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+    BinaryName = "$node/runc"
+CONF
+    cat >"$node/net.d/10-torchx.conflist" <<'CONF'
+{"cniVersion": "1.0.0", "name": "torchx", "plugins": [
+ {"type": "bridge", "bridge": "torchx0", "isGateway": true, "ipMasq": true, "hairpinMode": true,
+  "ipam": {"type": "host-local", "ranges": [[{"subnet": "10.244.0.0/24"}]], "routes": [{"dst": "0.0.0.0/0"}]}},
+ {"type": "portmap", "capabilities": {"portMappings": true}},
+ {"type": "loopback"}]}
+CONF
+    say "starting containerd $(containerd --version | awk '{print $3}')"
+    start containerd containerd --config "$node/containerd.toml"
+    deadline=$((SECONDS + TIMEOUT))
+    until ctr --address "$sock" version >/dev/null 2>&1; do
+        [ "$SECONDS" -lt "$deadline" ] || { tail -n 30 "$run/containerd.log" >&2; die "containerd did not answer"; }
+        sleep 0.2
+    done
+    # The images pods run, from the Docker engine: a pause image made from busybox (its shell
+    # waits until it is stopped), busybox:local and python:local.
+    cat >"$node/images/Dockerfile" <<'CONF'
+FROM busybox:local
+CMD ["sh", "-c", "trap 'exit 0' TERM INT; while :; do sleep 3600 & wait $!; done"]
+CONF
+    docker build -q -t docker.io/library/pause:local "$node/images" >/dev/null 2>&1 ||
+        die "building the pause image failed"
+    images=(docker.io/library/pause:local busybox:local)
+    if docker image inspect python:local >/dev/null 2>&1; then images+=(python:local); fi
+    docker save "${images[@]}" | ctr --address "$sock" -n k8s.io images import - >/dev/null
+    ip=$(hostname -I 2>/dev/null | awk '{print $1}')
+    [ -n "$ip" ] || die "this machine has no address for the node (hostname -I)"
+    cat >"$node/kubelet.yaml" <<CONF
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+failCgroupV1: false
+failSwapOn: false
+cgroupDriver: cgroupfs
+containerRuntimeEndpoint: unix://$sock
+address: $ip
+port: 10250
+readOnlyPort: 0
+authentication:
+  anonymous:
+    enabled: true
+  webhook:
+    enabled: false
+authorization:
+  mode: AlwaysAllow
+evictionHard:
+  memory.available: "100Mi"
+  nodefs.available: "1%"
+  imagefs.available: "1%"
+  nodefs.inodesFree: "1%"
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+enforceNodeAllocatable: []
+serializeImagePulls: false
+CONF
+    say "starting kubelet (node torchx-node at $ip)"
+    start kubelet "$bin/kubelet" --config="$node/kubelet.yaml" --kubeconfig="$kubeconfig" \
+        --root-dir="$node/kubelet" --hostname-override=torchx-node --node-ip="$ip"
+    deadline=$((SECONDS + TIMEOUT))
+    until curl -sf --cacert "$pki/ca.crt" -H "Authorization: Bearer $token" "$api/api/v1/nodes/torchx-node" |
+        tr -d ' \n' | grep -q '"type":"Ready","status":"True"'; do
+        if [ "$SECONDS" -ge "$deadline" ]; then
+            tail -n 30 "$run/kubelet.log" >&2
+            die "the node never became Ready"
+        fi
+        sleep 0.5
+    done
+    say "node torchx-node Ready"
+fi
+say "Kubernetes v$K8S_VERSION up in $(elapsed); stop with: bash $repo/scripts/k8s/down.sh"
 echo "KUBECONFIG=$kubeconfig"

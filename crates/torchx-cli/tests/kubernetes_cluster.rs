@@ -5,10 +5,12 @@
 //!
 //! What this proves: the real API server validates (strict field validation, the CRDs'
 //! schemas), defaults and stores every object we submit; the Job controller makes the pods of
-//! our Indexed Jobs and the scheduler tries to place them; status, list, cancel and delete read
-//! and change the real objects. What it does not (yet): no node runs the pods, so nothing here
-//! reaches Running, prints a log or ends; no Volcano or MCAD controller acts on their objects.
-//! The fake API server (`tests/kubernetes.rs`) still drives those lifecycles.
+//! our Indexed Jobs, the scheduler places them on the node, whose kubelet runs them (containerd,
+//! runc, a CNI bridge): status through Pending, Running, Succeeded and Failed, logs from the
+//! kubelet, cancel, list and delete on real objects. What it does not: no Volcano or MCAD
+//! controller acts on their objects (their Go modules are not served here), so a Volcano Job or
+//! an AppWrapper is only validated and stored; the fake API server (`tests/kubernetes.rs`)
+//! still drives those lifecycles, and API errors a real cluster cannot be made to return.
 
 mod support;
 
@@ -88,26 +90,33 @@ impl Cluster {
     }
 }
 
-/// A native Indexed Job (`mode=job`): accepted, its pods made by the Job controller and left
-/// unschedulable (no node), so the app is PENDING, not RUNNING; listed by its labels; cancel
-/// suspends it (CANCELLED), delete removes it.
+/// A native Indexed Job (`mode=job`) runs on the node: PENDING, then SUCCEEDED, its log read
+/// from the kubelet (`--tail` too), listed by its labels, then deleted.
 #[test]
-fn an_indexed_job_is_accepted_made_into_pods_cancelled_and_deleted() {
-    let Some(k8s) = Cluster::get("an_indexed_job_is_accepted") else {
+fn an_indexed_job_runs_on_the_node_and_its_log_is_read() {
+    let Some(k8s) = Cluster::get("an_indexed_job_runs_on_the_node") else {
         return;
     };
-    let handle = k8s.submit("kubernetes", "mode=job", &["utils.echo", "--msg", "hi"]);
-    let s = k8s.wait_status(&handle, |s| {
-        s["roles"][0]["replicas"]
-            .as_array()
-            .is_some_and(|r| !r.is_empty())
-    });
-    assert_eq!(s["state"], "PENDING", "{s}");
+    let handle = k8s.submit(
+        "kubernetes",
+        "mode=job",
+        &[
+            "utils.sh",
+            "--image",
+            "busybox:local",
+            "--",
+            "sh",
+            "-c",
+            "echo one; echo two",
+        ],
+    );
+    let s = k8s.wait_status(&handle, |s| s["state"] == "SUCCEEDED");
+    assert_eq!(s["roles"][0]["replicas"][0]["state"], 4, "{s}");
+    let log = k8s.run(&["log", &handle]);
+    assert_eq!(log.status.code(), Some(0), "{}", stderr(&log));
+    assert_eq!(stdout(&log), "sh/0 one\nsh/0 two\n");
     let listed = k8s.run(&["list", "-s", "kubernetes", "--json"]);
     assert!(stdout(&listed).contains(&handle), "{}", stdout(&listed));
-    let out = k8s.run(&["cancel", &handle]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    k8s.wait_status(&handle, |s| s["state"] == "CANCELLED");
     let out = k8s.run(&["delete", &handle]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -115,6 +124,118 @@ fn an_indexed_job_is_accepted_made_into_pods_cancelled_and_deleted() {
         assert!(Instant::now() < deadline, "{handle} was never deleted");
         std::thread::sleep(Duration::from_millis(200));
     }
+}
+
+/// A pod whose command fails ends the app FAILED, with the container's exit code.
+#[test]
+fn a_failing_pod_fails_the_app_with_its_exit_code() {
+    let Some(k8s) = Cluster::get("a_failing_pod_fails_the_app") else {
+        return;
+    };
+    let handle = k8s.submit(
+        "kubernetes",
+        "mode=job",
+        &[
+            "utils.sh",
+            "--image",
+            "busybox:local",
+            "--",
+            "sh",
+            "-c",
+            "echo bad >&2; exit 3",
+        ],
+    );
+    let s = k8s.wait_status(&handle, |s| s["state"] == "FAILED");
+    let msg = s["msg"].as_str().unwrap();
+    assert!(msg.contains("sh/0 exited with code 3 (Error)"), "{s}");
+    assert_eq!(s["num_restarts"], 0, "no restart without max_retries: {s}");
+    let log = stdout(&k8s.run(&["log", &handle]));
+    assert!(log.contains("bad"), "{log}");
+    k8s.run(&["delete", &handle]);
+}
+
+/// A running job is cancelled: CANCELLED, and its pod stops on the node.
+#[test]
+fn a_running_job_is_cancelled_and_its_pod_stops() {
+    let Some(k8s) = Cluster::get("a_running_job_is_cancelled") else {
+        return;
+    };
+    let handle = k8s.submit(
+        "kubernetes",
+        "mode=job",
+        &[
+            "utils.sh",
+            "--image",
+            "busybox:local",
+            "--",
+            "sh",
+            "-c",
+            "echo up; sleep 300",
+        ],
+    );
+    k8s.wait_status(&handle, |s| s["state"] == "RUNNING");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !stdout(&k8s.run(&["log", &handle])).contains("up") {
+        assert!(Instant::now() < deadline, "no log line");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let out = k8s.run(&["cancel", &handle]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    k8s.wait_status(&handle, |s| s["state"] == "CANCELLED");
+    // The node stops the pod's `sleep 300`.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let ps = std::process::Command::new("pgrep")
+            .args(["-f", "sleep 300"])
+            .output()
+            .unwrap();
+        let ours = stdout(&ps)
+            .lines()
+            .filter_map(|p| std::fs::read(format!("/proc/{}/environ", p.trim())).ok())
+            .any(|env| String::from_utf8_lossy(&env).contains(&format!("TORCHX_JOB_ID={handle}")));
+        if !ours {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the pod of {handle} still runs");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    k8s.run(&["delete", &handle]);
+}
+
+/// An array is one Indexed Job: each task runs with its index, each ends SUCCEEDED.
+#[test]
+fn an_array_is_one_indexed_job_whose_tasks_run() {
+    let Some(k8s) = Cluster::get("an_array_is_one_indexed_job") else {
+        return;
+    };
+    let out = k8s.run(&[
+        "run",
+        "--workspace",
+        "",
+        "-s",
+        "kubernetes",
+        "-cfg",
+        "mode=job",
+        "--array",
+        "3",
+        "--detach",
+        "utils.sh",
+        "--image",
+        "busybox:local",
+        "--",
+        "sh",
+        "-c",
+        "echo task $TORCHX_ARRAY_INDEX",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let group = stdout(&out).trim().to_string();
+    let s = k8s.wait_status(&group, |s| s["state"] == "SUCCEEDED");
+    assert!(s.to_string().contains("SUCCEEDED"), "{s}");
+    let log = stdout(&k8s.run(&["log", &group]));
+    for i in 0..3 {
+        assert!(log.contains(&format!("task {i}")), "{log}");
+    }
+    k8s.run(&["delete", &group]);
 }
 
 /// TorchX's default path, a Volcano Job, and an MCAD AppWrapper: the API server checks each

@@ -107,11 +107,15 @@ pub fn split_list(list: &str) -> Vec<String> {
         .collect()
 }
 
-/// A single-threaded tokio runtime, built only by commands that talk to a scheduler.
+/// Runs `f` on this thread's single-threaded tokio runtime, built on first use (only by
+/// commands that talk to a scheduler) and kept: a scheduler's client made in one call (a
+/// Kubernetes client spawns its worker on the runtime) still works in the next.
 pub fn block_on<F: std::future::Future>(f: F) -> F::Output {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("tokio runtime")
-        .block_on(f)
+    thread_local! {
+        static RUNTIME: tokio::runtime::Runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("tokio runtime");
+    }
+    RUNTIME.with(|rt| rt.block_on(f))
 }

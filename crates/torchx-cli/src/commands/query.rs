@@ -227,15 +227,18 @@ pub fn log(a: LogArgs) -> Result<i32> {
             &runner, &query, &handle, selection, a.tail,
         ));
     }
-    // A group's tasks one after the other, each line labelled with the task's index.
+    // A group's tasks one after the other, each line labelled with the task's index; on one
+    // runtime, which the schedulers' clients (a Kubernetes client's worker) live on.
     if let Some(group) = GroupRecord::find(&handle)? {
-        for task in &group.tasks {
-            if let Some(h) = &task.handle {
-                let label = format!("{}:", task.index);
-                super::block_on(log_app(&runner, &query, h, selection, a.tail, &label))?;
+        return super::block_on(async {
+            for task in &group.tasks {
+                if let Some(h) = &task.handle {
+                    let label = format!("{}:", task.index);
+                    log_app(&runner, &query, h, selection, a.tail, &label).await?;
+                }
             }
-        }
-        return Ok(exit_codes::OK);
+            Ok(exit_codes::OK)
+        });
     }
     super::block_on(log_app(&runner, &query, &handle, selection, a.tail, ""))
 }

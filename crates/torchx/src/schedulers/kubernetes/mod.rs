@@ -171,7 +171,9 @@ impl KubernetesScheduler {
             let status = &job["status"];
             let succeeded = state::parse_indexes(status["completedIndexes"].as_str().unwrap_or(""));
             let failed = state::parse_indexes(status["failedIndexes"].as_str().unwrap_or(""));
-            resp.num_restarts += status["failed"].as_i64().unwrap_or(0);
+            let failed_pods = status["failed"].as_i64().unwrap_or(0);
+            let mut ended_failed = 0;
+            let mut exits: Vec<String> = Vec::new();
             let replicas = job["spec"]["completions"].as_u64().unwrap_or(0) as u32;
             for k in 0..replicas {
                 // The newest pod of this index says where the replica is now.
@@ -191,17 +193,32 @@ impl KubernetesScheduler {
                 } else {
                     AppState::Pending
                 };
+                if replica_state == AppState::Failed {
+                    ended_failed += 1;
+                    if let Some(exit) = pod.and_then(state::container_exit) {
+                        exits.push(format!("{role}/{k} {exit}"));
+                    }
+                }
                 let host = pod
                     .and_then(|p| p["metadata"]["name"].as_str())
                     .unwrap_or_default();
                 resp.add_replica(ReplicaStatus::new(k, replica_state, role, host));
             }
+            // A failed pod was restarted unless it is the last of a replica that failed.
+            resp.num_restarts += if *job_state == AppState::Failed {
+                (failed_pods - ended_failed).max(0)
+            } else {
+                failed_pods
+            };
             if let Some(msg) = status["conditions"]
                 .as_array()
                 .and_then(|cs| cs.iter().find(|c| c["type"] == "Failed"))
                 .and_then(|c| c["message"].as_str())
             {
                 resp.msg = format!("{role}: {msg}");
+                if !exits.is_empty() {
+                    resp.msg.push_str(&format!(" ({})", exits.join(", ")));
+                }
             }
         }
         // A failed role's replica restarts do not count twice when it is retried no more.

@@ -120,6 +120,20 @@ pub(crate) fn parse_indexes(s: &str) -> Vec<u32> {
     out
 }
 
+/// How a pod's first container ended, where it did: `exited with code N (REASON)`.
+pub(super) fn container_exit(pod: &Value) -> Option<String> {
+    let term = pod["status"]["containerStatuses"]
+        .as_array()?
+        .first()?
+        .get("state")?
+        .get("terminated")?;
+    let code = term["exitCode"].as_i64()?;
+    Some(match term["reason"].as_str() {
+        Some(reason) if !reason.is_empty() => format!("exited with code {code} ({reason})"),
+        _ => format!("exited with code {code}"),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
