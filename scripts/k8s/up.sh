@@ -283,6 +283,9 @@ state = "$run/containerd"
     runtime_type = "io.containerd.runc.v2"
   [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
     BinaryName = "$node/runc"
+  # The open registry of scripts/registry/up.sh (workspace images), over plain HTTP on loopback.
+  [plugins."io.containerd.grpc.v1.cri".registry.mirrors."127.0.0.1:${REGISTRY_PORT:-5055}"]
+    endpoint = ["http://127.0.0.1:${REGISTRY_PORT:-5055}"]
 CONF
     cat >"$node/net.d/10-torchx.conflist" <<'CONF'
 {"cniVersion": "1.0.0", "name": "torchx", "plugins": [

@@ -284,3 +284,70 @@ fn a_missing_namespace_is_refused_and_nothing_is_left() {
     let listed = stdout(&k8s.run(&["list", "-s", "kubernetes", "--json"]));
     assert!(!listed.contains("no-such-namespace"), "{listed}");
 }
+
+/// A pod over its memory limit (`--memMB`) is OOM-killed by the node, and the app says so.
+#[test]
+fn a_pod_over_its_memory_limit_is_oom_killed() {
+    let Some(k8s) = Cluster::get("a_pod_over_its_memory_limit_is_oom_killed") else {
+        return;
+    };
+    let handle = k8s.submit(
+        "kubernetes",
+        "mode=job",
+        &[
+            "utils.sh",
+            "--image",
+            "busybox:local",
+            "--memMB",
+            "64",
+            "--",
+            "sh",
+            "-c",
+            "x=$(head -c 300000000 /dev/zero | tr '\\0' x); echo survived ${#x}",
+        ],
+    );
+    let s = k8s.wait_status(&handle, |s| s["state"] == "FAILED");
+    let msg = s["msg"].as_str().unwrap();
+    assert!(msg.contains("exited with code 137 (OOMKilled)"), "{s}");
+    k8s.run(&["delete", &handle]);
+}
+
+/// A workspace is built into an image, pushed to the local registry (`image_repo`) and pulled
+/// by the node for the pod, which sees its files.
+#[test]
+fn a_workspace_is_built_pushed_and_pulled_by_the_pod() {
+    let Some(k8s) = Cluster::get("a_workspace_on_kubernetes") else {
+        return;
+    };
+    let Some(registries) = support::registries_up("a_workspace_on_kubernetes") else {
+        return;
+    };
+    let ws = k8s.env.cwd.join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::write(ws.join("hello.txt"), "from the workspace\n").unwrap();
+    let cfg = format!("mode=job,image_repo={}/torchx-k8s", registries.open);
+    let out = k8s.run(&[
+        "run",
+        "--workspace",
+        "ws",
+        "-s",
+        "kubernetes",
+        "-cfg",
+        &cfg,
+        "utils.sh",
+        "--image",
+        "busybox:local",
+        "--",
+        "cat",
+        "hello.txt",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let handle = stdout(&out).trim().to_string();
+    let s = k8s.wait_status(&handle, |s| {
+        s["state"] == "SUCCEEDED" || s["state"] == "FAILED"
+    });
+    assert_eq!(s["state"], "SUCCEEDED", "{s}");
+    let log = stdout(&k8s.run(&["log", &handle]));
+    assert_eq!(log, "sh/0 from the workspace\n");
+    k8s.run(&["delete", &handle]);
+}
