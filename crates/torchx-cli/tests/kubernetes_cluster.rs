@@ -351,3 +351,50 @@ fn a_workspace_is_built_pushed_and_pulled_by_the_pod() {
     assert_eq!(log, "sh/0 from the workspace\n");
     k8s.run(&["delete", &handle]);
 }
+
+/// The recovery contract on a real node: the container's own timer sends the checkpoint
+/// signal before the limit, the trainer saves and asks for a requeue, the Job runs the pod
+/// again (attempt 1, counted in the checkpoint directory on a host mount), and it succeeds.
+#[test]
+fn a_time_limited_pod_is_signalled_saves_and_is_requeued() {
+    let Some(k8s) = Cluster::get("a_time_limited_pod_is_requeued") else {
+        return;
+    };
+    let ckpt = k8s.env.cwd.join("ckpt");
+    std::fs::create_dir_all(&ckpt).unwrap();
+    let trainer = "trap 'echo \"attempt $TORCHX_ATTEMPT saved\" > $TORCHX_CHECKPOINT_DIR/saved; \
+                   touch \"$TORCHX_REQUEUE_FILE\"; exit 75' USR1; \
+                   if [ \"$TORCHX_ATTEMPT\" -ge 1 ]; then echo \"done in attempt $TORCHX_ATTEMPT\"; exit 0; fi; \
+                   while :; do sleep 0.2; done";
+    let mounts = format!("type=bind,src={},dst=/ckpt", ckpt.display());
+    let handle = k8s.submit(
+        "kubernetes",
+        "mode=job",
+        &[
+            "--time_limit",
+            "20s",
+            "--checkpoint_signal",
+            "USR1@15",
+            "--checkpoint_dir",
+            "/ckpt",
+            "utils.sh",
+            "--image",
+            "busybox:local",
+            "--mounts",
+            &mounts,
+            "--",
+            "sh",
+            "-c",
+            trainer,
+        ],
+    );
+    let s = k8s.wait_status(&handle, |s| {
+        s["state"] == "SUCCEEDED" || s["state"] == "FAILED"
+    });
+    assert_eq!(s["state"], "SUCCEEDED", "{s}");
+    let saved = std::fs::read_to_string(ckpt.join("saved")).unwrap();
+    assert_eq!(saved, "attempt 0 saved\n");
+    let log = stdout(&k8s.run(&["log", &handle]));
+    assert!(log.contains("done in attempt 1"), "{log}");
+    k8s.run(&["delete", &handle]);
+}

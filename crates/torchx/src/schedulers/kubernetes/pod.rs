@@ -133,7 +133,18 @@ pub(crate) fn role_to_pod(
     let recovery = role.uses_recovery().then(|| role.recovery());
     let command = match &recovery {
         Some(r) => {
-            attempt_timer::timed_command(r, role.max_retries, None, &role.entrypoint, &role.args)
+            let mut timed = attempt_timer::timed_command(
+                r,
+                role.max_retries,
+                None,
+                &role.entrypoint,
+                &role.args,
+            );
+            // The kubelet expands `$(VAR)` and turns `$$` into `$` in a container's command:
+            // the timer's own script is kept as written (`$$` escapes every `$`); the role's
+            // arguments after it keep the expansion users (and `$(TORCHX_REPLICA_ID)`) rely on.
+            timed[2] = timed[2].replace('$', "$$");
+            timed
         }
         None => std::iter::once(role.entrypoint.clone())
             .chain(role.args.iter().cloned())
