@@ -398,3 +398,94 @@ fn a_time_limited_pod_is_signalled_saves_and_is_requeued() {
     assert!(log.contains("done in attempt 1"), "{log}");
     k8s.run(&["delete", &handle]);
 }
+
+/// `torchx plan` asks the real cluster: a missing namespace and a replica bigger than any
+/// node's allocatable fail, each named; a job that fits is ok.
+#[test]
+fn plan_reads_the_real_namespaces_and_node_allocatable() {
+    let Some(k8s) = Cluster::get("plan against the real cluster") else {
+        return;
+    };
+    let plan = |cfg: &str, cpu: &str| {
+        let out = k8s.run(&[
+            "plan",
+            "--json",
+            "--workspace",
+            "",
+            "-s",
+            "kubernetes",
+            "-cfg",
+            cfg,
+            "utils.sh",
+            "--image",
+            "busybox:local",
+            "--cpu",
+            cpu,
+            "--",
+            "true",
+        ]);
+        let rows: serde_json::Value = serde_json::from_str(&stdout(&out))
+            .unwrap_or_else(|e| panic!("{e}: {}{}", stdout(&out), stderr(&out)));
+        (out.status.code(), rows.to_string())
+    };
+    let (code, rows) = plan("mode=job", "1");
+    assert_eq!(code, Some(0), "{rows}");
+    let (code, rows) = plan("mode=job", "64");
+    assert_ne!(code, Some(0), "{rows}");
+    assert!(
+        rows.contains("no node has that much allocatable (torchx-node: 2 CPU"),
+        "{rows}"
+    );
+    let (code, rows) = plan("mode=job,namespace=no-such-namespace", "1");
+    assert_ne!(code, Some(0), "{rows}");
+    assert!(rows.contains("\"check\":\"namespace no-such-namespace\",\"detail\":\"the cluster has no such namespace\""), "{rows}");
+}
+
+/// `--after` a Kubernetes job (which Kubernetes cannot hold): the second job is held by a
+/// detached holder and runs on the node once the first succeeded.
+#[test]
+fn a_job_after_another_runs_once_the_first_succeeded() {
+    let Some(k8s) = Cluster::get("--after on the real cluster") else {
+        return;
+    };
+    let first = k8s.submit(
+        "kubernetes",
+        "mode=job",
+        &[
+            "utils.sh",
+            "--image",
+            "busybox:local",
+            "--",
+            "sh",
+            "-c",
+            "sleep 2; echo first",
+        ],
+    );
+    let out = k8s.run(&[
+        "run",
+        "--workspace",
+        "",
+        "-s",
+        "kubernetes",
+        "-cfg",
+        "mode=job",
+        "--after",
+        &first,
+        "utils.sh",
+        "--image",
+        "busybox:local",
+        "--",
+        "echo",
+        "second",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let held = stdout(&out).trim().to_string();
+    let s = k8s.wait_status(&held, |s| {
+        s["state"] == "SUCCEEDED" || s["state"] == "FAILED"
+    });
+    assert_eq!(s["state"], "SUCCEEDED", "{s}");
+    let log = stdout(&k8s.run(&["log", &held]));
+    assert!(log.contains("second"), "{log}");
+    let first_ended = k8s.status(&first);
+    assert_eq!(first_ended["state"], "SUCCEEDED", "{first_ended}");
+}
