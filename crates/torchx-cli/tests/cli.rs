@@ -688,3 +688,26 @@ fn dry_runs_are_the_same_in_every_process() {
         }
     }
 }
+
+/// A component file with no interpreter that has this project's package: the error names what
+/// really installs it (the README's command), not a distribution that does not exist.
+#[test]
+fn a_component_file_without_a_usable_interpreter_says_what_to_install() {
+    let env = Env::new();
+    std::fs::write(
+        env.cwd.join("comp.py"),
+        "import torchx.specs as specs\ndef hello() -> specs.AppDef:\n    return specs.AppDef(name='h')\n",
+    )
+    .unwrap();
+    let out = env
+        .cmd(&["run", "--dryrun", "./comp.py:hello"])
+        // An interpreter without the package: Debian's own.
+        .env("TORCHX_PYTHON", "/usr/bin/python3")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("pip install ./crates/torchx-cli ."), "{err}");
+    assert!(err.contains("$TORCHX_PYTHON=/usr/bin/python3: has no torchx package"), "{err}");
+    assert!(!err.contains("torchx-rs`"), "{err}");
+}

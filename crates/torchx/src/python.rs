@@ -23,7 +23,7 @@ use std::process::{Command, Stdio};
 
 use serde_json::{json, Value};
 
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::specs::AppDef;
 
 /// The module the interpreter runs.
@@ -516,16 +516,14 @@ fn evaluate(request: &str, component: &str) -> Result<Value> {
             Err(Attempt::Failed(e)) => return Err(e),
         }
     }
-    Err(Error::not_found(
-        "Python interpreter",
-        "with the torchx package",
-        format!(
-            " (to evaluate {component}); tried {}. Install this project's package \
-             (`pip install torchx-rs`) in the Python you use, or set TORCHX_PYTHON to such an \
-             interpreter",
-            tried.join("; ")
-        ),
+    Err(Error::config(format!(
+        "no Python interpreter with this project's `torchx` package to evaluate {component} \
+             (tried {}): install the `torchx` distribution of this project in the Python you \
+             use (`pip install ./crates/torchx-cli .` from its source tree), or set \
+             TORCHX_PYTHON to an interpreter that has it",
+        tried.join("; ")
     ))
+    .with_kind(ErrorKind::NotFound))
 }
 
 enum Attempt {
