@@ -708,6 +708,9 @@ fn a_component_file_without_a_usable_interpreter_says_what_to_install() {
     assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
     let err = stderr(&out);
     assert!(err.contains("pip install ./crates/torchx-cli ."), "{err}");
-    assert!(err.contains("$TORCHX_PYTHON=/usr/bin/python3: has no torchx package"), "{err}");
+    assert!(
+        err.contains("$TORCHX_PYTHON=/usr/bin/python3: has no torchx package"),
+        "{err}"
+    );
     assert!(!err.contains("torchx-rs`"), "{err}");
 }

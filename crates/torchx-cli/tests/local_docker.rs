@@ -42,6 +42,27 @@ fn echo_succeeds_and_its_log_is_readable() {
     assert_eq!(stdout(&env.run(&["log", &handle])), "echo/0 hi docker\n");
     let list = env.run(&["list", "-s", "local_docker", "--json"]);
     assert!(stdout(&list).contains(&handle));
+    // A finished app's end is its containers' (it does not grow with the clock).
+    let ended = |list: &std::process::Output| {
+        let rows: serde_json::Value = serde_json::from_slice(&list.stdout).unwrap();
+        let row = rows
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["app_handle"] == handle.as_str())
+            .cloned()
+            .unwrap();
+        (
+            row["start_time"].as_f64().unwrap(),
+            row["end_time"].as_f64(),
+        )
+    };
+    let (start, end) = ended(&list);
+    let end = end.unwrap_or_else(|| panic!("no end_time: {}", stdout(&list)));
+    assert!(end >= start && end - start < 30.0, "{start} {end}");
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    let again = env.run(&["list", "-s", "local_docker", "--json"]);
+    assert_eq!(ended(&again).1, Some(end));
     assert_eq!(env.run(&["delete", &handle]).status.code(), Some(0));
     assert_eq!(env.run(&["status", &handle]).status.code(), Some(4));
 }

@@ -98,6 +98,8 @@ struct Found {
     replica: u32,
     state: AppState,
     created: Option<f64>,
+    /// When it exited (the engine's `FinishedAt`), once it has.
+    finished: Option<f64>,
     restarts: i64,
     /// The engine killed it for using too much memory.
     oom: bool,
@@ -183,7 +185,9 @@ impl LocalDockerScheduler {
                 .await
                 .map_err(engine_err("inspecting a container"))?;
             let st = inspect.state.unwrap_or_default();
+            let finished = st.finished_at.as_deref().and_then(finished_at);
             out.push(Found {
+                finished,
                 restarts: inspect.restart_count.unwrap_or(0),
                 oom: st.oom_killed.unwrap_or(false),
                 state: container_state(
@@ -482,7 +486,9 @@ impl Backend for LocalDockerScheduler {
 
     async fn list(&self) -> Result<Vec<ListAppResponse>> {
         let found = self.find(None).await?;
-        let mut apps: BTreeMap<String, (Vec<AppState>, Option<f64>)> = BTreeMap::new();
+        // Per app: its containers' states, the first start and the last end.
+        type Seen = (Vec<AppState>, Option<f64>, Option<f64>);
+        let mut apps: BTreeMap<String, Seen> = BTreeMap::new();
         for f in found {
             let e = apps.entry(f.app_id).or_default();
             e.0.push(f.state);
@@ -490,18 +496,26 @@ impl Backend for LocalDockerScheduler {
                 (Some(a), Some(b)) => Some(a.min(b)),
                 (a, b) => a.or(b),
             };
+            e.2 = match (e.2, f.finished) {
+                (Some(a), Some(b)) => Some(a.max(b)),
+                (a, b) => a.or(b),
+            };
         }
         let mut out: Vec<ListAppResponse> = apps
             .into_iter()
-            .map(|(app_id, (states, created))| ListAppResponse {
-                name: app_id
-                    .rsplit_once('-')
-                    .map_or(app_id.clone(), |(n, _)| n.to_string()),
-                state: app_state(states),
-                app_id,
-                app_handle: String::new(),
-                start_time: created,
-                end_time: None,
+            .map(|(app_id, (states, created, finished))| {
+                let state = app_state(states);
+                ListAppResponse {
+                    name: app_id
+                        .rsplit_once('-')
+                        .map_or(app_id.clone(), |(n, _)| n.to_string()),
+                    state,
+                    app_id,
+                    app_handle: String::new(),
+                    start_time: created,
+                    // Ended once every container has: the last of them.
+                    end_time: finished.filter(|_| state.is_terminal()),
+                }
             })
             .collect();
         if self.supervised.has_ledger() {
@@ -645,4 +659,12 @@ fn network_lock() -> Result<std::fs::File> {
     lock.lock()
         .map_err(|e| Error::io(format!("locking {}", lock_path.display()), e))?;
     Ok(lock)
+}
+
+/// The engine's `FinishedAt` (RFC 3339) as seconds since the epoch; `None` for the zero time it
+/// gives a container that has not exited.
+fn finished_at(text: &str) -> Option<f64> {
+    let ts: jiff::Timestamp = text.parse().ok()?;
+    let secs = ts.as_second() as f64 + f64::from(ts.subsec_nanosecond()) / 1e9;
+    (secs > 0.0).then_some(secs)
 }
