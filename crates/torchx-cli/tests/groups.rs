@@ -180,6 +180,35 @@ fn bad_group_input_is_refused_before_anything_runs() {
     assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
 }
 
+/// A rerun task sees what it saw the first time: its index and the group's size (not the
+/// rerun's), so a trainer that shards by index and size reads the same shard.
+#[test]
+fn a_rerun_task_sees_the_first_runs_index_and_size() {
+    let env = Env::new();
+    let out = env.run(&[
+        "run",
+        "--array",
+        "0-4%2",
+        "--wait",
+        "utils.sh",
+        "--",
+        "sh",
+        "-c",
+        "echo \"task $TORCHX_ARRAY_INDEX of $TORCHX_ARRAY_SIZE\"; [ $TORCHX_ARRAY_INDEX != 3 ] || [ -e fixed ]",
+    ]);
+    let first = stdout(&out).lines().next().unwrap().to_string();
+    let log = stdout(&env.run(&["log", &first]));
+    assert!(log.contains("task 3 of 5"), "{log}");
+    std::fs::write(env.cwd.join("fixed"), "").unwrap();
+    let out = env.run(&["rerun", "--failed", "--wait", &first]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let second = stdout(&out).lines().next().unwrap().to_string();
+    let log = stdout(&env.run(&["log", &second]));
+    assert_eq!(log.trim_end(), "3:sh/0 task 3 of 5", "{log}");
+    let status = env.status(&second);
+    assert_eq!(status["state"], "SUCCEEDED", "{status}");
+}
+
 /// `rerun --failed` submits exactly the failed tasks again, with their indexes and points, as
 /// a new group linked to the first.
 #[test]

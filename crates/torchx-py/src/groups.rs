@@ -94,6 +94,7 @@ pub fn schedule_group(
     let plan = GroupPlan {
         component,
         args,
+        size: tasks.len(),
         tasks: tasks.clone(),
         spec,
         max_concurrent,

@@ -71,6 +71,10 @@ pub struct GroupRecord {
     pub max_concurrent: Option<u32>,
     /// The tasks, in index order.
     pub tasks: Vec<GroupTask>,
+    /// How many tasks its tasks were told the group has (`TORCHX_ARRAY_SIZE`), when not as
+    /// many as it has (a rerun of some of a group's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<usize>,
     /// `torchx run`'s arguments without the group's own (what `rerun` runs again).
     #[serde(default)]
     pub argv: Vec<String>,
@@ -86,6 +90,11 @@ pub struct GroupRecord {
 }
 
 impl GroupRecord {
+    /// How many tasks its tasks were told the group has (`TORCHX_ARRAY_SIZE`).
+    pub fn size(&self) -> usize {
+        self.size.unwrap_or(self.tasks.len())
+    }
+
     /// The group's handle.
     pub fn handle(&self) -> String {
         crate::specs::make_app_handle(&self.scheduler, &self.session, &self.group_id)
@@ -259,6 +268,9 @@ pub struct GroupPlan {
     pub args: Vec<String>,
     /// The tasks.
     pub tasks: Vec<Task>,
+    /// How many tasks the whole group has (`TORCHX_ARRAY_SIZE`): more than `tasks` when these
+    /// are the rest of a group, or the tasks a rerun runs again.
+    pub size: usize,
     /// The array or sweep, as given (shown by status).
     pub spec: String,
     /// At most this many tasks unfinished at once.
@@ -381,6 +393,7 @@ mod tests {
             parent: None,
             native: None,
             submitter: None,
+            size: None,
         };
         record("old-1", 1.0).save(dir.path()).unwrap();
         record("new-2", 2.0).save(dir.path()).unwrap();

@@ -79,8 +79,9 @@ fn print_group_dryrun(dryrun: &GroupDryRun, json: bool) {
     }
 }
 
-/// The group's tasks, its spec as given and its cap, from the run's flags.
-fn plan(a: &RunArgs) -> Result<(Vec<Task>, String, Option<u32>)> {
+/// The group's tasks, its spec as given, its cap and its size (what a task sees as
+/// `TORCHX_ARRAY_SIZE`: the whole group's, when these are the rest of it or a rerun of some).
+fn plan(a: &RunArgs) -> Result<(Vec<Task>, String, Option<u32>, usize)> {
     if let Some(group) = &a.rest_of {
         let pending = group.tasks.iter().filter(|t| t.is_pending());
         let tasks = pending
@@ -89,25 +90,34 @@ fn plan(a: &RunArgs) -> Result<(Vec<Task>, String, Option<u32>)> {
                 params: t.params.clone(),
             })
             .collect();
-        return Ok((tasks, group.spec.clone(), group.max_concurrent));
+        return Ok((
+            tasks,
+            group.spec.clone(),
+            group.max_concurrent,
+            group.size(),
+        ));
     }
     if let Some(rerun) = &a.rerun_of {
         let spec = format!("rerun of {} ({})", rerun.group.handle(), rerun.group.spec);
-        return Ok((rerun.tasks.clone(), spec, rerun.group.max_concurrent));
+        let size = rerun.group.size();
+        return Ok((rerun.tasks.clone(), spec, rerun.group.max_concurrent, size));
     }
-    GroupSpec {
+    let (tasks, spec, cap) = GroupSpec {
         array: a.array.clone(),
         sweep: a.sweep.clone(),
         sweep_file: a.sweep_file.clone(),
         max_concurrent: a.max_concurrent,
     }
-    .plan()
+    .plan()?;
+    let size = tasks.len();
+    Ok((tasks, spec, cap, size))
 }
 
 impl GroupRun<'_> {
     pub fn run(self, runner: Runner, a: &RunArgs) -> Result<i32> {
-        let (tasks, spec, max_concurrent) = plan(a)?;
+        let (tasks, spec, max_concurrent, size) = plan(a)?;
         let plan = GroupPlan {
+            size,
             component: self.component.to_string(),
             args: self.args.to_vec(),
             tasks,

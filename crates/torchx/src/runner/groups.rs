@@ -30,8 +30,8 @@ impl Runner {
         // argument list (an array's tasks differ by their variables only: once in all; a
         // Python component's interpreter runs that often), and the workspaces are read and
         // hashed once (every task's roles start with the same ones).
-        let size = plan.tasks.len();
-        let mut dryruns = Vec::with_capacity(size);
+        let size = plan.size;
+        let mut dryruns = Vec::with_capacity(plan.tasks.len());
         let mut built: Vec<(Vec<String>, crate::specs::AppDef)> = Vec::new();
         let mut prepared: Option<crate::runner::PreparedWorkspaces> = None;
         for task in &plan.tasks {
@@ -197,6 +197,7 @@ impl Runner {
             parent: plan.parent.clone(),
             native: None,
             submitter: None,
+            size: (plan.size != dryrun.tasks.len()).then_some(plan.size),
         })
     }
 
