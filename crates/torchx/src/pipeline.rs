@@ -451,7 +451,11 @@ pub fn find(handle: &str) -> Result<Option<PipelineRecord>> {
     let record = PipelineRecord::find(handle)?;
     if let Some(r) = &record {
         if r.needs_holder(&crate::schedulers::default_state_dir()) {
-            start_holder(r)?;
+            // A reader still reads when no holder can be started here (a program that is not
+            // `torchx` and was not told where it is): the next reader that can will.
+            if let Err(e) = start_holder(r) {
+                log::warn!("{handle}: its holder is gone and cannot be started here: {e}");
+            }
         }
     }
     Ok(record)
