@@ -163,10 +163,11 @@ impl Submitter {
 }
 
 /// Fault injection for the crash tests: where `TORCHX_FAILPOINTS` names `point` (a comma
-/// list), the first process of this state directory to reach it kills itself with SIGKILL
-/// (as the OOM killer would), leaving a mark in `<state>/failpoints/` so that the process
-/// that replaces it goes on. Unset (always, outside tests), it costs one environment lookup.
-pub fn failpoint(point: &str) {
+/// list), the first process of the state directory `state_dir` to reach it kills itself with
+/// SIGKILL (as the OOM killer would), leaving a mark in `<state_dir>/failpoints/` so that the
+/// process that replaces it goes on. Unset (always, outside tests), it costs one environment
+/// lookup.
+pub fn failpoint(state_dir: &Path, point: &str) {
     let Some(points) = std::env::var_os("TORCHX_FAILPOINTS") else {
         return;
     };
@@ -177,7 +178,7 @@ pub fn failpoint(point: &str) {
     {
         return;
     }
-    let dir = crate::schedulers::default_state_dir().join("failpoints");
+    let dir = state_dir.join("failpoints");
     let _ = std::fs::create_dir_all(&dir);
     let first = std::fs::OpenOptions::new()
         .write(true)

@@ -72,7 +72,7 @@ impl Holder {
         loop {
             let mut changed = self.settle_submissions(record)?;
             if changed {
-                torchx::durable::failpoint("pipeline.submit.settled");
+                torchx::durable::failpoint(&self.state_dir, "pipeline.submit.settled");
             }
             let cancelled = record.cancel_requested(&self.state_dir);
             let steps = self.step_states(record, &mut changed).await;
@@ -204,7 +204,7 @@ impl Holder {
             return Ok(changed);
         }
         record.save(&self.state_dir)?;
-        torchx::durable::failpoint("pipeline.failover.recorded");
+        torchx::durable::failpoint(&self.state_dir, "pipeline.failover.recorded");
         for i in due {
             let step = &mut record.steps[i];
             let Some(handle) = step.phase.handle().map(String::from) else {
@@ -361,7 +361,7 @@ impl Holder {
             .process_group(0)
             .spawn()
             .map_err(|e| Error::io(format!("starting the submission of step `{name}`"), e))?;
-        torchx::durable::failpoint("pipeline.submit.spawned");
+        torchx::durable::failpoint(&self.state_dir, "pipeline.submit.spawned");
         record.steps[i].phase = Phase::Submitting {
             submitter: Submitter::of(child.id()),
         };
@@ -369,7 +369,7 @@ impl Holder {
             f.submitted_at = now_secs();
         }
         let saved = record.save(&self.state_dir);
-        torchx::durable::failpoint("pipeline.submit.recorded");
+        torchx::durable::failpoint(&self.state_dir, "pipeline.submit.recorded");
         let mut stdin = child.stdin.take();
         if saved.is_ok() {
             if let Some(stdin) = stdin.as_mut() {
@@ -377,7 +377,7 @@ impl Holder {
             }
         }
         drop(stdin);
-        torchx::durable::failpoint("pipeline.submit.told");
+        torchx::durable::failpoint(&self.state_dir, "pipeline.submit.told");
         self.children.insert(name, child);
         saved
     }
