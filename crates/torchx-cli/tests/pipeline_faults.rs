@@ -262,6 +262,18 @@ fn steps_seen_over_keep_their_end_once_their_jobs_are_purged() {
     let handle = start(&env, &file, &[]);
     let done = wait_end(&env, &handle, Duration::from_secs(60));
     assert_eq!(done["state"], "SUCCEEDED", "{done}");
+    // The holder records each end it sees, then leaves.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let record = std::fs::read_to_string(record_path(&env)).unwrap_or_default();
+        let record: serde_json::Value = serde_json::from_str(&record).unwrap_or_default();
+        let ended = record["ended"].as_object().map_or(0, |e| e.len());
+        if ended == 2 && record.get("holder").is_none() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{record}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
     for step in done["steps"].as_array().unwrap() {
         let out = env.run(&["delete", step["handle"].as_str().unwrap()]);
         assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
