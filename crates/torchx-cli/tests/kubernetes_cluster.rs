@@ -72,6 +72,20 @@ impl Cluster {
         handle
     }
 
+    /// An Indexed Job (`mode=job`) of busybox running `sh -c script`; the handle.
+    fn sh(&self, script: &str) -> String {
+        let args = [
+            "utils.sh",
+            "--image",
+            "busybox:local",
+            "--",
+            "sh",
+            "-c",
+            script,
+        ];
+        self.submit("kubernetes", "mode=job", &args)
+    }
+
     /// Polls `status --json` until `ok` holds (or fails after 60 s).
     fn wait_status(
         &self,
@@ -97,19 +111,7 @@ fn an_indexed_job_runs_on_the_node_and_its_log_is_read() {
     let Some(k8s) = Cluster::get("an_indexed_job_runs_on_the_node") else {
         return;
     };
-    let handle = k8s.submit(
-        "kubernetes",
-        "mode=job",
-        &[
-            "utils.sh",
-            "--image",
-            "busybox:local",
-            "--",
-            "sh",
-            "-c",
-            "echo one; echo two",
-        ],
-    );
+    let handle = k8s.sh("echo one; echo two");
     let s = k8s.wait_status(&handle, |s| s["state"] == "SUCCEEDED");
     assert_eq!(s["roles"][0]["replicas"][0]["state"], 4, "{s}");
     let log = k8s.run(&["log", &handle]);
@@ -132,19 +134,7 @@ fn a_failing_pod_fails_the_app_with_its_exit_code() {
     let Some(k8s) = Cluster::get("a_failing_pod_fails_the_app") else {
         return;
     };
-    let handle = k8s.submit(
-        "kubernetes",
-        "mode=job",
-        &[
-            "utils.sh",
-            "--image",
-            "busybox:local",
-            "--",
-            "sh",
-            "-c",
-            "echo bad >&2; exit 3",
-        ],
-    );
+    let handle = k8s.sh("echo bad >&2; exit 3");
     let s = k8s.wait_status(&handle, |s| s["state"] == "FAILED");
     let msg = s["msg"].as_str().unwrap();
     assert!(msg.contains("sh/0 exited with code 3 (Error)"), "{s}");
@@ -160,19 +150,7 @@ fn a_running_job_is_cancelled_and_its_pod_stops() {
     let Some(k8s) = Cluster::get("a_running_job_is_cancelled") else {
         return;
     };
-    let handle = k8s.submit(
-        "kubernetes",
-        "mode=job",
-        &[
-            "utils.sh",
-            "--image",
-            "busybox:local",
-            "--",
-            "sh",
-            "-c",
-            "echo up; sleep 300",
-        ],
-    );
+    let handle = k8s.sh("echo up; sleep 300");
     k8s.wait_status(&handle, |s| s["state"] == "RUNNING");
     let deadline = Instant::now() + Duration::from_secs(60);
     while !stdout(&k8s.run(&["log", &handle])).contains("up") {
@@ -448,19 +426,7 @@ fn a_job_after_another_runs_once_the_first_succeeded() {
     let Some(k8s) = Cluster::get("--after on the real cluster") else {
         return;
     };
-    let first = k8s.submit(
-        "kubernetes",
-        "mode=job",
-        &[
-            "utils.sh",
-            "--image",
-            "busybox:local",
-            "--",
-            "sh",
-            "-c",
-            "sleep 2; echo first",
-        ],
-    );
+    let first = k8s.sh("sleep 2; echo first");
     let out = k8s.run(&[
         "run",
         "--workspace",

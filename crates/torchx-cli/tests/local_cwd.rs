@@ -741,6 +741,42 @@ fn ddp_with_real_torchrun_and_gloo_when_torch_is_importable() {
     }
 }
 
+/// `torchx run --detach dist.ddp -j 1x2` of a trainer that joins the gloo group, says so in
+/// `up<rank>` and sleeps; returns its handle once both ranks are up (their files removed, for
+/// the next one).
+fn detach_sleeping_ddp(env: &Env, path: &str) -> String {
+    std::fs::write(
+        env.cwd.join("sleeper.py"),
+        "import time, torch.distributed as dist\ndist.init_process_group('gloo')\n\
+         open(f'up{dist.get_rank()}', 'w').close()\ntime.sleep(600)\n",
+    )
+    .unwrap();
+    let out = env
+        .cmd(&[
+            "run",
+            "--detach",
+            "dist.ddp",
+            "-j",
+            "1x2",
+            "--script",
+            "sleeper.py",
+        ])
+        .env("PATH", path)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let handle = stdout(&out).trim().to_string();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while (0..2).any(|r| !env.cwd.join(format!("up{r}")).exists()) {
+        assert!(Instant::now() < deadline, "the workers never came up");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    for rank in 0..2 {
+        std::fs::remove_file(env.cwd.join(format!("up{rank}"))).unwrap();
+    }
+    handle
+}
+
 /// `kill -9` of the supervisor of a real `dist.ddp -j 1x2` job (torchrun's workers in sessions
 /// of their own): within 5 s nothing of it is left, and status says so truthfully; on a job
 /// whose guard died too, `cancel` stops it all.
@@ -750,33 +786,8 @@ fn sigkill_of_a_real_ddp_jobs_supervisor_leaves_no_worker() {
         return;
     };
     let env = Env::new();
-    std::fs::write(
-        env.cwd.join("x.py"),
-        "import time, torch, torch.distributed as dist\n\
-         dist.init_process_group('gloo')\n\
-         open(f'up{dist.get_rank()}', 'w').write('1')\n\
-         time.sleep(600)\n",
-    )
-    .unwrap();
     for guard_too in [false, true] {
-        for rank in 0..2 {
-            let _ = std::fs::remove_file(env.cwd.join(format!("up{rank}")));
-        }
-        let out = env
-            .cmd(&[
-                "run", "--detach", "dist.ddp", "-j", "1x2", "--script", "x.py",
-            ])
-            .env("PATH", &path)
-            .output()
-            .unwrap();
-        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-        let handle = stdout(&out).trim().to_string();
-        // Both workers joined the group.
-        let deadline = Instant::now() + Duration::from_secs(120);
-        while (0..2).any(|r| !env.cwd.join(format!("up{r}")).exists()) {
-            assert!(Instant::now() < deadline, "the workers never started");
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        let handle = detach_sleeping_ddp(&env, &path);
         // torchrun and its two workers (and whatever else they run).
         assert!(
             processes_of(&handle).len() >= 3,
@@ -916,32 +927,10 @@ fn ddp_with_real_torchrun_leaves_no_worker() {
         return;
     };
     let env = Env::new();
-    std::fs::write(
-        env.cwd.join("long.py"),
-        "import time, torch.distributed as dist\ndist.init_process_group('gloo')\n\
-         open(f'up{dist.get_rank()}', 'w').close()\ntime.sleep(300)\n",
-    )
-    .unwrap();
     for how in ["kill", "cancel"] {
-        let out = env
-            .cmd(&[
-                "run", "--detach", "dist.ddp", "-j", "1x2", "--script", "long.py",
-            ])
-            .env("PATH", &path)
-            .output()
-            .unwrap();
-        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-        let handle = stdout(&out).trim().to_string();
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while !(env.cwd.join("up0").exists() && env.cwd.join("up1").exists()) {
-            assert!(Instant::now() < deadline, "the workers never came up");
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        let handle = detach_sleeping_ddp(&env, &path);
         // Long enough for the supervisor to have seen the workers (it looks every second).
         std::thread::sleep(Duration::from_millis(1500));
-        for rank in 0..2 {
-            std::fs::remove_file(env.cwd.join(format!("up{rank}"))).unwrap();
-        }
         if how == "kill" {
             let pid = env.status(&handle)["roles"][0]["replicas"][0]["pid"].clone();
             let torchrun = support::processes_of(&handle)

@@ -236,20 +236,7 @@ fn failover_moves_a_held_slurm_job_to_local_cwd_exactly_once() {
     let env = Env::new();
     // Every node busy, so the job cannot start on Slurm before it is held.
     let blockers = block_every_node(&format!("torchx-blocker-{}", std::process::id()));
-    let out = env.run(&[
-        "run",
-        "-s",
-        "auto:slurm,local_cwd",
-        "--failover_after",
-        "5s",
-        "--detach",
-        "utils.sh",
-        "sh",
-        "-c",
-        "echo ran on $TORCHX_JOB_ID >> ran.txt",
-    ]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let handle = stdout(&out).trim().to_string();
+    let handle = run_with_failover(&env, "5s");
     assert!(handle.starts_with("pipeline://"), "{handle}");
     // Its Slurm job, held as an operator would.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
@@ -296,6 +283,25 @@ fn failover_moves_a_held_slurm_job_to_local_cwd_exactly_once() {
     assert!(ran.contains("local_cwd://"), "{ran}");
 }
 
+/// `torchx run -s auto:slurm,local_cwd --failover_after AFTER --detach` of a job that appends
+/// where it ran to `ran.txt`; the handle (a pipeline's).
+fn run_with_failover(env: &Env, after: &str) -> String {
+    let out = env.run(&[
+        "run",
+        "-s",
+        "auto:slurm,local_cwd",
+        "--failover_after",
+        after,
+        "--detach",
+        "utils.sh",
+        "sh",
+        "-c",
+        "echo ran on $TORCHX_JOB_ID >> ran.txt",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    stdout(&out).trim().to_string()
+}
+
 /// Fills every node of the Slurm cluster with a job named `name` (cancelled on drop).
 fn block_every_node(name: &str) -> Blockers {
     let blockers = Blockers(name.to_string());
@@ -334,20 +340,7 @@ fn failover_never_moves_a_slurm_job_that_started_at_the_moment_of_the_move() {
         let name = format!("torchx-race-{}-{trial}", std::process::id());
         let blockers = block_every_node(&name);
         let submitted = std::time::Instant::now();
-        let out = env.run(&[
-            "run",
-            "-s",
-            "auto:slurm,local_cwd",
-            "--failover_after",
-            "3s",
-            "--detach",
-            "utils.sh",
-            "sh",
-            "-c",
-            "echo ran on $TORCHX_JOB_ID >> ran.txt",
-        ]);
-        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-        let handle = stdout(&out).trim().to_string();
+        let handle = run_with_failover(&env, "3s");
         let wait = std::time::Duration::from_millis(offset_ms).saturating_sub(submitted.elapsed());
         std::thread::sleep(wait);
         drop(blockers);
