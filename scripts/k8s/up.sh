@@ -28,6 +28,10 @@ set -euo pipefail
 
 K8S_VERSION=${K8S_VERSION:-1.37.2}
 ETCD_VERSION=${ETCD_VERSION:-3.6.16}
+# The newest releases the Go module proxy serves here (it lists none of either; newer exact
+# versions answer 403).
+VOLCANO_VERSION=${VOLCANO_VERSION:-1.10.0}
+MCAD_VERSION=${MCAD_VERSION:-1.40.0}
 CACHE=${TORCHX_K8S_CACHE:-/var/cache/torchx-k8s}
 DIR=${TORCHX_K8S_DIR:-/var/lib/torchx-k8s}
 PORT=${TORCHX_K8S_PORT:-6443}
@@ -101,18 +105,68 @@ build_etcd() {
     )
     say "built etcd in $(elapsed)"
 }
+# A program built in its own module's source tree, so that its go.mod's replace directives
+# apply (they do not when it is a dependency): NAME MODULE VERSION PACKAGE... into
+# $CACHE/NAME-vVERSION/.
+build_in_module() {
+    local name=$1 module=$2 version=$3 dir
+    shift 3
+    local out=$CACHE/$name-v$version src=$CACHE/$name-src-v$version
+    say "building $name v$version ($*) into $out; once per version"
+    dir=$(cd "$CACHE" && go mod download -json "$module@v$version" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+    [ -n "$dir" ] || die "the Go module proxy did not serve $module@v$version"
+    rm -rf "$src"
+    cp -r "$dir" "$src"
+    chmod -R u+w "$src"
+    (cd "$src" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$out/" "$@")
+    say "built $name in $(elapsed)"
+}
+volcano=$CACHE/volcano-v$VOLCANO_VERSION
+mcad=$CACHE/mcad-v$MCAD_VERSION
+mkdir -p "$CACHE"
 [ -x "$etcd_bin" ] || build_etcd
 for b in kube-apiserver kube-controller-manager kube-scheduler kubelet; do
     [ -x "$bin/$b" ] || { build_kubernetes; break; }
 done
+for b in controller-manager scheduler webhook-manager; do
+    [ -x "$volcano/$b" ] || {
+        build_in_module volcano volcano.sh/volcano "$VOLCANO_VERSION" \
+            ./cmd/controller-manager ./cmd/scheduler ./cmd/webhook-manager
+        break
+    }
+done
+[ -x "$mcad/kar-controllers" ] ||
+    build_in_module mcad github.com/project-codeflare/multi-cluster-app-dispatcher "$MCAD_VERSION" ./cmd/kar-controllers
 
 # ---- a cluster already up is kept; else what an earlier start left is stopped ---------------
 alive() { [ -f "$run/$1.pid" ] && kill -0 "$(tr -dc 0-9 <"$run/$1.pid")" 2>/dev/null; }
+sock=$run/containerd.sock
+node_images() {
+    local images=(docker.io/library/pause:local docker.io/library/busybox:local)
+    if docker image inspect python:local >/dev/null 2>&1; then images+=(docker.io/library/python:local); fi
+    echo "${images[@]}"
+}
+import_node_images() {
+    # shellcheck disable=SC2046 # one word per image
+    docker save $(node_images) | ctr --address "$sock" -n k8s.io images import - >/dev/null
+}
+node_has_images() {
+    local have
+    have=$(ctr --address "$sock" -n k8s.io images ls -q 2>/dev/null) || return 1
+    for image in $(node_images); do
+        grep -qxF "$image" <<<"$have" || return 1
+    done
+}
 if [ "$FRESH" = 0 ] && [ -s "$kubeconfig" ] && [ -s "$token_file" ] &&
     alive etcd && alive kube-apiserver && alive kube-controller-manager && alive kube-scheduler &&
+    alive vc-webhook-manager && alive vc-controller-manager && alive vc-scheduler && alive mcad-controller &&
     { [ "${TORCHX_K8S_NODE:-1}" = 0 ] || { alive containerd && alive kubelet; }; } &&
     curl -sf --cacert "$pki/ca.crt" -H "Authorization: Bearer $(cat "$token_file")" \
         "https://127.0.0.1:$PORT/readyz" >/dev/null 2>&1; then
+    if [ "${TORCHX_K8S_NODE:-1}" != 0 ] && ! node_has_images; then
+        say "the node lacks some of its images (removed under disk pressure?): importing them again"
+        import_node_images
+    fi
     say "already running (logs in $run); --fresh to start anew"
     echo "KUBECONFIG=$kubeconfig"
     exit 0
@@ -138,6 +192,17 @@ if [ ! -s "$pki/apiserver.crt" ]; then
         openssl rand -hex 24 >admin-token
         echo "$(cat admin-token),torchx-admin,torchx-admin,system:masters" >tokens.csv
         chmod 600 ./*.key admin-token tokens.csv
+    )
+fi
+if [ ! -s "$pki/webhook.crt" ]; then
+    (   # Volcano's admission webhook, which the API server calls on 127.0.0.1.
+        cd "$pki"
+        openssl req -newkey rsa:2048 -nodes -keyout webhook.key -out webhook.csr \
+            -subj /CN=volcano-admission 2>/dev/null
+        echo "subjectAltName=IP:127.0.0.1" >webhook.ext
+        openssl x509 -req -in webhook.csr -CA ca.crt -CAkey ca.key -CAcreateserial \
+            -out webhook.crt -days 3650 -extfile webhook.ext 2>/dev/null
+        chmod 600 webhook.key
     )
 fi
 token=$(cat "$token_file")
@@ -231,13 +296,103 @@ for crd in jobs.batch.volcano.sh appwrappers.workload.codeflare.dev; do
 done
 say "Kubernetes v$K8S_VERSION control plane up in $(elapsed) (logs in $run)"
 
+# ---- Volcano: its other CRDs, admission webhook, controllers and scheduler ------------------
+# As its Helm chart installs it, but on loopback: the API server calls the webhook by URL.
+post() {  # PATH FILE CONTENT-TYPE: create, or leave what exists
+    code=$(curl -s -o "$run/post.out" -w '%{http_code}' --cacert "$pki/ca.crt" \
+        -H "Authorization: Bearer $token" -H "Content-Type: $3" --data-binary "@$2" "$api$1")
+    case "$code" in
+        201 | 409) ;;
+        *) cat "$run/post.out" >&2; die "creating $(basename "$2") answered HTTP $code" ;;
+    esac
+}
+vc_src=$CACHE/volcano-src-v$VOLCANO_VERSION
+for crd in "$vc_src"/installer/helm/chart/volcano/crd/bases/*.yaml; do
+    # jobs.batch.volcano.sh is ours (newer, a superset), installed above.
+    case "$crd" in */batch.volcano.sh_jobs.yaml) continue ;; esac
+    post /apis/apiextensions.k8s.io/v1/customresourcedefinitions "$crd" application/yaml
+done
+ca_bundle=$(base64 -w0 "$pki/ca.crt")
+webhook() {  # KIND PATH NAME RESOURCE GROUP VERSION OPERATIONS...
+    local kind=$1 path=$2 name=$3 resource=$4 group=$5 version=$6 collection
+    shift 6
+    local ops
+    ops=$(printf '"%s",' "$@")
+    collection=$(echo "$kind" | tr '[:upper:]' '[:lower:]')s
+    cat >"$run/webhook.json" <<JSON
+{"apiVersion": "admissionregistration.k8s.io/v1", "kind": "$kind",
+ "metadata": {"name": "volcano-admission-service${path//\//-}"},
+ "webhooks": [{"name": "$name", "admissionReviewVersions": ["v1"], "sideEffects": "NoneOnDryRun",
+   "failurePolicy": "Fail", "matchPolicy": "Equivalent", "timeoutSeconds": 10,
+   "clientConfig": {"url": "https://127.0.0.1:8443$path", "caBundle": "$ca_bundle"},
+   "rules": [{"apiGroups": ["$group"], "apiVersions": ["$version"], "operations": [${ops%,}],
+              "resources": ["$resource"], "scope": "*"}]}]}
+JSON
+    post "/apis/admissionregistration.k8s.io/v1/$collection" "$run/webhook.json" application/json
+}
+webhook MutatingWebhookConfiguration /jobs/mutate mutatejob.volcano.sh jobs batch.volcano.sh v1alpha1 CREATE
+webhook ValidatingWebhookConfiguration /jobs/validate validatejob.volcano.sh jobs batch.volcano.sh v1alpha1 CREATE UPDATE
+webhook MutatingWebhookConfiguration /podgroups/mutate mutatepodgroup.volcano.sh podgroups scheduling.volcano.sh v1beta1 CREATE
+webhook MutatingWebhookConfiguration /queues/mutate mutatequeue.volcano.sh queues scheduling.volcano.sh v1beta1 CREATE
+webhook ValidatingWebhookConfiguration /queues/validate validatequeue.volcano.sh queues scheduling.volcano.sh v1beta1 CREATE UPDATE DELETE
+# The Helm chart's scheduler configuration.
+cat >"$run/volcano-scheduler.conf" <<'CONF'
+actions: "enqueue, allocate, backfill"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+    enablePreemptable: false
+  - name: conformance
+- plugins:
+  - name: overcommit
+  - name: drf
+    enablePreemptable: false
+  - name: predicates
+  - name: proportion
+  - name: nodeorder
+  - name: binpack
+CONF
+say "starting Volcano v$VOLCANO_VERSION (admission webhook, controllers, scheduler)"
+start vc-webhook-manager "$volcano/webhook-manager" --kubeconfig="$kubeconfig" \
+    --listen-address=127.0.0.1 --port=8443 --webhook-url=https://127.0.0.1:8443 \
+    --ca-cert-file="$pki/ca.crt" --tls-cert-file="$pki/webhook.crt" --tls-private-key-file="$pki/webhook.key" \
+    --enabled-admission=/jobs/mutate,/jobs/validate,/podgroups/mutate,/queues/mutate,/queues/validate \
+    --enable-healthz --healthz-address=127.0.0.1:11253
+start vc-controller-manager "$volcano/controller-manager" --kubeconfig="$kubeconfig" --leader-elect=false \
+    --controllers=gc-controller,job-controller,pg-controller,queue-controller \
+    --enable-healthz --healthz-address=127.0.0.1:11252
+start vc-scheduler "$volcano/scheduler" --kubeconfig="$kubeconfig" --leader-elect=false \
+    --scheduler-conf="$run/volcano-scheduler.conf" --listen-address=127.0.0.1:8085 \
+    --enable-healthz --healthz-address=127.0.0.1:11251
+wait_ok https://127.0.0.1:11253/healthz "Volcano's webhook manager"
+wait_ok http://127.0.0.1:11252/healthz "Volcano's controller manager"
+wait_ok http://127.0.0.1:11251/healthz "Volcano's scheduler"
+# Its scheduler makes the queue "default"; a Volcano Job names it.
+deadline=$((SECONDS + TIMEOUT))
+until curl -sf --cacert "$pki/ca.crt" -H "Authorization: Bearer $token" \
+    "$api/apis/scheduling.volcano.sh/v1beta1/queues/default" >/dev/null; do
+    [ "$SECONDS" -lt "$deadline" ] || { tail -n 30 "$run/vc-scheduler.log" >&2; die "Volcano's queue default never appeared"; }
+    sleep 0.2
+done
+
+# ---- MCAD: its other CRDs and its controller (single-cluster "agent" mode, as its chart) -----
+mcad_src=$CACHE/mcad-src-v$MCAD_VERSION
+for crd in "$mcad_src"/config/crd/bases/*.yaml; do
+    case "$crd" in */workload.codeflare.dev_appwrappers.yaml) continue ;; esac  # ours, above
+    post /apis/apiextensions.k8s.io/v1/customresourcedefinitions "$crd" application/yaml
+done
+say "starting MCAD v$MCAD_VERSION"
+start mcad-controller "$mcad/kar-controllers" --kubeconfig="$kubeconfig" --logtostderr \
+    --secure-port=10262 --healthProbeListenAddr=127.0.0.1:10263
+wait_ok http://127.0.0.1:10263/healthz "MCAD's controller"
+
 # ---- a node that runs pods ------------------------------------------------------------------
 # kubelet over Debian's containerd, runc and CNI plugins (a bridge on 10.244.0.0/24), its
 # images (busybox:local, python:local and a pause image made from busybox) imported from the
 # Docker engine of scripts/docker/up.sh. TORCHX_K8S_NODE=0: the control plane alone.
 if [ "${TORCHX_K8S_NODE:-1}" != 0 ]; then
     node=$DIR/node
-    sock=$run/containerd.sock
     need=()
     command -v containerd >/dev/null || need+=(containerd)
     command -v runc >/dev/null || need+=(runc)
@@ -309,9 +464,7 @@ CMD ["sh", "-c", "trap 'exit 0' TERM INT; while :; do sleep 3600 & wait $!; done
 CONF
     docker build -q -t docker.io/library/pause:local "$node/images" >/dev/null 2>&1 ||
         die "building the pause image failed"
-    images=(docker.io/library/pause:local busybox:local)
-    if docker image inspect python:local >/dev/null 2>&1; then images+=(python:local); fi
-    docker save "${images[@]}" | ctr --address "$sock" -n k8s.io images import - >/dev/null
+    import_node_images
     ip=$(hostname -I 2>/dev/null | awk '{print $1}')
     [ -n "$ip" ] || die "this machine has no address for the node (hostname -I)"
     cat >"$node/kubelet.yaml" <<CONF
@@ -331,11 +484,14 @@ authentication:
     enabled: false
 authorization:
   mode: AlwaysAllow
+# No eviction for disk: a test node that shares its disk with builds would otherwise delete
+# its own images when that disk runs low ("0%" turns a signal off).
 evictionHard:
   memory.available: "100Mi"
-  nodefs.available: "1%"
-  imagefs.available: "1%"
-  nodefs.inodesFree: "1%"
+  nodefs.available: "0%"
+  imagefs.available: "0%"
+  nodefs.inodesFree: "0%"
+  imagefs.inodesFree: "0%"
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 enforceNodeAllocatable: []

@@ -4,13 +4,14 @@
 //! (`.ci/run` sets it from up.sh's last line; other suites keep their own `KUBECONFIG`).
 //!
 //! What this proves: the real API server validates (strict field validation, the CRDs'
-//! schemas), defaults and stores every object we submit; the Job controller makes the pods of
-//! our Indexed Jobs, the scheduler places them on the node, whose kubelet runs them (containerd,
-//! runc, a CNI bridge): status through Pending, Running, Succeeded and Failed, logs from the
-//! kubelet, cancel, list and delete on real objects. What it does not: no Volcano or MCAD
-//! controller acts on their objects (their Go modules are not served here), so a Volcano Job or
-//! an AppWrapper is only validated and stored; the fake API server (`tests/kubernetes.rs`)
-//! still drives those lifecycles, and API errors a real cluster cannot be made to return.
+//! schemas), defaults and stores every object we submit; Volcano's admission webhook defaults
+//! and checks our Volcano Jobs, its controller and scheduler make and gang their pods, MCAD's
+//! controller dispatches our AppWrappers; the Job controller makes the pods of our Indexed
+//! Jobs, the scheduler places them on the node, whose kubelet runs them (containerd, runc, a
+//! CNI bridge): status through Pending, Running, Succeeded and Failed, logs from the kubelet,
+//! cancel, list and delete on real objects, in each of the three ways we submit. The fake API
+//! server (`tests/kubernetes.rs`) keeps what a real cluster cannot be made to do on demand (API
+//! errors, throttling).
 
 mod support;
 
@@ -18,6 +19,34 @@ use std::process::Output;
 use std::time::{Duration, Instant};
 
 use support::{stderr, stdout, Env};
+
+/// The three ways a job reaches the cluster.
+#[derive(Clone, Copy, Debug)]
+enum Way {
+    /// `kubernetes` with `mode=job`: native Indexed Jobs.
+    IndexedJob,
+    /// `kubernetes` with a queue: TorchX's Volcano Job.
+    Volcano,
+    /// `kubernetes_mcad`: an MCAD AppWrapper.
+    Mcad,
+}
+
+impl Way {
+    fn scheduler(self) -> &'static str {
+        match self {
+            Way::IndexedJob | Way::Volcano => "kubernetes",
+            Way::Mcad => "kubernetes_mcad",
+        }
+    }
+
+    fn cfg(self) -> &'static str {
+        match self {
+            Way::IndexedJob => "mode=job",
+            Way::Volcano => "queue=default",
+            Way::Mcad => "",
+        }
+    }
+}
 
 /// A test environment whose commands talk to the cluster.
 struct Cluster {
@@ -74,16 +103,23 @@ impl Cluster {
 
     /// An Indexed Job (`mode=job`) of busybox running `sh -c script`; the handle.
     fn sh(&self, script: &str) -> String {
+        self.sh_as(Way::IndexedJob, script)
+    }
+
+    /// busybox running `sh -c script`, submitted `way`; the handle.
+    fn sh_as(&self, way: Way, script: &str) -> String {
         let args = [
             "utils.sh",
             "--image",
             "busybox:local",
+            "-h",
+            "NULL",
             "--",
             "sh",
             "-c",
             script,
         ];
-        self.submit("kubernetes", "mode=job", &args)
+        self.submit(way.scheduler(), way.cfg(), &args)
     }
 
     /// Polls `status --json` until `ok` holds (or fails after 60 s).
@@ -104,23 +140,29 @@ impl Cluster {
     }
 }
 
-/// A native Indexed Job (`mode=job`) runs on the node: PENDING, then SUCCEEDED, its log read
-/// from the kubelet (`--tail` too), listed by its labels, then deleted.
-#[test]
-fn an_indexed_job_runs_on_the_node_and_its_log_is_read() {
-    let Some(k8s) = Cluster::get("an_indexed_job_runs_on_the_node") else {
+/// A job runs on the node: SUCCEEDED, its log read from the kubelet, listed, then deleted.
+fn a_job_runs_and_its_log_is_read(way: Way) {
+    let Some(k8s) = Cluster::get(&format!("a_job_runs_and_its_log_is_read {way:?}")) else {
         return;
     };
-    let handle = k8s.sh("echo one; echo two");
+    let handle = k8s.sh_as(way, "echo one; echo two");
     let s = k8s.wait_status(&handle, |s| s["state"] == "SUCCEEDED");
-    assert_eq!(s["roles"][0]["replicas"][0]["state"], 4, "{s}");
+    assert_eq!(s["roles"][0]["replicas"][0]["state"], 4, "{way:?}: {s}");
     let log = k8s.run(&["log", &handle]);
-    assert_eq!(log.status.code(), Some(0), "{}", stderr(&log));
-    assert_eq!(stdout(&log), "sh/0 one\nsh/0 two\n");
-    let listed = k8s.run(&["list", "-s", "kubernetes", "--json"]);
-    assert!(stdout(&listed).contains(&handle), "{}", stdout(&listed));
+    assert_eq!(log.status.code(), Some(0), "{way:?}: {}", stderr(&log));
+    assert_eq!(stdout(&log), "sh/0 one\nsh/0 two\n", "{way:?}");
+    let listed = k8s.run(&["list", "-s", way.scheduler(), "--json"]);
+    let listed: serde_json::Value = serde_json::from_str(&stdout(&listed)).unwrap();
+    let ours = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["app_handle"] == handle.as_str())
+        .unwrap_or_else(|| panic!("{way:?}: {handle} not in {listed}"));
+    assert_eq!(ours["state"], "SUCCEEDED", "{way:?}: {ours}");
+    assert_eq!(ours["name"], "sh", "{way:?}: {ours}");
     let out = k8s.run(&["delete", &handle]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(out.status.code(), Some(0), "{way:?}: {}", stderr(&out));
     let deadline = Instant::now() + Duration::from_secs(60);
     while k8s.run(&["status", &handle]).status.code() == Some(0) {
         assert!(Instant::now() < deadline, "{handle} was never deleted");
@@ -128,56 +170,132 @@ fn an_indexed_job_runs_on_the_node_and_its_log_is_read() {
     }
 }
 
-/// A pod whose command fails ends the app FAILED, with the container's exit code.
 #[test]
-fn a_failing_pod_fails_the_app_with_its_exit_code() {
-    let Some(k8s) = Cluster::get("a_failing_pod_fails_the_app") else {
+fn an_indexed_job_runs_and_its_log_is_read() {
+    a_job_runs_and_its_log_is_read(Way::IndexedJob);
+}
+
+#[test]
+fn a_volcano_job_runs_and_its_log_is_read() {
+    a_job_runs_and_its_log_is_read(Way::Volcano);
+}
+
+#[test]
+fn an_appwrapper_runs_and_its_log_is_read() {
+    a_job_runs_and_its_log_is_read(Way::Mcad);
+}
+
+/// A pod whose command fails ends the app FAILED (Volcano's webhook makes the gang need it),
+/// with the container's exit code, and no restart.
+fn a_failing_pod_fails_the_app(way: Way) {
+    let Some(k8s) = Cluster::get(&format!("a_failing_pod_fails_the_app {way:?}")) else {
         return;
     };
-    let handle = k8s.sh("echo bad >&2; exit 3");
-    let s = k8s.wait_status(&handle, |s| s["state"] == "FAILED");
+    let handle = k8s.sh_as(way, "echo bad >&2; exit 3");
+    let s = k8s.wait_status(&handle, |s| {
+        !["PENDING", "RUNNING", "UNKNOWN"].contains(&s["state"].as_str().unwrap())
+    });
+    assert_eq!(s["state"], "FAILED", "{way:?}: {s}");
     let msg = s["msg"].as_str().unwrap();
-    assert!(msg.contains("sh/0 exited with code 3 (Error)"), "{s}");
+    assert!(
+        msg.contains("sh/0 exited with code 3 (Error)"),
+        "{way:?}: {s}"
+    );
     assert_eq!(s["num_restarts"], 0, "no restart without max_retries: {s}");
     let log = stdout(&k8s.run(&["log", &handle]));
-    assert!(log.contains("bad"), "{log}");
+    assert!(log.contains("bad"), "{way:?}: {log}");
     k8s.run(&["delete", &handle]);
 }
 
-/// A running job is cancelled: CANCELLED, and its pod stops on the node.
 #[test]
-fn a_running_job_is_cancelled_and_its_pod_stops() {
-    let Some(k8s) = Cluster::get("a_running_job_is_cancelled") else {
+fn a_failing_pod_fails_the_indexed_job() {
+    a_failing_pod_fails_the_app(Way::IndexedJob);
+}
+
+#[test]
+fn a_failing_pod_fails_the_volcano_job() {
+    a_failing_pod_fails_the_app(Way::Volcano);
+}
+
+#[test]
+fn a_failing_pod_fails_the_appwrapper() {
+    a_failing_pod_fails_the_app(Way::Mcad);
+}
+
+/// Whether a pod of `handle` still runs `sleep 300` on this machine (its `TORCHX_JOB_ID` is
+/// `<scheduler>://<session>/<name>`, as TorchX's, without the namespace).
+fn pod_still_sleeps(handle: &str) -> bool {
+    let name = handle.rsplit(':').next().unwrap();
+    let ps = std::process::Command::new("pgrep")
+        .args(["-f", "sleep 300"])
+        .output()
+        .unwrap();
+    stdout(&ps)
+        .lines()
+        .filter_map(|p| std::fs::read(format!("/proc/{}/environ", p.trim())).ok())
+        .any(|env| {
+            env.split(|b| *b == 0).any(|var| {
+                let var = String::from_utf8_lossy(var);
+                var.starts_with("TORCHX_JOB_ID=") && var.ends_with(&format!("/{name}"))
+            })
+        })
+}
+
+/// A running job is cancelled: CANCELLED (an AppWrapper, deleted as TorchX does, is gone), and
+/// its pod stops on the node.
+fn a_running_job_is_cancelled(way: Way) {
+    let Some(k8s) = Cluster::get(&format!("a_running_job_is_cancelled {way:?}")) else {
         return;
     };
-    let handle = k8s.sh("echo up; sleep 300");
+    let handle = k8s.sh_as(way, "echo up; sleep 300");
     k8s.wait_status(&handle, |s| s["state"] == "RUNNING");
     let deadline = Instant::now() + Duration::from_secs(60);
     while !stdout(&k8s.run(&["log", &handle])).contains("up") {
-        assert!(Instant::now() < deadline, "no log line");
+        assert!(Instant::now() < deadline, "{way:?}: no log line");
         std::thread::sleep(Duration::from_millis(200));
     }
+    assert!(
+        pod_still_sleeps(&handle),
+        "{way:?}: no pod of {handle} found running"
+    );
     let out = k8s.run(&["cancel", &handle]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    k8s.wait_status(&handle, |s| s["state"] == "CANCELLED");
-    // The node stops the pod's `sleep 300`.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let ps = std::process::Command::new("pgrep")
-            .args(["-f", "sleep 300"])
-            .output()
-            .unwrap();
-        let ours = stdout(&ps)
-            .lines()
-            .filter_map(|p| std::fs::read(format!("/proc/{}/environ", p.trim())).ok())
-            .any(|env| String::from_utf8_lossy(&env).contains(&format!("TORCHX_JOB_ID={handle}")));
-        if !ours {
-            break;
+    assert_eq!(out.status.code(), Some(0), "{way:?}: {}", stderr(&out));
+    match way {
+        Way::Mcad => {
+            let deadline = Instant::now() + Duration::from_secs(60);
+            while k8s.run(&["status", &handle]).status.code() == Some(0) {
+                assert!(Instant::now() < deadline, "{handle} was never deleted");
+                std::thread::sleep(Duration::from_millis(200));
+            }
         }
-        assert!(Instant::now() < deadline, "the pod of {handle} still runs");
+        Way::IndexedJob | Way::Volcano => {
+            k8s.wait_status(&handle, |s| s["state"] == "CANCELLED");
+        }
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while pod_still_sleeps(&handle) {
+        assert!(
+            Instant::now() < deadline,
+            "{way:?}: the pod of {handle} still runs"
+        );
         std::thread::sleep(Duration::from_millis(200));
     }
     k8s.run(&["delete", &handle]);
+}
+
+#[test]
+fn a_running_indexed_job_is_cancelled_and_its_pod_stops() {
+    a_running_job_is_cancelled(Way::IndexedJob);
+}
+
+#[test]
+fn a_running_volcano_job_is_cancelled_and_its_pod_stops() {
+    a_running_job_is_cancelled(Way::Volcano);
+}
+
+#[test]
+fn a_running_appwrapper_is_cancelled_and_its_pod_stops() {
+    a_running_job_is_cancelled(Way::Mcad);
 }
 
 /// An array is one Indexed Job: each task runs with its index, each ends SUCCEEDED.
@@ -200,6 +318,8 @@ fn an_array_is_one_indexed_job_whose_tasks_run() {
         "utils.sh",
         "--image",
         "busybox:local",
+        "-h",
+        "NULL",
         "--",
         "sh",
         "-c",
@@ -315,6 +435,8 @@ fn a_workspace_is_built_pushed_and_pulled_by_the_pod() {
         "utils.sh",
         "--image",
         "busybox:local",
+        "-h",
+        "NULL",
         "--",
         "cat",
         "hello.txt",
@@ -358,6 +480,8 @@ fn a_time_limited_pod_is_signalled_saves_and_is_requeued() {
             "utils.sh",
             "--image",
             "busybox:local",
+            "-h",
+            "NULL",
             "--mounts",
             &mounts,
             "--",
@@ -440,6 +564,8 @@ fn a_job_after_another_runs_once_the_first_succeeded() {
         "utils.sh",
         "--image",
         "busybox:local",
+        "-h",
+        "NULL",
         "--",
         "echo",
         "second",

@@ -26,8 +26,8 @@ pub(crate) use render::{render, KubernetesJob};
 
 use self::client::{Kind, Kube, JOB, POD, SERVICE, VOLCANO_COMMAND, VOLCANO_JOB};
 use self::render::{
-    normalize_str, LABEL_APP_NAME, LABEL_COMPLETION_INDEX, LABEL_ORGANIZATION, LABEL_ROLE_NAME,
-    LABEL_UNIQUE_NAME,
+    normalize_str, LABEL_APP_NAME, LABEL_COMPLETION_INDEX, LABEL_ORGANIZATION, LABEL_REPLICA_ID,
+    LABEL_ROLE_NAME, LABEL_UNIQUE_NAME,
 };
 use crate::error::{Error, Result};
 use crate::scheduler::{
@@ -147,6 +147,35 @@ fn newest<'a>(objs: impl IntoIterator<Item = &'a Value>) -> Option<&'a Value> {
 
 fn label<'a>(obj: &'a Value, key: &str) -> Option<&'a str> {
     obj["metadata"]["labels"][key].as_str()
+}
+
+/// `role/k exited with code N (REASON)` for each failed pod of ours that says how it ended,
+/// in replica order.
+pub(crate) fn failed_exits(pods: &[Value]) -> Vec<String> {
+    let mut exits: Vec<(String, u32, String)> = pods
+        .iter()
+        .filter(|p| p["status"]["phase"] == "Failed")
+        .filter_map(|p| {
+            let role = label(p, LABEL_ROLE_NAME)?.to_string();
+            let k = label(p, LABEL_REPLICA_ID)?.parse().ok()?;
+            Some((role, k, state::container_exit(p)?))
+        })
+        .collect();
+    exits.sort();
+    exits.dedup();
+    exits
+        .into_iter()
+        .map(|(role, k, exit)| format!("{role}/{k} {exit}"))
+        .collect()
+}
+
+/// A scheduler's message with how the pods ended: `msg (exits)`, or the exits alone.
+pub(crate) fn with_exits(msg: &str, exits: &[String]) -> String {
+    match (msg.is_empty(), exits.is_empty()) {
+        (_, true) => msg.to_string(),
+        (true, false) => exits.join(", "),
+        (false, false) => format!("{msg} ({})", exits.join(", ")),
+    }
 }
 
 impl KubernetesScheduler {
@@ -466,11 +495,17 @@ impl Backend for KubernetesScheduler {
         if task.is_some() {
             return Ok(None);
         }
-        Ok(self
-            .kube
-            .get(ns, VOLCANO_JOB, name)
-            .await?
-            .map(|job| Self::describe_volcano(app_id, &job)))
+        let Some(job) = self.kube.get(ns, VOLCANO_JOB, name).await? else {
+            return Ok(None);
+        };
+        let mut resp = Self::describe_volcano(app_id, &job);
+        if resp.state == AppState::Failed {
+            // Volcano's status has counts only: how each failed pod ended is on the pod.
+            let selector = format!("{LABEL_UNIQUE_NAME}={name}");
+            let pods = self.kube.list(ns, POD, Some(&selector)).await?;
+            resp.msg = with_exits(&resp.msg, &failed_exits(&pods));
+        }
+        Ok(Some(resp))
     }
 
     async fn list(&self) -> Result<Vec<ListAppResponse>> {
@@ -508,7 +543,12 @@ impl Backend for KubernetesScheduler {
                         .as_str()
                         .map_or(AppState::Pending, state::volcano_job_state),
                     app_handle: String::new(),
-                    name: label(&job, LABEL_APP_NAME).unwrap_or(name).to_string(),
+                    // TorchX labels a Volcano Job's pods, not the Job.
+                    name: job["spec"]["tasks"][0]["template"]["metadata"]["labels"][LABEL_APP_NAME]
+                        .as_str()
+                        .or(label(&job, LABEL_APP_NAME))
+                        .unwrap_or(name)
+                        .to_string(),
                     start_time: created(&job),
                     end_time: None,
                 });

@@ -104,6 +104,18 @@ pub(crate) fn appwrapper_state(state: &str) -> AppState {
     }
 }
 
+/// An AppWrapper's state with its pods': MCAD v1 marks an AppWrapper `Completed` only through
+/// a wrapped item's `completionstatus`, which pods cannot carry (they have no such condition),
+/// so a dispatched AppWrapper of pods stays `Running` after every pod has ended. Once each of
+/// its `pods` has ended, they decide (TorchX's table alone would report RUNNING forever).
+pub(crate) fn appwrapper_with_pods(wrapper: AppState, pods: &[AppState]) -> AppState {
+    if wrapper == AppState::Running && !pods.is_empty() && pods.iter().all(|s| s.is_terminal()) {
+        combine(pods)
+    } else {
+        wrapper
+    }
+}
+
 /// Expands a Kubernetes index list such as `0-2,5` (Job `status.completedIndexes`).
 pub(crate) fn parse_indexes(s: &str) -> Vec<u32> {
     let mut out = Vec::new();
@@ -181,6 +193,28 @@ mod tests {
         assert_eq!(appwrapper_state("Running"), AppState::Running);
         assert_eq!(appwrapper_state("Pending"), AppState::Pending);
         assert_eq!(appwrapper_state("Whatever"), AppState::Unknown);
+    }
+
+    #[test]
+    fn an_appwrapper_whose_pods_all_ended_takes_their_state() {
+        use AppState::*;
+        for (wrapper, pods, want) in [
+            (Running, vec![Succeeded, Succeeded], Succeeded),
+            (Running, vec![Succeeded, Failed], Failed),
+            (Running, vec![Succeeded, Running], Running),
+            (Running, vec![Pending], Running),
+            (Running, vec![], Running),
+            // MCAD's own verdicts stand.
+            (Pending, vec![Succeeded], Pending),
+            (Failed, vec![Succeeded], Failed),
+            (Succeeded, vec![Failed], Succeeded),
+        ] {
+            assert_eq!(
+                appwrapper_with_pods(wrapper, &pods),
+                want,
+                "{wrapper:?} {pods:?}"
+            );
+        }
     }
 
     #[test]

@@ -24,10 +24,12 @@ use crate::scheduler::{
 };
 use crate::schedulers::kubernetes::client::{Kube, APPWRAPPER, POD};
 use crate::schedulers::kubernetes::render::{
-    LABEL_APP_NAME, LABEL_REPLICA_ID, LABEL_ROLE_INDEX, LABEL_ROLE_NAME, LABEL_UNIQUE_NAME,
+    LABEL_APP_NAME, LABEL_ORGANIZATION, LABEL_REPLICA_ID, LABEL_ROLE_INDEX, LABEL_ROLE_NAME,
+    LABEL_UNIQUE_NAME,
 };
 use crate::schedulers::kubernetes::{
-    create_all, parse_time, plan_namespace, plan_nodes, replica_log, split_app_id, state,
+    create_all, failed_exits, parse_time, plan_namespace, plan_nodes, replica_log, split_app_id,
+    state, with_exits,
 };
 use crate::specs::{AppDef, AppState, DescribeAppResponse, ListAppResponse, ReplicaStatus};
 
@@ -138,8 +140,8 @@ impl Backend for KubernetesMcadScheduler {
         let Some(aw) = self.kube.get(ns, APPWRAPPER, name).await? else {
             return Ok(None);
         };
-        let app_state = app_state(&aw).unwrap_or(AppState::Unknown);
-        let mut resp = DescribeAppResponse::new(app_id, app_state);
+        let wrapper_state = app_state(&aw).unwrap_or(AppState::Unknown);
+        let mut resp = DescribeAppResponse::new(app_id, wrapper_state);
         resp.msg = aw["status"]["message"]
             .as_str()
             .unwrap_or_default()
@@ -149,16 +151,22 @@ impl Backend for KubernetesMcadScheduler {
         // replicas in order).
         let selector = format!("{LABEL_UNIQUE_NAME}={name}");
         let pods = self.kube.list(ns, POD, Some(&selector)).await?;
+        let mut pod_states = Vec::new();
         for (role, _, k, pod_name) in wrapped_pods(&aw) {
             let pod = pods
                 .iter()
                 .find(|p| p["metadata"]["name"] == pod_name.as_str());
             let st = match pod {
                 Some(p) => state::pod_state(p["status"]["phase"].as_str().unwrap_or("")),
-                None if app_state.is_terminal() => app_state,
+                None if wrapper_state.is_terminal() => wrapper_state,
                 None => AppState::Pending,
             };
+            pod_states.push(st);
             resp.add_replica(ReplicaStatus::new(k, st, &role, &pod_name));
+        }
+        resp.state = state::appwrapper_with_pods(wrapper_state, &pod_states);
+        if resp.state == AppState::Failed {
+            resp.msg = with_exits(&resp.msg, &failed_exits(&pods));
         }
         resp.roles_from_statuses();
         Ok(Some(resp))
@@ -166,10 +174,18 @@ impl Backend for KubernetesMcadScheduler {
 
     async fn list(&self) -> Result<Vec<ListAppResponse>> {
         let ns = self.kube.default_namespace().await?;
-        let mut out: Vec<ListAppResponse> = self
-            .kube
-            .list(&ns, APPWRAPPER, None)
-            .await?
+        let wrappers = self.kube.list(&ns, APPWRAPPER, None).await?;
+        // One list of our pods for every AppWrapper that MCAD still calls running.
+        let selector = format!("{LABEL_ORGANIZATION}=torchx.pytorch.org");
+        let pods = if wrappers
+            .iter()
+            .any(|aw| app_state(aw) == Some(AppState::Running))
+        {
+            self.kube.list(&ns, POD, Some(&selector)).await?
+        } else {
+            Vec::new()
+        };
+        let mut out: Vec<ListAppResponse> = wrappers
             .into_iter()
             .map(|aw| {
                 let name = aw["metadata"]["name"]
@@ -177,9 +193,22 @@ impl Backend for KubernetesMcadScheduler {
                     .unwrap_or_default()
                     .to_string();
                 let app_name = wrapped_app_name(&aw).unwrap_or_else(|| name.clone());
+                let pod_states: Vec<AppState> = wrapped_pods(&aw)
+                    .iter()
+                    .map(|(_, _, _, pod_name)| {
+                        pods.iter()
+                            .find(|p| p["metadata"]["name"] == pod_name.as_str())
+                            .map_or(AppState::Pending, |p| {
+                                state::pod_state(p["status"]["phase"].as_str().unwrap_or(""))
+                            })
+                    })
+                    .collect();
                 ListAppResponse {
                     app_id: format!("{ns}:{name}"),
-                    state: app_state(&aw).unwrap_or(AppState::Pending),
+                    state: state::appwrapper_with_pods(
+                        app_state(&aw).unwrap_or(AppState::Pending),
+                        &pod_states,
+                    ),
                     app_handle: String::new(),
                     name: app_name,
                     start_time: aw["metadata"]["creationTimestamp"]
