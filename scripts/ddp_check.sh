@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Real distributed training, end to end: `torchx run dist.ddp -j 2x2` (2 nodes x 2 processes,
-# gloo) on local_cwd and on slurm; every rank all-reduces rank+1 and must report the sum 10.
-# Skipped, loudly, when PyTorch is not importable; slurm is skipped, loudly, when no cluster
-# answers (`scripts/slurm/up.sh --nodes 4` starts one whose node names resolve).
+# gloo) on local_cwd and on slurm, and `-j 2x1` over two pods on Kubernetes (as a Volcano Job
+# and as an Indexed Job: rendezvous through the cluster's DNS); every rank all-reduces rank+1
+# and must report the sum. Skipped, loudly, when PyTorch is not importable; slurm is skipped,
+# loudly, when no cluster answers (`scripts/slurm/up.sh --nodes 4` starts one whose node names
+# resolve), Kubernetes when TORCHX_TEST_KUBECONFIG is unset (scripts/k8s/up.sh, with the
+# registry of scripts/registry/up.sh, whose TORCHX_TEST_REGISTRY the pods pull from).
 #
 #   TORCHX_DDP_PYTHON  the python whose environment has PyTorch (default: python3); its bin
 #                      directory goes first on PATH, so the job finds its torchrun
@@ -40,28 +43,64 @@ print(f"ddp_check rank {rank} of {world} sum {int(t.item())}", flush=True)
 dist.destroy_process_group()
 PY
 
-# check SCHEDULER [-cfg ...]: runs the job to its end, then every rank's line must be in its log.
+# check SCHEDULER NODESxPROCS [run option...] [-- component option...]: runs the job to its
+# end, then every rank's line must be in its log.
 check() {
-    local scheduler=$1
-    shift
-    local out handle logs r
-    out=$(cd "$work" && "$torchx" run -s "$scheduler" "$@" --wait dist.ddp -j 2x2 --script allreduce.py 2>&1) \
+    local scheduler=$1 job=$2
+    shift 2
+    local run_args=() component_args=() out handle logs r
+    while [ $# -gt 0 ] && [ "$1" != -- ]; do run_args+=("$1"); shift; done
+    [ $# -gt 0 ] && shift
+    component_args=("$@")
+    local world=$((${job%x*} * ${job#*x})) sum=0
+    for r in $(seq 1 "$world"); do sum=$((sum + r)); done
+    out=$(cd "$work" && "$torchx" run -s "$scheduler" "${run_args[@]}" --wait dist.ddp -j "$job" \
+        "${component_args[@]}" --script "${script:-allreduce.py}" 2>&1) \
         || { echo "$out" >&2; echo "ddp_check: the $scheduler job failed" >&2; return 1; }
     handle=$(printf '%s\n' "$out" | grep -m1 "^$scheduler://")
-    logs=$(cd "$work" && "$torchx" log --streams stdout "$handle" 2>&1; "$torchx" log --streams stderr "$handle" 2>&1) || true
-    for r in 0 1 2 3; do
-        printf '%s\n' "$logs" | grep -q "ddp_check rank $r of 4 sum 10" || {
+    logs=$(cd "$work" && for streams in stdout stderr; do "$torchx" log --streams "$streams" "$handle" 2>&1; done
+        "$torchx" log "$handle" 2>&1) || true
+    for r in $(seq 0 $((world - 1))); do
+        printf '%s\n' "$logs" | grep -q "ddp_check rank $r of $world sum $sum" || {
             printf '%s\n' "$logs" >&2
-            echo "ddp_check: rank $r of the $scheduler job did not report the all-reduce sum 10" >&2
+            echo "ddp_check: rank $r of the $scheduler job did not report the all-reduce sum $sum" >&2
             return 1
         }
     done
-    echo "ddp_check: $scheduler: 4 ranks, all-reduce sum 10 on each ($handle)"
+    echo "ddp_check: $scheduler ${run_args[*]}: $world ranks, all-reduce sum $sum on each ($handle)"
 }
 
-check local_cwd
+check local_cwd 2x2
 if command -v sinfo >/dev/null && timeout 5 sinfo >/dev/null 2>&1; then
-    check slurm
+    check slurm 2x2
 else
     echo "*** SKIPPED ddp_check on slurm: no Slurm cluster answers (scripts/slurm/up.sh --nodes 4)" >&2
+fi
+
+# Kubernetes: the pods run python:local with Debian's bash and libstdc++ and a torchrun
+# (pushed to the test registry, pulled by the node); PyTorch itself is this machine's, mounted
+# read-only (TorchX bind mounts become hostPath volumes), as is the script.
+if [ -n "${TORCHX_TEST_KUBECONFIG:-}" ]; then
+    [ -n "${TORCHX_TEST_REGISTRY:-}" ] ||
+        { echo "ddp_check: TORCHX_TEST_REGISTRY is unset (scripts/registry/up.sh's registry.env)" >&2; exit 1; }
+    image=$TORCHX_TEST_REGISTRY/torchx-ddp:local
+    mkdir -p "$work/image/rootfs/usr/bin"
+    (cd "$work/image" && apt-get download bash libstdc++6 >/dev/null 2>&1) ||
+        { echo "ddp_check: apt-get download bash libstdc++6 failed" >&2; exit 1; }
+    for deb in "$work"/image/*.deb; do dpkg -x "$deb" "$work/image/rootfs"; done
+    printf '#!/usr/bin/python3\nimport sys\nfrom torch.distributed.run import main\nsys.exit(main())\n' \
+        >"$work/image/rootfs/usr/bin/torchrun"
+    chmod 755 "$work/image/rootfs/usr/bin/torchrun"
+    printf 'FROM python:local\nCOPY rootfs/ /\n' >"$work/image/Dockerfile"
+    docker build -q -t "$image" "$work/image" >/dev/null && docker push -q "$image" >/dev/null ||
+        { echo "ddp_check: building or pushing $image failed" >&2; exit 1; }
+    site=$("$python" -c 'import os, torch; print(os.path.dirname(os.path.dirname(torch.__file__)))')
+    chmod 755 "$work"
+    export KUBECONFIG=$TORCHX_TEST_KUBECONFIG
+    pod_args=(-- --image "$image" --cpu 1 --env "PYTHONPATH=/opt/torch"
+        --mounts "type=bind,src=$site,dst=/opt/torch,readonly,type=bind,src=$work,dst=/ddp,readonly")
+    script=/ddp/allreduce.py check kubernetes 2x1 --workspace "" -cfg queue=default "${pod_args[@]}"
+    script=/ddp/allreduce.py check kubernetes 2x1 --workspace "" -cfg mode=job "${pod_args[@]}"
+else
+    echo "*** SKIPPED ddp_check on kubernetes: TORCHX_TEST_KUBECONFIG is unset (scripts/k8s/up.sh)" >&2
 fi

@@ -3,7 +3,7 @@
 # binaries stay cached.
 set -uo pipefail
 run=${TORCHX_K8S_DIR:-/var/lib/torchx-k8s}/run
-for name in mcad-controller vc-scheduler vc-controller-manager vc-webhook-manager kubelet containerd kube-scheduler kube-controller-manager kube-apiserver etcd; do
+for name in mcad-controller vc-scheduler vc-controller-manager vc-webhook-manager kubelet coredns containerd kube-scheduler kube-controller-manager kube-apiserver etcd; do
     f=$run/$name.pid
     [ -f "$f" ] || continue
     pid=$(tr -dc 0-9 <"$f")

@@ -32,6 +32,7 @@ ETCD_VERSION=${ETCD_VERSION:-3.6.16}
 # versions answer 403).
 VOLCANO_VERSION=${VOLCANO_VERSION:-1.10.0}
 MCAD_VERSION=${MCAD_VERSION:-1.40.0}
+COREDNS_VERSION=${COREDNS_VERSION:-1.14.7}
 CACHE=${TORCHX_K8S_CACHE:-/var/cache/torchx-k8s}
 DIR=${TORCHX_K8S_DIR:-/var/lib/torchx-k8s}
 PORT=${TORCHX_K8S_PORT:-6443}
@@ -121,6 +122,42 @@ build_in_module() {
     (cd "$src" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$out/" "$@")
     say "built $name in $(elapsed)"
 }
+# CoreDNS with only the plugins cluster DNS needs (its full build pulls every cloud's SDK).
+build_coredns() {
+    local src=$CACHE/coredns-src-v$COREDNS_VERSION
+    mkdir -p "$src"
+    say "building CoreDNS v$COREDNS_VERSION into $coredns; once per version"
+    (
+        cd "$src"
+        printf 'module torchx.local/corednsbuild\n\ngo 1.26.0\n' >go.mod
+        cat >main.go <<'GO'
+// CoreDNS with the plugins a one-node test cluster's DNS needs.
+package main
+
+import (
+	"github.com/coredns/coredns/core/dnsserver"
+	"github.com/coredns/coredns/coremain"
+
+	_ "github.com/coredns/coredns/plugin/bind"
+	_ "github.com/coredns/coredns/plugin/cache"
+	_ "github.com/coredns/coredns/plugin/errors"
+	_ "github.com/coredns/coredns/plugin/health"
+	_ "github.com/coredns/coredns/plugin/kubernetes"
+	_ "github.com/coredns/coredns/plugin/ready"
+)
+
+func init() {
+	dnsserver.Directives = []string{"bind", "ready", "health", "errors", "cache", "kubernetes"}
+}
+
+func main() { coremain.Run() }
+GO
+        go get "github.com/coredns/coredns@v$COREDNS_VERSION" >&2
+        CGO_ENABLED=0 go build -mod=mod -trimpath -ldflags "-s -w" -o "$coredns" .
+    )
+    say "built CoreDNS in $(elapsed)"
+}
+coredns=$CACHE/coredns-v$COREDNS_VERSION/coredns
 volcano=$CACHE/volcano-v$VOLCANO_VERSION
 mcad=$CACHE/mcad-v$MCAD_VERSION
 mkdir -p "$CACHE"
@@ -135,6 +172,7 @@ for b in controller-manager scheduler webhook-manager; do
         break
     }
 done
+[ -x "$coredns" ] || build_coredns
 [ -x "$mcad/kar-controllers" ] ||
     build_in_module mcad github.com/project-codeflare/multi-cluster-app-dispatcher "$MCAD_VERSION" ./cmd/kar-controllers
 
@@ -160,7 +198,7 @@ node_has_images() {
 if [ "$FRESH" = 0 ] && [ -s "$kubeconfig" ] && [ -s "$token_file" ] &&
     alive etcd && alive kube-apiserver && alive kube-controller-manager && alive kube-scheduler &&
     alive vc-webhook-manager && alive vc-controller-manager && alive vc-scheduler && alive mcad-controller &&
-    { [ "${TORCHX_K8S_NODE:-1}" = 0 ] || { alive containerd && alive kubelet; }; } &&
+    { [ "${TORCHX_K8S_NODE:-1}" = 0 ] || { alive coredns && alive containerd && alive kubelet; }; } &&
     curl -sf --cacert "$pki/ca.crt" -H "Authorization: Bearer $(cat "$token_file")" \
         "https://127.0.0.1:$PORT/readyz" >/dev/null 2>&1; then
     if [ "${TORCHX_K8S_NODE:-1}" != 0 ] && ! node_has_images; then
@@ -495,8 +533,28 @@ evictionHard:
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 enforceNodeAllocatable: []
+clusterDNS: [$ip]
+clusterDomain: cluster.local
 serializeImagePulls: false
 CONF
+    # Cluster DNS: CoreDNS on the node's address (a host process, so no kube-proxy is needed:
+    # pods ask it directly; headless Services and pod hostnames resolve to pod IPs).
+    cat >"$node/Corefile" <<CONF
+.:53 {
+    bind $ip
+    errors
+    health 127.0.0.1:10264
+    ready 127.0.0.1:10265
+    kubernetes cluster.local in-addr.arpa ip6.arpa {
+        kubeconfig $kubeconfig torchx-local
+        pods insecure
+    }
+    cache 5
+}
+CONF
+    say "starting CoreDNS v$COREDNS_VERSION on $ip:53"
+    start coredns "$coredns" -conf "$node/Corefile"
+    wait_ok http://127.0.0.1:10265/ready CoreDNS
     say "starting kubelet (node torchx-node at $ip)"
     start kubelet "$bin/kubelet" --config="$node/kubelet.yaml" --kubeconfig="$kubeconfig" \
         --root-dir="$node/kubelet" --hostname-override=torchx-node --node-ip="$ip"

@@ -399,6 +399,31 @@ fn volcano_policies(role: &Role) -> Result<Vec<Value>> {
     Ok(policies)
 }
 
+/// In `job` mode every pod of a role shares one template, so each is told rank 0's DNS name;
+/// but rank 0 itself may ask for its own name before the cluster's DNS has it (torchrun then
+/// never becomes the rendezvous host and every rank times out). So a first role that reads
+/// `TORCHX_RANK0_HOST` runs under `sh`, which sets it to `localhost` at completion index 0, as
+/// TorchX's Volcano Job tells its first pod. (An array's pods, each its own rank 0, are told
+/// `localhost` by their own script.)
+fn rank0_knows_itself(role_idx: usize, mut role: Role) -> Role {
+    const LOCAL: &str = "TORCHX_RANK0_HOST=localhost";
+    let script = format!("[ \"$JOB_COMPLETION_INDEX\" != 0 ] || export {LOCAL}; exec \"$@\"");
+    let command = || std::iter::once(&role.entrypoint).chain(&role.args);
+    let reads_rank0 = command().any(|a| a.contains("TORCHX_RANK0_HOST"));
+    let sets_rank0 = command().any(|a| a.contains(LOCAL));
+    if role_idx == 0 && role.num_replicas > 1 && reads_rank0 && !sets_rank0 {
+        let command = std::mem::take(&mut role.args);
+        let entrypoint = std::mem::replace(&mut role.entrypoint, "sh".into());
+        role.args = ["-c", &script, "sh"]
+            .into_iter()
+            .map(String::from)
+            .chain(std::iter::once(entrypoint))
+            .chain(command)
+            .collect();
+    }
+    role
+}
+
 /// The name of role `role`'s Job in `job` mode.
 pub(crate) fn role_job_name(app_id: &str, role: &str) -> String {
     format!("{app_id}-{}", normalize_str(role))
@@ -444,7 +469,11 @@ pub(crate) fn native_jobs(app: &AppDef, opts: &KubernetesOpts, app_id: &str) -> 
         let mut pod = with_pod_overlay(
             role,
             pod_overlay(app, role)?.as_ref(),
-            role_to_pod(&container, &values.apply(role), &settings)?,
+            role_to_pod(
+                &container,
+                &rank0_knows_itself(role_idx, values.apply(role)),
+                &settings,
+            )?,
         )?;
         let labels = pod_labels(app, role_idx, role, None, app_id);
         check_labels(&labels)?;
