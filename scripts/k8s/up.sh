@@ -9,8 +9,11 @@
 # What runs: etcd (go.etcd.io/etcd/server/v3), kube-apiserver, kube-controller-manager and
 # kube-scheduler (k8s.io/kubernetes, through a wrapper module that pins each staging module
 # k8s.io/<name> to v0.<minor>.<patch>), on 127.0.0.1, with RBAC, a static admin token and
-# service-account tokens; then the CRDs torchx submits (Volcano's jobs.batch.volcano.sh and
-# MCAD's appwrappers.workload.codeflare.dev, from crates/torchx/src/schedulers/kubernetes/crds).
+# service-account tokens; the CRDs torchx submits (Volcano's jobs.batch.volcano.sh and MCAD's
+# appwrappers.workload.codeflare.dev, from crates/torchx/src/schedulers/kubernetes/crds) and
+# their controllers: Volcano (volcano.sh/volcano: admission webhook, controller manager,
+# scheduler) and MCAD (github.com/project-codeflare/multi-cluster-app-dispatcher), each built in
+# its own module's source tree.
 #
 # Built binaries are cached outside the clone, keyed by version ($TORCHX_K8S_CACHE, default
 # /var/cache/torchx-k8s): a second start on the same machine takes seconds. State (etcd data,
@@ -18,12 +21,11 @@
 # always begins with an empty cluster. Stop with scripts/k8s/down.sh.
 #
 # Then one node (unless TORCHX_K8S_NODE=0): kubelet over Debian's containerd, runc and CNI
-# plugins, running real pods of images imported from scripts/docker/up.sh's engine.
+# plugins, running real pods of images imported from scripts/docker/up.sh's engine, and cluster
+# DNS (a CoreDNS built with the kubernetes plugin, on the node's address).
 #
-# Not here, and so not proven by what runs on it: Volcano's and MCAD's controllers (their
-# modules are not served by the Go module proxy this machine reaches: the CRDs are real, so the
-# API server validates and stores our objects, but nothing acts on them), kube-proxy and
-# cluster DNS (pods reach each other by pod IP only).
+# Not here, and so not proven by what runs on it: kube-proxy (a Service's virtual IP does not
+# route; DNS gives pod IPs, which is what headless Services and TorchX's jobs use), more nodes.
 set -euo pipefail
 
 K8S_VERSION=${K8S_VERSION:-1.37.2}

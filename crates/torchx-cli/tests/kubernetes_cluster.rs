@@ -383,7 +383,8 @@ fn a_missing_namespace_is_refused_and_nothing_is_left() {
     assert!(!listed.contains("no-such-namespace"), "{listed}");
 }
 
-/// A pod over its memory limit (`--memMB`) is OOM-killed by the node, and the app says so.
+/// A pod over its memory limit (`--memMB`) is OOM-killed by the node, and the app and its
+/// attempt say so (`oom`).
 #[test]
 fn a_pod_over_its_memory_limit_is_oom_killed() {
     let Some(k8s) = Cluster::get("a_pod_over_its_memory_limit_is_oom_killed") else {
@@ -407,6 +408,10 @@ fn a_pod_over_its_memory_limit_is_oom_killed() {
     let s = k8s.wait_status(&handle, |s| s["state"] == "FAILED");
     let msg = s["msg"].as_str().unwrap();
     assert!(msg.contains("exited with code 137 (OOMKilled)"), "{s}");
+    // The replica's attempt says why it ended.
+    let attempt = &s["roles"][0]["replicas"][0]["attempts"][0];
+    assert_eq!(attempt["reason"], "oom", "{s}");
+    assert_eq!(attempt["exit_code"], 137, "{s}");
     k8s.run(&["delete", &handle]);
 }
 
@@ -580,4 +585,219 @@ fn a_job_after_another_runs_once_the_first_succeeded() {
     assert!(log.contains("second"), "{log}");
     let first_ended = k8s.status(&first);
     assert_eq!(first_ended["state"], "SUCCEEDED", "{first_ended}");
+}
+
+/// The conformance suite every scheduler runs, in-process against the cluster, in `way`: real
+/// pods run its commands (both streams are one on Kubernetes), its mounts are the node's
+/// hostPath volumes, its retries real restarts (MCAD's requeue waits 300 s: not within it).
+async fn conforms(way: Way) {
+    use std::sync::OnceLock;
+    use torchx::opts::{Cfg, CfgValue};
+    let Ok(kubeconfig) = std::env::var("TORCHX_TEST_KUBECONFIG") else {
+        Cluster::get(&format!("conformance {way:?}"));
+        return;
+    };
+    // The kube client and the runner read these from the process's environment, once.
+    static STATE: OnceLock<tempfile::TempDir> = OnceLock::new();
+    let state = STATE.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap();
+        std::env::set_var("KUBECONFIG", &kubeconfig);
+        std::env::set_var("TORCHX_STATE_DIR", dir.path());
+        dir
+    });
+    let mounted = tempfile::tempdir_in(state.path()).unwrap();
+    let runner = torchx::Runner::new(
+        torchx::scheduler::Registry::builtin(),
+        torchx::config::TorchxConfig::default(),
+    );
+    let mut opts = torchx::testing::Conformance::new("busybox:local");
+    opts.cfg = way
+        .cfg()
+        .split(',')
+        .filter_map(|kv| kv.split_once('='))
+        .map(|(k, v)| (k.to_string(), CfgValue::Str(v.to_string())))
+        .collect::<Cfg>();
+    opts.timeout = Duration::from_secs(120);
+    opts.poll = Duration::from_millis(200);
+    opts.mount_dir = Some(mounted.path().to_path_buf());
+    if let Way::Mcad = way {
+        opts.cancel_forgets = true;
+        opts.check_retries = false;
+    }
+    torchx::testing::conformance(&runner, way.scheduler(), &opts).await;
+}
+
+#[tokio::test]
+async fn indexed_jobs_conform_on_the_cluster() {
+    conforms(Way::IndexedJob).await;
+}
+
+#[tokio::test]
+async fn volcano_jobs_conform_on_the_cluster() {
+    conforms(Way::Volcano).await;
+}
+
+#[tokio::test]
+async fn appwrappers_conform_on_the_cluster() {
+    conforms(Way::Mcad).await;
+}
+
+/// `curl` against the cluster's API server as its admin (the kubeconfig's CA and token).
+fn api(kubeconfig: &str, method: &str, path: &str, body: Option<&str>) -> serde_json::Value {
+    let config = std::fs::read_to_string(kubeconfig).unwrap();
+    let field = |key: &str| {
+        config
+            .lines()
+            .find_map(|l| l.trim().strip_prefix(key))
+            .unwrap_or_else(|| panic!("no {key} in {kubeconfig}"))
+            .trim()
+            .to_string()
+    };
+    let mut curl = std::process::Command::new("curl");
+    curl.args([
+        "-sS",
+        "-X",
+        method,
+        "--cacert",
+        &field("certificate-authority:"),
+    ])
+    .arg("-H")
+    .arg(format!("Authorization: Bearer {}", field("token:")))
+    .arg(format!("{}{path}", field("server:")));
+    if let Some(body) = body {
+        curl.args([
+            "-H",
+            "Content-Type: application/json",
+            "--data-binary",
+            body,
+        ]);
+    }
+    let out = curl.output().unwrap();
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{method} {path}: {e}: {}{}", stdout(&out), stderr(&out)))
+}
+
+/// A pod evicted through the Eviction API (what a drain or a preemption does) is a preemption
+/// under a recovery option: its replica runs again in a new attempt, and no retry is spent
+/// (`max_retries` is 0).
+fn an_evicted_pod_runs_again(way: Way) {
+    let Some(k8s) = Cluster::get(&format!("an_evicted_pod_runs_again {way:?}")) else {
+        return;
+    };
+    let ckpt = k8s.env.cwd.join("ckpt");
+    std::fs::create_dir_all(&ckpt).unwrap();
+    let mounts = format!("type=bind,src={},dst=/ckpt", ckpt.display());
+    let trainer = "if [ \"$TORCHX_ATTEMPT\" -ge 1 ]; then echo \"again in attempt $TORCHX_ATTEMPT\"; exit 0; fi; \
+                   echo first; while :; do sleep 0.2; done";
+    let args = [
+        "--time_limit",
+        "10m",
+        "--checkpoint_dir",
+        "/ckpt",
+        "utils.sh",
+        "--image",
+        "busybox:local",
+        "-h",
+        "NULL",
+        "--mounts",
+        &mounts,
+        "--",
+        "sh",
+        "-c",
+        trainer,
+    ];
+    let handle = k8s.submit(way.scheduler(), way.cfg(), &args);
+    let name = handle.rsplit(':').next().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !stdout(&k8s.run(&["log", &handle])).contains("first") {
+        assert!(Instant::now() < deadline, "{way:?}: {handle} never started");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let pods = api(
+        &k8s.kubeconfig,
+        "GET",
+        &format!(
+            "/api/v1/namespaces/default/pods?labelSelector=app.kubernetes.io/instance%3D{name}"
+        ),
+        None,
+    );
+    let running = pods["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["status"]["phase"] == "Running")
+        .unwrap_or_else(|| panic!("{way:?}: no running pod of {handle}: {pods}"));
+    let pod = running["metadata"]["name"].as_str().unwrap();
+    let eviction = serde_json::json!({
+        "apiVersion": "policy/v1",
+        "kind": "Eviction",
+        "metadata": {"name": pod, "namespace": "default"},
+    });
+    let answer = api(
+        &k8s.kubeconfig,
+        "POST",
+        &format!("/api/v1/namespaces/default/pods/{pod}/eviction"),
+        Some(&eviction.to_string()),
+    );
+    assert_eq!(answer["status"], "Success", "{way:?}: {answer}");
+    let s = k8s.wait_status(&handle, |s| {
+        s["state"] == "SUCCEEDED" || s["state"] == "FAILED"
+    });
+    assert_eq!(s["state"], "SUCCEEDED", "{way:?}: {s}");
+    let log = stdout(&k8s.run(&["log", &handle]));
+    assert!(log.contains("again in attempt 1"), "{way:?}: {log}");
+    k8s.run(&["delete", &handle]);
+}
+
+#[test]
+fn an_evicted_pod_of_an_indexed_job_runs_again() {
+    an_evicted_pod_runs_again(Way::IndexedJob);
+}
+
+#[test]
+fn an_evicted_pod_of_a_volcano_job_runs_again() {
+    an_evicted_pod_runs_again(Way::Volcano);
+}
+
+/// The dashboard (`torchx ui -s kubernetes,kubernetes_mcad`) lists the cluster's jobs of both
+/// schedulers with their states, and shows a job's replicas.
+#[test]
+fn the_dashboard_lists_the_cluster_jobs() {
+    use support::ui_server::{encode, Server};
+    let Some(k8s) = Cluster::get("the_dashboard_lists_the_cluster_jobs") else {
+        return;
+    };
+    let volcano = k8s.sh_as(Way::Volcano, "echo from-volcano");
+    let wrapped = k8s.sh_as(Way::Mcad, "echo from-mcad");
+    for h in [&volcano, &wrapped] {
+        k8s.wait_status(h, |s| s["state"] == "SUCCEEDED");
+    }
+    let mut cmd = k8s.env.cmd(&[
+        "ui",
+        "--port",
+        "0",
+        "--read_only",
+        "-s",
+        "kubernetes,kubernetes_mcad",
+    ]);
+    cmd.env("KUBECONFIG", &k8s.kubeconfig);
+    let ui = Server::spawn(cmd);
+    let listed = ui.json("/api/apps");
+    assert_eq!(listed["errors"], serde_json::json!([]), "{listed}");
+    for h in [&volcano, &wrapped] {
+        let row = listed["apps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["handle"] == h.as_str())
+            .unwrap_or_else(|| panic!("{h} not on the jobs page: {listed}"));
+        assert_eq!(row["state"], "SUCCEEDED", "{row}");
+        assert_eq!(row["name"], "sh", "{row}");
+    }
+    let detail = ui.json(&format!("/api/apps/{}", encode(&volcano)));
+    assert!(detail.to_string().contains("SUCCEEDED"), "{detail}");
+    assert!(detail.to_string().contains("\"sh\""), "the role: {detail}");
+    for h in [&volcano, &wrapped] {
+        k8s.run(&["delete", h]);
+    }
 }

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod kube_fake;
+pub mod ui_server;
 
 use std::io::BufRead;
 use std::path::PathBuf;

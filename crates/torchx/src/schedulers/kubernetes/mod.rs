@@ -204,6 +204,7 @@ impl KubernetesScheduler {
             let mut ended_failed = 0;
             let mut exits: Vec<String> = Vec::new();
             let replicas = job["spec"]["completions"].as_u64().unwrap_or(0) as u32;
+            let requeue_codes = state::ignored_exit_codes(job);
             for k in 0..replicas {
                 // The newest pod of this index says where the replica is now.
                 let index = k.to_string();
@@ -231,7 +232,26 @@ impl KubernetesScheduler {
                 let host = pod
                     .and_then(|p| p["metadata"]["name"].as_str())
                     .unwrap_or_default();
-                resp.add_replica(ReplicaStatus::new(k, replica_state, role, host));
+                let mut replica = ReplicaStatus::new(k, replica_state, role, host);
+                // Each pod of the index is an attempt, oldest first.
+                let mut tries: Vec<&Value> = pods
+                    .iter()
+                    .filter(|p| {
+                        label(p, LABEL_ROLE_NAME) == Some(role)
+                            && label(p, LABEL_COMPLETION_INDEX) == Some(index.as_str())
+                    })
+                    .collect();
+                tries.sort_by(|a, b| {
+                    created(a)
+                        .partial_cmp(&created(b))
+                        .unwrap_or(std::cmp::Ordering::Equal)
+                });
+                replica.attempts = tries
+                    .iter()
+                    .enumerate()
+                    .map(|(i, p)| state::pod_attempt(p, i as u32, &requeue_codes))
+                    .collect();
+                resp.add_replica(replica);
             }
             // A failed pod was restarted unless it is the last of a replica that failed.
             resp.num_restarts += if *job_state == AppState::Failed {

@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use crate::specs::AppState;
+use crate::specs::{AppState, Attempt, EndReason};
 
 /// A Volcano Job's `status.state.phase` (TorchX's JOB_STATE).
 pub(crate) fn volcano_job_state(phase: &str) -> AppState {
@@ -107,12 +107,81 @@ pub(crate) fn appwrapper_state(state: &str) -> AppState {
 /// An AppWrapper's state with its pods': MCAD v1 marks an AppWrapper `Completed` only through
 /// a wrapped item's `completionstatus`, which pods cannot carry (they have no such condition),
 /// so a dispatched AppWrapper of pods stays `Running` after every pod has ended. Once each of
-/// its `pods` has ended, they decide (TorchX's table alone would report RUNNING forever).
-pub(crate) fn appwrapper_with_pods(wrapper: AppState, pods: &[AppState]) -> AppState {
-    if wrapper == AppState::Running && !pods.is_empty() && pods.iter().all(|s| s.is_terminal()) {
+/// its `pods` has ended, they decide (TorchX's table alone would report RUNNING forever) —
+/// unless a pod failed and MCAD still has `requeues_left`: it will dispatch the pods again.
+pub(crate) fn appwrapper_with_pods(
+    wrapper: AppState,
+    pods: &[AppState],
+    requeues_left: bool,
+) -> AppState {
+    let ended = !pods.is_empty() && pods.iter().all(|s| s.is_terminal());
+    let to_requeue = requeues_left && pods.contains(&AppState::Failed);
+    if wrapper == AppState::Running && ended && !to_requeue {
         combine(pods)
     } else {
         wrapper
+    }
+}
+
+/// Whether MCAD may still requeue this AppWrapper (`schedulingSpec.requeuing`).
+pub(crate) fn appwrapper_requeues_left(aw: &Value) -> bool {
+    let most = aw["spec"]["schedulingSpec"]["requeuing"]["maxNumRequeuings"]
+        .as_i64()
+        .unwrap_or(0);
+    let done = aw["status"]["numberOfRequeueings"].as_i64().unwrap_or(0);
+    done < most
+}
+
+/// The exit codes a Job's `podFailurePolicy` ignores (our requeue code): a pod that exits with
+/// one was requeued.
+pub(crate) fn ignored_exit_codes(job: &Value) -> Vec<i64> {
+    job["spec"]["podFailurePolicy"]["rules"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|r| r["action"] == "Ignore")
+        .flat_map(|r| {
+            r["onExitCodes"]["values"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .filter_map(|v| v.as_i64())
+        .collect()
+}
+
+/// One pod of a replica as an attempt (`attempt` its place among the replica's pods): how it
+/// ended, from the pod alone. A `DisruptionTarget` condition (eviction, preemption, a drain)
+/// is a preemption, the kubelet's `OOMKilled` an `oom`, an exit code in `requeue_codes` a
+/// requeue; a pod still pending or running has no reason yet.
+pub(crate) fn pod_attempt(pod: &Value, attempt: u32, requeue_codes: &[i64]) -> Attempt {
+    let status = &pod["status"];
+    let term = &status["containerStatuses"][0]["state"]["terminated"];
+    let exit_code = term["exitCode"].as_i64();
+    let disrupted = status["conditions"].as_array().is_some_and(|cs| {
+        cs.iter()
+            .any(|c| c["type"] == "DisruptionTarget" && c["status"] == "True")
+    });
+    let reason = match pod_state(status["phase"].as_str().unwrap_or("")) {
+        AppState::Succeeded => Some(EndReason::Succeeded),
+        AppState::Failed if disrupted || status["reason"] == "Evicted" => {
+            Some(EndReason::Preempted)
+        }
+        AppState::Failed if term["reason"] == "OOMKilled" => Some(EndReason::Oom),
+        AppState::Failed if exit_code.is_some_and(|c| requeue_codes.contains(&c)) => {
+            Some(EndReason::Requeued)
+        }
+        AppState::Failed => Some(EndReason::Failed),
+        _ => None,
+    };
+    let time = |v: &Value| v.as_str().and_then(super::parse_time);
+    Attempt {
+        attempt,
+        started: time(&status["startTime"]),
+        ended: time(&term["finishedAt"]),
+        exit_code: exit_code.and_then(|c| i32::try_from(c).ok()),
+        signal: None,
+        reason,
     }
 }
 
@@ -210,11 +279,67 @@ mod tests {
             (Succeeded, vec![Failed], Succeeded),
         ] {
             assert_eq!(
-                appwrapper_with_pods(wrapper, &pods),
+                appwrapper_with_pods(wrapper, &pods, false),
                 want,
                 "{wrapper:?} {pods:?}"
             );
         }
+        // A failed pod that MCAD will requeue does not end the app; a success does.
+        assert_eq!(appwrapper_with_pods(Running, &[Failed], true), Running);
+        assert_eq!(appwrapper_with_pods(Running, &[Succeeded], true), Succeeded);
+        let aw = |most: i64, done: i64| {
+            json!({"spec": {"schedulingSpec": {"requeuing": {"maxNumRequeuings": most}}},
+                   "status": {"numberOfRequeueings": done}})
+        };
+        assert!(appwrapper_requeues_left(&aw(2, 1)));
+        assert!(!appwrapper_requeues_left(&aw(2, 2)));
+        assert!(!appwrapper_requeues_left(&json!({"status": {}})));
+    }
+
+    #[test]
+    fn a_pod_says_how_its_attempt_ended() {
+        let pod = |phase: &str, code: i64, reason: &str, disrupted: bool| {
+            json!({"status": {
+                "phase": phase,
+                "startTime": "2026-11-28T10:00:00Z",
+                "conditions": if disrupted {
+                    json!([{"type": "DisruptionTarget", "status": "True"}])
+                } else {
+                    json!([])
+                },
+                "containerStatuses": [{"state": {"terminated": {
+                    "exitCode": code, "reason": reason, "finishedAt": "2026-11-28T10:00:05Z"}}}]}})
+        };
+        let reason = |p: &Value| pod_attempt(p, 0, &[75]).reason;
+        assert_eq!(
+            reason(&pod("Succeeded", 0, "Completed", false)),
+            Some(EndReason::Succeeded)
+        );
+        assert_eq!(
+            reason(&pod("Failed", 137, "OOMKilled", false)),
+            Some(EndReason::Oom)
+        );
+        assert_eq!(
+            reason(&pod("Failed", 143, "Error", true)),
+            Some(EndReason::Preempted)
+        );
+        assert_eq!(
+            reason(&pod("Failed", 75, "Error", false)),
+            Some(EndReason::Requeued)
+        );
+        assert_eq!(
+            reason(&pod("Failed", 3, "Error", false)),
+            Some(EndReason::Failed)
+        );
+        assert_eq!(reason(&json!({"status": {"phase": "Running"}})), None);
+        let a = pod_attempt(&pod("Failed", 3, "Error", false), 2, &[]);
+        assert_eq!((a.attempt, a.exit_code), (2, Some(3)));
+        assert_eq!(a.ended.zip(a.started).map(|(e, s)| e - s), Some(5.0));
+        let job = json!({"spec": {"podFailurePolicy": {"rules": [
+            {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]},
+            {"action": "Ignore", "onExitCodes": {"operator": "In", "values": [75]}},
+            {"action": "FailJob", "onExitCodes": {"operator": "In", "values": [1]}}]}}});
+        assert_eq!(ignored_exit_codes(&job), vec![75]);
     }
 
     #[test]

@@ -164,7 +164,11 @@ impl Backend for KubernetesMcadScheduler {
             pod_states.push(st);
             resp.add_replica(ReplicaStatus::new(k, st, &role, &pod_name));
         }
-        resp.state = state::appwrapper_with_pods(wrapper_state, &pod_states);
+        resp.state = state::appwrapper_with_pods(
+            wrapper_state,
+            &pod_states,
+            state::appwrapper_requeues_left(&aw),
+        );
         if resp.state == AppState::Failed {
             resp.msg = with_exits(&resp.msg, &failed_exits(&pods));
         }
@@ -208,6 +212,7 @@ impl Backend for KubernetesMcadScheduler {
                     state: state::appwrapper_with_pods(
                         app_state(&aw).unwrap_or(AppState::Pending),
                         &pod_states,
+                        state::appwrapper_requeues_left(&aw),
                     ),
                     app_handle: String::new(),
                     name: app_name,
