@@ -1,6 +1,7 @@
 """Distributed training components: ``torchrun`` (any number of nodes; ``ddp`` is its 0.7
 name) and ``spmd``."""
 
+import warnings
 from typing import Any, Dict, List, Optional, Tuple
 
 import torchx
@@ -70,6 +71,11 @@ def spmd(
         mounts: mounts to mount into the worker environment/container
         debug: whether to run with preset debug flags enabled
     """
+    warnings.warn(
+        "[Deprecated] dist.spmd is deprecated; use dist.torchrun instead.",
+        UserWarning,
+        stacklevel=2,
+    )
     return call(
         "dist.spmd",
         args,
@@ -135,6 +141,11 @@ def ddp(
         debug: whether to run with preset debug flags enabled
         tee: tees the std stream(s) to console + file (0: none, 1: stdout, 2: stderr, 3: both)
     """
+    warnings.warn(
+        "[Deprecated] dist.ddp is deprecated; use dist.torchrun instead.",
+        UserWarning,
+        stacklevel=2,
+    )
     return call(
         "dist.ddp",
         script_args,

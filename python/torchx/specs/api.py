@@ -12,6 +12,7 @@ from enum import Enum
 from typing import (
     TYPE_CHECKING,
     Any,
+    ClassVar,
     Dict,
     Generic,
     List,
@@ -500,6 +501,31 @@ class AppDef(_Record):
         self.name = name
         self.roles = [] if roles is _FACTORY else roles
         self.metadata = {} if metadata is _FACTORY else metadata
+
+    def _find_role(self, name: object) -> Optional[Role]:
+        return next((role for role in self.roles if role.name == name), None)
+
+    def get_role(self, name: str) -> Role:
+        """The first role named ``name`` (the object in ``roles``, not a copy).
+
+        Raises ``KeyError`` naming the roles the app has when none is named ``name``.
+        """
+        role = self._find_role(name)
+        if role is None:
+            names = ", ".join(r.name for r in self.roles) or "none"
+            raise KeyError(f"app `{self.name}` has no role named `{name}`; available roles: {names}")
+        return role
+
+    # Lookup is by role name: without this, ``for role in app`` would call ``__getitem__(0)``.
+    __iter__: ClassVar[None] = None
+
+    def __getitem__(self, name: str) -> Role:
+        """Same as :py:meth:`get_role`."""
+        return self.get_role(name)
+
+    def __contains__(self, name: object) -> bool:
+        """Whether a role is named ``name`` (a ``Role`` object is never "in" an app)."""
+        return self._find_role(name) is not None
 
 
 class AppState(int, Enum):

@@ -57,7 +57,7 @@ pub fn status(a: StatusArgs) -> Result<i32> {
         ));
     }
     if a.json {
-        print_json(&status.to_json(&roles));
+        print_json(&status.to_json_for(&a.app_handle, &roles));
     } else {
         println!("{}", status.format(&roles));
     }

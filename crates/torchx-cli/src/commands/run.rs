@@ -51,6 +51,10 @@ pub fn run(a: RunArgs) -> Result<i32> {
         log::warn!("{w}");
     }
     let (component, args) = component_and_args(&a, &cli_run)?;
+    if let Some(new) = torchx::components::replaced_by(&component) {
+        // As TorchX's nightly, whose Python component warns (UserWarning) on stderr.
+        log::warn!("[Deprecated] {component} is deprecated; use {new} instead.");
+    }
     let workspace = workspace(
         &a,
         &runner,
@@ -481,7 +485,9 @@ async fn submit_and_wait(
     }
     if !wait {
         if json {
-            print_json(&serde_json::json!({"handle": handle}));
+            // The state and UI URL the scheduler tells right after the submission.
+            let status = runner.status(&handle).await.ok().flatten();
+            print_json(&torchx::specs::run_json(&handle, status.as_ref()));
         }
         return Ok(exit_codes::OK);
     }
@@ -510,7 +516,9 @@ async fn submit_and_wait(
     };
     let status = status.unwrap_or_else(|| AppStatus::new(AppState::Unknown));
     if json {
-        print_json(&serde_json::json!({"handle": handle, "status": status.to_json(&[])}));
+        let mut out = torchx::specs::run_json(&handle, Some(&status));
+        out["status"] = status.to_json(&[]);
+        print_json(&out);
     } else if status.state != AppState::Succeeded {
         eprintln!(
             "torchx: job {handle} did not succeed: {}{}",

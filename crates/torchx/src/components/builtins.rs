@@ -66,6 +66,12 @@ fn replicas(a: &ComponentArgs) -> Result<u32> {
     })
 }
 
+/// The builtin that replaces a deprecated one (TorchX's nightly: `dist.ddp` and `dist.spmd`
+/// are aliases of `dist.torchrun` that warn, and keep their own defaults).
+pub fn replaced_by(builtin: &str) -> Option<&'static str> {
+    matches!(builtin, "dist.ddp" | "dist.spmd").then_some("dist.torchrun")
+}
+
 /// Names of the builtin components.
 pub fn builtin_names() -> Vec<String> {
     all().into_iter().map(|c| c.name).collect()

@@ -32,9 +32,9 @@ pub use recovery::{
 };
 pub use resource::{named_resource, named_resource_names, resource, Resource, GIB};
 pub use status::{
-    format_time, format_utc, local_time_zone, sort_newest_first, wrap_error_message, AppState,
-    AppStatus, Attempt, DescribeAppResponse, EndReason, ListAppResponse, ReplicaStatus, RoleStatus,
-    Stream,
+    format_time, format_utc, handle_keys, local_time_zone, run_json, sort_newest_first,
+    wrap_error_message, AppState, AppStatus, Attempt, DescribeAppResponse, EndReason,
+    ListAppResponse, ReplicaStatus, RoleStatus, Stream,
 };
 
 /// TorchX's marker for a value that was never set (`"<MISSING>"`).

@@ -386,6 +386,17 @@ impl AppStatus {
         })
     }
 
+    /// `torchx status --json` as TorchX's nightly: [`to_json`](Self::to_json) with the app's
+    /// `handle`, `app_id`, `scheduler` and `ui_url` (the same value as `url`, its new name).
+    pub fn to_json_for(&self, handle: &str, filter_roles: &[String]) -> Value {
+        let mut v = self.to_json(filter_roles);
+        if let Value::Object(m) = &mut v {
+            m.extend(handle_keys(handle));
+            m.insert("ui_url".into(), json!(self.ui_url));
+        }
+        v
+    }
+
     /// TorchX's `AppStatus.format()`, the text of `torchx status`; timestamps in the local
     /// time zone (`$TZ`, else the system's), as TorchX shows them.
     pub fn format(&self, filter_roles: &[String]) -> String {
@@ -665,9 +676,68 @@ pub fn sort_newest_first(apps: &mut [ListAppResponse]) {
     });
 }
 
+/// The keys TorchX's nightly names an app by in its JSON: `handle`, and the `app_id` and
+/// `scheduler` in it (a handle that does not parse gives only `handle`).
+pub fn handle_keys(handle: &str) -> serde_json::Map<String, Value> {
+    let mut m = serde_json::Map::new();
+    m.insert("handle".into(), json!(handle));
+    if let Ok(h) = crate::specs::parse_app_handle(handle) {
+        m.insert("app_id".into(), json!(h.app_id()));
+        m.insert("scheduler".into(), json!(h.scheduler()));
+    }
+    m
+}
+
+/// `torchx run --json` as TorchX's nightly: the [`handle_keys`], and the app's `state` and
+/// `ui_url` where the scheduler told them (`null` otherwise).
+pub fn run_json(handle: &str, status: Option<&AppStatus>) -> Value {
+    let mut m = handle_keys(handle);
+    m.insert("state".into(), json!(status.map(|s| s.state.as_str())));
+    m.insert(
+        "ui_url".into(),
+        json!(status.and_then(|s| s.ui_url.clone())),
+    );
+    Value::Object(m)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn json_names_the_app_as_the_nightly() {
+        let mut st = AppStatus::new(AppState::Running);
+        st.ui_url = Some("http://ui".into());
+        let v = st.to_json_for("slurm://s/123", &[]);
+        assert_eq!(
+            (
+                &v["handle"],
+                &v["app_id"],
+                &v["scheduler"],
+                &v["ui_url"],
+                &v["url"]
+            ),
+            (
+                &json!("slurm://s/123"),
+                &json!("123"),
+                &json!("slurm"),
+                &json!("http://ui"),
+                &json!("http://ui")
+            )
+        );
+        assert_eq!(
+            run_json("slurm://s/123", None),
+            json!({"handle": "slurm://s/123", "app_id": "123", "scheduler": "slurm", "state": null, "ui_url": null})
+        );
+        assert_eq!(run_json("slurm://s/123", Some(&st))["state"], "RUNNING");
+        assert_eq!(
+            handle_keys("not a handle"),
+            json!({"handle": "not a handle"})
+                .as_object()
+                .unwrap()
+                .clone()
+        );
+    }
 
     #[test]
     fn replicas_are_grouped_by_role_and_roles_counted() {

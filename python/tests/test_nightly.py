@@ -1,0 +1,108 @@
+"""What TorchX's nightly (2026.10) added to the API, as the nightly behaves (issue #55)."""
+
+from __future__ import annotations
+
+import pathlib
+
+import pytest
+
+from torchx.specs import AppDef, Role
+
+
+def _app() -> AppDef:
+    return AppDef(
+        name="my_train",
+        roles=[Role(name="trainer", image="img"), Role(name="reader", image="img")],
+    )
+
+
+def test_get_role_returns_the_role_itself() -> None:
+    app = _app()
+    assert app.get_role("trainer") is app.roles[0]
+    assert app["reader"] is app.roles[1]
+    app["trainer"].image = "other"
+    assert app.roles[0].image == "other"
+
+
+def test_a_missing_role_is_a_key_error_naming_the_roles() -> None:
+    with pytest.raises(KeyError, match="app `my_train` has no role named `ps`; available roles: trainer, reader"):
+        _app().get_role("ps")
+    with pytest.raises(KeyError, match="available roles: none"):
+        AppDef(name="empty")["x"]
+
+
+def test_membership_is_by_role_name() -> None:
+    app = _app()
+    assert "trainer" in app
+    assert "ps" not in app
+    assert app.roles[0] not in app  # a Role object is never "in" an app
+
+
+def test_an_app_is_not_iterable() -> None:
+    with pytest.raises(TypeError):
+        iter(_app())
+    with pytest.raises(TypeError):
+        for _ in _app():  # pragma: no cover - never runs
+            pass
+    # Still a record: fields, equality and repr as before.
+    assert _app() == _app()
+    assert repr(_app()).startswith("AppDef(name='my_train'")
+
+
+def test_ddp_and_spmd_are_aliases_of_torchrun_that_warn() -> None:
+    import warnings
+
+    from torchx.components import dist
+
+    for alias in ("ddp", "spmd"):
+        with pytest.warns(UserWarning, match=rf"\[Deprecated\] dist\.{alias} is deprecated; use dist\.torchrun instead\."):
+            getattr(dist, alias)(script="train.py")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        app = dist.torchrun(script="train.py", j="2x2")
+    with pytest.warns(UserWarning):
+        assert dist.ddp(script="train.py", j="2x2") == app
+    # The alias keeps its own reading of a bare -j: processes on one node (torchrun's with a
+    # named host is nodes).
+    with pytest.warns(UserWarning):
+        assert dist.ddp(script="train.py", j="4").roles[0].num_replicas == 1
+
+
+def test_the_cli_warns_for_the_aliases_too(torchx_bin: str, tmp_path: pathlib.Path) -> None:
+    import subprocess
+
+    for component, warned in (("dist.ddp", True), ("dist.torchrun", False)):
+        out = subprocess.run(
+            [torchx_bin, "run", "--dryrun", "-s", "local_cwd", component, "--script", "t.py"],
+            capture_output=True,
+            text=True,
+            cwd=str(tmp_path),
+            check=True,
+        )
+        said = f"[Deprecated] {component} is deprecated; use dist.torchrun instead." in out.stderr
+        assert said == warned, out.stderr
+
+
+def test_run_and_status_json_name_the_app_as_the_nightly(torchx_bin: str, tmp_path: pathlib.Path) -> None:
+    import json
+    import subprocess
+
+    def cli(*args: str) -> dict[str, object]:
+        out = subprocess.run([torchx_bin, *args], capture_output=True, text=True, cwd=str(tmp_path), check=True)
+        value: dict[str, object] = json.loads(out.stdout)  # stdout holds the one JSON object
+        return value
+
+    ran = cli("run", "--json", "-s", "local_cwd", "utils.echo", "--msg", "hi")
+    handle = str(ran["handle"])
+    assert handle.startswith("local_cwd://")
+    assert ran["app_id"] == handle.rsplit("/", 1)[1]
+    assert ran["scheduler"] == "local_cwd"
+    assert ran["state"] == "SUCCEEDED"
+    assert str(ran["ui_url"]).startswith("file://")
+    status = cli("status", "--json", handle)
+    for key in ("handle", "app_id", "scheduler", "state", "num_restarts", "roles", "msg", "url", "ui_url"):
+        assert key in status, key
+    assert status["handle"] == handle and status["ui_url"] == status["url"]
+    dry = cli("run", "--dryrun", "--json", "-s", "local_cwd", "utils.echo", "--msg", "hi")
+    for key in ("scheduler", "cfg", "app", "request"):
+        assert key in dry, key
