@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import pathlib
+from typing import TYPE_CHECKING, List
 
 import pytest
 
 from torchx.specs import AppDef, Role
+
+if TYPE_CHECKING:
+    from torchx.specs import runopts
 
 
 def _app() -> AppDef:
@@ -106,3 +110,41 @@ def test_run_and_status_json_name_the_app_as_the_nightly(torchx_bin: str, tmp_pa
     dry = cli("run", "--dryrun", "--json", "-s", "local_cwd", "utils.echo", "--msg", "hi")
     for key in ("scheduler", "cfg", "app", "request"):
         assert key in dry, key
+
+
+def _opts() -> "runopts":
+    from torchx.specs import runopts
+
+    opts = runopts()
+    opts.add("cluster_name", type_=str, default="c", help="a cluster")
+    opts.add("tags", type_=List[str], default=None, help="tags")
+    return opts
+
+
+def test_unknown_run_options_raise_unless_ignored() -> None:
+    from torchx.specs import InvalidRunConfigException
+
+    opts = _opts()
+    for call in (
+        lambda: opts.resolve({"nope": 1}),
+        lambda: opts.cfg_from_str("nope=1"),
+        lambda: opts.cfg_from_json_repr('{"nope": 1}'),
+    ):
+        with pytest.raises(InvalidRunConfigException, match="Unknown run option `nope`. Valid options are: cluster_name, tags"):
+            call()
+    assert opts.resolve({"nope": 1}, ignore_unknown=True) == {"nope": 1, "cluster_name": "c", "tags": None}
+    assert opts.cfg_from_json_repr('{"nope": 1, "tags": ["a"]}', ignore_unknown=True) == {"tags": ["a"]}
+
+
+def test_camel_case_spellings_are_canonicalised() -> None:
+    from torchx.specs import InvalidRunConfigException
+
+    opts = _opts()
+    assert opts.canonical_key("clusterName") == "cluster_name"
+    assert opts.canonical_key("cluster_name") == "cluster_name"
+    assert opts.canonical_key("nope") is None
+    assert opts.resolve({"clusterName": "x"}) == {"cluster_name": "x", "tags": None}
+    assert opts.cfg_from_str("clusterName=x,tags=a;b") == {"cluster_name": "x", "tags": ["a", "b"]}
+    assert opts.resolve({"clusterName": "x", "cluster_name": "x"})["cluster_name"] == "x"
+    with pytest.raises(InvalidRunConfigException, match="passed under two spellings"):
+        opts.resolve({"clusterName": "x", "cluster_name": "y"})

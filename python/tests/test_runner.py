@@ -123,7 +123,10 @@ def test_run_options_and_errors() -> None:
     opts = runner.scheduler_run_opts("local_cwd")
     assert opts.get("log_dir") is not None and opts.get("log_dir").opt_type is str
     assert opts.get("prepend_cwd").opt_type is bool
-    assert runner.cfg_from_str("local_cwd", "prepend_cwd=true,unknown=1") == {"prepend_cwd": True}
+    assert runner.cfg_from_str("local_cwd", "prepend_cwd=true") == {"prepend_cwd": True}
+    # As TorchX's nightly (0.7 dropped it): an unknown key raises, naming the valid options.
+    with pytest.raises(specs.InvalidRunConfigException, match="Unknown run option `unknown`. Valid options are: "):
+        runner.cfg_from_str("local_cwd", "prepend_cwd=true,unknown=1")
     with pytest.raises(specs.InvalidRunConfigException, match="prepend_cwd"):
         runner.dryrun_component("utils.echo", [], "local_cwd", cfg={"prepend_cwd": "yes"})
     with pytest.raises(KeyError, match="Scheduler backend: nope does not exist"):

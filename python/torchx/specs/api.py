@@ -932,24 +932,59 @@ class runopts:
             raise TypeError(f"Option: {cfg_key}, must be of type: {type_}. Given: {default} ({type(default).__name__})")
         self._opts[cfg_key] = runopt(default, type_, required, help)
 
+    def _valid_options(self) -> str:
+        return ", ".join(sorted(self._opts)) if self._opts else "(none declared)"
+
+    def _unknown(self, key: str, cfg: Any) -> "InvalidRunConfigException":
+        return InvalidRunConfigException(f"Unknown run option `{key}`. Valid options are: {self._valid_options()}", key, cfg)
+
+    def canonical_key(self, name: str) -> Optional[str]:
+        """The registered option ``name`` spells (itself, or the snake_case key of a camelCase
+        alias such as ``clusterName``); ``None`` for an unknown name."""
+        if name in self._opts:
+            return name
+        snake = cases.camel_to_snake(name)
+        return snake if snake != name and snake in self._opts else None
+
     def get(self, name: str) -> Optional[runopt]:
         """The option ``name`` (a camelCase name finds its snake_case option)."""
-        found = self._opts.get(name)
-        if found is None:
-            found = self._opts.get(cases.camel_to_snake(name))
-        return found
+        key = self.canonical_key(name)
+        return None if key is None else self._opts[key]
 
-    def resolve(self, cfg: Any) -> Dict[str, CfgVal]:
-        """``cfg`` checked against these options, with defaults filled in; unknown keys are
-        kept as given. ``InvalidRunConfigException`` for a missing required option or a value
-        of the wrong type."""
-        resolved: Dict[str, CfgVal] = {**cfg}
+    def _canonical(self, cfg: Mapping[str, Any], ignore_unknown: bool, keep_unknown: bool) -> Dict[str, Any]:
+        """``cfg`` under each option's registered key: an unknown key raises (or, with
+        ``ignore_unknown``, is kept or dropped); two spellings of one option with different
+        values raise."""
+        out: Dict[str, Any] = {}
+        spelled: Dict[str, str] = {}
+        for given, value in cfg.items():
+            key = self.canonical_key(given)
+            if key is None:
+                if not ignore_unknown:
+                    raise self._unknown(given, cfg)
+                if keep_unknown:
+                    out[given] = value
+                continue
+            if key in spelled and out[key] != value:
+                raise InvalidRunConfigException(
+                    f"Run option `{key}` was passed under two spellings (`{spelled[key]}` and"
+                    f" `{given}`) with conflicting values. Pass it once, as `{key}`",
+                    key,
+                    cfg,
+                )
+            spelled.setdefault(key, given)
+            out[key] = value
+        return out
+
+    def resolve(self, cfg: Any, *, ignore_unknown: bool = False) -> Dict[str, CfgVal]:
+        """``cfg`` checked against these options, under their registered keys (camelCase
+        aliases canonicalised), with defaults filled in. ``InvalidRunConfigException`` for an
+        unknown key (``ignore_unknown=True`` lets it pass through, for a facade scheduler
+        that hands the cfg on), two spellings with different values, a missing required
+        option or a value of the wrong type."""
+        resolved: Dict[str, CfgVal] = self._canonical(cfg, ignore_unknown, keep_unknown=True)
         for key, opt in self._opts.items():
             value = resolved.get(key)
-            camel = cases.snake_to_camel(key)
-            if key not in resolved and camel in resolved:
-                # A camelCase key (0.8) names the snake_case option.
-                value = resolved[key] = resolved.pop(camel)
             if opt.is_required and value is None:
                 raise InvalidRunConfigException(
                     f"Required run option: {key}, must be provided and not `None`", key, cfg
@@ -966,23 +1001,23 @@ class runopts:
         return resolved
 
     def cfg_from_str(self, cfg_str: str) -> Dict[str, CfgVal]:
-        """``k1=v1,k2=v2`` (``;`` too) cast to each option's type; unknown keys are dropped.
-        Lists take ``,``/``;``-separated items, dicts ``k:v`` items, bools ``true``."""
+        """``k1=v1,k2=v2`` (``;`` too) cast to each option's type, under registered keys;
+        an unknown key raises ``InvalidRunConfigException`` naming the valid options. Lists
+        take ``,``/``;``-separated items, dicts ``k:v`` items, bools ``true``."""
+        given: Dict[str, str] = dict(_native.ext.parse_kv(cfg_str))
         out: Dict[str, CfgVal] = {}
-        for key, value in _native.ext.parse_kv(cfg_str):
-            opt = self.get(key)
-            if opt is not None:
-                out[key] = _cast(value, opt.opt_type)
+        for key, value in self._canonical(given, ignore_unknown=False, keep_unknown=False).items():
+            out[key] = _cast(value, self._opts[key].opt_type)
         return out
 
-    def cfg_from_json_repr(self, json_repr: str) -> Dict[str, CfgVal]:
+    def cfg_from_json_repr(self, json_repr: str, *, ignore_unknown: bool = False) -> Dict[str, CfgVal]:
+        """A stored cfg (JSON) under registered keys; an unknown key raises, or with
+        ``ignore_unknown=True`` is dropped (cfgs stored before options were strict)."""
         import json
 
         out: Dict[str, CfgVal] = {}
-        for key, value in json.loads(json_repr).items():
-            opt = self.get(key)
-            if opt is not None:
-                out[key] = _cast(value, opt.opt_type) if isinstance(value, str) else value
+        for key, value in self._canonical(json.loads(json_repr), ignore_unknown, keep_unknown=False).items():
+            out[key] = _cast(value, self._opts[key].opt_type) if isinstance(value, str) else value
         return out
 
     def __repr__(self) -> str:
