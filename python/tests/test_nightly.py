@@ -148,3 +148,30 @@ def test_camel_case_spellings_are_canonicalised() -> None:
     assert opts.resolve({"clusterName": "x", "cluster_name": "x"})["cluster_name"] == "x"
     with pytest.raises(InvalidRunConfigException, match="passed under two spellings"):
         opts.resolve({"clusterName": "x", "cluster_name": "y"})
+
+
+def test_resource_h_is_the_one_lookup_and_ignores_case() -> None:
+    import warnings
+
+    from torchx import specs
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert specs.resource(h="AWS_T3.Medium") == specs.resource(h="aws_t3.medium")
+        assert "Gpu.Small" in specs.named_resources
+    with pytest.warns(FutureWarning, match=r"`named_resources\[name\]` is deprecated, use `resource\(h=name\)` instead"):
+        assert specs.named_resources["gpu.small"] == specs.resource(h="gpu.small")
+    with pytest.warns(FutureWarning, match=r"`get_named_resources\(\)` is deprecated"):
+        specs.get_named_resources("gpu.small")
+    with pytest.raises(KeyError, match="Did you mean `gpu.small`"):
+        specs.resource(h="gpu.smal")
+
+
+def test_a_name_that_spells_two_resources_ignoring_case_is_ambiguous(monkeypatch: pytest.MonkeyPatch) -> None:
+    from torchx import specs
+
+    table = {"Big": lambda: specs.Resource(cpu=1, gpu=0, memMB=1), "BIG": lambda: specs.Resource(cpu=2, gpu=0, memMB=1)}
+    monkeypatch.setattr(specs, "_named_resource_factories", table, raising=False)
+    assert specs.resource(h="BIG").cpu == 2  # an exact name wins
+    with pytest.raises(KeyError, match="matches more than one registered named resource, ignoring case"):
+        specs.resource(h="big")

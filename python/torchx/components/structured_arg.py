@@ -62,7 +62,7 @@ class StructuredJArgument:
         ``-j N`` uses the host's GPU count as ``nproc_per_node`` (``ValueError`` for a host
         without GPUs); ``-j NxP`` warns when ``P`` differs from the GPU count."""
         parts = j.split("x")
-        num_gpus = specs.named_resources[h].gpu
+        num_gpus = specs.resource(h=h).gpu
         if len(parts) == 1:
             nnodes = int(parts[0])
             if num_gpus <= 0:

@@ -110,10 +110,20 @@ class _NamedResourcesLibrary:
         with self._lock:
             self._factories = None
 
-    def __getitem__(self, key: str) -> Resource:
+    def _lookup(self, key: str) -> Resource:
+        """The resource ``key`` names: exactly, else the one name it spells ignoring case
+        (``KeyError`` when it spells several, or none: then the closest name is suggested)."""
         table = self._table()
         if key in table:
             return table[key]()
+        folded = [name for name in table if name.lower() == key.lower()]
+        if len(folded) == 1:
+            return table[folded[0]]()
+        if folded:
+            raise KeyError(
+                f"`{key}` matches more than one registered named resource, ignoring case:"
+                f" {sorted(folded)}. Use one of those names exactly."
+            )
         import difflib
 
         matches = difflib.get_close_matches(key, table.keys(), n=1)
@@ -123,8 +133,16 @@ class _NamedResourcesLibrary:
             hint = f"Registered named resources: {list(table.keys())}"
         raise KeyError(f"No named resource found for `{key}`. {hint}")
 
+    def __getitem__(self, key: str) -> Resource:
+        """Deprecated (TorchX's nightly): use ``resource(h=name)``."""
+        import warnings
+
+        warnings.warn("`named_resources[name]` is deprecated, use `resource(h=name)` instead", FutureWarning, stacklevel=2)
+        return self._lookup(key)
+
     def __contains__(self, key: object) -> bool:
-        return key in self._table()
+        table = self._table()
+        return key in table or (isinstance(key, str) and any(n.lower() == key.lower() for n in table))
 
     def __iter__(self) -> Iterator[str]:
         return iter(list(self._table()))
@@ -151,8 +169,11 @@ named_resources: _NamedResourcesLibrary = _NamedResourcesLibrary()
 
 
 def get_named_resources(res: str) -> Resource:
-    """The named resource ``res`` (``KeyError`` naming the closest match if unknown)."""
-    return named_resources[res]
+    """Deprecated (TorchX's nightly): use ``resource(h=name)``."""
+    import warnings
+
+    warnings.warn("`get_named_resources()` is deprecated, use `resource(h=name)` instead", FutureWarning, stacklevel=2)
+    return named_resources._lookup(res)
 
 
 def resource(
@@ -164,5 +185,5 @@ def resource(
     """A ``Resource``: the named resource ``h`` if given (cpu/gpu/memMB are then ignored), else
     cpu/gpu/memMB with TorchX's defaults (2 CPUs, 0 GPUs, 1024 MB; a 0 counts as unset)."""
     if h:
-        return get_named_resources(h)
+        return named_resources._lookup(h)
     return Resource(cpu=cpu or 2, gpu=gpu or 0, memMB=memMB or 1024)

@@ -304,8 +304,21 @@ pub fn named_resource_names() -> impl Iterator<Item = &'static str> {
         .chain(["NULL", "MISSING"])
 }
 
-/// Looks up a builtin named resource (a fresh value each call).
+/// Looks up a builtin named resource (a fresh value each call); as TorchX's nightly, a name
+/// that matches none exactly matches the one that it spells ignoring case.
 pub fn named_resource(name: &str) -> Result<Resource> {
+    exact_named_resource(name).or_else(|e| {
+        match named_resource_names()
+            .find(|n| n.eq_ignore_ascii_case(name))
+            .map(exact_named_resource)
+        {
+            Some(found) => found,
+            None => Err(e),
+        }
+    })
+}
+
+fn exact_named_resource(name: &str) -> Result<Resource> {
     if name == "NULL" || name == "MISSING" {
         return Ok(Resource::null());
     }
@@ -344,6 +357,19 @@ pub fn resource(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_name_matches_ignoring_case_where_nothing_matches_exactly() {
+        assert_eq!(
+            named_resource("AWS_T3.Medium").unwrap(),
+            named_resource("aws_t3.medium").unwrap()
+        );
+        assert_eq!(
+            named_resource("Gpu.Small").unwrap(),
+            Resource::new(8, 1, 32768)
+        );
+        assert!(named_resource("gpu.smal").is_err());
+    }
 
     #[test]
     fn values_match_torchx() {
