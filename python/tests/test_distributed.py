@@ -16,6 +16,7 @@ else:
 
 import torch.distributed as dist
 import torchx.distributed as tdist
+from torchx.testing.distributed import DistributedTestCase
 
 
 def test_without_a_process_group(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -67,3 +68,19 @@ def test_init_pg_alone_is_a_group_of_one(monkeypatch: pytest.MonkeyPatch) -> Non
         assert device.type == "cpu" and tdist.world_size() == 1 and tdist.is_rank0()
     finally:
         dist.destroy_process_group()
+
+
+def _rank_and_arg(arg: str) -> str:
+    dist.init_process_group(backend="gloo")
+    try:
+        return f"rank={dist.get_rank()}/{dist.get_world_size()} arg={arg}"
+    finally:
+        dist.destroy_process_group()
+
+
+class RunDdpTest(DistributedTestCase):
+    """``torchx.testing.distributed`` (the nightly ships it): each rank's result."""
+
+    def test_each_rank_returns_its_result(self) -> None:
+        got = self.run_ddp(world_size=2, fn=_rank_and_arg)("hello")
+        self.assertDictEqual({0: "rank=0/2 arg=hello", 1: "rank=1/2 arg=hello"}, got)

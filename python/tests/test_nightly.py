@@ -6,7 +6,6 @@ import pathlib
 from typing import TYPE_CHECKING, List
 
 import pytest
-
 from torchx.specs import AppDef, Role
 
 if TYPE_CHECKING:
@@ -59,7 +58,9 @@ def test_ddp_and_spmd_are_aliases_of_torchrun_that_warn() -> None:
     from torchx.components import dist
 
     for alias in ("ddp", "spmd"):
-        with pytest.warns(UserWarning, match=rf"\[Deprecated\] dist\.{alias} is deprecated; use dist\.torchrun instead\."):
+        with pytest.warns(
+            UserWarning, match=rf"\[Deprecated\] dist\.{alias} is deprecated; use dist\.torchrun instead\."
+        ):
             getattr(dist, alias)(script="train.py")
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -130,7 +131,9 @@ def test_unknown_run_options_raise_unless_ignored() -> None:
         lambda: opts.cfg_from_str("nope=1"),
         lambda: opts.cfg_from_json_repr('{"nope": 1}'),
     ):
-        with pytest.raises(InvalidRunConfigException, match="Unknown run option `nope`. Valid options are: cluster_name, tags"):
+        with pytest.raises(
+            InvalidRunConfigException, match="Unknown run option `nope`. Valid options are: cluster_name, tags"
+        ):
             call()
     assert opts.resolve({"nope": 1}, ignore_unknown=True) == {"nope": 1, "cluster_name": "c", "tags": None}
     assert opts.cfg_from_json_repr('{"nope": 1, "tags": ["a"]}', ignore_unknown=True) == {"tags": ["a"]}
@@ -159,7 +162,9 @@ def test_resource_h_is_the_one_lookup_and_ignores_case() -> None:
         warnings.simplefilter("error")
         assert specs.resource(h="AWS_T3.Medium") == specs.resource(h="aws_t3.medium")
         assert "Gpu.Small" in specs.named_resources
-    with pytest.warns(FutureWarning, match=r"`named_resources\[name\]` is deprecated, use `resource\(h=name\)` instead"):
+    with pytest.warns(
+        FutureWarning, match=r"`named_resources\[name\]` is deprecated, use `resource\(h=name\)` instead"
+    ):
         assert specs.named_resources["gpu.small"] == specs.resource(h="gpu.small")
     with pytest.warns(FutureWarning, match=r"`get_named_resources\(\)` is deprecated"):
         specs.get_named_resources("gpu.small")

@@ -137,7 +137,9 @@ class _NamedResourcesLibrary:
         """Deprecated (TorchX's nightly): use ``resource(h=name)``."""
         import warnings
 
-        warnings.warn("`named_resources[name]` is deprecated, use `resource(h=name)` instead", FutureWarning, stacklevel=2)
+        warnings.warn(
+            "`named_resources[name]` is deprecated, use `resource(h=name)` instead", FutureWarning, stacklevel=2
+        )
         return self._lookup(key)
 
     def __contains__(self, key: object) -> bool:

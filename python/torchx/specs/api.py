@@ -936,7 +936,9 @@ class runopts:
         return ", ".join(sorted(self._opts)) if self._opts else "(none declared)"
 
     def _unknown(self, key: str, cfg: Any) -> "InvalidRunConfigException":
-        return InvalidRunConfigException(f"Unknown run option `{key}`. Valid options are: {self._valid_options()}", key, cfg)
+        return InvalidRunConfigException(
+            f"Unknown run option `{key}`. Valid options are: {self._valid_options()}", key, cfg
+        )
 
     def canonical_key(self, name: str) -> Optional[str]:
         """The registered option ``name`` spells (itself, or the snake_case key of a camelCase
