@@ -180,3 +180,21 @@ def test_a_name_that_spells_two_resources_ignoring_case_is_ambiguous(monkeypatch
     assert specs.resource(h="BIG").cpu == 2  # an exact name wins
     with pytest.raises(KeyError, match="matches more than one registered named resource, ignoring case"):
         specs.resource(h="big")
+
+
+def test_dryrun_info_app_and_cfg_are_plain_attributes_with_the_0_7_names_too() -> None:
+    from torchx.runner import get_runner
+    from torchx.specs import AppDryRunInfo
+
+    info = AppDryRunInfo("request", str)
+    assert info.app is None and info.cfg == {}
+    app = _app()
+    info._app = app  # NeMo-Run sets the 0.7 names
+    info._cfg = {"a": 1}
+    assert info.app is app and info.cfg == {"a": 1}
+    info.cfg["b"] = 2  # the nightly's cfg is the scheduler's own mapping, not read-only
+    assert info._cfg == {"a": 1, "b": 2}
+    with get_runner() as runner:
+        dry = runner.dryrun(AppDef("echo", [Role("echo", image="x", entrypoint="echo", args=["hi"])]), "local_cwd")
+    assert dry.app is not None and dry.app.name == "echo"
+    assert dry.cfg["prepend_cwd"] is False and dry._cfg is dry.cfg

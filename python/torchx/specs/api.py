@@ -1056,21 +1056,28 @@ class AppDryRunInfo(Generic[_Request]):
     def __init__(self, request: Any, fmt: Any = repr) -> None:
         self.request = request
         self._fmt = fmt
-        self._app: Optional[AppDef] = None
-        self._cfg: Dict[str, CfgVal] = {}
+        #: The AppDef the request was made for (set by ``submit_dryrun``/``Runner.dryrun``).
+        self.app: Optional[AppDef] = None
+        #: The resolved run config: the scheduler's own object, as the nightly has it.
+        self.cfg: Dict[str, CfgVal] = {}
         self._scheduler: Optional[str] = None
 
+    # TorchX 0.7's names of ``app`` and ``cfg``, which its clients (NeMo-Run) still set.
     @property
-    def app(self) -> Optional[AppDef]:
-        """The AppDef the request was made for (set by ``submit_dryrun``/``Runner.dryrun``)."""
-        return self._app
+    def _app(self) -> Optional[AppDef]:
+        return self.app
+
+    @_app.setter
+    def _app(self, app: Optional[AppDef]) -> None:
+        self.app = app
 
     @property
-    def cfg(self) -> Mapping[str, CfgVal]:
-        """The resolved run config, read-only."""
-        from types import MappingProxyType
+    def _cfg(self) -> Dict[str, CfgVal]:
+        return self.cfg
 
-        return MappingProxyType(self._cfg)
+    @_cfg.setter
+    def _cfg(self, cfg: Dict[str, CfgVal]) -> None:
+        self.cfg = cfg
 
     def __repr__(self) -> str:
         return str(self._fmt(self.request))
