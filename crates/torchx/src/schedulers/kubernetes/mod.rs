@@ -287,22 +287,39 @@ impl KubernetesScheduler {
             .as_str()
             .unwrap_or_default()
             .to_string();
-        if let Some(tasks) = status["taskStatusCount"].as_object() {
-            for (task, counts) in tasks {
-                let (role, idx) = task.rsplit_once('-').unwrap_or((task.as_str(), "0"));
-                let phase = counts["phase"]
-                    .as_object()
-                    .and_then(|p| p.keys().next())
-                    .map_or("", String::as_str);
-                resp.add_replica(ReplicaStatus::new(
-                    idx.parse().unwrap_or(0),
-                    state::volcano_task_state(phase),
-                    role,
-                    "",
-                ));
+        // The tasks the Job asks for (one per replica, `{role}-{k}`), so that its replicas are
+        // known before Volcano counts them; each task's state from its count, if any.
+        let counted = status["taskStatusCount"].as_object();
+        let mut tasks: Vec<&str> = job["spec"]["tasks"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|t| t["name"].as_str())
+            .collect();
+        for task in counted.into_iter().flat_map(|c| c.keys()) {
+            if !tasks.contains(&task.as_str()) {
+                tasks.push(task);
             }
-            resp.roles_from_statuses();
         }
+        for task in tasks {
+            let (role, idx) = task.rsplit_once('-').unwrap_or((task, "0"));
+            let phase = counted
+                .and_then(|c| c[task]["phase"].as_object())
+                .and_then(|p| p.keys().next())
+                .map(String::as_str);
+            let replica_state = match phase {
+                Some(phase) => state::volcano_task_state(phase),
+                None if app_state.is_terminal() => app_state,
+                None => AppState::Pending,
+            };
+            resp.add_replica(ReplicaStatus::new(
+                idx.parse().unwrap_or(0),
+                replica_state,
+                role,
+                "",
+            ));
+        }
+        resp.roles_from_statuses();
         resp
     }
 
@@ -382,8 +399,16 @@ pub(crate) async fn replica_log<'a>(
     let mut pause = Duration::from_millis(50);
     loop {
         if let Some(pod) = pod_of().await? {
-            if let Some(lines) = pod_log_lines(kube, sched.name(), ns, &pod, query).await? {
-                return Ok(lines);
+            // A pod not yet on a node answers its log with 204 and no body, which a follower
+            // would read as a log that ended: only a started pod's log is read.
+            let started = kube
+                .get(ns, POD, &pod)
+                .await?
+                .is_some_and(|p| p["status"]["phase"] != "Pending");
+            if started {
+                if let Some(lines) = pod_log_lines(kube, sched.name(), ns, &pod, query).await? {
+                    return Ok(lines);
+                }
             }
         }
         let ended = sched
