@@ -198,3 +198,60 @@ def test_dryrun_info_app_and_cfg_are_plain_attributes_with_the_0_7_names_too() -
         dry = runner.dryrun(AppDef("echo", [Role("echo", image="x", entrypoint="echo", args=["hi"])]), "local_cwd")
     assert dry.app is not None and dry.app.name == "echo"
     assert dry.cfg["prepend_cwd"] is False and dry._cfg is dry.cfg
+
+
+def test_set_overlay_takes_dataclass_instances() -> None:
+    import dataclasses
+    import enum
+    from typing import Optional
+
+    from torchx.specs.overlays import get_overlay, set_overlay
+
+    class Policy(enum.Enum):
+        ALWAYS = "Always"
+
+    @dataclasses.dataclass
+    class Container:
+        name: str
+        image_pull_policy: Policy = Policy.ALWAYS
+        args: Optional[list[str]] = None
+
+    @dataclasses.dataclass
+    class Spec:
+        containers: list[Container]
+        node_selector: dict[str, str] = dataclasses.field(default_factory=dict)
+
+    role = Role(name="r", image="img")
+    set_overlay(role, "kubernetes", "V1Pod", {"spec": Spec(containers=[Container(name="c")])})
+    assert get_overlay(role, "kubernetes", "V1Pod") == {
+        "spec": {"containers": [{"name": "c", "image_pull_policy": "Always"}], "node_selector": {}}
+    }
+    with pytest.raises(TypeError, match="overlay must be a dict or dataclass instance"):
+        set_overlay(role, "kubernetes", "V1Pod", Spec)  # type: ignore[arg-type]
+
+    @dataclasses.dataclass
+    class Bad:
+        value: object
+
+    with pytest.raises(TypeError, match=r"overlay\.value: unsupported dataclass overlay value object"):
+        set_overlay(role, "kubernetes", "V1Pod", Bad(value=object()))
+
+
+def test_a_join_set_twice_merges_its_items_by_key() -> None:
+    from torchx.specs.overlays import JOIN, apply_overlay, get_overlay, set_overlay
+
+    role = Role(name="r", image="img")
+    set_overlay(role, "kubernetes", "V1Pod", {"spec": {JOIN("containers", on="name"): [{"name": "a", "image": "x"}]}})
+    set_overlay(
+        role,
+        "kubernetes",
+        "V1Pod",
+        {"spec": {JOIN("containers", on="name"): [{"name": "a", "args": ["1"]}, {"name": "b"}]}},
+    )
+    stored = get_overlay(role, "kubernetes", "V1Pod")
+    assert stored == {
+        "spec": {JOIN("containers", on="name"): [{"name": "a", "image": "x", "args": ["1"]}, {"name": "b"}]}
+    }
+    base = {"spec": {"containers": [{"name": "a", "image": "old"}, {"name": "c"}]}}
+    apply_overlay(base, stored)
+    assert base == {"spec": {"containers": [{"name": "a", "image": "x", "args": ["1"]}, {"name": "c"}, {"name": "b"}]}}

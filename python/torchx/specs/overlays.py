@@ -14,6 +14,8 @@ languages: ``python/tests/test_overlays.py`` checks that both agree on every cas
 from __future__ import annotations
 
 import copy
+import dataclasses
+import enum
 import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Set, Tuple, cast
@@ -109,6 +111,10 @@ def _merge(base: _Overlay, key: str, value: object, *, resolve: bool) -> None:
         apply_overlay(current, value, _resolve=resolve)
     elif isinstance(current, list) and isinstance(value, tuple):
         base[key] = list(value)
+    elif isinstance(current, list) and isinstance(value, list) and key.startswith(_JOIN_PREFIX):
+        # The same JOIN stored twice merges its items by their key (TorchX's nightly).
+        _, _, on = key[len(_JOIN_PREFIX) :].partition(":")
+        _join_by_key(current, value, on)
     elif isinstance(current, list) and isinstance(value, list):
         current.extend(copy.deepcopy(value))
     elif isinstance(current, (dict, list)) or isinstance(value, (dict, list)):
@@ -178,10 +184,44 @@ def _reserved(kind: str) -> None:
         raise ValueError(f"overlay kind `{kind}` is reserved for the nested-format marker")
 
 
-def set_overlay(target: "AppDef | Role", namespace: str, kind: str, overlay: _Overlay) -> None:
+def _plain(value: Any, path: str, strict: bool = False) -> Any:
+    """A dataclass overlay (or one inside dicts, lists and tuples) as plain data: fields that
+    are ``None`` left out, enums as their values; inside a dataclass only string-keyed dicts,
+    lists, tuples and primitives are allowed (``TypeError`` naming the path otherwise)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {
+            f.name: _plain(item, f"{path}.{f.name}", strict=True)
+            for f in dataclasses.fields(value)
+            if (item := getattr(value, f.name)) is not None
+        }
+    if isinstance(value, enum.Enum):
+        return _plain(value.value, path, strict)
+    if isinstance(value, dict):
+        out = {}
+        for key, item in value.items():
+            if strict and not isinstance(key, str):
+                raise TypeError(f"{path}: dataclass overlay mapping keys must be strings")
+            out[key] = _plain(item, f"{path}[{key!r}]", strict)
+        return out
+    if isinstance(value, (list, tuple)):
+        items = [_plain(item, f"{path}[{i}]", strict) for i, item in enumerate(value)]
+        return tuple(items) if isinstance(value, tuple) else items
+    if strict and value is not None and not isinstance(value, (str, int, float, bool)):
+        raise TypeError(
+            f"{path}: unsupported dataclass overlay value {type(value).__name__}; "
+            "expected a primitive, enum, dataclass, dict, list, or tuple"
+        )
+    return value
+
+
+def set_overlay(target: "AppDef | Role", namespace: str, kind: str, overlay: Any) -> None:
     """Stores ``overlay`` as ``target.metadata[namespace][kind]``, merged (operators kept) into
-    what is there already."""
+    what is there already. A dataclass instance (or dataclasses inside the dict) is stored as
+    plain data first (as TorchX's nightly): its ``None`` fields left out, enums as values."""
     _reserved(kind)
+    if not isinstance(overlay, dict) and (not dataclasses.is_dataclass(overlay) or isinstance(overlay, type)):
+        raise TypeError("overlay must be a dict or dataclass instance")
+    overlay = _plain(overlay, "overlay")
     # AppDef.metadata is typed as strings; overlays store dicts in it, as TorchX's.
     metadata = cast(Dict[str, Any], target.metadata)
     stored = metadata.setdefault(namespace, {})
