@@ -117,7 +117,7 @@ def test_usage_events_are_recorded(monkeypatch: pytest.MonkeyPatch) -> None:
     recorded: List[Any] = []
     monkeypatch.setattr("torchx.runner.events.record", recorded.append)
     Runner("e", {"builder": _ImageBuilder}).dryrun(
-        AppDef("a", roles=[Role("r", "img", entrypoint="x", resource=SMALL)]), "builder", cfg={"k": "v"}
+        AppDef("a", roles=[Role("r", "img", entrypoint="x", resource=SMALL)]), "builder", cfg={}
     )
     (event,) = [e for e in recorded if e.api == "dryrun"]
     assert event.scheduler == "builder" and event.session and event.wall_time_usec is not None

@@ -714,3 +714,24 @@ fn a_component_file_without_a_usable_interpreter_says_what_to_install() {
     );
     assert!(!err.contains("torchx-rs`"), "{err}");
 }
+
+/// A misspelt `[cli:run]` key is not silently ignored: `torchx run` warns, naming the nearest
+/// key and those it takes, and runs with the rest (as a misspelt scheduler option warns).
+#[test]
+fn a_misspelt_cli_run_key_warns_with_the_nearest_key() {
+    let env = Env::new();
+    std::fs::write(
+        env.cwd.join(".torchxconfig"),
+        "[cli:run]\nschedulr = slurm\ncomponent = utils.echo\n",
+    )
+    .unwrap();
+    let out = env.run(&["run", "--dryrun"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("`schedulr` in .torchxconfig's [cli:run] is not a default `torchx run` takes; ignoring it (did you mean `scheduler`?)"),
+        "{err}"
+    );
+    // The scheduler stays the default one, the component is the config's.
+    assert!(stdout(&out).contains("echo"), "{}", stdout(&out));
+}

@@ -208,6 +208,29 @@ pub struct CliRunDefaults {
     /// Default `--time_limit`, `--checkpoint_signal`, `--max_retries`, `--requeue_exit_code`
     /// and `--max_requeues`, by those names.
     pub recovery: BTreeMap<String, String>,
+    /// Keys of the section that are none of these (a typo, most likely), which `torchx run`
+    /// warns of.
+    pub unknown: Vec<String>,
+}
+
+impl CliRunDefaults {
+    /// The keys `[cli:run]` takes.
+    pub fn keys() -> impl Iterator<Item = &'static str> {
+        ["scheduler", "workspace", "component"]
+            .into_iter()
+            .chain(RECOVERY_KEYS.iter().copied())
+    }
+
+    /// What `torchx run` says of an unknown key: that it is ignored, and the nearest key.
+    pub fn unknown_key_warning(key: &str) -> String {
+        let hint = crate::error::nearest(key, Self::keys())
+            .map(|k| format!(" (did you mean `{k}`?)"))
+            .unwrap_or_default();
+        format!(
+            "`{key}` in .torchxconfig's [cli:run] is not a default `torchx run` takes; ignoring it{hint}. It takes: {}",
+            Self::keys().collect::<Vec<_>>().join(", ")
+        )
+    }
 }
 
 impl TorchxConfig {
@@ -395,6 +418,17 @@ impl TorchxConfig {
                 .filter(|(k, _)| RECOVERY_KEYS.contains(&k.as_str()))
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect(),
+            // Keys written in the section itself ([DEFAULT]'s reach every section).
+            unknown: self
+                .files
+                .iter()
+                .filter_map(|ini| ini.sections.iter().find(|(n, _)| n == "cli:run"))
+                .flat_map(|(_, pairs)| pairs.iter().map(|(k, _)| k))
+                .filter(|k| !CliRunDefaults::keys().any(|known| known == k.as_str()))
+                .cloned()
+                .collect::<std::collections::BTreeSet<_>>()
+                .into_iter()
+                .collect(),
         }
     }
 
@@ -480,6 +514,7 @@ mod tests {
         assert_eq!(ddp["ref"], "2x2-s");
         let cfg = TorchxConfig { files: vec![ini] };
         assert_eq!(cfg.cli_run().scheduler.as_deref(), Some("local_cwd"));
+        assert!(cfg.cli_run().unknown.is_empty());
         assert_eq!(cfg.component_defaults().unwrap()["dist.ddp"]["j"], "2x2");
     }
 

@@ -37,6 +37,12 @@ pub fn run(a: RunArgs) -> Result<i32> {
     let timeout = a.timeout.as_deref().map(parse_timeout).transpose()?;
     let runner = super::runner()?;
     let cli_run = runner.config().cli_run();
+    for key in &cli_run.unknown {
+        log::warn!(
+            "{}",
+            torchx::config::CliRunDefaults::unknown_key_warning(key)
+        );
+    }
     let (scheduler, raw_cfg) = match choose_scheduler(&a, &runner, &cli_run)? {
         Chosen::On(scheduler, raw_cfg) => (scheduler, raw_cfg),
         Chosen::FailedOver(code) => return Ok(code),

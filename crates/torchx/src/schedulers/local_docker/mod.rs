@@ -541,17 +541,25 @@ impl Backend for LocalDockerScheduler {
         std::fs::write(&marker, b"")
             .map_err(|e| Error::io(format!("recording the cancel in {}", marker.display()), e))?;
         let docker = self.docker().await?;
-        for f in found {
-            let opts = StopContainerOptions {
-                t: Some(10),
-                ..Default::default()
-            };
-            match docker.stop_container(&f.name, Some(opts)).await {
-                Ok(()) => {}
-                Err(e) if is_status(&e, 304) || is_status(&e, 404) => {}
-                Err(e) => return Err(engine_err(&format!("stopping {}", f.name))(e)),
+        // All at once: a cancel costs one grace period, whatever the replica count.
+        let stops = found.iter().map(|f| {
+            let docker = &docker;
+            async move {
+                let opts = StopContainerOptions {
+                    t: Some(10),
+                    ..Default::default()
+                };
+                match docker.stop_container(&f.name, Some(opts)).await {
+                    Ok(()) => Ok(()),
+                    Err(e) if is_status(&e, 304) || is_status(&e, 404) => Ok(()),
+                    Err(e) => Err(engine_err(&format!("stopping {}", f.name))(e)),
+                }
             }
-        }
+        });
+        futures_util::future::join_all(stops)
+            .await
+            .into_iter()
+            .collect::<Result<Vec<()>>>()?;
         Ok(())
     }
 
