@@ -182,8 +182,12 @@ done
 alive() { [ -f "$run/$1.pid" ] && kill -0 "$(tr -dc 0-9 <"$run/$1.pid")" 2>/dev/null; }
 sock=$run/containerd.sock
 node_images() {
-    local images=(docker.io/library/pause:local docker.io/library/busybox:local)
-    if docker image inspect python:local >/dev/null 2>&1; then images+=(docker.io/library/python:local); fi
+    # python:local is also TorchX's default image (scripts/docker/up.sh tags it so), which a
+    # job that names no image runs: `torchx run -s kubernetes utils.echo --msg hi`.
+    local images=(docker.io/library/pause:local docker.io/library/busybox:local) image
+    for image in docker.io/library/python:local ghcr.io/pytorch/torchx:0.7.0; do
+        if docker image inspect "$image" >/dev/null 2>&1; then images+=("$image"); fi
+    done
     echo "${images[@]}"
 }
 import_node_images() {

@@ -801,3 +801,31 @@ fn the_dashboard_lists_the_cluster_jobs() {
         k8s.run(&["delete", h]);
     }
 }
+
+/// `torchx run --workspace "" --wait --log -s kubernetes utils.echo --msg hi` (TorchX's default
+/// image, which the node has under its name; no workspace: without `image_repo` it could not be
+/// pushed, as in TorchX) prints `hi` from a real pod and ends SUCCEEDED, in each of the three
+/// ways.
+#[test]
+fn utils_echo_prints_hi_from_a_pod_in_each_way() {
+    let Some(k8s) = Cluster::get("utils_echo_prints_hi_from_a_pod_in_each_way") else {
+        return;
+    };
+    for way in [Way::IndexedJob, Way::Volcano, Way::Mcad] {
+        let mut args = vec!["run", "--workspace", "", "--wait", "--log", "-s", way.scheduler()];
+        if !way.cfg().is_empty() {
+            args.extend(["-cfg", way.cfg()]);
+        }
+        args.extend(["utils.echo", "--msg", "hi"]);
+        let out = k8s.run(&args);
+        assert_eq!(out.status.code(), Some(0), "{way:?}: {}", stderr(&out));
+        assert!(stdout(&out).contains("echo/0 hi"), "{way:?}: {}", stdout(&out));
+        let handle = stdout(&out)
+            .lines()
+            .find(|l| l.starts_with(&format!("{}://", way.scheduler())))
+            .unwrap_or_else(|| panic!("{way:?}: no handle in {}", stdout(&out)))
+            .to_string();
+        assert_eq!(k8s.status(&handle)["state"], "SUCCEEDED", "{way:?}");
+        k8s.run(&["delete", &handle]);
+    }
+}
