@@ -804,8 +804,8 @@ fn the_dashboard_lists_the_cluster_jobs() {
 
 /// `torchx run --workspace "" --wait --log -s kubernetes utils.echo --msg hi` (TorchX's default
 /// image, which the node has under its name; no workspace: without `image_repo` it could not be
-/// pushed, as in TorchX) prints `hi` from a real pod and ends SUCCEEDED, in each of the three
-/// ways.
+/// pushed, as in TorchX) prints `hi` (on stderr, as TorchX's `--log`) from a real pod and ends
+/// SUCCEEDED, in each of the three ways.
 #[test]
 fn utils_echo_prints_hi_from_a_pod_in_each_way() {
     let Some(k8s) = Cluster::get("utils_echo_prints_hi_from_a_pod_in_each_way") else {
@@ -819,7 +819,8 @@ fn utils_echo_prints_hi_from_a_pod_in_each_way() {
         args.extend(["utils.echo", "--msg", "hi"]);
         let out = k8s.run(&args);
         assert_eq!(out.status.code(), Some(0), "{way:?}: {}", stderr(&out));
-        assert!(stdout(&out).contains("echo/0 hi"), "{way:?}: {}", stdout(&out));
+        // As TorchX, `--log` writes the job's lines to stderr.
+        assert!(stderr(&out).contains("echo/0 hi"), "{way:?}: {}", stderr(&out));
         let handle = stdout(&out)
             .lines()
             .find(|l| l.starts_with(&format!("{}://", way.scheduler())))
