@@ -812,7 +812,15 @@ fn utils_echo_prints_hi_from_a_pod_in_each_way() {
         return;
     };
     for way in [Way::IndexedJob, Way::Volcano, Way::Mcad] {
-        let mut args = vec!["run", "--workspace", "", "--wait", "--log", "-s", way.scheduler()];
+        let mut args = vec![
+            "run",
+            "--workspace",
+            "",
+            "--wait",
+            "--log",
+            "-s",
+            way.scheduler(),
+        ];
         if !way.cfg().is_empty() {
             args.extend(["-cfg", way.cfg()]);
         }
@@ -820,7 +828,11 @@ fn utils_echo_prints_hi_from_a_pod_in_each_way() {
         let out = k8s.run(&args);
         assert_eq!(out.status.code(), Some(0), "{way:?}: {}", stderr(&out));
         // As TorchX, `--log` writes the job's lines to stderr.
-        assert!(stderr(&out).contains("echo/0 hi"), "{way:?}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains("echo/0 hi"),
+            "{way:?}: {}",
+            stderr(&out)
+        );
         let handle = stdout(&out)
             .lines()
             .find(|l| l.starts_with(&format!("{}://", way.scheduler())))
