@@ -319,20 +319,24 @@ wait_ok "https://127.0.0.1:10259/healthz" kube-scheduler -k
 
 # ---- the CRDs torchx submits ---------------------------------------------------------------
 api="https://127.0.0.1:$PORT"
-for crd in "$repo"/crates/torchx/src/schedulers/kubernetes/crds/*.yaml; do
-    code=$(curl -s -o "$run/crd.out" -w '%{http_code}' --cacert "$pki/ca.crt" \
-        -H "Authorization: Bearer $token" -H 'Content-Type: application/yaml' \
-        --data-binary "@$crd" "$api/apis/apiextensions.k8s.io/v1/customresourcedefinitions")
+get() {  # PATH: the object, as the admin (fails for an error status)
+    curl -sf --cacert "$pki/ca.crt" -H "Authorization: Bearer $token" "$api$1"
+}
+post() {  # PATH FILE CONTENT-TYPE: create, or leave what exists
+    code=$(curl -s -o "$run/post.out" -w '%{http_code}' --cacert "$pki/ca.crt" \
+        -H "Authorization: Bearer $token" -H "Content-Type: $3" --data-binary "@$2" "$api$1")
     case "$code" in
         201 | 409) ;;
-        *) cat "$run/crd.out" >&2; die "installing $(basename "$crd") answered HTTP $code" ;;
+        *) cat "$run/post.out" >&2; die "creating $(basename "$2") answered HTTP $code" ;;
     esac
+}
+for crd in "$repo"/crates/torchx/src/schedulers/kubernetes/crds/*.yaml; do
+    post /apis/apiextensions.k8s.io/v1/customresourcedefinitions "$crd" application/yaml
 done
 # Established: the API server serves the new kinds.
 for crd in jobs.batch.volcano.sh appwrappers.workload.codeflare.dev; do
     deadline=$((SECONDS + TIMEOUT))
-    until curl -sf --cacert "$pki/ca.crt" -H "Authorization: Bearer $token" \
-        "$api/apis/apiextensions.k8s.io/v1/customresourcedefinitions/$crd" |
+    until get "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/$crd" |
         grep -q '"type": *"Established"'; do
         [ "$SECONDS" -lt "$deadline" ] || die "CRD $crd was never established"
         sleep 0.2
@@ -342,14 +346,6 @@ say "Kubernetes v$K8S_VERSION control plane up in $(elapsed) (logs in $run)"
 
 # ---- Volcano: its other CRDs, admission webhook, controllers and scheduler ------------------
 # As its Helm chart installs it, but on loopback: the API server calls the webhook by URL.
-post() {  # PATH FILE CONTENT-TYPE: create, or leave what exists
-    code=$(curl -s -o "$run/post.out" -w '%{http_code}' --cacert "$pki/ca.crt" \
-        -H "Authorization: Bearer $token" -H "Content-Type: $3" --data-binary "@$2" "$api$1")
-    case "$code" in
-        201 | 409) ;;
-        *) cat "$run/post.out" >&2; die "creating $(basename "$2") answered HTTP $code" ;;
-    esac
-}
 vc_src=$CACHE/volcano-src-v$VOLCANO_VERSION
 for crd in "$vc_src"/installer/helm/chart/volcano/crd/bases/*.yaml; do
     # jobs.batch.volcano.sh is ours (newer, a superset), installed above.
@@ -414,8 +410,7 @@ wait_ok http://127.0.0.1:11252/healthz "Volcano's controller manager"
 wait_ok http://127.0.0.1:11251/healthz "Volcano's scheduler"
 # Its scheduler makes the queue "default"; a Volcano Job names it.
 deadline=$((SECONDS + TIMEOUT))
-until curl -sf --cacert "$pki/ca.crt" -H "Authorization: Bearer $token" \
-    "$api/apis/scheduling.volcano.sh/v1beta1/queues/default" >/dev/null; do
+until get /apis/scheduling.volcano.sh/v1beta1/queues/default >/dev/null; do
     [ "$SECONDS" -lt "$deadline" ] || { tail -n 30 "$run/vc-scheduler.log" >&2; die "Volcano's queue default never appeared"; }
     sleep 0.2
 done
@@ -565,8 +560,7 @@ CONF
     start kubelet "$bin/kubelet" --config="$node/kubelet.yaml" --kubeconfig="$kubeconfig" \
         --root-dir="$node/kubelet" --hostname-override=torchx-node --node-ip="$ip"
     deadline=$((SECONDS + TIMEOUT))
-    until curl -sf --cacert "$pki/ca.crt" -H "Authorization: Bearer $token" "$api/api/v1/nodes/torchx-node" |
-        tr -d ' \n' | grep -q '"type":"Ready","status":"True"'; do
+    until get /api/v1/nodes/torchx-node | tr -d ' \n' | grep -q '"type":"Ready","status":"True"'; do
         if [ "$SECONDS" -ge "$deadline" ]; then
             tail -n 30 "$run/kubelet.log" >&2
             die "the node never became Ready"

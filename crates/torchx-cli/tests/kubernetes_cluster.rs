@@ -20,6 +20,20 @@ use std::time::{Duration, Instant};
 
 use support::{stderr, stdout, Env};
 
+/// Polls `poll` every 200 ms until it is `Ok`; after 60 s, fails with its last `Err`.
+fn eventually(mut poll: impl FnMut() -> Result<(), String>) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while let Err(why) = poll() {
+        assert!(Instant::now() < deadline, "{why}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// `Ok` if `holds`, else `Err(why())`.
+fn check(holds: bool, why: impl FnOnce() -> String) -> Result<(), String> {
+    holds.then_some(()).ok_or_else(why)
+}
+
 /// The three ways a job reaches the cluster.
 #[derive(Clone, Copy, Debug)]
 enum Way {
@@ -128,15 +142,37 @@ impl Cluster {
         handle: &str,
         ok: impl Fn(&serde_json::Value) -> bool,
     ) -> serde_json::Value {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            let s = self.status(handle);
-            if ok(&s) {
-                return s;
-            }
-            assert!(Instant::now() < deadline, "{handle}: {s}");
-            std::thread::sleep(Duration::from_millis(200));
-        }
+        let mut last = serde_json::Value::Null;
+        eventually(|| {
+            last = self.status(handle);
+            check(ok(&last), || format!("{handle}: {last}"))
+        });
+        last
+    }
+
+    /// Until `handle` has ended, SUCCEEDED or FAILED: its status.
+    fn wait_ended(&self, handle: &str) -> serde_json::Value {
+        self.wait_status(handle, |s| {
+            s["state"] == "SUCCEEDED" || s["state"] == "FAILED"
+        })
+    }
+
+    /// Until `torchx log handle` holds `text`.
+    fn wait_log(&self, handle: &str, text: &str) {
+        eventually(|| {
+            let log = stdout(&self.run(&["log", handle]));
+            check(log.contains(text), || {
+                format!("{handle}: no `{text}` in {log:?}")
+            })
+        });
+    }
+
+    /// Until `torchx status handle` no longer finds it.
+    fn wait_gone(&self, handle: &str) {
+        eventually(|| {
+            let found = self.run(&["status", handle]).status.code() == Some(0);
+            check(!found, || format!("{handle} was never deleted"))
+        });
     }
 }
 
@@ -163,11 +199,7 @@ fn a_job_runs_and_its_log_is_read(way: Way) {
     assert_eq!(ours["name"], "sh", "{way:?}: {ours}");
     let out = k8s.run(&["delete", &handle]);
     assert_eq!(out.status.code(), Some(0), "{way:?}: {}", stderr(&out));
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while k8s.run(&["status", &handle]).status.code() == Some(0) {
-        assert!(Instant::now() < deadline, "{handle} was never deleted");
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    k8s.wait_gone(&handle);
 }
 
 #[test]
@@ -249,11 +281,7 @@ fn a_running_job_is_cancelled(way: Way) {
     };
     let handle = k8s.sh_as(way, "echo up; sleep 300");
     k8s.wait_status(&handle, |s| s["state"] == "RUNNING");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !stdout(&k8s.run(&["log", &handle])).contains("up") {
-        assert!(Instant::now() < deadline, "{way:?}: no log line");
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    k8s.wait_log(&handle, "up");
     assert!(
         pod_still_sleeps(&handle),
         "{way:?}: no pod of {handle} found running"
@@ -261,25 +289,16 @@ fn a_running_job_is_cancelled(way: Way) {
     let out = k8s.run(&["cancel", &handle]);
     assert_eq!(out.status.code(), Some(0), "{way:?}: {}", stderr(&out));
     match way {
-        Way::Mcad => {
-            let deadline = Instant::now() + Duration::from_secs(60);
-            while k8s.run(&["status", &handle]).status.code() == Some(0) {
-                assert!(Instant::now() < deadline, "{handle} was never deleted");
-                std::thread::sleep(Duration::from_millis(200));
-            }
-        }
+        Way::Mcad => k8s.wait_gone(&handle),
         Way::IndexedJob | Way::Volcano => {
             k8s.wait_status(&handle, |s| s["state"] == "CANCELLED");
         }
     }
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while pod_still_sleeps(&handle) {
-        assert!(
-            Instant::now() < deadline,
-            "{way:?}: the pod of {handle} still runs"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    eventually(|| {
+        check(!pod_still_sleeps(&handle), || {
+            format!("{way:?}: the pod of {handle} still runs")
+        })
+    });
     k8s.run(&["delete", &handle]);
 }
 
@@ -448,9 +467,7 @@ fn a_workspace_is_built_pushed_and_pulled_by_the_pod() {
     ]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let handle = stdout(&out).trim().to_string();
-    let s = k8s.wait_status(&handle, |s| {
-        s["state"] == "SUCCEEDED" || s["state"] == "FAILED"
-    });
+    let s = k8s.wait_ended(&handle);
     assert_eq!(s["state"], "SUCCEEDED", "{s}");
     let log = stdout(&k8s.run(&["log", &handle]));
     assert_eq!(log, "sh/0 from the workspace\n");
@@ -495,9 +512,7 @@ fn a_time_limited_pod_is_signalled_saves_and_is_requeued() {
             trainer,
         ],
     );
-    let s = k8s.wait_status(&handle, |s| {
-        s["state"] == "SUCCEEDED" || s["state"] == "FAILED"
-    });
+    let s = k8s.wait_ended(&handle);
     assert_eq!(s["state"], "SUCCEEDED", "{s}");
     let saved = std::fs::read_to_string(ckpt.join("saved")).unwrap();
     assert_eq!(saved, "attempt 0 saved\n");
@@ -577,9 +592,7 @@ fn a_job_after_another_runs_once_the_first_succeeded() {
     ]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let held = stdout(&out).trim().to_string();
-    let s = k8s.wait_status(&held, |s| {
-        s["state"] == "SUCCEEDED" || s["state"] == "FAILED"
-    });
+    let s = k8s.wait_ended(&held);
     assert_eq!(s["state"], "SUCCEEDED", "{s}");
     let log = stdout(&k8s.run(&["log", &held]));
     assert!(log.contains("second"), "{log}");
@@ -708,11 +721,7 @@ fn an_evicted_pod_runs_again(way: Way) {
     ];
     let handle = k8s.submit(way.scheduler(), way.cfg(), &args);
     let name = handle.rsplit(':').next().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !stdout(&k8s.run(&["log", &handle])).contains("first") {
-        assert!(Instant::now() < deadline, "{way:?}: {handle} never started");
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    k8s.wait_log(&handle, "first");
     let pods = api(
         &k8s.kubeconfig,
         "GET",
@@ -740,9 +749,7 @@ fn an_evicted_pod_runs_again(way: Way) {
         Some(&eviction.to_string()),
     );
     assert_eq!(answer["status"], "Success", "{way:?}: {answer}");
-    let s = k8s.wait_status(&handle, |s| {
-        s["state"] == "SUCCEEDED" || s["state"] == "FAILED"
-    });
+    let s = k8s.wait_ended(&handle);
     assert_eq!(s["state"], "SUCCEEDED", "{way:?}: {s}");
     let log = stdout(&k8s.run(&["log", &handle]));
     assert!(log.contains("again in attempt 1"), "{way:?}: {log}");

@@ -136,13 +136,16 @@ fn created(obj: &Value) -> Option<f64> {
         .and_then(parse_time)
 }
 
+/// Objects in creation order.
+fn by_creation(a: &&Value, b: &&Value) -> std::cmp::Ordering {
+    created(a)
+        .partial_cmp(&created(b))
+        .unwrap_or(std::cmp::Ordering::Equal)
+}
+
 /// The most recently created object (a replica's latest pod).
 fn newest<'a>(objs: impl IntoIterator<Item = &'a Value>) -> Option<&'a Value> {
-    objs.into_iter().max_by(|a, b| {
-        created(a)
-            .partial_cmp(&created(b))
-            .unwrap_or(std::cmp::Ordering::Equal)
-    })
+    objs.into_iter().max_by(by_creation)
 }
 
 fn label<'a>(obj: &'a Value, key: &str) -> Option<&'a str> {
@@ -206,12 +209,17 @@ impl KubernetesScheduler {
             let replicas = job["spec"]["completions"].as_u64().unwrap_or(0) as u32;
             let requeue_codes = state::ignored_exit_codes(job);
             for k in 0..replicas {
-                // The newest pod of this index says where the replica is now.
+                // Each pod of the index is an attempt; the newest says where the replica is now.
                 let index = k.to_string();
-                let pod = newest(pods.iter().filter(|p| {
-                    label(p, LABEL_ROLE_NAME) == Some(role)
-                        && label(p, LABEL_COMPLETION_INDEX) == Some(index.as_str())
-                }));
+                let mut tries: Vec<&Value> = pods
+                    .iter()
+                    .filter(|p| {
+                        label(p, LABEL_ROLE_NAME) == Some(role)
+                            && label(p, LABEL_COMPLETION_INDEX) == Some(index.as_str())
+                    })
+                    .collect();
+                tries.sort_by(by_creation);
+                let pod = tries.last().copied();
                 let replica_state = if succeeded.contains(&k) {
                     AppState::Succeeded
                 } else if failed.contains(&k) {
@@ -233,19 +241,6 @@ impl KubernetesScheduler {
                     .and_then(|p| p["metadata"]["name"].as_str())
                     .unwrap_or_default();
                 let mut replica = ReplicaStatus::new(k, replica_state, role, host);
-                // Each pod of the index is an attempt, oldest first.
-                let mut tries: Vec<&Value> = pods
-                    .iter()
-                    .filter(|p| {
-                        label(p, LABEL_ROLE_NAME) == Some(role)
-                            && label(p, LABEL_COMPLETION_INDEX) == Some(index.as_str())
-                    })
-                    .collect();
-                tries.sort_by(|a, b| {
-                    created(a)
-                        .partial_cmp(&created(b))
-                        .unwrap_or(std::cmp::Ordering::Equal)
-                });
                 replica.attempts = tries
                     .iter()
                     .enumerate()

@@ -80,6 +80,13 @@ fn app_state(aw: &Value) -> Option<AppState> {
     aw["status"]["state"].as_str().map(state::appwrapper_state)
 }
 
+/// The state of the wrapped pod `name` among `pods` (None: MCAD has not made it, or it is gone).
+fn pod_state(pods: &[Value], name: &str) -> Option<AppState> {
+    pods.iter()
+        .find(|p| p["metadata"]["name"] == name)
+        .map(|p| state::pod_state(p["status"]["phase"].as_str().unwrap_or("")))
+}
+
 #[async_trait]
 impl Backend for KubernetesMcadScheduler {
     const NAME: &'static str = NAME;
@@ -153,11 +160,8 @@ impl Backend for KubernetesMcadScheduler {
         let pods = self.kube.list(ns, POD, Some(&selector)).await?;
         let mut pod_states = Vec::new();
         for (role, _, k, pod_name) in wrapped_pods(&aw) {
-            let pod = pods
-                .iter()
-                .find(|p| p["metadata"]["name"] == pod_name.as_str());
-            let st = match pod {
-                Some(p) => state::pod_state(p["status"]["phase"].as_str().unwrap_or("")),
+            let st = match pod_state(&pods, &pod_name) {
+                Some(st) => st,
                 None if wrapper_state.is_terminal() => wrapper_state,
                 None => AppState::Pending,
             };
@@ -200,11 +204,7 @@ impl Backend for KubernetesMcadScheduler {
                 let pod_states: Vec<AppState> = wrapped_pods(&aw)
                     .iter()
                     .map(|(_, _, _, pod_name)| {
-                        pods.iter()
-                            .find(|p| p["metadata"]["name"] == pod_name.as_str())
-                            .map_or(AppState::Pending, |p| {
-                                state::pod_state(p["status"]["phase"].as_str().unwrap_or(""))
-                            })
+                        pod_state(&pods, pod_name).unwrap_or(AppState::Pending)
                     })
                     .collect();
                 ListAppResponse {
