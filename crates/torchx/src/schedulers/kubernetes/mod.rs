@@ -254,11 +254,7 @@ impl KubernetesScheduler {
             } else {
                 failed_pods
             };
-            if let Some(msg) = status["conditions"]
-                .as_array()
-                .and_then(|cs| cs.iter().find(|c| c["type"] == "Failed"))
-                .and_then(|c| c["message"].as_str())
-            {
+            if let Some(msg) = state::native_job_failure(job) {
                 resp.msg = format!("{role}: {msg}");
                 if !exits.is_empty() {
                     resp.msg.push_str(&format!(" ({})", exits.join(", ")));

@@ -71,6 +71,18 @@ pub(crate) fn native_job_state(job: &Value) -> AppState {
     }
 }
 
+/// Why a `batch/v1` Job failed: its `Failed` condition's message, or, until the Job controller
+/// has finished the pods and set it, its `FailureTarget`'s (which already makes it FAILED).
+pub(crate) fn native_job_failure(job: &Value) -> Option<&str> {
+    let conditions = job["status"]["conditions"].as_array()?;
+    ["Failed", "FailureTarget"].into_iter().find_map(|t| {
+        conditions
+            .iter()
+            .find(|c| c["type"] == t && c["status"] == "True")
+            .and_then(|c| c["message"].as_str())
+    })
+}
+
 /// The app's state from its role Jobs: any failed → FAILED, any cancelled → CANCELLED, all
 /// succeeded → SUCCEEDED, any running → RUNNING, else PENDING (or UNKNOWN).
 pub(crate) fn combine(states: &[AppState]) -> AppState {
@@ -340,6 +352,20 @@ mod tests {
             {"action": "Ignore", "onExitCodes": {"operator": "In", "values": [75]}},
             {"action": "FailJob", "onExitCodes": {"operator": "In", "values": [1]}}]}}});
         assert_eq!(ignored_exit_codes(&job), vec![75]);
+    }
+
+    #[test]
+    fn a_failed_jobs_message_is_there_as_soon_as_it_reads_failed() {
+        let job = |conds: Value| json!({"status": {"conditions": conds}});
+        let target = json!({"type": "FailureTarget", "status": "True", "message": "backoff"});
+        let failed = json!({"type": "Failed", "status": "True", "message": "final"});
+        assert_eq!(native_job_failure(&job(json!([target]))), Some("backoff"));
+        assert_eq!(native_job_state(&job(json!([target]))), AppState::Failed);
+        assert_eq!(
+            native_job_failure(&job(json!([target, failed]))),
+            Some("final")
+        );
+        assert_eq!(native_job_failure(&job(json!([]))), None);
     }
 
     #[test]
