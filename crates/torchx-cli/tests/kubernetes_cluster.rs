@@ -15,166 +15,10 @@
 
 mod support;
 
-use std::process::Output;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use support::{stderr, stdout, Env};
-
-/// Polls `poll` every 200 ms until it is `Ok`; after 60 s, fails with its last `Err`.
-fn eventually(mut poll: impl FnMut() -> Result<(), String>) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while let Err(why) = poll() {
-        assert!(Instant::now() < deadline, "{why}");
-        std::thread::sleep(Duration::from_millis(200));
-    }
-}
-
-/// `Ok` if `holds`, else `Err(why())`.
-fn check(holds: bool, why: impl FnOnce() -> String) -> Result<(), String> {
-    holds.then_some(()).ok_or_else(why)
-}
-
-/// The three ways a job reaches the cluster.
-#[derive(Clone, Copy, Debug)]
-enum Way {
-    /// `kubernetes` with `mode=job`: native Indexed Jobs.
-    IndexedJob,
-    /// `kubernetes` with a queue: TorchX's Volcano Job.
-    Volcano,
-    /// `kubernetes_mcad`: an MCAD AppWrapper.
-    Mcad,
-}
-
-impl Way {
-    fn scheduler(self) -> &'static str {
-        match self {
-            Way::IndexedJob | Way::Volcano => "kubernetes",
-            Way::Mcad => "kubernetes_mcad",
-        }
-    }
-
-    fn cfg(self) -> &'static str {
-        match self {
-            Way::IndexedJob => "mode=job",
-            Way::Volcano => "queue=default",
-            Way::Mcad => "",
-        }
-    }
-}
-
-/// A test environment whose commands talk to the cluster.
-struct Cluster {
-    env: Env,
-    kubeconfig: String,
-}
-
-impl Cluster {
-    /// The cluster of `$TORCHX_TEST_KUBECONFIG`, or a loud skip (a failure where CI started it).
-    fn get(test: &str) -> Option<Cluster> {
-        match std::env::var("TORCHX_TEST_KUBECONFIG") {
-            Ok(kubeconfig) if !kubeconfig.is_empty() => Some(Cluster {
-                env: Env::new(),
-                kubeconfig,
-            }),
-            _ => {
-                support::skip_engine(
-                    "k8s",
-                    test,
-                    "no TORCHX_TEST_KUBECONFIG: start scripts/k8s/up.sh, set it to its KUBECONFIG",
-                );
-                None
-            }
-        }
-    }
-
-    fn run(&self, args: &[&str]) -> Output {
-        self.env
-            .cmd(args)
-            .env("KUBECONFIG", &self.kubeconfig)
-            .output()
-            .unwrap()
-    }
-
-    fn status(&self, handle: &str) -> serde_json::Value {
-        let out = self.run(&["status", handle, "--json"]);
-        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-        serde_json::from_str(&stdout(&out)).unwrap()
-    }
-
-    /// `torchx run -s <scheduler> ...` (no workspace: the image is used as it is); the handle.
-    fn submit(&self, scheduler: &str, cfg: &str, args: &[&str]) -> String {
-        let mut full = vec!["run", "--workspace", "", "-s", scheduler];
-        if !cfg.is_empty() {
-            full.extend(["-cfg", cfg]);
-        }
-        full.extend_from_slice(args);
-        let out = self.run(&full);
-        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-        let handle = stdout(&out).trim().to_string();
-        assert!(handle.starts_with(&format!("{scheduler}://")), "{handle}");
-        handle
-    }
-
-    /// An Indexed Job (`mode=job`) of busybox running `sh -c script`; the handle.
-    fn sh(&self, script: &str) -> String {
-        self.sh_as(Way::IndexedJob, script)
-    }
-
-    /// busybox running `sh -c script`, submitted `way`; the handle.
-    fn sh_as(&self, way: Way, script: &str) -> String {
-        let args = [
-            "utils.sh",
-            "--image",
-            "busybox:local",
-            "-h",
-            "NULL",
-            "--",
-            "sh",
-            "-c",
-            script,
-        ];
-        self.submit(way.scheduler(), way.cfg(), &args)
-    }
-
-    /// Polls `status --json` until `ok` holds (or fails after 60 s).
-    fn wait_status(
-        &self,
-        handle: &str,
-        ok: impl Fn(&serde_json::Value) -> bool,
-    ) -> serde_json::Value {
-        let mut last = serde_json::Value::Null;
-        eventually(|| {
-            last = self.status(handle);
-            check(ok(&last), || format!("{handle}: {last}"))
-        });
-        last
-    }
-
-    /// Until `handle` has ended, SUCCEEDED or FAILED: its status.
-    fn wait_ended(&self, handle: &str) -> serde_json::Value {
-        self.wait_status(handle, |s| {
-            s["state"] == "SUCCEEDED" || s["state"] == "FAILED"
-        })
-    }
-
-    /// Until `torchx log handle` holds `text`.
-    fn wait_log(&self, handle: &str, text: &str) {
-        eventually(|| {
-            let log = stdout(&self.run(&["log", handle]));
-            check(log.contains(text), || {
-                format!("{handle}: no `{text}` in {log:?}")
-            })
-        });
-    }
-
-    /// Until `torchx status handle` no longer finds it.
-    fn wait_gone(&self, handle: &str) {
-        eventually(|| {
-            let found = self.run(&["status", handle]).status.code() == Some(0);
-            check(!found, || format!("{handle} was never deleted"))
-        });
-    }
-}
+use support::k8s::{api, check, eventually, Cluster, Way};
+use support::{stderr, stdout};
 
 /// A job runs on the node: SUCCEEDED, its log read from the kubelet, listed, then deleted.
 fn a_job_runs_and_its_log_is_read(way: Way) {
@@ -404,14 +248,15 @@ fn a_missing_namespace_is_refused_and_nothing_is_left() {
 
 /// A pod over its memory limit (`--memMB`) is OOM-killed by the node, and the app and its
 /// attempt say so (`oom`).
-#[test]
-fn a_pod_over_its_memory_limit_is_oom_killed() {
-    let Some(k8s) = Cluster::get("a_pod_over_its_memory_limit_is_oom_killed") else {
+fn a_pod_over_its_memory_limit_is_oom_killed(way: Way) {
+    let Some(k8s) = Cluster::get(&format!(
+        "a_pod_over_its_memory_limit_is_oom_killed {way:?}"
+    )) else {
         return;
     };
     let handle = k8s.submit(
-        "kubernetes",
-        "mode=job",
+        way.scheduler(),
+        way.cfg(),
         &[
             "utils.sh",
             "--image",
@@ -426,34 +271,61 @@ fn a_pod_over_its_memory_limit_is_oom_killed() {
     );
     let s = k8s.wait_status(&handle, |s| s["state"] == "FAILED");
     let msg = s["msg"].as_str().unwrap();
-    assert!(msg.contains("exited with code 137 (OOMKilled)"), "{s}");
-    // The replica's attempt says why it ended.
-    let attempt = &s["roles"][0]["replicas"][0]["attempts"][0];
-    assert_eq!(attempt["reason"], "oom", "{s}");
-    assert_eq!(attempt["exit_code"], 137, "{s}");
+    assert!(
+        msg.contains("exited with code 137 (OOMKilled)"),
+        "{way:?}: {s}"
+    );
+    if let Way::IndexedJob = way {
+        // The replica's attempt says why it ended.
+        let attempt = &s["roles"][0]["replicas"][0]["attempts"][0];
+        assert_eq!(attempt["reason"], "oom", "{s}");
+        assert_eq!(attempt["exit_code"], 137, "{s}");
+    }
     k8s.run(&["delete", &handle]);
+}
+
+#[test]
+fn an_indexed_jobs_pod_over_its_memory_limit_is_oom_killed() {
+    a_pod_over_its_memory_limit_is_oom_killed(Way::IndexedJob);
+}
+
+#[test]
+fn a_volcano_jobs_pod_over_its_memory_limit_is_oom_killed() {
+    a_pod_over_its_memory_limit_is_oom_killed(Way::Volcano);
+}
+
+#[test]
+fn an_appwrappers_pod_over_its_memory_limit_is_oom_killed() {
+    a_pod_over_its_memory_limit_is_oom_killed(Way::Mcad);
 }
 
 /// A workspace is built into an image, pushed to the local registry (`image_repo`) and pulled
 /// by the node for the pod, which sees its files.
-#[test]
-fn a_workspace_is_built_pushed_and_pulled_by_the_pod() {
-    let Some(k8s) = Cluster::get("a_workspace_on_kubernetes") else {
+fn a_workspace_is_built_pushed_and_pulled_by_the_pod(way: Way) {
+    let test = format!("a_workspace_on_kubernetes {way:?}");
+    let Some(k8s) = Cluster::get(&test) else {
         return;
     };
-    let Some(registries) = support::registries_up("a_workspace_on_kubernetes") else {
+    let Some(registries) = support::registries_up(&test) else {
         return;
     };
     let ws = k8s.env.cwd.join("ws");
     std::fs::create_dir_all(&ws).unwrap();
     std::fs::write(ws.join("hello.txt"), "from the workspace\n").unwrap();
-    let cfg = format!("mode=job,image_repo={}/torchx-k8s", registries.open);
+    let cfg = [
+        way.cfg(),
+        &format!("image_repo={}/torchx-k8s", registries.open),
+    ]
+    .into_iter()
+    .filter(|c| !c.is_empty())
+    .collect::<Vec<_>>()
+    .join(",");
     let out = k8s.run(&[
         "run",
         "--workspace",
         "ws",
         "-s",
-        "kubernetes",
+        way.scheduler(),
         "-cfg",
         &cfg,
         "utils.sh",
@@ -465,21 +337,37 @@ fn a_workspace_is_built_pushed_and_pulled_by_the_pod() {
         "cat",
         "hello.txt",
     ]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(out.status.code(), Some(0), "{way:?}: {}", stderr(&out));
     let handle = stdout(&out).trim().to_string();
     let s = k8s.wait_ended(&handle);
-    assert_eq!(s["state"], "SUCCEEDED", "{s}");
+    assert_eq!(s["state"], "SUCCEEDED", "{way:?}: {s}");
     let log = stdout(&k8s.run(&["log", &handle]));
-    assert_eq!(log, "sh/0 from the workspace\n");
+    assert_eq!(log, "sh/0 from the workspace\n", "{way:?}");
     k8s.run(&["delete", &handle]);
 }
 
-/// The recovery contract on a real node: the container's own timer sends the checkpoint
-/// signal before the limit, the trainer saves and asks for a requeue, the Job runs the pod
-/// again (attempt 1, counted in the checkpoint directory on a host mount), and it succeeds.
 #[test]
-fn a_time_limited_pod_is_signalled_saves_and_is_requeued() {
-    let Some(k8s) = Cluster::get("a_time_limited_pod_is_requeued") else {
+fn a_workspace_reaches_an_indexed_jobs_pod() {
+    a_workspace_is_built_pushed_and_pulled_by_the_pod(Way::IndexedJob);
+}
+
+#[test]
+fn a_workspace_reaches_a_volcano_jobs_pod() {
+    a_workspace_is_built_pushed_and_pulled_by_the_pod(Way::Volcano);
+}
+
+#[test]
+fn a_workspace_reaches_an_appwrappers_pod() {
+    a_workspace_is_built_pushed_and_pulled_by_the_pod(Way::Mcad);
+}
+
+/// The recovery contract on a real node: the container's own timer sends the checkpoint
+/// signal before the limit and the trainer saves and asks for a requeue; an Indexed Job or a
+/// Volcano Job runs the pod again (attempt 1, counted in the checkpoint directory on a host
+/// mount) and it succeeds. MCAD never restarts a wrapped pod (a requeue option is refused
+/// there): the signal and the save still happen, and the app fails with the pod.
+fn a_time_limited_pod_is_signalled_and_saves(way: Way) {
+    let Some(k8s) = Cluster::get(&format!("a_time_limited_pod_is_requeued {way:?}")) else {
         return;
     };
     let ckpt = k8s.env.cwd.join("ckpt");
@@ -490,8 +378,8 @@ fn a_time_limited_pod_is_signalled_saves_and_is_requeued() {
                    while :; do sleep 0.2; done";
     let mounts = format!("type=bind,src={},dst=/ckpt", ckpt.display());
     let handle = k8s.submit(
-        "kubernetes",
-        "mode=job",
+        way.scheduler(),
+        way.cfg(),
         &[
             "--time_limit",
             "20s",
@@ -513,31 +401,51 @@ fn a_time_limited_pod_is_signalled_saves_and_is_requeued() {
         ],
     );
     let s = k8s.wait_ended(&handle);
-    assert_eq!(s["state"], "SUCCEEDED", "{s}");
     let saved = std::fs::read_to_string(ckpt.join("saved")).unwrap();
-    assert_eq!(saved, "attempt 0 saved\n");
+    assert_eq!(saved, "attempt 0 saved\n", "{way:?}");
     let log = stdout(&k8s.run(&["log", &handle]));
-    assert!(log.contains("done in attempt 1"), "{log}");
+    if let Way::Mcad = way {
+        assert_eq!(s["state"], "FAILED", "{s}");
+        assert!(
+            s["msg"].as_str().unwrap().contains("exited with code 75"),
+            "{s}"
+        );
+    } else {
+        assert_eq!(s["state"], "SUCCEEDED", "{way:?}: {s}");
+        assert!(log.contains("done in attempt 1"), "{way:?}: {log}");
+    }
     k8s.run(&["delete", &handle]);
 }
 
-/// `torchx plan` asks the real cluster: a missing namespace and a replica bigger than any
-/// node's allocatable fail, each named; a job that fits is ok.
 #[test]
-fn plan_reads_the_real_namespaces_and_node_allocatable() {
+fn a_time_limited_indexed_job_pod_is_signalled_saves_and_is_requeued() {
+    a_time_limited_pod_is_signalled_and_saves(Way::IndexedJob);
+}
+
+#[test]
+fn a_time_limited_volcano_job_pod_is_signalled_saves_and_is_requeued() {
+    a_time_limited_pod_is_signalled_and_saves(Way::Volcano);
+}
+
+#[test]
+fn a_time_limited_appwrapper_pod_is_signalled_and_saves() {
+    a_time_limited_pod_is_signalled_and_saves(Way::Mcad);
+}
+
+/// `torchx plan` asks the real cluster, in each way: a missing namespace, a missing Volcano
+/// queue and a replica bigger than any node's allocatable fail, each named; a job that fits is
+/// ok.
+#[test]
+fn plan_reads_the_real_namespaces_queues_and_node_allocatable() {
     let Some(k8s) = Cluster::get("plan against the real cluster") else {
         return;
     };
-    let plan = |cfg: &str, cpu: &str| {
-        let out = k8s.run(&[
-            "plan",
-            "--json",
-            "--workspace",
-            "",
-            "-s",
-            "kubernetes",
-            "-cfg",
-            cfg,
+    let plan = |scheduler: &str, cfg: &str, cpu: &str| {
+        let mut args = vec!["plan", "--json", "--workspace", "", "-s", scheduler];
+        if !cfg.is_empty() {
+            args.extend(["-cfg", cfg]);
+        }
+        args.extend([
             "utils.sh",
             "--image",
             "busybox:local",
@@ -546,21 +454,39 @@ fn plan_reads_the_real_namespaces_and_node_allocatable() {
             "--",
             "true",
         ]);
+        let out = k8s.run(&args);
         let rows: serde_json::Value = serde_json::from_str(&stdout(&out))
             .unwrap_or_else(|e| panic!("{e}: {}{}", stdout(&out), stderr(&out)));
         (out.status.code(), rows.to_string())
     };
-    let (code, rows) = plan("mode=job", "1");
-    assert_eq!(code, Some(0), "{rows}");
-    let (code, rows) = plan("mode=job", "64");
+    for way in [Way::IndexedJob, Way::Volcano, Way::Mcad] {
+        let (code, rows) = plan(way.scheduler(), way.cfg(), "1");
+        assert_eq!(code, Some(0), "{way:?}: {rows}");
+        let (code, rows) = plan(way.scheduler(), way.cfg(), "64");
+        assert_ne!(code, Some(0), "{way:?}: {rows}");
+        assert!(
+            rows.contains("no node has that much allocatable (torchx-node: 2 CPU"),
+            "{way:?}: {rows}"
+        );
+        let cfg = [way.cfg(), "namespace=no-such-namespace"]
+            .into_iter()
+            .filter(|c| !c.is_empty())
+            .collect::<Vec<_>>()
+            .join(",");
+        let (code, rows) = plan(way.scheduler(), &cfg, "1");
+        assert_ne!(code, Some(0), "{way:?}: {rows}");
+        assert!(rows.contains("\"check\":\"namespace no-such-namespace\",\"detail\":\"the cluster has no such namespace\""), "{way:?}: {rows}");
+    }
+    let (code, rows) = plan("kubernetes", "queue=no-such-queue", "1");
     assert_ne!(code, Some(0), "{rows}");
     assert!(
-        rows.contains("no node has that much allocatable (torchx-node: 2 CPU"),
+        rows.contains("\"check\":\"queue no-such-queue\",\"detail\":\"Volcano has no such queue\""),
         "{rows}"
     );
-    let (code, rows) = plan("mode=job,namespace=no-such-namespace", "1");
-    assert_ne!(code, Some(0), "{rows}");
-    assert!(rows.contains("\"check\":\"namespace no-such-namespace\",\"detail\":\"the cluster has no such namespace\""), "{rows}");
+    assert!(
+        rows.contains("default"),
+        "the queues there are named: {rows}"
+    );
 }
 
 /// `--after` a Kubernetes job (which Kubernetes cannot hold): the second job is held by a
@@ -653,41 +579,6 @@ async fn volcano_jobs_conform_on_the_cluster() {
 #[tokio::test]
 async fn appwrappers_conform_on_the_cluster() {
     conforms(Way::Mcad).await;
-}
-
-/// `curl` against the cluster's API server as its admin (the kubeconfig's CA and token).
-fn api(kubeconfig: &str, method: &str, path: &str, body: Option<&str>) -> serde_json::Value {
-    let config = std::fs::read_to_string(kubeconfig).unwrap();
-    let field = |key: &str| {
-        config
-            .lines()
-            .find_map(|l| l.trim().strip_prefix(key))
-            .unwrap_or_else(|| panic!("no {key} in {kubeconfig}"))
-            .trim()
-            .to_string()
-    };
-    let mut curl = std::process::Command::new("curl");
-    curl.args([
-        "-sS",
-        "-X",
-        method,
-        "--cacert",
-        &field("certificate-authority:"),
-    ])
-    .arg("-H")
-    .arg(format!("Authorization: Bearer {}", field("token:")))
-    .arg(format!("{}{path}", field("server:")));
-    if let Some(body) = body {
-        curl.args([
-            "-H",
-            "Content-Type: application/json",
-            "--data-binary",
-            body,
-        ]);
-    }
-    let out = curl.output().unwrap();
-    serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("{method} {path}: {e}: {}{}", stdout(&out), stderr(&out)))
 }
 
 /// A pod evicted through the Eviction API (what a drain or a preemption does) is a preemption
@@ -848,4 +739,100 @@ fn utils_echo_prints_hi_from_a_pod_in_each_way() {
         assert_eq!(k8s.status(&handle)["state"], "SUCCEEDED", "{way:?}");
         k8s.run(&["delete", &handle]);
     }
+}
+
+/// `torchx log --tail` follows a pod's log from the kubelet (through Pending, while it runs)
+/// and returns once the app has ended, in `way`.
+fn a_log_is_followed_until_the_app_ends(way: Way) {
+    let Some(k8s) = Cluster::get(&format!("a_log_is_followed_until_the_app_ends {way:?}")) else {
+        return;
+    };
+    let handle = k8s.sh_as(way, "echo first; sleep 3; echo last");
+    let out = k8s.run(&["log", "--tail", &handle]);
+    assert_eq!(out.status.code(), Some(0), "{way:?}: {}", stderr(&out));
+    assert_eq!(stdout(&out), "sh/0 first\nsh/0 last\n", "{way:?}");
+    // The log ends with the container; the controller may say so a moment later.
+    assert_eq!(k8s.wait_ended(&handle)["state"], "SUCCEEDED", "{way:?}");
+    k8s.run(&["delete", &handle]);
+}
+
+#[test]
+fn an_indexed_jobs_log_is_followed_until_it_ends() {
+    a_log_is_followed_until_the_app_ends(Way::IndexedJob);
+}
+
+#[test]
+fn a_volcano_jobs_log_is_followed_until_it_ends() {
+    a_log_is_followed_until_the_app_ends(Way::Volcano);
+}
+
+#[test]
+fn an_appwrappers_log_is_followed_until_it_ends() {
+    a_log_is_followed_until_the_app_ends(Way::Mcad);
+}
+
+/// A pipeline whose steps run on the cluster, one in each way: each step sees the shared
+/// directory at its `pipeline_dir` (a hostPath mount of the node, which is this machine), runs
+/// after the step before it, and adds one to the value the step before it wrote.
+#[test]
+fn a_pipeline_runs_its_steps_on_the_cluster_in_each_way() {
+    let Some(k8s) = Cluster::get("a pipeline on the cluster") else {
+        return;
+    };
+    let shared = k8s.env.cwd.join("shared");
+    std::fs::create_dir_all(&shared).unwrap();
+    let step = |name: &str, way: Way, after: &str, script: &str| {
+        let cfg = match way.cfg().split_once('=') {
+            Some((k, v)) => format!("\n    cfg: {{{k}: {v}}}"),
+            None => String::new(),
+        };
+        format!(
+            "
+  - name: {name}
+    scheduler: {scheduler}{cfg}
+    workspace: ''
+    pipeline_dir: /shared{after}
+    component: utils.sh
+    args:
+      - --image
+      - busybox:local
+      - -h
+      - 'NULL'
+      - --mounts
+      - 'type=bind,src={src},dst=/shared'
+      - sh
+      - -c
+      - '{script}'",
+            scheduler = way.scheduler(),
+            src = shared.display(),
+        )
+    };
+    let add_one = "echo $(( $(cat $TORCHX_PIPELINE_DIR/value) + 1 )) > $TORCHX_PIPELINE_DIR/value";
+    let text = format!(
+        "name: on-k8s\nsteps:{}{}{}\n",
+        step(
+            "prepare",
+            Way::IndexedJob,
+            "",
+            "echo 1 > $TORCHX_PIPELINE_DIR/value"
+        ),
+        step("train", Way::Volcano, "\n    after: [prepare]", add_one),
+        step("evaluate", Way::Mcad, "\n    after: [train]", add_one),
+    );
+    let file = k8s.env.cwd.join("on-k8s.yaml");
+    std::fs::write(&file, text).unwrap();
+    let out = k8s.run(&["run", "--wait", file.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let handle = stdout(&out).trim().to_string();
+    let s = k8s.status(&handle);
+    assert_eq!(s["state"], "SUCCEEDED", "{s}");
+    let on: Vec<&str> = s["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x["handle"].as_str().unwrap().split("://").next().unwrap())
+        .collect();
+    assert_eq!(on, ["kubernetes", "kubernetes", "kubernetes_mcad"], "{s}");
+    let value = std::fs::read_to_string(shared.join("value")).unwrap();
+    assert_eq!(value.trim(), "3", "each step added one");
 }

@@ -2,6 +2,7 @@
 //! directory per test, and a /proc scan for the processes of an app.
 #![allow(dead_code)]
 
+pub mod k8s;
 pub mod kube_fake;
 pub mod ui_server;
 

@@ -49,10 +49,18 @@ fn resources(app: &AppDef) -> Vec<String> {
         .iter()
         .map(|r| {
             let res = &r.resource;
-            format!(
-                "{}: {} × {} CPU, {} GPU, {} MiB",
-                r.name, r.num_replicas, res.cpu, res.gpu, res.mem_mb
-            )
+            // A negative amount is TorchX's "not asked" (the NULL resource's -1).
+            let asks: Vec<String> = [(res.cpu, "CPU"), (res.gpu, "GPU"), (res.mem_mb, "MiB")]
+                .into_iter()
+                .filter(|(n, _)| *n >= 0)
+                .map(|(n, unit)| format!("{n} {unit}"))
+                .collect();
+            let asks = if asks.is_empty() {
+                "no resources named".to_string()
+            } else {
+                asks.join(", ")
+            };
+            format!("{}: {} × {asks}", r.name, r.num_replicas)
         })
         .collect()
 }

@@ -40,6 +40,13 @@ pub(crate) const VOLCANO_COMMAND: Kind = Kind {
     kind: "Command",
     plural: "commands",
 };
+/// Volcano's Queue (cluster-scoped).
+pub(crate) const VOLCANO_QUEUE: Kind = Kind {
+    group: "scheduling.volcano.sh",
+    version: "v1beta1",
+    kind: "Queue",
+    plural: "queues",
+};
 /// MCAD's AppWrapper.
 pub(crate) const APPWRAPPER: Kind = Kind {
     group: "workload.codeflare.dev",
@@ -231,6 +238,23 @@ impl Kube {
             .await
             .map(|n| n.is_some())
             .map_err(self.err(format!("reading namespace {ns}")))
+    }
+
+    /// The names of Volcano's queues; `None` if the cluster serves no Volcano queues (Volcano
+    /// is not installed).
+    pub(crate) async fn volcano_queues(&self) -> Result<Option<Vec<String>>> {
+        let client = self.client().await?.clone();
+        let api: Api<DynamicObject> = Api::all_with(client, &VOLCANO_QUEUE.resource());
+        match api.list(&ListParams::default()).await {
+            Ok(list) => Ok(Some(
+                list.items
+                    .into_iter()
+                    .filter_map(|q| q.metadata.name)
+                    .collect(),
+            )),
+            Err(kube::Error::Api(s)) if s.code == 404 => Ok(None),
+            Err(e) => Err(self.err("listing Volcano queues".into())(e)),
+        }
     }
 
     /// The object, `None` if it does not exist.

@@ -506,6 +506,9 @@ impl Backend for KubernetesScheduler {
 
     async fn plan(&self, job: &KubernetesJob, info: &DryRunInfo) -> Result<PlanReport> {
         let mut report = plan_namespace(&self.kube, &job.namespace).await?;
+        if let Some(queue) = volcano_queue(job) {
+            report.checks.push(plan_queue(&self.kube, queue).await);
+        }
         report.checks.push(plan_nodes(&self.kube, &info.app).await);
         Ok(report)
     }
@@ -710,6 +713,40 @@ fn trim(x: f64) -> String {
 
 /// Each role's replica fits on some node (its allocatable CPUs, memory and GPUs): a pod no node
 /// can hold stays pending forever.
+/// The Volcano queue a Volcano Job request names.
+fn volcano_queue(job: &KubernetesJob) -> Option<&str> {
+    job.objects
+        .iter()
+        .find(|o| Kind::of(o) == Some(VOLCANO_JOB))
+        .and_then(|o| o["spec"]["queue"].as_str())
+}
+
+/// Whether Volcano has `queue` (its admission webhook refuses a job for a missing one).
+async fn plan_queue(kube: &Kube, queue: &str) -> PlanCheck {
+    let check = format!("queue {queue}");
+    match kube.volcano_queues().await {
+        Ok(Some(queues)) if queues.iter().any(|q| q == queue) => PlanCheck::ok(check, "exists"),
+        Ok(Some(queues)) => PlanCheck::fails(
+            check,
+            "Volcano has no such queue",
+            format!(
+                "give one of its queues (run option `queue=...`): {}",
+                if queues.is_empty() {
+                    "it has none".to_string()
+                } else {
+                    queues.join(", ")
+                }
+            ),
+        ),
+        Ok(None) => PlanCheck::fails(
+            check,
+            "the cluster serves no Volcano queues (is Volcano installed?)",
+            "install Volcano, or submit native Indexed Jobs with run option `mode=job`",
+        ),
+        Err(e) => PlanCheck::unknown(check, e.to_string()),
+    }
+}
+
 pub(crate) async fn plan_nodes(kube: &Kube, app: &AppDef) -> PlanCheck {
     let nodes = match kube.node_allocatables().await {
         Ok(n) if n.is_empty() => return PlanCheck::unknown("nodes", "the cluster lists no node"),

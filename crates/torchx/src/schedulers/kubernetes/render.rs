@@ -350,7 +350,7 @@ pub(crate) fn volcano_job(app: &AppDef, opts: &KubernetesOpts, app_id: &str) -> 
         "schedulerName": "volcano",
         "queue": queue,
         "tasks": tasks,
-        "maxRetry": app.roles.iter().map(|r| r.max_retries).min().unwrap_or(0),
+        "maxRetry": volcano_max_retry(app),
         "plugins": {"svc": ["--publish-not-ready-addresses"], "env": []},
     });
     if elastic {
@@ -367,9 +367,23 @@ pub(crate) fn volcano_job(app: &AppDef, opts: &KubernetesOpts, app_id: &str) -> 
     }))
 }
 
+/// A Volcano Job's `maxRetry`: how many times Volcano restarts the whole job. TorchX's is the
+/// smallest `max_retries`; under the recovery contract each requeue is such a restart too, so
+/// the default requeue budget is added (Volcano's mutating webhook would make a 0 into 3).
+fn volcano_max_retry(app: &AppDef) -> u32 {
+    let retries = app.roles.iter().map(|r| r.max_retries).min().unwrap_or(0);
+    if app.roles.iter().any(Role::uses_recovery) {
+        retries + crate::specs::DEFAULT_MAX_REQUEUES
+    } else {
+        retries
+    }
+}
+
 /// A Volcano task's `policies`: TorchX's for its retry policy; under the recovery contract the
-/// requeue exit code and evictions restart the pod too (the whole job for APPLICATION).
-/// Volcano refuses two policies for one event, so each event appears once.
+/// requeue exit code restarts the job (Volcano 1.10's `RestartTask` only re-creates *missing*
+/// pods, so a pod that exited would stay failed; a time limit reaches every pod anyway) and an
+/// eviction re-creates the evicted pod (the whole job for APPLICATION). Volcano refuses two
+/// policies for one event, so each event appears once.
 fn volcano_policies(role: &Role) -> Result<Vec<Value>> {
     let application = role.max_retries > 0 && role.retry_policy == RetryPolicy::Application;
     if role.max_retries > 0 && role.retry_policy == RetryPolicy::Role {
@@ -388,7 +402,7 @@ fn volcano_policies(role: &Role) -> Result<Vec<Value>> {
     if role.uses_recovery() {
         check_requeue_budget(super::NAME, role)?;
         let code = role.recovery().requeue_exit_code;
-        policies.push(json!({"exitCode": code, "action": restart}));
+        policies.push(json!({"exitCode": code, "action": "RestartJob"}));
     }
     if application || role.uses_recovery() {
         policies.push(json!({"event": "PodEvicted", "action": restart}));

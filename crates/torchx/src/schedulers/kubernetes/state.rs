@@ -135,6 +135,40 @@ pub(crate) fn appwrapper_with_pods(
     }
 }
 
+/// How long after its dispatch an AppWrapper's pods must exist: MCAD creates them in the
+/// dispatch itself and never again unless it requeues.
+pub(crate) const WRAPPED_POD_GRACE_SECS: f64 = 60.0;
+
+/// The state of a wrapped pod that does not exist (`now` and `dispatched_at` in Unix seconds):
+/// what the AppWrapper says while it is pending or has ended, PENDING while MCAD may still make
+/// it (or requeue the AppWrapper), and FAILED once a dispatch without requeues left is
+/// [`WRAPPED_POD_GRACE_SECS`] old: the pod was deleted (or could not be created), and MCAD,
+/// which never recreates it, would leave the AppWrapper RUNNING forever.
+pub(crate) fn missing_pod_state(
+    wrapper: AppState,
+    dispatched_at: Option<f64>,
+    now: f64,
+    requeues_left: bool,
+) -> AppState {
+    let gone = dispatched_at.is_some_and(|t| now - t > WRAPPED_POD_GRACE_SECS);
+    match wrapper {
+        AppState::Running if gone && !requeues_left => AppState::Failed,
+        s if s.is_terminal() => s,
+        _ => AppState::Pending,
+    }
+}
+
+/// When MCAD dispatched this AppWrapper (its `Dispatched` condition), in Unix seconds.
+pub(crate) fn appwrapper_dispatched_at(aw: &Value) -> Option<f64> {
+    aw["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .filter(|c| c["type"] == "Dispatched" && c["status"] == "True")
+        .filter_map(|c| c["lastTransitionMicroTime"].as_str())
+        .filter_map(super::parse_time)
+        .reduce(f64::max)
+}
+
 /// Whether MCAD may still requeue this AppWrapper (`schedulingSpec.requeuing`).
 pub(crate) fn appwrapper_requeues_left(aw: &Value) -> bool {
     let most = aw["spec"]["schedulingSpec"]["requeuing"]["maxNumRequeuings"]
@@ -274,6 +308,37 @@ mod tests {
         assert_eq!(appwrapper_state("Running"), AppState::Running);
         assert_eq!(appwrapper_state("Pending"), AppState::Pending);
         assert_eq!(appwrapper_state("Whatever"), AppState::Unknown);
+    }
+
+    #[test]
+    fn a_wrapped_pod_missing_a_minute_after_dispatch_failed() {
+        use AppState::*;
+        let at = Some(1000.0);
+        for (wrapper, dispatched, now, requeues_left, want) in [
+            (Pending, None, 2000.0, false, Pending),
+            (Running, at, 1030.0, false, Pending),
+            (Running, at, 1061.0, false, Failed),
+            // MCAD requeues the AppWrapper itself once its pods are missing for its requeuing time.
+            (Running, at, 1061.0, true, Pending),
+            (Running, None, 5000.0, false, Pending),
+            (Succeeded, at, 5000.0, false, Succeeded),
+            (Cancelled, at, 5000.0, false, Cancelled),
+        ] {
+            assert_eq!(
+                missing_pod_state(wrapper, dispatched, now, requeues_left),
+                want,
+                "{wrapper:?} {dispatched:?} {now} {requeues_left}"
+            );
+        }
+        let aw = json!({"status": {"conditions": [
+            {"type": "Init", "status": "True", "lastTransitionMicroTime": "2026-11-28T21:24:44.611477Z"},
+            {"type": "Dispatched", "status": "True", "lastTransitionMicroTime": "2026-11-28T21:24:44.758028Z"},
+        ]}});
+        let at = appwrapper_dispatched_at(&aw).unwrap();
+        assert!(
+            (at - super::super::parse_time("2026-11-28T21:24:44.758028Z").unwrap()).abs() < 1e-6
+        );
+        assert_eq!(appwrapper_dispatched_at(&json!({"status": {}})), None);
     }
 
     #[test]

@@ -368,7 +368,8 @@ fn recovery_maps_to_pod_deadlines_failure_policies_and_volcano_policies() {
     bad["spec"]["podFailurePolicy"]["rules"][1]["onExitCodes"]["values"] = json!([0, 75]);
     bad["spec"]["template"]["spec"]["restartPolicy"] = json!("OnFailure");
     assert_eq!(pod_failure_policy_errors(&bad).len(), 2);
-    // Volcano: the requeue code and evictions restart the pod (the job for APPLICATION).
+    // Volcano: the requeue code restarts the job, an eviction re-creates the pod (the job for
+    // APPLICATION); each requeue is one of Volcano's job restarts.
     let vc = render(
         &app,
         &opts(json!({"mode": "volcano", "queue": "q"})),
@@ -378,7 +379,11 @@ fn recovery_maps_to_pod_deadlines_failure_policies_and_volcano_policies() {
     let tasks = vc.objects[0]["spec"]["tasks"].as_array().unwrap();
     assert_eq!(
         tasks[0]["policies"],
-        json!([{"exitCode": 75, "action": "RestartTask"}, {"event": "PodEvicted", "action": "RestartTask"}])
+        json!([{"exitCode": 75, "action": "RestartJob"}, {"event": "PodEvicted", "action": "RestartTask"}])
+    );
+    assert_eq!(
+        vc.objects[0]["spec"]["maxRetry"],
+        json!(app.roles.iter().map(|r| r.max_retries).min().unwrap() + 100)
     );
     assert_eq!(
         tasks[2]["policies"][0],

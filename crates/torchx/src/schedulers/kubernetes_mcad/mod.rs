@@ -9,6 +9,7 @@ mod opts;
 pub(crate) mod render;
 
 use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
 use futures_util::FutureExt;
@@ -87,6 +88,19 @@ fn pod_state(pods: &[Value], name: &str) -> Option<AppState> {
         .map(|p| state::pod_state(p["status"]["phase"].as_str().unwrap_or("")))
 }
 
+/// The state of a wrapped pod of `aw` that does not exist, now ([`state::missing_pod_state`]).
+fn missing_pod_state(aw: &Value, wrapper: AppState, requeues_left: bool) -> AppState {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64());
+    state::missing_pod_state(
+        wrapper,
+        state::appwrapper_dispatched_at(aw),
+        now,
+        requeues_left,
+    )
+}
+
 #[async_trait]
 impl Backend for KubernetesMcadScheduler {
     const NAME: &'static str = NAME;
@@ -158,23 +172,30 @@ impl Backend for KubernetesMcadScheduler {
         // replicas in order).
         let selector = format!("{LABEL_UNIQUE_NAME}={name}");
         let pods = self.kube.list(ns, POD, Some(&selector)).await?;
+        let requeues_left = state::appwrapper_requeues_left(&aw);
+        let missing = missing_pod_state(&aw, wrapper_state, requeues_left);
         let mut pod_states = Vec::new();
+        let mut gone = Vec::new();
         for (role, _, k, pod_name) in wrapped_pods(&aw) {
-            let st = match pod_state(&pods, &pod_name) {
-                Some(st) => st,
-                None if wrapper_state.is_terminal() => wrapper_state,
-                None => AppState::Pending,
-            };
+            let st = pod_state(&pods, &pod_name).unwrap_or_else(|| {
+                if missing == AppState::Failed {
+                    gone.push(format!("pod {pod_name} of {role}/{k} is gone"));
+                }
+                missing
+            });
             pod_states.push(st);
             resp.add_replica(ReplicaStatus::new(k, st, &role, &pod_name));
         }
-        resp.state = state::appwrapper_with_pods(
-            wrapper_state,
-            &pod_states,
-            state::appwrapper_requeues_left(&aw),
-        );
+        resp.state = state::appwrapper_with_pods(wrapper_state, &pod_states, requeues_left);
         if resp.state == AppState::Failed {
-            resp.msg = with_exits(&resp.msg, &failed_exits(&pods));
+            let mut exits = failed_exits(&pods);
+            if !gone.is_empty() {
+                exits.push(format!(
+                    "{} (deleted, or never created: MCAD does not make it again)",
+                    gone.join(", ")
+                ));
+            }
+            resp.msg = with_exits(&resp.msg, &exits);
         }
         resp.roles_from_statuses();
         Ok(Some(resp))
@@ -201,19 +222,16 @@ impl Backend for KubernetesMcadScheduler {
                     .unwrap_or_default()
                     .to_string();
                 let app_name = wrapped_app_name(&aw).unwrap_or_else(|| name.clone());
+                let wrapper_state = app_state(&aw).unwrap_or(AppState::Pending);
+                let requeues_left = state::appwrapper_requeues_left(&aw);
+                let missing = missing_pod_state(&aw, wrapper_state, requeues_left);
                 let pod_states: Vec<AppState> = wrapped_pods(&aw)
                     .iter()
-                    .map(|(_, _, _, pod_name)| {
-                        pod_state(&pods, pod_name).unwrap_or(AppState::Pending)
-                    })
+                    .map(|(_, _, _, pod_name)| pod_state(&pods, pod_name).unwrap_or(missing))
                     .collect();
                 ListAppResponse {
                     app_id: format!("{ns}:{name}"),
-                    state: state::appwrapper_with_pods(
-                        app_state(&aw).unwrap_or(AppState::Pending),
-                        &pod_states,
-                        state::appwrapper_requeues_left(&aw),
-                    ),
+                    state: state::appwrapper_with_pods(wrapper_state, &pod_states, requeues_left),
                     app_handle: String::new(),
                     name: app_name,
                     start_time: aw["metadata"]["creationTimestamp"]
