@@ -255,3 +255,128 @@ def test_a_join_set_twice_merges_its_items_by_key() -> None:
     base = {"spec": {"containers": [{"name": "a", "image": "old"}, {"name": "c"}]}}
     apply_overlay(base, stored)
     assert base == {"spec": {"containers": [{"name": "a", "image": "x", "args": ["1"]}, {"name": "c"}, {"name": "b"}]}}
+
+
+def test_describe_native_reads_back_what_local_cwd_was_sent(tmp_path: pathlib.Path) -> None:
+    from torchx.runner import get_runner
+    from torchx.schedulers.local_scheduler import create_scheduler
+
+    app = AppDef("echo", [Role("echo", image=str(tmp_path), entrypoint="echo", args=["hi"])])
+    with get_runner() as runner:
+        info = runner.dryrun(app, "local_cwd")
+        handle = runner.schedule(info)
+        runner.wait(handle, wait_interval=0.1)
+        native = runner.describe_native(handle)
+        assert native is not None
+        assert native.request.to_json() == info.request.to_json()
+        assert native._scheduler == "local_cwd"
+        assert runner.describe_native("local_cwd://torchx/echo-no-such-app") is None
+    assert create_scheduler("s").describe_native(handle.rsplit("/", 1)[-1]) is not None
+
+
+def test_describe_native_is_none_where_a_scheduler_cannot_read_back() -> None:
+    from typing import Any, Mapping, Optional
+
+    from torchx.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler
+    from torchx.specs import AppDryRunInfo
+
+    class Plain(Scheduler[Mapping[str, Any]]):
+        def schedule(self, dryrun_info: AppDryRunInfo[Any]) -> str:
+            return "x"
+
+        def _submit_dryrun(self, app: AppDef, cfg: Mapping[str, Any]) -> AppDryRunInfo[Any]:
+            return AppDryRunInfo(app, repr)
+
+        def describe(self, app_id: str) -> Optional[DescribeAppResponse]:
+            return None
+
+        def list(self) -> List[ListAppResponse]:
+            return []
+
+        def _cancel_existing(self, app_id: str) -> None:
+            pass
+
+    assert Plain("plain", "s").describe_native("anything") is None
+
+
+def test_describe_native_reads_slurms_batch_script_back(tmp_path: pathlib.Path) -> None:
+    from _engines import slurm_up
+
+    if not slurm_up():
+        pytest.skip("no Slurm cluster (scripts/slurm/up.sh)")
+    from torchx.runner import get_runner
+
+    app = AppDef("echo", [Role("echo", image=str(tmp_path), entrypoint="echo", args=["hi"])])
+    with get_runner() as runner:
+        info = runner.dryrun(app, "slurm", cfg={"job_dir": str(tmp_path / "job")})
+        handle = runner.schedule(info)
+        native = runner.describe_native(handle)
+        assert native is not None
+        assert native.request.to_json()["script"] == info.request.to_json()["script"]
+        runner.wait(handle, wait_interval=0.2)
+
+
+def test_describe_native_inspects_local_dockers_containers(tmp_path: pathlib.Path) -> None:
+    from _engines import docker_up
+
+    if not docker_up():
+        pytest.skip("no Docker engine (scripts/docker/up.sh)")
+    from torchx.runner import get_runner
+
+    app = AppDef("echo", [Role("echo", image="busybox:local", entrypoint="echo", args=["native"])])
+    with get_runner() as runner:
+        handle = runner.run(app, "local_docker")
+        runner.wait(handle, wait_interval=0.2)
+        native = runner.describe_native(handle)
+        assert native is not None
+        (container,) = native.request.to_json()["containers"]
+        assert container["Config"]["Image"] == "busybox:local"
+        assert container["Config"]["Cmd"] == ["echo", "native"]
+        runner.delete(handle)
+        assert runner.describe_native(handle) is None
+
+
+def test_build_workspace_has_nothing_to_prebuild_where_jobs_read_the_directory(tmp_path: pathlib.Path) -> None:
+    from torchx.runner import get_runner
+    from torchx.specs import Workspace
+
+    role = Role("echo", image=str(tmp_path), entrypoint="echo", args=["hi"], workspace=Workspace({str(tmp_path): ""}))
+    with get_runner() as runner:
+        assert runner.build_workspace(AppDef("a", [role]), "local_cwd") == {}
+        assert runner.build_workspace(role, "local_cwd") is None
+    assert role.workspace  # not changed
+
+
+def test_build_workspace_builds_once_and_pins_onto_other_apps(tmp_path: pathlib.Path) -> None:
+    from _engines import docker_up
+
+    if not docker_up():
+        pytest.skip("no Docker engine (scripts/docker/up.sh)")
+    import subprocess
+
+    from torchx.runner import get_runner
+    from torchx.specs import Workspace
+    from torchx.workspace import pin_workspace_images
+
+    (tmp_path / "hello.txt").write_text("built once\n")
+    ws = Workspace({str(tmp_path): ""})
+
+    def app() -> AppDef:
+        return AppDef("ws", [Role("cat", image="busybox:local", entrypoint="cat", args=["hello.txt"], workspace=ws)])
+
+    with get_runner() as runner:
+        authored = app()
+        images = runner.build_workspace(authored, "local_docker")
+        assert authored.roles[0].image == "busybox:local" and authored.roles[0].workspace == ws
+        ((key, built),) = images.items()
+        assert key == ("busybox:local", ws) and built != "busybox:local"
+        assert subprocess.run(["docker", "image", "inspect", built], capture_output=True).returncode == 0
+        assert runner.build_workspace(authored.roles[0], "local_docker") == built
+        other = app()
+        pin_workspace_images(other, images)
+        assert other.roles[0].image == built and not other.roles[0].workspace
+        handle = runner.run(other, "local_docker")
+        status = runner.wait(handle, wait_interval=0.2)
+        assert status is not None and status.state.name == "SUCCEEDED"
+        assert "".join(runner.log_lines(handle, "cat")).strip() == "built once"
+        runner.delete(handle)

@@ -8,8 +8,11 @@ struct Logger {
 }
 
 impl log::Log for Logger {
+    /// Ours at the chosen level; the libraries' (kube's connection errors, which the error
+    /// that ends the command already says) only at DEBUG and below.
     fn enabled(&self, m: &log::Metadata<'_>) -> bool {
-        m.level() <= self.level
+        let ours = m.target().starts_with("torchx");
+        m.level() <= self.level && (ours || self.level >= log::LevelFilter::Debug)
     }
     fn log(&self, r: &log::Record<'_>) {
         if self.enabled(r.metadata()) {

@@ -17,7 +17,7 @@ mod support;
 
 use std::time::Duration;
 
-use support::k8s::{api, check, eventually, Cluster, Way};
+use support::k8s::{api, check, eventually, running_pod, Cluster, Way};
 use support::{stderr, stdout};
 
 /// A job runs on the node: SUCCEEDED, its log read from the kubelet, listed, then deleted.
@@ -530,25 +530,13 @@ fn a_job_after_another_runs_once_the_first_succeeded() {
 /// pods run its commands (both streams are one on Kubernetes), its mounts are the node's
 /// hostPath volumes, its retries real restarts (MCAD's requeue waits 300 s: not within it).
 async fn conforms(way: Way) {
-    use std::sync::OnceLock;
     use torchx::opts::{Cfg, CfgValue};
     let Ok(kubeconfig) = std::env::var("TORCHX_TEST_KUBECONFIG") else {
         Cluster::get(&format!("conformance {way:?}"));
         return;
     };
-    // The kube client and the runner read these from the process's environment, once.
-    static STATE: OnceLock<tempfile::TempDir> = OnceLock::new();
-    let state = STATE.get_or_init(|| {
-        let dir = tempfile::tempdir().unwrap();
-        std::env::set_var("KUBECONFIG", &kubeconfig);
-        std::env::set_var("TORCHX_STATE_DIR", dir.path());
-        dir
-    });
-    let mounted = tempfile::tempdir_in(state.path()).unwrap();
-    let runner = torchx::Runner::new(
-        torchx::scheduler::Registry::builtin(),
-        torchx::config::TorchxConfig::default(),
-    );
+    let (runner, state) = in_process(&kubeconfig);
+    let mounted = tempfile::tempdir_in(state).unwrap();
     let mut opts = torchx::testing::Conformance::new("busybox:local");
     opts.cfg = way
         .cfg()
@@ -564,6 +552,75 @@ async fn conforms(way: Way) {
         opts.check_retries = false;
     }
     torchx::testing::conformance(&runner, way.scheduler(), &opts).await;
+}
+
+/// A runner in this process for the cluster of `kubeconfig`, and its state directory.
+fn in_process(kubeconfig: &str) -> (torchx::Runner, &'static std::path::Path) {
+    use std::sync::OnceLock;
+    // The kube client and the runner read these from the process's environment, once.
+    static STATE: OnceLock<tempfile::TempDir> = OnceLock::new();
+    let state = STATE.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap();
+        std::env::set_var("KUBECONFIG", kubeconfig);
+        std::env::set_var("TORCHX_STATE_DIR", dir.path());
+        dir
+    });
+    let runner = torchx::Runner::new(
+        torchx::scheduler::Registry::builtin(),
+        torchx::config::TorchxConfig::default(),
+    );
+    (runner, state.path())
+}
+
+/// `describe_native` reads the live objects back from the cluster, in each way: the Indexed
+/// Job and its Service, the Volcano Job, the AppWrapper, as the API server holds them (with
+/// their status); `None` once they are deleted.
+#[tokio::test]
+async fn describe_native_reads_the_live_objects_back() {
+    let Some(k8s) = Cluster::get("describe_native_reads_the_live_objects_back") else {
+        return;
+    };
+    let (runner, _) = in_process(&k8s.kubeconfig);
+    for way in [Way::IndexedJob, Way::Volcano, Way::Mcad] {
+        let handle = k8s.sh_as(way, "echo native");
+        let native = runner.describe_native(&handle).await.unwrap();
+        let native = native.unwrap_or_else(|| panic!("{way:?}: nothing read back"));
+        let kinds: Vec<&str> = match way {
+            Way::Mcad => vec![native["kind"].as_str().unwrap()],
+            _ => native["objects"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|o| o["kind"].as_str().unwrap())
+                .collect(),
+        };
+        let want: &[&str] = match way {
+            Way::IndexedJob => &["Job", "Service"],
+            Way::Volcano => &["Job"],
+            Way::Mcad => &["AppWrapper"],
+        };
+        assert_eq!(kinds, want, "{way:?}: {native}");
+        // Live: the server's own fields are there.
+        let first = if let Way::Mcad = way {
+            &native
+        } else {
+            &native["objects"][0]
+        };
+        assert!(first["metadata"]["uid"].is_string(), "{way:?}: {first}");
+        assert!(
+            native.to_string().contains("echo native"),
+            "{way:?}: {native}"
+        );
+        k8s.wait_ended(&handle);
+        let out = k8s.run(&["delete", &handle]);
+        assert_eq!(out.status.code(), Some(0), "{way:?}: {}", stderr(&out));
+        k8s.wait_gone(&handle);
+        assert_eq!(
+            runner.describe_native(&handle).await.unwrap(),
+            None,
+            "{way:?}"
+        );
+    }
 }
 
 #[tokio::test]
@@ -611,27 +668,12 @@ fn an_evicted_pod_runs_again(way: Way) {
         trainer,
     ];
     let handle = k8s.submit(way.scheduler(), way.cfg(), &args);
-    let name = handle.rsplit(':').next().unwrap();
     k8s.wait_log(&handle, "first");
-    let pods = api(
-        &k8s.kubeconfig,
-        "GET",
-        &format!(
-            "/api/v1/namespaces/default/pods?labelSelector=app.kubernetes.io/instance%3D{name}"
-        ),
-        None,
-    );
-    let running = pods["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["status"]["phase"] == "Running")
-        .unwrap_or_else(|| panic!("{way:?}: no running pod of {handle}: {pods}"));
-    let pod = running["metadata"]["name"].as_str().unwrap();
+    let pod = running_pod(&k8s.kubeconfig, &handle);
     let eviction = serde_json::json!({
         "apiVersion": "policy/v1",
         "kind": "Eviction",
-        "metadata": {"name": pod, "namespace": "default"},
+        "metadata": {"name": &pod, "namespace": "default"},
     });
     let answer = api(
         &k8s.kubeconfig,

@@ -231,6 +231,8 @@ fn _rs(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(schedulers::submit_dryrun, m)?)?;
     m.add_function(wrap_pyfunction!(schedulers::schedule, m)?)?;
     m.add_function(wrap_pyfunction!(schedulers::describe, m)?)?;
+    m.add_function(wrap_pyfunction!(schedulers::describe_native, m)?)?;
+    m.add_function(wrap_pyfunction!(schedulers::build_workspace, m)?)?;
     m.add_function(wrap_pyfunction!(schedulers::list, m)?)?;
     m.add_function(wrap_pyfunction!(schedulers::cancel, m)?)?;
     m.add_function(wrap_pyfunction!(schedulers::delete, m)?)?;

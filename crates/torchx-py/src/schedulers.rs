@@ -22,6 +22,7 @@ use pyo3::types::{PyList, PyString};
 use torchx::opts::Cfg;
 use torchx::scheduler::{
     cooperative, random_id, DryRunContext, DryRunInfo, LogLines, LogQuery, Registry, Scheduler,
+    WorkspaceSupport,
 };
 use torchx::specs::{AppDef, Stream};
 use torchx::{Error, ErrorKind};
@@ -249,6 +250,43 @@ pub fn submit_dryrun(
     })
 }
 
+/// Builds (and, for a scheduler that pulls them, pushes) the workspace images of `app`'s roles
+/// as a submission would, without submitting: each role's image afterwards (a role without a
+/// workspace keeps its own). `Runner.build_workspace`: build once, submit many.
+#[pyfunction]
+#[pyo3(signature = (name, app, cfg, cwd=None))]
+pub fn build_workspace(
+    py: Python<'_>,
+    name: &str,
+    app: Data<AppDef>,
+    cfg: Data<Cfg>,
+    cwd: Option<std::path::PathBuf>,
+) -> PyResult<Vec<String>> {
+    let (Data(mut app), Data(cfg)) = (app, cfg);
+    let sched = scheduler(name)?;
+    let support = sched.capabilities().workspace;
+    if !matches!(
+        support,
+        WorkspaceSupport::LocalImage | WorkspaceSupport::PushedImage
+    ) {
+        // Its jobs read the workspace directory itself: nothing to build ahead.
+        return Ok(app.roles.into_iter().map(|r| r.image).collect());
+    }
+    let cwd = match cwd {
+        Some(dir) => dir,
+        None => std::env::current_dir().map_err(|e| PyRuntimeError::new_err(e.to_string()))?,
+    };
+    let images = py
+        .detach(|| torchx::workspace::prepare(&mut app, name, support, &cfg, &cwd))
+        .map_err(to_py)?;
+    let scheduler_name = name.to_string();
+    block_on(py, async move {
+        torchx::workspace::build_images(&images, &scheduler_name, &cfg).await
+    })?
+    .map_err(to_py)?;
+    Ok(app.roles.into_iter().map(|r| r.image).collect())
+}
+
 /// The dry run's request, taken out to be scheduled (once).
 pub fn take_info(dryrun: &DryRun) -> PyResult<DryRunInfo> {
     dryrun
@@ -278,6 +316,21 @@ pub fn describe(py: Python<'_>, name: &str, app_id: &str) -> PyResult<Option<Des
     let app_id = app_id.to_string();
     let resp = block_on(py, async move { sched.describe(&app_id).await })?.map_err(to_py)?;
     Ok(resp.map(Described::from))
+}
+
+/// `scheduler.describe_native(app_id)`: the native request read back, `None` if unknown or
+/// nothing can be read back.
+#[pyfunction]
+pub fn describe_native(
+    py: Python<'_>,
+    name: &str,
+    app_id: &str,
+) -> PyResult<Option<Data<serde_json::Value>>> {
+    let sched = scheduler(name)?;
+    let app_id = app_id.to_string();
+    let native =
+        block_on(py, async move { sched.describe_native(&app_id).await })?.map_err(to_py)?;
+    Ok(native.map(Data))
 }
 
 /// `scheduler.list()`.

@@ -43,6 +43,7 @@ from torchx.specs import (
     AppHandle,
     AppStatus,
     CfgVal,
+    Role,
     UnknownAppException,
     UnknownSchedulerException,
     Workspace,
@@ -486,6 +487,79 @@ class Runner:
         if desc is None:
             return None
         return AppDef(name=app_id, roles=desc.roles)
+
+    @overload
+    def build_workspace(
+        self, app_or_role: Role, scheduler: str, cfg: Optional[Mapping[str, CfgVal]] = None
+    ) -> Optional[str]: ...
+
+    @overload
+    def build_workspace(
+        self, app_or_role: AppDef, scheduler: str, cfg: Optional[Mapping[str, CfgVal]] = None
+    ) -> Dict[Tuple[str, Workspace], str]: ...
+
+    def build_workspace(
+        self, app_or_role: Union[AppDef, Role], scheduler: str, cfg: Optional[Mapping[str, CfgVal]] = None
+    ) -> Union[Dict[Tuple[str, Workspace], str], str, None]:
+        """Builds the roles' workspaces as a submission to ``scheduler`` would (images pushed
+        where jobs pull them) and returns what they were built into, without submitting and
+        without changing ``app_or_role``: build once, then ``pin_workspace_images`` onto as
+        many apps as you submit. For an ``AppDef``, ``{(image, workspace): built image}`` of
+        its roles with a workspace (the pair as authored, so it pins onto another ``AppDef``);
+        for a ``Role``, its built image or ``None``. Empty (``None``) where ``scheduler`` has
+        nothing to prebuild (its jobs read the workspace directory itself), or where a
+        builder changed more of a role than its image (it is rebuilt on submit; a warning
+        says so)."""
+        import copy
+
+        from torchx.schedulers._rust import RustScheduler
+        from torchx.workspace.api import WorkspaceMixin
+
+        authored = list(app_or_role.roles) if isinstance(app_or_role, AppDef) else [app_or_role]
+        sched = self._scheduler(scheduler)
+        roles = copy.deepcopy(authored)
+        if isinstance(sched, RustScheduler):
+            images = sched.build_workspace_images(AppDef(name="build", roles=roles), cfg or {})
+            for role, image in zip(roles, images, strict=True):
+                role.image = image
+        elif isinstance(sched, WorkspaceMixin):
+            sched.build_workspaces(roles, sched.run_opts().resolve(cfg or {}))
+        built: Dict[Tuple[str, Workspace], str] = {}
+        rebuilt = set()
+        for before, after in zip(authored, roles, strict=True):
+            if not before.workspace or after.image == before.image:
+                continue
+            key = (before.image, before.workspace)
+            after_but_image = copy.copy(after)
+            after_but_image.image, after_but_image.workspace = before.image, before.workspace
+            if after_but_image != before:
+                import logging
+
+                logging.getLogger(__name__).warning(
+                    "role `%s` cannot reuse its build: the `%s` workspace builder changed more "
+                    "than `image`, so the workspace is built again on each submit",
+                    before.name,
+                    scheduler,
+                )
+                rebuilt.add(key)
+                continue
+            built[key] = after.image
+        for key in rebuilt:
+            built.pop(key, None)
+        if isinstance(app_or_role, Role):
+            return built.get((app_or_role.image, app_or_role.workspace)) if app_or_role.workspace else None
+        return built
+
+    def describe_native(self, app_handle: AppHandle) -> Optional[AppDryRunInfo[Any]]:
+        """The scheduler-native request of a submitted app, read back from its scheduler (the
+        read-side twin of ``dryrun``; unlike ``describe`` it keeps what has no ``AppDef``
+        equivalent). ``None`` if the scheduler cannot read it back or the app no longer
+        exists."""
+        scheduler, scheduler_backend, app_id = self._scheduler_app_id(app_handle)
+        info = scheduler.describe_native(app_id)
+        if info is not None:
+            info._scheduler = scheduler_backend
+        return info
 
     def log_lines(
         self,

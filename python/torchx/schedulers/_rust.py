@@ -106,6 +106,31 @@ class RustRequest:
         return str(self._handle.render())
 
 
+class NativeRequest:
+    """A submitted app's request read back from its scheduler (``describe_native``): the data
+    the scheduler holds (``to_json()``); ``resource``, as TorchX's Kubernetes requests, is the
+    Volcano Job or AppWrapper where there is one. It cannot be scheduled."""
+
+    def __init__(self, data: Any) -> None:
+        self.data = data
+
+    @property
+    def resource(self) -> Any:
+        data = self.data if isinstance(self.data, dict) else {}
+        if data.get("kind") == "AppWrapper":
+            return data
+        objects = data.get("objects") or [None]
+        return objects[0] if data.get("mode") == "volcano" else None
+
+    def to_json(self) -> Any:
+        return self.data
+
+    def __repr__(self) -> str:
+        import json
+
+        return json.dumps(self.data, indent=2, sort_keys=True)
+
+
 # Schedulers that run whatever resources a role asks for (or none), as TorchX's local and
 # Slurm/LSF schedulers: they skip the "role has a resource" check.
 _NO_RESOURCE_CHECK = {"local_cwd", "local_docker", "slurm", "lsf"}
@@ -194,16 +219,24 @@ class RustScheduler(Scheduler[Mapping[str, Any]]):
             role.workspace = Workspace(projects)
         return app
 
+    def _known_cfg(self, cfg: Mapping[str, Any]) -> Dict[str, Any]:
+        """``cfg`` without the options this scheduler does not have (ignored, as TorchX)."""
+        names = {o["name"] for o in self._opt_schema()}
+        return {k: v for k, v in cfg.items() if v is not None and k in names}
+
+    def build_workspace_images(self, app: AppDef, cfg: Mapping[str, Any]) -> List[str]:
+        """Builds (and pushes, where jobs pull them) the workspace images of ``app``'s roles as
+        a submission would, without submitting; each role's image afterwards."""
+        app = self._local_workspaces(app)
+        return _native.ext.build_workspace(self._core, app_to_json(app), self._known_cfg(cfg), self._submit_cwd(app))
+
     def _submit_dryrun(self, app: AppDef, cfg: Mapping[str, Any]) -> AppDryRunInfo[Any]:
         app = self._local_workspaces(app)
-        # As TorchX: options this scheduler does not have are ignored.
-        names = {o["name"] for o in self._opt_schema()}
-        known = {k: v for k, v in cfg.items() if v is not None and k in names}
         handle = _native.ext.submit_dryrun(
             self._core,
             self.session_name,
             app_to_json(app),
-            known,
+            self._known_cfg(cfg),
             self._submit_cwd(app),
             list(_AFTER.get()),
         )
@@ -268,6 +301,12 @@ class RustScheduler(Scheduler[Mapping[str, Any]]):
             ],
             roles=[role_from_json(r) for r in d.roles],
         )
+
+    def describe_native(self, app_id: str) -> Optional[AppDryRunInfo[Any]]:
+        data = _native.ext.describe_native(self._core, app_id)
+        if data is None:
+            return None
+        return AppDryRunInfo(NativeRequest(data), repr)
 
     def list(self) -> List[ListAppResponse]:
         return [

@@ -169,6 +169,12 @@ class Scheduler(abc.ABC, Generic[T]):
     def describe(self, app_id: str) -> Optional[DescribeAppResponse]:
         """What the scheduler knows about the app; ``None`` if it does not know it."""
 
+    def describe_native(self, app_id: str) -> Optional[AppDryRunInfo[Any]]:
+        """The scheduler-native request of a submitted app, read back from the scheduler (the
+        read-side twin of ``submit_dryrun``); ``None`` if this scheduler cannot read it back
+        (the default) or the app no longer exists."""
+        return None
+
     @abc.abstractmethod
     def list(self) -> List[ListAppResponse]:
         """The apps this scheduler knows."""

@@ -7,7 +7,7 @@ import fnmatch
 import posixpath
 from typing import TYPE_CHECKING, Dict, Generic, Iterable, List, Mapping, Tuple, TypeVar
 
-from torchx.specs import AppDef, CfgVal, Role, runopts
+from torchx.specs import AppDef, CfgVal, Role, Workspace, runopts
 
 if TYPE_CHECKING:
     from fsspec import AbstractFileSystem
@@ -145,3 +145,17 @@ def copy_to_dir(workspace: str, local: str) -> None:
 
     fs, path = fsspec.core.url_to_fs(workspace)
     fs.get(path.rstrip("/") + "/", local + "/", recursive=True)
+
+
+def pin_workspace_images(app: AppDef, images: Mapping[Tuple[str, Workspace], str]) -> None:
+    """Points each role of ``app`` at its already-built image (``Runner.build_workspace``'s
+    result), so that submitting ``app`` does not build it again: a matching role gets that
+    ``image`` and no ``workspace``. A role matches on its whole ``(image, workspace)`` pair (what
+    the build ran on); a role without a workspace, or whose pair was not built, is left alone."""
+    for role in app.roles:
+        if not role.workspace:
+            continue
+        image = images.get((role.image, role.workspace))
+        if image is not None:
+            role.image = image
+            role.workspace = None

@@ -163,8 +163,9 @@ impl Cluster {
     }
 }
 
-/// `curl` against the cluster's API server as its admin (the kubeconfig's CA and token).
-pub fn api(kubeconfig: &str, method: &str, path: &str, body: Option<&str>) -> serde_json::Value {
+/// `curl -sS -X method` of `path` on the cluster's API server as its admin (the kubeconfig's
+/// CA and token).
+fn curl(kubeconfig: &str, method: &str, path: &str) -> std::process::Command {
     let config = std::fs::read_to_string(kubeconfig).unwrap();
     let field = |key: &str| {
         config
@@ -185,6 +186,12 @@ pub fn api(kubeconfig: &str, method: &str, path: &str, body: Option<&str>) -> se
     .arg("-H")
     .arg(format!("Authorization: Bearer {}", field("token:")))
     .arg(format!("{}{path}", field("server:")));
+    curl
+}
+
+/// The API server's JSON answer to `method path` (with a JSON `body`).
+pub fn api(kubeconfig: &str, method: &str, path: &str, body: Option<&str>) -> serde_json::Value {
+    let mut curl = curl(kubeconfig, method, path);
     if let Some(body) = body {
         curl.args([
             "-H",
@@ -196,4 +203,57 @@ pub fn api(kubeconfig: &str, method: &str, path: &str, body: Option<&str>) -> se
     let out = curl.output().unwrap();
     serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("{method} {path}: {e}: {}{}", stdout(&out), stderr(&out)))
+}
+
+/// Applies a JSON merge patch to the object at `path`; its new state.
+pub fn merge_patch(kubeconfig: &str, path: &str, patch: &serde_json::Value) -> serde_json::Value {
+    let out = curl(kubeconfig, "PATCH", path)
+        .args([
+            "-H",
+            "Content-Type: application/merge-patch+json",
+            "--data-binary",
+        ])
+        .arg(patch.to_string())
+        .output()
+        .unwrap();
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("PATCH {path}: {e}: {}{}", stdout(&out), stderr(&out)))
+}
+
+/// Whether the API server answers `/readyz` with ok.
+pub fn api_ready(kubeconfig: &str) -> bool {
+    curl(kubeconfig, "GET", "/readyz")
+        .output()
+        .is_ok_and(|o| o.status.success() && o.stdout == b"ok")
+}
+
+/// The pods of app `name` (the `name` of its handle), from the API.
+pub fn pods_of(kubeconfig: &str, name: &str) -> Vec<serde_json::Value> {
+    let pods = api(
+        kubeconfig,
+        "GET",
+        &format!(
+            "/api/v1/namespaces/default/pods?labelSelector=app.kubernetes.io/instance%3D{name}"
+        ),
+        None,
+    );
+    pods["items"].as_array().cloned().unwrap_or_default()
+}
+
+/// The name of a running pod of the app of `handle` (waits for one).
+pub fn running_pod(kubeconfig: &str, handle: &str) -> String {
+    let name = handle.rsplit(':').next().unwrap();
+    let mut pod = String::new();
+    eventually(|| {
+        let pods = pods_of(kubeconfig, name);
+        let running = pods.iter().find(|p| p["status"]["phase"] == "Running");
+        pod = running
+            .and_then(|p| p["metadata"]["name"].as_str())
+            .unwrap_or_default()
+            .to_string();
+        check(!pod.is_empty(), || {
+            format!("no running pod of {handle}: {pods:?}")
+        })
+    });
+    pod
 }

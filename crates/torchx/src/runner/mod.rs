@@ -138,6 +138,9 @@ pub struct Runner {
     schedulers: Mutex<BTreeMap<String, SchedulerCell>>,
 }
 
+/// How long [`Runner::wait`] keeps asking a scheduler that does not answer.
+pub const WAIT_THROUGH_UNAVAILABLE: Duration = Duration::from_secs(300);
+
 impl Runner {
     /// A runner with session name `torchx`, a new session id, the given schedulers and config.
     /// It reads no environment variable; see [`with_session_id`](Self::with_session_id).
@@ -281,8 +284,18 @@ impl Runner {
         Ok(s.describe(h.app_id()).await?.map(|d| d.to_status()))
     }
 
+    /// The scheduler-native request of a submitted app, read back from its scheduler
+    /// ([`Scheduler::describe_native`]); `None` if unknown or nothing can be read back.
+    pub async fn describe_native(&self, handle: &str) -> Result<Option<serde_json::Value>> {
+        let (h, s) = self.route(handle).await?;
+        s.describe_native(h.app_id()).await
+    }
+
     /// Polls until the app is terminal (or unknown, giving `None`). With a timeout, an app still
-    /// running at the deadline is a [`ErrorKind::Timeout`](crate::ErrorKind::Timeout).
+    /// running at the deadline is a [`ErrorKind::Timeout`](crate::ErrorKind::Timeout). A
+    /// scheduler that does not answer (an API server restarting, a dropped connection: an
+    /// [`ErrorKind::Unavailable`](crate::ErrorKind::Unavailable)) is asked again for up to
+    /// [`WAIT_THROUGH_UNAVAILABLE`], with a warning, before its error ends the wait.
     pub async fn wait(
         &self,
         handle: &str,
@@ -292,8 +305,32 @@ impl Runner {
         let start = Instant::now();
         // Poll fast at first (short jobs end within milliseconds), then back off to `interval`.
         let mut pause = (interval / 20).max(Duration::from_millis(1)).min(interval);
+        let mut unavailable_since: Option<Instant> = None;
         loop {
-            let status = self.status(handle).await?;
+            let status = match self.status(handle).await {
+                Err(e) if e.kind() == crate::ErrorKind::Unavailable => {
+                    let since = *unavailable_since.get_or_insert_with(|| {
+                        log::warn!(
+                            "{handle}: {e}; asking again for up to {} s",
+                            WAIT_THROUGH_UNAVAILABLE.as_secs()
+                        );
+                        Instant::now()
+                    });
+                    let timed_out = timeout.is_some_and(|t| start.elapsed() >= t);
+                    if since.elapsed() >= WAIT_THROUGH_UNAVAILABLE || timed_out {
+                        return Err(e);
+                    }
+                    tokio::time::sleep(
+                        interval.clamp(Duration::from_millis(200), Duration::from_secs(2)),
+                    )
+                    .await;
+                    continue;
+                }
+                other => other?,
+            };
+            if unavailable_since.take().is_some() {
+                log::info!("{handle}: its scheduler answers again");
+            }
             match status {
                 None => return Ok(None),
                 Some(s) if s.is_terminal() => return Ok(Some(s)),

@@ -87,6 +87,11 @@ pub trait Backend: Debug + Send + Sync + 'static {
         }
         Ok(out)
     }
+    /// As [`Scheduler::describe_native`].
+    async fn describe_native(&self, app_id: &str) -> Result<Option<serde_json::Value>> {
+        let _ = app_id;
+        Ok(None)
+    }
     /// As [`Scheduler::list`].
     async fn list(&self) -> Result<Vec<ListAppResponse>> {
         Err(Error::unsupported(Self::NAME, "list"))
@@ -212,6 +217,10 @@ impl<B: Backend> Scheduler for B {
 
     async fn describe_many(&self, app_ids: &[String]) -> Result<Vec<Option<DescribeAppResponse>>> {
         Backend::describe_many(self, app_ids).await
+    }
+
+    async fn describe_native(&self, app_id: &str) -> Result<Option<serde_json::Value>> {
+        Backend::describe_native(self, app_id).await
     }
 
     async fn list(&self) -> Result<Vec<ListAppResponse>> {

@@ -534,6 +534,14 @@ pub trait Scheduler: Debug + Send + Sync {
         }
         Ok(out)
     }
+    /// The scheduler-native request of a submitted app, read back (the read-side twin of
+    /// `submit_dryrun`, as TorchX's `describe_native`): what the scheduler holds of it, in the
+    /// shape of the request's `to_json()` where it can be. `None` if the app is unknown or
+    /// the scheduler keeps nothing to read back.
+    async fn describe_native(&self, app_id: &str) -> Result<Option<serde_json::Value>> {
+        let _ = app_id;
+        Ok(None)
+    }
     /// The apps the scheduler knows.
     async fn list(&self) -> Result<Vec<ListAppResponse>> {
         Err(Error::unsupported(self.name(), "list"))

@@ -103,7 +103,8 @@ impl Kind {
     }
 }
 
-/// The Kubernetes API, connected on first use.
+/// The Kubernetes API, connected on first use (a clone shares the connection once made).
+#[derive(Clone)]
 pub(crate) struct Kube {
     scheduler: &'static str,
     client: OnceCell<Client>,
@@ -136,7 +137,10 @@ impl Kube {
                     format!("{} ({})", s.message, s.code),
                     ErrorKind::from_http_status(s.code),
                 ),
-                other => (other.to_string(), ErrorKind::Unavailable),
+                other => (
+                    format!("the Kubernetes API server does not answer ({other})"),
+                    ErrorKind::Unavailable,
+                ),
             };
             Error::backend_caused_by(self.scheduler, format!("{what}: {detail}"), kind, e)
         }
@@ -282,10 +286,18 @@ impl Kube {
             .list(&lp)
             .await
             .map_err(self.err(format!("listing {}s", kind.kind)))?;
+        // A list's items carry no apiVersion and kind: each gets its kind's, as a get's has.
         Ok(list
             .items
             .into_iter()
-            .map(|o| serde_json::to_value(o).unwrap_or_default())
+            .map(|o| {
+                let mut v = serde_json::to_value(o).unwrap_or_default();
+                if let Some(obj) = v.as_object_mut() {
+                    obj.entry("apiVersion").or_insert(kind.api_version().into());
+                    obj.entry("kind").or_insert(kind.kind.into());
+                }
+                v
+            })
             .collect())
     }
 

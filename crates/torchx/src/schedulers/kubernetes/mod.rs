@@ -29,7 +29,7 @@ use self::render::{
     normalize_str, LABEL_APP_NAME, LABEL_COMPLETION_INDEX, LABEL_ORGANIZATION, LABEL_REPLICA_ID,
     LABEL_ROLE_NAME, LABEL_UNIQUE_NAME,
 };
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::scheduler::{
     ArrayRequest, ArrayTask, Backend, Capabilities, DryRunContext, DryRunInfo, LogLines, LogQuery,
     PlanCheck, PlanReport, Replica, Scheduler, WorkspaceSupport,
@@ -187,7 +187,7 @@ impl KubernetesScheduler {
         self.kube.list(ns, JOB, Some(&selector)).await
     }
 
-    async fn describe_native(
+    async fn describe_indexed_jobs(
         &self,
         app_id: &str,
         ns: &str,
@@ -373,7 +373,78 @@ pub(crate) async fn pod_log_lines(
         since,
         until,
         done: false,
+        follow: query.should_tail.then(|| Follow {
+            kube: kube.clone(),
+            ns: ns.to_string(),
+            pod: pod.to_string(),
+            last: None,
+        }),
     })))
+}
+
+/// How long a followed log keeps trying to reconnect to an API server that went away.
+const LOG_RECONNECT_FOR: Duration = Duration::from_secs(180);
+
+/// What a followed pod log needs to pick up where it was cut (an API server restarted, a
+/// connection dropped): the pod, and the timestamp of the last line read.
+struct Follow {
+    kube: Kube,
+    ns: String,
+    pod: String,
+    last: Option<(i64, u32)>,
+}
+
+impl Follow {
+    /// Whether the pod's container may still write: the stream ended early if so.
+    async fn still_running(&self) -> Result<bool> {
+        let pod = self.kube.get(&self.ns, POD, &self.pod).await?;
+        Ok(pod.is_some_and(|p| {
+            matches!(p["status"]["phase"].as_str(), Some("Pending" | "Running"))
+                && p["status"]["containerStatuses"][0]["state"]["terminated"].is_null()
+        }))
+    }
+
+    /// The pod's log again, from the second of the last line read (lines up to it are
+    /// skipped by their timestamps); `None` once the pod is gone. Retries while the API server
+    /// is unavailable, for up to [`LOG_RECONNECT_FOR`].
+    async fn reopen(&self) -> Result<Option<impl AsyncBufRead + Send + Unpin + use<>>> {
+        let deadline = std::time::Instant::now() + LOG_RECONNECT_FOR;
+        let mut pause = Duration::from_millis(250);
+        loop {
+            let since_seconds = self.last.map(|(secs, _)| {
+                let now = SystemTime::now()
+                    .duration_since(UNIX_EPOCH)
+                    .map_or(0, |d| d.as_secs() as i64);
+                (now - secs + 1).max(1)
+            });
+            let params = LogParams {
+                follow: true,
+                timestamps: true,
+                since_seconds,
+                ..Default::default()
+            };
+            match self.kube.pod_log(&self.ns, &self.pod, &params).await {
+                Err(e)
+                    if e.kind() == ErrorKind::Unavailable
+                        && std::time::Instant::now() < deadline =>
+                {
+                    log::debug!("reconnecting to the log of pod {}: {e}", self.pod);
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_secs(5));
+                }
+                other => return other,
+            }
+        }
+    }
+}
+
+/// A log timestamp (RFC 3339, nanoseconds) as (seconds, nanoseconds), to order lines exactly.
+fn stamp_order(stamp: &str) -> Option<(i64, u32)> {
+    let stamp = stamp.strip_suffix('Z')?;
+    let (whole, fraction) = stamp.split_once('.').unwrap_or((stamp, ""));
+    let secs = parse_time(&format!("{whole}Z"))? as i64;
+    let nanos = format!("{fraction:0<9}").get(..9)?.parse().ok()?;
+    Some((secs, nanos))
 }
 
 /// Opens replica `k`'s log. `pod_of` finds its pod (None: not created yet). When tailing, waits
@@ -388,29 +459,53 @@ pub(crate) async fn replica_log<'a>(
     pod_of: &'a (dyn Fn() -> BoxFuture<'a, Result<Option<String>>> + Send + Sync),
 ) -> Result<Box<dyn LogLines>> {
     let mut pause = Duration::from_millis(50);
+    // A follower waits through an API server that does not answer for a while.
+    let unavailable_until = std::time::Instant::now() + LOG_RECONNECT_FOR;
     loop {
-        if let Some(pod) = pod_of().await? {
-            // A pod not yet on a node answers its log with 204 and no body, which a follower
-            // would read as a log that ended: only a started pod's log is read.
-            let started = kube
-                .get(ns, POD, &pod)
-                .await?
-                .is_some_and(|p| p["status"]["phase"] != "Pending");
-            if started {
-                if let Some(lines) = pod_log_lines(kube, sched.name(), ns, &pod, query).await? {
-                    return Ok(lines);
+        // The replica's log if its pod started, else whether the app has ended.
+        let look = async {
+            if let Some(pod) = pod_of().await? {
+                // A pod not yet on a node answers its log with 204 and no body, which a
+                // follower would read as a log that ended: only a started pod's log is read.
+                let started = kube
+                    .get(ns, POD, &pod)
+                    .await?
+                    .is_some_and(|p| p["status"]["phase"] != "Pending");
+                if started {
+                    if let Some(lines) = pod_log_lines(kube, sched.name(), ns, &pod, query).await? {
+                        return Ok(Ok(lines));
+                    }
                 }
             }
-        }
-        let ended = sched
-            .describe(app_id)
-            .await?
-            .is_none_or(|d| d.state.is_terminal());
+            let ended = sched
+                .describe(app_id)
+                .await?
+                .is_none_or(|d| d.state.is_terminal());
+            Ok::<_, Error>(Err(ended))
+        };
+        let ended = match look.await {
+            Ok(Ok(lines)) => return Ok(lines),
+            Ok(Err(ended)) => ended,
+            Err(e)
+                if query.should_tail
+                    && e.kind() == ErrorKind::Unavailable
+                    && std::time::Instant::now() < unavailable_until =>
+            {
+                log::debug!("waiting for the log of {role}/{k} of {app_id}: {e}");
+                false
+            }
+            Err(e) => return Err(e),
+        };
         if !query.should_tail || ended {
+            let why = if ended {
+                "no pod of it is left: deleted, or removed by its controller"
+            } else {
+                "its pod has not started"
+            };
             return Err(Error::not_found(
                 "replica log",
                 format!("{role}/{k}"),
-                format!(" of app {app_id} (its pod has not started)"),
+                format!(" of app {app_id} ({why})"),
             ));
         }
         tokio::time::sleep(pause).await;
@@ -418,12 +513,43 @@ pub(crate) async fn replica_log<'a>(
     }
 }
 
-/// Lines of a pod log, each stripped of the API server's timestamp.
+/// Lines of a pod log, each stripped of the API server's timestamp. A followed log whose
+/// stream is cut while the container still runs is opened again where it was cut.
 struct PodLogLines {
     reader: std::pin::Pin<Box<dyn AsyncBufRead + Send>>,
     since: Option<f64>,
     until: Option<f64>,
     done: bool,
+    follow: Option<Follow>,
+}
+
+impl PodLogLines {
+    /// After the stream ended (`cut`: with an error): whether a followed log was opened again.
+    async fn resumed(&mut self, cut: Option<std::io::Error>) -> Result<bool> {
+        let Some(follow) = &self.follow else {
+            return cut.map_or(Ok(false), |e| Err(Error::io("reading a pod log", e)));
+        };
+        // A clean end while the container runs is the API server closing its streams.
+        let running = match follow.still_running().await {
+            Ok(running) => running,
+            Err(e) if e.kind() == ErrorKind::Unavailable => true,
+            Err(e) => return Err(e),
+        };
+        if cut.is_none() && !running {
+            return Ok(false);
+        }
+        if cut.is_none() {
+            // The kubelet may not have reported the container's end yet: not a busy loop.
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        match follow.reopen().await? {
+            Some(reader) => {
+                self.reader = Box::pin(reader);
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
 }
 
 #[async_trait]
@@ -434,12 +560,11 @@ impl LogLines for PodLogLines {
                 return Ok(None);
             }
             let mut buf = Vec::new();
-            let n = self
-                .reader
-                .read_until(b'\n', &mut buf)
-                .await
-                .map_err(|e| Error::io("reading a pod log", e))?;
-            if n == 0 {
+            let read = self.reader.read_until(b'\n', &mut buf).await;
+            if buf.is_empty() || read.is_err() {
+                if self.resumed(read.err()).await? {
+                    continue;
+                }
                 self.done = true;
                 return Ok(None);
             }
@@ -451,6 +576,14 @@ impl LogLines for PodLogLines {
             let Some(t) = parse_time(stamp) else {
                 return Ok(Some(line));
             };
+            if let Some(follow) = &mut self.follow {
+                let order = stamp_order(stamp);
+                if order.is_some() && order <= follow.last {
+                    // Read before the stream was cut.
+                    continue;
+                }
+                follow.last = order.or(follow.last);
+            }
             if self.until.is_some_and(|u| t >= u) {
                 // Lines are in time order: nothing after this one is wanted either.
                 self.done = true;
@@ -518,6 +651,27 @@ impl Backend for KubernetesScheduler {
         Ok(format!("{}:{}", job.namespace, job.name))
     }
 
+    /// The live objects: the Volcano Job, or the Indexed Jobs and their Service.
+    async fn describe_native(&self, app_id: &str) -> Result<Option<Value>> {
+        let Ok((ns, name)) = split_app_id(NAME, app_id) else {
+            return Ok(None);
+        };
+        let (name, _) = split_task(name);
+        let jobs = self.native_jobs(ns, name).await?;
+        let (mode, objects) = if jobs.is_empty() {
+            match self.kube.get(ns, VOLCANO_JOB, name).await? {
+                Some(job) => ("volcano", vec![job]),
+                None => return Ok(None),
+            }
+        } else {
+            let service = self.kube.get(ns, SERVICE, name).await?;
+            ("job", jobs.into_iter().chain(service).collect())
+        };
+        Ok(Some(
+            json!({"namespace": ns, "name": name, "mode": mode, "objects": objects}),
+        ))
+    }
+
     async fn describe(&self, app_id: &str) -> Result<Option<DescribeAppResponse>> {
         let Ok((ns, name)) = split_app_id(NAME, app_id) else {
             return Ok(None);
@@ -525,11 +679,13 @@ impl Backend for KubernetesScheduler {
         let (name, task) = split_task(name);
         let jobs = self.native_jobs(ns, name).await?;
         if let (Some(task), false) = (task, jobs.is_empty()) {
-            let array = self.describe_native(app_id, ns, name, &jobs).await?;
+            let array = self.describe_indexed_jobs(app_id, ns, name, &jobs).await?;
             return Ok(task_of(app_id, array, task));
         }
         if !jobs.is_empty() {
-            return Ok(Some(self.describe_native(app_id, ns, name, &jobs).await?));
+            return Ok(Some(
+                self.describe_indexed_jobs(app_id, ns, name, &jobs).await?,
+            ));
         }
         if task.is_some() {
             return Ok(None);

@@ -154,6 +154,14 @@ impl Backend for KubernetesMcadScheduler {
         Ok(format!("{}:{}", job.namespace, job.name))
     }
 
+    /// The live AppWrapper.
+    async fn describe_native(&self, app_id: &str) -> Result<Option<Value>> {
+        let Ok((ns, name)) = split_app_id(NAME, app_id) else {
+            return Ok(None);
+        };
+        self.kube.get(ns, APPWRAPPER, name).await
+    }
+
     async fn describe(&self, app_id: &str) -> Result<Option<DescribeAppResponse>> {
         let Ok((ns, name)) = split_app_id(NAME, app_id) else {
             return Ok(None);

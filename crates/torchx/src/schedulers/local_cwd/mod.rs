@@ -558,6 +558,23 @@ impl Backend for LocalCwdScheduler {
         .await
     }
 
+    /// The request it was submitted with, kept in the ledger for as long as the app is.
+    async fn describe_native(&self, app_id: &str) -> Result<Option<serde_json::Value>> {
+        if check_app_id(app_id).is_err() {
+            return Ok(None);
+        }
+        let app_id = app_id.to_string();
+        off_executor(self, move |s| {
+            let Some(text) = s.with_ledger(|l| l.request_json(&app_id))? else {
+                return Ok(None);
+            };
+            serde_json::from_str(&text).map(Some).map_err(|e| {
+                Error::backend(NAME, format!("the request of {app_id} in the ledger: {e}"))
+            })
+        })
+        .await
+    }
+
     async fn list(&self) -> Result<Vec<ListAppResponse>> {
         off_executor(self, |s| {
             let apps = s.list_apps()?;

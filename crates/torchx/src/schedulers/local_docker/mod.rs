@@ -442,6 +442,35 @@ impl Backend for LocalDockerScheduler {
         Ok(job.app_id.clone())
     }
 
+    /// The app's containers as the engine holds them (`docker inspect`: image, command,
+    /// environment, mounts, labels, state), for as long as they exist.
+    async fn describe_native(&self, app_id: &str) -> Result<Option<serde_json::Value>> {
+        let docker = self.docker().await?;
+        let opts = ListContainersOptions {
+            all: true,
+            filters: Some(label_filter(Some(app_id))),
+            ..Default::default()
+        };
+        let summaries = docker
+            .list_containers(Some(opts))
+            .await
+            .map_err(engine_err("listing containers"))?;
+        let mut containers = Vec::new();
+        for id in summaries.into_iter().filter_map(|s| s.id) {
+            let inspect = docker
+                .inspect_container(
+                    &id,
+                    None::<bollard::query_parameters::InspectContainerOptions>,
+                )
+                .await
+                .map_err(engine_err("inspecting a container"))?;
+            containers.push(serde_json::to_value(inspect).unwrap_or_default());
+        }
+        containers.sort_by(|a, b| a["Name"].as_str().cmp(&b["Name"].as_str()));
+        Ok((!containers.is_empty())
+            .then(|| serde_json::json!({"app_id": app_id, "containers": containers})))
+    }
+
     async fn describe(&self, app_id: &str) -> Result<Option<DescribeAppResponse>> {
         if let Some(resp) = self.supervised_describe(app_id).await? {
             return Ok(Some(resp));

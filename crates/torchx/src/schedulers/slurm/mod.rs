@@ -428,6 +428,28 @@ impl Backend for SlurmScheduler {
         off_executor(self, move |s| s.describe_many_now(&app_ids)).await
     }
 
+    /// The batch script as slurmctld holds it (`scontrol write batch_script`), while it still
+    /// knows the job (`MinJobAge` after its end).
+    async fn describe_native(&self, app_id: &str) -> Result<Option<serde_json::Value>> {
+        let Ok(id) = parse_job_id(app_id) else {
+            return Ok(None);
+        };
+        off_executor(self, move |_| {
+            let job = id.job.to_string();
+            match run(
+                "scontrol",
+                &["write", "batch_script", &job, "-"],
+                COMMAND_TIMEOUT,
+            )? {
+                out if out.ok => Ok(Some(
+                    serde_json::json!({"job_id": job, "script": out.stdout}),
+                )),
+                _ => Ok(None),
+            }
+        })
+        .await
+    }
+
     async fn list(&self) -> Result<Vec<ListAppResponse>> {
         off_executor(self, |s| s.list_now()).await
     }
