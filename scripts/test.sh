@@ -10,6 +10,8 @@
 # TORCHX_TEST_TORCH  1: also install PyTorch into it (.ci/run does), for torchx.distributed's
 #                    tests and scripts/ddp_check.sh
 # TORCHX_TEST_NEMO   1: also make a venv with NeMo-Run over the same wheels (.ci/run does)
+# TORCHX_TEST_NIGHTLY 1: also make a venv with upstream's torchx-nightly (.ci/run does)
+# TORCHX_TEST_MONARCH 1: also make a venv with Monarch 0.7.0 over the same wheels (.ci/run does)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -63,6 +65,30 @@ if [ "$python_status" -eq 0 ] && [ "${TORCHX_TEST_NEMO:-0}" = 1 ]; then
         export TORCHX_TEST_NEMO_PYTHON="$nemo_venv/bin/python" || python_status=1
     # The wheels, for the test that installs them over upstream torchx.
     export TORCHX_TEST_WHEELS="$wheels"
+fi
+if [ "$python_status" -eq 0 ] && [ "${TORCHX_TEST_MONARCH:-0}" = 1 ]; then
+    # Monarch 0.7.0 as its users install it over ours: --no-deps (its [torchx] extra would
+    # install torchx-nightly), then its own runtime dependencies (python/tests/test_monarch.py).
+    echo "== Python: Monarch 0.7.0 over our package (TORCHX_TEST_MONARCH=1)"
+    monarch_venv=${TORCHX_TEST_MONARCH_VENV:-$PWD/.venv-monarch}
+    { [ -x "$monarch_venv/bin/python" ] || "$python" -m venv "$monarch_venv"; } &&
+        "$monarch_venv/bin/python" -m pip install "${pip_q[@]}" --find-links "$wheels" \
+            "torchx==$version" torchx-rs-cli pytest &&
+        "$monarch_venv/bin/python" -m pip install "${pip_q[@]}" --no-deps torchmonarch==0.7.0 &&
+        "$monarch_venv/bin/python" -m pip install "${pip_q[@]}" pyzmq "pyarrow>=17" requests \
+            "numpy>=1.26" pyre-extensions "typing-extensions>=4.12" lark opentelemetry-api \
+            clusterscope "flask>=2.0" py-spy xxhash &&
+        export TORCHX_TEST_MONARCH_PYTHON="$monarch_venv/bin/python" || python_status=1
+fi
+if [ "$python_status" -eq 0 ] && [ "${TORCHX_TEST_NIGHTLY:-0}" = 1 ]; then
+    # Upstream's nightly from PyPI in a venv of its own, for the differential test
+    # (python/tests/test_nightly_differential.py: the same calls, the same answers).
+    echo "== Python: torchx-nightly==2026.10.26 in its own venv (TORCHX_TEST_NIGHTLY=1)"
+    nightly_venv=${TORCHX_TEST_NIGHTLY_VENV:-$PWD/.venv-nightly}
+    { [ -x "$nightly_venv/bin/python" ] || "$python" -m venv "$nightly_venv"; } &&
+        "$nightly_venv/bin/python" -m pip install -q --disable-pip-version-check \
+            torchx-nightly==2026.10.26 &&
+        export TORCHX_NIGHTLY_PYTHON="$nightly_venv/bin/python" || python_status=1
 fi
 if [ "$python_status" -eq 0 ]; then
     # The Python package is typed, linted and formatted: ruff (lint and format), mypy --strict

@@ -7,7 +7,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from _engines import docker_up
+from _engines import docker_up, slurm_up
 from torchx import specs
 from torchx.runner import get_runner
 
@@ -51,21 +51,43 @@ def test_pushing_schedulers_need_image_repo(tmp_path: Path) -> None:
     assert info._app.roles[0].image.startswith("127.0.0.1:5055/team/app:")
 
 
-def test_local_cwd_takes_only_its_own_directory(tmp_path: Path) -> None:
+def test_local_cwd_ignores_another_directory_with_a_warning_as_torchx(tmp_path: Path) -> None:
+    # TorchX ignores it, and clients (Monarch) rely on that; the CLI refuses it (tests/cli.rs).
     app = specs.AppDef(name="ws", roles=[specs.Role(name="m", image="", entrypoint="true")])
     with get_runner() as runner:
         runner.dryrun(app, "local_cwd", workspace=os.getcwd())
-        with pytest.raises(ValueError, match="runs jobs in the current directory"):
+        with pytest.warns(UserWarning, match=r"local_cwd: the workspace `.*` of role `m` is ignored"):
             runner.dryrun(app, "local_cwd", workspace=str(tmp_path))
 
 
 def test_builtin_submit_takes_a_workspace_as_the_runner_does(tmp_path: Path) -> None:
     from torchx.schedulers.local_scheduler import create_scheduler
 
-    app = specs.AppDef(name="ws", roles=[specs.Role(name="m", image="", entrypoint="true")])
-    sched = create_scheduler("test")
-    with pytest.raises(ValueError, match="runs jobs in the current directory"):
-        sched.submit(app, {}, workspace=str(tmp_path))
+    ws = specs.Workspace({str(tmp_path): ""})
+    app = specs.AppDef(name="ws", roles=[specs.Role(name="m", image="", entrypoint="true", workspace=ws)])
+    with pytest.warns(UserWarning, match="is ignored"):
+        create_scheduler("test").submit_dryrun(app, {})
+    assert app.roles[0].workspace == ws  # the caller's app is left as it was
+
+
+def test_slurm_snapshots_the_workspace_at_dryrun_as_torchx_copies_it(tmp_path: Path) -> None:
+    if not slurm_up():
+        pytest.skip("no Slurm cluster (scripts/slurm/up.sh)")
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "hello.txt").write_text("from the dry run\n")
+    app = specs.AppDef(name="ws", roles=[specs.Role(name="m", image="", entrypoint="cat", args=["hello.txt"])])
+    with get_runner() as runner:
+        info = runner.dryrun(app, "slurm", cfg={"job_dir": str(tmp_path / "job")}, workspace=str(ws))
+        import shutil
+
+        shutil.rmtree(ws)  # as Monarch removes its temporary workspace before scheduling
+        handle = runner.schedule(info)
+        status = runner.wait(handle, wait_interval=0.2)
+        assert status is not None and status.state == specs.AppState.SUCCEEDED, status
+        from torchx.schedulers.api import Stream
+
+        assert "".join(runner.log_lines(handle, "m", streams=Stream.STDOUT)).strip() == "from the dry run"
 
 
 def test_run_builds_the_workspace_on_the_real_engine(tmp_path: Path) -> None:

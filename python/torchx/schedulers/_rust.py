@@ -219,6 +219,54 @@ class RustScheduler(Scheduler[Mapping[str, Any]]):
             role.workspace = Workspace(projects)
         return app
 
+    def _workspaces_as_torchx(self, app: AppDef, cfg: Mapping[str, Any]) -> AppDef:
+        """``app`` with TorchX's handling of a workspace its scheduler runs in place (clients
+        such as Monarch rely on it): local_cwd, and slurm without ``job_dir``, ignore one that is
+        not the current directory, with a warning (the CLI refuses it); slurm with ``job_dir``
+        copies it at dry-run time, so it is snapshotted now (a client may remove it before
+        ``schedule``). Other schedulers: ``app`` unchanged."""
+        if self._core not in ("local_cwd", "slurm") or not any(role.workspace for role in app.roles):
+            return app
+        import shutil
+        import tempfile
+        import warnings
+        import weakref
+
+        from torchx.specs import Workspace
+
+        app = copy.deepcopy(app)
+        if self._core == "slurm" and cfg.get("job_dir"):
+            for role in app.roles:
+                if not role.workspace:
+                    continue
+                projects = {}
+                for src, dst in role.workspace.projects.items():
+                    snapshot = tempfile.mkdtemp(prefix="torchx-workspace-")
+                    weakref.finalize(self, shutil.rmtree, snapshot, True)
+                    if os.path.isdir(src):
+                        shutil.copytree(src, snapshot, symlinks=True, dirs_exist_ok=True)
+                        projects[snapshot] = dst
+                    else:
+                        projects[shutil.copy2(src, snapshot)] = dst
+                role.workspace = Workspace(projects)
+            return app
+        here = os.path.realpath(self._submit_cwd(app) or os.getcwd())
+        for role in app.roles:
+            ws = role.workspace
+            if not ws:
+                continue
+            in_place = ws.is_unmapped_single_project() and os.path.realpath(next(iter(ws.projects))) == here
+            if not in_place:
+                where = "job_dir is not set" if self._core == "slurm" else "it runs jobs in place"
+                warnings.warn(
+                    f"{self.backend}: the workspace `{ws}` of role `{role.name}` is ignored ({where}: "
+                    f"the job runs in the current directory, {here}), as TorchX ignores it",
+                    UserWarning,
+                    stacklevel=3,
+                )
+                role.workspace = None
+        return app
+
     def _known_cfg(self, cfg: Mapping[str, Any]) -> Dict[str, Any]:
         """``cfg`` without the options this scheduler does not have (ignored, as TorchX)."""
         names = {o["name"] for o in self._opt_schema()}
@@ -231,7 +279,7 @@ class RustScheduler(Scheduler[Mapping[str, Any]]):
         return _native.ext.build_workspace(self._core, app_to_json(app), self._known_cfg(cfg), self._submit_cwd(app))
 
     def _submit_dryrun(self, app: AppDef, cfg: Mapping[str, Any]) -> AppDryRunInfo[Any]:
-        app = self._local_workspaces(app)
+        app = self._workspaces_as_torchx(self._local_workspaces(app), cfg)
         handle = _native.ext.submit_dryrun(
             self._core,
             self.session_name,

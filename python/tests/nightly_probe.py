@@ -1,0 +1,261 @@
+"""Calls of the API TorchX's nightly (2026.10) added, each reduced to plain data, printed as one
+JSON object: run with the nightly's interpreter and with ours, the two must be equal
+(``test_nightly_differential.py``). A call that raises is reduced to its exception's class
+name: messages are ours to word."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import warnings
+from typing import Any, Callable, Dict, List, Mapping, Optional
+
+PROBES: Dict[str, Callable[[], Any]] = {}
+
+
+def probe(fn: Callable[[], Any]) -> Callable[[], Any]:
+    PROBES[fn.__name__] = fn
+    return fn
+
+
+def raised(fn: Callable[[], Any]) -> Any:
+    """``fn()``, or the class name of what it raised."""
+    try:
+        return fn()
+    except Exception as e:  # noqa: BLE001 - the class is the probe's answer
+        return {"raises": type(e).__name__}
+
+
+def warned(fn: Callable[[], Any]) -> List[str]:
+    """The categories of the warnings ``fn()`` gives, in order."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fn()
+    return [w.category.__name__ for w in caught]
+
+
+def _app() -> Any:
+    from torchx.specs import AppDef, Role
+
+    return AppDef(name="my_train", roles=[Role(name="trainer", image="img"), Role(name="reader", image="img")])
+
+
+@probe
+def get_role() -> Any:
+    app = _app()
+    return {
+        "get_role": app.get_role("trainer").name,
+        "item": app["reader"].name,
+        "is_the_role": app["trainer"] is app.roles[0],
+        "in": ["trainer" in app, "ps" in app],
+        "missing": raised(lambda: app.get_role("ps")),
+        "iter": raised(lambda: iter(app)),
+    }
+
+
+@probe
+def torchrun_and_its_aliases() -> Any:
+    from torchx.components import dist
+
+    def role(app: Any) -> Any:
+        r = app.roles[0]
+        return {"replicas": r.num_replicas, "entrypoint": r.entrypoint, "gpu": r.resource.gpu}
+
+    return {
+        "torchrun": role(dist.torchrun(script="train.py", j="2x1")),
+        "ddp_warns": warned(lambda: dist.ddp(script="train.py", j="1x1")),
+        "spmd_warns": warned(lambda: dist.spmd(script="train.py", j="1x1")),
+        "torchrun_warns": warned(lambda: dist.torchrun(script="train.py", j="1x1")),
+        "named_host_nodes": role(dist.torchrun(script="train.py", j="2", h="aws_p4d.24xlarge")),
+    }
+
+
+def _opts() -> Any:
+    from torchx.specs import runopts
+
+    opts = runopts()
+    opts.add("cluster_name", type_=str, help="the cluster", default="c")
+    opts.add("retries", type_=int, help="how many", default=0)
+    return opts
+
+
+@probe
+def strict_run_options() -> Any:
+    opts = _opts()
+    return {
+        "unknown": raised(lambda: opts.resolve({"nope": 1})),
+        "ignore_unknown": raised(lambda: sorted(opts.resolve({"nope": 1}, ignore_unknown=True).items())),
+        "camel": raised(lambda: sorted(opts.resolve({"clusterName": "x"}).items())),
+        "two_spellings": raised(lambda: opts.resolve({"clusterName": "x", "cluster_name": "y"})),
+        "same_twice": raised(lambda: sorted(opts.resolve({"clusterName": "x", "cluster_name": "x"}).items())),
+        "canonical": [opts.canonical_key("clusterName"), opts.canonical_key("cluster_name"), opts.canonical_key("x")],
+        "from_str": raised(lambda: opts.cfg_from_str("cluster_name=a,nope=b")),
+        "from_str_known": raised(lambda: sorted(opts.cfg_from_str("cluster_name=a,retries=2").items())),
+        "from_json": raised(lambda: opts.cfg_from_json_repr('{"nope": 1}')),
+        "wrong_type": raised(lambda: opts.resolve({"retries": "two"})),
+    }
+
+
+@probe
+def dryrun_info_attributes() -> Any:
+    from torchx.specs import AppDryRunInfo
+
+    info = AppDryRunInfo("request", str)
+    before = [info.app is None, info.cfg]
+    app = _app()
+    info.app = app
+    info.cfg = {"a": 1}
+    return {"before": before, "app": info.app is app, "cfg": info.cfg, "str": str(info)}
+
+
+@probe
+def named_resources() -> Any:
+    from torchx import specs
+
+    return {
+        "exact": specs.resource(h="aws_p4d.24xlarge").gpu,
+        "any_case": raised(lambda: specs.resource(h="AWS_P4D.24XLARGE").gpu),
+        "unknown": raised(lambda: specs.resource(h="no_such_host")),
+        "subscript_warns": warned(lambda: specs.named_resources["aws_p4d.24xlarge"]),
+    }
+
+
+@probe
+def overlays() -> Any:
+    import dataclasses
+
+    from torchx.specs import Role
+    from torchx.specs.overlays import JOIN, apply_overlay, get_overlay, set_overlay
+
+    @dataclasses.dataclass
+    class Container:
+        name: str
+        image: Optional[str] = None
+
+    @dataclasses.dataclass
+    class Spec:
+        containers: List[Container]
+
+    role = Role(name="r", image="i")
+    set_overlay(role, "kubernetes", "V1Pod", {"spec": Spec(containers=[Container(name="sidecar", image="s")])})
+    base = {"containers": [{"name": "a", "image": "x"}, {"name": "b", "image": "y"}]}
+    apply_overlay(base, {JOIN("containers", on="name"): [{"name": "b", "image": "z"}, {"name": "c"}]})
+    return {"dataclass": get_overlay(role, "kubernetes", "V1Pod"), "join": base}
+
+
+@probe
+def pin_workspace_images() -> Any:
+    from torchx.specs import AppDef, Role, Workspace
+    from torchx.workspace import pin_workspace_images
+
+    ws = Workspace({"/src": ""})
+    app = AppDef(
+        "a",
+        [
+            Role(name="built", image="base", workspace=ws),
+            Role(name="other_base", image="base2", workspace=ws),
+            Role(name="none", image="base"),
+        ],
+    )
+    pin_workspace_images(app, {("base", Workspace({"/src": ""})): "built:1"})
+    return [[r.image, bool(r.workspace)] for r in app.roles]
+
+
+@probe
+def describe_native_default() -> Any:
+    from torchx.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler
+    from torchx.specs import AppDef, AppDryRunInfo
+
+    class Plain(Scheduler):  # type: ignore[type-arg]
+        def schedule(self, dryrun_info: AppDryRunInfo) -> str:  # type: ignore[type-arg]
+            return "x"
+
+        def _submit_dryrun(self, app: AppDef, cfg: Mapping[str, Any]) -> AppDryRunInfo:  # type: ignore[type-arg]
+            return AppDryRunInfo(app, repr)
+
+        def describe(self, app_id: str) -> Optional[DescribeAppResponse]:
+            return None
+
+        def list(self, cfg: Any = None) -> List[ListAppResponse]:
+            return []
+
+        def _cancel_existing(self, app_id: str) -> None:
+            pass
+
+        def log_iter(self, *args: Any, **kwargs: Any) -> Any:
+            return iter(())
+
+    return Plain("plain", "s").describe_native("x")
+
+
+@probe
+def describe_native_of_a_local_app() -> Any:
+    from torchx.runner import get_runner
+    from torchx.specs import AppDef, Role
+
+    with tempfile.TemporaryDirectory() as cwd, get_runner() as runner:
+        app = AppDef("echo", [Role("echo", image=cwd, entrypoint="echo", args=["hi"])])
+        handle = runner.run(app, "local_cwd", cfg={"log_dir": os.path.join(cwd, "logs")})
+        runner.wait(handle, wait_interval=0.1)
+        native = runner.describe_native(handle)
+        unknown = runner.describe_native(handle.rsplit("/", 1)[0] + "/echo-no-such-app")
+        return {
+            "read_back": native is not None,
+            "scheduler": getattr(native, "_scheduler", None),
+            "unknown": unknown,
+        }
+
+
+@probe
+def testing_package() -> Any:
+    from torchx.testing import distributed, fixtures
+
+    return {
+        "fixtures": sorted(n for n in ("TestWithTmpDir", "write_shell_script") if hasattr(fixtures, n)),
+        "distributed": hasattr(distributed, "__file__"),
+    }
+
+
+def _torchx() -> str:
+    """The ``torchx`` executable of this interpreter's install (``$TORCHX_BIN`` wins)."""
+    return os.environ.get("TORCHX_BIN") or os.path.join(os.path.dirname(sys.executable), "torchx")
+
+
+def _cli(args: List[str], cwd: str) -> Any:
+    out = subprocess.run([_torchx(), *args], capture_output=True, text=True, cwd=cwd, timeout=120)
+    if out.returncode != 0:
+        return {"exit": out.returncode}
+    return json.loads(out.stdout)
+
+
+@probe
+def cli_json() -> Any:
+    """``run --dryrun --json`` and ``run --json``: the nightly's keys and values. (A local_cwd
+    app's ``status --json`` from another process is not compared: the nightly's local
+    scheduler forgets its apps when the process that ran them ends.)"""
+    with tempfile.TemporaryDirectory() as cwd:
+        dry = _cli(["run", "--dryrun", "--json", "-s", "local_cwd", "utils.echo", "--msg", "hi"], cwd)
+        ran = _cli(["run", "--json", "-s", "local_cwd", "utils.echo", "--msg", "hi"], cwd)
+    if not isinstance(dry, dict) or not isinstance(ran, dict):
+        return {"dryrun": dry, "run": ran}
+    return {
+        "dryrun_keys": sorted(k for k in ("app", "cfg", "request", "scheduler") if k in dry),
+        "dryrun_scheduler": dry["scheduler"],
+        "dryrun_app_name": dry["app"]["name"] if isinstance(dry["app"], dict) else dry["app"],
+        "run_keys": sorted(k for k in ("app_id", "handle", "scheduler", "state", "ui_url") if k in ran),
+        "run_scheduler": ran["scheduler"],
+        "run_handle_is_the_app_id": ran["handle"].endswith("/" + ran["app_id"]),
+    }
+
+
+def main() -> None:
+    only = sys.argv[1:]
+    out = {name: raised(fn) for name, fn in PROBES.items() if not only or name in only}
+    json.dump(out, sys.stdout, sort_keys=True, default=repr)
+
+
+if __name__ == "__main__":
+    main()
