@@ -192,6 +192,35 @@ def describe_native_default() -> Any:
 
 
 @probe
+def components_by_module_and_class() -> Any:
+    from torchx.specs.file_linter import validate
+    from torchx.specs.finder import get_component
+
+    root = tempfile.mkdtemp()
+    os.makedirs(os.path.join(root, "probe_pkg"))
+    open(os.path.join(root, "probe_pkg", "__init__.py"), "w").close()
+    with open(os.path.join(root, "probe_pkg", "comps.py"), "w") as f:
+        f.write(
+            "import torchx.specs as specs\n\n\n"
+            "def hello(msg: str = 'hi') -> specs.AppDef:\n"
+            "    return specs.AppDef(name='h', roles=[specs.Role(name='h', image='i', entrypoint='echo', args=[msg])])\n\n\n"
+            "class Greeter:\n"
+            "    def __init__(self, msg: str = 'hey') -> None:\n"
+            "        self.msg = msg\n\n"
+            "    def build(self) -> specs.AppDef:\n"
+            "        return specs.AppDef(name='g', roles=[specs.Role(name='g', image='i', entrypoint='echo', args=[self.msg])])\n"
+        )
+    sys.path.insert(0, root)
+    names = ["probe_pkg.comps:hello", "probe_pkg.comps.hello", "probe_pkg.comps:Greeter", "probe_pkg.comps.Greeter"]
+    return {
+        "found": {n: raised(lambda n=n: get_component(n).fn(msg="x").roles[0].args) for n in names},
+        "missing_module": raised(lambda: get_component("probe_pkg.nope:hello")),
+        "missing_dotted": raised(lambda: get_component("probe_pkg.nope.hello")),
+        "class_lints_clean": validate(os.path.join(root, "probe_pkg", "comps.py"), "Greeter") == [],
+    }
+
+
+@probe
 def describe_native_of_a_local_app() -> Any:
     from torchx.runner import get_runner
     from torchx.specs import AppDef, Role

@@ -615,3 +615,46 @@ def test_a_component_that_hangs_is_killed_at_the_plugin_timeout(torchx_bin: str,
     assert time.monotonic() - started < 30
     assert done.returncode == 5, done.stderr
     assert "gave no answer within 2 s (TORCHX_PLUGIN_TIMEOUT)" in done.stderr
+
+
+MODULE_COMPONENTS = textwrap.dedent('''
+    import torchx.specs as specs
+
+
+    def hello(msg: str = "hi") -> specs.AppDef:
+        """Says something.
+
+        Args:
+            msg: what to say
+        """
+        return specs.AppDef(name="hello", roles=[specs.Role(name="hello", image="/tmp", entrypoint="echo", args=[msg])])
+
+
+    class Greeter:
+        """Greets, as a class component.
+
+        Args:
+            msg: what to say
+        """
+
+        def __init__(self, msg: str = "hey") -> None:
+            self.msg = msg
+
+        def build(self) -> specs.AppDef:
+            return specs.AppDef(name="greet", roles=[specs.Role(name="greet", image="/tmp", entrypoint="echo", args=[self.msg])])
+''')
+
+
+def test_a_module_on_the_python_path_names_components_as_the_nightly(torchx_bin: str, tmp_path: Path) -> None:
+    (tmp_path / "my_pkg").mkdir()
+    (tmp_path / "my_pkg" / "__init__.py").write_text("")
+    (tmp_path / "my_pkg" / "comps.py").write_text(MODULE_COMPONENTS)
+    env = {"PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    for name, said in (("my_pkg.comps:hello", "from a module"), ("my_pkg.comps:Greeter", "from a class")):
+        done = _torchx(torchx_bin, elsewhere, "run", "--dryrun", "--json", name, "--msg", said, env=env)
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout)["app"]["roles"][0]["args"] == [said]
+    missing = _torchx(torchx_bin, elsewhere, "run", "my_pkg.nope:hello", env=env)
+    assert missing.returncode == 4 and "Module `my_pkg.nope` not found on the python path" in missing.stderr

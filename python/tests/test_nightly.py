@@ -380,3 +380,43 @@ def test_build_workspace_builds_once_and_pins_onto_other_apps(tmp_path: pathlib.
         assert status is not None and status.state.name == "SUCCEEDED"
         assert "".join(runner.log_lines(handle, "cat")).strip() == "built once"
         runner.delete(handle)
+
+
+def test_components_by_module_path_and_class_components(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from torchx.specs.file_linter import validate
+    from torchx.specs.finder import ComponentNotFoundException, get_component
+
+    pkg = tmp_path / "nightly_pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "comps.py").write_text(
+        "import torchx.specs as specs\n\n\n"
+        "def hello(msg: str = 'hi') -> specs.AppDef:\n"
+        "    return specs.AppDef(name='h', roles=[specs.Role(name='h', image='i', entrypoint='echo', args=[msg])])\n\n\n"
+        "class Greeter:\n"
+        "    def __init__(self, msg: str = 'hey') -> None:\n"
+        "        self.msg = msg\n\n"
+        "    def build(self) -> specs.AppDef:\n"
+        "        return specs.AppDef(name='g', roles=[specs.Role(name='g', image='i', entrypoint='echo', args=[self.msg])])\n\n\n"
+        "class NoBuild:\n"
+        "    pass\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for name in (
+        "nightly_pkg.comps:hello",
+        "nightly_pkg.comps.hello",
+        "nightly_pkg.comps:Greeter",
+        "nightly_pkg.comps.Greeter",
+    ):
+        component = get_component(name)
+        assert component.name == name
+        assert component.fn(msg="x").roles[0].args == ["x"]
+    assert validate(str(pkg / "comps.py"), "Greeter") == []
+    with pytest.raises(Exception, match="must define a `build"):
+        get_component("nightly_pkg.comps:NoBuild")
+    with pytest.raises(ComponentNotFoundException, match="Module `nightly_pkg.nope` not found on the python path"):
+        get_component("nightly_pkg.nope:hello")
+    with pytest.raises(ComponentNotFoundException, match="Or addressable as"):
+        get_component("no_such_pkg.mod.fn")

@@ -48,10 +48,11 @@ pub enum PythonOutcome {
 }
 
 impl PythonComponent {
-    /// `path.py:function`, or None when `name` does not name a Python file's function.
+    /// `path.py:function`, or `pkg.module:function` (a module on the Python path, as the
+    /// nightly's finder: when no file has that path); None when `name` names neither.
     pub fn parse(name: &str) -> Option<PythonComponent> {
         let (path, function) = name.rsplit_once(':')?;
-        path.ends_with(".py").then(|| PythonComponent {
+        (path.ends_with(".py") || is_module_path(path)).then(|| PythonComponent {
             path: path.to_string(),
             function: function.to_string(),
         })
@@ -109,7 +110,7 @@ impl PythonComponent {
                 "`{}` is not of the form `path.py:function_name`",
                 self.name()
             )));
-        } else if !Path::new(&self.path).is_file() {
+        } else if !Path::new(&self.path).is_file() && !is_module_path(&self.path) {
             return Err(Error::not_found(
                 "component file",
                 &self.path,
@@ -469,6 +470,15 @@ fn site_packages() -> Vec<PathBuf> {
         .collect()
 }
 
+/// Whether `path` reads as a dotted Python module path (`pkg.module`) that is not a file here:
+/// not `.py`, not a component or AppDef file's extension, every part an identifier.
+fn is_module_path(path: &str) -> bool {
+    const FILES: [&str; 5] = [".py", ".toml", ".yaml", ".yml", ".json"];
+    !FILES.iter().any(|ext| path.ends_with(ext))
+        && path.split('.').all(is_identifier)
+        && !Path::new(path).exists()
+}
+
 fn is_identifier(s: &str) -> bool {
     let mut chars = s.chars();
     matches!(chars.next(), Some(c) if c == '_' || c.is_alphabetic())
@@ -658,7 +668,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_py_files_are_python_components() {
+    fn py_files_and_module_paths_are_python_components() {
         assert_eq!(
             PythonComponent::parse("./c.py:train"),
             Some(PythonComponent {
@@ -667,7 +677,16 @@ mod tests {
             })
         );
         assert_eq!(PythonComponent::parse("c.toml:train"), None);
+        assert_eq!(PythonComponent::parse("./c.txt:train"), None);
         assert_eq!(PythonComponent::parse("dist.ddp"), None);
+        assert_eq!(
+            PythonComponent::parse("my_pkg.train:main"),
+            Some(PythonComponent {
+                path: "my_pkg.train".into(),
+                function: "main".into()
+            })
+        );
+        assert_eq!(PythonComponent::parse("my-pkg.train:main"), None);
         assert!(!is_identifier("a-b") && !is_identifier("1a") && is_identifier("_train2"));
     }
 

@@ -323,6 +323,16 @@ class ComponentFnVisitor(ast.NodeVisitor):
         for validator in self.validators:
             self.linter_errors += validator.validate(node)
 
+    def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        """A class component (``cls(**args).build()``, the nightly's): only the return annotation
+        of a ``build`` in its body is checked here (an inherited one, by the finder)."""
+        if node.name != self.component_function_name:
+            return
+        self.visited_function = True
+        for stmt in node.body:
+            if isinstance(stmt, ast.FunctionDef) and stmt.name == "build":
+                self.linter_errors += ReturnTypeValidator("AppDef").validate(stmt)
+
 
 TorchFunctionVisitor = ComponentFnVisitor
 

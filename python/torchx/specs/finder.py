@@ -1,10 +1,14 @@
 """Finding components by name, as TorchX's ``torchx.specs.finder``: builtins
-(``dist.ddp``), components registered under the ``torchx.components`` entry points, and
-component files (``path/to/file.py:fn``)."""
+(``dist.ddp``), components registered under the ``torchx.components`` entry points, component
+files (``path/to/file.py:fn``) and, as the nightly, modules on the Python path
+(``pkg.module:fn``, or ``pkg.module.fn`` when nothing registered has that name); a component
+may be a function or a class whose ``build(self)`` returns the ``AppDef``."""
 
 from __future__ import annotations
 
 import abc
+import functools
+import importlib.util
 import inspect
 import os
 from dataclasses import dataclass
@@ -134,19 +138,72 @@ def _exec_component_file(path: str) -> Dict[str, Any]:
     return namespace
 
 
+def _is_module_path(path: str) -> bool:
+    """Whether ``path`` reads as a dotted module path (``pkg.module``), not a file path."""
+    return not path.endswith(".py") and all(part.isidentifier() for part in path.split("."))
+
+
+def _names_missing_module(module_path: str, e: ModuleNotFoundError) -> bool:
+    """Whether ``e`` says ``module_path`` (or a package above it) is missing, rather than an
+    import inside an existing module failing (which is the module's error, and propagates)."""
+    return bool(e.name) and (module_path == e.name or module_path.startswith(f"{e.name}."))
+
+
+def _import_component_module(module_path: str) -> ModuleType:
+    """The module of a ``pkg.module:fn`` component."""
+    try:
+        module = importlib.import_module(module_path)
+    except ModuleNotFoundError as e:
+        if _names_missing_module(module_path, e):
+            raise ComponentNotFoundException(f"Module `{module_path}` not found on the python path") from e
+        raise
+    if module.__file__ is None:
+        raise ComponentNotFoundException(
+            f"`{module_path}` is a namespace package, not a module; components must be addressed "
+            "by the module that defines them"
+        )
+    return module
+
+
+def _component_fn_from_class(cls: Any) -> Callable[..., AppDef]:
+    """A class component as a component function: its constructor's parameters are the
+    component's arguments and ``cls(**args).build()`` the app (signature and docstring are
+    the class's, for argument parsing and help)."""
+
+    @functools.wraps(cls, updated=())
+    def component_fn(*args: Any, **kwargs: Any) -> AppDef:
+        app: AppDef = cls(*args, **kwargs).build()
+        return app
+
+    return component_fn
+
+
 class CustomComponentsFinder(ComponentsFinder):
-    """The component ``function_name`` of the Python file ``filepath``."""
+    """The component ``function_name`` of the Python file ``filepath``, or of the module
+    ``filepath`` names (``pkg.module``) when no such file exists; a function, or a class with
+    a ``build(self) -> AppDef`` method."""
 
     def __init__(self, filepath: str, function_name: str) -> None:
         self._filepath = filepath
         self._function_name = function_name
 
     def find(self, validators: Validators = None) -> List[_Component]:
-        errors = [m.description for m in validate(self._filepath, self._function_name, validators)]
-        namespace = _exec_component_file(self._filepath)
+        if not os.path.isfile(self._filepath) and _is_module_path(self._filepath):
+            module = _import_component_module(self._filepath)
+            source_path = str(module.__file__)
+            namespace: Dict[str, Any] = vars(module)
+        else:
+            source_path = self._filepath
+            namespace = _exec_component_file(self._filepath)
+        errors = [m.description for m in validate(source_path, self._function_name, validators)]
         fn = namespace.get(self._function_name)
         if fn is None:
             raise ComponentNotFoundException(f"Function {self._function_name} does not exist in file {self._filepath}")
+        if inspect.isclass(fn):
+            if callable(getattr(fn, "build", None)):
+                fn = _component_fn_from_class(fn)
+            else:
+                errors.append(f"Class component `{self._function_name}` must define a `build(self) -> AppDef` method")
         description, _ = get_fn_docstring(fn)
         return [
             _Component(
@@ -205,9 +262,29 @@ def _find_custom_components(name: str, validators: Validators = None) -> Dict[st
     filepath, sep, fn_name = name.rpartition(":")
     if not sep or not filepath or not fn_name:
         raise ValueError(f"Invalid custom component: {name}, valid template : `FILEPATH`:`FUNCTION_NAME`")
-    if not os.path.isfile(filepath):
+    if not os.path.isfile(filepath) and not _is_module_path(filepath):
         raise ComponentNotFoundException(f"Component file `{filepath}` does not exist")
     return {c.name: c for c in CustomComponentsFinder(filepath, fn_name).find(validators)}
+
+
+def _find_module_components(name: str, validators: Validators = None) -> Optional[Dict[str, _Component]]:
+    """``pkg.module.fn`` as the component ``fn`` of module ``pkg.module``; ``None`` when
+    ``name`` is not a dotted path or there is no such module."""
+    module_path, _, fn_name = name.rpartition(".")
+    if not module_path or not _is_module_path(module_path):
+        return None
+    try:
+        if importlib.util.find_spec(module_path) is None:
+            return None
+    except ValueError:
+        return None
+    except ModuleNotFoundError as e:
+        if _names_missing_module(module_path, e):
+            return None
+        raise
+    (component,) = CustomComponentsFinder(module_path, fn_name).find(validators)
+    component.name = name
+    return {name: component}
 
 
 def get_components(validators: Validators = None) -> Dict[str, _Component]:
@@ -217,18 +294,21 @@ def get_components(validators: Validators = None) -> Dict[str, _Component]:
 
 
 def get_component(name: str, validators: Validators = None) -> _Component:
-    """The component ``name`` (``dist.ddp`` or ``path/to/file.py:fn``).
-    ``ComponentNotFoundException`` if there is none, ``ComponentValidationException`` if it
-    is not a valid component."""
+    """The component ``name`` (``dist.ddp``, ``path/to/file.py:fn``, ``pkg.module:fn`` or
+    ``pkg.module.fn``). ``ComponentNotFoundException`` if there is none,
+    ``ComponentValidationException`` if it is not a valid component."""
     if _is_custom_component(name):
         components = _find_custom_components(name, validators)
     else:
         components = _find_components(validators)
+        if name not in components:
+            components = _find_module_components(name, validators) or components
     if name not in components:
         raise ComponentNotFoundException(
             f"Component `{name}` not found. Please make sure it is one of the "
             "builtins: `torchx builtins`. Or registered via `[torchx.components]` "
-            "entry point (see: https://pytorch.org/torchx/latest/configure.html)"
+            "entry point (see: https://pytorch.org/torchx/latest/configure.html). "
+            "Or addressable as `path/to/file.py:fn` or `pkg.module:fn`"
         )
     component = components[name]
     if component.validation_errors:
