@@ -239,6 +239,22 @@ def describe_native_of_a_local_app() -> Any:
 
 
 @probe
+def event_handler_plugins() -> Any:
+    from torchx.plugins import PluginType, register
+    from torchx.runner.events.handlers import get_logging_handler
+
+    @register.event_handler(name="probe_sink")
+    def probe_sink() -> Any: ...
+
+    return {
+        "group": PluginType.EVENT_HANDLER.value,
+        "tagged": [probe_sink._plugin_type.value, probe_sink._plugin_name],  # type: ignore[attr-defined]
+        "null": type(get_logging_handler("null")).__name__,
+        "unknown": raised(lambda: get_logging_handler("no_such_destination")),
+    }
+
+
+@probe
 def testing_package() -> Any:
     from torchx.testing import distributed, fixtures
 

@@ -4,6 +4,7 @@ The documented skeleton is pip-installed by scripts/test.sh (examples/namespace-
 ``example_memory``) beside the entry-point example (examples/python-plugin)."""
 
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -264,3 +265,49 @@ def test_the_schedulers_module_has_the_plugins_name_0_8_patches() -> None:
         assert factories["custom_sched"] is sentinel
         assert "local_cwd" in factories
     assert "custom_sched" not in get_scheduler_factories()
+
+
+def test_event_handler_plugins_route_the_runners_events(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The nightly's fourth plugin group: a handler named after a destination wins over the
+    # builtin ones, and the runner's events reach it.
+    write_plugins(
+        tmp_path,
+        {
+            "event_handlers/sink.py": """
+                import logging
+
+                from torchx.plugins import register
+
+                RECORDS = []
+
+
+                class Sink(logging.Handler):
+                    def emit(self, record):
+                        RECORDS.append(record.getMessage())
+
+
+                @register.event_handler(name="my_sink")
+                def my_sink():
+                    return Sink()
+
+
+                @register.event_handler()
+                def console():
+                    return Sink()
+            """,
+        },
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    from torchx.runner.events import handlers
+
+    assert type(handlers.get_logging_handler("my_sink")).__name__ == "Sink"
+    assert type(handlers.get_logging_handler("console")).__name__ == "Sink"
+    assert isinstance(handlers.get_logging_handler("null"), logging.NullHandler)
+    with pytest.raises(KeyError):
+        handlers.get_logging_handler("nowhere")
+
+    @register.event_handler()
+    def named_after_its_function() -> None: ...
+
+    assert named_after_its_function._plugin_type is PluginType.EVENT_HANDLER  # type: ignore[attr-defined]
+    assert PluginType.EVENT_HANDLER.value == "torchx.event_handlers"

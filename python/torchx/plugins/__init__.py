@@ -1,6 +1,7 @@
 """TorchX plugins (the 0.8 line): factories decorated with :class:`register` in modules of the
 ``torchx_plugins.<group>`` namespace packages (``torchx_plugins.schedulers``,
-``torchx_plugins.named_resources``, ``torchx_plugins.tracker``), found by :func:`registry`.
+``torchx_plugins.named_resources``, ``torchx_plugins.tracker``, ``torchx_plugins.event_handlers``),
+found by :func:`registry`.
 
 Entry points (``[project.entry-points."torchx.schedulers"]`` ...) are still read, as the
 deprecated path; ``TORCHX_PLUGINS_SOURCE`` picks the channels (0 none, 1 namespace packages,

@@ -121,6 +121,12 @@ class register:
         return cls(PluginType.TRACKER, name=name)
 
     @classmethod
+    def event_handler(cls, name: Optional[str] = None) -> "register":
+        """A ``logging.Handler`` factory for the runner's events, named after its destination
+        (``get_logging_handler(destination)``)."""
+        return cls(PluginType.EVENT_HANDLER, name=name)
+
+    @classmethod
     def named_resource(
         cls,
         name: Optional[str] = None,
