@@ -99,3 +99,42 @@ def test_a_failed_core_build_names_the_scheduler(tmp_path: Path) -> None:
     with pytest.raises(RuntimeError, match="docker.*building the workspace image"):
         DockerWorkspaceMixin().build_workspace_and_update_role(role, str(tmp_path), {"quiet": True})
     assert role.image == "busybox:local"
+
+
+def test_slurms_docker_workspace_builder_pushes_and_runs_srun_in_the_image(tmp_path: Path) -> None:
+    """The nightly's ``workspace_type=docker`` on slurm: the workspace is built into an image,
+    pushed to ``image_repo`` (the real local registry), and each replica's ``srun`` runs in it
+    (``--container-image``: pyxis on the cluster, which this one has not, so no job is run)."""
+    if not docker_up():
+        pytest.skip("no Docker engine with busybox:local (scripts/docker/up.sh)")
+    import json
+    import urllib.request
+
+    from torchx.runner import get_runner
+
+    repo = f"{registry()}/slurm-ws-{uuid.uuid4().hex[:8]}"
+    (tmp_path / "data.txt").write_text(f"slurm docker {uuid.uuid4()}")
+    role = specs.Role(
+        "main",
+        image="busybox:local",
+        entrypoint="cat",
+        args=["data.txt"],
+        workspace=specs.Workspace({str(tmp_path): ""}),
+    )
+    cfg = {"workspace_type": "docker", "image_repo": repo, "slurm_version": "24.11"}
+    with get_runner() as runner:
+        info = runner.dryrun(specs.AppDef("ws", [role]), "slurm", cfg=cfg)
+        image = info._app.roles[0].image
+        assert image.startswith(f"{repo}:")
+        assert f"--container-image={image}" in str(info.request.to_json()["script"])
+        built = runner.build_workspace(role, "slurm", cfg)
+    assert built == image
+    tag = image.rsplit(":", 1)[1]
+    registry_host, repository = repo.split("/", 1)
+    with urllib.request.urlopen(f"http://{registry_host}/v2/{repository}/tags/list", timeout=30) as answer:
+        assert tag in json.load(answer)["tags"]
+    with get_runner() as runner:
+        default = runner.dryrun(
+            specs.AppDef("ws", [specs.Role("main", image=str(tmp_path), entrypoint="true")]), "slurm"
+        )
+    assert "--container-image" not in str(default.request.to_json()["script"])

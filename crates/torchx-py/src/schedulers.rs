@@ -223,7 +223,7 @@ pub fn submit_dryrun(
     // (e.g. the Slurm version) may run a command: awaited without the GIL.
     let images = py
         .detach(|| {
-            let support = sched.capabilities().workspace;
+            let support = sched.workspace_support(&cfg);
             torchx::workspace::prepare(&mut app, name, support, &cfg, &cwd)
         })
         .map_err(to_py)?;
@@ -264,7 +264,7 @@ pub fn build_workspace(
 ) -> PyResult<Vec<String>> {
     let (Data(mut app), Data(cfg)) = (app, cfg);
     let sched = scheduler(name)?;
-    let support = sched.capabilities().workspace;
+    let support = sched.workspace_support(&cfg);
     if !matches!(
         support,
         WorkspaceSupport::LocalImage | WorkspaceSupport::PushedImage

@@ -227,6 +227,8 @@ class RustScheduler(Scheduler[Mapping[str, Any]]):
         ``schedule``). Other schedulers: ``app`` unchanged."""
         if self._core not in ("local_cwd", "slurm") or not any(role.workspace for role in app.roles):
             return app
+        if cfg.get("workspace_type") == "docker":
+            return app  # slurm's docker builder: built into an image, as on the other schedulers
         import shutil
         import tempfile
         import warnings
@@ -279,13 +281,15 @@ class RustScheduler(Scheduler[Mapping[str, Any]]):
         return _native.ext.build_workspace(self._core, app_to_json(app), self._known_cfg(cfg), self._submit_cwd(app))
 
     def _submit_dryrun(self, app: AppDef, cfg: Mapping[str, Any]) -> AppDryRunInfo[Any]:
-        app = self._workspaces_as_torchx(self._local_workspaces(app), cfg)
+        # The core is handed a copy where a workspace had to change; the roles of `app` are
+        # what the dry run returns.
+        submitted = self._workspaces_as_torchx(self._local_workspaces(app), cfg)
         handle = _native.ext.submit_dryrun(
             self._core,
             self.session_name,
-            app_to_json(app),
+            app_to_json(submitted),
             self._known_cfg(cfg),
-            self._submit_cwd(app),
+            self._submit_cwd(submitted),
             list(_AFTER.get()),
         )
         # As TorchX's workspace step: a role whose workspace was planned into an image now

@@ -145,7 +145,7 @@ impl Runner {
         }
         let cwd =
             std::env::current_dir().map_err(|e| Error::io("reading the current directory", e))?;
-        let support = sched.capabilities().workspace;
+        let support = sched.workspace_support(&resolved);
         let before = PreparedWorkspaces::roles(&app);
         let (app, images, cwd) = match like.and_then(|p| p.apply(&mut app)) {
             Some(images) => (app, images, cwd),

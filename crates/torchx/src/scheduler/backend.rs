@@ -92,6 +92,11 @@ pub trait Backend: Debug + Send + Sync + 'static {
         let _ = app_id;
         Ok(None)
     }
+    /// As [`Scheduler::workspace_support`].
+    fn workspace_support(&self, cfg: &Cfg) -> WorkspaceSupport {
+        let _ = cfg;
+        Self::CAPABILITIES.workspace
+    }
     /// As [`Scheduler::list`].
     async fn list(&self) -> Result<Vec<ListAppResponse>> {
         Err(Error::unsupported(Self::NAME, "list"))
@@ -221,6 +226,10 @@ impl<B: Backend> Scheduler for B {
 
     async fn describe_native(&self, app_id: &str) -> Result<Option<serde_json::Value>> {
         Backend::describe_native(self, app_id).await
+    }
+
+    fn workspace_support(&self, cfg: &Cfg) -> WorkspaceSupport {
+        Backend::workspace_support(self, cfg)
     }
 
     async fn list(&self) -> Result<Vec<ListAppResponse>> {

@@ -534,6 +534,12 @@ pub trait Scheduler: Debug + Send + Sync {
         }
         Ok(out)
     }
+    /// How a workspace becomes what the job runs under run options `cfg` (a scheduler with
+    /// several workspace builders picks one by an option). Default: its capability's.
+    fn workspace_support(&self, cfg: &Cfg) -> WorkspaceSupport {
+        let _ = cfg;
+        self.capabilities().workspace
+    }
     /// The scheduler-native request of a submitted app, read back (the read-side twin of
     /// `submit_dryrun`, as TorchX's `describe_native`): what the scheduler holds of it, in the
     /// shape of the request's `to_json()` where it can be. `None` if the app is unknown or

@@ -358,6 +358,15 @@ impl Backend for SlurmScheduler {
         .await
     }
 
+    /// `workspace_type=docker`: built into an image pushed to `image_repo` (the `dir` builder
+    /// otherwise).
+    fn workspace_support(&self, cfg: &crate::opts::Cfg) -> WorkspaceSupport {
+        match cfg.get("workspace_type") {
+            Some(crate::opts::CfgValue::Str(t)) if t == "docker" => WorkspaceSupport::PushedImage,
+            _ => Self::CAPABILITIES.workspace,
+        }
+    }
+
     fn render(
         &self,
         app: &AppDef,
@@ -365,6 +374,10 @@ impl Backend for SlurmScheduler {
         ctx: &DryRunContext,
         facts: Option<&SlurmFacts>,
     ) -> Result<SbatchRequest> {
+        if render::containerized(opts)? {
+            // Each role's image is a container image (the workspace's, built and pushed).
+            return render(app, opts, ctx, facts);
+        }
         let has_workspace = app.roles.iter().any(|r| r.workspace.is_some());
         if opts.job_dir.is_none() {
             // Without job_dir the job runs in place, from the current directory (as TorchX's).

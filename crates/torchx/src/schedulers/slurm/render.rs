@@ -430,6 +430,7 @@ pub fn render(
         .and_then(|f| f.partition_mem_mb)
         .is_some_and(|m| m <= 1000);
     let recovery = job_recovery(app, opts)?;
+    let containerized = containerized(opts)?;
     let mut replicas = Vec::new();
     for role in &app.roles {
         check_name("role name", &role.name, |c| {
@@ -450,16 +451,25 @@ pub fn render(
         }
         for i in 0..role.num_replicas {
             let values = MacroValues {
-                img_root: role.image.clone(),
+                // In a container the image is not a directory here.
+                img_root: if containerized {
+                    String::new()
+                } else {
+                    role.image.clone()
+                },
                 app_id: APP_ID.to_string(),
                 replica_id: i.to_string(),
                 rank0_env: RANK0_ENV.to_string(),
             };
             let r = values.apply(role);
             let name = format!("{}-{i}", role.name);
+            let mut srun = srun_opts(&name, recovery.is_some());
+            if containerized {
+                srun.push(("container-image".into(), r.image.clone()));
+            }
             replicas.push(ReplicaRequest {
                 sbatch_opts: group_opts(&r, opts, recovery.as_ref(), nomem, version),
-                srun_opts: srun_opts(&name, recovery.is_some()),
+                srun_opts: srun,
                 name,
                 entrypoint: r.entrypoint,
                 args: r.args,
@@ -593,6 +603,20 @@ pub(super) fn array(
         ));
     }
     ArrayRequest::Native(request)
+}
+
+/// Whether the replicas run in container images (`workspace_type=docker`: through the
+/// cluster's container plugin, `srun --container-image`); `dir` (the default) runs them in
+/// place. Any other builder is an error naming both.
+pub(crate) fn containerized(opts: &SlurmOpts) -> Result<bool> {
+    match opts.workspace_type.as_deref() {
+        None | Some("dir") => Ok(false),
+        Some("docker") => Ok(true),
+        Some(other) => Err(Error::config(format!(
+            "run option workspace_type: `{other}` is not a workspace builder of slurm; use \
+             `dir` (copied into job_dir) or `docker` (an image run by srun --container-image)"
+        ))),
+    }
 }
 
 /// Slurm's default `max_script_size` (slurm.conf `SchedulerParameters`).

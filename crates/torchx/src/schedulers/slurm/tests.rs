@@ -54,6 +54,45 @@ fn ddp_2x2_snapshot() {
     insta::assert_snapshot!(script(&app, &opts(), &ctx("23.11.4")));
 }
 
+/// `workspace_type=docker` (the nightly's): every replica's `srun` runs in its role's image
+/// through the container plugin, and the image is no directory to run in; `dir` (the default)
+/// renders exactly what no option does; another builder is refused by name.
+#[test]
+fn the_docker_workspace_builder_runs_each_replica_in_its_image() {
+    let app = component(
+        "dist.ddp",
+        &[
+            "-j",
+            "2x1",
+            "--image",
+            "registry:5000/team/app:abc",
+            "--script",
+            "train.py",
+        ],
+    );
+    let with = |t: Option<&str>| {
+        let mut o = opts();
+        o.workspace_type = t.map(str::to_string);
+        render(&app, &o, &ctx("24.11")).map(|r| r.materialize())
+    };
+    let docker = with(Some("docker")).unwrap();
+    assert_eq!(
+        docker
+            .matches("--container-image=registry:5000/team/app:abc")
+            .count(),
+        2,
+        "each of the two replicas' srun: {docker}"
+    );
+    assert!(!docker.contains("img_root"));
+    assert_eq!(with(Some("dir")).unwrap(), with(None).unwrap());
+    assert!(!with(None).unwrap().contains("--container-image"));
+    let err = with(Some("podman")).unwrap_err().to_string();
+    assert!(
+        err.contains("workspace_type: `podman` is not a workspace builder of slurm"),
+        "{err}"
+    );
+}
+
 #[test]
 fn multi_role_resources_and_gpus_by_version() {
     let mut a = Role::new("trainer", "/img")
