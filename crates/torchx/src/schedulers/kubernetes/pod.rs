@@ -309,10 +309,11 @@ fn volumes(role: &Role) -> (Vec<Volume>, Vec<VolumeMount>, bool) {
 }
 
 /// The container's environment: the scheduler's leading variables, the role's (a
-/// field-path placeholder becomes a `fieldRef`), the trailing ones, the checkpoint directory.
+/// field-path placeholder becomes a `fieldRef`), `TORCHX_IMAGE`, the trailing ones, the
+/// checkpoint directory.
 fn env_vars(role: &Role, settings: &PodSettings) -> Result<Vec<EnvVar>> {
     let mut env = settings.leading_env.clone();
-    for (k, v) in &role.env {
+    for (k, v) in role.env.iter().filter(|(k, _)| *k != "TORCHX_IMAGE") {
         // TorchX strips a character set here (eating letters of the path); we strip the prefix.
         env.push(match v.strip_prefix(PLACEHOLDER_FIELD_PATH) {
             Some(path) => EnvVar {
@@ -333,6 +334,12 @@ fn env_vars(role: &Role, settings: &PodSettings) -> Result<Vec<EnvVar>> {
             },
         });
     }
+    // As TorchX's Kubernetes scheduler: the container knows its image.
+    env.push(EnvVar {
+        name: "TORCHX_IMAGE".into(),
+        value: Some(role.image.clone()),
+        ..Default::default()
+    });
     env.extend(settings.trailing_env.iter().cloned());
     if let Some(dir) = role.container_checkpoint_dir()? {
         env.push(EnvVar {

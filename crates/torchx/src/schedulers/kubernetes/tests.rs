@@ -498,11 +498,18 @@ fn a_queue_selects_volcano_as_in_torchx_configs() {
 }
 
 /// `queue` without `mode` renders TorchX's own Volcano Job: TorchX 0.7.0's request for the same
-/// command (testdata, verbatim) equals ours up to the generated name and the version label.
+/// command (testdata, verbatim) equals ours up to the generated name and the version label,
+/// with the nightly's one addition: `TORCHX_IMAGE` after the role's environment.
 #[test]
 fn a_queue_renders_torchx_s_own_volcano_job() {
     let text = include_str!("testdata/torchx-0.7.0-volcano-echo.yaml");
-    let theirs: Value = serde_norway::from_str(text).unwrap();
+    let mut theirs: Value = serde_norway::from_str(text).unwrap();
+    let container = &mut theirs["spec"]["tasks"][0]["template"]["spec"]["containers"][0];
+    let image = container["image"].clone();
+    container["env"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"name": "TORCHX_IMAGE", "value": image}));
     let app_id = theirs["metadata"]["name"].as_str().unwrap();
     let mut app = component("utils.echo", &["--msg", "hi"]);
     // What TorchX's runner injects (ours also injects its session id, left out here).

@@ -195,6 +195,8 @@ pub fn render(
             environment.extend(opts.env.clone().unwrap_or_default());
             environment.extend(r.env.clone());
             environment.insert("TORCHX_RANK0_HOST".into(), rank0.clone());
+            // As TorchX's docker scheduler: the container knows its image.
+            environment.insert("TORCHX_IMAGE".into(), r.image.clone());
             let labels = BTreeMap::from([
                 (LABEL_VERSION.to_string(), crate::VERSION.to_string()),
                 (LABEL_APP_ID.to_string(), app_id.clone()),
@@ -342,6 +344,7 @@ mod tests {
         );
         assert_eq!(c.environment["FOO_TOKEN"], "t0k");
         assert_eq!(c.environment["TORCHX_RANK0_HOST"], "train-abc123-trainer-0");
+        assert_eq!(c.environment["TORCHX_IMAGE"], c.image);
         insta::assert_snapshot!(job.render());
     }
 
