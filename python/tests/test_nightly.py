@@ -420,3 +420,25 @@ def test_components_by_module_path_and_class_components(
         get_component("nightly_pkg.nope:hello")
     with pytest.raises(ComponentNotFoundException, match="Or addressable as"):
         get_component("no_such_pkg.mod.fn")
+
+
+def test_a_new_runner_describes_a_slurm_jobs_image_and_entrypoint(tmp_path: pathlib.Path) -> None:
+    # Monarch's `info` describes a job from a new Runner: as TorchX, the role's image is the
+    # job's working directory and its entrypoint the batch script.
+    from _engines import slurm_up
+
+    if not slurm_up():
+        pytest.skip("no Slurm cluster (scripts/slurm/up.sh)")
+    from torchx.runner import get_runner
+
+    job_dir = tmp_path / "job"
+    app = AppDef("sleeper", [Role("sleeper", image=str(tmp_path), entrypoint="sleep", args=["5"])])
+    with get_runner() as runner:
+        handle = runner.run(app, "slurm", cfg={"job_dir": str(job_dir)})
+    with get_runner() as other:
+        described = other.describe(handle)
+        assert described is not None
+        (role,) = described.roles
+        assert role.name == "sleeper" and role.num_replicas == 1
+        assert role.image == str(job_dir) and role.entrypoint.endswith("torchx-sbatch.sh")
+        other.cancel(handle)

@@ -304,6 +304,14 @@ impl SlurmScheduler {
             resp.add_replica(ReplicaStatus::new(c.replica, c.state, &c.role, &c.hostname));
         }
         resp.roles_from_statuses();
+        // As TorchX's describe: a role's image is its job's working directory and its
+        // entrypoint the batch script, where Slurm's JSON has them.
+        for role in &mut resp.roles {
+            if let Some(c) = comps.iter().find(|c| c.role == role.name) {
+                role.image.clone_from(&c.workdir);
+                role.entrypoint.clone_from(&c.command);
+            }
+        }
         let recorded = self
             .job_dir(id)
             .join(format!("torchx-{id}"))

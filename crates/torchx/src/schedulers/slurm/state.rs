@@ -71,6 +71,10 @@ pub struct Component {
     pub end: Option<f64>,
     /// What holds or ended it, where Slurm says (`waiting for afterok:23(unfulfilled)`).
     pub why: String,
+    /// Its working directory, where Slurm's JSON says (what TorchX's describe calls the image).
+    pub workdir: String,
+    /// Its batch script, where `squeue --json` says (TorchX's describe: the entrypoint).
+    pub command: String,
 }
 
 impl Component {
@@ -94,6 +98,8 @@ impl Component {
             start: None,
             end: None,
             why: String::new(),
+            workdir: String::new(),
+            command: String::new(),
         }
     }
 }
@@ -354,6 +360,12 @@ fn components_of(
                 start: time_of(start),
                 end: time_of(end),
                 why: why(job),
+                workdir: job["current_working_directory"]
+                    .as_str()
+                    .or(job["working_directory"].as_str())
+                    .unwrap_or_default()
+                    .to_string(),
+                command: job["command"].as_str().unwrap_or_default().to_string(),
                 ..Component::new(replica, slurm_state, exit, hostname_of(job))
             },
         ));

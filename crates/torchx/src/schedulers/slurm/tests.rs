@@ -313,6 +313,11 @@ fn squeue_22_05_captured_running_and_failed_hetjob() {
         ("a", 0, AppState::Running)
     );
     assert_eq!((c[1].role.as_str(), c[1].hostname.as_str()), ("b", "n2"));
+    // TorchX's describe reads a role's image and entrypoint from these.
+    assert_eq!(
+        (c[0].workdir.as_str(), c[0].command.as_str()),
+        ("/tmp/sl", "/tmp/sl/hj.sh")
+    );
     let c = parse_squeue(&fixture("squeue-22.05-failed.json"), job(1)).unwrap();
     assert_eq!(aggregate(c.iter().map(|c| c.state)), AppState::Failed);
     assert_eq!(c[1].exit_code, Some(3), "raw wait status 768 = exit 3");
