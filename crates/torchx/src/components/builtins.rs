@@ -451,6 +451,65 @@ pub struct Nnodes {
     pub nnodes_rep: String,
 }
 
+/// The `rdzv_conf` keys torchrun's rendezvous handlers read (PyTorch's c10d, etcd and static
+/// backends), and which of them must be whole numbers (seconds, counts).
+const RDZV_CONF_KEYS: &[(&str, bool)] = &[
+    ("join_timeout", true),
+    ("last_call_timeout", true),
+    ("close_timeout", true),
+    ("heartbeat_timeout", true),
+    ("keep_alive_interval", true),
+    ("keep_alive_max_attempt", true),
+    ("read_timeout", true),
+    ("timeout", true),
+    ("cas_backoff_max_seconds", true),
+    ("is_host", false),
+    ("store_type", false),
+    ("etcd_prefix", false),
+    ("protocol", false),
+    ("cacert", false),
+    ("cert", false),
+    ("key", false),
+    ("ca_cert", false),
+    ("ssl_cert", false),
+    ("ssl_cert_key", false),
+    ("rank", true),
+];
+
+/// Checks `--rdzv_conf` (`key=value,...`, e.g. `join_timeout=600,close_timeout=600`) before
+/// any node starts: a malformed item, or a timeout that is not a whole number, would fail
+/// every node's torchrun at its start; an unknown key, which torchrun ignores silently (a
+/// misspelt `join_timout` is lost), is warned about with the nearest known one.
+fn check_rdzv_conf(conf: &str) -> Result<()> {
+    for item in conf.split(',').filter(|i| !i.is_empty()) {
+        let Some((key, value)) = item.split_once('=').filter(|(k, _)| !k.trim().is_empty()) else {
+            return Err(Error::arg(format!(
+                "--rdzv_conf: `{item}` is not key=value (e.g. join_timeout=600,close_timeout=600)"
+            )));
+        };
+        let key = key.trim();
+        match RDZV_CONF_KEYS.iter().find(|(k, _)| *k == key) {
+            Some((_, true)) if value.trim().parse::<i64>().is_err() => {
+                return Err(Error::arg(format!(
+                    "--rdzv_conf: {key}={value}: torchrun reads {key} as a whole number \
+                     (seconds or a count)"
+                )))
+            }
+            Some(_) => {}
+            None => {
+                let known = RDZV_CONF_KEYS.iter().map(|(k, _)| *k);
+                let hint = crate::error::nearest(key, known)
+                    .map(|k| format!("; did you mean `{k}`?"))
+                    .unwrap_or_default();
+                log::warn!(
+                    "--rdzv_conf: torchrun's rendezvous does not read `{key}` and ignores it{hint}"
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Parses `-j`: `{min}:{max}x{nproc}`, `{n}x{nproc}` or `{nproc}`.
 pub fn parse_nnodes(j: &str) -> Result<Nnodes> {
     let bad = || {
@@ -606,6 +665,7 @@ fn ddp_with(a: &ComponentArgs, cenv: &ComponentEnv, j: &str) -> Result<AppDef> {
         rdzv_backend.into(),
     ];
     if let Some(conf) = a.opt_str("rdzv_conf") {
+        check_rdzv_conf(conf)?;
         head.extend(["--rdzv_conf".to_string(), conf.to_string()]);
     }
     let mut tail = vec![

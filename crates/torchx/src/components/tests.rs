@@ -71,6 +71,37 @@ fn ddp_2x2() {
     insta::assert_yaml_snapshot!(app);
 }
 
+/// `--rdzv_conf` is checked before any node starts: key=value items, whole-number timeouts
+/// (torchrun would fail on every node at its start); an unknown key only warns (torchrun
+/// ignores it: not an error, but a misspelt timeout is lost).
+#[test]
+fn rdzv_conf_is_checked_before_any_node_starts() {
+    let torchrun = |conf: &str| {
+        build(
+            "dist.torchrun",
+            &["-j", "2x1", "--rdzv_conf", conf, "--script", "t.py"],
+        )
+    };
+    let app = torchrun("join_timeout=600,close_timeout=60,is_host=false").unwrap();
+    assert!(
+        cmd(&app).contains("--rdzv_conf join_timeout=600,close_timeout=60,is_host=false"),
+        "{}",
+        cmd(&app)
+    );
+    assert!(
+        torchrun("join_timout=600").is_ok(),
+        "an unknown key warns only"
+    );
+    let err = torchrun("join_timeout=10m").unwrap_err().to_string();
+    assert!(
+        err.contains("join_timeout=10m: torchrun reads join_timeout as a whole number"),
+        "{err}"
+    );
+    let err = torchrun("join_timeout=600,oops").unwrap_err().to_string();
+    assert!(err.contains("`oops` is not key=value"), "{err}");
+    assert!(torchrun("=5").is_err());
+}
+
 #[test]
 fn ddp_1x4_static() {
     let app = build(
