@@ -442,3 +442,59 @@ def test_a_new_runner_describes_a_slurm_jobs_image_and_entrypoint(tmp_path: path
         assert role.name == "sleeper" and role.num_replicas == 1
         assert role.image == str(job_dir) and role.entrypoint.endswith("torchx-sbatch.sh")
         other.cancel(handle)
+
+
+def test_torchxconfig_spellings_canonicalise_and_must_agree() -> None:
+    import io
+
+    from torchx.runner.config import load
+    from torchx.specs.api import InvalidRunConfigException
+
+    cfg: dict = {}
+    load("slurm", io.StringIO("[slurm]\njobDir = /tmp/x\n"), cfg)
+    assert cfg == {"job_dir": "/tmp/x"}
+    kept = {"job_dir": "/mine"}
+    load("slurm", io.StringIO("[slurm]\njobDir = /tmp/x\n"), kept)
+    assert kept == {"job_dir": "/mine"}
+    with pytest.raises(InvalidRunConfigException, match="two spellings"):
+        load("slurm", io.StringIO("[slurm]\njob_dir = /a\njobDir = /b\n"), {})
+
+
+def test_structured_opts_spellings_must_agree() -> None:
+    from torchx.schedulers.slurm_scheduler import SlurmOpts
+    from torchx.specs.api import InvalidRunConfigException
+
+    assert SlurmOpts.from_cfg({"job_dir": "/a", "jobDir": "/a"}).job_dir == "/a"
+    with pytest.raises(InvalidRunConfigException, match="job_dir.*two spellings"):
+        SlurmOpts.from_cfg({"job_dir": "/a", "jobDir": "/b"})
+
+
+def test_a_component_file_is_a_real_module_with_torchxs_names_at_hand(tmp_path: pathlib.Path) -> None:
+    import sys
+
+    from torchx.specs.finder import get_component
+
+    pkg = tmp_path / "file_pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "helpers.py").write_text("ROLE = 'from-a-sibling'\n")
+    (pkg / "comp.py").write_text(
+        "from torchx.specs import Role\n\nfrom .helpers import ROLE\n\n\n"
+        "def main() -> AppDef:  # AppDef unimported, as TorchX 0.7 allowed\n"
+        "    return AppDef(name='m', roles=[Role(name=ROLE, image='i', entrypoint='true')])\n"
+    )
+    component = get_component(f"{pkg / 'comp.py'}:main")
+    assert component.fn.__module__ == "file_pkg.comp" and sys.modules["file_pkg.comp"].__file__ == str(pkg / "comp.py")
+    assert component.fn().roles[0].name == "from-a-sibling"
+    assert get_component(f"{pkg / 'comp.py'}:main").fn is component.fn  # loaded once
+
+
+def test_registered_components_replace_the_builtins_only_in_torchxs_own_loader(monkeypatch: pytest.MonkeyPatch) -> None:
+    from torchx.specs import finder
+
+    custom = finder.ModuleComponentsFinder("torchx.components.utils", "mine").find()
+    monkeypatch.setattr(finder, "_load_custom_components", lambda validators=None: custom)
+    monkeypatch.setattr(finder, "_components", None)
+    assert set(finder._load_components()) == {c.name for c in custom}  # as TorchX's
+    everything = finder._find_components()
+    assert "dist.ddp" in everything and "mine.echo" in everything  # ours adds

@@ -17,7 +17,7 @@ from torchx.schedulers import get_scheduler_factories
 from torchx.schedulers.api import Scheduler
 from torchx.settings import ENV_TORCHXCONFIG  # re-exported: 0.7.0 defined it here
 from torchx.specs import CfgVal, get_type_name
-from torchx.specs.api import runopt
+from torchx.specs.api import InvalidRunConfigException, runopt
 
 log: logging.Logger = logging.getLogger(__name__)
 
@@ -99,17 +99,32 @@ def load(scheduler: str, f: TextIO, cfg: Dict[str, CfgVal]) -> None:
     for section, pairs in _read(f):
         if section != scheduler:
             continue
-        for key, value in pairs:
-            if key in cfg:
-                continue
-            if value == _NONE:  # an unset option (what `dump` writes for a None default)
-                cfg[key] = None
-                continue
+        # As the nightly: a camelCase spelling loads under the registered key; two spellings
+        # of one option in the file must agree.
+        seen: Dict[str, Tuple[str, CfgVal]] = {}
+        for name, value in pairs:
+            key = opts.canonical_key(name) or name
             opt = opts.get(key)
             if opt is None:
-                log.warning("`%s` is not a run option of %s; ignoring it", key, scheduler)
+                log.warning("`%s` is not a run option of %s; ignoring it", name, scheduler)
                 continue
-            cfg[key] = _cast(opt, value)
+            if key not in seen and key in cfg:
+                continue
+            # an unset option is what `dump` writes for a None default
+            parsed = None if value == _NONE else _cast(opt, value)
+            if key in seen:
+                first, earlier = seen[key]
+                if earlier != parsed:
+                    raise InvalidRunConfigException(
+                        f"Run option `{key}` was declared in the [{section}] section under two "
+                        f"spellings (`{first}` and `{name}`) with conflicting values. Keep one, as "
+                        f"`{key}`",
+                        key,
+                        dict(pairs),
+                    )
+                continue
+            seen[key] = (name, parsed)
+            cfg[key] = parsed
 
 
 def apply(scheduler: str, cfg: Dict[str, CfgVal], dirs: Optional[List[str]] = None) -> None:

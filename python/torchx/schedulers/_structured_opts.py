@@ -51,10 +51,24 @@ class StructuredOpts(Mapping[str, CfgVal]):
                 if nested or (f.default is MISSING and f.default_factory is MISSING):
                     kwargs[f.name] = tp.from_cfg(nested)
                 continue
-            for key in (f.metadata.get("cfg_key", f.name), f.name, _snake_to_camel(f.name)):
-                if key in cfg:
-                    kwargs[f.name] = cfg[key]
-                    break
+            given = [
+                k
+                for k in dict.fromkeys((f.metadata.get("cfg_key", f.name), f.name, _snake_to_camel(f.name)))
+                if k in cfg
+            ]
+            if given:
+                # As the nightly: two spellings of one field must agree.
+                for other in given[1:]:
+                    if cfg[other] != cfg[given[0]]:
+                        from torchx.specs.api import InvalidRunConfigException
+
+                        raise InvalidRunConfigException(
+                            f"Run option `{f.name}` was passed under two spellings (`{given[0]}` and "
+                            f"`{other}`) with conflicting values. Pass it once, as `{f.name}`",
+                            f.name,
+                            cfg,
+                        )
+                kwargs[f.name] = cfg[given[0]]
         return cls(**kwargs)
 
     @classmethod

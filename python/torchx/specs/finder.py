@@ -128,16 +128,6 @@ class ModuleComponentsFinder(ComponentsFinder):
         return found
 
 
-def _exec_component_file(path: str) -> Dict[str, Any]:
-    """The namespace of the Python file ``path`` executed with TorchX's names available (as
-    in TorchX: the finder's own namespace), so a component file may use ``AppDef`` unimported."""
-    source = read_conf_file(path)
-    namespace: Dict[str, Any] = dict(globals())
-    namespace["__file__"] = path
-    exec(compile(source, path, "exec"), namespace)  # noqa: S102 - the user's component file
-    return namespace
-
-
 def _is_module_path(path: str) -> bool:
     """Whether ``path`` reads as a dotted module path (``pkg.module``), not a file path."""
     return not path.endswith(".py") and all(part.isidentifier() for part in path.split("."))
@@ -193,8 +183,10 @@ class CustomComponentsFinder(ComponentsFinder):
             source_path = str(module.__file__)
             namespace: Dict[str, Any] = vars(module)
         else:
+            from torchx.specs._component_modules import load_component_file
+
             source_path = self._filepath
-            namespace = _exec_component_file(self._filepath)
+            namespace = vars(load_component_file(self._filepath, globals()))
         errors = [m.description for m in validate(source_path, self._function_name, validators)]
         fn = namespace.get(self._function_name)
         if fn is None:
@@ -226,9 +218,18 @@ def _load_custom_components(validators: Validators = None) -> List[_Component]:
 
 
 def _load_components(validators: Validators = None) -> Dict[str, _Component]:
-    """The builtins (``torchx.components``), then the components of the ``torchx.components``
-    entry points. Unlike TorchX, where registering components replaces the builtin set, a
-    registration only adds: one with a builtin's name is ignored with a warning."""
+    """As TorchX's: the components of the ``torchx.components`` entry points, or the builtins
+    (``torchx.components``) when none are registered."""
+    components = _load_custom_components(validators)
+    if not components:
+        components = ModuleComponentsFinder("torchx.components", "").find(validators)
+    return {c.name: c for c in components}
+
+
+def _all_components(validators: Validators = None) -> Dict[str, _Component]:
+    """The builtins, then the components of the ``torchx.components`` entry points. Unlike
+    TorchX, where registering components replaces the builtin set, a registration only adds:
+    one with a builtin's name is ignored with a warning."""
     builtins = ModuleComponentsFinder("torchx.components", "").find(validators)
     components = {c.name: c for c in builtins}
     for c in _load_custom_components(validators):
@@ -250,7 +251,7 @@ _components: Optional[Dict[str, _Component]] = None
 def _find_components(validators: Validators = None) -> Dict[str, _Component]:
     global _components
     if not _components:
-        _components = _load_components(validators)
+        _components = _all_components(validators)
     return _components
 
 
@@ -263,7 +264,10 @@ def _find_custom_components(name: str, validators: Validators = None) -> Dict[st
     if not sep or not filepath or not fn_name:
         raise ValueError(f"Invalid custom component: {name}, valid template : `FILEPATH`:`FUNCTION_NAME`")
     if not os.path.isfile(filepath) and not _is_module_path(filepath):
-        raise ComponentNotFoundException(f"Component file `{filepath}` does not exist")
+        try:
+            read_conf_file(filepath)  # a file served from elsewhere (the loader reads it again)
+        except OSError as e:
+            raise ComponentNotFoundException(f"Component file `{filepath}` does not exist") from e
     return {c.name: c for c in CustomComponentsFinder(filepath, fn_name).find(validators)}
 
 
