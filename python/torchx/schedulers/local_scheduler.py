@@ -33,6 +33,7 @@ from torchx.schedulers._local_processes import (
 )
 from torchx.schedulers._rust import RustScheduler, typed_opts_getattr
 from torchx.schedulers.api import DescribeAppResponse, Stream, filter_regex, split_lines_iterator
+from torchx.schedulers.ids import make_unique  # noqa: F401  (TorchX imports it from here)
 from torchx.specs import AppDef, AppDryRunInfo, AppState, Role, is_terminal
 
 log: logging.Logger = logging.getLogger(__name__)
