@@ -16,7 +16,7 @@ import sys
 import threading
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, Optional, Tuple
 
 # The finder's logger: where TorchX's loader warns.
 log: logging.Logger = logging.getLogger("torchx.specs.finder")
@@ -127,15 +127,13 @@ def _synthetic(path: str, source: str, names: Dict[str, Any]) -> ModuleType:
         return module
 
 
-def load_component_file(path: str, names: Dict[str, Any]) -> ModuleType:
+def load_component_file(path: str, names: Dict[str, Any], read: Callable[[str], str]) -> ModuleType:
     """The component file ``path`` as a module, TorchX's ``names`` at hand (see the module's
-    docstring)."""
+    docstring); ``read`` gives the source of a file this file system does not have."""
     names = {k: v for k, v in names.items() if not k.startswith("__")}
     absolute = os.path.abspath(path)
     if not os.path.isfile(absolute):
-        from torchx.specs import finder  # its `read_conf_file`, which tests may patch
-
-        return _synthetic(path, finder.read_conf_file(path), names)
+        return _synthetic(path, read(path), names)
     identity = _package_identity(absolute)
     if identity:
         name, root = identity

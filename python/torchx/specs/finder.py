@@ -186,9 +186,10 @@ class CustomComponentsFinder(ComponentsFinder):
             from torchx.specs._component_modules import load_component_file
 
             source_path = self._filepath
-            namespace = vars(load_component_file(self._filepath, globals()))
+            # `read_conf_file` looked up when called: tests patch this module's.
+            namespace = vars(load_component_file(self._filepath, globals(), lambda p: read_conf_file(p)))
         errors = [m.description for m in validate(source_path, self._function_name, validators)]
-        fn = namespace.get(self._function_name)
+        fn: Any = namespace.get(self._function_name)
         if fn is None:
             raise ComponentNotFoundException(f"Function {self._function_name} does not exist in file {self._filepath}")
         if inspect.isclass(fn):

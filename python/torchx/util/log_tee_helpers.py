@@ -40,6 +40,33 @@ def _prefix_line(prefix: str, line: str) -> str:
     return line
 
 
+def _print_log_lines_for_role_replica(
+    dst: TextIO,
+    app_handle: str,
+    regex: Optional[str],
+    runner: "Runner",
+    which_role: str,
+    which_replica: int,
+    exceptions: "Queue[Exception]",
+    should_tail: bool,
+    streams: "Optional[Stream]",
+    colorize: bool = False,
+) -> None:
+    """Prints replica ``which_replica`` of ``which_role``'s log lines to ``dst``, each prefixed
+    ``role/replica`` (green with ``colorize``); what it raises is also put on ``exceptions``
+    (one thread per replica runs it)."""
+    begin, end = ("\033[32m", "\033[0m") if colorize else ("", "")
+    prefix = f"{begin}{which_role}/{which_replica}{end} "
+    try:
+        for line in runner.log_lines(
+            app_handle, which_role, which_replica, regex, should_tail=should_tail, streams=streams
+        ):
+            print(_prefix_line(prefix, line.strip()), file=dst, end="\n", flush=True)
+    except Exception as e:
+        exceptions.put(e)
+        raise
+
+
 def _follow_replicas(
     replicas: List[Tuple[str, int]],
     follow: Callable[[str, int], None],
@@ -78,17 +105,20 @@ def _start_threads_to_monitor_role_replicas(
     streams: "Optional[Stream]" = None,
     colorize: bool = False,
 ) -> None:
+    """Follows every replica of ``which_role`` (all roles if None) on a thread of its own and
+    waits for them; the first exception a thread raised is raised (the others are logged)."""
     app = none_throws(runner.describe(app_handle))
     replicas = _find_role_replicas(app, which_role)
     if not replicas:
         roles = [role.name for role in app.roles]
         raise ValueError(f"{which_role} is not a valid role name. Available: {roles}")
-    begin, end = ("\033[32m", "\033[0m") if colorize else ("", "")
+    # Each thread's exception reaches `_follow_replicas` (the function also queues it).
+    seen: "Queue[Exception]" = Queue()
 
     def follow(role: str, replica: int) -> None:
-        for line in runner.log_lines(app_handle, role, replica, regex, should_tail=should_tail, streams=streams):
-            prefix = f"{begin}{role}/{replica}{end} "
-            print(_prefix_line(prefix, line.strip()), file=dst, end="\n", flush=True)
+        _print_log_lines_for_role_replica(
+            dst, app_handle, regex, runner, role, replica, seen, should_tail, streams, colorize
+        )
 
     _follow_replicas(replicas, follow)
 
