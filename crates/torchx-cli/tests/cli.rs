@@ -735,3 +735,39 @@ fn a_misspelt_cli_run_key_warns_with_the_nearest_key() {
     // The scheduler stays the default one, the component is the config's.
     assert!(stdout(&out).contains("echo"), "{}", stdout(&out));
 }
+
+/// An AWS scheduler with no region configured: one clear error, the configuration exit code
+/// (3), and none of the SDK's own log lines (its IMDS lookup warns with internal structs).
+#[test]
+fn no_aws_region_is_a_configuration_error_in_one_message() {
+    let env = Env::new();
+    let mut cmd = env.cmd(&[
+        "run",
+        "--workspace",
+        "",
+        "-s",
+        "aws_batch",
+        "-cfg",
+        "queue=q",
+        "utils.echo",
+    ]);
+    for var in [
+        "AWS_REGION",
+        "AWS_DEFAULT_REGION",
+        "AWS_PROFILE",
+        "AWS_CONFIG_FILE",
+        "AWS_ENDPOINT_URL",
+    ] {
+        cmd.env_remove(var);
+    }
+    // No instance metadata service here: do not wait for one.
+    cmd.env("AWS_EC2_METADATA_DISABLED", "true");
+    let out = cmd.output().unwrap();
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.starts_with("torchx: error: aws_batch: no AWS region configured"),
+        "{err}"
+    );
+    assert!(!err.contains("WARN"), "{err}");
+}

@@ -49,11 +49,12 @@ pub(crate) fn job_tags(app: &AppDef, user: Option<&str>) -> BTreeMap<String, Str
 /// aws-config's defaults and the region they resolve to (an error naming `scheduler` if none).
 pub(crate) async fn load_config(scheduler: &str) -> Result<(aws_config::SdkConfig, String)> {
     let conf = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+    // A missing region is the user's configuration, not the backend failing.
     let region = conf.region().map(|r| r.to_string()).ok_or_else(|| {
-        Error::backend(
-            scheduler,
-            "no AWS region configured (set AWS_REGION or a profile's region)",
-        )
+        Error::config(format!(
+            "{scheduler}: no AWS region configured (set AWS_REGION, or a region in the profile \
+             of AWS_PROFILE / ~/.aws/config)"
+        ))
     })?;
     Ok((conf, region))
 }
