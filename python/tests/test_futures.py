@@ -283,8 +283,18 @@ def test_an_fsspec_result_dir_carries_calls_and_results(tmp_path: Path) -> None:
     with Executor("local_cwd", result_dir=f"file://{tmp_path}/calls") as ex:
         job = ex.submit(divmod, 17, 5)
         assert job.result(timeout=60) == (3, 2)
+        failed = ex.submit(divmod, 1, 0)
+        assert isinstance(failed.exception(timeout=60), ZeroDivisionError)
     assert job.location.startswith("file://")
-    assert (Path(job.location.removeprefix("file://")) / "result.pkl").exists()
+    # A result read is removed with its call; a failure's call and traceback stay.
+    assert not Path(job.location.removeprefix("file://")).exists()
+    assert (Path(failed.location.removeprefix("file://")) / "result.pkl").exists()
+
+
+def test_a_read_result_leaves_no_directory_behind(tmp_path: Path) -> None:
+    with Executor("local_cwd", result_dir=str(tmp_path / "calls")) as ex:
+        assert list(ex.map(pow, [2, 3], [3, 2])) == [8, 9]
+    assert list((tmp_path / "calls").iterdir()) == []
 
 
 def _on(scheduler: str, cfg: dict, image: Optional[str], result_dir: Optional[str], tmp_path: Path) -> None:

@@ -87,7 +87,8 @@ class Executor(concurrent.futures.Executor):
     where calls and results travel (default: the local state directory on local_cwd, and on
     local_docker, which mounts it; ``./.torchx-futures`` on slurm and lsf, whose jobs share
     this machine's file system, lsf's containers through a mount; elsewhere an fsspec URL
-    both ends reach, such as ``s3://bucket/prefix``, required).
+    both ends reach, such as ``s3://bucket/prefix``, required); a call's directory there is
+    removed once its result was read, and kept when it failed (for debugging).
     ``max_retries`` and ``time_limit`` (seconds) apply to every job. A missing ``image`` or
     ``result_dir`` is a ``ValueError`` at the first ``submit`` or ``map``."""
 
@@ -457,6 +458,10 @@ def _settle(job: Job, location: Optional[str], state: AppState) -> None:
             job.set_exception(remote)
             return
     if kind == "ok":
+        # Read and done: nothing left to debug (removed before the result is given, so a
+        # caller that has it finds the directory gone). A failed call's directory stays: its
+        # call and traceback reproduce the failure.
+        _transport.remove(location or "")
         job.set_result(value)
         return
     remote = RemoteError(text or "")

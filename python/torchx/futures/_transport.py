@@ -40,6 +40,23 @@ def dump(location: str, name: str, obj: Any) -> None:
     os.replace(tmp, path)
 
 
+def remove(location: str) -> None:
+    """Removes ``location`` and what it holds, as far as it can (best effort: a result already
+    read must not fail the future that read it)."""
+    try:
+        if _is_url(location):
+            import fsspec
+
+            fs, path = fsspec.core.url_to_fs(location)
+            fs.rm(path, recursive=True)
+            return
+        import shutil
+
+        shutil.rmtree(location, ignore_errors=True)
+    except Exception:  # noqa: BLE001 - best effort, by contract
+        pass
+
+
 def load(location: str, name: str) -> Any:
     """The object at ``location/name``; ``FileNotFoundError`` if there is none."""
     import pickle
