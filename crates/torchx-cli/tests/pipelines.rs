@@ -23,6 +23,12 @@ fn start(env: &Env, file: &str) -> String {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let handle = stdout(&out).trim().to_string();
     assert!(handle.starts_with("pipeline://torchx/"), "{handle}");
+    // A pipeline this command does not wait for says so, and how to follow it.
+    assert!(
+        stderr(&out).contains(&format!("follow it with `torchx log {handle} --tail`")),
+        "{}",
+        stderr(&out)
+    );
     handle
 }
 

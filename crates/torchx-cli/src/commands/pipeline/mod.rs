@@ -255,6 +255,7 @@ fn launch(a: &RunArgs, runner: &Runner, record: PipelineRecord) -> Result<i32> {
         true
     });
     if !(a.wait || (local && !a.detach)) {
+        not_waiting(&handle, a.json);
         return Ok(exit_codes::OK);
     }
     let timeout = a
@@ -537,9 +538,21 @@ pub fn rerun(a: crate::cli::RerunArgs) -> Result<i32> {
         println!("{handle}");
     }
     if !a.wait {
+        not_waiting(&handle, a.json);
         return Ok(exit_codes::OK);
     }
     super::block_on(follow(&runner, &record, None, a.json))
+}
+
+/// Says on stderr that the pipeline goes on without this command, and how to follow it.
+fn not_waiting(handle: &str, json: bool) {
+    if !json {
+        eprintln!(
+            "torchx: {handle} goes on in the background (a detached torchx submits each step in \
+             its turn): follow it with `torchx log {handle} --tail` or `torchx status {handle}`; \
+             `torchx run --wait` waits for it"
+        );
+    }
 }
 
 fn copy_dir(from: &Path, to: &Path) -> Result<()> {
