@@ -498,3 +498,15 @@ def test_registered_components_replace_the_builtins_only_in_torchxs_own_loader(m
     assert set(finder._load_components()) == {c.name for c in custom}  # as TorchX's
     everything = finder._find_components()
     assert "dist.ddp" in everything and "mine.echo" in everything  # ours adds
+
+
+def test_a_builtin_schedulers_submit_dryrun_takes_its_typed_options_or_a_dict() -> None:
+    # The nightly hands `_submit_dryrun` a StructuredOpts (#1461); 0.7 code (NeMo-Run) a dict.
+    from torchx.schedulers.slurm_scheduler import SlurmOpts, create_scheduler
+
+    app = AppDef("a", [Role("r", image="/tmp", entrypoint="echo", args=["hi"])])
+    scheduler = create_scheduler("s")
+    typed = scheduler._submit_dryrun(app, SlurmOpts(slurm_version="24.11", partition="p"))
+    plain = scheduler._submit_dryrun(app, {"slurm_version": "24.11", "partition": "p"})
+    for info in (typed, plain):
+        assert "--partition=p" in str(info.request.to_json()["script"])
