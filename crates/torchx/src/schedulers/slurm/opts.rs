@@ -27,7 +27,7 @@ run_opts! {
         exclusive: bool = false,
         /// The workspace builder: `dir` (the default: the workspace is copied into job_dir) or `docker` (it is built into an image pushed to image_repo, and every replica runs in that image through the cluster's container plugin, `srun --container-image`: pyxis).
         workspace_type: Option<String>,
-        /// The image repository (<registry>/<repository>) a `docker` workspace is pushed to.
+        /// The image repository (`REGISTRY/REPOSITORY`) a `docker` workspace is pushed to.
         image_repo: Option<String>,
         /// The Slurm version to render for (e.g. 24.11), instead of asking `sinfo --version`; lets a dry run work without a cluster.
         slurm_version: Option<String>,
