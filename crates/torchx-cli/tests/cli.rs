@@ -738,6 +738,7 @@ fn a_misspelt_cli_run_key_warns_with_the_nearest_key() {
 
 /// An AWS scheduler with no region configured: one clear error, the configuration exit code
 /// (3), and none of the SDK's own log lines (its IMDS lookup warns with internal structs).
+#[cfg(feature = "aws")]
 #[test]
 fn no_aws_region_is_a_configuration_error_in_one_message() {
     let env = Env::new();
