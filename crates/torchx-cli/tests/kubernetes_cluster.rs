@@ -17,7 +17,7 @@ mod support;
 
 use std::time::Duration;
 
-use support::k8s::{api, check, eventually, running_pod, Cluster, Way};
+use support::k8s::{check, eventually, evict, running_pod, Cluster, Way};
 use support::{stderr, stdout};
 
 /// A job runs on the node: SUCCEEDED, its log read from the kubelet, listed, then deleted.
@@ -645,42 +645,10 @@ fn an_evicted_pod_runs_again(way: Way) {
     let Some(k8s) = Cluster::get(&format!("an_evicted_pod_runs_again {way:?}")) else {
         return;
     };
-    let ckpt = k8s.env.cwd.join("ckpt");
-    std::fs::create_dir_all(&ckpt).unwrap();
-    let mounts = format!("type=bind,src={},dst=/ckpt", ckpt.display());
-    let trainer = "if [ \"$TORCHX_ATTEMPT\" -ge 1 ]; then echo \"again in attempt $TORCHX_ATTEMPT\"; exit 0; fi; \
-                   echo first; while :; do sleep 0.2; done";
-    let args = [
-        "--time_limit",
-        "10m",
-        "--checkpoint_dir",
-        "/ckpt",
-        "utils.sh",
-        "--image",
-        "busybox:local",
-        "-h",
-        "NULL",
-        "--mounts",
-        &mounts,
-        "--",
-        "sh",
-        "-c",
-        trainer,
-    ];
-    let handle = k8s.submit(way.scheduler(), way.cfg(), &args);
+    let handle = k8s.preemptible(way, &k8s.env.cwd.join("ckpt"));
     k8s.wait_log(&handle, "first");
     let pod = running_pod(&k8s.kubeconfig, &handle);
-    let eviction = serde_json::json!({
-        "apiVersion": "policy/v1",
-        "kind": "Eviction",
-        "metadata": {"name": &pod, "namespace": "default"},
-    });
-    let answer = api(
-        &k8s.kubeconfig,
-        "POST",
-        &format!("/api/v1/namespaces/default/pods/{pod}/eviction"),
-        Some(&eviction.to_string()),
-    );
+    let answer = evict(&k8s.kubeconfig, &pod);
     assert_eq!(answer["status"], "Success", "{way:?}: {answer}");
     let s = k8s.wait_ended(&handle);
     assert_eq!(s["state"], "SUCCEEDED", "{way:?}: {s}");

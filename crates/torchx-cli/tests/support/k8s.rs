@@ -107,6 +107,34 @@ impl Cluster {
         self.sh_as(Way::IndexedJob, script)
     }
 
+    /// A trainer under a recovery option (time limit 10 m, checkpoints in `ckpt`, a host
+    /// mount) that prints `first` and runs until preempted in attempt 0, and prints `again in
+    /// attempt N` and succeeds in any later one; submitted `way`, the handle.
+    pub fn preemptible(&self, way: Way, ckpt: &std::path::Path) -> String {
+        std::fs::create_dir_all(ckpt).unwrap();
+        let mounts = format!("type=bind,src={},dst=/ckpt", ckpt.display());
+        let trainer = "if [ \"$TORCHX_ATTEMPT\" -ge 1 ]; then echo \"again in attempt $TORCHX_ATTEMPT\"; exit 0; fi; \
+                       echo first; while :; do sleep 0.2; done";
+        let args = [
+            "--time_limit",
+            "10m",
+            "--checkpoint_dir",
+            "/ckpt",
+            "utils.sh",
+            "--image",
+            "busybox:local",
+            "-h",
+            "NULL",
+            "--mounts",
+            &mounts,
+            "--",
+            "sh",
+            "-c",
+            trainer,
+        ];
+        self.submit(way.scheduler(), way.cfg(), &args)
+    }
+
     /// busybox running `sh -c script`, submitted `way`; the handle.
     pub fn sh_as(&self, way: Way, script: &str) -> String {
         let args = [
@@ -218,6 +246,22 @@ pub fn merge_patch(kubeconfig: &str, path: &str, patch: &serde_json::Value) -> s
         .unwrap();
     serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("PATCH {path}: {e}: {}{}", stdout(&out), stderr(&out)))
+}
+
+/// Evicts pod `pod` of namespace `default` through the Eviction API (what a drain or a
+/// preemption does); the API server's answer.
+pub fn evict(kubeconfig: &str, pod: &str) -> serde_json::Value {
+    let eviction = serde_json::json!({
+        "apiVersion": "policy/v1",
+        "kind": "Eviction",
+        "metadata": {"name": pod, "namespace": "default"},
+    });
+    api(
+        kubeconfig,
+        "POST",
+        &format!("/api/v1/namespaces/default/pods/{pod}/eviction"),
+        Some(&eviction.to_string()),
+    )
 }
 
 /// Whether the API server answers `/readyz` with ok.
