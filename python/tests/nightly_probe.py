@@ -29,6 +29,15 @@ def raised(fn: Callable[[], Any]) -> Any:
         return {"raises": type(e).__name__}
 
 
+def raised_a(kind: type, fn: Callable[[], Any]) -> bool:
+    """Whether ``fn()`` raises a ``kind`` (where the two name their classes differently)."""
+    try:
+        fn()
+    except kind:
+        return True
+    return False
+
+
 def warned(fn: Callable[[], Any]) -> List[str]:
     """The categories of the warnings ``fn()`` gives, in order."""
     with warnings.catch_warnings(record=True) as caught:
@@ -266,6 +275,59 @@ def testing_package() -> Any:
         m.name for m in pkgutil.iter_modules(torchx.testing.__path__) if m.name in ("distributed", "fixtures")
     )
 
+
+@probe
+def file_components_as_modules() -> Any:
+    """A component file is loaded as a real module: its own imports work, it is in ``sys.modules``."""
+    from torchx.specs.finder import get_component
+
+    root = tempfile.mkdtemp()
+    with open(os.path.join(root, "probe_helpers.py"), "w") as f:
+        f.write("GREETING = 'from a sibling'\n")
+    path = os.path.join(root, "probe_comp.py")
+    with open(path, "w") as f:
+        f.write(
+            "import torchx.specs as specs\n"
+            "from probe_helpers import GREETING\n\n\n"
+            "def hello() -> specs.AppDef:\n"
+            "    return specs.AppDef(name='h', roles=[specs.Role(name='h', image='i', entrypoint='echo', args=[GREETING])])\n"
+        )
+    sys.path.insert(0, root)
+    fn = get_component(f"{path}:hello").fn
+    return {"args": fn().roles[0].args, "in_sys_modules": fn.__module__ in sys.modules}
+
+
+@probe
+def slurm_workspace_builders() -> Any:
+    """Slurm's dry run: the ``dir`` builder and the ``docker`` builder's ``srun`` line."""
+    from torchx.schedulers.slurm_scheduler import create_scheduler
+    from torchx.specs import AppDef, Role
+
+    def script(cfg: Dict[str, Any], image: str) -> List[str]:
+        app = AppDef("app", [Role("trainer", image=image, entrypoint="echo", args=["hi"])])
+        info = create_scheduler("probe").submit_dryrun(app, cfg)
+        return [line for line in info.request.materialize().splitlines() if line.startswith(("srun", "#SBATCH", "cd "))]
+
+    return {
+        "dir": raised(lambda: script({}, "/tmp")),
+        "docker": raised(lambda: script({"workspace_type": "docker"}, "alpine:3")),
+        "unknown_builder": raised_a(ValueError, lambda: script({"workspace_type": "zip"}, "/tmp")),
+    }
+
+
+@probe
+def structured_run_options() -> Any:
+    """A builtin scheduler's dry run keeps the options it resolved, typed (#1461)."""
+    from torchx.schedulers import local_scheduler, slurm_scheduler
+    from torchx.specs import AppDef, Role
+
+    app = AppDef("app", [Role("trainer", image="/tmp", entrypoint="echo", args=["hi"])])
+    local = local_scheduler.create_scheduler("probe").submit_dryrun(app, {"log_dir": "/tmp/probe-logs"}).cfg
+    slurm = slurm_scheduler.create_scheduler("probe").submit_dryrun(app, {"partition": "p"}).cfg
+    return {
+        "local": [type(local).__name__, local.log_dir, local["log_dir"], isinstance(local, Mapping)],
+        "slurm": [type(slurm).__name__, slurm.partition, slurm["partition"], slurm.job_dir],
+    }
 
 def _torchx() -> str:
     """The ``torchx`` executable of this interpreter's install (``$TORCHX_BIN`` wins)."""

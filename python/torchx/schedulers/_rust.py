@@ -7,6 +7,7 @@ import contextlib
 import contextvars
 import copy
 import os
+import sys
 from typing import TYPE_CHECKING, Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 if TYPE_CHECKING:  # annotations only: importing datetime costs every program
@@ -101,6 +102,13 @@ class RustRequest:
 
     def to_json(self) -> Any:
         return self.data
+
+    def materialize(self) -> str:
+        """The batch script (Slurm's, LSF's), as TorchX's ``SlurmBatchRequest.materialize()``."""
+        script = self.data.get("script") if isinstance(self.data, dict) else None
+        if not isinstance(script, str):
+            raise TypeError("this scheduler's request has no batch script to materialize")
+        return script
 
     def __repr__(self) -> str:
         return str(self._handle.render())
@@ -268,6 +276,17 @@ class RustScheduler(Scheduler[Mapping[str, Any]]):
                 )
                 role.workspace = None
         return app
+
+    @classmethod
+    def _opts_type(cls) -> Optional[type]:
+        """The typed options of the builtin scheduler this class is (each builtin's module
+        serves them as ``Opts``), as the nightly types local_cwd's, Docker's, Kubernetes' and
+        Slurm's."""
+        for klass in cls.__mro__:
+            module = klass.__module__
+            if module.startswith("torchx.schedulers.") and module != __name__:
+                return getattr(sys.modules[module], "Opts", None)
+        return super()._opts_type()
 
     def _known_cfg(self, cfg: Mapping[str, Any]) -> Dict[str, Any]:
         """``cfg`` without the options this scheduler does not have (ignored, as TorchX)."""

@@ -7,7 +7,21 @@ import abc
 import re
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import TYPE_CHECKING, Any, ClassVar, FrozenSet, Generic, Iterable, List, Mapping, Optional, TypeVar
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    ClassVar,
+    FrozenSet,
+    Generic,
+    Iterable,
+    List,
+    Mapping,
+    Optional,
+    TypeVar,
+    cast,
+    get_args,
+    get_origin,
+)
 
 if TYPE_CHECKING:  # annotations only: importing datetime costs every program
     from datetime import datetime
@@ -98,6 +112,13 @@ class ListAppResponse(Record):
         return hash((self.app_id, self.app_handle, self.state))
 
 
+def _is_structured_opts(tp: Any) -> bool:
+    # By name, so that checking does not import StructuredOpts' machinery.
+    return isinstance(tp, type) and any(
+        k.__name__ == "StructuredOpts" and k.__module__ == "torchx.schedulers._structured_opts" for k in tp.__mro__
+    )
+
+
 class Scheduler(abc.ABC, Generic[T]):
     """A job scheduler backend. Subclasses implement ``schedule``, ``_submit_dryrun``,
     ``describe``, ``list`` and ``_cancel_existing`` (and optionally ``_run_opts``,
@@ -137,13 +158,30 @@ class Scheduler(abc.ABC, Generic[T]):
     def submit_dryrun(self, app: AppDef, cfg: Mapping[str, Any]) -> AppDryRunInfo[Any]:
         """The request ``schedule`` would send: options resolved, then ``_submit_dryrun``,
         then each role's ``pre_proc`` hook, in role order."""
-        resolved_cfg = self.run_opts().resolve(cfg)
-        dryrun_info = self._submit_dryrun(app, resolved_cfg)  # type: ignore[arg-type]
+        resolved_cfg = self._resolve_cfg(cfg)
+        dryrun_info = self._submit_dryrun(app, resolved_cfg)
         for role in app.roles:
             dryrun_info = role.pre_proc(self.backend, dryrun_info)
-        dryrun_info._app = app
-        dryrun_info._cfg = resolved_cfg
+        dryrun_info.app = app
+        dryrun_info.cfg = resolved_cfg  # type: ignore[assignment]
         return dryrun_info
+
+    @classmethod
+    def _opts_type(cls) -> Optional[type]:
+        """The ``StructuredOpts`` subclass named in ``Scheduler[...]``, if any (the nightly's:
+        ``_submit_dryrun`` and the dry run's ``cfg`` get that type; otherwise a dict, as 0.7)."""
+        for klass in cls.__mro__:
+            for base in getattr(klass, "__orig_bases__", ()):
+                if get_origin(base) is Scheduler:
+                    args = get_args(base)
+                    return args[0] if args and _is_structured_opts(args[0]) else None
+        return None
+
+    def _resolve_cfg(self, cfg: Mapping[str, Any]) -> T:
+        """``cfg`` with the run options' defaults, as this scheduler's options type."""
+        resolved = self.run_opts().resolve(cfg)
+        opts_type = type(self)._opts_type()
+        return cast(T, resolved if opts_type is None else opts_type.from_cfg(resolved))  # type: ignore[attr-defined]
 
     def _submit_dryrun(self, app: AppDef, cfg: T) -> AppDryRunInfo[Any]:
         raise NotImplementedError()
