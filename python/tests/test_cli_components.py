@@ -652,9 +652,20 @@ def test_a_module_on_the_python_path_names_components_as_the_nightly(torchx_bin:
     env = {"PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    for name, said in (("my_pkg.comps:hello", "from a module"), ("my_pkg.comps:Greeter", "from a class")):
+    for name, said in (
+        ("my_pkg.comps:hello", "from a module"),
+        ("my_pkg.comps:Greeter", "from a class"),
+        ("my_pkg.comps.hello", "without the colon"),
+        ("my_pkg.comps.Greeter", "a class without the colon"),
+    ):
         done = _torchx(torchx_bin, elsewhere, "run", "--dryrun", "--json", name, "--msg", said, env=env)
         assert done.returncode == 0, done.stderr
         assert json.loads(done.stdout)["app"]["roles"][0]["args"] == [said]
     missing = _torchx(torchx_bin, elsewhere, "run", "my_pkg.nope:hello", env=env)
     assert missing.returncode == 4 and "Module `my_pkg.nope` not found on the python path" in missing.stderr
+    for name in ("my_pkg.nope.hello", "my_pkg.comps.nope"):
+        missing = _torchx(torchx_bin, elsewhere, "run", name, env=env)
+        assert missing.returncode == 4 and f"component `{name}` not found" in missing.stderr, missing.stderr
+    # A builtin's namespace stays the builtins': a typo is suggested, not imported.
+    typo = _torchx(torchx_bin, elsewhere, "run", "utils.ehco", env=env)
+    assert typo.returncode == 4 and "Did you mean `utils.echo`?" in typo.stderr, typo.stderr

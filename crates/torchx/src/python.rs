@@ -479,6 +479,12 @@ fn is_module_path(path: &str) -> bool {
         && !Path::new(path).exists()
 }
 
+/// Whether `name` reads as `pkg.module.function` (a function by its module path, without the
+/// colon): dotted identifiers, at least two.
+pub(crate) fn is_module_function(name: &str) -> bool {
+    name.contains('.') && name.split('.').all(is_identifier)
+}
+
 fn is_identifier(s: &str) -> bool {
     let mut chars = s.chars();
     matches!(chars.next(), Some(c) if c == '_' || c.is_alphabetic())

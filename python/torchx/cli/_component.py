@@ -19,12 +19,6 @@ def _error(kind: str, message: str) -> Dict[str, Any]:
 
 
 def _evaluate(request: Dict[str, Any]) -> Dict[str, Any]:
-    from torchx.specs.finder import (
-        ComponentNotFoundException,
-        ComponentValidationException,
-        get_component,
-    )
-
     if request.get("action") == "named_resources":
         return _plugin_named_resources()
     if request.get("action") == "plugin_names":
@@ -44,15 +38,28 @@ def _evaluate(request: Dict[str, Any]) -> Dict[str, Any]:
             valid = [c for c in found.values() if not c.validation_errors]
             return {"components": [{"name": c.name, "description": c.description} for c in valid]}
         name = request["function"]
+        if name not in found and "." in name:
+            # `pkg.module.fn`: a function by its module path (the nightly's finder).
+            answer = _component(name, request)
+            if answer.get("error", {}).get("kind") != "not_found":
+                return answer
         if name not in found:
             return _error(
                 "not_found",
-                "no builtin, component directory or torchx.components entry point has it",
+                "no builtin, component directory or torchx.components entry point has it"
+                + (", nor is it a function of a module on the Python path" if "." in name else ""),
             )
         if found[name].validation_errors:
             return _error("invalid_spec", "\n".join(found[name].validation_errors))
         return _materialize(found[name].fn, request)
-    name = f"{request['path']}:{request['function']}"
+    return _component(f"{request['path']}:{request['function']}", request)
+
+
+def _component(name: str, request: Dict[str, Any]) -> Dict[str, Any]:
+    """The component ``name`` (``path:fn``, ``pkg.module:fn`` or ``pkg.module.fn``), evaluated
+    as ``request`` asks."""
+    from torchx.specs.finder import ComponentNotFoundException, ComponentValidationException, get_component
+
     try:
         component = get_component(name)
     except ComponentNotFoundException as e:

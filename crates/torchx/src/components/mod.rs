@@ -513,8 +513,14 @@ pub fn find_component_with(
     if let Some(c) = all.iter().find(|c| c.name == name) {
         return Ok(ComponentRef::Component(c.clone()));
     }
-    // Python plugins come after every builtin and registration, so they cannot shadow one.
-    if crate::python::plugins_declared("torchx.components") {
+    // Python plugins come after every builtin and registration, so they cannot shadow one;
+    // nor can a function by module path (`pkg.module.fn`, the nightly's), which may not use a
+    // builtin's namespace (`utils.ehco` stays a typo with suggestions).
+    let module_function = crate::python::is_module_function(name)
+        && name.split_once('.').is_some_and(|(namespace, _)| {
+            !all.iter().any(|c| c.name.split_once('.').is_some_and(|(n, _)| n == namespace))
+        });
+    if module_function || crate::python::plugins_declared("torchx.components") {
         return Ok(ComponentRef::Python(PythonComponent::entry_point(name)));
     }
     Err(Error::not_found(
