@@ -924,3 +924,46 @@ fn plan_checks_the_job_queue() {
     let (code, row) = plan(QUEUE);
     assert_eq!(code, Some(0), "{row}");
 }
+
+/// `describe_native` reads the job back from Batch in the dry run's shape: the same job
+/// definition (nodes, image, command, retries) and queue; `None` for a job Batch does not know.
+#[tokio::test]
+async fn describe_native_reads_the_job_and_its_definition_back() {
+    if !emulator_up("aws_batch describe_native") {
+        return;
+    }
+    let runner = Runner::new(Registry::builtin(), TorchxConfig::default());
+    let mut role = torchx::specs::Role::new("trainer", "busybox:local");
+    role.entrypoint = "echo".into();
+    role.args = vec!["read back".into()];
+    role.num_replicas = 2;
+    role.max_retries = 1;
+    role.resource = torchx::specs::Resource::new(1, 0, 512);
+    let app = torchx::specs::AppDef::new("native", vec![role]);
+    let args = torchx::runner::RunArgs::default();
+    let info = runner
+        .dryrun(app, "aws_batch", &cfg(), &args)
+        .await
+        .unwrap();
+    let sent = info.request.to_json();
+    let handle = runner.schedule(&info).await.unwrap();
+    let native = runner
+        .describe_native(&handle)
+        .await
+        .unwrap()
+        .expect("read back");
+    assert_eq!(native["name"], sent["name"], "{native}");
+    // Batch names the queue by its ARN.
+    let queue = native["queue"].as_str().unwrap();
+    assert!(queue.ends_with(&format!("job-queue/{QUEUE}")), "{queue}");
+    let (got, want) = (&native["jobDef"], &sent["jobDef"]);
+    for key in ["jobDefinitionName", "type", "nodeProperties"] {
+        assert_eq!(got[key], want[key], "jobDef.{key}: {got}");
+    }
+    // Batch's retry actions are case-insensitive (the emulator gives them back in lower case).
+    let retries = |v: &serde_json::Value| v["retryStrategy"].to_string().to_uppercase();
+    assert_eq!(retries(got), retries(want), "{got}");
+    let unknown = handle.replace("native", "no-such-job-anywhere");
+    assert_eq!(runner.describe_native(&unknown).await.unwrap(), None);
+    runner.cancel(&handle).await.unwrap();
+}

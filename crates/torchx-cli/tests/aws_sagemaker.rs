@@ -166,3 +166,55 @@ fn workspace_image_is_pushed_and_run_by_the_training_job() {
         "{v}"
     );
 }
+
+/// `describe_native` reads the training job back as SageMaker describes it: the request's
+/// fields as sent, beside SageMaker's status; `None` for an unknown job.
+#[tokio::test]
+async fn describe_native_reads_the_training_job_back() {
+    if !aws_emulator_up("aws_sagemaker describe_native") {
+        return;
+    }
+    let cfg: Cfg = CFG
+        .split(',')
+        .filter_map(|kv| kv.split_once('='))
+        .map(|(k, v)| (k.to_string(), CfgValue::Str(v.to_string())))
+        .collect();
+    let runner = Runner::new(Registry::builtin(), TorchxConfig::default());
+    let mut role = torchx::specs::Role::new("trainer", "busybox:local");
+    role.entrypoint = "echo".into();
+    role.args = vec!["read back".into()];
+    role.resource = torchx::specs::Resource::new(1, 0, 512);
+    let app = torchx::specs::AppDef::new("native", vec![role]);
+    let args = torchx::runner::RunArgs::default();
+    let info = runner
+        .dryrun(app, "aws_sagemaker", &cfg, &args)
+        .await
+        .unwrap();
+    let sent = info.request.to_json();
+    let handle = runner.schedule(&info).await.unwrap();
+    let native = runner
+        .describe_native(&handle)
+        .await
+        .unwrap()
+        .expect("read back");
+    // What was sent comes back as sent (SageMaker adds its defaults beside it).
+    for key in [
+        "TrainingJobName",
+        "RoleArn",
+        "AlgorithmSpecification",
+        "ResourceConfig",
+    ] {
+        match &sent[key] {
+            serde_json::Value::Object(fields) => {
+                for (field, value) in fields {
+                    assert_eq!(&native[key][field], value, "{key}.{field}: {native}");
+                }
+            }
+            value => assert_eq!(&native[key], value, "{key}: {native}"),
+        }
+    }
+    assert!(native["TrainingJobStatus"].is_string(), "{native}");
+    let unknown = handle.replace("native", "no-such-job-anywhere");
+    assert_eq!(runner.describe_native(&unknown).await.unwrap(), None);
+    runner.cancel(&handle).await.unwrap();
+}

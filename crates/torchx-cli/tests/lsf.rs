@@ -225,6 +225,35 @@ async fn lsf_conforms() {
     opts.timeout = Duration::from_secs(30);
     opts.poll = Duration::from_millis(100);
     conformance(&runner, "lsf", &opts).await;
+
+    // `describe_native` (here, where the fakes are this process's): LSF's jobs and the submit
+    // script that made them, read back; `None` for a project bjobs does not know.
+    let mut role = torchx::specs::Role::new("trainer", "img");
+    role.entrypoint = "echo".into();
+    role.args = vec!["read back".into()];
+    role.num_replicas = 2;
+    let app = torchx::specs::AppDef::new("native", vec![role]);
+    let args = torchx::runner::RunArgs::default();
+    let info = runner.dryrun(app, "lsf", &opts.cfg, &args).await.unwrap();
+    let sent = info.request.to_json();
+    let handle = runner.schedule(&info).await.unwrap();
+    let native = runner
+        .describe_native(&handle)
+        .await
+        .unwrap()
+        .expect("read back");
+    assert_eq!(native["script"], sent["script"], "{native}");
+    assert_eq!(native["jobdir"], sent["jobdir"], "{native}");
+    let names: Vec<&str> = native["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| j["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names.len(), 2, "{native}");
+    assert!(names.iter().all(|n| n.starts_with("native-")), "{native}");
+    let unknown = handle.replace("native", "no-such-project");
+    assert_eq!(runner.describe_native(&unknown).await.unwrap(), None);
 }
 
 /// Dry runs do not ask `bhosts` every time: its answer is cached in the state dir, keyed by the

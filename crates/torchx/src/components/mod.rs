@@ -518,7 +518,8 @@ pub fn find_component_with(
     // builtin's namespace (`utils.ehco` stays a typo with suggestions).
     let module_function = crate::python::is_module_function(name)
         && name.split_once('.').is_some_and(|(namespace, _)| {
-            !all.iter().any(|c| c.name.split_once('.').is_some_and(|(n, _)| n == namespace))
+            !all.iter()
+                .any(|c| c.name.split_once('.').is_some_and(|(n, _)| n == namespace))
         });
     if module_function || crate::python::plugins_declared("torchx.components") {
         return Ok(ComponentRef::Python(PythonComponent::entry_point(name)));

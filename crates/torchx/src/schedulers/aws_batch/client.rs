@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 
 use aws_sdk_batch::types as bt;
+use serde_json::{json, Value};
 
 use super::{aws_err, is_deleted, render, split_app_id, split_child, AwsBatchScheduler, NAME};
 use crate::error::Result;
@@ -230,4 +231,142 @@ pub(super) fn container_properties(c: &render::Container) -> bt::ContainerProper
         .set_execution_role_arn(c.execution_role_arn.clone())
         .set_instance_type(c.instance_type.clone());
     b.build()
+}
+
+impl AwsBatchScheduler {
+    /// A job definition by its ARN (or `name:revision`), if Batch still has it.
+    pub(super) async fn job_definition(&self, arn: &str) -> Result<Option<bt::JobDefinition>> {
+        let described = self
+            .batch()
+            .await?
+            .describe_job_definitions()
+            .job_definitions(arn)
+            .send()
+            .await
+            .map_err(aws_err("describing a job definition"))?;
+        Ok(described.job_definitions().first().cloned())
+    }
+}
+
+/// A submitted job read back in the shape of the dry run's request (`BatchJob`'s JSON): the
+/// job's name, queue, share, array size and dependencies, and its job definition as Batch holds
+/// it (`None` when it is gone).
+pub(super) fn native_json(job: &bt::JobDetail, def: Option<&bt::JobDefinition>) -> Value {
+    let mut out = json!({
+        "name": job.job_name(),
+        "queue": job.job_queue(),
+        "jobDef": def.map(job_definition_json),
+    });
+    if let Some(share) = job.share_identifier() {
+        out["shareId"] = json!(share);
+    }
+    if let Some(size) = job.array_properties().and_then(|a| a.size()) {
+        out["arraySize"] = json!(size);
+    }
+    let depends: Vec<_> = job.depends_on().iter().filter_map(|d| d.job_id()).collect();
+    if !depends.is_empty() {
+        out["dependsOn"] = json!(depends);
+    }
+    out
+}
+
+fn job_definition_json(def: &bt::JobDefinition) -> Value {
+    let mut out = json!({
+        "jobDefinitionName": def.job_definition_name(),
+        "type": def.r#type(),
+        "tags": def.tags().cloned().unwrap_or_default().into_iter().collect::<BTreeMap<_, _>>(),
+    });
+    if let Some(nodes) = def.node_properties() {
+        out["nodeProperties"] = json!({
+            "numNodes": nodes.num_nodes(),
+            "mainNode": nodes.main_node(),
+            "nodeRangeProperties": nodes.node_range_properties().iter().map(|r| json!({
+                "targetNodes": r.target_nodes(),
+                "container": r.container().map(container_json),
+            })).collect::<Vec<_>>(),
+        });
+    }
+    if let Some(c) = def.container_properties() {
+        out["containerProperties"] = container_json(c);
+    }
+    if let Some(retry) = def.retry_strategy() {
+        out["retryStrategy"] = json!({
+            "attempts": retry.attempts(),
+            "evaluateOnExit": retry.evaluate_on_exit().iter().map(|e| {
+                let mut rule = serde_json::Map::new();
+                if let Some(code) = e.on_exit_code() {
+                    rule.insert("onExitCode".into(), json!(code));
+                }
+                if let Some(reason) = e.on_status_reason() {
+                    rule.insert("onStatusReason".into(), json!(reason));
+                }
+                rule.insert("action".into(), json!(e.action().map(|a| a.as_str())));
+                Value::Object(rule)
+            }).collect::<Vec<_>>(),
+        });
+    }
+    if let Some(seconds) = def.timeout().and_then(|t| t.attempt_duration_seconds()) {
+        out["timeout"] = json!({"attemptDurationSeconds": seconds});
+    }
+    if let Some(priority) = def.scheduling_priority() {
+        out["schedulingPriority"] = json!(priority);
+    }
+    out
+}
+
+/// The inverse of [`container_properties`], for what Batch gives back.
+fn container_json(c: &bt::ContainerProperties) -> Value {
+    let mut out = json!({
+        "command": c.command(),
+        "image": c.image(),
+        "environment": c.environment().iter()
+            .map(|kv| json!({"name": kv.name(), "value": kv.value()}))
+            .collect::<Vec<_>>(),
+        "privileged": c.privileged().unwrap_or(false),
+        "resourceRequirements": c.resource_requirements().iter()
+            .map(|r| json!({"type": r.r#type().map(|t| t.as_str()), "value": r.value()}))
+            .collect::<Vec<_>>(),
+        "mountPoints": c.mount_points().iter()
+            .map(|m| json!({
+                "containerPath": m.container_path(),
+                "readOnly": m.read_only().unwrap_or(false),
+                "sourceVolume": m.source_volume(),
+            }))
+            .collect::<Vec<_>>(),
+        "volumes": c.volumes().iter()
+            .map(|v| {
+                let mut vol = json!({"name": v.name()});
+                if let Some(path) = v.host().and_then(|h| h.source_path()) {
+                    vol["host"] = json!({"sourcePath": path});
+                }
+                if let Some(fs) = v.efs_volume_configuration() {
+                    vol["efsVolumeConfiguration"] = json!({"fileSystemId": fs.file_system_id()});
+                }
+                vol
+            })
+            .collect::<Vec<_>>(),
+    });
+    if let Some(linux) = c.linux_parameters() {
+        out["linuxParameters"] = json!({
+            "sharedMemorySize": linux.shared_memory_size(),
+            "devices": linux.devices().iter().map(|d| json!({
+                "hostPath": d.host_path(),
+                "containerPath": d.container_path(),
+                "permissions": d.permissions().iter().map(|p| p.as_str()).collect::<Vec<_>>(),
+            })).collect::<Vec<_>>(),
+        });
+    }
+    if let Some(log) = c.log_configuration() {
+        out["logConfiguration"] = json!({"logDriver": log.log_driver().map(|d| d.as_str())});
+    }
+    for (key, value) in [
+        ("jobRoleArn", c.job_role_arn()),
+        ("executionRoleArn", c.execution_role_arn()),
+        ("instanceType", c.instance_type()),
+    ] {
+        if let Some(value) = value {
+            out[key] = json!(value);
+        }
+    }
+    out
 }

@@ -360,6 +360,18 @@ impl Backend for AwsBatchScheduler {
         Ok(format!("{}:{}", job.queue, job.name))
     }
 
+    /// The job and its job definition as Batch holds them (as long as Batch lists the job).
+    async fn describe_native(&self, app_id: &str) -> Result<Option<serde_json::Value>> {
+        let Some(job) = self.find_job(app_id).await? else {
+            return Ok(None);
+        };
+        let def = match job.job_definition() {
+            Some(arn) => self.job_definition(arn).await?,
+            None => None,
+        };
+        Ok(Some(client::native_json(&job, def.as_ref())))
+    }
+
     async fn describe(&self, app_id: &str) -> Result<Option<DescribeAppResponse>> {
         let Some(job) = self.find_job(app_id).await? else {
             return Ok(None);

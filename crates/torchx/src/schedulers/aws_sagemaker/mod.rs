@@ -147,6 +147,12 @@ impl Backend for AwsSageMakerScheduler {
         }
     }
 
+    /// The training job as SageMaker describes it: every field of the CreateTrainingJob
+    /// request (the dry run's) with SageMaker's status fields beside them.
+    async fn describe_native(&self, app_id: &str) -> Result<Option<Value>> {
+        self.describe_job(app_id).await
+    }
+
     async fn describe(&self, app_id: &str) -> Result<Option<DescribeAppResponse>> {
         let Some(job) = self.describe_job(app_id).await? else {
             return Ok(None);

@@ -230,6 +230,11 @@ impl Backend for LsfScheduler {
         off_executor(self, move |s| s.describe_now(&app_id)).await
     }
 
+    async fn describe_native(&self, app_id: &str) -> Result<Option<serde_json::Value>> {
+        let app_id = app_id.to_string();
+        off_executor(self, move |s| s.describe_native_now(&app_id)).await
+    }
+
     async fn list(&self) -> Result<Vec<ListAppResponse>> {
         off_executor(self, |s| s.list_now()).await
     }
@@ -297,6 +302,37 @@ impl LsfScheduler {
         }
         resp.roles_from_statuses();
         Ok(Some(resp))
+    }
+
+    /// What LSF holds of the app (each job's name, id and state, `bjobs`) and the submit
+    /// script that made them (its `bsub` calls with each job's script), where it is still on
+    /// this host: in the jobdir (`bjobs`' output_dir) or this state directory.
+    fn describe_native_now(&self, app_id: &str) -> Result<Option<serde_json::Value>> {
+        let project = split_task(app_id).0;
+        if self.jobs(app_id)?.is_empty() {
+            return Ok(None);
+        }
+        let ids = self.job_field(app_id, "jobid")?;
+        let stats = self.job_field(app_id, "stat")?;
+        let jobs: Vec<_> = ids
+            .iter()
+            .map(|(name, id)| serde_json::json!({"name": name, "jobid": id, "stat": stats.get(name)}))
+            .collect();
+        let jobdir = self
+            .job_field(app_id, "output_dir")?
+            .into_values()
+            .find(|d| d != "-");
+        let script = jobdir
+            .iter()
+            .map(PathBuf::from)
+            .chain([self.state_dir.join("scripts")])
+            .find_map(|dir| std::fs::read_to_string(dir.join(format!("{project}.sh"))).ok());
+        Ok(Some(serde_json::json!({
+            "app_id": project,
+            "jobdir": jobdir,
+            "script": script,
+            "jobs": jobs,
+        })))
     }
 
     fn list_now(&self) -> Result<Vec<ListAppResponse>> {
