@@ -329,6 +329,7 @@ def structured_run_options() -> Any:
         "slurm": [type(slurm).__name__, slurm.partition, slurm["partition"], slurm.job_dir],
     }
 
+
 def _torchx() -> str:
     """The ``torchx`` executable of this interpreter's install (``$TORCHX_BIN`` wins)."""
     return os.environ.get("TORCHX_BIN") or os.path.join(os.path.dirname(sys.executable), "torchx")
