@@ -216,3 +216,26 @@ fn pipeline_example_runs_as_written() {
         "{log}"
     );
 }
+
+/// The rerun example, as written: task 3 fails once, the rerun runs it alone, as the first run
+/// did (`task 3 of 5`), and succeeds.
+#[test]
+fn rerun_example_runs_as_written() {
+    let env = Env::new();
+    let example = block_after(&readme(), "rerun the failed tasks of the group", "sh");
+    let out = run_line(&env, &example);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let groups: Vec<String> = env
+        .list()
+        .iter()
+        .filter_map(|row| row["app_handle"].as_str())
+        .filter(|h| h.contains("/~sh-"))
+        .map(str::to_string)
+        .collect();
+    assert_eq!(groups.len(), 2, "the first run and the rerun: {groups:?}");
+    let status = env.status(&groups[0]);
+    assert_eq!(status["state"], "SUCCEEDED", "{status}");
+    let log = stdout(&env.run(&["log", &groups[0]]));
+    assert!(log.contains("task 3 of 5"), "{log}");
+    assert!(!log.contains("task 0 of"), "only the failed task ran again: {log}");
+}
