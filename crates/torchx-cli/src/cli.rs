@@ -319,6 +319,10 @@ pub struct ListArgs {
     /// At most this many apps (newest first).
     #[arg(long)]
     pub limit: Option<usize>,
+    /// Also the apps of other state directories (local_docker's engine is shared: by default
+    /// it lists this state directory's apps, as local_cwd does).
+    #[arg(long)]
+    pub all: bool,
     /// JSON output.
     #[arg(long)]
     pub json: bool,

@@ -42,6 +42,24 @@ fn echo_succeeds_and_its_log_is_readable() {
     assert_eq!(stdout(&env.run(&["log", &handle])), "echo/0 hi docker\n");
     let list = env.run(&["list", "-s", "local_docker", "--json"]);
     assert!(stdout(&list).contains(&handle));
+    // Another state directory lists its own apps, as local_cwd does; `--all` every one.
+    let elsewhere = Env::new();
+    let theirs = elsewhere.run(&["list", "-s", "local_docker"]);
+    assert!(!stdout(&theirs).contains(&handle), "{}", stdout(&theirs));
+    assert!(
+        stderr(&theirs).contains(
+            "of other state directories on this local_docker engine not shown (`--all` shows them)"
+        ),
+        "{}",
+        stderr(&theirs)
+    );
+    let all = elsewhere.run(&["list", "-s", "local_docker", "--all", "--json"]);
+    assert!(stdout(&all).contains(&handle), "{}", stdout(&all));
+    assert!(
+        stdout(&all).contains("\"other_state_dir\": true"),
+        "{}",
+        stdout(&all)
+    );
     // A finished app's end is its containers' (it does not grow with the clock).
     let ended = |list: &std::process::Output| {
         let rows: serde_json::Value = serde_json::from_slice(&list.stdout).unwrap();

@@ -237,5 +237,8 @@ fn rerun_example_runs_as_written() {
     assert_eq!(status["state"], "SUCCEEDED", "{status}");
     let log = stdout(&env.run(&["log", &groups[0]]));
     assert!(log.contains("task 3 of 5"), "{log}");
-    assert!(!log.contains("task 0 of"), "only the failed task ran again: {log}");
+    assert!(
+        !log.contains("task 0 of"),
+        "only the failed task ran again: {log}"
+    );
 }

@@ -608,6 +608,7 @@ pub fn fold_into_groups(scheduler: &str, apps: &mut Vec<torchx::specs::ListAppRe
                 .is_terminal()
                 .then(|| mine.iter().filter_map(|a| a.end_time).reduce(f64::max))
                 .flatten(),
+            other_state_dir: false,
         });
     }
     torchx::specs::sort_newest_first(apps);

@@ -110,6 +110,17 @@ pub fn list(a: ListArgs) -> Result<i32> {
         &runner, &scheduler, &mut apps,
     ));
     apps.retain(|app| state.is_none_or(|s| app.state == s));
+    let before = apps.len();
+    if !a.all {
+        apps.retain(|app| !app.other_state_dir);
+    }
+    let hidden = before - apps.len();
+    if hidden > 0 {
+        eprintln!(
+            "torchx: {hidden} app(s) of other state directories on this {scheduler} engine not \
+             shown (`--all` shows them)"
+        );
+    }
     if let Some(n) = a.limit {
         apps.truncate(n);
     }

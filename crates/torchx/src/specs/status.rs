@@ -665,6 +665,10 @@ pub struct ListAppResponse {
     /// End time (unix seconds), if known and finished.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub end_time: Option<f64>,
+    /// Submitted from another state directory: local_docker's engine is shared, and `torchx
+    /// list` shows only its own state directory's apps unless `--all`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub other_state_dir: bool,
 }
 
 /// Sorts apps newest first (apps without a start time last).

@@ -613,6 +613,7 @@ pub async fn fold_into_pipelines(
                 .is_terminal()
                 .then(|| mine.iter().filter_map(|a| a.end_time).reduce(f64::max))
                 .flatten(),
+            other_state_dir: false,
         });
     }
     torchx::specs::sort_newest_first(apps);

@@ -478,6 +478,7 @@ impl Backend for AwsBatchScheduler {
                             .unwrap_or_else(|| name.to_string()),
                         start_time: j.created_at().map(|ms| ms as f64 / 1000.0),
                         end_time: j.stopped_at().map(|ms| ms as f64 / 1000.0),
+                        other_state_dir: false,
                     });
                 }
             }

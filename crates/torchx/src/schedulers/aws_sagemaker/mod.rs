@@ -216,6 +216,7 @@ impl Backend for AwsSageMakerScheduler {
                     app_handle: String::new(),
                     start_time: seconds(&j["CreationTime"]),
                     end_time: seconds(&j["TrainingEndTime"]),
+                    other_state_dir: false,
                 });
             }
             token = page["NextToken"].as_str().map(str::to_string);

@@ -726,6 +726,7 @@ impl Backend for KubernetesScheduler {
                 name,
                 start_time: start,
                 end_time: None,
+                other_state_dir: false,
             })
             .collect();
         // Volcano Jobs too, where Volcano is installed.
@@ -746,6 +747,7 @@ impl Backend for KubernetesScheduler {
                         .to_string(),
                     start_time: created(&job),
                     end_time: None,
+                    other_state_dir: false,
                 });
             }
         }

@@ -246,6 +246,7 @@ impl Backend for KubernetesMcadScheduler {
                         .as_str()
                         .and_then(parse_time),
                     end_time: None,
+                    other_state_dir: false,
                 }
             })
             .collect();

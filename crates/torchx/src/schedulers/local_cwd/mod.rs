@@ -463,6 +463,7 @@ impl LocalCwdScheduler {
                     name: summary.name,
                     start_time: Some(live.created),
                     end_time: ended,
+                    other_state_dir: false,
                 });
             }
             Ok(out)

@@ -58,6 +58,9 @@ pub struct LocalDockerScheduler {
     supervised: LocalCwdScheduler,
     /// Where supervised apps' logs go.
     log_base: std::path::PathBuf,
+    /// This scheduler's state directory, as the label on each container says it (the engine
+    /// is shared by every state directory; `list` tells their apps apart by it).
+    state_dir: String,
 }
 
 impl Default for LocalDockerScheduler {
@@ -68,6 +71,7 @@ impl Default for LocalDockerScheduler {
             cancelled_dir: state.join("cancelled"),
             supervised: LocalCwdScheduler::new(state.join("supervised")),
             log_base: state.join("logs"),
+            state_dir: state.display().to_string(),
         }
     }
 }
@@ -100,6 +104,8 @@ struct Found {
     created: Option<f64>,
     /// When it exited (the engine's `FinishedAt`), once it has.
     finished: Option<f64>,
+    /// The state directory it was submitted from (its label), if it says.
+    state_dir: Option<String>,
     restarts: i64,
     /// The engine killed it for using too much memory.
     oom: bool,
@@ -205,6 +211,7 @@ impl LocalDockerScheduler {
                     .and_then(|r| r.parse().ok())
                     .unwrap_or(0),
                 created: s.created.map(|c| c as f64),
+                state_dir: labels.get(render::LABEL_STATE_DIR).cloned(),
             });
         }
         out.sort_by(|a, b| (&a.role, a.replica).cmp(&(&b.role, b.replica)));
@@ -352,6 +359,10 @@ impl Backend for LocalDockerScheduler {
         copied: Option<&render::CopiedEnv>,
     ) -> Result<DockerJob> {
         let mut job = render(app, opts, ctx, copied)?;
+        for c in &mut job.containers {
+            c.labels
+                .insert(render::LABEL_STATE_DIR.into(), self.state_dir.clone());
+        }
         // The recovery contract and dependencies need torchx's supervisor: Docker's restart
         // policy can neither tell a requeue from a failure nor hold a container back.
         if app.roles.iter().any(|r| r.uses_recovery()) || !ctx.after.is_empty() {
@@ -515,11 +526,13 @@ impl Backend for LocalDockerScheduler {
 
     async fn list(&self) -> Result<Vec<ListAppResponse>> {
         let found = self.find(None).await?;
-        // Per app: its containers' states, the first start and the last end.
-        type Seen = (Vec<AppState>, Option<f64>, Option<f64>);
+        // Per app: its containers' states, the first start, the last end, and whether it is
+        // another state directory's (or says none: Python TorchX's, or an older torchx's).
+        type Seen = (Vec<AppState>, Option<f64>, Option<f64>, bool);
         let mut apps: BTreeMap<String, Seen> = BTreeMap::new();
         for f in found {
             let e = apps.entry(f.app_id).or_default();
+            e.3 |= f.state_dir.as_deref() != Some(self.state_dir.as_str());
             e.0.push(f.state);
             e.1 = match (e.1, f.created) {
                 (Some(a), Some(b)) => Some(a.min(b)),
@@ -532,7 +545,7 @@ impl Backend for LocalDockerScheduler {
         }
         let mut out: Vec<ListAppResponse> = apps
             .into_iter()
-            .map(|(app_id, (states, created, finished))| {
+            .map(|(app_id, (states, created, finished, other_state_dir))| {
                 let state = app_state(states);
                 ListAppResponse {
                     name: app_id
@@ -544,6 +557,7 @@ impl Backend for LocalDockerScheduler {
                     start_time: created,
                     // Ended once every container has: the last of them.
                     end_time: finished.filter(|_| state.is_terminal()),
+                    other_state_dir,
                 }
             })
             .collect();

@@ -19,6 +19,8 @@ pub(super) const LABEL_APP_ID: &str = "torchx.pytorch.org/app-id";
 pub(super) const LABEL_ROLE: &str = "torchx.pytorch.org/role-name";
 /// The replica label.
 pub(super) const LABEL_REPLICA: &str = "torchx.pytorch.org/replica-id";
+/// The state directory the app was submitted from (set by the scheduler, not the pure render).
+pub(super) const LABEL_STATE_DIR: &str = "torchx.pytorch.org/state-dir";
 /// local_docker's dry-run fact: the submitter's environment variables that `copy_env` selects.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CopiedEnv(pub crate::specs::Env);

@@ -361,6 +361,7 @@ impl LsfScheduler {
                 app_handle: String::new(),
                 start_time: None,
                 end_time: None,
+                other_state_dir: false,
             })
             .collect())
     }

@@ -308,6 +308,7 @@ pub(super) fn parse_list(v: &Value) -> Result<Vec<ListAppResponse>, String> {
                 start_time: a.get("start_time").and_then(Value::as_f64),
                 end_time: a.get("end_time").and_then(Value::as_f64),
                 app_id,
+                other_state_dir: false,
             })
         })
         .collect()

@@ -634,6 +634,7 @@ impl SlurmScheduler {
                 name: j.name,
                 start_time: j.start,
                 end_time: j.end,
+                other_state_dir: false,
             })
             .collect();
         out.sort_by(|a, b| {
