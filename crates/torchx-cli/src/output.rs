@@ -1,6 +1,6 @@
 //! Terminal output: the logger and error rendering. Only this crate writes to the terminal.
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 
 /// A minimal stderr logger: `torchx LEVEL message`.
 struct Logger {
@@ -141,7 +141,14 @@ impl Sink {
         // One write per batch of whole lines, so replicas printing at once never mix a line.
         let _ = match self {
             Sink::Stdout => std::io::stdout().lock().write_all(bytes),
-            Sink::Stderr => std::io::stderr().lock().write_all(bytes),
+            Sink::Stderr => {
+                let mut err = std::io::stderr().lock();
+                // On a terminal, over a live progress line (redrawn at its next update).
+                if !bytes.is_empty() && err.is_terminal() {
+                    let _ = err.write_all(b"\r\x1b[2K");
+                }
+                err.write_all(bytes)
+            }
         };
     }
 }

@@ -345,11 +345,20 @@ fn a_local_group_waits_with_its_progress_and_a_summary() {
         "utils.sh",
         "sh",
         "-c",
-        "sleep 0.3; [ ${array_index} != 2 ]",
+        "echo task $TORCHX_ARRAY_INDEX of $TORCHX_ARRAY_SIZE; sleep 0.3; [ ${array_index} != 2 ]",
     ]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let handle = stdout(&out).trim().to_string();
     let err = stderr(&out);
+    // Each task's lines as they come, labelled as `torchx log <group>` labels them, before the
+    // summary.
+    for i in 0..4 {
+        assert!(err.contains(&format!("{i}:sh/0 task {i} of 4\n")), "{err}");
+    }
+    assert!(
+        err.find("3:sh/0 task 3").unwrap() < err.find("FAILED after").unwrap(),
+        "{err}"
+    );
     assert!(err.contains(&format!("{handle}: 0/4 tasks done")), "{err}");
     assert!(
         err.contains("4/4 tasks done (1 FAILED, 3 SUCCEEDED)"),
@@ -395,7 +404,7 @@ fn a_group_shows_a_live_line_on_a_terminal() {
     let out = std::process::Command::new("script")
         .args([
             "-qec",
-            &format!("{torchx} run --array 0-2%1 utils.sh sleep 0.3"),
+            &format!("{torchx} run --array 0-2%1 utils.sh sh -c 'sleep 0.3; echo slept'"),
             "/dev/null",
         ])
         .current_dir(&env.cwd)
@@ -411,6 +420,8 @@ fn a_group_shows_a_live_line_on_a_terminal() {
         "{screen:?}"
     );
     assert!(screen.contains("SUCCEEDED after"), "{screen:?}");
+    // A task's line clears the live line first, and the next update draws it again.
+    assert!(screen.contains("\r\x1b[2K2:sh/0 slept"), "{screen:?}");
 }
 
 /// `cancel` of a capped group returns within 5 s whatever its submitter is doing: while tasks

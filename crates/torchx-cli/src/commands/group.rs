@@ -181,7 +181,16 @@ impl GroupRun<'_> {
                 exit_codes::JOB_FAILED
             });
         }
-        super::block_on(follow(&runner, &group, timeout, a.json))
+        // As a single run streams its replicas' lines when it runs here (or with --log), a
+        // group streams its tasks', labelled as `torchx log <group>` labels them.
+        let stream_logs = a.log || (self.runs_locally && !a.json);
+        super::block_on(follow(
+            std::sync::Arc::new(runner),
+            &group,
+            timeout,
+            a.json,
+            stream_logs,
+        ))
     }
 }
 
@@ -189,16 +198,30 @@ impl GroupRun<'_> {
 /// did not succeed with its handle and why, and the command that runs them again. Ctrl-C or
 /// SIGTERM cancels the group, as it does a job `run` waits for.
 async fn follow(
-    runner: &Runner,
+    runner: std::sync::Arc<Runner>,
     group: &GroupRecord,
     timeout: Option<std::time::Duration>,
     json: bool,
+    stream_logs: bool,
 ) -> Result<i32> {
     let mut interrupts = super::Interrupts::install()?;
     let handle = group.handle();
     let progress = std::cell::RefCell::new(GroupProgress::new(&handle, "tasks"));
     let latest = std::cell::RefCell::new(group.clone());
+    // Each task's lines, followed from when its handle is known until its app ends.
+    let streams = std::cell::RefCell::new(tokio::task::JoinSet::new());
+    let mut streamed = std::collections::HashSet::new();
     let wait = runner.wait_group_with(group, |now, states| {
+        if stream_logs {
+            for task in &now.tasks {
+                if let Some(h) = task.handle.as_ref().filter(|_| streamed.insert(task.index)) {
+                    let (runner, h) = (runner.clone(), h.clone());
+                    streams
+                        .borrow_mut()
+                        .spawn(stream_task(runner, h, task.index));
+                }
+            }
+        }
         latest.replace(now.clone());
         progress.borrow_mut().update(states);
     });
@@ -206,6 +229,12 @@ async fn follow(
         states = super::within(timeout, &handle, wait) => Err(states),
         _ = interrupts.recv() => Ok(()),
     };
+    let mut streams = streams.into_inner();
+    if let Err(Ok(_)) = &interrupted {
+        // The apps ended, so do their streams: the last lines first, then the summary.
+        while streams.join_next().await.is_some() {}
+    }
+    drop(streams);
     progress.borrow_mut().finish();
     let states = match interrupted {
         Err(states) => states?,
@@ -218,7 +247,7 @@ async fn follow(
     };
     let group = latest.into_inner();
     let elapsed = progress.borrow().elapsed();
-    let unsuccessful = unsuccessful_tasks(runner, &group, &states).await;
+    let unsuccessful = unsuccessful_tasks(&runner, &group, &states).await;
     let state = group_state(&states);
     if json {
         let failed: Vec<serde_json::Value> = unsuccessful
@@ -256,6 +285,31 @@ async fn follow(
     } else {
         exit_codes::JOB_FAILED
     })
+}
+
+/// Follows every replica of task `index`'s app on stderr, each line labelled
+/// `{index}:{role}/{k}` (as `torchx log <group>` prints it), until the app ends.
+async fn stream_task(runner: std::sync::Arc<Runner>, handle: String, index: u32) {
+    let app = match runner.describe(&handle).await {
+        Ok(Some(app)) => app,
+        Ok(None) => return,
+        Err(e) => return log::warn!("logs of {handle}: {e}"),
+    };
+    let mut replicas = tokio::task::JoinSet::new();
+    for role in &app.roles {
+        for k in 0..role.num_replicas {
+            let (runner, handle, role) = (runner.clone(), handle.clone(), role.name.clone());
+            let prefix = format!("{index}:{role}/{k}");
+            replicas.spawn(async move {
+                super::run::stream_replica(&runner, &handle, &role, k, &prefix).await
+            });
+        }
+    }
+    while let Some(done) = replicas.join_next().await {
+        if let Ok(Err(e)) = done {
+            log::warn!("logs of {handle}: {e}");
+        }
+    }
 }
 
 /// The tasks of `group` that did not succeed: (index, state, handle, why).

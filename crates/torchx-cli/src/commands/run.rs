@@ -503,7 +503,10 @@ async fn submit_and_wait(
             for k in 0..role.num_replicas {
                 let (runner, handle, role) =
                     (Arc::clone(&runner), handle.clone(), role.name.clone());
-                log_tasks.spawn(async move { stream_replica(&runner, &handle, &role, k).await });
+                log_tasks.spawn(async move {
+                    let prefix = format!("{role}/{k}");
+                    stream_replica(&runner, &handle, &role, k, &prefix).await
+                });
             }
         }
     }
@@ -561,11 +564,18 @@ async fn interrupted(runner: &Runner, handle: &str) -> Result<i32> {
     Ok(exit_codes::INTERRUPTED)
 }
 
-async fn stream_replica(runner: &Runner, handle: &str, role: &str, k: u32) -> Result<()> {
+/// Follows replica `role/k` of `handle` on stderr, each line after `prefix`, until it ends.
+pub(super) async fn stream_replica(
+    runner: &Runner,
+    handle: &str,
+    role: &str,
+    k: u32,
+    prefix: &str,
+) -> Result<()> {
     let query = LogQuery {
         should_tail: true,
         ..LogQuery::default()
     };
     let mut lines = runner.log_lines(handle, role, k, &query).await?;
-    copy_log_lines(lines.as_mut(), &format!("{role}/{k}"), Sink::Stderr).await
+    copy_log_lines(lines.as_mut(), prefix, Sink::Stderr).await
 }
