@@ -407,11 +407,11 @@ name: cross
 steps:
   - name: prepare
     component: utils.sh
-    args: [sh, -c, 'echo 1 > $TORCHX_PIPELINE_DIR/value']
+    args: [sh, -c, 'echo 1 > $TORCHX_PIPELINE_DIR/value; echo prepare out; echo prepare err >&2']
   - name: train
     scheduler: slurm
     component: utils.sh
-    args: [sh, -c, 'echo $(( $(cat $TORCHX_PIPELINE_DIR/value) + 1 )) > $TORCHX_PIPELINE_DIR/value']
+    args: [sh, -c, 'echo $(( $(cat $TORCHX_PIPELINE_DIR/value) + 1 )) > $TORCHX_PIPELINE_DIR/value; echo train out; echo train err >&2']
     after: [prepare]
   - name: evaluate
     scheduler: local_docker
@@ -441,6 +441,17 @@ steps:
         .path();
     let value = std::fs::read_to_string(dir.join("shared/value")).unwrap();
     assert_eq!(value.trim(), "3", "each step added one");
+    // One default for the whole pipeline: every step's stdout and stderr, Slurm's (two files)
+    // as local_cwd's (one combined log).
+    let log = stdout(&env.run(&["log", &handle]));
+    for line in [
+        "prepare:sh/0 prepare out",
+        "prepare:sh/0 prepare err",
+        "train:sh/0 train out",
+        "train:sh/0 train err",
+    ] {
+        assert!(log.contains(line), "{line}: {log}");
+    }
 }
 
 #[test]

@@ -463,13 +463,12 @@ pub async fn log(
                     for task in &group.tasks {
                         if let Some(t) = &task.handle {
                             let label = format!("{label}{}:", task.index);
-                            super::query::log_app(runner, query, t, selection, tail, &label)
-                                .await?;
+                            log_step(runner, query, t, selection, tail, &label).await?;
                         }
                     }
                 }
                 None => {
-                    super::query::log_app(runner, query, h, selection, tail, &label).await?;
+                    log_step(runner, query, h, selection, tail, &label).await?;
                 }
             }
         }
@@ -478,6 +477,40 @@ pub async fn log(
             return Ok(exit_codes::OK);
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// One step's app in `torchx log <pipeline>`. Without `--streams` every step shows both its
+/// streams, whatever its scheduler's own default: combined where the scheduler has it, else
+/// (Slurm, LSF: separate files) its stdout's lines, then its stderr's.
+async fn log_step(
+    runner: &std::rc::Rc<Runner>,
+    query: &std::rc::Rc<torchx::scheduler::LogQuery>,
+    handle: &str,
+    selection: (Option<&str>, Option<&str>),
+    tail: bool,
+    label: &str,
+) -> Result<i32> {
+    use torchx::specs::Stream;
+    if query.streams.is_some() {
+        return super::query::log_app(runner, query, handle, selection, tail, label).await;
+    }
+    let with = |streams| {
+        std::rc::Rc::new(torchx::scheduler::LogQuery {
+            streams: Some(streams),
+            ..(**query).clone()
+        })
+    };
+    let combined = with(Stream::Combined);
+    match super::query::log_app(runner, &combined, handle, selection, tail, label).await {
+        Err(e) if e.kind() == torchx::ErrorKind::Unsupported => {
+            for stream in [Stream::Stdout, Stream::Stderr] {
+                super::query::log_app(runner, &with(stream), handle, selection, tail, label)
+                    .await?;
+            }
+            Ok(exit_codes::OK)
+        }
+        other => other,
     }
 }
 
