@@ -4,6 +4,8 @@ attempt, and how it asks to be started again.
 A job that opted into the contract (any of ``--time_limit``, ``--checkpoint_signal``,
 ``--requeue_exit_code``, ``--max_requeues``, ``--checkpoint_dir`` or the role fields) gets, in
 every attempt, ``TORCHX_ATTEMPT``, ``TORCHX_CHECKPOINT_DIR`` and ``TORCHX_REQUEUE_FILE``.
+A job run with ``--hang_timeout`` gets ``TORCHX_HEARTBEAT_FILE``: :func:`heartbeat` tells the
+watchdog it makes progress while it prints nothing.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import os
 from pathlib import Path
 from typing import Optional
 
-__all__ = ["attempt", "checkpoint_dir", "request_requeue"]
+__all__ = ["attempt", "checkpoint_dir", "heartbeat", "request_requeue"]
 
 
 def request_requeue() -> None:
@@ -30,6 +32,18 @@ def request_requeue() -> None:
             "(give --time_limit, --checkpoint_signal, --max_requeues or --requeue_exit_code)"
         )
     Path(path).touch()
+
+
+def heartbeat() -> None:
+    """Tells the hang watchdog (``--hang_timeout``) that this replica makes progress, as a line
+    on stdout or stderr would: for a job that computes quietly for longer than its timeout.
+    Cheap (one ``utime``); a no-op in a job that is not watched."""
+    path = os.environ.get("TORCHX_HEARTBEAT_FILE")
+    if path:
+        try:
+            os.utime(path)
+        except FileNotFoundError:
+            Path(path).touch()
 
 
 def attempt() -> int:

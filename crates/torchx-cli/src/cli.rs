@@ -158,6 +158,12 @@ pub struct RunArgs {
     /// on one of the role's mounts).
     #[arg(long = "checkpoint_dir", value_name = "PATH")]
     pub checkpoint_dir: Option<String>,
+    /// A replica with no progress (a line on stdout or stderr, or a touch of
+    /// TORCHX_HEARTBEAT_FILE) for DURATION is hung: the stacks of its processes are captured
+    /// (`torchx log --stacks`) and its attempt stopped (requeued under the recovery options,
+    /// else a failure). local_cwd.
+    #[arg(long = "hang_timeout", value_name = "DURATION")]
+    pub hang_timeout: Option<String>,
     /// Run an array of tasks: N (0..N-1), A-B or A-B:STEP, with %K to run at most K at once;
     /// component args and env may say ${array_index}. Prints one group handle.
     #[arg(long, value_name = "SPEC")]
@@ -347,6 +353,16 @@ pub struct LogArgs {
     /// Only lines until this time (same formats as --since).
     #[arg(long)]
     pub until: Option<String>,
+    /// The stacks captured when replicas hung (--hang_timeout) instead of the log lines: a
+    /// block per process, headed by role, replica and rank.
+    #[arg(long)]
+    pub stacks: bool,
+    /// With --stacks: of this attempt (default: each replica's latest that hung).
+    #[arg(long, value_name = "N", requires = "stacks")]
+    pub attempt: Option<u32>,
+    /// With --stacks: as JSON.
+    #[arg(long, requires = "stacks")]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

@@ -56,6 +56,7 @@ def role_to_json(role: Role) -> Dict[str, Any]:
                 ("requeue_exit_code", role.requeue_exit_code),
                 ("max_requeues", role.max_requeues),
                 ("checkpoint_dir", role.checkpoint_dir),
+                ("hang_timeout", role.hang_timeout),
             )
             if value is not None
         },
@@ -127,6 +128,7 @@ def role_from_json(r: Dict[str, Any]) -> Role:
     role.requeue_exit_code = r.get("requeue_exit_code")
     role.max_requeues = r.get("max_requeues")
     role.checkpoint_dir = r.get("checkpoint_dir")
+    role.hang_timeout = r.get("hang_timeout")
     if res is not None:
         role.resource = resource_from_json(res)
     role.port_map = dict(r.get("port_map", {}))

@@ -390,6 +390,9 @@ class Role(_Record):
     #: Where ``TORCHX_CHECKPOINT_DIR`` points in every attempt (container schedulers: a path on
     #: one of the role's mounts; local_cwd and slurm default to one next to the job's logs).
     checkpoint_dir: Optional[str] = None
+    #: A replica with no progress (output, or :func:`torchx.recovery.heartbeat`) this long is
+    #: hung: its stacks are captured and its attempt stopped. Seconds, or ``"10m"``.
+    hang_timeout: Optional[Union[int, str]] = None
 
     def __init__(
         self,
@@ -414,6 +417,7 @@ class Role(_Record):
         requeue_exit_code: Optional[int] = None,
         max_requeues: Optional[int] = None,
         checkpoint_dir: Optional[str] = None,
+        hang_timeout: Optional[Union[int, str]] = None,
     ) -> None:
         self.name = name
         self.image = image
@@ -436,6 +440,7 @@ class Role(_Record):
         self.requeue_exit_code = requeue_exit_code
         self.max_requeues = max_requeues
         self.checkpoint_dir = checkpoint_dir
+        self.hang_timeout = hang_timeout
 
     def __getattribute__(self, attrname: str) -> Any:
         if attrname == "overrides" or attrname.startswith("__"):

@@ -210,6 +210,9 @@ pub fn log(a: LogArgs) -> Result<i32> {
         parts[0]
     };
     let handle = format!("{scheme}://{session}/{}", parts[1]);
+    if a.stacks {
+        return stacks(&handle, (parts.get(2).copied(), parts.get(3).copied()), &a);
+    }
     let query = LogQuery {
         regex: a
             .regex
@@ -252,6 +255,39 @@ pub fn log(a: LogArgs) -> Result<i32> {
         });
     }
     super::block_on(log_app(&runner, &query, &handle, selection, a.tail, ""))
+}
+
+/// `torchx log --stacks`: the stacks captured when the app's replicas (those of the role, or
+/// of its replica ids) hung.
+fn stacks(handle: &str, (role, ids): (Option<&str>, Option<&str>), a: &LogArgs) -> Result<i32> {
+    let runner = super::runner_without_config()?;
+    let mut found = super::block_on(runner.hang_stacks(handle, a.attempt))?;
+    found.retain(|s| {
+        role.is_none_or(|r| r == s.role)
+            && ids.is_none_or(|ids| ids.split(',').any(|k| k == s.replica.to_string()))
+    });
+    if a.json {
+        print_json(&found);
+        return Ok(exit_codes::OK);
+    }
+    if found.is_empty() {
+        eprintln!(
+            "torchx: no stacks of {handle}{}: none of its replicas hung (--hang_timeout)",
+            a.attempt
+                .map(|n| format!(" in attempt {n}"))
+                .unwrap_or_default()
+        );
+    }
+    let mut out = std::io::stdout().lock();
+    for s in &found {
+        let _ = writeln!(
+            out,
+            "--- {}/{} attempt {} ---",
+            s.role, s.replica, s.attempt
+        );
+        let _ = write!(out, "{}", s.text);
+    }
+    Ok(exit_codes::OK)
 }
 
 /// The log lines of one app's replicas (those of `role`, or of its replica ids), labelled

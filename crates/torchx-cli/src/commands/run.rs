@@ -399,6 +399,15 @@ fn role_defaults(
     })
     .transpose()?;
     let checkpoint_dir = value(&a.checkpoint_dir, "checkpoint_dir").map(|(_, v)| v);
+    let hang_timeout = value(&a.hang_timeout, "hang_timeout")
+        .map(|g| match parse_duration(&g.1) {
+            Ok(0) => Err(Error::arg(format!(
+                "{} `{}`: a hang timeout must be more than 0",
+                g.0, g.1
+            ))),
+            other => other.map_err(|e| context(&g, e)),
+        })
+        .transpose()?;
     if let (Some(limit), None) = (time_limit, checkpoint_signal) {
         let fitted = torchx::specs::default_checkpoint_signal(limit);
         if fitted != torchx::specs::DEFAULT_CHECKPOINT_SIGNAL {
@@ -417,6 +426,7 @@ fn role_defaults(
         requeue_exit_code,
         max_requeues,
         checkpoint_dir,
+        hang_timeout,
     })
 }
 

@@ -66,6 +66,8 @@ pub struct RoleDefaults {
     pub max_requeues: Option<u32>,
     /// `--checkpoint_dir`.
     pub checkpoint_dir: Option<String>,
+    /// `--hang_timeout`, seconds.
+    pub hang_timeout: Option<u64>,
 }
 
 impl RoleDefaults {
@@ -75,6 +77,7 @@ impl RoleDefaults {
         role.checkpoint_signal = role.checkpoint_signal.or(self.checkpoint_signal);
         role.requeue_exit_code = role.requeue_exit_code.or(self.requeue_exit_code);
         role.max_requeues = role.max_requeues.or(self.max_requeues);
+        role.hang_timeout = role.hang_timeout.or(self.hang_timeout);
         if role.checkpoint_dir.is_none() {
             role.checkpoint_dir.clone_from(&self.checkpoint_dir);
         }
@@ -289,6 +292,17 @@ impl Runner {
     pub async fn describe_native(&self, handle: &str) -> Result<Option<serde_json::Value>> {
         let (h, s) = self.route(handle).await?;
         s.describe_native(h.app_id()).await
+    }
+
+    /// The stacks captured when the app's replicas hung (`--hang_timeout`), of `attempt`
+    /// (default: each replica's latest hung attempt); empty if none hung.
+    pub async fn hang_stacks(
+        &self,
+        handle: &str,
+        attempt: Option<u32>,
+    ) -> Result<Vec<crate::scheduler::HangStacks>> {
+        let (h, s) = self.route(handle).await?;
+        s.hang_stacks(h.app_id(), attempt).await
     }
 
     /// Polls until the app is terminal (or unknown, giving `None`). With a timeout, an app still

@@ -9,8 +9,8 @@ use std::fmt::Debug;
 use async_trait::async_trait;
 
 use super::{
-    ArrayRequest, ArrayTask, Capabilities, DryRunContext, DryRunInfo, Facts, LogLines, LogQuery,
-    NativeRequest, PlanReport, Replica, Scheduler, WorkspaceSupport,
+    ArrayRequest, ArrayTask, Capabilities, DryRunContext, DryRunInfo, Facts, HangStacks, LogLines,
+    LogQuery, NativeRequest, PlanReport, Replica, Scheduler, WorkspaceSupport,
 };
 use crate::error::{Error, Result};
 use crate::opts::{Cfg, RunOpts, TypedOpts};
@@ -92,6 +92,11 @@ pub trait Backend: Debug + Send + Sync + 'static {
         let _ = app_id;
         Ok(None)
     }
+    /// As [`Scheduler::hang_stacks`].
+    async fn hang_stacks(&self, app_id: &str, attempt: Option<u32>) -> Result<Vec<HangStacks>> {
+        let _ = (app_id, attempt);
+        Err(Error::unsupported(Self::NAME, "hang stacks (log --stacks)"))
+    }
     /// As [`Scheduler::workspace_support`].
     fn workspace_support(&self, cfg: &Cfg) -> WorkspaceSupport {
         let _ = cfg;
@@ -167,6 +172,7 @@ impl<B: Backend> Scheduler for B {
         ctx: &DryRunContext,
     ) -> Result<Box<dyn NativeRequest>> {
         super::check_recovery(B::NAME, B::CAPABILITIES, app)?;
+        super::check_hang_watch(B::NAME, B::CAPABILITIES, app)?;
         super::check_after(B::NAME, B::CAPABILITIES, ctx)?;
         let facts = ctx.facts.get::<B::Facts>();
         let request = self.render(app, &B::Opts::from_cfg(cfg)?, ctx, facts)?;
@@ -226,6 +232,10 @@ impl<B: Backend> Scheduler for B {
 
     async fn describe_native(&self, app_id: &str) -> Result<Option<serde_json::Value>> {
         Backend::describe_native(self, app_id).await
+    }
+
+    async fn hang_stacks(&self, app_id: &str, attempt: Option<u32>) -> Result<Vec<HangStacks>> {
+        Backend::hang_stacks(self, app_id, attempt).await
     }
 
     fn workspace_support(&self, cfg: &Cfg) -> WorkspaceSupport {

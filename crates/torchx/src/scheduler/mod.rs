@@ -73,6 +73,10 @@ pub struct Capabilities {
     /// (local_cwd); where not, a dry run with dependencies is refused. `false` in
     /// [`ALL`](Self::ALL): a backend claims it only with the code that does it.
     pub dependencies: bool,
+    /// It watches each replica for progress and stops one that made none for its role's
+    /// `hang_timeout`, with its stacks captured; where not, a dry run that sets one is refused.
+    /// `false` in [`ALL`](Self::ALL): a backend claims it only with the code that does it.
+    pub hang_watch: bool,
 }
 
 /// `pub const fn with_x(self, on: bool) -> Self` for each flag.
@@ -107,6 +111,7 @@ impl Capabilities {
         recovery: true,
         runs_locally: false,
         dependencies: false,
+        hang_watch: false,
     };
 
     /// Only what every scheduler does (dry run, schedule, describe).
@@ -126,6 +131,7 @@ impl Capabilities {
         recovery: false,
         runs_locally: false,
         dependencies: false,
+        hang_watch: false,
     };
 
     // Builders for code outside this crate, where the struct cannot be written literally
@@ -159,6 +165,8 @@ impl Capabilities {
         with_runs_locally: runs_locally,
         /// [`dependencies`](Self::dependencies) set to `on`.
         with_dependencies: dependencies,
+        /// [`hang_watch`](Self::hang_watch) set to `on`.
+        with_hang_watch: hang_watch,
     }
 
     /// [`workspace`](Self::workspace) set to `support`.
@@ -359,6 +367,35 @@ pub fn check_recovery(scheduler: &str, caps: Capabilities, app: &AppDef) -> Resu
     }
 }
 
+/// The stacks of one replica's processes when one of its attempts hung.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct HangStacks {
+    /// The role.
+    pub role: String,
+    /// The replica.
+    pub replica: u32,
+    /// The attempt that hung.
+    pub attempt: u32,
+    /// A block per process, headed `=== role/replica [rank R] pid P (how): command line`.
+    pub text: String,
+}
+
+/// Refuses an app that sets `hang_timeout` on a scheduler without
+/// [`Capabilities::hang_watch`], which would let a hung job run to its end unwatched.
+pub fn check_hang_watch(scheduler: &str, caps: Capabilities, app: &AppDef) -> Result<()> {
+    match app.roles.iter().find(|r| r.hang_timeout.is_some()) {
+        Some(r) if !caps.hang_watch => Err(Error::unsupported(
+            scheduler,
+            format!(
+                "hang_timeout (set on role `{}`): it cannot watch its replicas for progress \
+                 yet; local_cwd can",
+                r.name
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// Refuses a job with `--after` dependencies on a scheduler without
 /// [`Capabilities::dependencies`], which would start it at once.
 pub fn check_after(scheduler: &str, caps: Capabilities, ctx: &DryRunContext) -> Result<()> {
@@ -547,6 +584,15 @@ pub trait Scheduler: Debug + Send + Sync {
     async fn describe_native(&self, app_id: &str) -> Result<Option<serde_json::Value>> {
         let _ = app_id;
         Ok(None)
+    }
+    /// The stacks captured when replicas of the app hung ([`Capabilities::hang_watch`]), of
+    /// `attempt` (default: each replica's latest hung attempt); empty if none hung.
+    async fn hang_stacks(&self, app_id: &str, attempt: Option<u32>) -> Result<Vec<HangStacks>> {
+        let _ = (app_id, attempt);
+        Err(Error::unsupported(
+            self.name(),
+            "hang stacks (log --stacks)",
+        ))
     }
     /// The apps the scheduler knows.
     async fn list(&self) -> Result<Vec<ListAppResponse>> {

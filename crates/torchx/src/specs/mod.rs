@@ -279,6 +279,15 @@ pub struct Role {
     /// directory next to the job's logs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub checkpoint_dir: Option<String>,
+    /// Seconds a replica may go without progress (a line on stdout or stderr, or a touch of
+    /// `TORCHX_HEARTBEAT_FILE`) before it is hung: its stacks are captured and its attempt
+    /// stopped (`--hang_timeout 10m`; files may write `10m`).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "recovery::deserialize_hang_timeout"
+    )]
+    pub hang_timeout: Option<u64>,
 }
 
 impl Role {
@@ -304,6 +313,7 @@ impl Role {
             requeue_exit_code: None,
             max_requeues: None,
             checkpoint_dir: None,
+            hang_timeout: None,
         }
     }
 

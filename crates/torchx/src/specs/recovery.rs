@@ -220,6 +220,21 @@ impl<'de> Deserialize<'de> for CheckpointSignal {
 pub(crate) fn deserialize_time_limit<'de, D: Deserializer<'de>>(
     d: D,
 ) -> std::result::Result<Option<u64>, D::Error> {
+    deserialize_seconds(d, "time_limit", "a time limit")
+}
+
+/// `hang_timeout` as a role field: seconds, or a duration (`"5m"`).
+pub(crate) fn deserialize_hang_timeout<'de, D: Deserializer<'de>>(
+    d: D,
+) -> std::result::Result<Option<u64>, D::Error> {
+    deserialize_seconds(d, "hang_timeout", "a hang timeout")
+}
+
+fn deserialize_seconds<'de, D: Deserializer<'de>>(
+    d: D,
+    key: &str,
+    what: &str,
+) -> std::result::Result<Option<u64>, D::Error> {
     #[derive(Deserialize)]
     #[serde(untagged)]
     enum Raw {
@@ -232,8 +247,8 @@ pub(crate) fn deserialize_time_limit<'de, D: Deserializer<'de>>(
         None => Ok(None),
         Some(Raw::Seconds(s)) => Ok(Some(s)),
         Some(Raw::Other(v)) => Err(serde::de::Error::custom(format!(
-            "time_limit {v} is not a time limit: seconds (a positive number) or a duration such \
-             as \"4h\" or \"90m\""
+            "{key} {v} is not {what}: seconds (a positive number) or a duration such as \"4h\" \
+             or \"90m\""
         ))),
         Some(Raw::Text(t)) => parse_duration(&t)
             .map(Some)
@@ -241,9 +256,11 @@ pub(crate) fn deserialize_time_limit<'de, D: Deserializer<'de>>(
     }
 }
 
-/// The keys (`torchx run` flags, `[cli:run]` keys, pipeline step keys) of the retry and recovery options.
-pub const RECOVERY_KEYS: [&str; 6] = [
+/// The keys (`torchx run` flags, `[cli:run]` keys, pipeline step keys) of the retry and
+/// recovery options, and of the hang watchdog.
+pub const RECOVERY_KEYS: [&str; 7] = [
     "time_limit",
+    "hang_timeout",
     "checkpoint_signal",
     "max_retries",
     "requeue_exit_code",

@@ -98,11 +98,14 @@ pub enum EndReason {
     NodeFailure,
     /// A user (or a restart of its peers) stopped it.
     Cancelled,
+    /// It made no progress for its role's `hang_timeout`: its stacks were captured and it was
+    /// stopped. Requeued under the recovery contract, else a failure.
+    Hung,
 }
 
 impl EndReason {
     /// Every reason, in declaration order.
-    pub const ALL: [EndReason; 8] = [
+    pub const ALL: [EndReason; 9] = [
         EndReason::Succeeded,
         EndReason::Failed,
         EndReason::Timeout,
@@ -111,6 +114,7 @@ impl EndReason {
         EndReason::Preempted,
         EndReason::NodeFailure,
         EndReason::Cancelled,
+        EndReason::Hung,
     ];
 
     /// The snake_case name used in `status --json` and the ledger.
@@ -124,6 +128,7 @@ impl EndReason {
             EndReason::Preempted => "preempted",
             EndReason::NodeFailure => "node_failure",
             EndReason::Cancelled => "cancelled",
+            EndReason::Hung => "hung",
         }
     }
 

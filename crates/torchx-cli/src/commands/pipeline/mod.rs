@@ -43,6 +43,7 @@ fn refuse_job_options(a: &RunArgs) -> Result<()> {
         ("requeue_exit_code", a.requeue_exit_code.is_some()),
         ("max_requeues", a.max_requeues.is_some()),
         ("checkpoint_dir", a.checkpoint_dir.is_some()),
+        ("hang_timeout", a.hang_timeout.is_some()),
         ("parent_run_id", a.parent_run_id.is_some()),
         ("log", a.log),
     ];

@@ -113,6 +113,18 @@ impl Descendants {
             .any(|(&pid, t)| t.slot == slot && sys::pid_alive(pid, t.start))
     }
 
+    /// The live processes of `slot` (beyond its leader), in pid order.
+    pub(super) fn pids(&self, slot: usize) -> Vec<u32> {
+        let mut pids: Vec<u32> = self
+            .procs
+            .iter()
+            .filter(|(&pid, t)| t.slot == slot && sys::pid_alive(pid, t.start))
+            .map(|(&pid, _)| pid)
+            .collect();
+        pids.sort_unstable();
+        pids
+    }
+
     /// Sends `signal` to every live process of `slot`, except members of `group` (which the
     /// caller signals as a group).
     pub(super) fn signal(&self, slot: usize, signal: i32, group: Option<u32>) {

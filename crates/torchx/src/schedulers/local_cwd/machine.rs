@@ -36,6 +36,9 @@ pub(super) struct RolePolicy {
     pub checkpoint_signal: Option<(i32, f64)>,
     /// Whether the role opted into the recovery contract: without it, nothing is requeued.
     pub recovery: bool,
+    /// Seconds without progress after which a replica is hung (the supervisor watches; the
+    /// machine only decides what a hang means).
+    pub hang_timeout: Option<f64>,
 }
 
 impl RolePolicy {
@@ -54,6 +57,7 @@ impl RolePolicy {
             time_limit: None,
             checkpoint_signal: None,
             recovery: false,
+            hang_timeout: None,
         }
     }
 }
@@ -78,6 +82,13 @@ pub(super) enum Event {
     },
     /// A user cancelled the app (or the supervisor was asked to stop).
     Cancel,
+    /// Replica `slot` made no progress for its role's hang timeout; its stacks are captured.
+    Hung {
+        /// Its slot.
+        slot: usize,
+        /// What its stacks say, for the message (`rank 0 in all_reduce`), or empty.
+        detail: String,
+    },
     /// Time passed: deadlines due by now fire.
     Tick,
 }
@@ -122,6 +133,8 @@ pub(super) struct AttemptEnd {
 enum Stop {
     /// It outlived its time limit.
     TimeLimit,
+    /// It hung (and, under the recovery contract, did not end within its checkpoint window).
+    Hang,
     /// Its restart scope restarts.
     Restart,
     /// The app ends (cancelled or failed).
@@ -154,6 +167,8 @@ pub(super) struct Slot {
     kill_at: Option<f64>,
     /// The checkpoint signal was sent in this attempt: its processes may be saving.
     checkpointing: bool,
+    /// This attempt hung: what its stacks said (see [`Event::Hung`]).
+    hung: Option<String>,
     changed: bool,
 }
 
@@ -203,6 +218,7 @@ impl Machine {
                     limit_at: None,
                     kill_at: None,
                     checkpointing: false,
+                    hung: None,
                     changed: true,
                 })
             })
@@ -291,6 +307,7 @@ impl Machine {
                 oom,
             } => self.exited(now, slot, exit, requeue_asked, oom, &mut actions),
             Event::Cancel => self.stop_all(now, AppState::Cancelled, &mut actions),
+            Event::Hung { slot, detail } => self.hung(now, slot, detail, &mut actions),
             Event::Tick => self.tick(now, &mut actions),
         }
         self.advance(&mut actions);
@@ -308,6 +325,7 @@ impl Machine {
             slot.started = Some(now);
             (slot.ended, slot.exit, slot.stop, slot.kill_at) = (None, None, None, None);
             slot.checkpointing = false;
+            slot.hung = None;
             slot.msg.clear();
             slot.changed = true;
             match error {
@@ -343,6 +361,14 @@ impl Machine {
         })
     }
 
+    /// Whether slot `i` runs and may yet be found hung (it is not being stopped, and did not
+    /// hang already in this attempt).
+    pub(super) fn may_hang(&self, i: usize) -> bool {
+        self.slots
+            .get(i)
+            .is_some_and(|s| s.running && s.stop.is_none() && s.hung.is_none())
+    }
+
     /// Whether slot `i` was sent its checkpoint signal in this attempt and still runs: a
     /// wrapper (`sh -c`, torchrun) that dies of the signal may leave the processes that save.
     pub(super) fn checkpointing(&self, i: usize) -> bool {
@@ -373,9 +399,11 @@ impl Machine {
         let stopped = matches!(slot.stop, Some(Stop::Restart | Stop::End));
         let requeue_asked = role.recovery && requeue_asked;
         let reason = match exit {
-            Exit::Code(0) if !requeue_asked => EndReason::Succeeded,
+            Exit::Code(0) if !requeue_asked && slot.hung.is_none() => EndReason::Succeeded,
             _ if stopped => EndReason::Cancelled,
             _ if oom => EndReason::Oom,
+            // However it then ended, a hung attempt ended because it hung.
+            _ if slot.hung.is_some() => EndReason::Hung,
             _ if requeue_asked => EndReason::Requeued,
             Exit::Code(c) if role.recovery && c == role.requeue_exit_code => EndReason::Requeued,
             _ if slot.stop == Some(Stop::TimeLimit) => EndReason::Timeout,
@@ -392,6 +420,19 @@ impl Machine {
                 format!(
                     "{name} exceeded its time limit of {} and was stopped",
                     seconds(role.time_limit.unwrap_or_default())
+                ),
+            ),
+            EndReason::Hung => (
+                AppState::Failed,
+                format!(
+                    "{name} hung: no progress (output or heartbeat) for {}{}; its stacks: \
+                     `torchx log --stacks`",
+                    seconds(role.hang_timeout.unwrap_or_default()),
+                    slot.hung
+                        .as_deref()
+                        .filter(|d| !d.is_empty())
+                        .map(|d| format!(" ({d})"))
+                        .unwrap_or_default()
                 ),
             ),
             EndReason::Oom => (
@@ -441,7 +482,9 @@ impl Machine {
         }
         let (role_idx, replica) = (slot.role, slot.replica);
         let msg = slot.msg.clone();
-        let requeue = reason.is_requeue();
+        // Under the recovery contract a hung attempt is started again from its checkpoint, as
+        // after a time limit; otherwise a hang is a failure.
+        let requeue = reason.is_requeue() || (reason == EndReason::Hung && role.recovery);
         let (budget, counters, what) = if requeue {
             (role.max_requeues, &mut self.requeues, "requeue")
         } else {
@@ -513,6 +556,44 @@ impl Machine {
         }
     }
 
+    /// Slot `i` hung. Under the recovery contract it gets its checkpoint signal first (the
+    /// role's, else the default) and the grace period to save and exit; otherwise, or if it
+    /// does not, it is stopped. Either way the attempt ends as `hung`.
+    fn hung(&mut self, now: f64, i: usize, detail: String, out: &mut Vec<Action>) {
+        let Some(slot) = self
+            .slots
+            .get_mut(i)
+            .filter(|s| s.running && s.stop.is_none())
+        else {
+            return;
+        };
+        let role = &self.roles[slot.role];
+        out.push(Action::Note(format!(
+            "torchx supervisor: {}/{} made no progress for {}{}; stopping it",
+            role.name,
+            slot.replica,
+            seconds(role.hang_timeout.unwrap_or_default()),
+            if detail.is_empty() {
+                String::new()
+            } else {
+                format!(" ({detail})")
+            }
+        )));
+        slot.hung = Some(detail);
+        if role.recovery {
+            let signal = role.checkpoint_signal.map_or(
+                crate::specs::DEFAULT_CHECKPOINT_SIGNAL.signal.number(),
+                |(s, _)| s,
+            );
+            slot.checkpointing = true;
+            slot.signal_at = None;
+            slot.limit_at = Some(now + self.grace);
+            out.push(Action::Signal { slot: i, signal });
+        } else {
+            self.stop(now, i, Stop::Hang, out);
+        }
+    }
+
     fn tick(&mut self, now: f64, out: &mut Vec<Action>) {
         let due = |at: &mut Option<f64>| at.take_if(|t| *t <= now).is_some();
         for i in 0..self.slots.len() {
@@ -529,13 +610,18 @@ impl Machine {
                 }
             }
             if due(&mut slot.limit_at) {
-                out.push(Action::Note(format!(
-                    "torchx supervisor: {}/{} reached its time limit of {}; stopping it",
-                    role.name,
-                    slot.replica,
-                    seconds(time_limit.unwrap_or_default())
-                )));
-                self.stop(now, i, Stop::TimeLimit, out);
+                if slot.hung.is_some() {
+                    // A hung replica's checkpoint window closed.
+                    self.stop(now, i, Stop::Hang, out);
+                } else {
+                    out.push(Action::Note(format!(
+                        "torchx supervisor: {}/{} reached its time limit of {}; stopping it",
+                        role.name,
+                        slot.replica,
+                        seconds(time_limit.unwrap_or_default())
+                    )));
+                    self.stop(now, i, Stop::TimeLimit, out);
+                }
             }
             let slot = &mut self.slots[i];
             if due(&mut slot.kill_at) {

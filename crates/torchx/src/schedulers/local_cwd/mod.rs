@@ -41,7 +41,9 @@ mod submit;
 mod supervisor;
 #[cfg(test)]
 mod tests;
+mod watchdog;
 
+use crate::scheduler::HangStacks;
 use crate::schedulers::off_executor;
 use crate::sys;
 
@@ -515,6 +517,7 @@ impl Backend for LocalCwdScheduler {
         workspace: WorkspaceSupport::CurrentDir,
         runs_locally: true,
         dependencies: true,
+        hang_watch: true,
         ..Capabilities::ALL
     };
     type Opts = LocalCwdOpts;
@@ -607,6 +610,48 @@ impl Backend for LocalCwdScheduler {
                 }
             }
             Ok(())
+        })
+        .await
+    }
+
+    /// The `stacks.<attempt>` files the supervisor wrote beside each replica's logs.
+    async fn hang_stacks(&self, app_id: &str, attempt: Option<u32>) -> Result<Vec<HangStacks>> {
+        let id = app_id.to_string();
+        off_executor(self, move |s| {
+            s.settled(&id)?;
+            let replicas = s.with_ledger(|l| l.replicas(&id))?;
+            if replicas.is_empty() {
+                return Err(Error::not_found("app", &id, ""));
+            }
+            let mut out = Vec::new();
+            for r in replicas {
+                let Some(dir) = Path::new(&r.stdout).parent() else {
+                    continue;
+                };
+                let captured = fs::read_dir(dir)
+                    .into_iter()
+                    .flatten()
+                    .flatten()
+                    .filter_map(|e| {
+                        let name = e.file_name().into_string().ok()?;
+                        name.strip_prefix("stacks.")?.parse::<u32>().ok()
+                    });
+                let chosen = match attempt {
+                    Some(n) => captured.filter(|&a| a == n).max(),
+                    None => captured.max(),
+                };
+                if let Some(a) = chosen {
+                    let text = fs::read_to_string(dir.join(format!("stacks.{a}")))
+                        .map_err(|e| Error::io("reading a replica's stacks", e))?;
+                    out.push(HangStacks {
+                        role: r.role.clone(),
+                        replica: r.replica_id,
+                        attempt: a,
+                        text,
+                    });
+                }
+            }
+            Ok(out)
         })
         .await
     }

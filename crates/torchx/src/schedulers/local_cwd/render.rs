@@ -35,6 +35,10 @@ pub struct ReplicaParam {
     /// the replica ends asks for a requeue of the attempt: `TORCHX_REQUEUE_FILE` in its env.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub requeue_file: Option<PathBuf>,
+    /// With a hang timeout, the file (one per attempt, `.N` appended) whose modification counts
+    /// as progress: `TORCHX_HEARTBEAT_FILE` in its env.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub heartbeat_file: Option<PathBuf>,
 }
 
 /// The variable naming the file a replica's process creates to ask for a requeue.
@@ -70,6 +74,9 @@ pub struct RoleParams {
     /// TorchX (every kill and non-zero exit a failure) and gets TorchX's environment only.
     #[serde(default)]
     pub recovery: bool,
+    /// Seconds a replica may go without progress before it is hung.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hang_timeout: Option<u64>,
     /// One entry per replica.
     pub replicas: Vec<ReplicaParam>,
 }
@@ -88,6 +95,7 @@ impl RoleParams {
             requeue_exit_code: recovery.requeue_exit_code,
             max_requeues: recovery.max_requeues,
             recovery: role.uses_recovery(),
+            hang_timeout: role.hang_timeout,
             replicas,
         }
     }
@@ -230,6 +238,13 @@ fn replica(
     if let Some(file) = &requeue_file {
         env.insert(REQUEUE_FILE_ENV.into(), file.display().to_string());
     }
+    let heartbeat_file = role.hang_timeout.map(|_| dir.join("heartbeat"));
+    if let Some(file) = &heartbeat_file {
+        env.insert(
+            super::watchdog::HEARTBEAT_FILE_ENV.into(),
+            file.display().to_string(),
+        );
+    }
     let mut args = vec![r.entrypoint];
     args.extend(r.args);
     ReplicaParam {
@@ -241,6 +256,7 @@ fn replica(
         cwd: ctx.cwd.clone(),
         container: None,
         requeue_file,
+        heartbeat_file,
     }
 }
 

@@ -29,6 +29,7 @@ use super::ledger::{AttemptRow, Ledger, Progress, ReplicaRow};
 use super::machine::{Action, Event, Machine, RolePolicy};
 use super::plan::gpu_count;
 use super::render::{cuda_assignments, PopenRequest, ReplicaParam, REQUEUE_FILE_ENV};
+use super::watchdog::{self, Watch, HEARTBEAT_FILE_ENV};
 use super::{now, GRACE, NAME};
 use crate::error::{Error, Result};
 use crate::schedulers::create_private_dir;
@@ -116,6 +117,12 @@ struct Replica {
     sent_to_leader: bool,
     /// Whether processes beyond its leader (torchrun's workers) were seen in this attempt.
     had_workers: bool,
+    /// `role/replica`, for its stacks.
+    name: String,
+    /// Its role's `hang_timeout`.
+    hang_timeout: Option<Duration>,
+    /// This attempt's hang watch, with a hang timeout.
+    watch: Option<Watch>,
     dirty: bool,
 }
 
@@ -246,6 +253,9 @@ impl Supervisor {
                         .map(|s| s.signal.number()),
                     sent_to_leader: false,
                     had_workers: false,
+                    name: format!("{}/{i}", role.role),
+                    hang_timeout: role.hang_timeout.map(Duration::from_secs),
+                    watch: None,
                     dirty: true,
                 });
             }
@@ -262,6 +272,7 @@ impl Supervisor {
                         .checkpoint_signal
                         .map(|s| (s.signal.number(), s.seconds as f64)),
                     recovery: r.recovery,
+                    hang_timeout: r.hang_timeout.map(|t| t as f64),
                     ..RolePolicy::new(r.role.clone(), r.retry_policy, r.max_retries)
                 };
                 (policy, r.replicas.len())
@@ -446,6 +457,13 @@ impl Supervisor {
                 env.insert(REQUEUE_FILE_ENV.into(), file.display().to_string());
                 file
             });
+            let heartbeat = r.param.heartbeat_file.as_deref().map(|file| {
+                let file = attempt_file(file, attempt);
+                watchdog::prepare_heartbeat(&file);
+                env.insert(HEARTBEAT_FILE_ENV.into(), file.display().to_string());
+                file
+            });
+            r.watch = r.hang_timeout.map(|t| Watch::new(t, heartbeat));
             if let (Some(name), true) = (&r.param.container, attempt > 0) {
                 // Removed when the last attempt ended, unless that failed: the name would
                 // still be taken.
@@ -510,12 +528,20 @@ impl Supervisor {
                 let next = TREE_REFRESH.saturating_sub(self.tree_seen.elapsed());
                 timeout = Some(timeout.map_or(next, |t| t.min(next)));
             }
+            for w in self.replicas.iter().filter_map(|r| r.watch.as_ref()) {
+                timeout = Some(timeout.map_or(w.left(), |t| t.min(w.left())));
+            }
             let ready = sys::poll_readable(&fds, timeout)
                 .map_err(|e| Error::io("waiting for replica events", e))?;
             for (n, &(i, k)) in owners.iter().enumerate() {
                 if ready[n + 1] {
-                    if let Some(proc) = self.replicas[i].proc.as_mut() {
-                        proc.pump(k, &mut self.log_error);
+                    let r = &mut self.replicas[i];
+                    if let Some(proc) = r.proc.as_mut() {
+                        if proc.pump(k, &mut self.log_error) {
+                            if let Some(w) = r.watch.as_mut() {
+                                w.progressed();
+                            }
+                        }
                     }
                 }
             }
@@ -535,6 +561,7 @@ impl Supervisor {
             }
             let actions = self.machine.on_event(now(), Event::Tick);
             self.apply(actions);
+            self.watch_for_hangs();
         };
         // Whatever a replica left that nothing could tie to it goes with the app.
         self.descendants.kill_strays(&[self.guard_pid]);
@@ -651,6 +678,52 @@ impl Supervisor {
             self.ended(i, exit);
         }
         self.end_drained();
+    }
+
+    /// Each watched replica that made no progress for its hang timeout: the stack of each of
+    /// its processes goes to `stacks.<attempt>` beside its logs, then the machine stops it.
+    fn watch_for_hangs(&mut self) {
+        for i in 0..self.replicas.len() {
+            let may_hang = self.machine.may_hang(i) && self.replicas[i].leader_exit.is_none();
+            let Some(watch) = self.replicas[i].watch.as_mut().filter(|_| may_hang) else {
+                continue;
+            };
+            if !watch.hung_now() {
+                continue;
+            }
+            self.refresh_tree(None);
+            let stacks = watchdog::capture(&self.pids_of(i));
+            let r = &self.replicas[i];
+            let attempt = self.machine.slots()[i].attempt;
+            if let Some(dir) = r.param.stdout.parent() {
+                let file = dir.join(format!("stacks.{attempt}"));
+                if let Err(e) = std::fs::write(&file, watchdog::render(&r.name, &stacks)) {
+                    note!("torchx supervisor: cannot write {}: {e}", file.display());
+                }
+            }
+            let detail = watchdog::summary(&stacks);
+            let actions = self
+                .machine
+                .on_event(now(), Event::Hung { slot: i, detail });
+            self.apply(actions);
+        }
+    }
+
+    /// The live processes of replica `i`: its leader, then the rest in pid order.
+    fn pids_of(&self, i: usize) -> Vec<u32> {
+        let leader = self.replicas[i].proc.as_ref().map(|p| p.pid);
+        let rest = match &self.cgroup {
+            Some(c) => {
+                let mut pids = c.pids(Some(i));
+                pids.sort_unstable();
+                pids
+            }
+            None => self.descendants.pids(i),
+        };
+        leader
+            .into_iter()
+            .chain(rest.into_iter().filter(|p| Some(*p) != leader))
+            .collect()
     }
 
     /// Whether any process of replica `i` beyond its (exited) leader still runs.

@@ -87,6 +87,8 @@ pub(super) fn supervised(
                 cwd: log_dir.clone(),
                 container: Some(c.name.clone()),
                 requeue_file: None,
+                // local_docker does not watch for hangs (its dry run refuses hang_timeout).
+                heartbeat_file: None,
             });
         }
         // The containers get their GPUs from Docker (`--gpus`), not CUDA_VISIBLE_DEVICES.

@@ -138,6 +138,7 @@ impl Scheduler for PluginScheduler {
         ctx: &DryRunContext,
     ) -> Result<Box<dyn NativeRequest>> {
         crate::scheduler::check_recovery(self.name(), self.capabilities(), app)?;
+        crate::scheduler::check_hang_watch(self.name(), self.capabilities(), app)?;
         crate::scheduler::check_after(self.name(), self.capabilities(), ctx)?;
         let body = json!({
             "app": app,

@@ -166,6 +166,8 @@ pub(super) fn parse_info(v: &Value) -> Result<Info, String> {
         workspace: WorkspaceSupport::None,
         // The protocol's dry run carries no dependencies: a plugin cannot hold a job back.
         dependencies: false,
+        // Nor watch its replicas for progress.
+        hang_watch: false,
     };
     let mut opts = Vec::new();
     for o in v

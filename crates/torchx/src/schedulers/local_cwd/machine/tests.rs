@@ -516,6 +516,89 @@ fn time_limit_edges() {
     assert!(s.trace().ends_with("end 0#0 cancelled"), "{}", s.trace());
 }
 
+fn watched(recovery: bool, max_retries: u32) -> RolePolicy {
+    RolePolicy {
+        hang_timeout: Some(20.0),
+        recovery,
+        ..role(Replica, max_retries)
+    }
+}
+
+fn hung(slot: usize) -> Event {
+    Event::Hung {
+        slot,
+        detail: "rank 0 in all_reduce".into(),
+    }
+}
+
+/// Without the recovery contract a hang stops the replica (SIGTERM, SIGKILL after the grace)
+/// and is a failure: it spends the retry budget, and beyond it fails the app, saying why.
+#[test]
+fn a_hang_without_recovery_is_a_failure_that_spends_retries() {
+    let mut s = Sim::new(vec![(watched(false, 1), 2)]);
+    s.at(30.0, hung(1));
+    assert_eq!(s.trace(), "start 0,1; TERM 1");
+    assert_eq!(s.m.next_deadline(), Some(40.0));
+    s.at(40.0, Event::Tick).killed(40.0, 1, SIGKILL);
+    assert_eq!(
+        s.trace(),
+        "start 0,1; TERM 1; KILL 1; end 1#0 hung; start 1"
+    );
+    // A second report of the same hang, or of a replica that is not running, changes nothing.
+    s.at(41.0, hung(7));
+    s.at(60.0, hung(1)).exit(61.0, 1, 0);
+    assert!(
+        s.trace().ends_with("TERM 1; end 1#1 hung; TERM 0"),
+        "{}",
+        s.trace()
+    );
+    assert_eq!(
+        s.m.finished(),
+        None,
+        "replica 0 still runs while the app stops"
+    );
+    s.killed(62.0, 0, SIGTERM);
+    assert_eq!(s.m.finished(), Some(AppState::Failed));
+    assert_eq!(
+        s.m.message(),
+        "r/1 hung: no progress (output or heartbeat) for 20s (rank 0 in all_reduce); its \
+         stacks: `torchx log --stacks`"
+    );
+}
+
+/// Under the recovery contract a hang sends the checkpoint signal first; the replica saves
+/// and exits within the grace period (or is stopped at its end), and the attempt is requeued
+/// (spending max_requeues, not max_retries).
+#[test]
+fn a_hang_under_recovery_signals_then_requeues() {
+    let mut s = Sim::new(vec![(watched(true, 0), 1)]);
+    s.at(30.0, hung(0));
+    assert_eq!(s.trace(), "start 0; USR1 0");
+    assert!(s.m.checkpointing(0));
+    s.exit(35.0, 0, 75);
+    assert_eq!(s.trace(), "start 0; USR1 0; end 0#0 hung; start 0");
+    // The next attempt that hangs and does not exit is stopped when its window closes.
+    s.at(60.0, hung(0))
+        .at(70.0, Event::Tick)
+        .killed(71.0, 0, SIGTERM);
+    assert!(
+        s.trace()
+            .ends_with("start 0; USR1 0; TERM 0; end 0#1 hung; start 0"),
+        "{}",
+        s.trace()
+    );
+    // With no requeue left, a hang fails the app.
+    let mut s = Sim::new(vec![(
+        RolePolicy {
+            max_requeues: 0,
+            ..watched(true, 0)
+        },
+        1,
+    )]);
+    s.at(30.0, hung(0)).exit(31.0, 0, 75);
+    assert_eq!(s.m.finished(), Some(AppState::Failed));
+}
+
 #[test]
 fn exits_of_unknown_or_finished_slots_change_nothing() {
     let mut s = Sim::new(vec![(role(Application, 0), 1)]);

@@ -1,0 +1,156 @@
+//! The hang watchdog on local_cwd, with real processes: a replica with no progress (no line on
+//! stdout or stderr, no touch of `TORCHX_HEARTBEAT_FILE`) for `--hang_timeout` is hung: the
+//! stacks of its processes are captured (`torchx log --stacks`), it is stopped and nothing of it
+//! is left; the attempt ends `hung`, a failure that spends `max_retries`, or, under the recovery
+//! options, a requeue after the checkpoint signal. A job that prints or touches its heartbeat
+//! runs to its end. Schedulers that cannot watch refuse the option.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use support::{assert_no_processes, attempts, stderr, stdout, Env};
+
+/// An AppDef file running `script` (written next to it) with bash, as role `trainer`.
+fn app(env: &Env, name: &str, script: &str) -> String {
+    std::fs::write(env.cwd.join(format!("{name}.sh")), script).unwrap();
+    let file = format!("{name}.yaml");
+    std::fs::write(
+        env.cwd.join(&file),
+        format!(
+            "name: {name}\nroles:\n- name: trainer\n  image: .\n  entrypoint: bash\n  \
+             args: [{name}.sh]\n"
+        ),
+    )
+    .unwrap();
+    format!("./{file}")
+}
+
+/// Prints a line, then waits in a child forever: hung.
+const HANGS: &str = "echo started\nsleep 300 & wait $!\n";
+
+#[test]
+fn a_hung_replica_is_stopped_with_its_stacks_and_fails() {
+    let env = Env::new();
+    let file = app(&env, "hang", HANGS);
+    let started = Instant::now();
+    let out = env.run(&["run", "--hang_timeout", "2s", &file]);
+    let took = started.elapsed();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(took < Duration::from_secs(15), "{took:?}");
+    let handle = stdout(&out).trim().to_string();
+    assert_no_processes(&handle);
+    let status = env.status(&handle);
+    assert_eq!(status["state"], "FAILED", "{status}");
+    assert_eq!(attempts(&status)[0].0, "hung", "{status}");
+    let msg = status["msg"].as_str().unwrap();
+    assert!(
+        msg.contains("trainer/0 hung: no progress (output or heartbeat) for 2s"),
+        "{msg}"
+    );
+    // One block per process: the bash script and its sleep, headed by replica and pid.
+    let stacks = stdout(&env.run(&["log", "--stacks", &handle]));
+    assert!(
+        stacks.starts_with("--- trainer/0 attempt 0 ---\n"),
+        "{stacks}"
+    );
+    assert!(stacks.contains("=== trainer/0 pid "), "{stacks}");
+    assert!(stacks.contains("sleep 300"), "{stacks}");
+    assert!(stacks.contains("State:"), "{stacks}");
+    let json: serde_json::Value =
+        serde_json::from_str(&stdout(&env.run(&["log", "--stacks", "--json", &handle]))).unwrap();
+    assert_eq!(json[0]["role"], "trainer", "{json}");
+    assert_eq!(json[0]["attempt"], 0, "{json}");
+    // A hang spends max_retries like any failure.
+    let out = env.run(&["run", "--hang_timeout", "1s", "--max_retries", "1", &file]);
+    let handle = stdout(&out).trim().to_string();
+    let status = env.status(&handle);
+    let reasons: Vec<String> = attempts(&status).into_iter().map(|a| a.0).collect();
+    assert_eq!(reasons, ["hung", "hung"], "{status}");
+}
+
+/// Quiet jobs that show progress otherwise: a line every second, or a heartbeat touch every
+/// second, under a 2 s timeout, run to their end.
+#[test]
+fn output_or_a_heartbeat_keeps_a_job_alive() {
+    let env = Env::new();
+    for (name, step) in [
+        ("prints", "echo step $i"),
+        ("beats", "touch \"$TORCHX_HEARTBEAT_FILE\""),
+    ] {
+        let script = format!("for i in 1 2 3 4 5; do {step}; sleep 1; done\necho done >&2\n");
+        let file = app(&env, name, &script);
+        let out = env.run(&["run", "--hang_timeout", "2s", &file]);
+        assert_eq!(out.status.code(), Some(0), "{name}: {}", stderr(&out));
+        let status = env.status(stdout(&out).trim());
+        assert_eq!(status["state"], "SUCCEEDED", "{name}: {status}");
+    }
+}
+
+/// Under the recovery options a hung attempt gets the checkpoint signal first, saves, and is
+/// requeued (spending max_requeues): the next attempt resumes from the checkpoint.
+#[test]
+fn a_hung_attempt_is_requeued_from_its_checkpoint_under_recovery() {
+    let env = Env::new();
+    let script = r#"f="$TORCHX_CHECKPOINT_DIR/n"
+n=$(cat "$f" 2>/dev/null || echo 0)
+trap 'echo $n > "$f"; echo "attempt $TORCHX_ATTEMPT saved $n"; exit 75' USR1
+echo "attempt $TORCHX_ATTEMPT from $n"
+if [ "$TORCHX_ATTEMPT" = 0 ]; then n=7; sleep 300 & wait $!; fi
+echo "attempt $TORCHX_ATTEMPT resumed at $n"
+"#;
+    let file = app(&env, "resume", script);
+    let out = env.run(&["run", "--hang_timeout", "2s", "--max_requeues", "1", &file]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let handle = stdout(&out).trim().to_string();
+    let status = env.status(&handle);
+    let reasons: Vec<String> = attempts(&status).into_iter().map(|a| a.0).collect();
+    assert_eq!(reasons, ["hung", "succeeded"], "{status}");
+    let log = stdout(&env.run(&["log", &handle]));
+    assert!(log.contains("attempt 0 saved 7"), "{log}");
+    assert!(log.contains("attempt 1 resumed at 7"), "{log}");
+    // With no requeue left, the hang fails the job.
+    let out = env.run(&["run", "--hang_timeout", "1s", "--max_requeues", "0", &file]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+}
+
+#[test]
+fn bad_hang_timeouts_and_schedulers_that_cannot_watch_are_refused() {
+    let env = Env::new();
+    for (value, says) in [
+        ("0", "a hang timeout must be more than 0"),
+        ("soon", "`soon` is not a duration"),
+    ] {
+        let out = env.run(&["run", "--dryrun", "--hang_timeout", value, "utils.echo"]);
+        assert_eq!(out.status.code(), Some(2), "{value}: {}", stderr(&out));
+        assert!(stderr(&out).contains(says), "{value}: {}", stderr(&out));
+    }
+    let out = env.run(&[
+        "run",
+        "--dryrun",
+        "-s",
+        "local_docker",
+        "--hang_timeout",
+        "5m",
+        "utils.echo",
+    ]);
+    assert_ne!(out.status.code(), Some(0));
+    assert!(
+        stderr(&out).contains("hang_timeout (set on role `echo`): it cannot watch its replicas"),
+        "{}",
+        stderr(&out)
+    );
+    // The dry run shows the heartbeat file each replica gets.
+    let out = env.run(&["run", "--dryrun", "--hang_timeout", "5m", "utils.echo"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("TORCHX_HEARTBEAT_FILE"),
+        "{}",
+        stdout(&out)
+    );
+    assert!(
+        stdout(&out).contains("\"hang_timeout\": 300"),
+        "{}",
+        stdout(&out)
+    );
+}

@@ -1,0 +1,343 @@
+//! The hang watchdog of a replica whose role sets `hang_timeout`: the supervisor tells it of
+//! every output the replica writes, and it looks at the replica's heartbeat file
+//! (`TORCHX_HEARTBEAT_FILE`) each time the supervisor wakes (at least once a second while
+//! replicas run). A replica with no progress for the timeout is hung: the stack of each of its
+//! processes is captured (`py-spy dump` where py-spy is installed, else each process's command
+//! line and kernel state) into `stacks.<attempt>` beside its logs, and the machine stops it.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant, SystemTime};
+
+/// The variable naming the file whose modification counts as progress.
+pub(super) const HEARTBEAT_FILE_ENV: &str = "TORCHX_HEARTBEAT_FILE";
+
+/// How long one `py-spy dump` may take before it is given up (the process is then described
+/// by its command line and state).
+const DUMP_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Frames that say a rank waits in a collective.
+const COLLECTIVES: [&str; 9] = [
+    "all_reduce",
+    "all_gather",
+    "reduce_scatter",
+    "broadcast",
+    "barrier",
+    "all_to_all",
+    "gather",
+    "scatter",
+    "monitored_barrier",
+];
+
+/// One replica's watch over one attempt.
+#[derive(Debug)]
+pub(super) struct Watch {
+    timeout: Duration,
+    last: Instant,
+    heartbeat: Option<PathBuf>,
+    heartbeat_seen: Option<SystemTime>,
+    fired: bool,
+}
+
+impl Watch {
+    /// A watch that starts now; `heartbeat` is this attempt's heartbeat file.
+    pub(super) fn new(timeout: Duration, heartbeat: Option<PathBuf>) -> Watch {
+        let heartbeat_seen = heartbeat.as_deref().and_then(modified);
+        Watch {
+            timeout,
+            last: Instant::now(),
+            heartbeat,
+            heartbeat_seen,
+            fired: false,
+        }
+    }
+
+    /// The replica wrote something.
+    pub(super) fn progressed(&mut self) {
+        self.last = Instant::now();
+    }
+
+    /// Whether the replica just became hung (once per attempt): the heartbeat file is looked
+    /// at first.
+    pub(super) fn hung_now(&mut self) -> bool {
+        if self.fired {
+            return false;
+        }
+        let touched = self.heartbeat.as_deref().and_then(modified);
+        if touched.is_some() && touched != self.heartbeat_seen {
+            self.heartbeat_seen = touched;
+            self.last = Instant::now();
+        }
+        self.fired = self.last.elapsed() >= self.timeout;
+        self.fired
+    }
+
+    /// How long until it would be hung without progress.
+    pub(super) fn left(&self) -> Duration {
+        self.timeout.saturating_sub(self.last.elapsed())
+    }
+}
+
+fn modified(path: &Path) -> Option<SystemTime> {
+    std::fs::metadata(path).and_then(|m| m.modified()).ok()
+}
+
+/// A heartbeat file, made empty for an attempt (so that `touch` and a write both count).
+pub(super) fn prepare_heartbeat(file: &Path) {
+    if let Some(dir) = file.parent() {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    let _ = std::fs::write(file, b"");
+}
+
+/// The captured stack of one process of a hung replica.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct ProcessStack {
+    pub pid: u32,
+    /// `RANK` in its environment (torchrun's workers), if any.
+    pub rank: Option<String>,
+    pub cmdline: String,
+    /// `py-spy`, or `proc` (command line and kernel state only).
+    pub how: &'static str,
+    pub text: String,
+}
+
+/// The stacks of `pids`, in order.
+pub(super) fn capture(pids: &[u32]) -> Vec<ProcessStack> {
+    let py_spy = py_spy();
+    pids.iter()
+        .filter_map(|&pid| {
+            let cmdline = read_proc(pid, "cmdline")?
+                .replace('\0', " ")
+                .trim()
+                .to_string();
+            let rank = read_proc(pid, "environ").and_then(|env| {
+                env.split('\0')
+                    .find_map(|kv| kv.strip_prefix("RANK=").map(str::to_string))
+            });
+            let dumped = py_spy.as_deref().and_then(|p| dump(p, pid));
+            let (how, text) = match dumped {
+                Some(text) => ("py-spy", text),
+                None => ("proc", proc_state(pid)),
+            };
+            Some(ProcessStack {
+                pid,
+                rank,
+                cmdline,
+                how,
+                text,
+            })
+        })
+        .collect()
+}
+
+/// `$TORCHX_PY_SPY`, else `py-spy` on PATH.
+fn py_spy() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("TORCHX_PY_SPY") {
+        return Some(PathBuf::from(p));
+    }
+    std::env::split_paths(&std::env::var_os("PATH")?)
+        .map(|d| d.join("py-spy"))
+        .find(|p| p.is_file())
+}
+
+/// `py-spy dump --pid`, if it attaches within [`DUMP_TIMEOUT`] (a process that is not Python,
+/// or that ptrace may not reach, gives nothing).
+fn dump(py_spy: &Path, pid: u32) -> Option<String> {
+    let mut child = Command::new(py_spy)
+        .args(["dump", "--pid", &pid.to_string()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .ok()?;
+    let deadline = Instant::now() + DUMP_TIMEOUT;
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => {
+                let mut out = String::new();
+                std::io::Read::read_to_string(child.stdout.as_mut()?, &mut out).ok()?;
+                return (status.success() && !out.trim().is_empty()).then_some(out);
+            }
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return None;
+            }
+        }
+    }
+}
+
+fn read_proc(pid: u32, file: &str) -> Option<String> {
+    let bytes = std::fs::read(format!("/proc/{pid}/{file}")).ok()?;
+    Some(String::from_utf8_lossy(&bytes).into_owned())
+}
+
+/// What the kernel says of a process: its state and where it waits.
+fn proc_state(pid: u32) -> String {
+    let state = read_proc(pid, "status")
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("State:"))
+                .map(str::to_string)
+        })
+        .unwrap_or_else(|| "State: unknown".into());
+    let wchan = read_proc(pid, "wchan").unwrap_or_default();
+    format!(
+        "{state}\nwaiting in: {}\n(no Python stack: py-spy is not installed, or cannot attach)\n",
+        if wchan.is_empty() {
+            "-"
+        } else {
+            wchan.as_str()
+        }
+    )
+}
+
+/// The collective a stack waits in, if one of its frames names one.
+pub(super) fn collective(stack: &str) -> Option<&'static str> {
+    stack.lines().find_map(|line| {
+        let frame = line.trim_start();
+        let function = frame.split([' ', '(']).next().unwrap_or(frame);
+        let function = function.rsplit('.').next().unwrap_or(function);
+        COLLECTIVES.into_iter().find(|c| function == *c)
+    })
+}
+
+/// The stacks file of one replica's hung attempt: a block per process, headed by role,
+/// replica, rank, pid, how it was captured and its command line.
+pub(super) fn render(replica: &str, stacks: &[ProcessStack]) -> String {
+    let mut out = String::new();
+    for s in stacks {
+        let rank = s
+            .rank
+            .as_deref()
+            .map(|r| format!(" rank {r}"))
+            .unwrap_or_default();
+        out.push_str(&format!(
+            "=== {replica}{rank} pid {} ({}): {}\n{}\n",
+            s.pid,
+            s.how,
+            s.cmdline,
+            s.text.trim_end()
+        ));
+    }
+    out
+}
+
+/// What the stacks say, for the hang's message: the ranks waiting in a collective.
+pub(super) fn summary(stacks: &[ProcessStack]) -> String {
+    let waiting: Vec<String> = stacks
+        .iter()
+        .filter_map(|s| {
+            let what = collective(&s.text)?;
+            Some(match &s.rank {
+                Some(rank) => format!("rank {rank} in {what}"),
+                None => format!("pid {} in {what}", s.pid),
+            })
+        })
+        .collect();
+    waiting.join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const RANK0: &str = "Thread 10 (idle): \"MainThread\"\n    \
+        all_reduce (torch/distributed/distributed_c10d.py:2501)\n    \
+        wrapper (torch/distributed/c10d_logger.py:81)\n    \
+        train (train.py:12)\n";
+    const RANK1: &str = "Thread 11 (idle): \"MainThread\"\n    train (train.py:9)\n";
+
+    fn stack(pid: u32, rank: Option<&str>, text: &str) -> ProcessStack {
+        ProcessStack {
+            pid,
+            rank: rank.map(str::to_string),
+            cmdline: "python train.py".into(),
+            how: "py-spy",
+            text: text.into(),
+        }
+    }
+
+    #[test]
+    fn collectives_are_found_by_frame_name() {
+        assert_eq!(collective(RANK0), Some("all_reduce"));
+        assert_eq!(collective(RANK1), None);
+        assert_eq!(collective("    barrier (x.py:1)"), Some("barrier"));
+        assert_eq!(
+            collective("    torch.distributed.broadcast (x.py:1)"),
+            Some("broadcast")
+        );
+        // A name that merely contains one is not one.
+        assert_eq!(collective("    my_all_reduce_helper (x.py:1)"), None);
+    }
+
+    #[test]
+    fn the_summary_names_the_ranks_in_a_collective_and_the_file_heads_each_process() {
+        let stacks = [
+            stack(10, Some("0"), RANK0),
+            stack(11, Some("1"), RANK1),
+            stack(9, None, RANK0),
+        ];
+        assert_eq!(
+            summary(&stacks),
+            "rank 0 in all_reduce, pid 9 in all_reduce"
+        );
+        let text = render("trainer/0", &stacks);
+        assert!(
+            text.starts_with("=== trainer/0 rank 0 pid 10 (py-spy): python train.py\nThread 10"),
+            "{text}"
+        );
+        assert!(
+            text.contains("=== trainer/0 rank 1 pid 11 (py-spy)"),
+            "{text}"
+        );
+        assert!(text.contains("=== trainer/0 pid 9 (py-spy)"), "{text}");
+    }
+
+    #[test]
+    fn output_and_the_heartbeat_file_are_progress() {
+        let dir = tempfile::tempdir().unwrap();
+        let beat = dir.path().join("heartbeat.0");
+        prepare_heartbeat(&beat);
+        let mut w = Watch::new(Duration::from_millis(300), Some(beat.clone()));
+        std::thread::sleep(Duration::from_millis(200));
+        w.progressed();
+        std::thread::sleep(Duration::from_millis(200));
+        assert!(!w.hung_now(), "output 200 ms ago");
+        // A touch (a newer modification time) is progress too.
+        let later = SystemTime::now() + Duration::from_secs(1);
+        std::fs::File::options()
+            .write(true)
+            .open(&beat)
+            .unwrap()
+            .set_modified(later)
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(200));
+        assert!(!w.hung_now(), "touched just now");
+        assert!(w.left() > Duration::from_millis(250), "{:?}", w.left());
+        std::thread::sleep(Duration::from_millis(350));
+        assert!(w.hung_now());
+        assert!(!w.hung_now(), "once per attempt");
+    }
+
+    #[test]
+    fn a_process_is_captured_with_its_command_line_and_environment() {
+        let mut child = Command::new("sleep")
+            .arg("30")
+            .env("RANK", "3")
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+        let stacks = capture(&[child.id()]);
+        let _ = child.kill();
+        let _ = child.wait();
+        assert_eq!(stacks.len(), 1);
+        assert_eq!(stacks[0].cmdline, "sleep 30");
+        assert_eq!(stacks[0].rank.as_deref(), Some("3"));
+        // sleep is not Python: py-spy (if installed) cannot dump it; its state is described.
+        assert_eq!(stacks[0].how, "proc");
+        assert!(stacks[0].text.contains("State:"), "{}", stacks[0].text);
+    }
+}
