@@ -242,3 +242,20 @@ fn rerun_example_runs_as_written() {
         "only the failed task ran again: {log}"
     );
 }
+
+/// The hang example, as written: the job is stopped as hung and its stacks show the sleep.
+#[test]
+fn hang_example_runs_as_written() {
+    let env = Env::new();
+    let example = block_after(&readme(), "### Hangs (`--hang_timeout`)", "sh");
+    let out = run_line(&env, &example);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("trainer/0 hung: no progress (output or heartbeat) for 3s"),
+        "{}",
+        stderr(&out)
+    );
+    let stacks = stdout(&out);
+    assert!(stacks.contains("--- trainer/0 attempt 0 ---"), "{stacks}");
+    assert!(stacks.contains("sleep 600"), "{stacks}");
+}
