@@ -154,3 +154,105 @@ fn bad_hang_timeouts_and_schedulers_that_cannot_watch_are_refused() {
         stdout(&out)
     );
 }
+
+/// A stand-in for `py-spy` that records its pid in `pids` and then never answers: the
+/// watchdog's dumper, to be killed mid-dump.
+fn stuck_dumper(env: &Env) -> (std::path::PathBuf, std::path::PathBuf) {
+    use std::os::unix::fs::PermissionsExt;
+    let pids = env.cwd.join("dumper.pids");
+    let dumper = env.cwd.join("py-spy");
+    std::fs::write(
+        &dumper,
+        format!(
+            "#!/bin/sh\necho $$ >> '{}'\nexec sleep 20\n",
+            pids.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&dumper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    (dumper, pids)
+}
+
+fn pids_in(file: &std::path::Path) -> Vec<u32> {
+    std::fs::read_to_string(file)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect()
+}
+
+fn kill(pid: u32) {
+    let _ = std::process::Command::new("kill")
+        .args(["-KILL", &pid.to_string()])
+        .status();
+}
+
+/// Faults in the watchdog: its stack dumper killed mid-dump leaves the hang handled (each
+/// process then described from /proc); its supervisor killed mid-dump leaves nothing running,
+/// and `status` says the job is no longer watched.
+#[test]
+fn the_watchdog_killed_mid_dump() {
+    let env = Env::new();
+    let file = app(&env, "hang", HANGS);
+    let (dumper, pids) = stuck_dumper(&env);
+    let mut run = env
+        .cmd(&["run", "--hang_timeout", "1s", &file])
+        .env("TORCHX_PY_SPY", &dumper)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut killed = Vec::new();
+    while run.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < deadline, "the hang was never handled");
+        for pid in pids_in(&pids) {
+            if !killed.contains(&pid) {
+                kill(pid);
+                killed.push(pid);
+            }
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = run.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(!killed.is_empty(), "the dumper never ran");
+    let handle = stdout(&out).trim().to_string();
+    assert_no_processes(&handle);
+    assert_eq!(attempts(&env.status(&handle))[0].0, "hung");
+    let stacks = stdout(&env.run(&["log", "--stacks", &handle]));
+    assert!(
+        stacks.contains("(proc)") && stacks.contains("sleep 300"),
+        "{stacks}"
+    );
+
+    // The supervisor itself killed while it dumps: its guard kills the replica, and the
+    // status says the supervisor died.
+    let _ = std::fs::remove_file(&pids);
+    let handle = {
+        let out = env
+            .cmd(&["run", "--detach", "--hang_timeout", "1s", &file])
+            .env("TORCHX_PY_SPY", &dumper)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        stdout(&out).trim().to_string()
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while pids_in(&pids).is_empty() {
+        assert!(Instant::now() < deadline, "the dumper never ran");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let supervisor: u32 = env.metadata(&handle, "supervisor_pid").parse().unwrap();
+    kill(supervisor);
+    for pid in pids_in(&pids) {
+        kill(pid);
+    }
+    let status = env.wait_state(&handle, "FAILED", Duration::from_secs(60));
+    let msg = status["msg"].as_str().unwrap();
+    assert!(
+        msg.contains(&format!("supervisor (pid {supervisor}) died")),
+        "{msg}"
+    );
+    assert_no_processes(&handle);
+}
