@@ -99,6 +99,9 @@ def jobs(torchx_bin: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     )
     h["pipeline"] = j.first_handle(j.torchx("run", "pipe.yaml", check=False), "pipeline://")
     h["running"] = j.torchx("run", "--detach", "utils.sh", "--", "sleep", "600").split()[0]
+    h["hung"] = j.first_handle(
+        j.torchx("run", "--hang_timeout", "1s", "utils.sh", "--", "sh", "-c", "sleep 600", check=False)
+    )
     if slurm_up():
         h["slurm"] = j.first_handle(j.torchx("run", "-s", "slurm", "--wait", "utils.echo", "--msg", "on slurm"))
     yield j
@@ -192,6 +195,7 @@ def test_the_jobs_page_shows_every_job_with_its_state(jobs: Jobs, ui: str, brows
         "running": "RUNNING",
         "pipeline": "FAILED",
         "group": "FAILED",
+        "hung": "FAILED",
         "slurm": "SUCCEEDED",
     }
     for name, handle in jobs.handles.items():
@@ -240,6 +244,15 @@ def test_a_job_page_shows_attempts_and_how_to_run_it_again(jobs: Jobs, ui: str, 
     native = browser.find_element("id", "native").text
     assert "sh" in native, native
     shot(browser, "job")
+
+
+def test_a_hung_job_page_shows_the_stacks_the_watchdog_captured(jobs: Jobs, ui: str, browser: Any) -> None:
+    browser.get(page(ui, "app", jobs.handles["hung"]))
+    block = until("the stacks", lambda: browser.find_element("css selector", ".stacks[data-replica='sh/0'] pre"))
+    assert "sleep 600" in block.text and "=== sh/0 pid " in block.text, block.text
+    assert "hung" in browser.find_element("css selector", "table.attempts").text
+    assert "sh/0 hung: no progress" in browser.find_element("id", "msg").text
+    shot(browser, "hung")
 
 
 def test_a_group_page_shows_progress_with_the_failed_tasks_first(jobs: Jobs, ui: str, browser: Any) -> None:

@@ -196,6 +196,19 @@ pub async fn app(
         "ui_url": status.ui_url,
         "roles": serde_json::to_value(&status.roles).unwrap_or_default(),
     });
+    // What the watchdog captured, once an attempt hung.
+    let hung = v["roles"].as_array().into_iter().flatten().any(|role| {
+        role["replicas"].as_array().into_iter().flatten().any(|r| {
+            r["attempts"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|a| a["reason"] == "hung")
+        })
+    });
+    if hung {
+        v["stacks"] = json!(ui.runner.hang_stacks(&handle, None).await?);
+    }
     if detail.full {
         if let Some(app) = ui.runner.describe(&handle).await? {
             v["name"] = json!(app.name);

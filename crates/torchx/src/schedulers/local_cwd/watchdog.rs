@@ -185,7 +185,7 @@ fn proc_state(pid: u32) -> String {
         .unwrap_or_else(|| "State: unknown".into());
     let wchan = read_proc(pid, "wchan").unwrap_or_default();
     format!(
-        "{state}\nwaiting in: {}\n(no Python stack: py-spy is not installed, or cannot attach)\n",
+        "{state}\nwaiting in: {}\n(no Python stack: not a Python process, or py-spy is not installed or cannot attach)\n",
         if wchan.is_empty() {
             "-"
         } else {

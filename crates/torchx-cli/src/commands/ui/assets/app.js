@@ -221,6 +221,9 @@ function appBody(d, full) {
     el("table", { id: "replicas" }, el("tr", {}, ["role", "replica", "state", "host", "attempts", ""].map((h) => el("th", {}, h))), rows),
   ];
   if (d.structured_error_msg && d.structured_error_msg !== "<NONE>") out.push(el("h2", {}, "Error"), el("pre", {}, d.structured_error_msg));
+  if (d.stacks && d.stacks.length) out.push(el("h2", {}, "Stacks of the hung replicas"),
+    ...d.stacks.map((s) => el("div", { class: "stacks", "data-replica": `${s.role}/${s.replica}` },
+      el("h3", {}, `${s.role}/${s.replica}, attempt ${s.attempt}`), el("pre", {}, s.text))));
   if (full.appdef) out.push(el("h2", {}, "AppDef"), el("pre", { id: "appdef" }, full.appdef));
   if (full.native) out.push(el("h2", {}, "Native request (a dry run of this AppDef with the configured options)"),
     el("pre", { id: "native" }, full.native.text || full.native.error));
