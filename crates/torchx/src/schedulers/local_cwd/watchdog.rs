@@ -102,11 +102,18 @@ pub(super) struct ProcessStack {
     pub text: String,
 }
 
-/// The stacks of `pids`, in order.
+/// The stacks of `pids`, in order. The dumps run at once, within one [`DUMP_TIMEOUT`] for all:
+/// the supervisor's loop waits for them.
 pub(super) fn capture(pids: &[u32]) -> Vec<ProcessStack> {
     let py_spy = py_spy();
+    let dumps: Vec<Option<Dump>> = pids
+        .iter()
+        .map(|&pid| py_spy.as_deref().and_then(|p| Dump::start(p, pid)))
+        .collect();
+    let deadline = Instant::now() + DUMP_TIMEOUT;
     pids.iter()
-        .filter_map(|&pid| {
+        .zip(dumps)
+        .filter_map(|(&pid, dump)| {
             let cmdline = read_proc(pid, "cmdline")?
                 .replace('\0', " ")
                 .trim()
@@ -115,8 +122,7 @@ pub(super) fn capture(pids: &[u32]) -> Vec<ProcessStack> {
                 env.split('\0')
                     .find_map(|kv| kv.strip_prefix("RANK=").map(str::to_string))
             });
-            let dumped = py_spy.as_deref().and_then(|p| dump(p, pid));
-            let (how, text) = match dumped {
+            let (how, text) = match dump.and_then(|d| d.finish(deadline)) {
                 Some(text) => ("py-spy", text),
                 None => ("proc", proc_state(pid)),
             };
@@ -141,31 +147,59 @@ fn py_spy() -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
-/// `py-spy dump --pid`, if it attaches within [`DUMP_TIMEOUT`] (a process that is not Python,
-/// or that ptrace may not reach, gives nothing).
-fn dump(py_spy: &Path, pid: u32) -> Option<String> {
-    let mut child = Command::new(py_spy)
-        .args(["dump", "--pid", &pid.to_string()])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .ok()?;
-    let deadline = Instant::now() + DUMP_TIMEOUT;
-    loop {
-        match child.try_wait() {
-            Ok(Some(status)) => {
-                let mut out = String::new();
-                std::io::Read::read_to_string(child.stdout.as_mut()?, &mut out).ok()?;
-                return (status.success() && !out.trim().is_empty()).then_some(out);
-            }
-            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
-            _ => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return None;
+/// A running `py-spy dump --pid`, writing to a private file (a pipe could fill and stall it).
+struct Dump {
+    child: std::process::Child,
+    out: PathBuf,
+}
+
+impl Dump {
+    fn start(py_spy: &Path, pid: u32) -> Option<Dump> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let out = std::env::temp_dir().join(format!("torchx-stack-{}-{pid}", std::process::id()));
+        let _ = std::fs::remove_file(&out);
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&out)
+            .ok()?;
+        let child = Command::new(py_spy)
+            .args(["dump", "--pid", &pid.to_string()])
+            .stdin(Stdio::null())
+            .stdout(file)
+            .stderr(Stdio::null())
+            .spawn();
+        match child {
+            Ok(child) => Some(Dump { child, out }),
+            Err(_) => {
+                let _ = std::fs::remove_file(&out);
+                None
             }
         }
+    }
+
+    /// Its dump, if it succeeded by `deadline` (a process that is not Python, or that ptrace
+    /// may not reach, gives nothing); else it is killed.
+    fn finish(mut self, deadline: Instant) -> Option<String> {
+        let status = loop {
+            match self.child.try_wait() {
+                Ok(Some(status)) => break Some(status),
+                Ok(None) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(20))
+                }
+                _ => {
+                    let _ = self.child.kill();
+                    let _ = self.child.wait();
+                    break None;
+                }
+            }
+        };
+        let text = std::fs::read_to_string(&self.out).unwrap_or_default();
+        let _ = std::fs::remove_file(&self.out);
+        status
+            .filter(|s| s.success() && !text.trim().is_empty())
+            .map(|_| text)
     }
 }
 
