@@ -125,9 +125,15 @@ impl Catalog {
             }
             ComponentRef::Python(c) => {
                 let defaults = self.component_defaults(component)?;
-                match c.materialize(args, &defaults)? {
-                    PythonOutcome::App(app) => Ok(ComponentOutcome::Done(app)),
-                    PythonOutcome::Help(h) => Ok(ComponentOutcome::Help(h)),
+                match c.materialize(args, &defaults) {
+                    Ok(PythonOutcome::App(app)) => Ok(ComponentOutcome::Done(app)),
+                    Ok(PythonOutcome::Help(h)) => Ok(ComponentOutcome::Help(h)),
+                    // A name that no plugin (or module) has may be a misspelt component of ours.
+                    Err(e) if e.kind() == ErrorKind::NotFound && !component.contains(':') => {
+                        let known = self.components()?;
+                        Err(e.suggesting(component, known.iter().map(|c| c.name.as_str())))
+                    }
+                    Err(e) => Err(e),
                 }
             }
         }
