@@ -57,19 +57,25 @@ impl Watch {
         self.last = Instant::now();
     }
 
-    /// Whether the replica just became hung (once per attempt): the heartbeat file is looked
-    /// at first.
+    /// Whether the replica just became hung (once per attempt). The heartbeat file is looked
+    /// at only once the output has been quiet for the timeout: a stat per timeout, not per
+    /// wake-up of the supervisor.
     pub(super) fn hung_now(&mut self) -> bool {
-        if self.fired {
+        if self.fired || self.last.elapsed() < self.timeout {
             return false;
         }
         let touched = self.heartbeat.as_deref().and_then(modified);
-        if touched.is_some() && touched != self.heartbeat_seen {
-            self.heartbeat_seen = touched;
-            self.last = Instant::now();
+        if let Some(at) = touched.filter(|t| Some(*t) != self.heartbeat_seen) {
+            self.heartbeat_seen = Some(at);
+            // A touch in the future (a clock step) counts as now.
+            let ago = SystemTime::now().duration_since(at).unwrap_or_default();
+            if ago < self.timeout {
+                self.last = Instant::now().checked_sub(ago).unwrap_or_else(Instant::now);
+                return false;
+            }
         }
-        self.fired = self.last.elapsed() >= self.timeout;
-        self.fired
+        self.fired = true;
+        true
     }
 
     /// How long until it would be hung without progress.
