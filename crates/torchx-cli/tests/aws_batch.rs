@@ -936,7 +936,8 @@ async fn describe_native_reads_the_job_and_its_definition_back() {
     let mut role = torchx::specs::Role::new("trainer", "busybox:local");
     role.entrypoint = "echo".into();
     role.args = vec!["read back".into()];
-    role.num_replicas = 2;
+    // One node: the emulator runs it as a container beside the other tests' jobs.
+    role.num_replicas = 1;
     role.max_retries = 1;
     role.resource = torchx::specs::Resource::new(1, 0, 512);
     let app = torchx::specs::AppDef::new("native", vec![role]);
