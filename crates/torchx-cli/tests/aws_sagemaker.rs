@@ -17,16 +17,20 @@ use torchx::Runner;
 const CFG: &str =
     "role=arn:aws:iam::123456789012:role/sm,instance_type=ml.m5.xlarge,output_path=s3://bucket/out";
 
+/// [`CFG`] as run options.
+fn cfg() -> Cfg {
+    CFG.split(',')
+        .filter_map(|kv| kv.split_once('='))
+        .map(|(k, v)| (k.to_string(), CfgValue::Str(v.to_string())))
+        .collect()
+}
+
 #[tokio::test]
 async fn aws_sagemaker_conforms() {
     if !aws_emulator_up("aws_sagemaker conformance") {
         return;
     }
-    let cfg: Cfg = CFG
-        .split(',')
-        .filter_map(|kv| kv.split_once('='))
-        .map(|(k, v)| (k.to_string(), CfgValue::Str(v.to_string())))
-        .collect();
+    let cfg = cfg();
     let runner = Runner::new(Registry::builtin(), TorchxConfig::default());
     let mut opts = Conformance::default();
     opts.cfg = cfg;
@@ -174,11 +178,7 @@ async fn describe_native_reads_the_training_job_back() {
     if !aws_emulator_up("aws_sagemaker describe_native") {
         return;
     }
-    let cfg: Cfg = CFG
-        .split(',')
-        .filter_map(|kv| kv.split_once('='))
-        .map(|(k, v)| (k.to_string(), CfgValue::Str(v.to_string())))
-        .collect();
+    let cfg = cfg();
     let runner = Runner::new(Registry::builtin(), TorchxConfig::default());
     let mut role = torchx::specs::Role::new("trainer", "busybox:local");
     role.entrypoint = "echo".into();

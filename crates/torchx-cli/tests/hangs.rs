@@ -11,19 +11,9 @@ use std::time::{Duration, Instant};
 
 use support::{assert_no_processes, attempts, stderr, stdout, Env};
 
-/// An AppDef file running `script` (written next to it) with bash, as role `trainer`.
+/// [`support::bash_app`] without extra environment.
 fn app(env: &Env, name: &str, script: &str) -> String {
-    std::fs::write(env.cwd.join(format!("{name}.sh")), script).unwrap();
-    let file = format!("{name}.yaml");
-    std::fs::write(
-        env.cwd.join(&file),
-        format!(
-            "name: {name}\nroles:\n- name: trainer\n  image: .\n  entrypoint: bash\n  \
-             args: [{name}.sh]\n"
-        ),
-    )
-    .unwrap();
-    format!("./{file}")
+    support::bash_app(env, name, script, "")
 }
 
 /// Prints a line, then waits in a child forever: hung.

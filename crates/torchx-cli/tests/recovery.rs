@@ -7,7 +7,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use support::{assert_no_processes, attempts, stderr, stdout, Env};
+use support::{assert_no_processes, attempts, bash_app as app, stderr, stdout, Env};
 
 /// Counts to `$GOAL`, 0.1 s a step, resuming from `$TORCHX_CHECKPOINT_DIR/n`; on SIGUSR1 saves
 /// the count and exits 75 (a requeue). `exec sleep` keeps the counter in this shell only.
@@ -25,21 +25,6 @@ echo "attempt $TORCHX_ATTEMPT pid $$"
 if [ "$TORCHX_ATTEMPT" = 0 ]; then exit 75; fi
 sleep 300 & wait $!
 "#;
-
-/// An AppDef file running `script` (written next to it) with bash, as role `trainer`.
-fn app(env: &Env, name: &str, script: &str, extra_env: &str) -> String {
-    std::fs::write(env.cwd.join(format!("{name}.sh")), script).unwrap();
-    let file = format!("{name}.yaml");
-    std::fs::write(
-        env.cwd.join(&file),
-        format!(
-            "name: {name}\nroles:\n- name: trainer\n  image: .\n  entrypoint: bash\n  \
-             args: [{name}.sh]\n  env: {{{extra_env}}}\n"
-        ),
-    )
-    .unwrap();
-    format!("./{file}")
-}
 
 /// The counter needs about three attempts of 1.5 s (signalled 0.5 s before the limit).
 #[test]

@@ -144,6 +144,22 @@ impl Env {
     }
 }
 
+/// An AppDef file running `script` (written next to it) with bash, as role `trainer`, with
+/// `extra_env` (YAML mapping entries, `K: 'v'`); returns its `./name.yaml`.
+pub fn bash_app(env: &Env, name: &str, script: &str, extra_env: &str) -> String {
+    std::fs::write(env.cwd.join(format!("{name}.sh")), script).unwrap();
+    let file = format!("{name}.yaml");
+    std::fs::write(
+        env.cwd.join(&file),
+        format!(
+            "name: {name}\nroles:\n- name: trainer\n  image: .\n  entrypoint: bash\n  \
+             args: [{name}.sh]\n  env: {{{extra_env}}}\n"
+        ),
+    )
+    .unwrap();
+    format!("./{file}")
+}
+
 pub fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
