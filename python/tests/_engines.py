@@ -95,3 +95,56 @@ def futures_image() -> str:
     shutil.rmtree(ctx, ignore_errors=True)
     assert out.returncode == 0, f"docker build of {tag} failed: {out.stderr}"
     return tag
+
+
+def torch_image() -> str:
+    """An image that runs this machine's PyTorch: python:local (scripts/docker/up.sh) with
+    Debian's bash and libstdc++ and a ``torchrun``; PyTorch and torchx's Python files are
+    mounted (see ``torch_mounts``), as scripts/ddp_check.sh does for its pods. Host names are
+    looked up in /etc/hosts only: this machine's containers wait 10 s for each reverse DNS
+    lookup c10d's rendezvous makes (of ::ffff:127.0.0.1), which would turn a start into a
+    quiet spell as long as a hang timeout."""
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    tag = "torchx-torch:local-2"
+    if subprocess.run(["docker", "image", "inspect", tag], capture_output=True).returncode == 0:
+        return tag
+    ctx = Path(tempfile.mkdtemp(prefix="torchx-torch-image-"))
+    rootfs = ctx / "rootfs"
+    (rootfs / "usr" / "bin").mkdir(parents=True)
+    got = subprocess.run(["apt-get", "download", "bash", "libstdc++6"], cwd=ctx, capture_output=True, text=True)
+    assert got.returncode == 0, f"apt-get download bash libstdc++6 failed: {got.stderr}"
+    for deb in ctx.glob("*.deb"):
+        subprocess.run(["dpkg", "-x", str(deb), str(rootfs)], check=True)
+    torchrun = rootfs / "usr" / "bin" / "torchrun"
+    torchrun.write_text("#!/usr/bin/python3\nimport sys\nfrom torch.distributed.run import main\nsys.exit(main())\n")
+    torchrun.chmod(0o755)
+    (rootfs / "etc").mkdir(exist_ok=True)
+    (rootfs / "etc" / "nsswitch.conf").write_text("hosts: files\n")
+    (ctx / "Dockerfile").write_text("FROM python:local\nCOPY rootfs/ /\n")
+    out = subprocess.run(["docker", "build", "-q", "-t", tag, str(ctx)], capture_output=True, text=True)
+    shutil.rmtree(ctx, ignore_errors=True)
+    assert out.returncode == 0, f"docker build of {tag} failed: {out.stderr}"
+    return tag
+
+
+def torch_mounts() -> "list[str]":
+    """Component options that give a ``torch_image`` container this interpreter's PyTorch and
+    this checkout's torchx package (its Python files), read-only."""
+    import os.path
+    import sys
+
+    import torch
+    import torchx
+
+    site = os.path.dirname(os.path.dirname(torch.__file__))
+    pkg = os.path.dirname(os.path.dirname(torchx.__file__))
+    assert sys.version_info[:2] == (3, 11), "the image's Python (3.11) must be this one's"
+    return [
+        "--env",
+        "PYTHONPATH=/opt/torch:/opt/torchx",
+        "--mounts",
+        f"type=bind,src={site},dst=/opt/torch,readonly,type=bind,src={pkg},dst=/opt/torchx,readonly",
+    ]

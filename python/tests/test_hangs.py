@@ -91,12 +91,35 @@ def _train(tmp_path: pathlib.Path) -> str:
     return script
 
 
-def test_a_hung_ddp_job_fails_with_every_ranks_stack(tmp_path: pathlib.Path) -> None:
+def _where(scheduler: str) -> List[str]:
+    """`-s SCHEDULER`, and for local_docker the image and mounts that give it PyTorch (the
+    stacks are taken from the host: py-spy attaches to the container's processes)."""
+    if scheduler == "local_cwd":
+        return ["-s", "local_cwd"]
+    from _engines import docker_up, torch_image, torch_mounts
+
+    if not docker_up():
+        pytest.skip("no Docker engine (scripts/docker/up.sh)")
+    return ["-s", scheduler, "dist.ddp", "--image", torch_image(), *torch_mounts()]
+
+
+def _ddp(where: List[str], options: List[str], script: str) -> List[str]:
+    """`run OPTIONS dist.ddp -j 1x2 --script SCRIPT` on the scheduler `where` names."""
+    component = where[2:] or ["dist.ddp"]
+    return ["run", *where[:2], *options, *component, "-j", "1x2", "--script", script]
+
+
+SCHEDULERS = ["local_cwd", "local_docker"]
+
+
+@pytest.mark.parametrize("scheduler", SCHEDULERS)
+def test_a_hung_ddp_job_fails_with_every_ranks_stack(tmp_path: pathlib.Path, scheduler: str) -> None:
     _torch()
     assert shutil.which("py-spy", path=os.path.dirname(sys.executable)), "py-spy (the test extra) is missing"
+    where = _where(scheduler)
     script = _train(tmp_path)
     started = time.monotonic()
-    run = _torchx(["run", "--hang_timeout", "20s", "dist.ddp", "-j", "1x2", "--script", script], tmp_path)
+    run = _torchx(_ddp(where, ["--hang_timeout", "20s"], script), tmp_path)
     took = time.monotonic() - started
     assert run.returncode == 1, run.stderr[-3000:]
     handle = run.stdout.strip().splitlines()[-1]
@@ -121,13 +144,12 @@ def test_a_hung_ddp_job_fails_with_every_ranks_stack(tmp_path: pathlib.Path) -> 
     assert not _left(script), _left(script)
 
 
-def test_a_hung_ddp_attempt_is_requeued_from_its_checkpoint(tmp_path: pathlib.Path) -> None:
+@pytest.mark.parametrize("scheduler", SCHEDULERS)
+def test_a_hung_ddp_attempt_is_requeued_from_its_checkpoint(tmp_path: pathlib.Path, scheduler: str) -> None:
     _torch()
+    where = _where(scheduler)
     script = _train(tmp_path)
-    run = _torchx(
-        ["run", "--hang_timeout", "20s", "--max_requeues", "1", "dist.ddp", "-j", "1x2", "--script", script],
-        tmp_path,
-    )
+    run = _torchx(_ddp(where, ["--hang_timeout", "20s", "--max_requeues", "1"], script), tmp_path)
     assert run.returncode == 0, run.stderr[-3000:]
     handle = run.stdout.strip().splitlines()[-1]
     status = json.loads(_torchx(["status", "--json", handle], tmp_path).stdout)

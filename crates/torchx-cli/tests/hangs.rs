@@ -119,7 +119,7 @@ fn bad_hang_timeouts_and_schedulers_that_cannot_watch_are_refused() {
         "run",
         "--dryrun",
         "-s",
-        "local_docker",
+        "lsf",
         "--hang_timeout",
         "5m",
         "utils.echo",

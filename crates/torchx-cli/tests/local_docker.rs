@@ -373,6 +373,53 @@ fn containers_of(handle: &str) -> String {
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
+/// The hang watch on local_docker (its supervised path): a quiet container is hung, its
+/// processes' stacks are taken from the host, it is stopped and removed, and the attempt ends
+/// `hung`; one that touches its heartbeat file (mounted at the same path) or prints runs on.
+#[test]
+fn a_quiet_container_is_hung_and_one_that_beats_or_prints_is_not() {
+    if !docker_up("local_docker hang watch") {
+        return;
+    }
+    let env = Env::new();
+    let run = |name: &str, script: &str| {
+        let file = sh_app(&env, name, script);
+        env.run(&[
+            "run",
+            "-s",
+            "local_docker",
+            "--workspace",
+            "",
+            "--hang_timeout",
+            "4s",
+            &file,
+        ])
+    };
+    let out = run("quiet", "echo started; sleep 300");
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let handle = stdout(&out).trim().to_string();
+    let status = env.status(&handle);
+    assert_eq!(status["state"], "FAILED", "{status}");
+    assert_eq!(attempts(&status)[0].0, "hung", "{status}");
+    let stacks = stdout(&env.run(&["log", "--stacks", &handle]));
+    assert!(
+        stacks.starts_with("--- trainer/0 attempt 0 ---\n=== trainer/0 pid "),
+        "{stacks}"
+    );
+    assert!(stacks.contains("sleep 300"), "{stacks}");
+    assert_eq!(containers_of(&handle), "", "containers left behind");
+    for (name, script) in [
+        (
+            "beats",
+            "for i in 1 2 3 4; do touch $TORCHX_HEARTBEAT_FILE; sleep 2; done; echo done",
+        ),
+        ("prints", "for i in 1 2 3 4; do echo $i; sleep 2; done"),
+    ] {
+        let out = run(name, script);
+        assert_eq!(out.status.code(), Some(0), "{name}: {}", stderr(&out));
+    }
+}
+
 /// The recovery contract on local_docker: a counter signalled before each 6 s limit saves to
 /// TORCHX_CHECKPOINT_DIR (a host directory mounted into every attempt's container), asks for a
 /// requeue and reaches its goal; `status --json` and `log` show the attempts.

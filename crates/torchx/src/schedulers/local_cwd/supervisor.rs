@@ -709,8 +709,12 @@ impl Supervisor {
         }
     }
 
-    /// The live processes of replica `i`: its leader, then the rest in pid order.
+    /// The live processes of replica `i`: its leader, then the rest in pid order; for a
+    /// container (local_docker), the processes the engine says run in it.
     fn pids_of(&self, i: usize) -> Vec<u32> {
+        if let Some(name) = &self.replicas[i].param.container {
+            return container_pids(name);
+        }
         let leader = self.replicas[i].proc.as_ref().map(|p| p.pid);
         let rest = match &self.cgroup {
             Some(c) => {
@@ -889,6 +893,24 @@ fn spawn_guard(state_dir: &Path, app_id: &str) -> std::io::Result<(u32, ChildStd
 }
 
 /// `docker ARGS` with no input and no error output, for its exit status and stdout.
+/// The host pids of a running container's processes (`docker top`), but Docker's own init
+/// (`--init`), which only passes signals on.
+fn container_pids(name: &str) -> Vec<u32> {
+    let Some(out) = quiet_docker(&["top", name, "-eo", "pid"]) else {
+        return Vec::new();
+    };
+    let mut pids: Vec<u32> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                .map_or(true, |comm| comm.trim() != "docker-init")
+        })
+        .collect();
+    pids.sort_unstable();
+    pids
+}
+
 fn quiet_docker(args: &[&str]) -> Option<std::process::Output> {
     Command::new("docker")
         .args(args)

@@ -10,7 +10,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
 /// The variable naming the file whose modification counts as progress.
-pub(super) const HEARTBEAT_FILE_ENV: &str = "TORCHX_HEARTBEAT_FILE";
+pub(crate) const HEARTBEAT_FILE_ENV: &str = "TORCHX_HEARTBEAT_FILE";
 
 /// How long one `py-spy dump` may take before it is given up (the process is then described
 /// by its command line and state).
@@ -258,12 +258,25 @@ pub(super) fn render(replica: &str, stacks: &[ProcessStack]) -> String {
             "=== {replica}{rank} pid {} ({}): {}\n{}\n",
             s.pid,
             s.how,
-            s.cmdline,
+            headline(&s.cmdline),
             s.text.trim_end()
         ));
     }
     out
 }
+
+/// A command line on one heading line: up to its first line break (a `sh -c` script's
+/// first line), at most [`HEADLINE_CHARS`] characters, `…` where cut.
+fn headline(cmdline: &str) -> String {
+    let first = cmdline.lines().next().unwrap_or_default();
+    let mut head: String = first.chars().take(HEADLINE_CHARS).collect();
+    if head.len() < cmdline.len() {
+        head.push_str(" …");
+    }
+    head
+}
+
+const HEADLINE_CHARS: usize = 240;
 
 /// What the stacks say, for the hang's message: the ranks waiting in a collective.
 pub(super) fn summary(stacks: &[ProcessStack]) -> String {
@@ -298,6 +311,14 @@ mod tests {
             how: "py-spy",
             text: text.into(),
         }
+    }
+
+    #[test]
+    fn a_long_or_multi_line_command_is_one_heading_line() {
+        assert_eq!(headline("python train.py"), "python train.py");
+        assert_eq!(headline("sh -c :\nexact=\nours() {"), "sh -c : …");
+        let long = "x".repeat(HEADLINE_CHARS + 10);
+        assert_eq!(headline(&long).chars().count(), HEADLINE_CHARS + 2);
     }
 
     #[test]

@@ -32,8 +32,8 @@ pub use state::{app_state, container_state};
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::scheduler::{
-    Backend, Capabilities, DryRunContext, DryRunInfo, LineBuffer, LogLines, LogQuery, PlanCheck,
-    PlanReport, Replica, Scheduler, WorkspaceSupport,
+    Backend, Capabilities, DryRunContext, DryRunInfo, HangStacks, LineBuffer, LogLines, LogQuery,
+    PlanCheck, PlanReport, Replica, Scheduler, WorkspaceSupport,
 };
 use crate::schedulers::local_cwd::LocalCwdScheduler;
 use crate::specs::{AppDef, AppState, DescribeAppResponse, ListAppResponse, ReplicaStatus, Stream};
@@ -336,6 +336,7 @@ impl Backend for LocalDockerScheduler {
         workspace: WorkspaceSupport::LocalImage,
         runs_locally: true,
         dependencies: true,
+        hang_watch: true,
         ..Capabilities::ALL
     };
     type Opts = LocalDockerOpts;
@@ -363,9 +364,15 @@ impl Backend for LocalDockerScheduler {
             c.labels
                 .insert(render::LABEL_STATE_DIR.into(), self.state_dir.clone());
         }
-        // The recovery contract and dependencies need torchx's supervisor: Docker's restart
-        // policy can neither tell a requeue from a failure nor hold a container back.
-        if app.roles.iter().any(|r| r.uses_recovery()) || !ctx.after.is_empty() {
+        // The recovery contract, dependencies and the hang watch need torchx's supervisor:
+        // Docker's restart policy can neither tell a requeue from a failure nor hold a
+        // container back, and nothing of Docker's notices a quiet container.
+        if app
+            .roles
+            .iter()
+            .any(|r| r.uses_recovery() || r.hang_timeout.is_some())
+            || !ctx.after.is_empty()
+        {
             let log_dir = self.log_base.join(&ctx.session_name).join(&job.app_id);
             job.supervised = Some(supervised::supervised(&job, app, log_dir, &ctx.after)?);
         }
@@ -480,6 +487,17 @@ impl Backend for LocalDockerScheduler {
         containers.sort_by(|a, b| a["Name"].as_str().cmp(&b["Name"].as_str()));
         Ok((!containers.is_empty())
             .then(|| serde_json::json!({"app_id": app_id, "containers": containers})))
+    }
+
+    /// Only supervised apps are watched for hangs: their stacks are the supervisor's.
+    async fn hang_stacks(&self, app_id: &str, attempt: Option<u32>) -> Result<Vec<HangStacks>> {
+        if self.supervised_describe(app_id).await?.is_some() {
+            return Backend::hang_stacks(&self.supervised, app_id, attempt).await;
+        }
+        if self.find(Some(app_id)).await?.is_empty() {
+            return Err(Error::not_found("app", app_id, ""));
+        }
+        Ok(Vec::new())
     }
 
     async fn describe(&self, app_id: &str) -> Result<Option<DescribeAppResponse>> {

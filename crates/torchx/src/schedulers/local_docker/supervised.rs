@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use super::render::{Container, DockerJob, LABEL_APP_ID, LABEL_REPLICA, LABEL_ROLE};
 use crate::error::{Error, Result};
 use crate::schedulers::attempt_timer::timed_command;
-use crate::schedulers::local_cwd::{PopenRequest, ReplicaParam, RoleParams};
+use crate::schedulers::local_cwd::{PopenRequest, ReplicaParam, RoleParams, HEARTBEAT_FILE_ENV};
 use crate::specs::{AppDef, Recovery};
 
 /// Where a container finds its checkpoint directory when the role names none: the host side
@@ -64,13 +64,36 @@ pub(super) fn supervised(
                 env.insert("TORCHX_CHECKPOINT_DIR".into(), checkpoint.0.clone());
                 mounts.extend(checkpoint.1.as_deref().map(|host| (host, CHECKPOINT_MOUNT)));
             }
+            // The heartbeat files' directory is mounted at its own path, so the path the
+            // supervisor gives each attempt (`heartbeat.N`) names the same file on both sides.
+            let heartbeat = role.hang_timeout.map(|_| dir.join("heartbeat"));
+            if let Some(hb_dir) = &heartbeat {
+                // Output is progress: a Python process's (torchrun's, that passes its workers'
+                // lines on) must not sit in a buffer, as local_cwd's and Slurm's do not.
+                env.entry("PYTHONUNBUFFERED".into())
+                    .or_insert_with(|| "1".into());
+                env.insert(
+                    HEARTBEAT_FILE_ENV.into(),
+                    hb_dir.join("heartbeat").display().to_string(),
+                );
+            }
+            let heartbeat_target = heartbeat.as_ref().map(|d| d.display().to_string());
+            if let (Some(hb_dir), Some(target)) = (&heartbeat, &heartbeat_target) {
+                mounts.push((hb_dir.as_path(), target.as_str()));
+            }
             // The contract's shell in the container, without a limit of its own (the
             // supervisor keeps time): it passes the signals `docker kill` sends on to every
             // process of the replica and turns a TORCHX_REQUEUE_FILE request into the requeue
             // code. TORCHX_ATTEMPT comes from the supervisor.
+            // A hung attempt gets the checkpoint signal, USR1 unless the role names one: the
+            // shell must pass it on, not die of it.
+            let contract = role.recovery();
             let untimed = Recovery {
                 time_limit: None,
-                ..role.recovery()
+                checkpoint_signal: contract.checkpoint_signal.or(role
+                    .hang_timeout
+                    .map(|_| crate::specs::DEFAULT_CHECKPOINT_SIGNAL)),
+                ..contract
             };
             let command = match c.command.split_first() {
                 Some((entrypoint, args)) if recovery => {
@@ -87,8 +110,7 @@ pub(super) fn supervised(
                 cwd: log_dir.clone(),
                 container: Some(c.name.clone()),
                 requeue_file: None,
-                // local_docker does not watch for hangs (its dry run refuses hang_timeout).
-                heartbeat_file: None,
+                heartbeat_file: heartbeat.map(|d| d.join("heartbeat")),
             });
         }
         // The containers get their GPUs from Docker (`--gpus`), not CUDA_VISIBLE_DEVICES.
