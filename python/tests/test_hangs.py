@@ -14,7 +14,7 @@ import subprocess
 import sys
 import time
 import uuid
-from typing import Dict, List
+from typing import Any, Dict, List
 
 import pytest
 
@@ -80,6 +80,13 @@ def _torchx(args: List[str], tmp_path: pathlib.Path, timeout: float = 300) -> "s
     )
 
 
+def _status(handle: str, tmp_path: pathlib.Path) -> Dict[str, Any]:
+    said = _torchx(["status", "--json", handle], tmp_path)
+    assert said.returncode == 0 and said.stdout.strip(), f"status {handle}: {said.returncode} {said.stderr}"
+    status: Dict[str, Any] = json.loads(said.stdout)
+    return status
+
+
 def _left(script: str) -> List[str]:
     out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
     return [line for line in out.splitlines() if script in line and "ps -eo" not in line]
@@ -96,7 +103,13 @@ def _where(scheduler: str) -> List[str]:
     stacks are taken from the host: py-spy attaches to the container's processes)."""
     if scheduler == "local_cwd":
         return ["-s", "local_cwd"]
-    from _engines import docker_up, torch_image, torch_mounts
+    from _engines import docker_up, slurm_up, torch_image, torch_mounts
+
+    if scheduler == "slurm":
+        if not slurm_up():
+            pytest.skip("no Slurm cluster (scripts/slurm/up.sh)")
+        # The batch script's watch: its nodes are this machine, so this venv's py-spy.
+        return ["-s", "slurm", "--wait", "--log"]
 
     if not docker_up():
         pytest.skip("no Docker engine (scripts/docker/up.sh)")
@@ -105,11 +118,12 @@ def _where(scheduler: str) -> List[str]:
 
 def _ddp(where: List[str], options: List[str], script: str) -> List[str]:
     """`run OPTIONS dist.ddp -j 1x2 --script SCRIPT` on the scheduler `where` names."""
-    component = where[2:] or ["dist.ddp"]
-    return ["run", *where[:2], *options, *component, "-j", "1x2", "--script", script]
+    run_opts = [w for w in where[2:] if w.startswith("--") and w in ("--wait", "--log")]
+    component = [w for w in where[2:] if w not in run_opts] or ["dist.ddp"]
+    return ["run", *where[:2], *run_opts, *options, *component, "-j", "1x2", "--script", script]
 
 
-SCHEDULERS = ["local_cwd", "local_docker"]
+SCHEDULERS = ["local_cwd", "local_docker", "slurm"]
 
 
 @pytest.mark.parametrize("scheduler", SCHEDULERS)
@@ -123,10 +137,11 @@ def test_a_hung_ddp_job_fails_with_every_ranks_stack(tmp_path: pathlib.Path, sch
     took = time.monotonic() - started
     assert run.returncode == 1, run.stderr[-3000:]
     handle = run.stdout.strip().splitlines()[-1]
-    assert "rank 1 stalls" in run.stderr, run.stderr[-3000:]
+    said = run.stderr + _torchx(["log", "--streams", "stdout", handle], tmp_path).stdout
+    assert "rank 1 stalls" in said, said[-3000:]
     # 20 s of silence, then the stacks and the stop: well within 35 s of the last line.
     assert took < 120, took
-    status = json.loads(_torchx(["status", "--json", handle], tmp_path).stdout)
+    status = _status(handle, tmp_path)
     assert status["state"] == "FAILED", status
     attempts = status["roles"][0]["replicas"][0]["attempts"]
     assert [a["reason"] for a in attempts] == ["hung"], status
@@ -152,10 +167,10 @@ def test_a_hung_ddp_attempt_is_requeued_from_its_checkpoint(tmp_path: pathlib.Pa
     run = _torchx(_ddp(where, ["--hang_timeout", "20s", "--max_requeues", "1"], script), tmp_path)
     assert run.returncode == 0, run.stderr[-3000:]
     handle = run.stdout.strip().splitlines()[-1]
-    status = json.loads(_torchx(["status", "--json", handle], tmp_path).stdout)
+    status = _status(handle, tmp_path)
     attempts = status["roles"][0]["replicas"][0]["attempts"]
     assert [a["reason"] for a in attempts] == ["hung", "succeeded"], status
-    log = _torchx(["log", handle], tmp_path).stdout
+    log = _torchx(["log", "--streams", "stdout", handle], tmp_path).stdout
     # Rank 1 saved on the checkpoint signal (its line may be lost with torchrun, which the
     # signal ends), and the next attempt resumed there.
     assert "rank 0 attempt 1 from step 5" in log and "rank 1 attempt 1 from step 5" in log, log[-3000:]

@@ -271,6 +271,67 @@ fn recovery_app(env: &Env, name: &str, script: &str, goal: u32, max_retries: u32
     format!("./{name}.yaml")
 }
 
+/// The hang watch on the real cluster (the batch script runs each replica under it): a quiet
+/// job is hung, its processes' stacks are written next to its attempts file and shown by
+/// `log --stacks`, the attempt ends `hung` and, as a failure, spends `max_retries`; jobs that
+/// touch their heartbeat file or print run to their end. They run side by side.
+#[test]
+fn a_quiet_job_is_hung_and_one_that_beats_or_prints_is_not() {
+    if !slurm_up("slurm hang watch") {
+        return;
+    }
+    let env = Env::new();
+    let submit = |name: &str, script: &str, retries: &str| {
+        std::fs::write(env.cwd.join(format!("{name}.sh")), script).unwrap();
+        let out = env.run(&[
+            "run",
+            "-s",
+            "slurm",
+            "--hang_timeout",
+            "6s",
+            "--max_retries",
+            retries,
+            "utils.sh",
+            "bash",
+            &format!("{name}.sh"),
+        ]);
+        assert_eq!(out.status.code(), Some(0), "{name}: {}", stderr(&out));
+        stdout(&out).trim().to_string()
+    };
+    let quiet = submit("quiet", "echo started\nsleep 300\n", "1");
+    let beats = submit(
+        "beats",
+        "for i in 1 2 3 4 5; do touch \"$TORCHX_HEARTBEAT_FILE\"; sleep 3; done\n",
+        "0",
+    );
+    let prints = submit(
+        "prints",
+        "for i in 1 2 3 4 5; do echo $i; sleep 3; done\n",
+        "0",
+    );
+    let status = env.wait_state_terminal(&quiet, Duration::from_secs(300));
+    assert_eq!(status["state"], "FAILED", "{status}");
+    let reasons: Vec<String> = attempts(&status).into_iter().map(|a| a.0).collect();
+    assert_eq!(reasons, ["hung", "hung"], "{status}");
+    let msg = status["msg"].as_str().unwrap_or_default();
+    assert!(
+        msg.starts_with("sh/0 hung: no progress (output or heartbeat) for 6s"),
+        "{msg}"
+    );
+    let stacks = stdout(&env.run(&["log", "--stacks", &quiet]));
+    assert!(
+        stacks.starts_with("--- sh/0 attempt 1 ---\n=== sh/0 pid "),
+        "{stacks}"
+    );
+    assert!(stacks.contains("sleep 300"), "{stacks}");
+    let first = stdout(&env.run(&["log", "--stacks", "--attempt", "0", &quiet]));
+    assert!(first.starts_with("--- sh/0 attempt 0 ---\n"), "{first}");
+    for handle in [&beats, &prints] {
+        let status = env.wait_state_terminal(handle, Duration::from_secs(300));
+        assert_eq!(status["state"], "SUCCEEDED", "{handle}: {status}");
+    }
+}
+
 /// The recovery contract on the real cluster (`--time`, `--signal=B:USR1@40`, the script's
 /// trap and `scontrol requeue`): the counter is signalled before each one-minute limit, saves,
 /// asks for a requeue, and reaches its goal in a later attempt.

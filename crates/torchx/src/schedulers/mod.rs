@@ -9,6 +9,7 @@ pub(crate) mod aws_batch;
 #[cfg(feature = "aws")]
 pub(crate) mod aws_sagemaker;
 pub(crate) mod command;
+pub(crate) mod hang_watch;
 #[cfg(test)]
 mod hostile;
 #[cfg(feature = "kubernetes")]

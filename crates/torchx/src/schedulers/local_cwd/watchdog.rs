@@ -98,7 +98,7 @@ pub(super) fn prepare_heartbeat(file: &Path) {
 
 /// The captured stack of one process of a hung replica.
 #[derive(Debug, Clone, PartialEq)]
-pub(super) struct ProcessStack {
+pub(crate) struct ProcessStack {
     pub pid: u32,
     /// `RANK` in its environment (torchrun's workers), if any.
     pub rank: Option<String>,
@@ -278,8 +278,40 @@ fn headline(cmdline: &str) -> String {
 
 const HEADLINE_CHARS: usize = 240;
 
+/// The blocks of a stacks file as [`render`] (or the hang watch's shell) writes them; lines
+/// before the first heading are skipped.
+pub(crate) fn parse(text: &str) -> Vec<ProcessStack> {
+    let mut out: Vec<ProcessStack> = Vec::new();
+    for line in text.lines() {
+        let heading = line.strip_prefix("=== ").and_then(|h| {
+            let (who, rest) = h.split_once(" pid ")?;
+            let (pid, rest) = rest.split_once(" (")?;
+            let (how, cmdline) = rest
+                .split_once("): ")
+                .unwrap_or((rest.trim_end_matches(')'), ""));
+            let rank = who.split_once(" rank ").map(|(_, r)| r.to_string());
+            Some(ProcessStack {
+                pid: pid.parse().ok()?,
+                rank,
+                cmdline: cmdline.to_string(),
+                how: if how == "py-spy" { "py-spy" } else { "proc" },
+                text: String::new(),
+            })
+        });
+        match (heading, out.last_mut()) {
+            (Some(h), _) => out.push(h),
+            (None, Some(last)) => {
+                last.text.push_str(line);
+                last.text.push('\n');
+            }
+            (None, None) => {}
+        }
+    }
+    out
+}
+
 /// What the stacks say, for the hang's message: the ranks waiting in a collective.
-pub(super) fn summary(stacks: &[ProcessStack]) -> String {
+pub(crate) fn summary(stacks: &[ProcessStack]) -> String {
     let waiting: Vec<String> = stacks
         .iter()
         .filter_map(|s| {
@@ -319,6 +351,19 @@ mod tests {
         assert_eq!(headline("sh -c :\nexact=\nours() {"), "sh -c : …");
         let long = "x".repeat(HEADLINE_CHARS + 10);
         assert_eq!(headline(&long).chars().count(), HEADLINE_CHARS + 2);
+    }
+
+    #[test]
+    fn a_rendered_file_parses_back() {
+        let stacks = vec![
+            stack(7, Some("0"), "Thread 1:\n    all_reduce (x.py:3)"),
+            stack(8, None, "State: S"),
+        ];
+        let parsed = parse(&render("trainer/0", &stacks));
+        assert_eq!(parsed.len(), 2, "{parsed:?}");
+        assert_eq!((parsed[0].pid, parsed[0].rank.as_deref()), (7, Some("0")));
+        assert_eq!(parsed[1].rank, None);
+        assert_eq!(summary(&parsed), summary(&stacks));
     }
 
     #[test]

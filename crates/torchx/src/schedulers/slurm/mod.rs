@@ -15,6 +15,8 @@ mod recovery;
 mod render;
 mod state;
 
+use crate::scheduler::HangStacks;
+use crate::specs::EndReason;
 use std::fs::{self};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -318,6 +320,14 @@ impl SlurmScheduler {
             .join("attempts");
         if let Ok(text) = fs::read_to_string(recorded) {
             let attempts = state::parse_attempts(&text);
+            if let Some(last) = attempts
+                .last()
+                .filter(|a| a.reason == Some(EndReason::Hung))
+            {
+                if let Some(msg) = self.hung_message(id, last.attempt) {
+                    resp.msg = msg;
+                }
+            }
             for role in &mut resp.roles_statuses {
                 for replica in &mut role.replicas {
                     replica.attempts.clone_from(&attempts);
@@ -325,6 +335,60 @@ impl SlurmScheduler {
             }
         }
         resp
+    }
+
+    /// Where the recovery script keeps the job's attempts, and the hang watch its stacks.
+    fn torchx_dir(&self, id: JobRef) -> PathBuf {
+        self.job_dir(id).join(format!("torchx-{id}"))
+    }
+
+    /// The hang watch's files of `attempt` named `{kind}.{attempt}.{role}-{replica}`, oldest
+    /// replica first: (role, replica, path).
+    fn hang_files(&self, id: JobRef, kind: &str, attempt: u32) -> Vec<(String, u32, PathBuf)> {
+        let prefix = format!("{kind}.{attempt}.");
+        let mut found: Vec<(String, u32, PathBuf)> = fs::read_dir(self.torchx_dir(id))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|e| {
+                let name = e.file_name().into_string().ok()?;
+                let (role, replica) = name.strip_prefix(&prefix)?.rsplit_once('-')?;
+                Some((role.to_string(), replica.parse().ok()?, e.path()))
+            })
+            .collect();
+        found.sort();
+        found
+    }
+
+    /// What a hung attempt's status says: each hung replica, its timeout and the ranks its
+    /// stacks show in a collective.
+    fn hung_message(&self, id: JobRef, attempt: u32) -> Option<String> {
+        let hung: Vec<String> = self
+            .hang_files(id, "hung", attempt)
+            .into_iter()
+            .filter_map(|(role, replica, path)| {
+                let text = fs::read_to_string(path).ok()?;
+                let timeout = text.split_whitespace().nth(1)?;
+                let stacks = fs::read_to_string(
+                    self.torchx_dir(id)
+                        .join(format!("stacks.{attempt}.{role}-{replica}")),
+                )
+                .unwrap_or_default();
+                let detail = crate::schedulers::local_cwd::stacks_summary(
+                    &crate::schedulers::local_cwd::parse_stacks(&stacks),
+                );
+                let detail = if detail.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({detail})")
+                };
+                Some(format!(
+                    "{role}/{replica} hung: no progress (output or heartbeat) for {timeout}s\
+                     {detail}; its stacks: `torchx log --stacks`"
+                ))
+            })
+            .collect();
+        (!hung.is_empty()).then(|| hung.join("; "))
     }
 }
 
@@ -337,6 +401,7 @@ impl Backend for SlurmScheduler {
         mounts: false,
         workspace: WorkspaceSupport::Directory,
         dependencies: true,
+        hang_watch: true,
         ..Capabilities::ALL
     };
     type Opts = SlurmOpts;
@@ -447,6 +512,41 @@ impl Backend for SlurmScheduler {
     async fn describe_many(&self, app_ids: &[String]) -> Result<Vec<Option<DescribeAppResponse>>> {
         let app_ids = app_ids.to_vec();
         off_executor(self, move |s| s.describe_many_now(&app_ids)).await
+    }
+
+    /// The stacks the hang watch wrote next to the job's attempts file (the last attempt that
+    /// has any, or `attempt`).
+    async fn hang_stacks(&self, app_id: &str, attempt: Option<u32>) -> Result<Vec<HangStacks>> {
+        let id = parse_job_id(app_id)?;
+        off_executor(self, move |s| {
+            let attempts = fs::read_to_string(s.torchx_dir(id).join("attempts"))
+                .map(|t| state::parse_attempts(&t))
+                .unwrap_or_default();
+            let wanted: Vec<u32> = match attempt {
+                Some(n) => vec![n],
+                None => attempts.iter().rev().map(|a| a.attempt).collect(),
+            };
+            for a in wanted {
+                let found = s.hang_files(id, "stacks", a);
+                if found.is_empty() {
+                    continue;
+                }
+                return found
+                    .into_iter()
+                    .map(|(role, replica, path)| {
+                        Ok(HangStacks {
+                            role,
+                            replica,
+                            attempt: a,
+                            text: fs::read_to_string(path)
+                                .map_err(|e| Error::io("reading a replica's stacks", e))?,
+                        })
+                    })
+                    .collect();
+            }
+            Ok(Vec::new())
+        })
+        .await
     }
 
     /// The batch script as slurmctld holds it (`scontrol write batch_script`), while it still

@@ -29,8 +29,8 @@ now() { date +%s; }
 if [ "$(grep -c '^start ' "$attempts")" -gt "$(grep -c '^end ' "$attempts")" ]; then
     echo "end $(tail -n 1 "$attempts" | cut -d' ' -f2) $(now) - preempted" >>"$attempts"
 fi
-failures=$(grep -cE '^end .* (failed|timeout|oom)$' "$attempts" || true)
-requeues=$(grep -cE '^end .* (requeued|preempted|node_failure)$' "$attempts" || true)
+failures=$(grep -cE '^end .* (failed|timeout|oom@HUNG_FAILS@)$' "$attempts" || true)
+requeues=$(grep -cE '^end .* (requeued|preempted|node_failure@HUNG_REQUEUES@)$' "$attempts" || true)
 started=$(now)
 echo "start $TORCHX_ATTEMPT $started" >>"$attempts"
 # This job as scontrol names it: an array's task as ARRAY_TASK, since the task that kept the
@@ -81,7 +81,7 @@ rm -f "$TORCHX_REQUEUE_FILE"
 # /proc/PID/environ matched whole where grep has -z; the trailing - keeps an older grep's
 # substring match from taking a longer mark), waited for at most @SAVE_WAIT@ s (the checkpoint
 # lead and a minute; Slurm ends the step's processes when the task ends).
-torchx_task=(bash -c 'm=torchx-$SLURM_JOB_ID-$SLURM_PROCID-$$-; s=; trap s=1 HUP INT TERM USR1 USR2; TORCHX_ATTEMPT_MARK=$m "$@"; c=$?; if [ -n "$s" ]; then z=; if printf "a\0" | grep -qzxF a 2>/dev/null; then z=-zx; fi; n=0; while [ "$n" -lt $((@SAVE_WAIT@ * 5)) ] && grep -qlsF $z "TORCHX_ATTEMPT_MARK=$m" /proc/[0-9]*/environ; do n=$((n + 1)); sleep 0.2; done; fi; echo "$c" >"$0/${SLURMD_NODENAME:-node}.$$"; exit "$c"' "$exits")
+@WATCH@torchx_task=(bash -c 'm=torchx-$SLURM_JOB_ID-$SLURM_PROCID-$$-; s=; trap s=1 HUP INT TERM USR1 USR2; TORCHX_ATTEMPT_MARK=$m "$@"; c=$?; if [ -n "$s" ]; then z=; if printf "a\0" | grep -qzxF a 2>/dev/null; then z=-zx; fi; n=0; while [ "$n" -lt $((@SAVE_WAIT@ * 5)) ] && grep -qlsF $z "TORCHX_ATTEMPT_MARK=$m" /proc/[0-9]*/environ; do n=$((n + 1)); sleep 0.2; done; fi; echo "$c" >"$0/${SLURMD_NODENAME:-node}.$$"; exit "$c"' "$exits")
 set +e
 srun @SRUN@ &
 srun_pid=$!
@@ -94,6 +94,16 @@ exitcode=$?
 set -e
 
 echo "job exited with code $exitcode"
+if ls "$torchx_dir/hung.$TORCHX_ATTEMPT".* >/dev/null 2>&1; then
+    echo "torchx: $(cat "$torchx_dir/hung.$TORCHX_ATTEMPT".* | cut -d' ' -f1 | tr '\n' ' ')hung"
+    finish "$exitcode" hung
+    if [ @REQUEUE_HUNG@ = 1 ]; then
+        if [ "$requeues" -lt @REQUEUES@ ]; then requeue "hung"; fi
+    elif [ "$failures" -lt "$TORCHX_MAX_RETRIES" ]; then
+        requeue "hung"
+    fi
+    exit "$exitcode"
+fi
 if [ -e "$TORCHX_REQUEUE_FILE" ]; then
     echo "torchx: a process asked for a requeue (TORCHX_REQUEUE_FILE)"
     exitcode=@REQUEUE_CODE@
@@ -140,6 +150,7 @@ pub(super) fn recovery_script(
     checkpoint_dir: Option<&str>,
     app_id: &str,
     srun: &str,
+    (watched, requeue_hung): (bool, bool),
 ) -> String {
     // `--signal=B:` signals the batch shell only: it passes the signal on (SIGTERM is already).
     let checkpoint_trap = match r.checkpoint_signal.map(|s| s.signal.name()) {
@@ -149,6 +160,38 @@ pub(super) fn recovery_script(
         _ => String::new(),
     };
     let checkpoint_dir = checkpoint_dir.map_or("\"$torchx_dir/checkpoint\"".into(), shell_quote);
+    // A hung replica of a recovering job gets the checkpoint signal (USR1 unless the roles
+    // name one) and local_cwd's grace to save; of any other job, none.
+    let hang_signal = if requeue_hung {
+        r.checkpoint_signal
+            .unwrap_or(crate::specs::DEFAULT_CHECKPOINT_SIGNAL)
+            .signal
+            .name()
+    } else {
+        ""
+    };
+    let watch = if watched {
+        let words = crate::schedulers::hang_watch::watch_words(
+            "\"$torchx_dir\"",
+            "\"$TORCHX_ATTEMPT\"",
+            &shell_quote(hang_signal),
+            crate::schedulers::local_cwd::GRACE.as_secs(),
+        );
+        format!(
+            "# A replica with a hang timeout runs under the hang watch (schedulers/hang_watch.rs), \
+             which\n# leaves hung.ATTEMPT.REPLICA and its stacks here when it stops a replica that \
+             made no progress.\ntorchx_watch=({})\n\
+             rm -f \"$torchx_dir/hung.$TORCHX_ATTEMPT\".* \"$torchx_dir/stacks.$TORCHX_ATTEMPT\".*\n",
+            words.join(" ")
+        )
+    } else {
+        String::new()
+    };
+    let (hung_fails, hung_requeues) = if requeue_hung {
+        ("", "|hung")
+    } else {
+        ("|hung", "")
+    };
     fill(
         RECOVERY_SCRIPT,
         &[
@@ -160,6 +203,10 @@ pub(super) fn recovery_script(
             ("CHECKPOINT_DIR", &checkpoint_dir),
             ("APP_ID", app_id),
             ("SRUN", srun),
+            ("WATCH", &watch),
+            ("REQUEUE_HUNG", if requeue_hung { "1" } else { "0" }),
+            ("HUNG_FAILS", hung_fails),
+            ("HUNG_REQUEUES", hung_requeues),
             (
                 "SAVE_WAIT",
                 &(r.checkpoint_signal.map_or(0, |s| s.seconds) + 60).to_string(),

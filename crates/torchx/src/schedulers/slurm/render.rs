@@ -41,6 +41,9 @@ pub struct ReplicaRequest {
     pub srun_opts: Vec<(String, String)>,
     /// Its environment.
     pub env: crate::specs::Env,
+    /// Its role's hang timeout (seconds): the task runs under the hang watch.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hang_timeout: Option<u64>,
 }
 
 /// An `sbatch` submission.
@@ -65,6 +68,10 @@ pub struct SbatchRequest {
     /// command and environment differ; the script picks its own by `SLURM_ARRAY_TASK_ID`.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub array_tasks: Vec<(u32, ReplicaRequest)>,
+    /// Whether a hung attempt is requeued from its checkpoint (the roles ask for recovery)
+    /// rather than a failure (a hang timeout alone also runs the script of `recovery`).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub requeue_hung: bool,
 }
 
 impl NativeRequest for SbatchRequest {
@@ -140,6 +147,15 @@ impl ReplicaRequest {
         if record_exits {
             words.push("\"${torchx_task[@]}\"".into());
         }
+        if let Some(timeout) = self.hang_timeout {
+            let label = match self.name.rsplit_once('-') {
+                Some((role, i)) => format!("{role}/{i}"),
+                None => self.name.clone(),
+            };
+            words.push("\"${torchx_watch[@]}\"".into());
+            words.push(timeout.to_string());
+            words.push(shell_quote(&label));
+        }
         words.extend(quote(command));
         (sbatch, words)
     }
@@ -198,7 +214,14 @@ impl SbatchRequest {
                     self.max_retries,
                     self.checkpoint_dir.as_deref(),
                     app_id,
-                    &srun.join(" ")
+                    &srun.join(" "),
+                    (
+                        self.replicas
+                            .iter()
+                            .chain(self.array_tasks.iter().map(|(_, r)| r))
+                            .any(|r| r.hang_timeout.is_some()),
+                        self.requeue_hung
+                    ),
                 ),
             );
         }
@@ -429,7 +452,21 @@ pub fn render(
     let nomem = facts
         .and_then(|f| f.partition_mem_mb)
         .is_some_and(|m| m <= 1000);
-    let recovery = job_recovery(app, opts)?;
+    // A hang timeout needs the recovery script (its attempts file, the watch, the requeue
+    // budget); without a recovery option a hung attempt is a failure, as TorchX counts them.
+    let recovering = job_recovery(app, opts)?;
+    let requeue_hung = recovering.is_some();
+    let recovery = recovering.or_else(|| {
+        app.roles
+            .iter()
+            .any(|r| r.hang_timeout.is_some())
+            .then_some(Recovery {
+                time_limit: None,
+                checkpoint_signal: None,
+                requeue_exit_code: crate::specs::DEFAULT_REQUEUE_EXIT_CODE,
+                max_requeues: 0,
+            })
+    });
     let containerized = containerized(opts)?;
     let mut replicas = Vec::new();
     for role in &app.roles {
@@ -474,6 +511,7 @@ pub fn render(
                 entrypoint: r.entrypoint,
                 args: r.args,
                 env: r.env,
+                hang_timeout: role.hang_timeout,
             });
         }
     }
@@ -499,6 +537,7 @@ pub fn render(
         checkpoint_dir: app.roles.iter().find_map(|r| r.checkpoint_dir.clone()),
         recovery,
         array_tasks: Vec::new(),
+        requeue_hung,
     })
 }
 
