@@ -61,6 +61,81 @@ fn an_appwrapper_runs_and_its_log_is_read() {
     a_job_runs_and_its_log_is_read(Way::Mcad);
 }
 
+/// The hang watch in the container's shell: a quiet pod is hung, its processes' stacks are in
+/// its log (`log --stacks`), it is stopped, and the app is FAILED with the attempt `hung` and
+/// what the watch said (the termination message) in its status; a pod that prints runs on.
+fn a_quiet_pod_is_hung(way: Way) {
+    let Some(k8s) = Cluster::get(&format!("a_quiet_pod_is_hung {way:?}")) else {
+        return;
+    };
+    let submit = |script: &str| {
+        let args = [
+            "--hang_timeout",
+            "4s",
+            "utils.sh",
+            "--image",
+            "busybox:local",
+            "-h",
+            "NULL",
+            "--",
+            "sh",
+            "-c",
+            script,
+        ];
+        k8s.submit(way.scheduler(), way.cfg(), &args)
+    };
+    let quiet = submit("echo started; sleep 300");
+    let prints = submit("for i in 1 2 3 4; do echo $i; sleep 2; done");
+    let s = k8s.wait_status(&quiet, |s| s["state"] == "FAILED");
+    let msg = s["msg"].as_str().unwrap();
+    assert!(
+        msg.contains("hung: sh/0 made no progress (output or heartbeat) for 4s"),
+        "{way:?}: {s}"
+    );
+    let reasons: Vec<&str> = s["roles"][0]["replicas"][0]["attempts"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|a| a["reason"].as_str())
+        .collect();
+    assert_eq!(reasons.last(), Some(&"hung"), "{way:?}: {s}");
+    let stacks = k8s.run(&["log", "--stacks", &quiet]);
+    assert_eq!(
+        stacks.status.code(),
+        Some(0),
+        "{way:?}: {}",
+        stderr(&stacks)
+    );
+    let stacks = stdout(&stacks);
+    assert!(
+        stacks.starts_with("--- sh/0 attempt 0 ---\n=== sh/0 pid "),
+        "{way:?}: {stacks}"
+    );
+    assert!(stacks.contains("sleep 300"), "{way:?}: {stacks}");
+    let s = k8s.wait_status(&prints, |s| {
+        !["PENDING", "RUNNING", "UNKNOWN"].contains(&s["state"].as_str().unwrap())
+    });
+    assert_eq!(s["state"], "SUCCEEDED", "{way:?}: {s}");
+    for handle in [&quiet, &prints] {
+        k8s.run(&["delete", handle]);
+    }
+}
+
+#[test]
+fn a_quiet_indexed_job_pod_is_hung() {
+    a_quiet_pod_is_hung(Way::IndexedJob);
+}
+
+#[test]
+fn a_quiet_volcano_job_pod_is_hung() {
+    a_quiet_pod_is_hung(Way::Volcano);
+}
+
+#[test]
+fn a_quiet_appwrapper_pod_is_hung() {
+    a_quiet_pod_is_hung(Way::Mcad);
+}
+
 /// A pod whose command fails ends the app FAILED (Volcano's webhook makes the gang need it),
 /// with the container's exit code, and no restart.
 fn a_failing_pod_fails_the_app(way: Way) {

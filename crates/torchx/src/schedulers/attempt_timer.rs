@@ -87,12 +87,19 @@ exit "$code""#;
 /// `ours`: the pids whose environment holds exactly `TORCHX_ATTEMPT_MARK=$mark`, one entry of
 /// the NUL-separated `/proc/PID/environ` matched whole (`grep -zx`) where grep can; an older
 /// grep matches a substring, which the mark's trailing `-` keeps from matching a longer mark.
+/// The hang watch's own processes (`hang_watch.rs`: its command lines name `torchx-watch`) are
+/// not the command's: the watch passes signals on to its command itself, and its pumps must
+/// outlive the command's last line.
 const OURS: &str = r#"exact=
 if printf 'a\0' | grep -qzxF a 2>/dev/null; then exact=-zx; fi
 ours() {
     for f in $(grep -lsF $exact "TORCHX_ATTEMPT_MARK=$mark" /proc/[0-9]*/environ 2>/dev/null); do
         f=${f#/proc/}
-        echo "${f%/environ}"
+        f=${f%/environ}
+        case $(tr '\0' ' ' 2>/dev/null <"/proc/$f/cmdline") in
+            *torchx-watch*) ;;
+            *) echo "$f" ;;
+        esac
     done
 }"#;
 

@@ -12,13 +12,16 @@
 //! saves must not die of a broken pipe), and the watching shell survives them: the engine
 //! signals each process of the step itself.
 
+use crate::error::{Error, Result};
+use crate::scheduler::{Backend, HangStacks, LogQuery, Replica};
+
 /// `$1` directory of the stacks and markers, `$2` attempt, `$3` checkpoint signal (empty: none,
 /// the hang is a failure), `$4` seconds to save after it, `$5` hang timeout (seconds), `$6`
 /// the replica (`role/N`); then the command.
-const WATCH: &str = r#"dir=$1 attempt=$2 sig=$3 grace=$4 timeout=$5 label=$6; shift 6
+const WATCH: &str = r#"dir=$1 attempt=${2:-${TORCHX_ATTEMPT:-0}} sig=$3 grace=$4 timeout=$5 label=$6; shift 6
 name=$(printf '%s' "$label" | tr / -)
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/torchx-watch.XXXXXX") || exec "$@"
-export TORCHX_HEARTBEAT_FILE="$dir/heartbeat.$attempt.$name"
+export TORCHX_HEARTBEAT_FILE="${dir:-$tmp}/heartbeat.$attempt.$name"
 : >"$TORCHX_HEARTBEAT_FILE"
 mark=${TORCHX_ATTEMPT_MARK:-torchx-watch-$$-$(cat /proc/sys/kernel/random/uuid 2>/dev/null || date +%s)-}
 mkfifo "$tmp/o" "$tmp/e" || exec "$@"
@@ -29,6 +32,11 @@ e=$!
 trap : HUP INT TERM QUIT USR1 USR2
 TORCHX_ATTEMPT_MARK=$mark "$@" >"$tmp/o" 2>"$tmp/e" &
 child=$!
+# In a container the watch is the timer's command: what the timer passes to its command is for
+# the replica's. (On Slurm the engine signals every process of the step itself.)
+if [ -z "$dir" ]; then
+    for s in HUP INT TERM QUIT USR1 USR2; do trap "kill -s $s \$child 2>/dev/null" "$s"; done
+fi
 exact=
 if printf 'a\0' | grep -qzxF a 2>/dev/null; then exact=-zx; fi
 # A process's command line, empty once it is gone (errors first to /dev/null: it may go
@@ -82,6 +90,8 @@ capture() {
         if [ -s "$tmp/stack.$p" ]; then
             echo "=== $label${rank:+ rank $rank} pid $p (py-spy): $cmd"
             cat "$tmp/stack.$p"
+            op=$(grep -m 1 -oE "^ +([A-Za-z0-9_<>]+\.)*($COLLECTIVES) \(" "$tmp/stack.$p" | sed -E 's/^ +//; s/ \($//; s/.*\.//')
+            [ -z "$rank" ] || [ -z "$op" ] || echo "rank $rank in $op" >>"$tmp/summary"
         else
             echo "=== $label${rank:+ rank $rank} pid $p (proc): $cmd"
             grep -s '^State:' "/proc/$p/status"
@@ -110,9 +120,21 @@ watch() {
     trap '' TERM
     : >"$tmp/hung"
     echo "torchx: $label made no progress (output or heartbeat) for ${timeout}s: its stacks, then stopping it" >&2
-    capture >"$dir/stacks.$attempt.$name.tmp" 2>/dev/null
-    mv -f "$dir/stacks.$attempt.$name.tmp" "$dir/stacks.$attempt.$name"
-    echo "$label $timeout" >"$dir/hung.$attempt.$name"
+    if [ -n "$dir" ]; then
+        capture >"$dir/stacks.$attempt.$name.tmp" 2>/dev/null
+        mv -f "$dir/stacks.$attempt.$name.tmp" "$dir/stacks.$attempt.$name"
+        echo "$label $timeout" >"$dir/hung.$attempt.$name"
+    else
+        # In a container: the stacks in its log, the hang in Kubernetes' termination message,
+        # and a recovering job's requeue asked of the timer.
+        capture >"$tmp/stacks" 2>/dev/null
+        { echo "$BEGIN$label attempt $attempt"; cat "$tmp/stacks"; echo "$END$label"; } >&2
+        said=
+        while read -r l; do said="${said:+$said, }$l"; done 2>/dev/null <"$tmp/summary"
+        [ ! -w /dev/termination-log ] ||
+            echo "$HUNG$label made no progress (output or heartbeat) for ${timeout}s${said:+ ($said)}" >/dev/termination-log
+        [ -z "$sig" ] || [ -z "${TORCHX_REQUEUE_FILE:-}" ] || : >"$TORCHX_REQUEUE_FILE"
+    fi
     if [ -n "$sig" ]; then
         case ",${PET_SIGNALS_TO_HANDLE:-}," in
             *",SIG$sig,"*) kill -s "$sig" "$child" 2>/dev/null ;;
@@ -140,14 +162,29 @@ done
 rm -rf "$tmp"
 exit "$code""#;
 
-/// The words that run a command under the watch: `sh -c WATCH torchx-watch DIR ATTEMPT SIG
-/// GRACE`, to be followed by the timeout, the replica (`role/N`) and the command. The values
-/// are shell words of the calling script (quoted or variables), placed as they are.
+/// The line that opens a replica's stacks in a container's log (then `role/N attempt A`).
+pub(crate) const STACKS_BEGIN: &str = "torchx: stacks of ";
+/// The line that closes them (then `role/N`).
+pub(crate) const STACKS_END: &str = "torchx: end of the stacks of ";
+/// How a hung container's termination message (Kubernetes) starts.
+pub(crate) const HUNG_MESSAGE: &str = "torchx: hung: ";
+
+/// The watch's script, with its constants.
+fn script() -> String {
+    format!(
+        "COLLECTIVES='{}' BEGIN='{STACKS_BEGIN}' END='{STACKS_END}' HUNG='{HUNG_MESSAGE}'\n{WATCH}",
+        crate::schedulers::local_cwd::COLLECTIVES.join("|")
+    )
+}
+
+/// The words that run a command under the watch on Slurm: `sh -c WATCH torchx-watch DIR
+/// ATTEMPT SIG GRACE`, to be followed by the timeout, the replica (`role/N`) and the command.
+/// The values are shell words of the calling script (quoted or variables), placed as they are.
 pub(crate) fn watch_words(dir: &str, attempt: &str, signal: &str, grace: u64) -> Vec<String> {
     vec![
         "sh".into(),
         "-c".into(),
-        crate::text::shell_quote(WATCH),
+        crate::text::shell_quote(&script()),
         "torchx-watch".into(),
         dir.into(),
         attempt.into(),
@@ -156,12 +193,103 @@ pub(crate) fn watch_words(dir: &str, attempt: &str, signal: &str, grace: u64) ->
     ]
 }
 
+/// `command` under the watch in a container (an argv, no shell around it): stacks to the
+/// container's stderr, signals passed to the command, a recovering job's hang (`signal` set)
+/// asked as a requeue of the timer (`TORCHX_REQUEUE_FILE`).
+pub(crate) fn in_container(
+    timeout: u64,
+    replica: &str,
+    signal: Option<&str>,
+    command: Vec<String>,
+) -> Vec<String> {
+    let mut words: Vec<String> = vec![
+        "sh".into(),
+        "-c".into(),
+        script(),
+        "torchx-watch".into(),
+        String::new(),
+        String::new(),
+        signal.unwrap_or_default().into(),
+        crate::schedulers::local_cwd::GRACE.as_secs().to_string(),
+        timeout.to_string(),
+        replica.into(),
+    ];
+    words.extend(command);
+    words
+}
+
+/// The stacks a container's log holds, per replica and attempt: the lines between
+/// [`STACKS_BEGIN`] and [`STACKS_END`].
+pub(crate) fn stacks_in_log(lines: &[String]) -> Vec<(String, u32, String)> {
+    let mut out = Vec::new();
+    let mut open: Option<(String, u32, String)> = None;
+    for line in lines {
+        if let Some(head) = line.strip_prefix(STACKS_BEGIN) {
+            let (replica, attempt) = head.rsplit_once(" attempt ").unwrap_or((head, "0"));
+            open = Some((
+                replica.to_string(),
+                attempt.trim().parse().unwrap_or(0),
+                String::new(),
+            ));
+        } else if line.starts_with(STACKS_END) {
+            out.extend(open.take());
+        } else if let Some((_, _, text)) = open.as_mut() {
+            text.push_str(line);
+            text.push('\n');
+        }
+    }
+    out
+}
+
+/// [`Backend::hang_stacks`] of a container scheduler: the stacks the watch wrote in each
+/// replica's log (the log the scheduler keeps: a replaced pod's is gone with it), of
+/// `attempt` or of the last attempt that has any.
+pub(crate) async fn stacks_from_logs<B: Backend>(
+    backend: &B,
+    app_id: &str,
+    attempt: Option<u32>,
+) -> Result<Vec<HangStacks>> {
+    let Some(app) = backend.describe(app_id).await? else {
+        return Err(Error::not_found("app", app_id, ""));
+    };
+    let mut out = Vec::new();
+    for role in &app.roles_statuses {
+        for replica in &role.replicas {
+            let query = LogQuery::default();
+            let mut lines = backend
+                .log_iter(
+                    Replica {
+                        app_id,
+                        role: &role.role,
+                        k: replica.id,
+                    },
+                    &query,
+                )
+                .await?;
+            let mut log = Vec::new();
+            while let Some(line) = lines.next_line().await? {
+                log.push(line);
+            }
+            let found = stacks_in_log(&log)
+                .into_iter()
+                .rfind(|(_, a, _)| attempt.is_none_or(|n| n == *a));
+            out.extend(found.map(|(_, a, text)| HangStacks {
+                role: role.role.clone(),
+                replica: replica.id,
+                attempt: a,
+                text,
+            }));
+        }
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use std::process::Command;
     use std::time::{Duration, Instant};
 
-    use super::WATCH;
+    use super::{in_container, stacks_in_log};
 
     /// Runs `script` under the watch (timeout `timeout`, checkpoint signal `sig`) in `dir`.
     fn watched(
@@ -171,7 +299,7 @@ mod tests {
         script: &str,
     ) -> std::process::Output {
         Command::new("sh")
-            .args(["-c", WATCH, "torchx-watch"])
+            .args(["-c", &super::script(), "torchx-watch"])
             .arg(dir)
             .args([
                 "0",
@@ -260,5 +388,57 @@ mod tests {
         assert_eq!(out.status.code(), Some(75), "{out:?}");
         assert_eq!(String::from_utf8_lossy(&out.stdout), "started\nsaving\n");
         assert!(tmp.path().join("hung.0.trainer-0").exists());
+    }
+
+    /// In a container: the stacks go to stderr between their lines (read back from the log),
+    /// the signals the timer passes on reach the command, and a recovering job's hang asks the
+    /// timer for a requeue.
+    #[test]
+    fn in_a_container_the_stacks_go_to_the_log_and_signals_to_the_command() {
+        let tmp = tempfile::tempdir().unwrap();
+        let requeue = tmp.path().join("requeue");
+        let sh = |script: &str| vec!["sh".to_string(), "-c".into(), script.into()];
+        let cmd = in_container(
+            2,
+            "trainer/3",
+            Some("USR1"),
+            sh("trap 'echo saving; exit 75' USR1; echo started; while :; do sleep 0.2; done"),
+        );
+        let out = Command::new(&cmd[0])
+            .args(&cmd[1..])
+            .env("TMPDIR", tmp.path())
+            .env("TORCHX_ATTEMPT", "4")
+            .env("TORCHX_REQUEUE_FILE", &requeue)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(75), "{out:?}");
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "started\nsaving\n");
+        assert!(requeue.exists(), "the hang asked for no requeue");
+        let log: Vec<String> = String::from_utf8_lossy(&out.stderr)
+            .lines()
+            .map(str::to_string)
+            .collect();
+        let stacks = stacks_in_log(&log);
+        assert_eq!(stacks.len(), 1, "{log:?}");
+        assert_eq!((stacks[0].0.as_str(), stacks[0].1), ("trainer/3", 4));
+        assert!(stacks[0].2.contains("=== trainer/3 pid "), "{log:?}");
+        // A signal to the watch (the timer's, to its command) reaches the command.
+        let cmd = in_container(
+            60,
+            "trainer/0",
+            None,
+            sh("trap 'echo got term; exit 7' TERM; while :; do sleep 0.2; done"),
+        );
+        let child = Command::new(&cmd[0])
+            .args(&cmd[1..])
+            .env("TMPDIR", tmp.path())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(1500));
+        crate::sys::signal_pid(child.id(), crate::sys::SIGTERM);
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(out.status.code(), Some(7), "{out:?}");
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "got term\n");
     }
 }

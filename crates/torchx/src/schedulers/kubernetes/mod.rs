@@ -603,6 +603,7 @@ impl Backend for KubernetesScheduler {
     const CAPABILITIES: Capabilities = Capabilities {
         log_streams: false,
         workspace: WorkspaceSupport::PushedImage,
+        hang_watch: true,
         ..Capabilities::ALL
     };
     type Opts = KubernetesOpts;
@@ -699,6 +700,21 @@ impl Backend for KubernetesScheduler {
             let selector = format!("{LABEL_UNIQUE_NAME}={name}");
             let pods = self.kube.list(ns, POD, Some(&selector)).await?;
             resp.msg = with_exits(&resp.msg, &failed_exits(&pods));
+            for pod in &pods {
+                let Some(hung) = state::hung_attempt(pod) else {
+                    continue;
+                };
+                let (role, k) = (label(pod, LABEL_ROLE_NAME), label(pod, LABEL_REPLICA_ID));
+                if let Some(replica) = resp
+                    .roles_statuses
+                    .iter_mut()
+                    .filter(|r| Some(r.role.as_str()) == role)
+                    .flat_map(|r| r.replicas.iter_mut())
+                    .find(|r| Some(r.id.to_string().as_str()) == k)
+                {
+                    replica.attempts = vec![hung];
+                }
+            }
         }
         Ok(Some(resp))
     }
@@ -814,6 +830,15 @@ impl Backend for KubernetesScheduler {
         }
         self.kube.delete(ns, SERVICE, name).await?;
         Ok(())
+    }
+
+    /// The stacks the hang watch wrote in the pods' logs.
+    async fn hang_stacks(
+        &self,
+        app_id: &str,
+        attempt: Option<u32>,
+    ) -> Result<Vec<crate::scheduler::HangStacks>> {
+        crate::schedulers::hang_watch::stacks_from_logs(self, app_id, attempt).await
     }
 
     async fn log_iter(&self, replica: Replica<'_>, query: &LogQuery) -> Result<Box<dyn LogLines>> {

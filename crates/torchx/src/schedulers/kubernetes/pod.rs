@@ -106,9 +106,12 @@ fn quantity(s: String) -> Quantity {
 
 /// The pod template of one replica (TorchX's `role_to_pod`): resources with requests a little
 /// under the limits, a memory-backed `/dev/shm`, the role's mounts, ports and env.
+/// `replica` is how its replica id reads in its command (`N`, or `$(TORCHX_REPLICA_ID)` in a
+/// template Indexed Job pods share).
 pub(crate) fn role_to_pod(
     container_name: &str,
     role: &Role,
+    replica: &str,
     settings: &PodSettings,
 ) -> Result<PodTemplateSpec> {
     let r = &role.resource;
@@ -130,26 +133,41 @@ pub(crate) fn role_to_pod(
     // Kubernetes signals nothing before a pod's deadline: under the recovery contract the
     // container times itself, and the pod's activeDeadlineSeconds is the backstop. (A pod is
     // not told which attempt it is: TORCHX_ATTEMPT is not set here.)
-    let recovery = role.uses_recovery().then(|| role.recovery());
-    let command = match &recovery {
-        Some(r) => {
-            let mut timed = attempt_timer::timed_command(
-                r,
-                role.max_retries,
-                None,
-                &role.entrypoint,
-                &role.args,
-            );
-            // The kubelet expands `$(VAR)` and turns `$$` into `$` in a container's command:
-            // the timer's own script is kept as written (`$$` escapes every `$`); the role's
-            // arguments after it keep the expansion users (and `$(TORCHX_REPLICA_ID)`) rely on.
-            timed[2] = timed[2].replace('$', "$$");
-            timed
-        }
-        None => std::iter::once(role.entrypoint.clone())
-            .chain(role.args.iter().cloned())
-            .collect(),
-    };
+    // The kubelet expands `$(VAR)` and turns `$$` into `$` in a container's command: our own
+    // scripts are kept as written (`$$` escapes every `$`); the role's arguments after them
+    // keep the expansion users (and `$(TORCHX_REPLICA_ID)`) rely on.
+    let ours = |script: &mut String| *script = script.replace('$', "$$");
+    let mut command: Vec<String> = std::iter::once(role.entrypoint.clone())
+        .chain(role.args.iter().cloned())
+        .collect();
+    // The hang watch runs the command; the timer (below) runs the watch, and a hung attempt of
+    // a recovering job gets the checkpoint signal first and asks the timer for a requeue.
+    if let Some(timeout) = role.hang_timeout {
+        let signal = role.uses_recovery().then(|| {
+            role.checkpoint_signal
+                .unwrap_or(crate::specs::DEFAULT_CHECKPOINT_SIGNAL)
+                .signal
+                .name()
+        });
+        command = crate::schedulers::hang_watch::in_container(
+            timeout,
+            &format!("{}/{replica}", role.name),
+            signal,
+            command,
+        );
+        ours(&mut command[2]);
+    }
+    if role.uses_recovery() || role.hang_timeout.is_some() {
+        let mut timed = attempt_timer::timed_command(
+            &role.recovery(),
+            role.max_retries,
+            None,
+            &command[0],
+            &command[1..],
+        );
+        ours(&mut timed[2]);
+        command = timed;
+    }
     let container = Container {
         name: container_name.to_string(),
         image: Some(role.image.clone()),
@@ -176,7 +194,9 @@ pub(crate) fn role_to_pod(
         spec: Some(PodSpec {
             containers: vec![container],
             restart_policy: Some("Never".into()),
-            active_deadline_seconds: recovery
+            active_deadline_seconds: role
+                .uses_recovery()
+                .then(|| role.recovery())
                 .as_ref()
                 .and_then(attempt_timer::backstop)
                 .map(|secs| i64::try_from(secs).unwrap_or(i64::MAX)),

@@ -328,7 +328,12 @@ pub(crate) fn volcano_job(app: &AppDef, opts: &KubernetesOpts, app_id: &str) -> 
             let mut pod = with_pod_overlay(
                 role,
                 overlay.as_ref(),
-                role_to_pod(&task_name, &replica_role, &settings)?,
+                role_to_pod(
+                    &task_name,
+                    &replica_role,
+                    &replica_id.to_string(),
+                    &settings,
+                )?,
             )?;
             let labels = pod_labels(app, role_idx, role, Some(replica_id), app_id);
             check_labels(&labels)?;
@@ -486,6 +491,7 @@ pub(crate) fn native_jobs(app: &AppDef, opts: &KubernetesOpts, app_id: &str) -> 
             role_to_pod(
                 &container,
                 &rank0_knows_itself(role_idx, values.apply(role)),
+                &values.replica_id,
                 &settings,
             )?,
         )?;

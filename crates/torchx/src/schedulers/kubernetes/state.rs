@@ -208,8 +208,12 @@ pub(crate) fn pod_attempt(pod: &Value, attempt: u32, requeue_codes: &[i64]) -> A
         cs.iter()
             .any(|c| c["type"] == "DisruptionTarget" && c["status"] == "True")
     });
+    let hung = term["message"]
+        .as_str()
+        .is_some_and(|m| m.starts_with(crate::schedulers::hang_watch::HUNG_MESSAGE));
     let reason = match pod_state(status["phase"].as_str().unwrap_or("")) {
         AppState::Succeeded => Some(EndReason::Succeeded),
+        AppState::Failed if hung => Some(EndReason::Hung),
         AppState::Failed if disrupted || status["reason"] == "Evicted" => {
             Some(EndReason::Preempted)
         }
@@ -229,6 +233,12 @@ pub(crate) fn pod_attempt(pod: &Value, attempt: u32, requeue_codes: &[i64]) -> A
         signal: None,
         reason,
     }
+}
+
+/// The attempt of an ended pod the hang watch stopped (its termination message says so), for
+/// the ways whose status lists no attempts otherwise (Volcano, MCAD).
+pub(crate) fn hung_attempt(pod: &Value) -> Option<Attempt> {
+    Some(pod_attempt(pod, 0, &[])).filter(|a| a.reason == Some(EndReason::Hung))
 }
 
 /// Expands a Kubernetes index list such as `0-2,5` (Job `status.completedIndexes`).
@@ -255,6 +265,16 @@ pub(super) fn container_exit(pod: &Value) -> Option<String> {
         .get("state")?
         .get("terminated")?;
     let code = term["exitCode"].as_i64()?;
+    // The hang watch's termination message says more than the kubelet's reason.
+    if let Some(hung) = term["message"]
+        .as_str()
+        .and_then(|m| m.strip_prefix(crate::schedulers::hang_watch::HUNG_MESSAGE))
+    {
+        return Some(format!(
+            "exited with code {code} (hung: {}; its stacks: `torchx log --stacks`)",
+            hung.trim_end()
+        ));
+    }
     Some(match term["reason"].as_str() {
         Some(reason) if !reason.is_empty() => format!("exited with code {code} ({reason})"),
         _ => format!("exited with code {code}"),
@@ -473,5 +493,25 @@ mod tests {
         assert_eq!(parse_indexes("0-2,5"), vec![0, 1, 2, 5]);
         assert_eq!(parse_indexes(""), Vec::<u32>::new());
         assert_eq!(parse_indexes("x,3"), vec![3]);
+    }
+
+    /// A pod the hang watch stopped says so in its termination message: the attempt is `hung`
+    /// and the exit says what the watch said.
+    #[test]
+    fn a_hung_pod_is_told_by_its_termination_message() {
+        let pod = json!({"status": {"phase": "Failed", "containerStatuses": [{"state": {
+            "terminated": {"exitCode": 143, "reason": "Error",
+                "message": "torchx: hung: sh/0 made no progress (output or heartbeat) for 4s\n",
+                "finishedAt": "2026-11-28T10:00:05Z"}}}]}});
+        assert_eq!(pod_attempt(&pod, 0, &[143]).reason, Some(EndReason::Hung));
+        assert_eq!(hung_attempt(&pod).map(|a| a.exit_code), Some(Some(143)));
+        assert_eq!(
+            container_exit(&pod).unwrap(),
+            "exited with code 143 (hung: sh/0 made no progress (output or heartbeat) for 4s; \
+             its stacks: `torchx log --stacks`)"
+        );
+        let plain = json!({"status": {"phase": "Failed", "containerStatuses": [{"state": {
+            "terminated": {"exitCode": 3, "reason": "Error"}}}]}});
+        assert_eq!(hung_attempt(&plain), None);
     }
 }

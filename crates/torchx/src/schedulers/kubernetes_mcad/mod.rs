@@ -107,6 +107,7 @@ impl Backend for KubernetesMcadScheduler {
     const CAPABILITIES: Capabilities = Capabilities {
         log_streams: false,
         workspace: WorkspaceSupport::PushedImage,
+        hang_watch: true,
         ..Capabilities::ALL
     };
     type Opts = KubernetesMcadOpts;
@@ -192,7 +193,14 @@ impl Backend for KubernetesMcadScheduler {
                 missing
             });
             pod_states.push(st);
-            resp.add_replica(ReplicaStatus::new(k, st, &role, &pod_name));
+            let mut replica = ReplicaStatus::new(k, st, &role, &pod_name);
+            replica.attempts = pods
+                .iter()
+                .find(|p| p["metadata"]["name"] == pod_name.as_str())
+                .and_then(state::hung_attempt)
+                .into_iter()
+                .collect();
+            resp.add_replica(replica);
         }
         resp.state = state::appwrapper_with_pods(wrapper_state, &pod_states, requeues_left);
         if resp.state == AppState::Failed {
@@ -266,6 +274,15 @@ impl Backend for KubernetesMcadScheduler {
         } else {
             Err(Error::app_not_found(format!("{NAME}://{app_id}"), ""))
         }
+    }
+
+    /// The stacks the hang watch wrote in the pods' logs.
+    async fn hang_stacks(
+        &self,
+        app_id: &str,
+        attempt: Option<u32>,
+    ) -> Result<Vec<crate::scheduler::HangStacks>> {
+        crate::schedulers::hang_watch::stacks_from_logs(self, app_id, attempt).await
     }
 
     async fn log_iter(&self, replica: Replica<'_>, query: &LogQuery) -> Result<Box<dyn LogLines>> {

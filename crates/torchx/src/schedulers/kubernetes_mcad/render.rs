@@ -240,8 +240,11 @@ impl Wrapped<'_> {
             trailing_env: trailing,
             ..Default::default()
         };
-        let template =
-            with_pod_overlay(role, overlay, role_to_pod(&name, &replica_role, &settings)?)?;
+        let template = with_pod_overlay(
+            role,
+            overlay,
+            role_to_pod(&name, &replica_role, &k.to_string(), &settings)?,
+        )?;
         let mut metadata = template.metadata.unwrap_or_default();
         let mut labels = pod_labels(self.app, role_idx, role, Some(k), id);
         if opts.coscheduler_name.is_some() {

@@ -62,7 +62,9 @@ pub use entry::{embed_supervisor, use_supervisor};
 use ledger::{Ledger, Liveness};
 pub use opts::LocalCwdOpts;
 pub use render::{render, PopenRequest, ReplicaParam, RoleParams};
-pub(crate) use watchdog::{parse as parse_stacks, summary as stacks_summary, HEARTBEAT_FILE_ENV};
+pub(crate) use watchdog::{
+    parse as parse_stacks, summary as stacks_summary, COLLECTIVES, HEARTBEAT_FILE_ENV,
+};
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::scheduler::{

@@ -17,7 +17,7 @@ pub(crate) const HEARTBEAT_FILE_ENV: &str = "TORCHX_HEARTBEAT_FILE";
 const DUMP_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Frames that say a rank waits in a collective.
-const COLLECTIVES: [&str; 9] = [
+pub(crate) const COLLECTIVES: [&str; 9] = [
     "all_reduce",
     "all_gather",
     "reduce_scatter",
