@@ -452,6 +452,65 @@ fn commands_run_with_node_env_exit_codes_and_retries() {
     assert_eq!(codes, [Some(3), Some(3)]);
 }
 
+/// The hang watch in Batch's containers (the emulator's Docker mode runs them): a quiet node is
+/// hung, its stacks are in its log (`log --stacks`), it exits with the watch's code and the job
+/// is FAILED with the attempt `hung`; a node that prints runs to its end.
+#[test]
+fn a_quiet_node_is_hung_and_one_that_prints_is_not() {
+    if !emulator_up("aws_batch hang watch") || !aws_batch_runs_containers("aws_batch hang watch") {
+        return;
+    }
+    let env = Env::new();
+    let run = |name: &str, script: &str| {
+        let yaml = serde_json::json!({"name": name, "roles": [{"name": "trainer",
+            "image": "busybox:local", "entrypoint": "sh", "args": ["-c", script],
+            "resource": {"cpu": 1, "gpu": 0, "memMB": 512}}]});
+        std::fs::write(env.cwd.join(format!("{name}.yaml")), yaml.to_string()).unwrap();
+        let out = env.run(&[
+            "run",
+            "--workspace",
+            "",
+            "-s",
+            "aws_batch",
+            "-cfg",
+            "queue=torchx",
+            "--hang_timeout",
+            "4s",
+            "--wait",
+            &format!("./{name}.yaml"),
+        ]);
+        let handle = stdout(&out)
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .trim()
+            .to_string();
+        (out, handle)
+    };
+    let (out, quiet) = run("quiet", "echo started; sleep 300");
+    assert_ne!(out.status.code(), Some(0), "{}", stderr(&out));
+    let status = env.status(&quiet);
+    assert_eq!(status["state"], "FAILED", "{status}");
+    let attempts = &status["roles"][0]["replicas"][0]["attempts"];
+    assert_eq!(attempts[0]["reason"], "hung", "{status}");
+    assert_eq!(attempts[0]["exit_code"], 124, "{status}");
+    assert!(
+        status["msg"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("hung: no progress (output or heartbeat) for 4s"),
+        "{status}"
+    );
+    let stacks = stdout(&env.run(&["log", "--stacks", &quiet]));
+    assert!(
+        stacks.starts_with("--- trainer/0 attempt 0 ---\n=== trainer/0 pid "),
+        "{stacks}"
+    );
+    assert!(stacks.contains("sleep 300"), "{stacks}");
+    let (out, _) = run("prints", "for i in 1 2 3 4; do echo $i; sleep 2; done");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+}
+
 /// The recovery contract on Batch, run by the emulator's Docker mode: the registered
 /// `retryStrategy.evaluateOnExit` comes back as sent; the requeue code retries, other failures
 /// end the job when `max_retries` is 0, and the container's own timer sends the checkpoint

@@ -19,6 +19,10 @@ use crate::scheduler::{Backend, HangStacks, LogQuery, Replica};
 /// the hang is a failure), `$4` seconds to save after it, `$5` hang timeout (seconds), `$6`
 /// the replica (`role/N`); then the command.
 const WATCH: &str = r#"dir=$1 attempt=${2:-${TORCHX_ATTEMPT:-0}} sig=$3 grace=$4 timeout=$5 label=$6; shift 6
+# `role/+START` (AWS Batch): the replica is the node's index less the role's first node.
+case $label in
+    */+*) label="${label%%/+*}/$((${AWS_BATCH_JOB_NODE_INDEX:-0} - ${label##*/+}))" ;;
+esac
 name=$(printf '%s' "$label" | tr / -)
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/torchx-watch.XXXXXX") || exec "$@"
 export TORCHX_HEARTBEAT_FILE="${dir:-$tmp}/heartbeat.$attempt.$name"
@@ -152,7 +156,14 @@ while :; do
     code=$?
     kill -0 "$child" 2>/dev/null || break
 done
-if [ -e "$tmp/hung" ]; then wait "$w"; else kill "$w" 2>/dev/null; fi
+if [ -e "$tmp/hung" ]; then
+    wait "$w"
+    # In a container, a hang that is a failure says so by its exit code (an engine without a
+    # termination message, AWS Batch, tells it by that).
+    [ -n "$dir" ] || [ -n "$sig" ] || code=$HUNG_CODE
+else
+    kill "$w" 2>/dev/null
+fi
 # The pumps end with the last writer; a stray process that holds one is left to the engine.
 n=0
 while { kill -0 "$o" || kill -0 "$e"; } 2>/dev/null && [ "$n" -lt 50 ]; do
@@ -168,11 +179,15 @@ pub(crate) const STACKS_BEGIN: &str = "torchx: stacks of ";
 pub(crate) const STACKS_END: &str = "torchx: end of the stacks of ";
 /// How a hung container's termination message (Kubernetes) starts.
 pub(crate) const HUNG_MESSAGE: &str = "torchx: hung: ";
+/// The exit code of a container the watch stopped for a hang that is a failure (no recovery
+/// option; as GNU `timeout`'s).
+pub(crate) const HUNG_EXIT_CODE: i32 = 124;
 
 /// The watch's script, with its constants.
 fn script() -> String {
     format!(
-        "COLLECTIVES='{}' BEGIN='{STACKS_BEGIN}' END='{STACKS_END}' HUNG='{HUNG_MESSAGE}'\n{WATCH}",
+        "COLLECTIVES='{}' BEGIN='{STACKS_BEGIN}' END='{STACKS_END}' HUNG='{HUNG_MESSAGE}' \
+         HUNG_CODE={HUNG_EXIT_CODE}\n{WATCH}",
         crate::schedulers::local_cwd::COLLECTIVES.join("|")
     )
 }

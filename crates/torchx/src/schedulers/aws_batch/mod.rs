@@ -27,7 +27,7 @@ pub(crate) use render::render;
 pub(crate) use request::BatchJob;
 
 use self::client::container_properties;
-use self::render::{ENV_ROLE_NAME, TAG_REQUEUE_EXIT_CODE};
+use self::render::{ENV_ROLE_NAME, TAG_HANG_TIMEOUT, TAG_REQUEUE_EXIT_CODE};
 use self::state::{attempt_end, job_state, CANCEL_REASON};
 use crate::error::{Error, ErrorKind, Result};
 use crate::scheduler::{
@@ -178,12 +178,13 @@ fn is_deleted(job: &bt::JobDetail) -> bool {
 /// The job's attempts, for a job submitted under the recovery contract (its tag names the
 /// requeue exit code); Batch restarts the whole job, so every replica shares them.
 fn attempts_of(job: &bt::JobDetail) -> Vec<Attempt> {
-    let Some(requeue_code) = job
-        .tags()
-        .and_then(|t| t.get(TAG_REQUEUE_EXIT_CODE))
-        .and_then(|c| c.parse().ok())
-    else {
-        return Vec::new();
+    let tag = |key: &str| job.tags().and_then(|t| t.get(key));
+    let watched = tag(TAG_HANG_TIMEOUT).is_some();
+    let requeue_code = match tag(TAG_REQUEUE_EXIT_CODE).and_then(|c| c.parse().ok()) {
+        Some(code) => code,
+        // A watched job without recovery: its attempts still say which hung.
+        None if watched => i32::MIN,
+        None => return Vec::new(),
     };
     let secs = |ms: Option<i64>| ms.map(|ms| ms as f64 / 1000.0);
     job.attempts()
@@ -198,7 +199,8 @@ fn attempts_of(job: &bt::JobDetail) -> Vec<Attempt> {
                 ended,
                 exit_code,
                 signal: None,
-                reason: ended.map(|_| attempt_end(exit_code, a.status_reason(), requeue_code)),
+                reason: ended
+                    .map(|_| attempt_end(exit_code, a.status_reason(), requeue_code, watched)),
             }
         })
         .collect()
@@ -226,6 +228,7 @@ impl Backend for AwsBatchScheduler {
         log_streams: false,
         workspace: WorkspaceSupport::PushedImage,
         dependencies: true,
+        hang_watch: true,
         ..Capabilities::ALL
     };
     type Opts = AwsBatchOpts;
@@ -387,6 +390,16 @@ impl Backend for AwsBatchScheduler {
             ));
         }
         let attempts = attempts_of(&job);
+        if let (AppState::Failed, Some(timeout), Some(crate::specs::EndReason::Hung)) = (
+            state,
+            job.tags().and_then(|t| t.get(TAG_HANG_TIMEOUT)),
+            attempts.last().and_then(|a| a.reason),
+        ) {
+            resp.msg = format!(
+                "a replica hung: no progress (output or heartbeat) for {timeout}s; its stacks: \
+                 `torchx log --stacks`"
+            );
+        }
         let groups = node_groups(&job);
         let indexes: Vec<i32> = groups.iter().flat_map(|(_, s, e)| *s..=*e).collect();
         let nodes = match job.job_id() {
@@ -551,6 +564,15 @@ impl Backend for AwsBatchScheduler {
             .await
             .map_err(aws_err("tagging the job deleted"))?;
         Ok(())
+    }
+
+    /// The stacks the hang watch wrote in the nodes' logs.
+    async fn hang_stacks(
+        &self,
+        app_id: &str,
+        attempt: Option<u32>,
+    ) -> Result<Vec<crate::scheduler::HangStacks>> {
+        crate::schedulers::hang_watch::stacks_from_logs(self, app_id, attempt).await
     }
 
     async fn log_iter(&self, replica: Replica<'_>, query: &LogQuery) -> Result<Box<dyn LogLines>> {

@@ -161,6 +161,47 @@ fn volumes_and_devices(role: &Role) -> Result<(Vec<Volume>, Vec<MountPoint>, Vec
     Ok((volumes, mount_points, devices))
 }
 
+/// The role's command: under the hang watch when it has a hang timeout (its replica is
+/// `AWS_BATCH_JOB_NODE_INDEX` less the role's first node `start`, told by the shell), under
+/// the timer when the job recovers or is watched (Batch sends no signal before its timeout and
+/// never retries an attempt it timed out: the container times itself).
+fn command(role: &Role, start: u32, recovery: Option<&Recovery>) -> Vec<String> {
+    let mut command: Vec<String> = std::iter::once(role.entrypoint.clone())
+        .chain(role.args.iter().cloned())
+        .collect();
+    if let Some(timeout) = role.hang_timeout {
+        let signal = recovery.map(|r| {
+            r.checkpoint_signal
+                .unwrap_or(crate::specs::DEFAULT_CHECKPOINT_SIGNAL)
+                .signal
+                .name()
+        });
+        command = crate::schedulers::hang_watch::in_container(
+            timeout,
+            &format!("{}/+{start}", role.name),
+            signal,
+            command,
+        );
+    }
+    let watched = role.hang_timeout.is_some();
+    let untimed = Recovery {
+        time_limit: None,
+        checkpoint_signal: None,
+        requeue_exit_code: crate::specs::DEFAULT_REQUEUE_EXIT_CODE,
+        max_requeues: 0,
+    };
+    match recovery.or(watched.then_some(&untimed)) {
+        Some(r) => attempt_timer::timed_command(
+            r,
+            role.max_retries,
+            Some("export TORCHX_ATTEMPT=$((${AWS_BATCH_JOB_ATTEMPT:-1} - 1))"),
+            &command[0],
+            &command[1..],
+        ),
+        None => command,
+    }
+}
+
 fn node_range(
     role: &Role,
     start: u32,
@@ -176,20 +217,7 @@ fn node_range(
     Ok(NodeRange {
         target_nodes: format!("{start}:{}", start + role.num_replicas - 1),
         container: Container {
-            command: match recovery {
-                // Batch sends no signal before its timeout and never retries an attempt it
-                // timed out: the container times itself.
-                Some(r) => attempt_timer::timed_command(
-                    r,
-                    role.max_retries,
-                    Some("export TORCHX_ATTEMPT=$((${AWS_BATCH_JOB_ATTEMPT:-1} - 1))"),
-                    &role.entrypoint,
-                    &role.args,
-                ),
-                None => std::iter::once(role.entrypoint.clone())
-                    .chain(role.args.iter().cloned())
-                    .collect(),
-            },
+            command: command(role, start, recovery),
             image: role.image.clone(),
             environment: role
                 .env
@@ -219,6 +247,10 @@ fn node_range(
 
 /// The job tag that records the requeue exit code, for describe to tell requeues apart.
 pub(crate) const TAG_REQUEUE_EXIT_CODE: &str = "torchx.pytorch.org/requeue-exit-code";
+/// Tags a job whose replicas run under the hang watch (a role's `hang_timeout`, seconds): an
+/// attempt that exits with [`HUNG_EXIT_CODE`](crate::schedulers::hang_watch::HUNG_EXIT_CODE)
+/// hung.
+pub(crate) const TAG_HANG_TIMEOUT: &str = "torchx.pytorch.org/hang-timeout";
 /// Batch's most attempts per job.
 const MAX_ATTEMPTS: u32 = 10;
 /// Batch's shortest attempt timeout.
@@ -341,6 +373,9 @@ fn render_as(
         )));
     }
     let mut tags = crate::schedulers::aws::job_tags(app, opts.user.as_deref());
+    if let Some(t) = app.roles.iter().find_map(|r| r.hang_timeout) {
+        tags.insert(TAG_HANG_TIMEOUT.into(), t.to_string());
+    }
     let max_retries = app.roles.iter().map(|r| r.max_retries).max().unwrap_or(0);
     let (retry_strategy, timeout) = match &recovery {
         Some(r) => {

@@ -30,9 +30,11 @@ pub(crate) fn attempt_end(
     exit_code: Option<i32>,
     reason: Option<&str>,
     requeue_code: i32,
+    watched: bool,
 ) -> EndReason {
     let reason = reason.unwrap_or_default();
     match exit_code {
+        Some(crate::schedulers::hang_watch::HUNG_EXIT_CODE) if watched => EndReason::Hung,
         _ if reason.contains(CANCEL_REASON) => EndReason::Cancelled,
         _ if reason.starts_with("Host EC2") => EndReason::Preempted,
         _ if reason.contains("attempt duration exceeded timeout") => EndReason::Timeout,
@@ -69,7 +71,15 @@ mod tests {
             (Some(137), Some(CANCEL_REASON), EndReason::Cancelled),
             (None, None, EndReason::Failed),
         ] {
-            assert_eq!(attempt_end(code, reason, 75), want, "{code:?} {reason:?}");
+            assert_eq!(
+                attempt_end(code, reason, 75, false),
+                want,
+                "{code:?} {reason:?}"
+            );
+        }
+        // Under the hang watch, its exit code is a hang; without, any other failure.
+        for (watched, want) in [(true, EndReason::Hung), (false, EndReason::Failed)] {
+            assert_eq!(attempt_end(Some(124), None, 75, watched), want);
         }
     }
 
