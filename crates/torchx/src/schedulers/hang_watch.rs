@@ -1,16 +1,24 @@
-//! The hang watch where no torchx process runs beside the job (Slurm's batch script): `sh`
-//! runs the replica's command with its stdout and stderr pumped through two `cat`s, whose
-//! read counts (`/proc/PID/io`) are the replica's output, and watches them and the mtime of
-//! `TORCHX_HEARTBEAT_FILE`. After `timeout` seconds with neither, the replica is hung: the
-//! stacks of its processes (those whose environment holds its `TORCHX_ATTEMPT_MARK`) are
-//! written (`py-spy dump` where it is on PATH and attaches, else command line, state and
-//! wchan, as local_cwd's watchdog does), then a marker, then the processes are stopped: the
-//! checkpoint signal first when the job recovers (a grace to save), then SIGTERM, SIGKILL
-//! 10 s later. The script that started the attempt reads the marker and ends it `hung`.
+//! The hang watch where no torchx process runs beside the job: Slurm's batch script runs each
+//! watched replica under it, and in a container (Kubernetes, MCAD, AWS Batch) it is the command
+//! of the recovery contract's shell (`attempt_timer.rs`). `sh` runs the replica's command with
+//! its stdout and stderr pumped through two `cat`s, whose read counts (`/proc/PID/io`) are the
+//! replica's output, and watches them and the mtime of `TORCHX_HEARTBEAT_FILE`. After
+//! `timeout` seconds with neither, the replica is hung: the stacks of its processes (those
+//! whose environment holds its `TORCHX_ATTEMPT_MARK`) are taken (`py-spy dump` where it is on
+//! PATH and attaches, else command line, state and wchan, as local_cwd's watchdog does), then
+//! the processes are stopped: the checkpoint signal first when the job recovers (a grace to
+//! save), then SIGTERM, SIGKILL 10 s later.
+//!
+//! On Slurm the stacks and a `hung` marker go next to the attempts file, where the batch
+//! script and `describe` read them; in a container the stacks go to its log (read back by
+//! [`stacks_from_logs`]), the hang to Kubernetes' termination message and, when it is a
+//! failure, to the exit code [`HUNG_EXIT_CODE`] (AWS Batch); a recovering job's hang asks the
+//! timer for a requeue.
 //!
 //! The pumps ignore every signal the job's processes get (a trainer that prints while it
-//! saves must not die of a broken pipe), and the watching shell survives them: the engine
-//! signals each process of the step itself.
+//! saves must not die of a broken pipe) and the watching shells survive them: on Slurm the
+//! engine signals each process of the step itself; in a container the watch passes what the
+//! timer sends it on to its command.
 
 use crate::error::{Error, Result};
 use crate::scheduler::{Backend, HangStacks, LogQuery, Replica};
@@ -105,6 +113,9 @@ capture() {
     done
 }
 watch() {
+    # A subshell starts with default traps: the signals the engine sends the step's processes
+    # (Slurm's checkpoint signal) must not end the watch; SIGTERM ends it quietly.
+    trap '' HUP INT QUIT USR1 USR2
     trap 'kill "$s" 2>/dev/null; exit 0' TERM
     step=$((timeout / 4))
     [ "$step" -ge 1 ] || step=1
@@ -388,6 +399,30 @@ mod tests {
         );
         assert_eq!(out.status.code(), Some(0), "{out:?}");
         assert!(!tmp.path().join("hung.0.trainer-0").exists());
+    }
+
+    /// As on Slurm, a signal to every process of the step (the checkpoint signal before a
+    /// time limit) ends neither the watch nor its pumps: a replica that ignores it and goes
+    /// quiet is still found hung.
+    #[test]
+    fn a_signal_to_the_whole_step_does_not_end_the_watch() {
+        use std::os::unix::process::CommandExt;
+        let tmp = tempfile::tempdir().unwrap();
+        let child = Command::new("sh")
+            .args(["-c", &super::script(), "torchx-watch"])
+            .arg(tmp.path())
+            .args(["0", "", "3", "3", "trainer/0", "sh", "-c"])
+            .arg("trap '' USR1; echo started; sleep 300")
+            .env("TMPDIR", tmp.path())
+            .process_group(0)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(1000));
+        crate::sys::signal_group(child.id(), crate::specs::Signal::Usr1.number());
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "started\n");
+        assert!(tmp.path().join("hung.0.trainer-0").exists(), "{out:?}");
     }
 
     /// With a checkpoint signal, a hung replica gets it first and may save and end.
