@@ -246,3 +246,42 @@ fn the_watchdog_killed_mid_dump() {
     );
     assert_no_processes(&handle);
 }
+
+/// Without py-spy (`TORCHX_PY_SPY` names none), a hung Python replica's threads are dumped by
+/// faulthandler, which the attempt arms (`PYTHONFAULTHANDLER`): the watchdog sends SIGABRT
+/// when the hang is a failure, the stacks file says where the dump went, and the replica's
+/// stderr holds it.
+#[test]
+fn without_py_spy_faulthandler_dumps_a_hung_python_replica() {
+    let env = Env::new();
+    std::fs::write(
+        env.cwd.join("stall.py"),
+        "import time\ndef stall():\n    time.sleep(300)\nprint('started', flush=True)\nstall()\n",
+    )
+    .unwrap();
+    let python = std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+        .map(|d| d.join("python3"))
+        .find(|p| p.is_file())
+        .expect("a python3 on PATH");
+    std::fs::write(
+        env.cwd.join("stall.yaml"),
+        format!(
+            "name: stall\nroles:\n- name: trainer\n  image: .\n  entrypoint: {}\n  args: [stall.py]\n",
+            python.display()
+        ),
+    )
+    .unwrap();
+    let out = env
+        .cmd(&["run", "--hang_timeout", "2s", "./stall.yaml"])
+        .env("TORCHX_PY_SPY", env.cwd.join("no-py-spy"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let handle = stdout(&out).trim().to_string();
+    let stacks = stdout(&env.run(&["log", "--stacks", &handle]));
+    assert!(stacks.contains("faulthandler"), "{stacks}");
+    let log = stdout(&env.run(&["log", "--streams", "stderr", &handle]));
+    assert!(log.contains("Fatal Python error: Aborted"), "{log}");
+    assert!(log.contains("in stall"), "{log}");
+    assert_no_processes(&handle);
+}

@@ -42,6 +42,7 @@ o=$!
 (trap '' HUP INT TERM QUIT USR1 USR2; exec cat "$tmp/e" >&2) &
 e=$!
 trap : HUP INT TERM QUIT USR1 USR2
+export PYTHONFAULTHANDLER="${PYTHONFAULTHANDLER-1}"
 TORCHX_ATTEMPT_MARK=$mark "$@" >"$tmp/o" 2>"$tmp/e" &
 child=$!
 # In a container the watch is the timer's command: what the timer passes to its command is for
@@ -108,7 +109,12 @@ capture() {
             echo "=== $label${rank:+ rank $rank} pid $p (proc): $cmd"
             grep -s '^State:' "/proc/$p/status"
             echo "waiting in: $(cat 2>/dev/null "/proc/$p/wchan")"
-            echo "(no Python stack: not a Python process, or py-spy is not installed or cannot attach)"
+            case ${cmd%% *} in
+                python* | */python*)
+                    echo "$p" >>"$tmp/abort"
+                    echo "$FAULTHANDLER_NOTE" ;;
+                *) echo "(no Python stack: not a Python process, or py-spy is not installed or cannot attach)" ;;
+            esac
         fi
     done
 }
@@ -157,6 +163,11 @@ watch() {
         esac
         gone_within "$grace" && exit 0
     fi
+    # Python's faulthandler dumps the stacks py-spy could not take as the process dies.
+    if [ -s "$tmp/abort" ]; then
+        for p in $(cat "$tmp/abort"); do kill -s ABRT "$p" 2>/dev/null; done
+        sleep 1
+    fi
     signal_ours TERM
     gone_within 10 || signal_ours KILL
 }
@@ -198,8 +209,9 @@ pub(crate) const HUNG_EXIT_CODE: i32 = 124;
 fn script() -> String {
     format!(
         "COLLECTIVES='{}' BEGIN='{STACKS_BEGIN}' END='{STACKS_END}' HUNG='{HUNG_MESSAGE}' \
-         HUNG_CODE={HUNG_EXIT_CODE}\n{WATCH}",
-        crate::schedulers::local_cwd::COLLECTIVES.join("|")
+         HUNG_CODE={HUNG_EXIT_CODE} FAULTHANDLER_NOTE={}\n{WATCH}",
+        crate::schedulers::local_cwd::COLLECTIVES.join("|"),
+        crate::text::shell_quote(crate::schedulers::local_cwd::FAULTHANDLER_NOTE)
     )
 }
 
@@ -423,6 +435,35 @@ mod tests {
         let out = child.wait_with_output().unwrap();
         assert_eq!(String::from_utf8_lossy(&out.stdout), "started\n");
         assert!(tmp.path().join("hung.0.trainer-0").exists(), "{out:?}");
+    }
+
+    /// A Python process py-spy cannot read (none on PATH here) dumps its threads' stacks to
+    /// its stderr through faulthandler, armed for the attempt, when a hang that is a failure
+    /// stops it.
+    #[test]
+    fn without_py_spy_faulthandler_dumps_a_python_stack() {
+        // This machine's python3, by its path: the watch's PATH has no py-spy.
+        let python = std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+            .map(|d| d.join("python3"))
+            .find(|p| p.is_file())
+            .expect("a python3 on PATH");
+        let tmp = tempfile::tempdir().unwrap();
+        let out = Command::new("sh")
+            .args(["-c", &super::script(), "torchx-watch"])
+            .arg(tmp.path())
+            .args(["0", "", "3", "2", "trainer/0"])
+            .arg(&python)
+            .arg("-c")
+            .arg("import time\ndef stall():\n    time.sleep(300)\nprint('started', flush=True)\nstall()\n")
+            .env("TMPDIR", tmp.path())
+            .env("PATH", "/usr/bin:/bin")
+            .output()
+            .unwrap();
+        let stacks = std::fs::read_to_string(tmp.path().join("stacks.0.trainer-0")).unwrap();
+        assert!(stacks.contains("faulthandler"), "{stacks}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("Fatal Python error: Aborted"), "{stderr}");
+        assert!(stderr.contains("in stall"), "{stderr}");
     }
 
     /// With a checkpoint signal, a hung replica gets it first and may save and end.

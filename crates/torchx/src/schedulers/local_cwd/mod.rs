@@ -63,7 +63,8 @@ use ledger::{Ledger, Liveness};
 pub use opts::LocalCwdOpts;
 pub use render::{render, PopenRequest, ReplicaParam, RoleParams};
 pub(crate) use watchdog::{
-    parse as parse_stacks, summary as stacks_summary, COLLECTIVES, HEARTBEAT_FILE_ENV,
+    parse as parse_stacks, summary as stacks_summary, COLLECTIVES, FAULTHANDLER_ENV,
+    FAULTHANDLER_NOTE, HEARTBEAT_FILE_ENV,
 };
 
 use crate::error::{Error, ErrorKind, Result};

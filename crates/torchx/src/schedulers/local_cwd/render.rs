@@ -244,6 +244,8 @@ fn replica(
             super::watchdog::HEARTBEAT_FILE_ENV.into(),
             file.display().to_string(),
         );
+        env.entry(super::watchdog::FAULTHANDLER_ENV.into())
+            .or_insert_with(|| "1".into());
     }
     let mut args = vec![r.entrypoint];
     args.extend(r.args);

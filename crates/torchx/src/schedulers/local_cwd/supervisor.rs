@@ -694,6 +694,9 @@ impl Supervisor {
             self.refresh_tree(None);
             let stacks = watchdog::capture(&self.pids_of(i));
             let r = &self.replicas[i];
+            if !r.recovery {
+                watchdog::abort_for_faulthandler(&stacks);
+            }
             let attempt = self.machine.slots()[i].attempt;
             if let Some(dir) = r.param.stdout.parent() {
                 let file = dir.join(format!("stacks.{attempt}"));

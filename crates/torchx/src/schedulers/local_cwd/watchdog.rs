@@ -130,7 +130,11 @@ pub(super) fn capture(pids: &[u32]) -> Vec<ProcessStack> {
             });
             let (how, text) = match dump.and_then(|d| d.finish(deadline)) {
                 Some(text) => ("py-spy", text),
-                None => ("proc", proc_state(pid)),
+                None if is_python(&cmdline) => (
+                    "proc",
+                    format!("{}{FAULTHANDLER_NOTE}\n", proc_state(pid, false)),
+                ),
+                None => ("proc", proc_state(pid, true)),
             };
             Some(ProcessStack {
                 pid,
@@ -214,8 +218,44 @@ fn read_proc(pid: u32, file: &str) -> Option<String> {
     Some(String::from_utf8_lossy(&bytes).into_owned())
 }
 
+/// The variable that arms Python's `faulthandler` at start-up: a watched attempt gets it (unless
+/// the role sets it), so a Python process py-spy could not read still shows its threads.
+pub(crate) const FAULTHANDLER_ENV: &str = "PYTHONFAULTHANDLER";
+
+/// What a stack read from `/proc` says when the process is Python: its threads' stacks are
+/// dumped to its stderr by `faulthandler` on SIGABRT, which a hang that is a failure sends.
+pub(crate) const FAULTHANDLER_NOTE: &str = "(Python's faulthandler, armed by PYTHONFAULTHANDLER, \
+     dumps every thread's stack to the replica's stderr on SIGABRT, sent when the hang is a \
+     failure: `torchx log HANDLE`)";
+
+/// Whether a command line runs Python (its program's name starts `python`).
+pub(super) fn is_python(cmdline: &str) -> bool {
+    let program = cmdline.split_whitespace().next().unwrap_or_default();
+    let name = program.rsplit('/').next().unwrap_or(program);
+    name.starts_with("python")
+}
+
+/// Sends SIGABRT to each Python process whose stack py-spy could not take: armed by
+/// [`FAULTHANDLER_ENV`], it dumps its threads' stacks to its stderr (the replica's log) as it
+/// dies. Only for a hang that is a failure: the process is stopped anyway.
+pub(super) fn abort_for_faulthandler(stacks: &[ProcessStack]) {
+    let mut sent = false;
+    for s in stacks
+        .iter()
+        .filter(|s| s.how == "proc" && is_python(&s.cmdline))
+    {
+        sent |= crate::sys::signal_pid(s.pid, SIGABRT);
+    }
+    if sent {
+        // The dump is written as the process dies; a moment for it before the stop.
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+const SIGABRT: i32 = 6;
+
 /// What the kernel says of a process: its state and where it waits.
-fn proc_state(pid: u32) -> String {
+fn proc_state(pid: u32, no_python_note: bool) -> String {
     let state = read_proc(pid, "status")
         .and_then(|s| {
             s.lines()
@@ -225,11 +265,16 @@ fn proc_state(pid: u32) -> String {
         .unwrap_or_else(|| "State: unknown".into());
     let wchan = read_proc(pid, "wchan").unwrap_or_default();
     format!(
-        "{state}\nwaiting in: {}\n(no Python stack: not a Python process, or py-spy is not installed or cannot attach)\n",
+        "{state}\nwaiting in: {}\n{}",
         if wchan.is_empty() {
             "-"
         } else {
             wchan.as_str()
+        },
+        if no_python_note {
+            "(no Python stack: not a Python process, or py-spy is not installed or cannot attach)\n"
+        } else {
+            ""
         }
     )
 }

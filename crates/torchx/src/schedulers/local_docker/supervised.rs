@@ -11,7 +11,9 @@ use std::path::{Path, PathBuf};
 use super::render::{Container, DockerJob, LABEL_APP_ID, LABEL_REPLICA, LABEL_ROLE};
 use crate::error::{Error, Result};
 use crate::schedulers::attempt_timer::timed_command;
-use crate::schedulers::local_cwd::{PopenRequest, ReplicaParam, RoleParams, HEARTBEAT_FILE_ENV};
+use crate::schedulers::local_cwd::{
+    PopenRequest, ReplicaParam, RoleParams, FAULTHANDLER_ENV, HEARTBEAT_FILE_ENV,
+};
 use crate::specs::{AppDef, Recovery};
 
 /// Where a container finds its checkpoint directory when the role names none: the host side
@@ -71,6 +73,8 @@ pub(super) fn supervised(
                 // Output is progress: a Python process's (torchrun's, that passes its workers'
                 // lines on) must not sit in a buffer, as local_cwd's and Slurm's do not.
                 env.entry("PYTHONUNBUFFERED".into())
+                    .or_insert_with(|| "1".into());
+                env.entry(FAULTHANDLER_ENV.into())
                     .or_insert_with(|| "1".into());
                 env.insert(
                     HEARTBEAT_FILE_ENV.into(),
