@@ -205,6 +205,15 @@ pub(crate) const HUNG_MESSAGE: &str = "torchx: hung: ";
 /// option; as GNU `timeout`'s).
 pub(crate) const HUNG_EXIT_CODE: i32 = 124;
 
+/// The signal a hung replica of a recovering job gets first: its checkpoint signal, else USR1
+/// (as local_cwd's machine sends).
+pub(crate) fn hang_signal(checkpoint: Option<crate::specs::CheckpointSignal>) -> &'static str {
+    checkpoint
+        .unwrap_or(crate::specs::DEFAULT_CHECKPOINT_SIGNAL)
+        .signal
+        .name()
+}
+
 /// The watch's script, with its constants.
 fn script() -> String {
     format!(

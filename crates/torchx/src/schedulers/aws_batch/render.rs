@@ -170,12 +170,8 @@ fn command(role: &Role, start: u32, recovery: Option<&Recovery>) -> Vec<String> 
         .chain(role.args.iter().cloned())
         .collect();
     if let Some(timeout) = role.hang_timeout {
-        let signal = recovery.map(|r| {
-            r.checkpoint_signal
-                .unwrap_or(crate::specs::DEFAULT_CHECKPOINT_SIGNAL)
-                .signal
-                .name()
-        });
+        let signal =
+            recovery.map(|r| crate::schedulers::hang_watch::hang_signal(r.checkpoint_signal));
         command = crate::schedulers::hang_watch::in_container(
             timeout,
             &format!("{}/+{start}", role.name),
@@ -183,16 +179,13 @@ fn command(role: &Role, start: u32, recovery: Option<&Recovery>) -> Vec<String> 
             command,
         );
     }
-    let watched = role.hang_timeout.is_some();
-    let untimed = Recovery {
-        time_limit: None,
-        checkpoint_signal: None,
-        requeue_exit_code: crate::specs::DEFAULT_REQUEUE_EXIT_CODE,
-        max_requeues: 0,
-    };
-    match recovery.or(watched.then_some(&untimed)) {
+    // A watched job without recovery options gets the timer without a limit.
+    match recovery
+        .copied()
+        .or(role.hang_timeout.map(|_| role.recovery()))
+    {
         Some(r) => attempt_timer::timed_command(
-            r,
+            &r,
             role.max_retries,
             Some("export TORCHX_ATTEMPT=$((${AWS_BATCH_JOB_ATTEMPT:-1} - 1))"),
             &command[0],

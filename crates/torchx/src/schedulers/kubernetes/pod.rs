@@ -143,12 +143,9 @@ pub(crate) fn role_to_pod(
     // The hang watch runs the command; the timer (below) runs the watch, and a hung attempt of
     // a recovering job gets the checkpoint signal first and asks the timer for a requeue.
     if let Some(timeout) = role.hang_timeout {
-        let signal = role.uses_recovery().then(|| {
-            role.checkpoint_signal
-                .unwrap_or(crate::specs::DEFAULT_CHECKPOINT_SIGNAL)
-                .signal
-                .name()
-        });
+        let signal = role
+            .uses_recovery()
+            .then(|| crate::schedulers::hang_watch::hang_signal(role.checkpoint_signal));
         command = crate::schedulers::hang_watch::in_container(
             timeout,
             &format!("{}/{replica}", role.name),

@@ -314,10 +314,7 @@ impl SlurmScheduler {
                 role.entrypoint.clone_from(&c.command);
             }
         }
-        let recorded = self
-            .job_dir(id)
-            .join(format!("torchx-{id}"))
-            .join("attempts");
+        let recorded = self.torchx_dir(id).join("attempts");
         if let Ok(text) = fs::read_to_string(recorded) {
             let attempts = state::parse_attempts(&text);
             if let Some(last) = attempts

@@ -163,10 +163,7 @@ pub(super) fn recovery_script(
     // A hung replica of a recovering job gets the checkpoint signal (USR1 unless the roles
     // name one) and local_cwd's grace to save; of any other job, none.
     let hang_signal = if requeue_hung {
-        r.checkpoint_signal
-            .unwrap_or(crate::specs::DEFAULT_CHECKPOINT_SIGNAL)
-            .signal
-            .name()
+        crate::schedulers::hang_watch::hang_signal(r.checkpoint_signal)
     } else {
         ""
     };
