@@ -1,6 +1,6 @@
-"""The hang watchdog (``--hang_timeout``) on local_cwd with real PyTorch: two DDP ranks over gloo
-(``dist.ddp -j 1x2``) where rank 1 stops calling ``all_reduce`` and sleeps, so rank 0 blocks
-inside it. The job fails as ``hung``, the stacks (by ``py-spy``, installed with the test extra)
+"""The hang watchdog (``--hang_timeout``) on local_cwd, local_docker and the real Slurm cluster
+with real PyTorch: two DDP ranks over gloo (``dist.ddp -j 1x2``) where rank 1 stops calling
+``all_reduce`` and sleeps, so rank 0 blocks inside it. The job fails as ``hung``, the stacks (by ``py-spy``, installed with the test extra)
 show rank 0 in ``all_reduce`` and rank 1 in its sleep, and nothing of it is left; under the
 recovery options the hung attempt is requeued and the next one resumes from the checkpoint
 rank 1 saved on the checkpoint signal. Also the Python spelling (``Role(hang_timeout=...)``,
@@ -99,8 +99,9 @@ def _train(tmp_path: pathlib.Path) -> str:
 
 
 def _where(scheduler: str) -> List[str]:
-    """`-s SCHEDULER`, and for local_docker the image and mounts that give it PyTorch (the
-    stacks are taken from the host: py-spy attaches to the container's processes)."""
+    """`-s SCHEDULER` and what it needs: for slurm `--wait --log` (its `run` returns at
+    submission); for local_docker the image and mounts that give it PyTorch (the stacks are
+    taken from the host: py-spy attaches to the container's processes)."""
     if scheduler == "local_cwd":
         return ["-s", "local_cwd"]
     from _engines import docker_up, slurm_up, torch_image, torch_mounts
