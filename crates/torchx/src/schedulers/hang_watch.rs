@@ -20,6 +20,10 @@
 //! engine signals each process of the step itself; in a container the watch passes what the
 //! timer sends it on to its command.
 
+// The container mode serves the container schedulers (features `aws`, `kubernetes`); Slurm,
+// always built, uses the directory mode only.
+#![cfg_attr(not(any(feature = "aws", feature = "kubernetes")), allow(dead_code))]
+
 use crate::error::{Error, Result};
 use crate::scheduler::{Backend, HangStacks, LogQuery, Replica};
 

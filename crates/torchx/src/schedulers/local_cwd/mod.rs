@@ -63,9 +63,11 @@ use ledger::{Ledger, Liveness};
 pub use opts::LocalCwdOpts;
 pub use render::{render, PopenRequest, ReplicaParam, RoleParams};
 pub(crate) use watchdog::{
-    parse as parse_stacks, summary as stacks_summary, COLLECTIVES, FAULTHANDLER_ENV,
-    FAULTHANDLER_NOTE, HEARTBEAT_FILE_ENV,
+    parse as parse_stacks, summary as stacks_summary, COLLECTIVES, FAULTHANDLER_NOTE,
 };
+// For local_docker's supervised containers (feature `docker`).
+#[cfg_attr(not(feature = "docker"), allow(unused_imports))]
+pub(crate) use watchdog::{FAULTHANDLER_ENV, HEARTBEAT_FILE_ENV};
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::scheduler::{
