@@ -68,22 +68,7 @@ fn a_quiet_pod_is_hung(way: Way) {
     let Some(k8s) = Cluster::get(&format!("a_quiet_pod_is_hung {way:?}")) else {
         return;
     };
-    let submit = |script: &str| {
-        let args = [
-            "--hang_timeout",
-            "4s",
-            "utils.sh",
-            "--image",
-            "busybox:local",
-            "-h",
-            "NULL",
-            "--",
-            "sh",
-            "-c",
-            script,
-        ];
-        k8s.submit(way.scheduler(), way.cfg(), &args)
-    };
+    let submit = |script: &str| k8s.sh_with(way, &["--hang_timeout", "4s"], script);
     let quiet = submit("echo started; sleep 300");
     let prints = submit("for i in 1 2 3 4; do echo $i; sleep 2; done");
     let s = k8s.wait_status(&quiet, |s| s["state"] == "FAILED");

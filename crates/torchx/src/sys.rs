@@ -7,7 +7,7 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::time::Duration;
 
-pub(crate) use libc::{SIGCHLD, SIGHUP, SIGINT, SIGKILL, SIGSTOP, SIGTERM};
+pub(crate) use libc::{SIGABRT, SIGCHLD, SIGHUP, SIGINT, SIGKILL, SIGSTOP, SIGTERM};
 
 /// True when a process with this pid exists, is not a zombie and (if given) started at `start`
 /// ticks, which guards against pid reuse.

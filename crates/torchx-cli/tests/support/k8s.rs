@@ -137,7 +137,13 @@ impl Cluster {
 
     /// busybox running `sh -c script`, submitted `way`; the handle.
     pub fn sh_as(&self, way: Way, script: &str) -> String {
-        let args = [
+        self.sh_with(way, &[], script)
+    }
+
+    /// [`Cluster::sh_as`] with run options (`--hang_timeout 4s`) before the component.
+    pub fn sh_with(&self, way: Way, run_opts: &[&str], script: &str) -> String {
+        let mut args = run_opts.to_vec();
+        args.extend([
             "utils.sh",
             "--image",
             "busybox:local",
@@ -147,7 +153,7 @@ impl Cluster {
             "sh",
             "-c",
             script,
-        ];
+        ]);
         self.submit(way.scheduler(), way.cfg(), &args)
     }
 

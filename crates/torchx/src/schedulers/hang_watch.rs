@@ -117,7 +117,7 @@ capture() {
                 python* | */python*)
                     echo "$p" >>"$tmp/abort"
                     echo "$FAULTHANDLER_NOTE" ;;
-                *) echo "(no Python stack: not a Python process, or py-spy is not installed or cannot attach)" ;;
+                *) echo "$NO_PYTHON_STACK_NOTE" ;;
             esac
         fi
     done
@@ -222,9 +222,10 @@ pub(crate) fn hang_signal(checkpoint: Option<crate::specs::CheckpointSignal>) ->
 fn script() -> String {
     format!(
         "COLLECTIVES='{}' BEGIN='{STACKS_BEGIN}' END='{STACKS_END}' HUNG='{HUNG_MESSAGE}' \
-         HUNG_CODE={HUNG_EXIT_CODE} FAULTHANDLER_NOTE={}\n{WATCH}",
+         HUNG_CODE={HUNG_EXIT_CODE} FAULTHANDLER_NOTE={} NO_PYTHON_STACK_NOTE={}\n{WATCH}",
         crate::schedulers::local_cwd::COLLECTIVES.join("|"),
-        crate::text::shell_quote(crate::schedulers::local_cwd::FAULTHANDLER_NOTE)
+        crate::text::shell_quote(crate::schedulers::local_cwd::FAULTHANDLER_NOTE),
+        crate::text::shell_quote(crate::schedulers::local_cwd::NO_PYTHON_STACK_NOTE)
     )
 }
 

@@ -64,6 +64,7 @@ pub use opts::LocalCwdOpts;
 pub use render::{render, PopenRequest, ReplicaParam, RoleParams};
 pub(crate) use watchdog::{
     parse as parse_stacks, summary as stacks_summary, COLLECTIVES, FAULTHANDLER_NOTE,
+    NO_PYTHON_STACK_NOTE,
 };
 // For local_docker's supervised containers (feature `docker`).
 #[cfg_attr(not(feature = "docker"), allow(unused_imports))]

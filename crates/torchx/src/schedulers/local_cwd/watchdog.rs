@@ -130,11 +130,14 @@ pub(super) fn capture(pids: &[u32]) -> Vec<ProcessStack> {
             });
             let (how, text) = match dump.and_then(|d| d.finish(deadline)) {
                 Some(text) => ("py-spy", text),
-                None if is_python(&cmdline) => (
-                    "proc",
-                    format!("{}{FAULTHANDLER_NOTE}\n", proc_state(pid, false)),
-                ),
-                None => ("proc", proc_state(pid, true)),
+                None => {
+                    let note = if is_python(&cmdline) {
+                        FAULTHANDLER_NOTE
+                    } else {
+                        NO_PYTHON_STACK_NOTE
+                    };
+                    ("proc", format!("{}{note}\n", proc_state(pid)))
+                }
             };
             Some(ProcessStack {
                 pid,
@@ -228,6 +231,11 @@ pub(crate) const FAULTHANDLER_NOTE: &str = "(Python's faulthandler, armed by PYT
      dumps every thread's stack to the replica's stderr on SIGABRT, sent when the hang is a \
      failure: `torchx log HANDLE`)";
 
+/// What a stack read from `/proc` says of a process that is not Python, or that no one could
+/// read otherwise.
+pub(crate) const NO_PYTHON_STACK_NOTE: &str =
+    "(no Python stack: not a Python process, or py-spy is not installed or cannot attach)";
+
 /// Whether a command line runs Python (its program's name starts `python`).
 pub(super) fn is_python(cmdline: &str) -> bool {
     let program = cmdline.split_whitespace().next().unwrap_or_default();
@@ -244,7 +252,7 @@ pub(super) fn abort_for_faulthandler(stacks: &[ProcessStack]) {
         .iter()
         .filter(|s| s.how == "proc" && is_python(&s.cmdline))
     {
-        sent |= crate::sys::signal_pid(s.pid, SIGABRT);
+        sent |= crate::sys::signal_pid(s.pid, crate::sys::SIGABRT);
     }
     if sent {
         // The dump is written as the process dies; a moment for it before the stop.
@@ -252,10 +260,8 @@ pub(super) fn abort_for_faulthandler(stacks: &[ProcessStack]) {
     }
 }
 
-const SIGABRT: i32 = 6;
-
 /// What the kernel says of a process: its state and where it waits.
-fn proc_state(pid: u32, no_python_note: bool) -> String {
+fn proc_state(pid: u32) -> String {
     let state = read_proc(pid, "status")
         .and_then(|s| {
             s.lines()
@@ -265,16 +271,11 @@ fn proc_state(pid: u32, no_python_note: bool) -> String {
         .unwrap_or_else(|| "State: unknown".into());
     let wchan = read_proc(pid, "wchan").unwrap_or_default();
     format!(
-        "{state}\nwaiting in: {}\n{}",
+        "{state}\nwaiting in: {}\n",
         if wchan.is_empty() {
             "-"
         } else {
             wchan.as_str()
-        },
-        if no_python_note {
-            "(no Python stack: not a Python process, or py-spy is not installed or cannot attach)\n"
-        } else {
-            ""
         }
     )
 }
