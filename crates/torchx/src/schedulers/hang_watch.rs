@@ -127,6 +127,7 @@ watch() {
     # (Slurm's checkpoint signal) must not end the watch; SIGTERM ends it quietly.
     trap '' HUP INT QUIT USR1 USR2
     trap 'kill "$s" 2>/dev/null; exit 0' TERM
+    trap - CHLD
     step=$((timeout / 4))
     [ "$step" -ge 1 ] || step=1
     [ "$step" -le 5 ] || step=5
@@ -165,7 +166,7 @@ watch() {
             *",SIG$sig,"*) kill -s "$sig" "$child" 2>/dev/null ;;
             *) signal_ours "$sig" ;;
         esac
-        gone_within "$grace" && exit 0
+        if gone_within "$grace"; then : >"$tmp/done"; exit 0; fi
     fi
     # Python's faulthandler dumps the stacks py-spy could not take as the process dies.
     if [ -s "$tmp/abort" ]; then
@@ -174,14 +175,41 @@ watch() {
     fi
     signal_ours TERM
     gone_within 10 || signal_ours KILL
+    : >"$tmp/done"
 }
 watch &
 w=$!
+# A watch that dies before its work is done (the OOM killer, a stray kill, mid-dump too) is
+# started again, from a fresh timeout, and says so: the replica is never left unwatched.
+# (dash wakes `wait` for the trap; bash runs it as the watch dies.)
+# (`busy`: the trap runs again, nested, as each command it starts ends.)
+ending= busy=
+rewatch() {
+    [ -z "$ending$busy" ] || return 0
+    busy=1
+    if [ ! -e "$tmp/done" ] && ! kill -0 "$w" 2>/dev/null && kill -0 "$child" 2>/dev/null; then
+        rm -f "$tmp/hung"
+        echo "torchx: the hang watch of $label ended before its work was done; watching it again" >&2
+        watch &
+        w=$!
+    fi
+    busy=
+}
+trap rewatch CHLD
 while :; do
     wait "$child"
     code=$?
     kill -0 "$child" 2>/dev/null || break
 done
+ending=1
+trap - CHLD
+# A wait the trap woke (128 + SIGCHLD) as the command ended: the command's status is still to
+# be had (127 once it was given).
+if [ "$code" = 145 ]; then
+    wait "$child"
+    c=$?
+    [ "$c" = 127 ] || code=$c
+fi
 if [ -e "$tmp/hung" ]; then
     wait "$w"
     # In a container, a hang that is a failure says so by its exit code (an engine without a
@@ -478,6 +506,79 @@ mod tests {
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(stderr.contains("Fatal Python error: Aborted"), "{stderr}");
         assert!(stderr.contains("in stall"), "{stderr}");
+    }
+
+    /// The watch killed mid-dump (py-spy still attached) is started again: the replica,
+    /// still hung, is found again, its stacks taken and it is stopped.
+    #[test]
+    fn a_watch_killed_mid_dump_is_started_again() {
+        let tmp = tempfile::tempdir().unwrap();
+        let bin = tmp.path().join("bin");
+        std::fs::create_dir(&bin).unwrap();
+        let first = tmp.path().join("first-dump");
+        // A py-spy whose first dump never ends (it names its pid), whose next ones answer.
+        let spy = bin.join("py-spy");
+        std::fs::write(
+            &spy,
+            format!(
+                "#!/bin/sh\nif [ ! -e {0} ]; then echo $$ >{0}; exec sleep 30; fi\necho 'Thread 1: a fake stack'\n",
+                first.display()
+            ),
+        )
+        .unwrap();
+        let mut perms = std::fs::metadata(&spy).unwrap().permissions();
+        std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+        std::fs::set_permissions(&spy, perms).unwrap();
+        let path = format!("{}:/usr/bin:/bin", bin.display());
+        let child = Command::new("sh")
+            .args(["-c", &super::script(), "torchx-watch"])
+            .arg(tmp.path())
+            .args([
+                "0",
+                "",
+                "3",
+                "2",
+                "trainer/0",
+                "sh",
+                "-c",
+                "echo started; sleep 300",
+            ])
+            .env("TMPDIR", tmp.path())
+            .env("PATH", &path)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let started = Instant::now();
+        let spy_pid = loop {
+            if let Some(pid) = std::fs::read_to_string(&first)
+                .ok()
+                .and_then(|s| s.trim().parse::<u32>().ok())
+            {
+                break pid;
+            }
+            assert!(started.elapsed() < Duration::from_secs(20), "no dump began");
+            std::thread::sleep(Duration::from_millis(100));
+        };
+        // py-spy ← timeout ← the dump's subshell ← the watch.
+        let parent = |pid: u32| -> u32 {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+            let after = &stat[stat.rfind(')').unwrap() + 2..];
+            after.split(' ').nth(1).unwrap().parse().unwrap()
+        };
+        let watch = parent(parent(parent(spy_pid)));
+        assert_ne!(watch, child.id(), "the watch is the main shell's child");
+        crate::sys::signal_pid(watch, crate::sys::SIGKILL);
+        let out = child.wait_with_output().unwrap();
+        assert!(started.elapsed() < Duration::from_secs(40));
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            said.contains("torchx: the hang watch of trainer/0 ended before its work was done; watching it again"),
+            "{said}"
+        );
+        assert!(tmp.path().join("hung.0.trainer-0").exists(), "{said}");
+        let stacks = std::fs::read_to_string(tmp.path().join("stacks.0.trainer-0")).unwrap();
+        assert!(stacks.contains("a fake stack"), "{stacks}");
     }
 
     /// With a checkpoint signal, a hung replica gets it first and may save and end.
