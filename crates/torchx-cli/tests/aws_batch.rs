@@ -3,7 +3,7 @@
 //! AWS_ENDPOINT_URL). Without the emulator every test says loudly that it was skipped.
 //!
 //! The emulator runs Batch in one of two modes, and every test says which it saw
-//! (`support::aws_batch_runs_containers`; CI, which has a Docker engine, must have the first):
+//! (`support::aws_emulator_runs_containers`; CI, which has a Docker engine, must have the first):
 //! - docker: jobs really run, as containers on the local engine (`scripts/aws/batch_docker.py`):
 //!   node environment, per-node CloudWatch streams written while they run, the container's exit
 //!   code, retryStrategy with evaluateOnExit, attempt timeouts, TerminateJob.
@@ -17,7 +17,7 @@ mod support;
 use std::time::Duration;
 
 use aws_sdk_cloudwatchlogs::types::InputLogEvent;
-use support::{aws_batch_runs_containers, aws_emulator_up as emulator_up, stderr, stdout, Env};
+use support::{aws_emulator_runs_containers, aws_emulator_up as emulator_up, stderr, stdout, Env};
 use torchx::config::TorchxConfig;
 use torchx::opts::{Cfg, CfgValue};
 use torchx::scheduler::Registry;
@@ -111,7 +111,7 @@ async fn aws_batch_conforms() {
     if !emulator_up("aws_batch conformance") {
         return;
     }
-    let containers = aws_batch_runs_containers("aws_batch conformance");
+    let containers = aws_emulator_runs_containers("aws_batch conformance");
     let mounted = tempfile::tempdir().unwrap();
     // Lifecycle mode runs no command: the suite's `ok` app echoes `conformance-ok`, its `tail`
     // app two lines around a sleep; write them where Batch would, for every such job that
@@ -166,7 +166,7 @@ fn multi_role_lifecycle_per_node_states_and_failure() {
     if !emulator_up("aws_batch lifecycle") {
         return;
     }
-    aws_batch_runs_containers("aws_batch lifecycle");
+    aws_emulator_runs_containers("aws_batch lifecycle");
     let env = Env::new();
     // Commands that succeed when they run (docker mode) and long enough to be seen RUNNING.
     std::fs::write(
@@ -278,7 +278,7 @@ fn logs_cancel_and_delete() {
     if !emulator_up("aws_batch logs") {
         return;
     }
-    let containers = aws_batch_runs_containers("aws_batch logs");
+    let containers = aws_emulator_runs_containers("aws_batch logs");
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -393,7 +393,7 @@ fn logs_cancel_and_delete() {
 /// job and its retries (`retryStrategy.attempts`, TorchX's `max(max_retries, 1)`).
 #[test]
 fn commands_run_with_node_env_exit_codes_and_retries() {
-    if !emulator_up("aws_batch commands") || !aws_batch_runs_containers("aws_batch commands") {
+    if !emulator_up("aws_batch commands") || !aws_emulator_runs_containers("aws_batch commands") {
         return;
     }
     let env = Env::new();
@@ -457,7 +457,8 @@ fn commands_run_with_node_env_exit_codes_and_retries() {
 /// is FAILED with the attempt `hung`; a node that prints runs to its end.
 #[test]
 fn a_quiet_node_is_hung_and_one_that_prints_is_not() {
-    if !emulator_up("aws_batch hang watch") || !aws_batch_runs_containers("aws_batch hang watch") {
+    if !emulator_up("aws_batch hang watch") || !aws_emulator_runs_containers("aws_batch hang watch")
+    {
         return;
     }
     let env = Env::new();
@@ -517,7 +518,7 @@ fn a_quiet_node_is_hung_and_one_that_prints_is_not() {
 /// signal before the limit; `status --json` shows each attempt and why it ended.
 #[test]
 fn recovery_evaluate_on_exit_round_trips_and_decides_retries() {
-    if !emulator_up("aws_batch recovery") || !aws_batch_runs_containers("aws_batch recovery") {
+    if !emulator_up("aws_batch recovery") || !aws_emulator_runs_containers("aws_batch recovery") {
         return;
     }
     let env = Env::new();
@@ -784,7 +785,7 @@ fn the_dry_run_is_what_is_sent() {
 /// and cancel work per task and for the group; a capped group goes one job per task.
 #[test]
 fn an_array_is_one_array_job_whose_children_run_the_tasks() {
-    if !emulator_up("aws_batch array") || !aws_batch_runs_containers("aws_batch array") {
+    if !emulator_up("aws_batch array") || !aws_emulator_runs_containers("aws_batch array") {
         return;
     }
     let env = Env::new();
@@ -869,7 +870,7 @@ fn an_array_is_one_array_job_whose_children_run_the_tasks() {
 /// detached process instead.
 #[test]
 fn after_is_batchs_own_depends_on() {
-    if !emulator_up("aws_batch --after") || !aws_batch_runs_containers("aws_batch --after") {
+    if !emulator_up("aws_batch --after") || !aws_emulator_runs_containers("aws_batch --after") {
         return;
     }
     let env = Env::new();

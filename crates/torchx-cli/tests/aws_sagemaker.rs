@@ -30,15 +30,80 @@ async fn aws_sagemaker_conforms() {
     if !aws_emulator_up("aws_sagemaker conformance") {
         return;
     }
-    let cfg = cfg();
+    let mut cfg = cfg();
     let runner = Runner::new(Registry::builtin(), TorchxConfig::default());
     let mut opts = Conformance::default();
+    // In Docker mode the emulator runs the jobs it is asked to (their logs in CloudWatch);
+    // else it moves them through their states and runs no command.
+    opts.runs_commands = support::aws_emulator_runs_containers("aws_sagemaker conformance");
+    // Lifecycle mode: the suite's `ok` app echoes `conformance-ok`, its `tail` app two lines
+    // around a sleep; write them where SageMaker would, for every such job that runs.
+    let feeder = (!opts.runs_commands).then(|| {
+        tokio::spawn(async {
+            let runner = Runner::new(Registry::builtin(), TorchxConfig::default());
+            let conf = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+            let logs = aws_sdk_cloudwatchlogs::Client::new(&conf);
+            let group = "/aws/sagemaker/TrainingJobs";
+            let _ = logs.create_log_group().log_group_name(group).send().await;
+            let mut fed = std::collections::BTreeSet::new();
+            loop {
+                for app in runner.list("aws_sagemaker").await.unwrap_or_default() {
+                    let lines: &[&str] = if app.app_id.starts_with("ok-") {
+                        &["conformance-ok"]
+                    } else if app.app_id.starts_with("tail-") {
+                        &["tail-first", "tail-last"]
+                    } else {
+                        continue;
+                    };
+                    if app.state != torchx::specs::AppState::Running
+                        || !fed.insert(app.app_id.clone())
+                    {
+                        continue;
+                    }
+                    let stream = format!("{}/algo-1-1700000000", app.app_id);
+                    let _ = logs
+                        .create_log_stream()
+                        .log_group_name(group)
+                        .log_stream_name(&stream)
+                        .send()
+                        .await;
+                    let now = std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .unwrap()
+                        .as_millis() as i64;
+                    let events = lines.iter().map(|l| {
+                        aws_sdk_cloudwatchlogs::types::InputLogEvent::builder()
+                            .timestamp(now)
+                            .message(*l)
+                            .build()
+                            .unwrap()
+                    });
+                    logs.put_log_events()
+                        .log_group_name(group)
+                        .log_stream_name(&stream)
+                        .set_log_events(Some(events.collect()))
+                        .send()
+                        .await
+                        .unwrap();
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        })
+    });
+    if opts.runs_commands {
+        let tags = [("aws-emulator".to_string(), "docker".to_string())];
+        cfg.insert("tags".into(), CfgValue::Dict(tags.into_iter().collect()));
+        opts.image = "busybox:local".into();
+    }
     opts.cfg = cfg;
     opts.timeout = Duration::from_secs(60);
     opts.poll = Duration::from_millis(200);
-    // The emulator moves jobs through their states; it runs no command.
-    opts.runs_commands = false;
+    // SageMaker retries only its own internal errors, never an exit code.
+    opts.check_retries = false;
     conformance(&runner, "aws_sagemaker", &opts).await;
+    if let Some(feeder) = feeder {
+        feeder.abort();
+    }
 }
 
 #[test]
@@ -217,4 +282,81 @@ async fn describe_native_reads_the_training_job_back() {
     let unknown = handle.replace("native", "no-such-job-anywhere");
     assert_eq!(runner.describe_native(&unknown).await.unwrap(), None);
     runner.cancel(&handle).await.unwrap();
+}
+
+/// The hang watch in a training job's containers (the emulator's Docker mode runs a job tagged
+/// `aws-emulator: docker` as SageMaker runs a training image: a container per host `algo-N`
+/// with `/opt/ml`, logs in CloudWatch `/aws/sagemaker/TrainingJobs`, FailureReason from
+/// `/opt/ml/output/failure`): on two hosts, the first prints and ends, the second is quiet and
+/// hung; `status` says which replica hung, `log --stacks` shows its stacks from its
+/// CloudWatch stream, `log` the other host's lines. What the emulator does not prove: that
+/// SageMaker itself reports the failure file as this FailureReason.
+#[test]
+fn a_quiet_host_is_hung_and_one_that_prints_is_not() {
+    if !aws_emulator_up("aws_sagemaker hang watch")
+        || !support::aws_emulator_runs_containers("aws_sagemaker hang watch")
+    {
+        return;
+    }
+    let env = Env::new();
+    let cfg = format!("{CFG},instance_count=2,tags=aws-emulator:docker");
+    let out = env.run(&[
+        "run",
+        "--workspace",
+        "",
+        "-s",
+        "aws_sagemaker",
+        "-cfg",
+        &cfg,
+        "--hang_timeout",
+        "4s",
+        "--wait",
+        "utils.sh",
+        "--image",
+        "busybox:local",
+        "sh",
+        "-c",
+        "if [ \"$(hostname)\" = algo-2 ]; then echo started; sleep 300; fi; \
+         for i in 1 2 3 4; do echo line $i; sleep 2; done",
+    ]);
+    assert_ne!(out.status.code(), Some(0), "{}", stderr(&out));
+    let handle = stdout(&out).lines().next().unwrap_or_default().to_string();
+    let status = env.status(&handle);
+    assert_eq!(status["state"], "FAILED", "{status}");
+    let msg = status["msg"].as_str().unwrap_or_default();
+    assert!(
+        msg.starts_with("a replica hung: sh/1 made no progress (output or heartbeat) for 4s"),
+        "{status}"
+    );
+    let stacks = stdout(&env.run(&["log", "--stacks", &handle]));
+    assert!(
+        stacks.starts_with("--- sh/1 attempt 0 ---\n=== sh/1 pid "),
+        "{stacks}"
+    );
+    assert!(stacks.contains("sleep 300"), "{stacks}");
+    let first = stdout(&env.run(&["log", &format!("{handle}/sh/0")]));
+    assert_eq!(
+        first, "sh/0 line 1\nsh/0 line 2\nsh/0 line 3\nsh/0 line 4\n",
+        "{first}"
+    );
+    // A job that prints runs to its end under the watch.
+    let out = env.run(&[
+        "run",
+        "--workspace",
+        "",
+        "-s",
+        "aws_sagemaker",
+        "-cfg",
+        &format!("{CFG},tags=aws-emulator:docker"),
+        "--hang_timeout",
+        "4s",
+        "--wait",
+        "utils.sh",
+        "--image",
+        "busybox:local",
+        "sh",
+        "-c",
+        "for i in 1 2 3 4; do echo $i; sleep 2; done",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
 }

@@ -311,11 +311,12 @@ pub fn aws_emulator_up(test: &str) -> bool {
     up
 }
 
-/// Whether the emulator runs Batch jobs as containers on the Docker engine (`scripts/aws/up.sh`'s
-/// docker mode, `AWS_EMU_BATCH_MODE=docker` in its env file) rather than only moving them through
-/// their states (lifecycle mode). Says which ran; where the run promised a Docker engine, the
+/// Whether the emulator runs jobs as containers on the Docker engine (`scripts/aws/up.sh`'s
+/// docker mode, `AWS_EMU_BATCH_MODE=docker` in its env file: Batch jobs, and SageMaker training
+/// jobs tagged `aws-emulator: docker`) rather than only moving them through their states
+/// (lifecycle mode). Says which ran; where the run promised a Docker engine, the
 /// lifecycle mode is a failure.
-pub fn aws_batch_runs_containers(test: &str) -> bool {
+pub fn aws_emulator_runs_containers(test: &str) -> bool {
     use std::io::Write;
     let docker = std::env::var("AWS_EMU_BATCH_MODE").is_ok_and(|m| m == "docker");
     assert!(

@@ -388,7 +388,8 @@ pub fn check_hang_watch(scheduler: &str, caps: Capabilities, app: &AppDef) -> Re
             scheduler,
             format!(
                 "hang_timeout (set on role `{}`): it cannot watch its replicas for progress \
-                 yet; local_cwd, local_docker, slurm, kubernetes, kubernetes_mcad and aws_batch can",
+                 yet; local_cwd, local_docker, slurm, kubernetes, kubernetes_mcad, aws_batch and \
+                 aws_sagemaker can",
                 r.name
             ),
         )),

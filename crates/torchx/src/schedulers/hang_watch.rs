@@ -1,5 +1,5 @@
 //! The hang watch where no torchx process runs beside the job: Slurm's batch script runs each
-//! watched replica under it, and in a container (Kubernetes, MCAD, AWS Batch) it is the command
+//! watched replica under it, and in a container (Kubernetes, MCAD, AWS Batch, SageMaker) it is the command
 //! of the recovery contract's shell (`attempt_timer.rs`). `sh` runs the replica's command with
 //! its stdout and stderr pumped through two `cat`s, whose read counts (`/proc/PID/io`) are the
 //! replica's output, and watches them and the mtime of `TORCHX_HEARTBEAT_FILE`. After
@@ -32,8 +32,15 @@ use crate::scheduler::{Backend, HangStacks, LogQuery, Replica};
 /// the replica (`role/N`); then the command.
 const WATCH: &str = r#"dir=$1 attempt=${2:-${TORCHX_ATTEMPT:-0}} sig=$3 grace=$4 timeout=$5 label=$6; shift 6
 # `role/+START` (AWS Batch): the replica is the node's index less the role's first node.
+# `role/@host` (SageMaker): the replica is the host's number (`algo-N`) less one, from the
+# training toolkit's SM_CURRENT_HOST or the platform's resourceconfig.json.
 case $label in
     */+*) label="${label%%/+*}/$((${AWS_BATCH_JOB_NODE_INDEX:-0} - ${label##*/+}))" ;;
+    */@host)
+        host=${SM_CURRENT_HOST:-$(sed -n 's/.*"current_host" *: *"\([^"]*\)".*/\1/p' /opt/ml/input/config/resourceconfig.json 2>/dev/null)}
+        n=${host##*-}
+        case $n in "" | *[!0-9]*) n=1 ;; esac
+        label="${label%/@host}/$((n - 1))" ;;
 esac
 name=$(printf '%s' "$label" | tr / -)
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/torchx-watch.XXXXXX") || exec "$@"
@@ -157,8 +164,11 @@ watch() {
         { echo "$BEGIN$label attempt $attempt"; cat "$tmp/stacks"; echo "$END$label"; } >&2
         said=
         while read -r l; do said="${said:+$said, }$l"; done 2>/dev/null <"$tmp/summary"
-        [ ! -w /dev/termination-log ] ||
-            echo "$HUNG$label made no progress (output or heartbeat) for ${timeout}s${said:+ ($said)}" >/dev/termination-log
+        # Kubernetes reads a container's termination message, SageMaker a failing job's
+        # FailureReason from /opt/ml/output/failure.
+        msg="$HUNG$label made no progress (output or heartbeat) for ${timeout}s${said:+ ($said)}"
+        [ ! -w /dev/termination-log ] || echo "$msg" >/dev/termination-log
+        [ ! -d /opt/ml/output ] || [ ! -w /opt/ml/output ] || echo "$msg" >/opt/ml/output/failure
         [ -z "$sig" ] || [ -z "${TORCHX_REQUEUE_FILE:-}" ] || : >"$TORCHX_REQUEUE_FILE"
     fi
     if [ -n "$sig" ]; then
@@ -231,7 +241,8 @@ exit "$code""#;
 pub(crate) const STACKS_BEGIN: &str = "torchx: stacks of ";
 /// The line that closes them (then `role/N`).
 pub(crate) const STACKS_END: &str = "torchx: end of the stacks of ";
-/// How a hung container's termination message (Kubernetes) starts.
+/// How a hung container's termination message (Kubernetes) and failure reason (SageMaker)
+/// start.
 pub(crate) const HUNG_MESSAGE: &str = "torchx: hung: ";
 /// The exit code of a container the watch stopped for a hang that is a failure (no recovery
 /// option; as GNU `timeout`'s).

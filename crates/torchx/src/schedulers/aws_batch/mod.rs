@@ -3,11 +3,11 @@
 //! honoured). App handles are `aws_batch://{session}/{queue}:{job name}`.
 //!
 //! - `opts`: run options; `render`: the pure job definition; `state`: state mapping; `plan`:
-//!   the queue and its capacity before submitting; `logs`: CloudWatch lines; this
-//!   module: the SDK calls. Clients are built on first use only.
+//!   the queue and its capacity before submitting; `log_streams`: where a node's
+//!   CloudWatch lines are; this module: the SDK calls. Clients are built on first use only.
 
 mod client;
-mod logs;
+mod log_streams;
 mod opts;
 mod plan;
 pub(crate) mod render;
@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use aws_sdk_batch::types as bt;
-use aws_sdk_cloudwatchlogs::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
+use aws_sdk_cloudwatchlogs::error::{ProvideErrorMetadata, SdkError};
 use tokio::sync::OnceCell;
 
 pub(crate) use opts::AwsBatchOpts;
@@ -27,13 +27,15 @@ pub(crate) use render::render;
 pub(crate) use request::BatchJob;
 
 use self::client::container_properties;
+use self::log_streams::NodeStreams;
 use self::render::{ENV_ROLE_NAME, TAG_HANG_TIMEOUT, TAG_REQUEUE_EXIT_CODE};
 use self::state::{attempt_end, job_state, CANCEL_REASON};
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, Result};
 use crate::scheduler::{
     ArrayRequest, ArrayTask, Backend, Capabilities, DryRunContext, DryRunInfo, LogLines, LogQuery,
     PlanReport, Replica, Scheduler, WorkspaceSupport,
 };
+use crate::schedulers::aws::cloudwatch::CloudWatchLines;
 use crate::schedulers::aws::{SubmittingUser, TAG_APP_NAME, TAG_VERSION};
 use crate::specs::{
     AppDef, AppState, Attempt, DescribeAppResponse, ListAppResponse, ReplicaStatus, Stream,
@@ -67,36 +69,13 @@ impl std::fmt::Debug for AwsBatchScheduler {
     }
 }
 
-/// An AWS SDK error, kept as the source, classed by what the caller can do about it: the
-/// request never got an answer (connection, timeout, throttling, 5xx) → unavailable; the
-/// service refused the credentials → permission denied.
+/// An AWS SDK error of this scheduler ([`sdk_err`](crate::schedulers::aws::sdk_err)).
 fn aws_err<E, R>(what: &str) -> impl FnOnce(SdkError<E, R>) -> Error + '_
 where
     E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
     R: std::fmt::Debug + Send + Sync + 'static,
 {
-    move |e| {
-        let kind = match &e {
-            SdkError::DispatchFailure(_) | SdkError::TimeoutError(_) => ErrorKind::Unavailable,
-            SdkError::ServiceError(s) => match s.err().code().unwrap_or_default() {
-                "AccessDeniedException"
-                | "AccessDenied"
-                | "UnrecognizedClientException"
-                | "InvalidSignatureException"
-                | "ExpiredTokenException"
-                | "UnauthorizedOperation" => ErrorKind::PermissionDenied,
-                "ThrottlingException"
-                | "TooManyRequestsException"
-                | "ServiceUnavailable"
-                | "ServerException"
-                | "ServiceUnavailableException" => ErrorKind::Unavailable,
-                _ => ErrorKind::Backend,
-            },
-            _ => ErrorKind::Backend,
-        };
-        let message = format!("{what}: {}", DisplayErrorContext(&e));
-        Error::backend_caused_by(NAME, message, kind, e)
-    }
+    crate::schedulers::aws::sdk_err(NAME, what)
 }
 
 fn split_app_id(app_id: &str) -> Option<(&str, &str)> {
@@ -602,11 +581,15 @@ impl Backend for AwsBatchScheduler {
             ));
         }
         let (batch, logs, _) = self.clients().await?.clone();
-        let job_id = job.job_id().unwrap_or_default().to_string();
-        Ok(Box::new(logs::CloudWatchLines::new(
-            (batch, logs),
-            job_id,
-            idx,
+        let node = NodeStreams {
+            batch,
+            job_id: job.job_id().unwrap_or_default().to_string(),
+            node: idx,
+        };
+        Ok(Box::new(CloudWatchLines::new(
+            logs,
+            LOG_GROUP,
+            Box::new(node),
             query,
         )))
     }

@@ -88,11 +88,14 @@ fn success_body(operation: &str, text: reqwest::Result<String>) -> Result<Value>
 }
 
 /// A connected SageMaker API.
+#[derive(Clone)]
 pub(crate) struct SageMaker {
     http: reqwest::Client,
     endpoint: String,
     region: String,
     credentials: aws_credential_types::provider::SharedCredentialsProvider,
+    /// CloudWatch Logs, where the training jobs' containers write.
+    logs: aws_sdk_cloudwatchlogs::Client,
 }
 
 const ATTEMPTS: u32 = 4;
@@ -113,7 +116,13 @@ impl SageMaker {
             endpoint: endpoint.trim_end_matches('/').to_string(),
             region,
             credentials,
+            logs: aws_sdk_cloudwatchlogs::Client::new(&conf),
         })
+    }
+
+    /// The CloudWatch Logs client of the same configuration.
+    pub(crate) fn logs(&self) -> &aws_sdk_cloudwatchlogs::Client {
+        &self.logs
     }
 
     /// The region requests go to.

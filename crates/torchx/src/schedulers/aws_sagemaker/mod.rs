@@ -2,10 +2,11 @@
 //! `aws_sagemaker://{session}/{training job name}`.
 //!
 //! - `opts`: run options (TorchX's); `render`: the pure CreateTrainingJob request; the state
-//!   table ([`job_state`]) lives here; `client`: the four signed calls. Nothing AWS is loaded
-//!   unless this scheduler is used.
+//!   table ([`job_state`]) lives here; `client`: the four signed calls; `log_streams`: where a
+//!   host's CloudWatch lines are. Nothing AWS is loaded unless this scheduler is used.
 
 pub(crate) mod client;
+mod log_streams;
 mod opts;
 pub(crate) mod render;
 
@@ -21,13 +22,18 @@ pub(crate) use render::{render, TrainingJob};
 use self::client::{AwsError, SageMaker};
 use crate::error::{Error, Result};
 use crate::scheduler::{
-    Backend, Capabilities, DryRunContext, DryRunInfo, Scheduler, WorkspaceSupport,
+    Backend, Capabilities, DryRunContext, DryRunInfo, HangStacks, LogLines, LogQuery, Replica,
+    Scheduler, WorkspaceSupport,
 };
+use crate::schedulers::aws::cloudwatch::CloudWatchLines;
 use crate::schedulers::aws::SubmittingUser;
-use crate::specs::{AppDef, AppState, DescribeAppResponse, ListAppResponse, ReplicaStatus};
+use crate::schedulers::hang_watch;
+use crate::specs::{AppDef, AppState, DescribeAppResponse, ListAppResponse, ReplicaStatus, Stream};
 
 /// The registry name.
 pub(crate) const NAME: &str = "aws_sagemaker";
+/// The CloudWatch log group of training jobs.
+pub(crate) const LOG_GROUP: &str = "/aws/sagemaker/TrainingJobs";
 
 /// The factory registered in [`crate::scheduler::Registry::builtin`].
 pub(crate) fn create() -> Result<Arc<dyn Scheduler>> {
@@ -73,6 +79,35 @@ fn is_not_found(e: &AwsError) -> bool {
             && (msg.contains("not found") || msg.contains("could not find")))
 }
 
+/// What `status` says of a failed job: a hang the watch reported (the failure reason SageMaker
+/// read from `/opt/ml/output/failure`, or its exit code), else SageMaker's reason or status.
+fn job_message(job: &Value, state: AppState) -> String {
+    let reason = job["FailureReason"].as_str().unwrap_or_default();
+    let watched = job["AlgorithmSpecification"]["ContainerEntrypoint"]
+        .as_array()
+        .is_some_and(|words| words.iter().any(|w| w == "torchx-watch"));
+    if state == AppState::Failed && watched {
+        if let Some((_, said)) = reason.split_once(hang_watch::HUNG_MESSAGE) {
+            return format!("a replica hung: {said}; its stacks: `torchx log --stacks`");
+        }
+        let code = format!("exit code: {}", hang_watch::HUNG_EXIT_CODE);
+        if reason.to_lowercase().contains(&code) {
+            return format!(
+                "a replica hung (no progress, output or heartbeat, for its hang timeout); its \
+                 stacks: `torchx log --stacks` ({reason})"
+            );
+        }
+    }
+    if reason.is_empty() {
+        job["SecondaryStatus"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    } else {
+        reason.to_string()
+    }
+}
+
 /// awsJson timestamps are epoch seconds.
 fn seconds(v: &Value) -> Option<f64> {
     v.as_f64()
@@ -106,6 +141,10 @@ impl Backend for AwsSageMakerScheduler {
         cancel: true,
         retries: true,
         recovery: true,
+        logs: true,
+        log_since_until: true,
+        log_tail: true,
+        hang_watch: true,
         workspace: WorkspaceSupport::PushedImage,
         ..Capabilities::NONE
     };
@@ -159,11 +198,7 @@ impl Backend for AwsSageMakerScheduler {
         };
         let state = job_state(job["TrainingJobStatus"].as_str().unwrap_or(""));
         let mut resp = DescribeAppResponse::new(app_id, state);
-        resp.msg = job["FailureReason"]
-            .as_str()
-            .or(job["SecondaryStatus"].as_str())
-            .unwrap_or_default()
-            .to_string();
+        resp.msg = job_message(&job, state);
         let region = self.api().await?.region().to_string();
         resp.ui_url = Some(format!(
             "https://{region}.console.aws.amazon.com/sagemaker/home?region={region}#jobs/{app_id}"
@@ -226,6 +261,49 @@ impl Backend for AwsSageMakerScheduler {
         }
         crate::specs::sort_newest_first(&mut out);
         Ok(out)
+    }
+
+    /// The stacks the hang watch wrote in the hosts' logs.
+    async fn hang_stacks(&self, app_id: &str, attempt: Option<u32>) -> Result<Vec<HangStacks>> {
+        hang_watch::stacks_from_logs(self, app_id, attempt).await
+    }
+
+    /// A host's CloudWatch stream (`{job}/algo-{k+1}-{epoch}`; a restart after an internal
+    /// error writes a new one).
+    async fn log_iter(&self, replica: Replica<'_>, query: &LogQuery) -> Result<Box<dyn LogLines>> {
+        let Replica { app_id, role, k } = replica;
+        if !matches!(query.streams, None | Some(Stream::Combined)) {
+            return Err(Error::unsupported(
+                NAME,
+                "log streams other than combined (CloudWatch keeps one stream per host)",
+            ));
+        }
+        let app = Backend::describe(self, app_id)
+            .await?
+            .ok_or_else(|| Error::app_not_found(format!("{NAME}://{app_id}"), ""))?;
+        if !app
+            .roles_statuses
+            .iter()
+            .any(|r| r.role == role && r.replicas.iter().any(|x| x.id == k))
+        {
+            return Err(Error::not_found(
+                "replica",
+                format!("{role}/{k}"),
+                format!(" in app {app_id}"),
+            ));
+        }
+        let api = self.api().await?;
+        let host = log_streams::HostStreams {
+            api: api.clone(),
+            job: app_id.to_string(),
+            host: k + 1,
+        };
+        Ok(Box::new(CloudWatchLines::new(
+            api.logs().clone(),
+            LOG_GROUP,
+            Box::new(host),
+            query,
+        )))
     }
 
     async fn cancel(&self, app_id: &str) -> Result<()> {

@@ -9,7 +9,7 @@ use serde_json::{json, Map, Value};
 use super::opts::AwsSageMakerOpts;
 use crate::error::{Error, Result};
 use crate::scheduler::{DryRunContext, NativeRequest};
-use crate::schedulers::attempt_timer;
+use crate::schedulers::{attempt_timer, hang_watch};
 use crate::specs::{AppDef, MacroValues, Recovery, Role};
 
 /// The role name, in the job's environment as on aws_batch (describe reads it back).
@@ -233,14 +233,40 @@ fn single_role<'a>(app: &'a AppDef, opts: &AwsSageMakerOpts) -> Result<&'a Role>
     Ok(role)
 }
 
-/// `AlgorithmSpecification`: the image and its command (timed under the recovery contract).
+/// The replica label the hang watch reads as `role/N`, N the host's number (`algo-N`) less one.
+const HOST_LABEL: &str = "@host";
+
+/// The container's entrypoint: the role's, under the hang watch when it has a hang timeout,
+/// under the timer when the job recovers or is watched. SageMaker's only signal is SIGTERM at
+/// MaxRuntimeInSeconds: the container times itself. `ContainerArguments` (the role's args)
+/// follow it, as the command's last words.
+fn entrypoint(role: &Role, recovery: Option<&Recovery>) -> Vec<String> {
+    let mut command = vec![role.entrypoint.clone()];
+    if let Some(timeout) = role.hang_timeout {
+        // SageMaker restarts no job on an exit code: a hang is the job's failure, after the
+        // checkpoint signal when it recovers (so the trainer saves for a resubmission).
+        let signal = recovery.map(|r| hang_watch::hang_signal(r.checkpoint_signal));
+        command = hang_watch::in_container(
+            timeout,
+            &format!("{}/{HOST_LABEL}", role.name),
+            signal,
+            command,
+        );
+    }
+    match recovery
+        .copied()
+        .or(role.hang_timeout.map(|_| role.recovery()))
+    {
+        Some(r) => {
+            attempt_timer::timed_command(&r, role.max_retries, None, &command[0], &command[1..])
+        }
+        None => command,
+    }
+}
+
+/// `AlgorithmSpecification`: the image and its command.
 fn algorithm(role: &Role, opts: &AwsSageMakerOpts, recovery: Option<&Recovery>) -> Value {
-    let entrypoint = match recovery {
-        // SageMaker's only signal is SIGTERM at MaxRuntimeInSeconds: the container times
-        // itself (the entrypoint is the timer, the role's own command its first arguments).
-        Some(r) => attempt_timer::timed_command(r, role.max_retries, None, &role.entrypoint, &[]),
-        None => vec![role.entrypoint.clone()],
-    };
+    let entrypoint = entrypoint(role, recovery);
     let mut algorithm = json!({
         "TrainingImage": role.image,
         "TrainingInputMode": opts.input_mode.clone().unwrap_or_else(|| "File".into()),

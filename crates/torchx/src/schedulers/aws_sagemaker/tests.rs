@@ -194,3 +194,98 @@ fn recovery_maps_to_the_timer_max_runtime_and_checkpoint_config() {
     let err = render(&app, &opts(o), &ctx()).unwrap_err();
     assert!(err.to_string().contains("max_run"), "{err}");
 }
+
+/// A hang timeout puts the role's command under the watch (its replica told by the host's
+/// number), under the timer; with a recovery option the watch sends the checkpoint signal
+/// first.
+#[test]
+fn a_hang_timeout_runs_the_command_under_the_watch() {
+    let mut role = trainer();
+    role.hang_timeout = Some(30);
+    let app = AppDef::new("train", vec![role.clone()]);
+    let job = render(&app, &opts(base()), &ctx()).unwrap();
+    let words: Vec<String> = serde_json::from_value(
+        job.request["AlgorithmSpecification"]["ContainerEntrypoint"].clone(),
+    )
+    .unwrap();
+    let watch = words
+        .iter()
+        .position(|w| w == "torchx-watch")
+        .expect("the watch");
+    // The timer runs the watch, which runs the entrypoint; the args follow (ContainerArguments).
+    assert!(
+        words[..watch].iter().any(|w| w.contains("requeue_code")),
+        "{words:?}"
+    );
+    assert_eq!(
+        &words[watch + 1..],
+        ["", "", "", "10", "30", "trainer/@host", "python"],
+        "{words:?}"
+    );
+    assert_eq!(
+        job.request["AlgorithmSpecification"]["ContainerArguments"][0],
+        "-m"
+    );
+    role.time_limit = Some(3600);
+    let app = AppDef::new("train", vec![role]);
+    let o = json!({"checkpoint_s3_uri": "s3://bucket/ckpt"});
+    let mut o2 = base();
+    o2.as_object_mut()
+        .unwrap()
+        .extend(o.as_object().unwrap().clone());
+    let job = render(&app, &opts(o2), &ctx()).unwrap();
+    let words: Vec<String> = serde_json::from_value(
+        job.request["AlgorithmSpecification"]["ContainerEntrypoint"].clone(),
+    )
+    .unwrap();
+    let watch = words.iter().position(|w| w == "torchx-watch").unwrap();
+    assert_eq!(words[watch + 3], "USR1", "{words:?}");
+}
+
+/// `status`'s message for a failed job: the hang the watch reported, by its failure file or,
+/// failing that, its exit code, only for a watched job; else SageMaker's reason or status.
+#[test]
+fn a_hung_job_says_so() {
+    let watched = json!([
+        "sh",
+        "-c",
+        "...",
+        "torchx-watch",
+        "",
+        "",
+        "",
+        "10",
+        "4",
+        "t/@host"
+    ]);
+    let job = |entrypoint: serde_json::Value, reason: &str| {
+        json!({"AlgorithmSpecification": {"ContainerEntrypoint": entrypoint},
+               "FailureReason": reason, "SecondaryStatus": "Failed"})
+    };
+    let cases = [
+        (
+            job(watched.clone(), "AlgorithmError: torchx: hung: t/1 made no progress (output or heartbeat) for 4s (rank 1 in all_reduce)"),
+            AppState::Failed,
+            "a replica hung: t/1 made no progress (output or heartbeat) for 4s (rank 1 in all_reduce); its stacks: `torchx log --stacks`",
+        ),
+        (
+            job(watched.clone(), "AlgorithmError: , exit code: 124"),
+            AppState::Failed,
+            "a replica hung (no progress, output or heartbeat, for its hang timeout); its stacks: `torchx log --stacks` (AlgorithmError: , exit code: 124)",
+        ),
+        (
+            job(watched, "AlgorithmError: , exit code: 3"),
+            AppState::Failed,
+            "AlgorithmError: , exit code: 3",
+        ),
+        (
+            job(json!(["python"]), "AlgorithmError: , exit code: 124"),
+            AppState::Failed,
+            "AlgorithmError: , exit code: 124",
+        ),
+        (job(json!(["python"]), ""), AppState::Running, "Failed"),
+    ];
+    for (job, state, want) in cases {
+        assert_eq!(job_message(&job, state), want, "{job}");
+    }
+}

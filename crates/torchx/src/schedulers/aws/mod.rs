@@ -1,9 +1,14 @@
 //! What `aws_batch` and `aws_sagemaker` share: torchx's tags on jobs, the submitting user (a dry
-//! run fact), and loading aws-config's chain (credentials, region, `AWS_ENDPOINT_URL`).
+//! run fact), loading aws-config's chain (credentials, region, `AWS_ENDPOINT_URL`), the SDK's
+//! errors as ours, and reading CloudWatch logs (`cloudwatch`).
+
+pub(crate) mod cloudwatch;
 
 use std::collections::BTreeMap;
 
-use crate::error::{Error, Result};
+use aws_sdk_cloudwatchlogs::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
+
+use crate::error::{Error, ErrorKind, Result};
 
 use crate::specs::AppDef;
 
@@ -57,4 +62,39 @@ pub(crate) async fn load_config(scheduler: &str) -> Result<(aws_config::SdkConfi
         ))
     })?;
     Ok((conf, region))
+}
+
+/// An AWS SDK error of `scheduler`, kept as the source, classed by what the caller can do about
+/// it: the request never got an answer (connection, timeout, throttling, 5xx) → unavailable;
+/// the service refused the credentials → permission denied.
+pub(crate) fn sdk_err<'a, E, R>(
+    scheduler: &'static str,
+    what: &'a str,
+) -> impl FnOnce(SdkError<E, R>) -> Error + 'a
+where
+    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+    R: std::fmt::Debug + Send + Sync + 'static,
+{
+    move |e| {
+        let kind = match &e {
+            SdkError::DispatchFailure(_) | SdkError::TimeoutError(_) => ErrorKind::Unavailable,
+            SdkError::ServiceError(s) => match s.err().code().unwrap_or_default() {
+                "AccessDeniedException"
+                | "AccessDenied"
+                | "UnrecognizedClientException"
+                | "InvalidSignatureException"
+                | "ExpiredTokenException"
+                | "UnauthorizedOperation" => ErrorKind::PermissionDenied,
+                "ThrottlingException"
+                | "TooManyRequestsException"
+                | "ServiceUnavailable"
+                | "ServerException"
+                | "ServiceUnavailableException" => ErrorKind::Unavailable,
+                _ => ErrorKind::Backend,
+            },
+            _ => ErrorKind::Backend,
+        };
+        let message = format!("{what}: {}", DisplayErrorContext(&e));
+        Error::backend_caused_by(scheduler, message, kind, e)
+    }
 }

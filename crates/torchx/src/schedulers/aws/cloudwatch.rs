@@ -1,22 +1,34 @@
-//! A Batch job node's CloudWatch log events as lines (`torchx log`), following them until the
-//! job ends when tailing.
+//! A replica's CloudWatch log events as lines (`torchx log`), following them until its job ends
+//! when tailing. Where the streams are and whether the job is over is the scheduler's
+//! ([`LogStreams`]): AWS Batch names one stream per node and attempt, SageMaker one per host
+//! and (re)start.
 
 use std::collections::VecDeque;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
 
-use super::{aws_err, status_of, LOG_GROUP};
+use super::sdk_err;
 use crate::error::Result;
 use crate::scheduler::{LogLines, LogQuery};
 
-/// A node's CloudWatch log events as lines, following them until the job ends when tailing.
-pub(super) struct CloudWatchLines {
-    batch: aws_sdk_batch::Client,
+/// Where a replica's log is, as its scheduler knows it.
+#[async_trait]
+pub(crate) trait LogStreams: Send + Sync {
+    /// The scheduler's name (for errors).
+    fn scheduler(&self) -> &'static str;
+    /// The replica's streams, oldest first (the running attempt's last).
+    async fn streams(&self) -> Result<Vec<String>>;
+    /// Whether the job is over: nothing more will be written.
+    async fn ended(&self) -> Result<bool>;
+}
+
+/// A replica's CloudWatch log events as lines.
+pub(crate) struct CloudWatchLines {
     logs: aws_sdk_cloudwatchlogs::Client,
-    job_id: String,
-    node: i32,
-    /// Which of the node's streams (one per attempt, oldest first) is being read.
+    group: &'static str,
+    source: Box<dyn LogStreams>,
+    /// Which of the replica's streams is being read.
     read: usize,
     stream: Option<String>,
     token: Option<String>,
@@ -31,11 +43,11 @@ pub(super) struct CloudWatchLines {
 const LOG_POLL: Duration = Duration::from_secs(1);
 
 impl CloudWatchLines {
-    /// The lines of node `node` of job `job_id` that `query` asks for.
-    pub(super) fn new(
-        (batch, logs): (aws_sdk_batch::Client, aws_sdk_cloudwatchlogs::Client),
-        job_id: String,
-        node: i32,
+    /// The lines of `source`'s streams in log group `group` that `query` asks for.
+    pub(crate) fn new(
+        logs: aws_sdk_cloudwatchlogs::Client,
+        group: &'static str,
+        source: Box<dyn LogStreams>,
         query: &LogQuery,
     ) -> CloudWatchLines {
         let ms = |t: Option<SystemTime>| {
@@ -43,10 +55,9 @@ impl CloudWatchLines {
                 .map(|d| d.as_millis() as i64)
         };
         CloudWatchLines {
-            batch,
             logs,
-            job_id,
-            node,
+            group,
+            source,
             read: 0,
             stream: None,
             token: None,
@@ -58,58 +69,9 @@ impl CloudWatchLines {
         }
     }
 
-    async fn job_ended(&self) -> Result<bool> {
-        let resp = self
-            .batch
-            .describe_jobs()
-            .jobs(&self.job_id)
-            .send()
-            .await
-            .map_err(aws_err("describing the job"))?;
-        Ok(resp
-            .jobs()
-            .first()
-            .is_none_or(|j| status_of(j).is_terminal()))
-    }
-
-    /// The node's log streams, one per attempt, oldest first (the running attempt's last).
-    async fn find_streams(&self) -> Result<Vec<String>> {
-        let ids = [
-            format!("{}#{}", self.job_id, self.node),
-            self.job_id.clone(),
-        ];
-        for id in ids {
-            let resp = self
-                .batch
-                .describe_jobs()
-                .jobs(&id)
-                .send()
-                .await
-                .map_err(aws_err("describing the job's node"))?;
-            let Some(j) = resp.jobs().first() else {
-                continue;
-            };
-            let mut streams: Vec<String> = Vec::new();
-            let attempts = j
-                .attempts()
-                .iter()
-                .filter_map(|a| a.container().and_then(|c| c.log_stream_name()));
-            let current = j.container().and_then(|c| c.log_stream_name());
-            for s in attempts.chain(current) {
-                if !streams.iter().any(|seen| seen == s) {
-                    streams.push(s.to_string());
-                }
-            }
-            if !streams.is_empty() {
-                return Ok(streams);
-            }
-        }
-        Ok(Vec::new())
-    }
-
-    /// Moves on to the next attempt's stream, if the node has one: this one is read to its end.
+    /// Moves on to the next stream, if the replica has one: this one is read to its end.
     async fn next_stream(&mut self) -> Result<bool> {
-        if self.find_streams().await?.len() <= self.read + 1 {
+        if self.source.streams().await?.len() <= self.read + 1 {
             return Ok(false);
         }
         self.read += 1;
@@ -120,7 +82,7 @@ impl CloudWatchLines {
 
     /// Waits a poll interval if the job may still write; false if it is over.
     async fn wait_for_more(&mut self) -> Result<bool> {
-        if !self.tail || self.job_ended().await? {
+        if !self.tail || self.source.ended().await? {
             self.done = true;
             return Ok(false);
         }
@@ -140,7 +102,7 @@ impl LogLines for CloudWatchLines {
                 return Ok(None);
             }
             if self.stream.is_none() {
-                self.stream = self.find_streams().await?.get(self.read).cloned();
+                self.stream = self.source.streams().await?.get(self.read).cloned();
                 if self.stream.is_none() {
                     self.wait_for_more().await?;
                     continue;
@@ -149,7 +111,7 @@ impl LogLines for CloudWatchLines {
             let resp = self
                 .logs
                 .get_log_events()
-                .log_group_name(LOG_GROUP)
+                .log_group_name(self.group)
                 .log_stream_name(self.stream.clone().unwrap_or_default())
                 .start_from_head(true)
                 .limit(10_000)
@@ -164,14 +126,18 @@ impl LogLines for CloudWatchLines {
                     if e.as_service_error()
                         .is_some_and(|s| s.is_resource_not_found_exception()) =>
                 {
-                    // The stream appears when the node starts writing (an attempt that never
-                    // wrote has none: go on to the next).
+                    // The stream appears when the replica starts writing (an attempt that
+                    // never wrote has none: go on to the next).
                     if !self.next_stream().await? {
                         self.wait_for_more().await?;
                     }
                     continue;
                 }
-                Err(e) => return Err(aws_err("reading CloudWatch logs")(e)),
+                Err(e) => {
+                    return Err(sdk_err(self.source.scheduler(), "reading CloudWatch logs")(
+                        e,
+                    ))
+                }
             };
             for ev in resp.events() {
                 // `until` is exclusive (some emulators treat endTime as inclusive).
