@@ -111,7 +111,7 @@ def _run(job, logs, aws_env, set_status):
             containers.append(container)
             dirs.append(ml)
         set_status("InProgress", "Training", "Training image download completed. Training in progress.")
-        for host, container in zip(hosts, containers):
+        for host, container in zip(hosts, containers, strict=True):
             container.start()
             pump = threading.Thread(target=_pump, args=(logs, f"{name}/{host}-{int(time.time())}", container),
                                     daemon=True)
@@ -123,7 +123,7 @@ def _run(job, logs, aws_env, set_status):
         if run["stopping"]:
             set_status("Stopped", "Stopped", "The training job was stopped")
             return
-        failed = [(code, ml) for code, ml in zip(codes, dirs) if code != 0]
+        failed = [(code, ml) for code, ml in zip(codes, dirs, strict=True) if code != 0]
         if not failed:
             set_status("Completed", "Completed", "Training job completed")
             return
