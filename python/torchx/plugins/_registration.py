@@ -7,6 +7,7 @@ import sys
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, TypeVar, Union
 
 from torchx.plugins._registry import NAMED_RESOURCES_ATTR, PluginType
+from torchx.plugins._resource_tags import resource_tags as resource_tags
 
 if TYPE_CHECKING:
     from torchx.specs.api import Resource
@@ -21,14 +22,6 @@ HALF: float = 0.5
 QUARTER: float = 0.25
 EIGHTH: float = 0.125
 SIXTEENTH: float = 0.0625
-
-
-class resource_tags:
-    """``Resource.tags`` keys that registered named-resource factories set on what they return
-    (read them through ``Resource.get_resource_name()`` and ``Resource.is_fractional()``)."""
-
-    RESOURCE_NAME: str = "torchx/named_resources.name"
-    IS_FRACTIONAL: str = "torchx/named_resources.is_fractional"
 
 
 def powers_of_two_gpus(resource: Any) -> Dict[float, str]:

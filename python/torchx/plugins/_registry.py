@@ -92,7 +92,7 @@ _RESOURCE_FIELDS = ("cpu", "gpu", "memMB", "capabilities", "devices", "tags")
 
 
 def _resource_form(resource: Any) -> Any:
-    from torchx.plugins._registration import resource_tags
+    from torchx.plugins._resource_tags import resource_tags
 
     tags = dict(resource.tags)
     # An absent fractional tag means "not fractional": an explicit False is no difference.

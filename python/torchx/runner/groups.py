@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Protocol, Sequence, Union
 
 from torchx import _native
 from torchx.specs import (
@@ -20,8 +20,36 @@ from torchx.specs import (
 )
 
 if TYPE_CHECKING:
-    from torchx.runner.api import Runner
-    from torchx.specs import CfgVal, Workspace
+    from torchx.schedulers.api import Scheduler
+    from torchx.specs import AppDef, CfgVal, Workspace
+
+
+class GroupRunner(Protocol):
+    """What a group asks of ``torchx.runner.Runner`` (which passes itself: this module sits
+    below it)."""
+
+    _component_defaults: Dict[str, Dict[str, str]]
+
+    @property
+    def name(self) -> str: ...
+
+    def dryrun(
+        self,
+        app: AppDef,
+        scheduler: str,
+        cfg: Optional[Mapping[str, CfgVal]] = None,
+        workspace: Union[Workspace, str, None] = None,
+        parent_run_id: Optional[str] = None,
+    ) -> AppDryRunInfo[Any]: ...
+
+    def schedule(self, dryrun_info: AppDryRunInfo[Any]) -> str: ...
+
+    def status(self, app_handle: str) -> Optional[AppStatus]: ...
+
+    def cancel(self, app_handle: str) -> None: ...
+
+    def _scheduler(self, scheduler: str) -> Scheduler[Any]: ...
+
 
 # How often a capped group's unfinished tasks are asked about (Python schedulers).
 _CAP_POLL = 0.2
@@ -69,7 +97,7 @@ class GroupSpec:
 
 
 def run_group(
-    runner: Runner,
+    runner: GroupRunner,
     component: str,
     component_args: Union[List[str], Dict[str, Any]],
     scheduler: str,
@@ -114,7 +142,7 @@ def run_group(
     return make_app_handle(record["scheduler"], record["session"], record["group_id"])
 
 
-def _schedule_each(runner: Runner, infos: List[AppDryRunInfo[Any]], about: Dict[str, Any]) -> Dict[str, Any]:
+def _schedule_each(runner: GroupRunner, infos: List[AppDryRunInfo[Any]], about: Dict[str, Any]) -> Dict[str, Any]:
     """A Python scheduler's group: one submission per task, at most ``max_concurrent``
     unfinished at once, the record saved after each."""
     import secrets
@@ -163,13 +191,13 @@ def find(handle: str) -> Optional[Dict[str, Any]]:
     return _native.ext.find_group(handle)
 
 
-def _is_builtin(runner: Runner, record: Dict[str, Any]) -> bool:
+def _is_builtin(runner: GroupRunner, record: Dict[str, Any]) -> bool:
     from torchx.schedulers._rust import RustScheduler
 
     return isinstance(runner._scheduler(record["scheduler"]), RustScheduler)
 
 
-def tasks(runner: Runner, record: Dict[str, Any]) -> List[GroupTask]:
+def tasks(runner: GroupRunner, record: Dict[str, Any]) -> List[GroupTask]:
     """Each task with its state: a builtin scheduler is asked about all at once (a native
     array's in two Slurm calls), a Python one task by task."""
     if _is_builtin(runner, record):
@@ -185,7 +213,7 @@ def tasks(runner: Runner, record: Dict[str, Any]) -> List[GroupTask]:
     ]
 
 
-def status(runner: Runner, record: Dict[str, Any]) -> AppStatus:
+def status(runner: GroupRunner, record: Dict[str, Any]) -> AppStatus:
     """The group as one status: its state from its tasks' (RUNNING while any runs, SUCCEEDED
     only if all did), their counts as the message."""
     states = [t.state.name for t in tasks(runner, record)]
@@ -199,7 +227,7 @@ def status(runner: Runner, record: Dict[str, Any]) -> AppStatus:
     )
 
 
-def cancel(runner: Runner, record: Dict[str, Any]) -> None:
+def cancel(runner: GroupRunner, record: Dict[str, Any]) -> None:
     """Cancels every unfinished task."""
     if _is_builtin(runner, record):
         _native.ext.cancel_group(record)
@@ -209,7 +237,7 @@ def cancel(runner: Runner, record: Dict[str, Any]) -> None:
             runner.cancel(t.handle)
 
 
-def delete(runner: Runner, record: Dict[str, Any]) -> None:
+def delete(runner: GroupRunner, record: Dict[str, Any]) -> None:
     """Deletes every task, then the group's record."""
     if _is_builtin(runner, record):
         _native.ext.delete_group(record)

@@ -183,6 +183,10 @@ class RustScheduler(Scheduler[Mapping[str, Any]]):
             self._schema = _native.ext.run_opts(self._core)
         return self._schema
 
+    def run_opts(self) -> runopts:
+        """The core's run options, which list the workspace's among them."""
+        return self._run_opts()
+
     def _run_opts(self) -> runopts:
         opts = runopts()
         for o in self._opt_schema():

@@ -189,11 +189,7 @@ class Scheduler(abc.ABC, Generic[T]):
     def run_opts(self) -> runopts:
         """The run options this scheduler accepts (with its workspace's, as TorchX's, for a
         ``WorkspaceMixin``; the core's schedulers list those among their own)."""
-        from torchx.schedulers._rust import RustScheduler
-
         opts = self._run_opts()
-        if isinstance(self, RustScheduler):
-            return opts
         from torchx.workspace.api import WorkspaceMixin
 
         if isinstance(self, WorkspaceMixin):

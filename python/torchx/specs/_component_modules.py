@@ -65,7 +65,7 @@ def _load(path: str, name: str, root: str, names: Dict[str, Any]) -> ModuleType:
             name = f"{base}_{n}"
         spec = importlib.util.spec_from_file_location(name, path)
         if spec is None or spec.loader is None:
-            from torchx.specs.finder import ComponentNotFoundException
+            from torchx.specs._component_errors import ComponentNotFoundException
 
             raise ComponentNotFoundException(f"cannot load `{path}` as a Python module")
         module = importlib.util.module_from_spec(spec)

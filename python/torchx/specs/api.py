@@ -82,13 +82,13 @@ class Resource(_Record):
 
     def is_fractional(self) -> bool:
         """Whether a registered named resource made this as a slice of a whole host."""
-        from torchx.plugins._registration import resource_tags
+        from torchx.plugins._resource_tags import resource_tags
 
         return bool(self.tags.get(resource_tags.IS_FRACTIONAL, False))
 
     def get_resource_name(self) -> Optional[str]:
         """The registered named resource that made this, if one did."""
-        from torchx.plugins._registration import resource_tags
+        from torchx.plugins._resource_tags import resource_tags
 
         name = self.tags.get(resource_tags.RESOURCE_NAME)
         return None if name is None else str(name)

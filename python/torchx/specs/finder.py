@@ -15,6 +15,10 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Callable, Dict, Iterator, List, Optional, Union
 
+from torchx.specs._component_errors import (
+    ComponentNotFoundException as ComponentNotFoundException,
+    ComponentValidationException as ComponentValidationException,
+)
 from torchx.specs.api import AppDef
 from torchx.specs.file_linter import ComponentFunctionValidator, get_fn_docstring, validate
 from torchx.util import entrypoints
@@ -22,14 +26,6 @@ from torchx.util.io import read_conf_file
 
 # Checks of a component function (None: the linter's defaults).
 Validators = Optional[List[ComponentFunctionValidator]]
-
-
-class ComponentValidationException(Exception):
-    pass
-
-
-class ComponentNotFoundException(Exception):
-    pass
 
 
 @dataclass

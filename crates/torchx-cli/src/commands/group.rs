@@ -12,10 +12,34 @@ use torchx::scheduler::ArrayRequest;
 use torchx::specs::AppState;
 use torchx::{Error, Result, Runner};
 
-use crate::cli::RunArgs;
+use clap::Args;
+
+use super::run_args::{RerunOf, RunArgs, RunCommand};
 use crate::exit_codes;
 use crate::output::print_json;
 use crate::progress::GroupProgress;
+
+#[derive(Debug, Args)]
+pub struct RerunArgs {
+    /// The group handle (scheduler://session/~group_id) or pipeline handle
+    /// (pipeline://session/id).
+    pub group_handle: String,
+    /// Only the tasks (or steps) that failed or were cancelled (or never started).
+    #[arg(long, required = true)]
+    pub failed: bool,
+    /// Wait for the new group to finish.
+    #[arg(long)]
+    pub wait: bool,
+    /// Machine-readable output.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct SubmitGroupArgs {
+    /// The group handle.
+    pub group_handle: String,
+}
 
 /// One `torchx run` of a group.
 pub struct GroupRun<'a> {
@@ -26,15 +50,6 @@ pub struct GroupRun<'a> {
     pub lib_args: LibRunArgs,
     /// The scheduler runs jobs on this machine (then a group is waited for unless detached).
     pub runs_locally: bool,
-}
-
-/// What `torchx rerun` runs again: these tasks of that group.
-#[derive(Debug, Clone)]
-pub struct RerunOf {
-    /// The group.
-    pub group: GroupRecord,
-    /// Its tasks to run again (with their indexes and points).
-    pub tasks: Vec<Task>,
 }
 
 /// A group's dry run: the one native request, or each task's with why they go one by one.
@@ -54,7 +69,7 @@ fn print_group_dryrun(dryrun: &GroupDryRun, json: bool) {
                 "=== ONE NATIVE ARRAY OF {} TASKS (the app of the first task below) ===",
                 dryrun.tasks.len()
             );
-            super::run::print_dryrun(info, false);
+            super::show::print_dryrun(info, false);
         }
         (ArrayRequest::PerTask(why), true) => print_json(&serde_json::json!({
             "native_array": false,
@@ -73,7 +88,7 @@ fn print_group_dryrun(dryrun: &GroupDryRun, json: bool) {
             );
             for (task, info) in &dryrun.tasks {
                 println!("\n=== TASK {} ===", task.index);
-                super::run::print_dryrun(info, false);
+                super::show::print_dryrun(info, false);
             }
         }
     }
@@ -148,7 +163,7 @@ impl GroupRun<'_> {
         let timeout = a
             .timeout
             .as_deref()
-            .map(super::run::parse_timeout)
+            .map(super::run_args::parse_timeout)
             .transpose()?;
         // Capped tasks submitted one by one need someone to wait for the cap: a background
         // `torchx __submit-group`, so that `run` has the handle at once (and shows the
@@ -301,7 +316,7 @@ async fn stream_task(runner: std::sync::Arc<Runner>, handle: String, index: u32)
             let (runner, handle, role) = (runner.clone(), handle.clone(), role.name.clone());
             let prefix = format!("{index}:{role}/{k}");
             replicas.spawn(async move {
-                super::run::stream_replica(&runner, &handle, &role, k, &prefix).await
+                super::show::stream_replica(&runner, &handle, &role, k, &prefix).await
             });
         }
     }
@@ -398,8 +413,9 @@ fn start_submitter(mut group: GroupRecord) -> Result<GroupRecord> {
 }
 
 /// `torchx __submit-group <group>`: once told to go, submits the group's pending tasks
-/// (built again from the recorded `torchx run` arguments), as the foreground would have.
-pub fn submit_rest(a: crate::cli::SubmitGroupArgs) -> Result<i32> {
+/// (built again from the recorded `torchx run` arguments) with `run`, `torchx run`'s own, as
+/// the foreground would have.
+pub fn submit_rest(a: SubmitGroupArgs, run: RunCommand) -> Result<i32> {
     let mut go = String::new();
     std::io::stdin()
         .read_line(&mut go)
@@ -411,21 +427,15 @@ pub fn submit_rest(a: crate::cli::SubmitGroupArgs) -> Result<i32> {
         .ok_or_else(|| Error::arg(format!("`{}` is not a group handle", a.group_handle)))?;
     let mut argv = vec!["torchx".to_string(), "run".to_string()];
     argv.extend(group.argv.iter().cloned());
-    let cli = <crate::cli::Cli as clap::Parser>::try_parse_from(&argv).map_err(|e| {
+    let args = super::run_args::parse_recorded(&argv).map_err(|e| {
         Error::backend(
             "group",
             format!("the record holds arguments torchx run refuses: {e}"),
         )
     });
-    let outcome = cli.and_then(|cli| match cli.command {
-        crate::cli::Command::Run(mut run) => {
-            run.rest_of = Some(group.clone());
-            super::run::run(*run)
-        }
-        _ => Err(Error::backend(
-            "group",
-            "the recorded arguments are not a run",
-        )),
+    let outcome = args.and_then(|mut args| {
+        args.rest_of = Some(group.clone());
+        run(args)
     });
     if let Err(e) = &outcome {
         // Nothing more will be submitted: say why on every task left.
@@ -497,7 +507,7 @@ pub(super) fn rerun_argv(a: &RunArgs, component: &str, args: &[String]) -> Vec<S
 
 /// `torchx rerun <group> --failed`: the group's failed, cancelled or never started tasks, run
 /// again with their indexes and points as a new group linked to this one.
-pub fn rerun(a: crate::cli::RerunArgs) -> Result<i32> {
+pub fn rerun(a: RerunArgs, run: RunCommand) -> Result<i32> {
     let runner = super::runner_without_config()?;
     let group = GroupRecord::find(&a.group_handle)?.ok_or_else(|| {
         Error::arg(format!(
@@ -552,7 +562,7 @@ pub fn rerun(a: crate::cli::RerunArgs) -> Result<i32> {
         argv.push("--json".into());
     }
     argv.extend(kept);
-    let cli = <crate::cli::Cli as clap::Parser>::try_parse_from(&argv).map_err(|e| {
+    let mut args = super::run_args::parse_recorded(&argv).map_err(|e| {
         Error::backend(
             "group",
             format!(
@@ -561,14 +571,8 @@ pub fn rerun(a: crate::cli::RerunArgs) -> Result<i32> {
             ),
         )
     })?;
-    let crate::cli::Command::Run(mut run) = cli.command else {
-        return Err(Error::backend(
-            "group",
-            "the recorded arguments are not a run",
-        ));
-    };
-    run.rerun_of = Some(RerunOf { group, tasks });
-    super::run::run(*run)
+    args.rerun_of = Some(RerunOf { group, tasks });
+    run(args)
 }
 
 /// `torchx status --json <group>` (and the dashboard's group page): the group, its state,

@@ -5,9 +5,41 @@ use torchx::config::{dump, write_config};
 use torchx::opts::RunOpts;
 use torchx::{Error, Result, Runner};
 
-use crate::cli::{BuiltinsArgs, ConfigureArgs, RunoptsArgs};
 use crate::exit_codes;
 use crate::output::print_json;
+use clap::Args;
+
+#[derive(Debug, Args)]
+pub struct BuiltinsArgs {
+    /// Print the definition of one builtin.
+    #[arg(long)]
+    pub print: Option<String>,
+    /// JSON output.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct RunoptsArgs {
+    /// The scheduler (default: all).
+    pub scheduler: Option<String>,
+    /// JSON output.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ConfigureArgs {
+    /// Schedulers to include (comma-separated; default: all).
+    #[arg(short = 's', long)]
+    pub schedulers: Option<String>,
+    /// Print to stdout instead of writing ./.torchxconfig.
+    #[arg(long)]
+    pub print: bool,
+    /// Include optional options with their defaults.
+    #[arg(short = 'a', long)]
+    pub all: bool,
+}
 
 pub fn builtins(a: BuiltinsArgs) -> Result<i32> {
     let runner = super::runner()?;

@@ -6,6 +6,8 @@ pub mod pipeline;
 pub mod plan;
 pub mod query;
 pub mod run;
+pub mod run_args;
+pub mod show;
 pub mod tracker;
 #[cfg(feature = "ui")]
 pub mod ui;

@@ -2,6 +2,7 @@
 //! run, the pre-flight checks and what the scheduler can tell before anything is queued), one
 //! row each with a verdict; `auto` submits to the first `ok` one.
 
+use clap::Args;
 use torchx::opts::Cfg;
 use torchx::runner::PlanRow;
 use torchx::runner::{ComponentOutcome, RunArgs as LibRunArgs};
@@ -11,6 +12,30 @@ use torchx::{Error, Result, Runner};
 
 use crate::exit_codes;
 use crate::output::print_json;
+
+#[derive(Debug, Args)]
+pub struct PlanArgs {
+    /// The schedulers to plan on, comma-separated (default: the configured scheduler).
+    #[arg(short = 's', long, value_name = "S1,S2,...")]
+    pub scheduler: Option<String>,
+    /// Run options: key=value for every scheduler that has the option, S.key=value for
+    /// scheduler S only; .torchxconfig sections fill the rest. Also -cfg.
+    #[arg(long = "cfg", alias = "scheduler_args", value_name = "CFG")]
+    pub cfg: Vec<String>,
+    /// A workspace to plan with (built into images, or copied; never pushed by plan).
+    #[arg(long, value_name = "DIR")]
+    pub workspace: Option<String>,
+    /// Machine-readable output.
+    #[arg(long)]
+    pub json: bool,
+    /// The component (utils.echo, ./app.yaml) followed by its arguments.
+    #[arg(
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "COMPONENT_AND_ARGS"
+    )]
+    pub component_and_args: Vec<String>,
+}
 
 /// The part of a `-cfg` string meant for `scheduler`: `S.key=value` items for it (without the
 /// prefix), and unprefixed items whose key it has; items for other schedulers are left out.
@@ -155,7 +180,7 @@ pub fn why_not(row: &PlanRow) -> String {
 }
 
 /// `torchx plan`.
-pub fn plan(a: crate::cli::PlanArgs) -> Result<i32> {
+pub fn plan(a: PlanArgs) -> Result<i32> {
     let runner = super::runner()?;
     let schedulers: Vec<String> = match &a.scheduler {
         Some(s) => super::split_list(s),

@@ -5,28 +5,86 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use regex::Regex;
 use torchx::scheduler::LogQuery;
-use torchx::specs::{format_utc, parse_app_handle, AppState, Stream};
+use torchx::specs::{format_utc, AppState, Stream};
 use torchx::{Error, Result};
 
 use torchx::group::GroupRecord;
 
-use crate::cli::{HandleArgs, ListArgs, LogArgs, StatusArgs};
+use super::show::{log_app, unknown};
 use crate::exit_codes;
-use crate::output::{copy_log_lines, print_json, Sink};
+use crate::output::print_json;
+use clap::Args;
 
-fn unknown(handle: &str) -> Error {
-    match parse_app_handle(handle) {
-        Ok(h) => Error::not_found(
-            "app",
-            handle,
-            format!(
-                ": AppDef {} does not exist or has been removed from {}'s data plane",
-                h.app_id(),
-                h.scheduler()
-            ),
-        ),
-        Err(e) => e,
-    }
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// The app handle: scheduler://session/app_id.
+    pub app_handle: String,
+    /// Only these roles (comma-separated).
+    #[arg(long)]
+    pub roles: Option<String>,
+    /// JSON output.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct HandleArgs {
+    /// The app handle: scheduler://session/app_id.
+    pub app_handle: String,
+    /// JSON output.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// The scheduler (default: local_cwd).
+    #[arg(short = 's', long)]
+    pub scheduler: Option<String>,
+    /// Only apps in this state (e.g. RUNNING, SUCCEEDED).
+    #[arg(long)]
+    pub state: Option<String>,
+    /// At most this many apps (newest first).
+    #[arg(long)]
+    pub limit: Option<usize>,
+    /// Also the apps of other state directories (local_docker's engine is shared: by default
+    /// it lists this state directory's apps, as local_cwd does).
+    #[arg(long)]
+    pub all: bool,
+    /// JSON output.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct LogArgs {
+    /// scheduler://[session]/app_id[/role[/replica_ids,...]]
+    pub identifier: String,
+    /// Only lines matching this regex.
+    #[arg(long)]
+    pub regex: Option<String>,
+    /// Follow the logs until the app ends.
+    #[arg(short = 't', long)]
+    pub tail: bool,
+    /// stdout, stderr or combined.
+    #[arg(long)]
+    pub streams: Option<String>,
+    /// Only lines since this time (unix seconds, or a duration ago such as 10m, 2h).
+    #[arg(long)]
+    pub since: Option<String>,
+    /// Only lines until this time (same formats as --since).
+    #[arg(long)]
+    pub until: Option<String>,
+    /// The stacks captured when replicas hung (--hang_timeout) instead of the log lines: a
+    /// block per process, headed by role, replica and rank.
+    #[arg(long)]
+    pub stacks: bool,
+    /// With --stacks: of this attempt (default: each replica's latest that hung).
+    #[arg(long, value_name = "N", requires = "stacks")]
+    pub attempt: Option<u32>,
+    /// With --stacks: as JSON.
+    #[arg(long, requires = "stacks")]
+    pub json: bool,
 }
 
 pub fn status(a: StatusArgs) -> Result<i32> {
@@ -286,87 +344,6 @@ fn stacks(handle: &str, (role, ids): (Option<&str>, Option<&str>), a: &LogArgs) 
             s.role, s.replica, s.attempt
         );
         let _ = write!(out, "{}", s.text);
-    }
-    Ok(exit_codes::OK)
-}
-
-/// The log lines of one app's replicas (those of `role`, or of its replica ids), labelled
-/// `{label}{role}/{k}`: followed at once with `tail`, else one replica after the other.
-pub(super) async fn log_app(
-    runner: &std::rc::Rc<torchx::Runner>,
-    query: &std::rc::Rc<LogQuery>,
-    handle: &str,
-    (role_filter, ids): (Option<&str>, Option<&str>),
-    tail: bool,
-    label: &str,
-) -> Result<i32> {
-    let handle = handle.to_string();
-    let app = runner
-        .describe(&handle)
-        .await?
-        .ok_or_else(|| unknown(&handle))?;
-    let mut targets: Vec<(String, u32)> = Vec::new();
-    for role in &app.roles {
-        if role_filter.is_some_and(|r| r != role.name) {
-            continue;
-        }
-        match ids {
-            Some(ids) => {
-                for id in ids.split(',').filter(|s| !s.is_empty()) {
-                    let k: u32 = id
-                        .parse()
-                        .map_err(|_| Error::arg(format!("replica id `{id}` is not a number")))?;
-                    if k >= role.num_replicas {
-                        return Err(Error::not_found(
-                            "replica",
-                            format!("{}/{k}", role.name),
-                            format!(": role {} has {} replica(s)", role.name, role.num_replicas),
-                        ));
-                    }
-                    targets.push((role.name.clone(), k));
-                }
-            }
-            None => targets.extend((0..role.num_replicas).map(|k| (role.name.clone(), k))),
-        }
-    }
-    if let (Some(r), true) = (role_filter, targets.is_empty()) {
-        let names: Vec<&str> = app.roles.iter().map(|x| x.name.as_str()).collect();
-        return Err(Error::not_found(
-            "role",
-            r,
-            format!(" in {handle}; its roles are: {}", names.join(", ")),
-        ));
-    }
-    let mut tasks = Vec::new();
-    for (role, k) in targets {
-        let (runner, query, handle) = (runner.clone(), query.clone(), handle.clone());
-        let prefix = format!("{label}{role}/{k}");
-        tasks.push(async move {
-            let mut lines = runner.log_lines(&handle, &role, k, &query).await?;
-            copy_log_lines(lines.as_mut(), &prefix, Sink::Stdout).await
-        });
-    }
-    // Follow every replica at once when tailing; otherwise print them in order.
-    if tail {
-        let mut set = tokio::task::JoinSet::new();
-        let local = tokio::task::LocalSet::new();
-        let results = local
-            .run_until(async {
-                for t in tasks {
-                    set.spawn_local(t);
-                }
-                let mut out = Vec::new();
-                while let Some(r) = set.join_next().await {
-                    out.push(r.map_err(|e| Error::backend("log", e.to_string()))?);
-                }
-                Ok::<_, Error>(out)
-            })
-            .await?;
-        results.into_iter().collect::<Result<Vec<()>>>()?;
-    } else {
-        for t in tasks {
-            t.await?;
-        }
     }
     Ok(exit_codes::OK)
 }

@@ -6,13 +6,14 @@ use std::time::Duration;
 
 use torchx::config::CliRunDefaults;
 use torchx::runner::{ComponentOutcome, RoleDefaults, RunArgs as LibRunArgs};
-use torchx::scheduler::{DryRunInfo, LogQuery, WorkspaceSupport};
+use torchx::scheduler::{DryRunInfo, WorkspaceSupport};
 use torchx::specs::{parse_duration, AppState, AppStatus, CheckpointSignal, Workspace};
 use torchx::{Error, Result, Runner};
 
-use crate::cli::RunArgs;
+use super::run_args::{parse_timeout, RunArgs};
+use super::show::{print_dryrun, stream_replica};
 use crate::exit_codes;
-use crate::output::{copy_log_lines, print_json, Sink};
+use crate::output::print_json;
 
 /// Whether `job_dir` is set for `scheduler`: by `-cfg` or by its `.torchxconfig` section.
 fn has_job_dir(runner: &Runner, scheduler: &str, cfg: &torchx::opts::Cfg) -> bool {
@@ -434,56 +435,6 @@ fn current_dir() -> Result<std::path::PathBuf> {
     std::env::current_dir().map_err(|e| Error::io("reading the current directory", e))
 }
 
-/// `--timeout`: a positive, finite number of seconds, at most a year.
-pub(crate) fn parse_timeout(s: &str) -> Result<Duration> {
-    const YEAR: f64 = 365.0 * 86400.0;
-    match s.parse::<f64>() {
-        Ok(t) if t > 0.0 && t <= YEAR => Ok(Duration::from_secs_f64(t)),
-        _ => Err(Error::arg(format!(
-            "--timeout `{s}` is not a timeout: give a number of seconds greater than 0 and at \
-             most {YEAR}"
-        ))),
-    }
-}
-
-pub(super) fn print_dryrun(info: &DryRunInfo, json: bool) {
-    if json {
-        print_json(&serde_json::json!({
-            "scheduler": info.scheduler,
-            "app": info.app,
-            "cfg": info.cfg,
-            "request": info.request.to_json(),
-            "images": info.images,
-            "preflight": info.preflight,
-        }));
-    } else {
-        println!(
-            "\n=== APPLICATION ===\n{}\n=== SCHEDULER REQUEST ===\n{}",
-            info.app.to_yaml(),
-            info.request.render()
-        );
-        if !info.images.is_empty() {
-            println!("\n=== WORKSPACE IMAGES (built before submitting) ===");
-            for i in &info.images {
-                let push = if i.push { ", pushed" } else { "" };
-                println!(
-                    "{}: workspace {} on top of {}{push}; run by {}",
-                    i.image,
-                    i.workspace,
-                    i.base_image,
-                    i.roles.join(", ")
-                );
-            }
-        }
-        if !info.preflight.is_empty() {
-            println!("\n=== PRE-FLIGHT: `torchx run` would refuse this job (--skip_preflight) ===");
-            for problem in &info.preflight {
-                println!("{problem}");
-            }
-        }
-    }
-}
-
 async fn submit_and_wait(
     runner: Arc<Runner>,
     info: DryRunInfo,
@@ -572,20 +523,4 @@ async fn interrupted(runner: &Runner, handle: &str) -> Result<i32> {
         runner.cancel(handle).await?;
     }
     Ok(exit_codes::INTERRUPTED)
-}
-
-/// Follows replica `role/k` of `handle` on stderr, each line after `prefix`, until it ends.
-pub(super) async fn stream_replica(
-    runner: &Runner,
-    handle: &str,
-    role: &str,
-    k: u32,
-    prefix: &str,
-) -> Result<()> {
-    let query = LogQuery {
-        should_tail: true,
-        ..LogQuery::default()
-    };
-    let mut lines = runner.log_lines(handle, role, k, &query).await?;
-    copy_log_lines(lines.as_mut(), prefix, Sink::Stderr).await
 }

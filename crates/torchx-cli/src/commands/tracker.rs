@@ -6,9 +6,123 @@ use serde_json::{Map, Value};
 use torchx::tracker::{self, AppRun, Tracker};
 use torchx::{Error, Result, Runner};
 
-use crate::cli::{TrackerAdd, TrackerArgs, TrackerCommand, TrackerList};
 use crate::exit_codes;
 use crate::output::{print_json, print_table};
+use clap::{Args, Subcommand};
+
+#[derive(Debug, Args)]
+pub struct TrackerArgs {
+    /// The tracker to use (default: the first configured one; `add` records in all of them).
+    #[arg(long, global = true)]
+    pub tracker: Option<String>,
+    #[command(subcommand)]
+    pub command: TrackerCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TrackerCommand {
+    /// List jobs, metadata, artifacts or lineage.
+    #[command(subcommand)]
+    List(TrackerList),
+    /// Record metadata, an artifact or a source for a run (default: this job, $TORCHX_JOB_ID).
+    #[command(subcommand)]
+    Add(TrackerAdd),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TrackerList {
+    /// The tracked runs.
+    Jobs {
+        /// Only runs that name this run as a source.
+        #[arg(long = "parent-run-id", alias = "parent_run_id")]
+        parent_run_id: Option<String>,
+        /// JSON output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// A run's metadata.
+    Metadata {
+        /// The run id (a job's TORCHX_JOB_ID, i.e. its app handle).
+        #[arg(value_name = "RUN_ID")]
+        run_id: String,
+        /// JSON output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// A run's artifacts.
+    Artifacts {
+        /// Only this artifact.
+        #[arg(long)]
+        artifact: Option<String>,
+        /// The run id.
+        #[arg(value_name = "RUN_ID")]
+        run_id: String,
+        /// JSON output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// The runs a run derives from (sources) and those derived from it (descendants).
+    Lineage {
+        /// Only sources.
+        #[arg(long = "sources-only", conflicts_with = "descendants_only")]
+        sources_only: bool,
+        /// Only descendants.
+        #[arg(long = "descendants-only")]
+        descendants_only: bool,
+        /// Only links through this artifact.
+        #[arg(long)]
+        artifact: Option<String>,
+        /// The run id.
+        #[arg(value_name = "RUN_ID")]
+        run_id: String,
+        /// JSON output.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TrackerAdd {
+    /// KEY=VALUE pairs (values that parse as JSON keep their type).
+    Metadata {
+        /// The run (default: $TORCHX_JOB_ID).
+        #[arg(long = "run-id")]
+        run_id: Option<String>,
+        #[arg(value_name = "KEY=VALUE")]
+        pairs: Vec<String>,
+    },
+    /// An artifact: a name and where it is.
+    Artifact {
+        /// The run (default: $TORCHX_JOB_ID).
+        #[arg(long = "run-id")]
+        run_id: Option<String>,
+        /// Metadata of the artifact, KEY=VALUE (repeatable).
+        #[arg(long)]
+        metadata: Vec<String>,
+        name: String,
+        path: String,
+    },
+    /// A run this one derives from.
+    Source {
+        /// The run (default: $TORCHX_JOB_ID).
+        #[arg(long = "run-id")]
+        run_id: Option<String>,
+        /// Which of the source's artifacts was used.
+        #[arg(long)]
+        artifact: Option<String>,
+        source_run_id: String,
+    },
+}
+
+impl TrackerAdd {
+    pub fn run_id(&self) -> Option<&str> {
+        match self {
+            TrackerAdd::Metadata { run_id, .. }
+            | TrackerAdd::Artifact { run_id, .. }
+            | TrackerAdd::Source { run_id, .. } => run_id.as_deref(),
+        }
+    }
+}
 
 const NONE_CONFIGURED: &str = "No trackers configured. Name one in .torchxconfig \
     ([torchx:tracker] fsspec = then [tracker:fsspec] config = /path/to/fsspec.conf) or set \

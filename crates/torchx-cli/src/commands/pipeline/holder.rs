@@ -9,6 +9,7 @@ use std::path::Path;
 use std::process::{Child, Stdio};
 use std::time::Duration;
 
+use clap::Args;
 use torchx::group::Submitter;
 use torchx::pipeline::step_verdict;
 use torchx::pipeline::{
@@ -22,6 +23,12 @@ use crate::exit_codes;
 
 use super::{handles, step_env_args, torchx_run};
 
+#[derive(Debug, Args)]
+pub struct HoldPipelineArgs {
+    /// The pipeline handle.
+    pub pipeline_handle: String,
+}
+
 /// What a step's `torchx run` writes to its error output once it was told to go on: after
 /// it, a submission may have happened; before it, none did.
 const GO_MARK: &str = "torchx: submitting a pipeline step";
@@ -30,7 +37,7 @@ const GO_MARK: &str = "torchx: submitting a pipeline step";
 /// another holder is at work), then until no step waits: settles submissions a dead holder
 /// left, submits each step whose dependencies are met, records those that can no longer
 /// run, and on a cancel stops submitting and cancels what was submitted.
-pub fn hold(a: crate::cli::HoldPipelineArgs) -> Result<i32> {
+pub fn hold(a: HoldPipelineArgs) -> Result<i32> {
     let state_dir = torchx::schedulers::default_state_dir();
     let handle = a.pipeline_handle;
     let Some(record) = PipelineRecord::find(&handle)? else {

@@ -7,7 +7,7 @@
 mod holder;
 mod single;
 
-pub use holder::{await_go, hold};
+pub use holder::{await_go, hold, HoldPipelineArgs};
 pub use single::{run_failover, run_held, step_name};
 
 use std::collections::BTreeMap;
@@ -22,7 +22,8 @@ use torchx::scheduler::WorkspaceSupport;
 use torchx::specs::AppState;
 use torchx::{Error, ErrorKind, Result, Runner};
 
-use crate::cli::RunArgs;
+use super::group::RerunArgs;
+use super::run_args::RunArgs;
 use crate::exit_codes;
 use crate::output::print_json;
 
@@ -262,7 +263,7 @@ fn launch(a: &RunArgs, runner: &Runner, record: PipelineRecord) -> Result<i32> {
     let timeout = a
         .timeout
         .as_deref()
-        .map(super::run::parse_timeout)
+        .map(super::run_args::parse_timeout)
         .transpose()?;
     super::block_on(follow(runner, &record, timeout, a.json))
 }
@@ -494,7 +495,7 @@ async fn log_step(
 ) -> Result<i32> {
     use torchx::specs::Stream;
     if query.streams.is_some() {
-        return super::query::log_app(runner, query, handle, selection, tail, label).await;
+        return super::show::log_app(runner, query, handle, selection, tail, label).await;
     }
     let with = |streams| {
         std::rc::Rc::new(torchx::scheduler::LogQuery {
@@ -503,11 +504,10 @@ async fn log_step(
         })
     };
     let combined = with(Stream::Combined);
-    match super::query::log_app(runner, &combined, handle, selection, tail, label).await {
+    match super::show::log_app(runner, &combined, handle, selection, tail, label).await {
         Err(e) if e.kind() == torchx::ErrorKind::Unsupported => {
             for stream in [Stream::Stdout, Stream::Stderr] {
-                super::query::log_app(runner, &with(stream), handle, selection, tail, label)
-                    .await?;
+                super::show::log_app(runner, &with(stream), handle, selection, tail, label).await?;
             }
             Ok(exit_codes::OK)
         }
@@ -517,7 +517,7 @@ async fn log_step(
 
 /// `torchx rerun <pipeline> --failed`: a new pipeline of the same steps in which those that
 /// succeeded keep their outcome (not run again) and the others run.
-pub fn rerun(a: crate::cli::RerunArgs) -> Result<i32> {
+pub fn rerun(a: RerunArgs) -> Result<i32> {
     let runner = super::runner_without_config()?;
     let parent = find(&a.group_handle)?.ok_or_else(|| Error::arg("not a pipeline"))?;
     let steps = super::block_on(runner.pipeline_steps(&parent))?;

@@ -5,8 +5,8 @@ use torchx::pipeline::PipelineRecord;
 use torchx::pipeline::PipelineSpec;
 use torchx::{Error, Result, Runner};
 
-use crate::cli::RunArgs;
 use crate::commands::plan::AutoChoice;
+use crate::commands::run_args::RunArgs;
 use crate::exit_codes;
 
 use super::launch;

@@ -17,10 +17,34 @@ use axum::http::{header, StatusCode};
 use axum::response::IntoResponse;
 use axum::routing::{get, post};
 use axum::Router;
+use clap::Args;
 use torchx::{Error, Result, Runner};
 
-use crate::cli::UiArgs;
 use crate::exit_codes;
+
+#[derive(Debug, Args)]
+pub struct UiArgs {
+    /// The address to serve on (loopback unless told otherwise).
+    #[arg(long, default_value = "127.0.0.1")]
+    pub host: String,
+    /// The port (0: a free one).
+    #[arg(long, default_value_t = 0)]
+    pub port: u16,
+    /// Open the page in a browser.
+    #[arg(long)]
+    pub open: bool,
+    /// Offer no way to change a job (no cancel, delete or rerun).
+    #[arg(long = "read_only")]
+    pub read_only: bool,
+    /// Serve cancel, delete and rerun on an address other machines reach (plain HTTP: anyone
+    /// on the network who learns the token can use them). Without it, only with --read_only.
+    #[arg(long = "allow_remote_changes")]
+    pub allow_remote_changes: bool,
+    /// The schedulers whose jobs to show besides local_cwd's, comma-separated (default: those
+    /// with a section in .torchxconfig).
+    #[arg(short = 's', long, value_name = "S1,S2,...")]
+    pub scheduler: Option<String>,
+}
 
 /// What every handler shares.
 pub struct Ui {

@@ -7,6 +7,7 @@
 //!   on first use only.
 
 pub(crate) mod client;
+pub(crate) mod names;
 mod opts;
 pub(crate) mod pod;
 pub(crate) mod render;
@@ -25,7 +26,7 @@ pub(crate) use opts::KubernetesOpts;
 pub(crate) use render::{render, KubernetesJob};
 
 use self::client::{Kind, Kube, JOB, POD, SERVICE, VOLCANO_COMMAND, VOLCANO_JOB};
-use self::render::{
+use self::names::{
     normalize_str, LABEL_APP_NAME, LABEL_COMPLETION_INDEX, LABEL_ORGANIZATION, LABEL_REPLICA_ID,
     LABEL_ROLE_NAME, LABEL_UNIQUE_NAME,
 };

@@ -141,7 +141,7 @@ impl TypedOpts for KubernetesOpts {
                 "Required run option: queue, must be provided and not `None` (mode=volcano)",
             ));
         }
-        super::render::check_dns_label("namespace", &raw.namespace)
+        super::names::check_dns_label("namespace", &raw.namespace)
             .map_err(|e| Error::config(format!("run option namespace: {e}")))?;
         let parsed_tolerations = raw
             .tolerations

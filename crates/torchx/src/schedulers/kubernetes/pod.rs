@@ -14,12 +14,12 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::Value;
 
-use super::opts::KubernetesOpts;
-use super::render::{
+use super::names::{
     check_label_value, ANNOTATION_ISTIO_SIDECAR, LABEL_APP_NAME, LABEL_INSTANCE_TYPE,
     LABEL_KUBE_APP_NAME, LABEL_ORGANIZATION, LABEL_REPLICA_ID, LABEL_ROLE_INDEX, LABEL_ROLE_NAME,
     LABEL_UNIQUE_NAME, LABEL_VERSION, PLACEHOLDER_FIELD_PATH, RESERVED_MEMMB, RESERVED_MILLICPU,
 };
+use super::opts::KubernetesOpts;
 use crate::error::{Error, Result};
 use crate::schedulers::attempt_timer;
 use crate::specs::{overlay, AppDef, Mount, Role};

@@ -564,8 +564,8 @@ fn option_errors_name_the_key() {
 
 #[test]
 fn torchx_name_helpers() {
-    assert_eq!(render::normalize_str("-Foo_Bar-1"), "foobar-1");
-    assert_eq!(render::cleanup_str("-12Foo"), "foo");
+    assert_eq!(names::normalize_str("-Foo_Bar-1"), "foobar-1");
+    assert_eq!(names::cleanup_str("-12Foo"), "foo");
     assert_eq!(
         kubernetes_mcad::render::truncated_app_id("app", 1, "fzfjxlmln9"),
         "app-fzfjxlmln9"

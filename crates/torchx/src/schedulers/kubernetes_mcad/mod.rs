@@ -24,7 +24,7 @@ use crate::scheduler::{
     PlanReport, Replica, Scheduler, WorkspaceSupport,
 };
 use crate::schedulers::kubernetes::client::{Kube, APPWRAPPER, POD};
-use crate::schedulers::kubernetes::render::{
+use crate::schedulers::kubernetes::names::{
     LABEL_APP_NAME, LABEL_ORGANIZATION, LABEL_REPLICA_ID, LABEL_ROLE_INDEX, LABEL_ROLE_NAME,
     LABEL_UNIQUE_NAME,
 };

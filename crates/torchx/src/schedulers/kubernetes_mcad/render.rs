@@ -11,9 +11,11 @@ use serde_json::{json, Value};
 use super::opts::KubernetesMcadOpts;
 use crate::error::{Error, Result};
 use crate::scheduler::{DryRunContext, NativeRequest};
+use crate::schedulers::kubernetes::names::{
+    check_dns_label, check_label_value, cleanup_str, LABEL_KUBE_APP_NAME, LABEL_UNIQUE_NAME,
+};
 use crate::schedulers::kubernetes::render::{
-    check_dns_label, check_label_value, cleanup_str, object_labels, pod_labels, pod_overlay,
-    role_to_pod, with_pod_overlay, PodSettings, LABEL_KUBE_APP_NAME, LABEL_UNIQUE_NAME,
+    object_labels, pod_labels, pod_overlay, role_to_pod, with_pod_overlay, PodSettings,
 };
 use crate::specs::{AppDef, MacroValues, Role};
 

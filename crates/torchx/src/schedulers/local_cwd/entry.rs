@@ -3,15 +3,10 @@
 
 use std::path::PathBuf;
 
-use super::guard::guard_main;
-use super::supervisor::supervisor_main;
+use super::guard::{guard_main, GUARD_ARG};
+use super::supervisor::{supervisor_main, SUPERVISE_ARG};
 use super::NAME;
 use crate::error::{Error, Result};
-
-/// The hidden subcommand that runs [`supervisor_main`].
-pub(super) const SUPERVISE_ARG: &str = "__supervise";
-/// The hidden subcommand that runs [`guard_main`].
-pub(super) const GUARD_ARG: &str = "__guard";
 
 /// The executable that runs the supervisor: `$TORCHX_SUPERVISOR`, else this program if it
 /// registered itself with [`embed_supervisor`].

@@ -8,14 +8,17 @@ use std::path::PathBuf;
 
 use super::cgroup::AppCgroup;
 use super::descendants::{kill_tree, load_tracked, tracked_path};
-use super::entry::GUARD_ARG;
 use super::ledger::{Ledger, Liveness, ReplicaRow};
 use super::now;
 use super::state::{verdict_without_supervisor, Alive};
-use super::supervisor::SAVE_RETRY;
 use crate::error::Result;
 use crate::specs::AppState;
 use crate::sys;
+
+/// The hidden subcommand that runs [`guard_main`].
+pub(super) const GUARD_ARG: &str = "__guard";
+/// How often a failed ledger write is retried (the guard's and the supervisor's).
+pub(super) const SAVE_RETRY: Duration = Duration::from_secs(1);
 
 /// The guard line that carries an outcome the supervisor could not record:
 /// `outcome <STATE> <message>`.

@@ -6,9 +6,9 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use super::entry;
 use super::ledger::{AppRow, Liveness, ReplicaRow};
 use super::{after, check_app_id, now, LocalCwdScheduler, PopenRequest, NAME};
+use super::{entry, supervisor};
 use crate::error::{Error, Result};
 use crate::specs::{AppDef, AppState};
 use crate::sys;
@@ -113,7 +113,7 @@ impl LocalCwdScheduler {
         let log = File::create(&log_path)
             .map_err(|e| Error::io(format!("creating {}", log_path.display()), e))?;
         let mut child = Command::new(exe)
-            .arg(entry::SUPERVISE_ARG)
+            .arg(supervisor::SUPERVISE_ARG)
             .env("TORCHX_STATE_DIR", self.state_dir())
             // The user's own, where `torchx status` finds a dependency (local_docker's apps
             // have a ledger of their own).

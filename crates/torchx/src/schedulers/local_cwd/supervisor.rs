@@ -22,8 +22,7 @@ use std::time::{Duration, Instant};
 use super::after::{wait_for_dependencies, Waited};
 use super::cgroup::AppCgroup;
 use super::descendants::{tracked_path, Descendants};
-use super::entry::{GUARD_ARG, SUPERVISE_ARG};
-use super::guard::{left_behind, DONE, OUTCOME};
+use super::guard::{left_behind, DONE, GUARD_ARG, OUTCOME, SAVE_RETRY};
 use super::launch::{Launcher, Proc};
 use super::ledger::{AttemptRow, Ledger, Progress, ReplicaRow};
 use super::machine::{Action, Event, Machine, RolePolicy};
@@ -39,6 +38,9 @@ use crate::sys::{self, Exit, SignalFd};
 /// How often the supervisor follows its replicas' process trees while they run: a process
 /// seen once stays its replica's after its parent is gone.
 const TREE_REFRESH: Duration = Duration::from_secs(1);
+
+/// The hidden subcommand that runs [`supervisor_main`].
+pub(super) const SUPERVISE_ARG: &str = "__supervise";
 
 /// Entry point of `torchx __supervise`: reads the app id from stdin, reports `ready` or
 /// `failed: <why>` on stdout once the replicas are started, then supervises them to the end.
@@ -158,9 +160,6 @@ struct Supervisor {
     /// The first failed write to a log file, for the final record.
     log_error: Option<String>,
 }
-
-/// How often a failed ledger write is retried.
-pub(super) const SAVE_RETRY: Duration = Duration::from_secs(1);
 
 /// How long the supervisor keeps trying to record the app's outcome before handing it to the
 /// guard: `TORCHX_SUPERVISOR_SAVE_TIMEOUT` seconds (default 300).

@@ -251,10 +251,13 @@ impl Host {
 impl Session {
     /// A host forked by the warm host, else a process of its own.
     fn spawn(program: &Program, op: &str) -> Result<Session> {
-        let warm = program
-            .warm
-            .as_ref()
-            .and_then(|(plugin, idle)| super::warm::fork(program, plugin, *idle));
+        let warm = program.warm.as_ref().and_then(|(plugin, idle)| {
+            let interpreter = super::warm::Interpreter {
+                path: &program.path,
+                timeout: program.timeout,
+            };
+            super::warm::fork(&interpreter, plugin, *idle)
+        });
         let (host, mut stdin, stdout, stderr) = match warm {
             Some((forked, pipes)) => (
                 Host::Forked(forked),

@@ -25,7 +25,6 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use super::process::Program;
 use crate::error::{Error, Result};
 
 const DEFAULT_IDLE_SECONDS: u64 = 600;
@@ -33,6 +32,15 @@ const DEFAULT_IDLE_SECONDS: u64 = 600;
 const VOLATILE: [&str; 4] = ["_", "PWD", "OLDPWD", "SHLVL"];
 /// `sun_path` holds 108 bytes on Linux (104 on macOS).
 const MAX_SOCKET_PATH: usize = 100;
+
+/// The interpreter a warm host runs: its executable and how long an answer may take (the
+/// plugin program's).
+pub(super) struct Interpreter<'a> {
+    /// The executable.
+    pub path: &'a Path,
+    /// The deadline of each answer.
+    pub timeout: Duration,
+}
 
 /// How long an unused warm host stays, None when warm hosts are off.
 pub(super) fn idle() -> Result<Option<Duration>> {
@@ -118,7 +126,7 @@ fn describe_exit(line: &str) -> String {
 /// A host for `program` forked by its warm host (started if none serves), or None: warm hosts
 /// are off or unavailable, and the caller starts a cold one.
 pub(super) fn fork(
-    program: &Program,
+    program: &Interpreter<'_>,
     plugin: &[String],
     idle: Duration,
 ) -> Option<(Forked, Pipes)> {
@@ -154,7 +162,11 @@ fn environment() -> Option<Vec<(String, String)>> {
         .collect()
 }
 
-fn socket_path(program: &Program, plugin: &[String], env: &[(String, String)]) -> Option<PathBuf> {
+fn socket_path(
+    program: &Interpreter<'_>,
+    plugin: &[String],
+    env: &[(String, String)],
+) -> Option<PathBuf> {
     let mut hasher = DefaultHasher::new();
     env!("CARGO_PKG_VERSION").hash(&mut hasher);
     program.path.hash(&mut hasher);
@@ -182,7 +194,12 @@ fn private_dir() -> Option<PathBuf> {
 }
 
 /// Starts a warm host on `socket` and waits until it listens.
-fn start(program: &Program, plugin: &[String], socket: &Path, idle: Duration) -> Option<()> {
+fn start(
+    program: &Interpreter<'_>,
+    plugin: &[String],
+    socket: &Path,
+    idle: Duration,
+) -> Option<()> {
     let mut child = Command::new(&program.path)
         .arg("-c")
         .arg(crate::python::python_main("torchx.cli._warm_host"))
@@ -216,7 +233,7 @@ fn start(program: &Program, plugin: &[String], socket: &Path, idle: Duration) ->
 /// Hands the stdio of a new host to the warm host on `conn`: the forked host, or None if the
 /// warm host is stale.
 fn handover(
-    program: &Program,
+    program: &Interpreter<'_>,
     conn: UnixStream,
     hello: &str,
 ) -> std::io::Result<Option<(Forked, Pipes)>> {
