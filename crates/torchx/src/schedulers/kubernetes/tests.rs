@@ -92,7 +92,7 @@ fn cases() -> Vec<(&'static str, AppDef)> {
     dev.resource = Resource::new(8, 0, 16384);
     dev.resource.devices = BTreeMap::from([("vpc.amazonaws.com/efa".to_string(), 4)]);
     dev.resource.capabilities = BTreeMap::from([(
-        render::LABEL_INSTANCE_TYPE.to_string(),
+        names::LABEL_INSTANCE_TYPE.to_string(),
         json!("p4d.24xlarge"),
     )]);
     let devices = AppDef::new("devices", vec![dev]);
