@@ -10,7 +10,9 @@
 
 mod args;
 mod builtins;
+mod dist;
 mod file;
+mod params;
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -20,7 +22,8 @@ use crate::opts::{parse_kv, parse_list};
 use crate::specs::{AppDef, Resource};
 
 pub use crate::python::{PythonComponent, PythonOutcome};
-pub use builtins::{builtin_names, parse_nnodes, replaced_by, Nnodes, DEBUG_FLAGS};
+pub use builtins::{builtin_names, replaced_by};
+pub use dist::{parse_nnodes, Nnodes, DEBUG_FLAGS};
 pub use file::{load_app_file, load_component_dir, load_file_component};
 
 /// A parameter's type.

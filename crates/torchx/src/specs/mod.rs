@@ -13,6 +13,7 @@ pub(crate) mod pipeline;
 mod recovery;
 mod resource;
 mod status;
+mod time;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -32,10 +33,10 @@ pub use recovery::{
 };
 pub use resource::{named_resource, named_resource_names, resource, Resource, GIB};
 pub use status::{
-    format_time, format_utc, handle_keys, local_time_zone, run_json, sort_newest_first,
-    wrap_error_message, AppState, AppStatus, Attempt, DescribeAppResponse, EndReason,
-    ListAppResponse, ReplicaStatus, RoleStatus, Stream,
+    handle_keys, run_json, sort_newest_first, wrap_error_message, AppState, AppStatus, Attempt,
+    DescribeAppResponse, EndReason, ListAppResponse, ReplicaStatus, RoleStatus, Stream,
 };
+pub use time::{format_time, format_utc, local_time_zone};
 
 /// TorchX's marker for a value that was never set (`"<MISSING>"`).
 pub const MISSING: &str = "<MISSING>";

@@ -575,12 +575,12 @@ fn torchx_name_helpers() {
     assert_eq!(parse_time("nonsense"), None);
     // A followed log that resumes skips what it read by exact (nanosecond) timestamps; the
     // API server trims trailing zeros of the fraction.
-    let at = |s| stamp_order(s).unwrap();
+    let at = |s| logs::stamp_order(s).unwrap();
     assert_eq!(at("1970-01-02T00:00:01Z"), (86_401, 0));
     assert_eq!(at("1970-01-02T00:00:01.5Z"), (86_401, 500_000_000));
     assert!(at("2026-11-28T21:24:44.611477123Z") > at("2026-11-28T21:24:44.6114771Z"));
     assert!(at("2026-11-28T21:24:44.61147712Z") < at("2026-11-28T21:24:44.611477121Z"));
-    assert_eq!(stamp_order("21:24:44"), None);
+    assert_eq!(logs::stamp_order("21:24:44"), None);
 }
 
 /// A role with TorchX 0.8's `V1Pod` overlay (nested format) merging into every render.

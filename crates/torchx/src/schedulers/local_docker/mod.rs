@@ -5,6 +5,7 @@
 //!   this module: the Engine API client (bollard; the API version is negotiated, so Debian's
 //!   20.10 engine speaking API 1.41 works). The client is built on first use only.
 
+mod logs;
 mod opts;
 mod render;
 mod state;
@@ -26,6 +27,9 @@ use bollard::Docker;
 use futures_util::StreamExt;
 use tokio::sync::OnceCell;
 
+use self::logs::DockerLogLines;
+use self::render::label_filter;
+use self::state::finished_at;
 pub use opts::LocalDockerOpts;
 pub use render::{container_name, render, Container, ContainerMount, CopiedEnv, DockerJob};
 pub use state::{app_state, container_state};
@@ -84,14 +88,6 @@ fn engine_err(what: &str) -> impl FnOnce(bollard::errors::Error) -> Error {
 
 fn is_status(e: &bollard::errors::Error, code: u16) -> bool {
     matches!(e, bollard::errors::Error::DockerResponseServerError { status_code, .. } if *status_code == code)
-}
-
-fn label_filter(app_id: Option<&str>) -> HashMap<String, Vec<String>> {
-    let label = match app_id {
-        Some(id) => format!("{}={id}", render::LABEL_APP_ID),
-        None => render::LABEL_APP_ID.to_string(),
-    };
-    HashMap::from([("label".to_string(), vec![label])])
 }
 
 /// A container found by label: (name, role, replica id, state).
@@ -688,33 +684,6 @@ impl Backend for LocalDockerScheduler {
     }
 }
 
-type ByteStream = std::pin::Pin<Box<dyn futures_util::Stream<Item = Result<Vec<u8>>> + Send>>;
-
-/// Lines of a container's log stream.
-struct DockerLogLines {
-    stream: ByteStream,
-    lines: LineBuffer,
-    done: bool,
-}
-
-#[async_trait]
-impl LogLines for DockerLogLines {
-    async fn next_line(&mut self) -> Result<Option<String>> {
-        loop {
-            if let Some(line) = self.lines.next_line() {
-                return Ok(Some(line));
-            }
-            if self.done {
-                return Ok(self.lines.finish());
-            }
-            match self.stream.next().await {
-                Some(chunk) => self.lines.push(&chunk?),
-                None => self.done = true,
-            }
-        }
-    }
-}
-
 /// The file lock that serialises the creation of the `torchx` network (TorchX's own lock
 /// file), held while the returned file is open.
 fn network_lock() -> Result<std::fs::File> {
@@ -728,12 +697,4 @@ fn network_lock() -> Result<std::fs::File> {
     lock.lock()
         .map_err(|e| Error::io(format!("locking {}", lock_path.display()), e))?;
     Ok(lock)
-}
-
-/// The engine's `FinishedAt` (RFC 3339) as seconds since the epoch; `None` for the zero time it
-/// gives a container that has not exited.
-fn finished_at(text: &str) -> Option<f64> {
-    let ts: jiff::Timestamp = text.parse().ok()?;
-    let secs = ts.as_second() as f64 + f64::from(ts.subsec_nanosecond()) / 1e9;
-    (secs > 0.0).then_some(secs)
 }

@@ -1,6 +1,6 @@
 //! Pure rendering of an AppDef into one container per replica (TorchX's `DockerJob`).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use serde::Serialize;
 
@@ -262,6 +262,15 @@ pub fn render(
         containers,
         supervised: None,
     })
+}
+
+/// The engine's filter for the containers of `app_id` (of every app: `None`).
+pub(super) fn label_filter(app_id: Option<&str>) -> HashMap<String, Vec<String>> {
+    let label = match app_id {
+        Some(id) => format!("{}={id}", LABEL_APP_ID),
+        None => LABEL_APP_ID.to_string(),
+    };
+    HashMap::from([("label".to_string(), vec![label])])
 }
 
 #[cfg(test)]

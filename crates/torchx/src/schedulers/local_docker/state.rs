@@ -31,6 +31,14 @@ pub fn app_state(states: impl IntoIterator<Item = AppState>) -> AppState {
     }
 }
 
+/// The engine's `FinishedAt` (RFC 3339) as seconds since the epoch; `None` for the zero time it
+/// gives a container that has not exited.
+pub(super) fn finished_at(text: &str) -> Option<f64> {
+    let ts: jiff::Timestamp = text.parse().ok()?;
+    let secs = ts.as_second() as f64 + f64::from(ts.subsec_nanosecond()) / 1e9;
+    (secs > 0.0).then_some(secs)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

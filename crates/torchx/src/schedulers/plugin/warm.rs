@@ -200,7 +200,7 @@ fn start(
     socket: &Path,
     idle: Duration,
 ) -> Option<()> {
-    let mut child = Command::new(&program.path)
+    let mut child = Command::new(program.path)
         .arg("-c")
         .arg(crate::python::python_main("torchx.cli._warm_host"))
         .arg(socket)
