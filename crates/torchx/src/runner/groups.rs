@@ -153,7 +153,7 @@ impl Runner {
                 ));
             }
             group.native = Some(handle.into());
-            group.save(&crate::schedulers::default_state_dir())?;
+            save_group(&group, &crate::schedulers::default_state_dir()).await?;
             return Ok(group);
         }
         let state_dir = crate::schedulers::default_state_dir();
@@ -161,7 +161,7 @@ impl Runner {
         // Held while this process submits: its liveness from any host, and no other writer.
         let _lock = crate::durable::try_lock(&group.submitter_lock(&state_dir)?)?;
         group.submitter = Some(Submitter::this_process());
-        group.save(&state_dir)?;
+        save_group(&group, &state_dir).await?;
         self.submit_pending(&mut group, dryrun.tasks).await?;
         Ok(group)
     }
@@ -251,10 +251,10 @@ impl Runner {
                 Err(e) => group.tasks[slot].error = Some(e.to_string()),
             }
             // Saved after every task: a submitter that dies midway leaves what it started.
-            group.save(&state_dir)?;
+            save_group(group, &state_dir).await?;
         }
         group.submitter = None;
-        group.save(&state_dir)
+        save_group(group, &state_dir).await
     }
 
     /// Waits until fewer than `k` of the `unfinished` handles are (dropping finished ones);
@@ -325,7 +325,7 @@ impl Runner {
         let mut group = group.clone();
         loop {
             if group.submitter.is_some() {
-                if let Some(now) = GroupRecord::load(&state_dir, &group.group_id)? {
+                if let Some(now) = load_group(&state_dir, &group.group_id).await? {
                     group = now;
                 }
             }
@@ -368,13 +368,16 @@ impl Runner {
         let mut cancelled: Vec<String> = Vec::new();
         if group.submitting(&state_dir) {
             let marker = cancel_marker(&state_dir, &group.group_id)?;
-            std::fs::write(&marker, b"")
-                .map_err(|e| Error::io(format!("writing {}", marker.display()), e))?;
+            crate::blocking::blocking("torchx", move || {
+                std::fs::write(&marker, b"")
+                    .map_err(|e| Error::io(format!("writing {}", marker.display()), e))
+            })
+            .await?;
             let deadline = std::time::Instant::now() + SUBMITTER_STOP;
             while group.submitting(&state_dir) && std::time::Instant::now() < deadline {
                 self.cancel_tasks(&group, &mut cancelled).await?;
                 tokio::time::sleep(CAP_POLL).await;
-                if let Some(now) = GroupRecord::load(&state_dir, &group.group_id)? {
+                if let Some(now) = load_group(&state_dir, &group.group_id).await? {
                     group = now;
                 }
             }
@@ -383,14 +386,14 @@ impl Runner {
             // One writer: the submitter while it holds its lock. One that has not stopped yet
             // finds the marker before it submits more, and records the rest as cancelled.
             if let Some(_lock) = crate::durable::try_lock(&group.submitter_lock(&state_dir)?)? {
-                if let Some(now) = GroupRecord::load(&state_dir, &group.group_id)? {
+                if let Some(now) = load_group(&state_dir, &group.group_id).await? {
                     group = now;
                 }
                 for t in group.tasks.iter_mut().filter(|t| t.is_pending()) {
                     t.error = Some(NOT_SUBMITTED_CANCELLED.into());
                 }
                 group.submitter = None;
-                group.save(&state_dir)?;
+                save_group(&group, &state_dir).await?;
             }
         }
         self.cancel_tasks(&group, &mut cancelled).await
@@ -424,7 +427,7 @@ impl Runner {
         if group.submitting(&crate::schedulers::default_state_dir()) {
             self.cancel_group(&group).await?;
             let state_dir = crate::schedulers::default_state_dir();
-            if let Some(now) = GroupRecord::load(&state_dir, &group.group_id)? {
+            if let Some(now) = load_group(&state_dir, &group.group_id).await? {
                 group = now;
             }
         }
@@ -442,4 +445,16 @@ impl Runner {
         }
         group.remove(&crate::schedulers::default_state_dir())
     }
+}
+
+/// A group's record read on the blocking pool (it may sit on a slow or stuck disk).
+async fn load_group(state_dir: &Path, group_id: &str) -> Result<Option<GroupRecord>> {
+    let (state_dir, group_id) = (state_dir.to_path_buf(), group_id.to_string());
+    crate::blocking::blocking("torchx", move || GroupRecord::load(&state_dir, &group_id)).await
+}
+
+/// A group's record written on the blocking pool.
+async fn save_group(group: &GroupRecord, state_dir: &Path) -> Result<()> {
+    let (group, state_dir) = (group.clone(), state_dir.to_path_buf());
+    crate::blocking::blocking("torchx", move || group.save(&state_dir)).await
 }

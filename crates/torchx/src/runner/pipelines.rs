@@ -44,7 +44,7 @@ impl Runner {
 
     /// A step's job's (or group's) status.
     async fn step_job_status(&self, handle: &str) -> Result<Option<AppStatus>> {
-        match crate::group::GroupRecord::find(handle)? {
+        match find_group(handle).await? {
             Some(group) => Ok(Some(self.group_status(&group).await?)),
             None => self.app_status(handle).await,
         }
@@ -74,8 +74,11 @@ impl Runner {
     pub async fn cancel_pipeline(&self, record: &PipelineRecord) -> Result<()> {
         let state_dir = crate::schedulers::default_state_dir();
         let marker = record.dir(&state_dir)?.join("cancel");
-        std::fs::write(&marker, b"")
-            .map_err(|e| Error::io(format!("writing {}", marker.display()), e))?;
+        crate::blocking::blocking("torchx", move || {
+            std::fs::write(&marker, b"")
+                .map_err(|e| Error::io(format!("writing {}", marker.display()), e))
+        })
+        .await?;
         let deadline = std::time::Instant::now() + HOLDER_STOP;
         let mut record = record.clone();
         loop {
@@ -83,7 +86,7 @@ impl Runner {
                 Phase::Submitted { handle } => Some(handle),
                 _ => None,
             }) {
-                let cancelled = match crate::group::GroupRecord::find(handle)? {
+                let cancelled = match find_group(handle).await? {
                     Some(group) => self.cancel_group(&group).await,
                     None => self.cancel_app(handle).await,
                 };
@@ -98,7 +101,9 @@ impl Runner {
             }
             // No holder at work: settle the steps that will not run ourselves.
             if let Some(_lock) = try_lock_holder(&state_dir, &record)? {
-                let mut now = PipelineRecord::load(&state_dir, &record.id)?.unwrap_or(record);
+                let mut now = load_pipeline(&state_dir, &record.id)
+                    .await?
+                    .unwrap_or(record);
                 let submitting = now
                     .steps
                     .iter()
@@ -116,7 +121,8 @@ impl Runner {
                         }
                     }
                     now.holder = None;
-                    now.save(&state_dir)?;
+                    let state_dir = state_dir.clone();
+                    crate::blocking::blocking("torchx", move || now.save(&state_dir)).await?;
                     return Ok(());
                 }
                 record = now;
@@ -129,7 +135,7 @@ impl Runner {
                 )));
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
-            if let Some(now) = PipelineRecord::load(&state_dir, &record.id)? {
+            if let Some(now) = load_pipeline(&state_dir, &record.id).await? {
                 record = now;
             }
         }
@@ -140,8 +146,9 @@ impl Runner {
     pub async fn delete_pipeline(&self, record: &PipelineRecord) -> Result<()> {
         self.cancel_pipeline(record).await?;
         let state_dir = crate::schedulers::default_state_dir();
-        let record =
-            PipelineRecord::load(&state_dir, &record.id)?.unwrap_or_else(|| record.clone());
+        let record = load_pipeline(&state_dir, &record.id)
+            .await?
+            .unwrap_or_else(|| record.clone());
         for step in &record.steps {
             let Phase::Submitted { handle } = &step.phase else {
                 continue;
@@ -153,7 +160,7 @@ impl Runner {
             if !deletable {
                 continue;
             }
-            match crate::group::GroupRecord::find(handle)? {
+            match find_group(handle).await? {
                 Some(group) => self.delete_group(&group).await?,
                 None if self.app_status(handle).await.ok().flatten().is_some() => {
                     self.delete_app(handle).await?
@@ -162,7 +169,22 @@ impl Runner {
             }
         }
         let dir = record.dir(&state_dir)?;
-        std::fs::remove_dir_all(&dir)
-            .map_err(|e| Error::io(format!("removing {}", dir.display()), e))
+        crate::blocking::blocking("torchx", move || {
+            std::fs::remove_dir_all(&dir)
+                .map_err(|e| Error::io(format!("removing {}", dir.display()), e))
+        })
+        .await
     }
+}
+
+/// The group a step's handle names, its record read on the blocking pool (`None`: an app).
+async fn find_group(handle: &str) -> Result<Option<crate::group::GroupRecord>> {
+    let handle = handle.to_string();
+    crate::blocking::blocking("torchx", move || crate::group::GroupRecord::find(&handle)).await
+}
+
+/// A pipeline's record read on the blocking pool (it may sit on a slow or stuck disk).
+async fn load_pipeline(state_dir: &std::path::Path, id: &str) -> Result<Option<PipelineRecord>> {
+    let (state_dir, id) = (state_dir.to_path_buf(), id.to_string());
+    crate::blocking::blocking("torchx", move || PipelineRecord::load(&state_dir, &id)).await
 }

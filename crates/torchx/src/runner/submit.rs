@@ -181,7 +181,17 @@ impl Runner {
         let ctx = DryRunContext::new(&self.session_name, random_id(), cwd)
             .with_facts(facts)
             .with_after(args.after.clone());
-        let request = sched.submit_dryrun(&app, &resolved, &ctx)?;
+        let (app, request) = if sched.dryrun_is_a_round_trip() {
+            let (sched, cfg) = (std::sync::Arc::clone(&sched), resolved.clone());
+            crate::blocking::blocking(scheduler, move || {
+                let request = sched.submit_dryrun(&app, &cfg, &ctx)?;
+                Ok((app, request))
+            })
+            .await?
+        } else {
+            let request = sched.submit_dryrun(&app, &resolved, &ctx)?;
+            (app, request)
+        };
         let prepared = PreparedWorkspaces {
             before,
             after: app.roles.iter().map(|r| r.image.clone()).collect(),

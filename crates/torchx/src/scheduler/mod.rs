@@ -521,7 +521,13 @@ pub trait Scheduler: Debug + Send + Sync {
         let _ = cfg;
         Ok(Facts::default())
     }
-    /// Renders the native request. Pure: no I/O, deterministic given its inputs.
+    /// Whether [`submit_dryrun`](Self::submit_dryrun) leaves this process (a plugin program
+    /// renders the request): the runner then calls it on the blocking pool. Default: no.
+    fn dryrun_is_a_round_trip(&self) -> bool {
+        false
+    }
+    /// Renders the native request. Pure: no I/O, deterministic given its inputs (but for a
+    /// [round trip](Self::dryrun_is_a_round_trip) to a plugin program).
     fn submit_dryrun(
         &self,
         app: &AppDef,

@@ -131,6 +131,10 @@ impl Scheduler for PluginScheduler {
         self.info.run_opts.clone()
     }
 
+    fn dryrun_is_a_round_trip(&self) -> bool {
+        true
+    }
+
     fn submit_dryrun(
         &self,
         app: &AppDef,
