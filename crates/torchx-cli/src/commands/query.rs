@@ -8,7 +8,7 @@ use torchx::scheduler::LogQuery;
 use torchx::specs::{format_utc, AppState, Stream};
 use torchx::{Error, Result};
 
-use torchx::group::GroupRecord;
+use torchx::runner::Named;
 
 use super::show::{log_app, unknown};
 use crate::exit_codes;
@@ -89,11 +89,10 @@ pub struct LogArgs {
 
 pub fn status(a: StatusArgs) -> Result<i32> {
     let runner = super::runner_without_config()?;
-    if let Some(pipeline) = super::pipeline::find(&a.app_handle)? {
-        return super::pipeline::status(&runner, &pipeline, a.json);
-    }
-    if let Some(group) = GroupRecord::find(&a.app_handle)? {
-        return super::group::status(&runner, &group, a.json);
+    match super::block_on(runner.named(&a.app_handle))? {
+        Named::Pipeline(pipeline) => return super::pipeline::status(&runner, &pipeline, a.json),
+        Named::Group(group) => return super::group::status(&runner, &group, a.json),
+        Named::App => {}
     }
     let status =
         super::block_on(runner.status(&a.app_handle))?.ok_or_else(|| unknown(&a.app_handle))?;
@@ -294,6 +293,7 @@ pub fn log(a: LogArgs) -> Result<i32> {
     let runner = std::rc::Rc::new(super::runner_without_config()?);
     let query = std::rc::Rc::new(query);
     let selection = (parts.get(2).copied(), parts.get(3).copied());
+    // A pipeline's steps: its record read again as it moves on.
     if torchx::pipeline::is_pipeline_handle(&handle) {
         return super::block_on(super::pipeline::log(
             &runner, &query, &handle, selection, a.tail,
@@ -301,7 +301,7 @@ pub fn log(a: LogArgs) -> Result<i32> {
     }
     // A group's tasks one after the other, each line labelled with the task's index; on one
     // runtime, which the schedulers' clients (a Kubernetes client's worker) live on.
-    if let Some(group) = GroupRecord::find(&handle)? {
+    if let Named::Group(group) = super::block_on(runner.named(&handle))? {
         return super::block_on(async {
             for task in &group.tasks {
                 if let Some(h) = &task.handle {

@@ -99,28 +99,33 @@ pub enum ComponentOutcome<T> {
 /// A scheduler created on first use, or not yet.
 type SchedulerCell = Arc<OnceCell<Arc<dyn Scheduler>>>;
 
-/// What a handle names: a pipeline, a group (each a record in the state directory) or an app.
-enum Target {
+/// What a handle names: a pipeline, a group (each with its record from the state directory) or
+/// an app. [`Runner::named`] decides it, for every caller (the CLI, the dashboard, Python).
+#[derive(Debug, Clone)]
+pub enum Named {
+    /// A pipeline (`pipeline://session/id`), its holder started again if it was gone.
     Pipeline(PipelineRecord),
+    /// A group of jobs (`scheduler://session/~id`: an array or a sweep).
     Group(GroupRecord),
+    /// One app of a scheduler.
     App,
 }
 
-impl Target {
-    /// Reads the record a pipeline's or group's handle names on the blocking pool; an app's
-    /// handle costs no I/O.
-    async fn of(handle: &str) -> Result<Target> {
+impl Named {
+    /// Reads the record a pipeline's or group's handle names on the blocking pool (starting a
+    /// pipeline's holder again if it died); an app's handle costs no I/O.
+    async fn of(handle: &str) -> Result<Named> {
         let pipeline = crate::pipeline::is_pipeline_handle(handle);
         let group = !pipeline && parse_app_handle(handle).is_ok_and(|h| h.names_group());
         if !pipeline && !group {
-            return Ok(Target::App);
+            return Ok(Named::App);
         }
         let owned = handle.to_string();
         crate::blocking::blocking("torchx", move || {
             Ok(if pipeline {
-                crate::pipeline::find(&owned)?.map_or(Target::App, Target::Pipeline)
+                crate::pipeline::find(&owned)?.map_or(Named::App, Named::Pipeline)
             } else {
-                GroupRecord::find(&owned)?.map_or(Target::App, Target::Group)
+                GroupRecord::find(&owned)?.map_or(Named::App, Named::Group)
             })
         })
         .await
@@ -271,13 +276,19 @@ impl Runner {
         Ok((h, s))
     }
 
+    /// What `handle` names: a pipeline, a group or an app (the one dispatch every caller
+    /// uses; a pipeline whose holder died gets a new one).
+    pub async fn named(&self, handle: &str) -> Result<Named> {
+        Named::of(handle).await
+    }
+
     /// The app's status, `None` if the scheduler does not know it. For a group's handle
     /// (arrays and sweeps, [`crate::group`]): the group's state, and its counts as the message.
     pub async fn status(&self, handle: &str) -> Result<Option<AppStatus>> {
-        match Target::of(handle).await? {
-            Target::Pipeline(p) => Ok(Some(self.pipeline_status(&p).await?)),
-            Target::Group(g) => Ok(Some(self.group_status(&g).await?)),
-            Target::App => self.app_status(handle).await,
+        match Named::of(handle).await? {
+            Named::Pipeline(p) => Ok(Some(self.pipeline_status(&p).await?)),
+            Named::Group(g) => Ok(Some(self.group_status(&g).await?)),
+            Named::App => self.app_status(handle).await,
         }
     }
 
@@ -378,10 +389,10 @@ impl Runner {
     /// Cancels the app (every task of a group) if it is not finished. Unknown apps are
     /// [`ErrorKind::NotFound`](crate::ErrorKind::NotFound).
     pub async fn cancel(&self, handle: &str) -> Result<()> {
-        match Target::of(handle).await? {
-            Target::Pipeline(p) => self.cancel_pipeline(&p).await,
-            Target::Group(g) => self.cancel_group(&g).await,
-            Target::App => self.cancel_app(handle).await,
+        match Named::of(handle).await? {
+            Named::Pipeline(p) => self.cancel_pipeline(&p).await,
+            Named::Group(g) => self.cancel_group(&g).await,
+            Named::App => self.cancel_app(handle).await,
         }
     }
 
@@ -404,10 +415,10 @@ impl Runner {
 
     /// Deletes the app (cancelling it first if running); a group's tasks and its record.
     pub async fn delete(&self, handle: &str) -> Result<()> {
-        match Target::of(handle).await? {
-            Target::Pipeline(p) => self.delete_pipeline(&p).await,
-            Target::Group(g) => self.delete_group(&g).await,
-            Target::App => self.delete_app(handle).await,
+        match Named::of(handle).await? {
+            Named::Pipeline(p) => self.delete_pipeline(&p).await,
+            Named::Group(g) => self.delete_group(&g).await,
+            Named::App => self.delete_app(handle).await,
         }
     }
 

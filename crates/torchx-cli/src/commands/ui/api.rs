@@ -10,8 +10,8 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::{json, Value};
-use torchx::group::GroupRecord;
 use torchx::pipeline::{pipeline_state, PipelineRecord};
+use torchx::runner::Named;
 use torchx::specs::{AppState, ListAppResponse};
 use torchx::{Error, ErrorKind};
 
@@ -167,12 +167,11 @@ pub async fn app(
     Path(handle): Path<String>,
     Query(detail): Query<Detail>,
 ) -> ApiResult {
-    let h = handle.clone();
-    if let Some(record) = blocking(move || torchx::pipeline::find(&h)).await? {
-        return Ok(Json(pipeline_detail(&ui, &record).await?));
+    let named = ui.runner.named(&handle).await?;
+    if let Named::Pipeline(record) = &named {
+        return Ok(Json(pipeline_detail(&ui, record).await?));
     }
-    let h = handle.clone();
-    if let Some(record) = blocking(move || GroupRecord::find(&h)).await? {
+    if let Named::Group(record) = named {
         let states = ui.runner.group_states(&record).await?;
         let mut v = group::status_json(&record, &states);
         v["kind"] = json!("group");
