@@ -4,8 +4,11 @@
 //! through a [`runner::Runner`]. Builtin [`components`] build common AppDefs from command-line
 //! style arguments. See ARCHITECTURE.md for the map of the code and its invariants.
 //!
-//! Schedulers compiled into this build:
-//! * `local_cwd`: local processes in the current directory, visible from every shell.
+//! Schedulers compiled into every build: `local_cwd` (local processes in the current directory,
+//! visible from every shell), `slurm` and `lsf`; with their features (on by default):
+//! `local_docker` (`docker`), `kubernetes` and `kubernetes_mcad` (`kubernetes`), `aws_batch`
+//! and `aws_sagemaker` (`aws`). Schedulers in other programs (`torchx-scheduler-<name>` on PATH)
+//! and in Python (entry points) join them as plugins.
 #![warn(missing_docs)]
 #![warn(unreachable_pub)]
 

@@ -512,7 +512,9 @@ async fn interrupted(runner: &Runner, handle: &str) -> Result<i32> {
     // local_cwd records the cancel request and signals the supervisor before its cancel first
     // waits, so after a second the rest of the stop is safely the supervisor's. Elsewhere the
     // cancel is a call in flight that must not be dropped.
-    if handle.starts_with("local_cwd://") {
+    let local_cwd = torchx::specs::parse_app_handle(handle)
+        .is_ok_and(|h| h.scheduler() == torchx::schedulers::local_cwd::NAME);
+    if local_cwd {
         match tokio::time::timeout(Duration::from_secs(1), runner.cancel(handle)).await {
             Ok(result) => result?,
             Err(_) => {
