@@ -64,6 +64,25 @@ pub(crate) async fn load_config(scheduler: &str) -> Result<(aws_config::SdkConfi
     Ok((conf, region))
 }
 
+/// What a caller can do about an AWS error code, where the code says: the credentials were
+/// refused, or the service asks to come back later (both AWS backends' table).
+pub(crate) fn kind_of_code(code: &str) -> Option<ErrorKind> {
+    match code {
+        "AccessDeniedException"
+        | "AccessDenied"
+        | "UnrecognizedClientException"
+        | "InvalidSignatureException"
+        | "ExpiredTokenException"
+        | "UnauthorizedOperation" => Some(ErrorKind::PermissionDenied),
+        "ThrottlingException"
+        | "TooManyRequestsException"
+        | "ServiceUnavailable"
+        | "ServerException"
+        | "ServiceUnavailableException" => Some(ErrorKind::Unavailable),
+        _ => None,
+    }
+}
+
 /// An AWS SDK error of `scheduler`, kept as the source, classed by what the caller can do about
 /// it: the request never got an answer (connection, timeout, throttling, 5xx) → unavailable;
 /// the service refused the credentials → permission denied.
@@ -78,20 +97,9 @@ where
     move |e| {
         let kind = match &e {
             SdkError::DispatchFailure(_) | SdkError::TimeoutError(_) => ErrorKind::Unavailable,
-            SdkError::ServiceError(s) => match s.err().code().unwrap_or_default() {
-                "AccessDeniedException"
-                | "AccessDenied"
-                | "UnrecognizedClientException"
-                | "InvalidSignatureException"
-                | "ExpiredTokenException"
-                | "UnauthorizedOperation" => ErrorKind::PermissionDenied,
-                "ThrottlingException"
-                | "TooManyRequestsException"
-                | "ServiceUnavailable"
-                | "ServerException"
-                | "ServiceUnavailableException" => ErrorKind::Unavailable,
-                _ => ErrorKind::Backend,
-            },
+            SdkError::ServiceError(s) => {
+                kind_of_code(s.err().code().unwrap_or_default()).unwrap_or(ErrorKind::Backend)
+            }
             _ => ErrorKind::Backend,
         };
         let message = format!("{what}: {}", DisplayErrorContext(&e));

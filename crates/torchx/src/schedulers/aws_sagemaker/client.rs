@@ -34,15 +34,13 @@ impl std::fmt::Display for AwsError {
 impl std::error::Error for AwsError {}
 
 impl AwsError {
-    /// Its class: AWS's permission and throttling codes, else its HTTP status.
+    /// Its class: AWS's permission and throttling codes, SageMaker's name in use, else its
+    /// HTTP status.
     pub(crate) fn kind(&self) -> ErrorKind {
+        if let Some(kind) = crate::schedulers::aws::kind_of_code(&self.code) {
+            return kind;
+        }
         match self.code.as_str() {
-            "AccessDeniedException"
-            | "AccessDenied"
-            | "UnrecognizedClientException"
-            | "InvalidSignatureException"
-            | "ExpiredTokenException" => ErrorKind::PermissionDenied,
-            "ThrottlingException" | "ServiceUnavailable" => ErrorKind::Unavailable,
             "ResourceInUse" => ErrorKind::AlreadyExists,
             // A bad request (400) is the backend refusing what was sent, not a missing thing.
             _ if self.status == 404 => ErrorKind::NotFound,
