@@ -76,7 +76,7 @@ pub struct RunArgs {
     /// A replica with no progress (a line on stdout or stderr, or a touch of
     /// TORCHX_HEARTBEAT_FILE) for DURATION is hung: the stacks of its processes are captured
     /// (`torchx log --stacks`) and its attempt stopped (requeued under the recovery options,
-    /// else a failure). local_cwd.
+    /// else a failure). Every builtin scheduler but lsf.
     #[arg(long = "hang_timeout", value_name = "DURATION")]
     pub hang_timeout: Option<String>,
     /// Run an array of tasks: N (0..N-1), A-B or A-B:STEP, with %K to run at most K at once;
