@@ -248,7 +248,7 @@ def _finish(node, killed):
     result = node.container.wait()
     node.exit_code = result.get("StatusCode")
     if node.pump is not None:
-        node.pump.join(timeout=10)
+        node.pump.join(timeout=60)  # a loaded engine can be slow to hand over the last lines
     node.status = "SUCCEEDED" if node.exit_code == 0 and not killed else "FAILED"
     try:
         node.container.remove(force=True)

@@ -119,7 +119,7 @@ def _run(job, logs, aws_env, set_status):
             pumps.append(pump)
         codes = [c.wait().get("StatusCode") for c in containers]
         for p in pumps:
-            p.join(timeout=10)
+            p.join(timeout=60)
         if run["stopping"]:
             set_status("Stopped", "Stopped", "The training job was stopped")
             return
