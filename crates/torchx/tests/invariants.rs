@@ -1,7 +1,6 @@
 //! ARCHITECTURE.md's invariants, checked over the library's source (test code left out: a
 //! file's `#[cfg(test)]` module and `tests.rs` files), so that they stay true.
 
-use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// Every library source file with its non-test text.
@@ -188,83 +187,6 @@ fn backend_errors_keep_their_source() {
     );
 }
 
-/// The library's top-level modules (`lib.rs` aside), each with the others its non-test code
-/// names as `crate::<module>` outside comments.
-fn module_graph() -> BTreeMap<String, BTreeSet<String>> {
-    let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    for (path, code) in sources() {
-        let rel = relative(&path);
-        let module = rel
-            .split('/')
-            .next()
-            .unwrap()
-            .trim_end_matches(".rs")
-            .to_string();
-        if module == "lib" {
-            continue;
-        }
-        let named = graph.entry(module.clone()).or_default();
-        for line in code.lines().filter(|l| !l.trim_start().starts_with("//")) {
-            for (_, rest) in line
-                .match_indices("crate::")
-                .map(|(at, _)| line.split_at(at + 7))
-            {
-                let other: String = rest
-                    .chars()
-                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-                    .collect();
-                if !other.is_empty() && other != module {
-                    named.insert(other);
-                }
-            }
-        }
-    }
-    graph
-}
-
-/// A cycle of `graph` (its modules in order, the first again at the end), if it has one.
-fn a_cycle(graph: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
-    fn visit(
-        node: &str,
-        graph: &BTreeMap<String, BTreeSet<String>>,
-        path: &mut Vec<String>,
-        done: &mut BTreeSet<String>,
-    ) -> Option<Vec<String>> {
-        if let Some(at) = path.iter().position(|n| n == node) {
-            let mut cycle = path[at..].to_vec();
-            cycle.push(node.to_string());
-            return Some(cycle);
-        }
-        if done.contains(node) {
-            return None;
-        }
-        path.push(node.to_string());
-        for next in graph.get(node).into_iter().flatten() {
-            if let Some(cycle) = visit(next, graph, path, done) {
-                return Some(cycle);
-            }
-        }
-        path.pop();
-        done.insert(node.to_string());
-        None
-    }
-    let mut done = BTreeSet::new();
-    graph
-        .keys()
-        .find_map(|start| visit(start, graph, &mut Vec::new(), &mut done))
-}
-
-#[test]
-fn top_level_modules_have_no_cycles() {
-    let graph = module_graph();
-    assert!(graph.len() > 10, "found the modules: {graph:?}");
-    assert!(
-        graph["runner"].contains("scheduler"),
-        "found their references"
-    );
-    assert_eq!(a_cycle(&graph), None, "modules that need one another");
-}
-
 /// The scanner itself: it sees code that is there (so the checks above can fail).
 #[test]
 fn the_scanner_sees_what_is_there() {
@@ -283,18 +205,4 @@ fn the_scanner_sees_what_is_there() {
         backend_errors_dropping_their_cause("x.rs", &format!("a\n{dropped}\n{kept}")),
         ["x.rs:2"]
     );
-    let graph = |edges: &[(&str, &str)]| {
-        let mut g: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-        for (from, to) in edges {
-            g.entry(from.to_string())
-                .or_default()
-                .insert(to.to_string());
-        }
-        g
-    };
-    assert_eq!(
-        a_cycle(&graph(&[("a", "b"), ("b", "c"), ("c", "b")])),
-        Some(vec!["b".to_string(), "c".to_string(), "b".to_string()])
-    );
-    assert_eq!(a_cycle(&graph(&[("a", "b"), ("a", "c"), ("c", "b")])), None);
 }

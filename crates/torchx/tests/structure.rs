@@ -1,8 +1,9 @@
 //! The structure check over the workspace's three crates (the library, the CLI, the Python
 //! extension): no source file needs itself through a chain of others (a file naming another's
 //! items by path: `crate::a::b`, `super::c`, `self::d`), and none is over the size limit. Test
-//! code is left out (`tests.rs` files, a file's `#[cfg(test)] mod tests`). The Python package's
-//! import graph is checked by `python/tests/test_structure.py`.
+//! code is left out (`tests.rs` files, a file's `#[cfg(test)] mod tests`). The library's
+//! top-level modules need one another without a cycle either. The Python package's import
+//! graph is checked by `python/tests/test_structure.py`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -220,6 +221,53 @@ fn no_source_file_needs_itself_through_others() {
         .contains("torchx:schedulers::kubernetes::pod"));
     assert!(graph["torchx:runner"].contains("torchx:scheduler"));
     assert_eq!(a_cycle(&graph), None, "files that need one another");
+}
+
+/// The library's top-level modules (`lib.rs` aside), each with the others its non-test code
+/// names as `crate::<module>` outside comments.
+fn module_graph() -> BTreeMap<String, BTreeSet<String>> {
+    let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (rel, code) in sources() {
+        let Some(rel) = rel.strip_prefix("torchx/src/") else {
+            continue;
+        };
+        let module = rel
+            .split('/')
+            .next()
+            .unwrap()
+            .trim_end_matches(".rs")
+            .to_string();
+        if module == "lib" {
+            continue;
+        }
+        let named = graph.entry(module.clone()).or_default();
+        for line in code.lines().filter(|l| !l.trim_start().starts_with("//")) {
+            for (_, rest) in line
+                .match_indices("crate::")
+                .map(|(at, _)| line.split_at(at + 7))
+            {
+                let other: String = rest
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect();
+                if !other.is_empty() && other != module {
+                    named.insert(other);
+                }
+            }
+        }
+    }
+    graph
+}
+
+#[test]
+fn top_level_modules_have_no_cycles() {
+    let graph = module_graph();
+    assert!(graph.len() > 10, "found the modules: {graph:?}");
+    assert!(
+        graph["runner"].contains("scheduler"),
+        "found their references"
+    );
+    assert_eq!(a_cycle(&graph), None, "modules that need one another");
 }
 
 #[test]
