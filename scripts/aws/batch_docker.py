@@ -191,20 +191,21 @@ class _Node:
         return self.container.status
 
 
-def _pump_logs(job, node):
-    logs = job._log_backend
-    logs.ensure_log_group(LOG_GROUP)
-    logs.ensure_log_stream(LOG_GROUP, node.stream)
+def pump_logs(logs, group, stream, container):
+    """Copies a container's output, line by line as it comes, into CloudWatch stream `stream`
+    of `group` (SageMaker's emulation uses it too)."""
+    logs.ensure_log_group(group)
+    logs.ensure_log_stream(group, stream)
     pending = b""
-    for chunk in node.container.logs(stream=True, follow=True):
+    for chunk in container.logs(stream=True, follow=True):
         pending += chunk
         *lines, pending = pending.split(b"\n")
         now = int(time.time() * 1000)
         events = [{"timestamp": now, "message": line.decode(errors="replace")} for line in lines]
         if events:
-            logs.put_log_events(LOG_GROUP, node.stream, events)
+            logs.put_log_events(group, stream, events)
     if pending:
-        logs.put_log_events(LOG_GROUP, node.stream,
+        logs.put_log_events(group, stream,
                             [{"timestamp": int(time.time() * 1000), "message": pending.decode(errors="replace")}])
 
 
@@ -231,7 +232,8 @@ def _start(job, spec, node, env):
     networks = node.container.attrs.get("NetworkSettings", {}).get("Networks", {})
     node.ip = next((n.get("IPAddress") for n in networks.values() if n.get("IPAddress")), "")
     node.status = "RUNNING"
-    node.pump = threading.Thread(target=_pump_logs, args=(job, node), daemon=True)
+    node.pump = threading.Thread(target=pump_logs, args=(job._log_backend, LOG_GROUP, node.stream, node.container),
+                                 daemon=True)
     node.pump.start()
     return True
 

@@ -30,6 +30,8 @@ import tempfile
 import threading
 import time
 
+from batch_docker import pump_logs
+
 LOG_GROUP = "/aws/sagemaker/TrainingJobs"
 # A running job's containers and whether it is being stopped, by job name (kept off the job:
 # moto turns every attribute of a training job into its DescribeTrainingJob answer).
@@ -40,22 +42,6 @@ def runs_here(job):
     """Whether the job asked to run: its tag `aws-emulator` is `docker` (other jobs keep the
     lifecycle emulation the other tests rely on)."""
     return any(t.get("Key") == "aws-emulator" and t.get("Value") == "docker" for t in job.tags or [])
-
-
-def _pump(logs, stream, container):
-    logs.ensure_log_group(LOG_GROUP)
-    logs.ensure_log_stream(LOG_GROUP, stream)
-    pending = b""
-    for chunk in container.logs(stream=True, follow=True):
-        pending += chunk
-        *lines, pending = pending.split(b"\n")
-        now = int(time.time() * 1000)
-        events = [{"timestamp": now, "message": line.decode(errors="replace")} for line in lines]
-        if events:
-            logs.put_log_events(LOG_GROUP, stream, events)
-    if pending:
-        logs.put_log_events(LOG_GROUP, stream,
-                            [{"timestamp": int(time.time() * 1000), "message": pending.decode(errors="replace")}])
 
 
 def start(job, logs, aws_env, set_status):
@@ -113,7 +99,7 @@ def _run(job, logs, aws_env, set_status):
         set_status("InProgress", "Training", "Training image download completed. Training in progress.")
         for host, container in zip(hosts, containers, strict=True):
             container.start()
-            pump = threading.Thread(target=_pump, args=(logs, f"{name}/{host}-{int(time.time())}", container),
+            pump = threading.Thread(target=pump_logs, args=(logs, LOG_GROUP, f"{name}/{host}-{int(time.time())}", container),
                                     daemon=True)
             pump.start()
             pumps.append(pump)
