@@ -111,27 +111,6 @@ pub enum Named {
     App,
 }
 
-impl Named {
-    /// Reads the record a pipeline's or group's handle names on the blocking pool (starting a
-    /// pipeline's holder again if it died); an app's handle costs no I/O.
-    async fn of(handle: &str) -> Result<Named> {
-        let pipeline = crate::pipeline::is_pipeline_handle(handle);
-        let group = !pipeline && parse_app_handle(handle).is_ok_and(|h| h.names_group());
-        if !pipeline && !group {
-            return Ok(Named::App);
-        }
-        let owned = handle.to_string();
-        crate::blocking::blocking("torchx", move || {
-            Ok(if pipeline {
-                crate::pipeline::find(&owned)?.map_or(Named::App, Named::Pipeline)
-            } else {
-                GroupRecord::find(&owned)?.map_or(Named::App, Named::Group)
-            })
-        })
-        .await
-    }
-}
-
 /// Runs apps on schedulers. Schedulers are created lazily, once per name.
 #[derive(Debug)]
 pub struct Runner {
@@ -277,15 +256,29 @@ impl Runner {
     }
 
     /// What `handle` names: a pipeline, a group or an app (the one dispatch every caller
-    /// uses; a pipeline whose holder died gets a new one).
+    /// uses). A pipeline's or group's record is read on the blocking pool, and a pipeline
+    /// whose holder died gets a new one; an app's handle costs no I/O.
     pub async fn named(&self, handle: &str) -> Result<Named> {
-        Named::of(handle).await
+        let pipeline = crate::pipeline::is_pipeline_handle(handle);
+        let group = !pipeline && parse_app_handle(handle).is_ok_and(|h| h.names_group());
+        if !pipeline && !group {
+            return Ok(Named::App);
+        }
+        let owned = handle.to_string();
+        crate::blocking::blocking("torchx", move || {
+            Ok(if pipeline {
+                crate::pipeline::find(&owned)?.map_or(Named::App, Named::Pipeline)
+            } else {
+                GroupRecord::find(&owned)?.map_or(Named::App, Named::Group)
+            })
+        })
+        .await
     }
 
     /// The app's status, `None` if the scheduler does not know it. For a group's handle
     /// (arrays and sweeps, [`crate::group`]): the group's state, and its counts as the message.
     pub async fn status(&self, handle: &str) -> Result<Option<AppStatus>> {
-        match Named::of(handle).await? {
+        match self.named(handle).await? {
             Named::Pipeline(p) => Ok(Some(self.pipeline_status(&p).await?)),
             Named::Group(g) => Ok(Some(self.group_status(&g).await?)),
             Named::App => self.app_status(handle).await,
@@ -389,7 +382,7 @@ impl Runner {
     /// Cancels the app (every task of a group) if it is not finished. Unknown apps are
     /// [`ErrorKind::NotFound`](crate::ErrorKind::NotFound).
     pub async fn cancel(&self, handle: &str) -> Result<()> {
-        match Named::of(handle).await? {
+        match self.named(handle).await? {
             Named::Pipeline(p) => self.cancel_pipeline(&p).await,
             Named::Group(g) => self.cancel_group(&g).await,
             Named::App => self.cancel_app(handle).await,
@@ -415,7 +408,7 @@ impl Runner {
 
     /// Deletes the app (cancelling it first if running); a group's tasks and its record.
     pub async fn delete(&self, handle: &str) -> Result<()> {
-        match Named::of(handle).await? {
+        match self.named(handle).await? {
             Named::Pipeline(p) => self.delete_pipeline(&p).await,
             Named::Group(g) => self.delete_group(&g).await,
             Named::App => self.delete_app(handle).await,
