@@ -299,26 +299,33 @@ fn a_quiet_host_is_hung_and_one_that_prints_is_not() {
         return;
     }
     let env = Env::new();
-    let cfg = format!("{CFG},instance_count=2,tags=aws-emulator:docker");
-    let out = env.run(&[
-        "run",
-        "--workspace",
-        "",
-        "-s",
-        "aws_sagemaker",
-        "-cfg",
-        &cfg,
-        "--hang_timeout",
-        "4s",
-        "--wait",
-        "utils.sh",
-        "--image",
-        "busybox:local",
-        "sh",
-        "-c",
+    // `sh -c script` under a 4 s hang timeout, waited for, on `instances` hosts that run it.
+    let run = |instances: u32, script: &str| {
+        let cfg = format!("{CFG},instance_count={instances},tags=aws-emulator:docker");
+        env.run(&[
+            "run",
+            "--workspace",
+            "",
+            "-s",
+            "aws_sagemaker",
+            "-cfg",
+            &cfg,
+            "--hang_timeout",
+            "4s",
+            "--wait",
+            "utils.sh",
+            "--image",
+            "busybox:local",
+            "sh",
+            "-c",
+            script,
+        ])
+    };
+    let out = run(
+        2,
         "if [ \"$(hostname)\" = algo-2 ]; then echo started; sleep 300; fi; \
          for i in 1 2 3 4; do echo line $i; sleep 2; done",
-    ]);
+    );
     assert_ne!(out.status.code(), Some(0), "{}", stderr(&out));
     let handle = stdout(&out).lines().next().unwrap_or_default().to_string();
     let status = env.status(&handle);
@@ -340,23 +347,6 @@ fn a_quiet_host_is_hung_and_one_that_prints_is_not() {
         "{first}"
     );
     // A job that prints runs to its end under the watch.
-    let out = env.run(&[
-        "run",
-        "--workspace",
-        "",
-        "-s",
-        "aws_sagemaker",
-        "-cfg",
-        &format!("{CFG},tags=aws-emulator:docker"),
-        "--hang_timeout",
-        "4s",
-        "--wait",
-        "utils.sh",
-        "--image",
-        "busybox:local",
-        "sh",
-        "-c",
-        "for i in 1 2 3 4; do echo $i; sleep 2; done",
-    ]);
+    let out = run(1, "for i in 1 2 3 4; do echo $i; sleep 2; done");
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
 }
