@@ -5,7 +5,7 @@ use clap::{Args, CommandFactory, Parser, Subcommand};
 use crate::commands;
 use crate::commands::group::{RerunArgs, SubmitGroupArgs};
 use crate::commands::info::{BuiltinsArgs, ConfigureArgs, RunoptsArgs};
-use crate::commands::pipeline::HoldPipelineArgs;
+use crate::commands::pipeline::{HoldPipelineArgs, SubmitStepArgs};
 use crate::commands::plan::PlanArgs;
 use crate::commands::query::{HandleArgs, ListArgs, LogArgs, StatusArgs};
 use crate::commands::run_args::RunArgs;
@@ -85,6 +85,9 @@ pub enum Command {
     /// (Internal) a pipeline's holder: submits its steps as their dependencies end.
     #[command(name = "__pipeline", hide = true)]
     HoldPipeline(HoldPipelineArgs),
+    /// (Internal) submits one step of a pipeline for its holder.
+    #[command(name = "__pipeline-step", hide = true)]
+    SubmitStep(SubmitStepArgs),
     /// Serve a dashboard of every job, group and pipeline (local ones and those of the
     /// schedulers in .torchxconfig or -s) until Ctrl-C.
     #[cfg(feature = "ui")]
@@ -294,6 +297,7 @@ pub fn main() -> i32 {
         Command::Rerun(a) => commands::group::rerun(a, commands::run::run),
         Command::SubmitGroup(a) => commands::group::submit_rest(a, commands::run::run),
         Command::HoldPipeline(a) => commands::pipeline::hold(a),
+        Command::SubmitStep(a) => commands::pipeline::submit_step(a, commands::run::run),
         #[cfg(feature = "ui")]
         Command::Ui(a) => commands::ui::ui(a),
         Command::Tracker(a) => commands::runner().and_then(|r| commands::tracker::tracker(&r, a)),

@@ -87,7 +87,7 @@ fn assert_each_step_once(env: &Env, status: &serde_json::Value, n: usize) {
 }
 
 /// The holder kills itself at each point of the submit protocol in turn (after it started a
-/// step's `torchx run`, after it recorded it, after it told it to go, after it recorded the
+/// step's submission, after it recorded it, after it told it to go, after it recorded the
 /// outcome); each time the next `status` starts another, and no step runs twice or is lost.
 #[test]
 fn a_holder_killed_at_each_point_of_the_submit_protocol_submits_every_step_once() {
@@ -117,6 +117,39 @@ fn a_holder_killed_at_each_point_of_the_submit_protocol_submits_every_step_once(
         );
     }
     assert_each_step_once(&env, &done, 4);
+}
+
+/// A step's submission killed once it went on: before it submitted, the step fails saying its
+/// submission ended unsaid and is not submitted again (its job could exist); after it
+/// submitted but before it said so, likewise, and the job it submitted runs once. The
+/// pipeline's other steps go on.
+#[test]
+fn a_submission_killed_after_it_went_on_is_never_submitted_again() {
+    for (point, runs) in [("pipeline.step.going", 0), ("pipeline.step.submitted", 1)] {
+        let env = Env::new();
+        let file = write(
+            &env,
+            "two.yaml",
+            "name: two\nsteps:\n  - name: a\n    component: utils.sh\n    args: [sh, -c, 'echo a >> $TORCHX_PIPELINE_DIR/ran']\n  - name: b\n    component: utils.sh\n    args: [sh, -c, 'sleep 0.3; echo b >> $TORCHX_PIPELINE_DIR/ran']\n    after: ['a:any']\n",
+        );
+        let handle = start(&env, &file, &[("TORCHX_FAILPOINTS", point)]);
+        let done = wait_end(&env, &handle, Duration::from_secs(60));
+        assert!(env.state.join("failpoints").join(point).exists(), "{point}");
+        assert_eq!(done["state"], "FAILED", "{point}: {done}");
+        assert_eq!(done["steps"][0]["state"], "FAILED", "{point}: {done}");
+        let msg = done["steps"][0]["msg"].as_str().unwrap();
+        assert!(
+            msg.contains("its submission ended before it said what it submitted")
+                && msg.contains("not submitted again"),
+            "{point}: {msg}"
+        );
+        assert_eq!(done["steps"][1]["state"], "SUCCEEDED", "{point}: {done}");
+        // The killed submission's job, if it was submitted, ended too.
+        std::thread::sleep(Duration::from_millis(500));
+        let ran = std::fs::read_to_string(shared_dir(&env).join("ran")).unwrap();
+        let a = ran.lines().filter(|l| *l == "a").count();
+        assert_eq!(a, runs, "{point}: {ran}");
+    }
 }
 
 /// Whether `unshare -u` works here (root, or user namespaces).

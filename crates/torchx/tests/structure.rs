@@ -282,6 +282,138 @@ fn no_source_file_is_over_the_size_limit() {
     assert!(over.is_empty(), "split these files: {over:#?}");
 }
 
+/// Significant lines in a run that may stand in two places (a trait method's signature, written
+/// again by each implementation, takes up to 7): more is one piece of code to share.
+const MAX_REPEATED_LINES: usize = 7;
+
+/// A file's lines that say something, with their numbers: trimmed, neither blank, nor a
+/// comment, nor punctuation alone (`}`, `});`), nor an import.
+fn significant(code: &str) -> Vec<(usize, &str)> {
+    code.lines()
+        .enumerate()
+        .map(|(i, l)| (i + 1, l.trim()))
+        .filter(|(_, l)| {
+            !l.is_empty()
+                && !l.starts_with("//")
+                && !l.starts_with("use ")
+                && l.chars().any(char::is_alphanumeric)
+        })
+        .collect()
+}
+
+/// Every place where a run of more than [`MAX_REPEATED_LINES`] significant lines stands again,
+/// as `a.rs:L ~ b.rs:M`, one per pair of files (the first run found).
+fn repeated_runs(files: &[(String, String)]) -> Vec<String> {
+    let window = MAX_REPEATED_LINES + 1;
+    let mut first: BTreeMap<Vec<&str>, (&str, usize)> = BTreeMap::new();
+    let mut pairs: BTreeMap<(&str, &str), String> = BTreeMap::new();
+    for (rel, code) in files {
+        let lines = significant(code);
+        for run in lines.windows(window) {
+            let key: Vec<&str> = run.iter().map(|(_, l)| *l).collect();
+            let line = run[0].0;
+            match first.get(&key) {
+                None => {
+                    first.insert(key, (rel, line));
+                }
+                // A run that overlaps itself (a repeated line) is not a second place.
+                Some((f, l)) if *f == rel.as_str() && line - l < window => {}
+                Some(&(f, l)) => {
+                    pairs
+                        .entry((f, rel))
+                        .or_insert_with(|| format!("{f}:{l} ~ {rel}:{line}"));
+                }
+            }
+        }
+    }
+    pairs.into_values().collect()
+}
+
+#[test]
+fn no_code_is_written_twice() {
+    let repeated = repeated_runs(&sources());
+    assert!(
+        repeated.is_empty(),
+        "these places repeat more than {MAX_REPEATED_LINES} lines: make them one piece of code \
+         {repeated:#?}"
+    );
+}
+
+#[test]
+fn the_repeat_finder_sees_a_copied_run_and_not_a_new_one() {
+    let body: String = (0..=MAX_REPEATED_LINES)
+        .map(|i| format!("let x{i} = f({i});\n"))
+        .collect();
+    let files = vec![
+        ("a.rs".to_string(), format!("fn a() {{\n{body}}}\n")),
+        (
+            "b.rs".to_string(),
+            format!("fn b() {{\n    // why\n{body}}}\n"),
+        ),
+        ("c.rs".to_string(), body.replace("f(3)", "g(3)")),
+    ];
+    assert_eq!(repeated_runs(&files), ["a.rs:2 ~ b.rs:3"]);
+    assert!(repeated_runs(&files[2..]).is_empty());
+}
+
+/// The library's public modules (each `pub mod` inside a public one) and its root's
+/// re-exports, one a line; with the CLI's and the Python extension's public items, which must
+/// be their entry points alone.
+fn pub_surface(files: &[(String, String)]) -> Vec<String> {
+    let code: BTreeMap<&str, &str> = files.iter().map(|(r, c)| (r.as_str(), c.as_str())).collect();
+    let mut surface = Vec::new();
+    let mut open = vec![(String::new(), "torchx/src/lib.rs".to_string())];
+    while let Some((module, rel)) = open.pop() {
+        let Some(text) = code.get(rel.as_str()) else {
+            continue;
+        };
+        let dir = rel.trim_end_matches("lib.rs").trim_end_matches("mod.rs");
+        let dir = dir.strip_suffix(".rs").map_or(dir.to_string(), |d| format!("{d}/"));
+        for line in text.lines() {
+            if let Some(name) = line.strip_prefix("pub mod ").and_then(|l| l.strip_suffix(';')) {
+                let path = join(&module, name);
+                surface.push(format!("mod {}", path));
+                let file = format!("{dir}{name}.rs");
+                let file = if code.contains_key(file.as_str()) {
+                    file
+                } else {
+                    format!("{dir}{name}/mod.rs")
+                };
+                open.push((path, file));
+            } else if module.is_empty() && line.starts_with("pub use ") {
+                surface.push(line.trim_end_matches(';').to_string());
+            }
+        }
+    }
+    for entry in ["torchx-cli/src/lib.rs", "torchx-py/src/lib.rs"] {
+        let text = code.get(entry).copied().unwrap_or_default();
+        surface.extend(
+            text.lines()
+                .filter(|l| l.starts_with("pub "))
+                .map(|l| format!("{entry}: {}", l.trim_end_matches(" {"))),
+        );
+    }
+    surface.sort();
+    surface
+}
+
+/// The public surface is what `tests/pub_surface.txt` says: a module made public, or an entry
+/// point added, is a decision seen in review (`TORCHX_BLESS=1` writes the file anew).
+#[test]
+fn the_public_surface_is_the_reviewed_one() {
+    let surface = pub_surface(&sources()).join("\n") + "\n";
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/pub_surface.txt");
+    if std::env::var_os("TORCHX_BLESS").is_some() {
+        std::fs::write(&path, &surface).unwrap();
+    }
+    let reviewed = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(surface.contains("mod schedulers::slurm\n"), "{surface}");
+    assert_eq!(
+        surface, reviewed,
+        "the public surface changed: review it, then TORCHX_BLESS=1 cargo test --test structure"
+    );
+}
+
 /// The scanner's resolution of paths and its cycle finder.
 #[test]
 fn the_scanner_resolves_paths() {

@@ -15,6 +15,7 @@ use torchx::{Error, Result, Runner};
 use clap::Args;
 
 use super::run_args::{RerunOf, RunArgs, RunCommand};
+use super::show::Shown;
 use crate::exit_codes;
 use crate::output::print_json;
 use crate::progress::GroupProgress;
@@ -53,9 +54,13 @@ pub struct GroupRun<'a> {
 }
 
 /// A group's dry run: the one native request, or each task's with why they go one by one.
-fn print_group_dryrun(dryrun: &GroupDryRun, json: bool) {
+fn group_dryrun_shown(dryrun: &GroupDryRun, json: bool) -> Shown {
+    let text = |info| match super::show::dryrun_shown(info, false) {
+        Shown::Text(t) => t,
+        Shown::Json(v) => v.to_string(),
+    };
     match (&dryrun.array, json) {
-        (ArrayRequest::Native(info), true) => print_json(&serde_json::json!({
+        (ArrayRequest::Native(info), true) => Shown::Json(serde_json::json!({
             "native_array": true,
             "tasks": dryrun.tasks.iter().map(|(t, _)| t.index).collect::<Vec<_>>(),
             "scheduler": info.scheduler,
@@ -64,14 +69,12 @@ fn print_group_dryrun(dryrun: &GroupDryRun, json: bool) {
             "request": info.request.to_json(),
             "images": info.images,
         })),
-        (ArrayRequest::Native(info), false) => {
-            println!(
-                "=== ONE NATIVE ARRAY OF {} TASKS (the app of the first task below) ===",
-                dryrun.tasks.len()
-            );
-            super::show::print_dryrun(info, false);
-        }
-        (ArrayRequest::PerTask(why), true) => print_json(&serde_json::json!({
+        (ArrayRequest::Native(info), false) => Shown::Text(format!(
+            "=== ONE NATIVE ARRAY OF {} TASKS (the app of the first task below) ===\n{}",
+            dryrun.tasks.len(),
+            text(info)
+        )),
+        (ArrayRequest::PerTask(why), true) => Shown::Json(serde_json::json!({
             "native_array": false,
             "per_task_because": why,
             "tasks": dryrun.tasks.iter().map(|(t, info)| serde_json::json!({
@@ -82,14 +85,14 @@ fn print_group_dryrun(dryrun: &GroupDryRun, json: bool) {
             })).collect::<Vec<_>>(),
         })),
         (ArrayRequest::PerTask(why), false) => {
-            println!(
-                "=== ONE SUBMISSION PER TASK ({} tasks): {why} ===",
+            let mut s = format!(
+                "=== ONE SUBMISSION PER TASK ({} tasks): {why} ===\n",
                 dryrun.tasks.len()
             );
             for (task, info) in &dryrun.tasks {
-                println!("\n=== TASK {} ===", task.index);
-                super::show::print_dryrun(info, false);
+                s.push_str(&format!("\n=== TASK {} ===\n{}", task.index, text(info)));
             }
+            Shown::Text(s)
         }
     }
 }
@@ -144,13 +147,13 @@ impl GroupRun<'_> {
         let dryrun = runner.dryrun_group(&plan, self.scheduler, self.cfg, &self.lib_args);
         let dryrun = match super::block_on(dryrun)? {
             ComponentOutcome::Help(h) => {
-                print!("{h}");
+                a.show(Shown::Text(h));
                 return Ok(exit_codes::OK);
             }
             ComponentOutcome::Done(dryrun) => dryrun,
         };
         if a.dryrun {
-            print_group_dryrun(&dryrun, a.json);
+            a.show(group_dryrun_shown(&dryrun, a.json));
             return Ok(exit_codes::OK);
         }
         if let Some(group) = &a.rest_of {
@@ -176,12 +179,15 @@ impl GroupRun<'_> {
             super::block_on(runner.schedule_group(&plan, dryrun))?
         };
         let handle = group.handle();
+        let unsubmitted = group.tasks.iter().filter(|t| t.error.is_some()).count();
+        if a.report_submitted(&handle) {
+            return Ok(exit_codes::OK);
+        }
         if !a.json {
             println!("{handle}");
         } else if !wait {
             print_json(&serde_json::json!({"handle": handle}));
         }
-        let unsubmitted = group.tasks.iter().filter(|t| t.error.is_some()).count();
         if unsubmitted > 0 {
             log::error!(
                 "{unsubmitted} of the group's {} tasks could not be submitted; `torchx status \

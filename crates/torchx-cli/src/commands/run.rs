@@ -11,7 +11,7 @@ use torchx::specs::{parse_duration, AppState, AppStatus, CheckpointSignal, Works
 use torchx::{Error, Result, Runner};
 
 use super::run_args::{parse_timeout, RunArgs};
-use super::show::{print_dryrun, stream_replica};
+use super::show::{dryrun_shown, print_dryrun, stream_replica, Shown};
 use crate::exit_codes;
 use crate::output::print_json;
 
@@ -26,13 +26,10 @@ fn has_job_dir(runner: &Runner, scheduler: &str, cfg: &torchx::opts::Cfg) -> boo
 }
 
 pub fn run(a: RunArgs) -> Result<i32> {
-    if a.pipeline_go && !super::pipeline::await_go() {
-        return Ok(exit_codes::OK);
-    }
     if let Some(first) = a.component_and_args.iter().find(|w| *w != "--") {
         if let Some(text) = super::pipeline::pipeline_file(first) {
             let first = first.clone();
-            return super::pipeline::run(&a, &first, &text);
+            return super::pipeline::run(&a, &first, &text, run);
         }
     }
     let timeout = a.timeout.as_deref().map(parse_timeout).transpose()?;
@@ -74,13 +71,18 @@ pub fn run(a: RunArgs) -> Result<i32> {
         workspace,
         parent_run_id: a.parent_run_id.clone(),
         role_defaults: role_defaults(&a, &cli_run.recovery)?,
-        extra_env: pipeline_env(&a.pipeline_env)?,
+        extra_env: a
+            .step
+            .as_ref()
+            .map(|s| s.context.env.clone())
+            .unwrap_or_default(),
         extra_mounts: a
-            .pipeline_mount
+            .step
             .iter()
+            .filter_map(|s| s.context.mount.clone())
             .map(|dir| torchx::specs::Mount::Bind {
                 src_path: dir.clone(),
-                dst_path: dir.clone(),
+                dst_path: dir,
                 read_only: false,
             })
             .collect(),
@@ -123,13 +125,19 @@ pub fn run(a: RunArgs) -> Result<i32> {
     };
     let info = match dryrun {
         ComponentOutcome::Help(h) => {
-            print!("{h}");
+            a.show(Shown::Text(h));
             return Ok(exit_codes::OK);
         }
         ComponentOutcome::Done(info) => info,
     };
     if a.dryrun {
-        print_dryrun(&info, a.json);
+        a.show(dryrun_shown(&info, a.json));
+        return Ok(exit_codes::OK);
+    }
+    if a.step.is_some() {
+        // A pipeline's step: submitted, reported, not waited for.
+        let handle = super::block_on(runner.schedule(&info))?;
+        a.report_submitted(&handle);
         return Ok(exit_codes::OK);
     }
     let local = capabilities.runs_locally;
@@ -294,7 +302,9 @@ fn hold_instead(
             }
             Ok(exit_codes::OK)
         }
-        Ok(ComponentOutcome::Done(info)) if !a.pipeline_go => held(a, runner, job, &info.app.name),
+        Ok(ComponentOutcome::Done(info)) if a.step.is_none() => {
+            held(a, runner, job, &info.app.name)
+        }
         _ => Err(refused),
     }
 }
@@ -322,17 +332,6 @@ fn held(a: &RunArgs, runner: &Runner, job: HeldJob<'_>, app_name: &str) -> Resul
     ));
     let name = super::pipeline::step_name(app_name);
     super::pipeline::run_held(a, runner, job.scheduler, run_args, &name)
-}
-
-/// A pipeline step's `--pipeline_env KEY=VALUE`s.
-fn pipeline_env(pairs: &[String]) -> Result<torchx::specs::Env> {
-    pairs
-        .iter()
-        .map(|kv| match kv.split_once('=') {
-            Some((k, v)) if !k.is_empty() => Ok((k.to_string(), v.to_string())),
-            _ => Err(Error::arg(format!("--pipeline_env `{kv}`: give KEY=VALUE"))),
-        })
-        .collect()
 }
 
 /// `--time_limit`, `--checkpoint_signal`, `--max_retries`, `--requeue_exit_code`,

@@ -93,16 +93,10 @@ pub struct RunArgs {
     /// With --sweep or --sweep_file: run at most K tasks at once.
     #[arg(long = "max_concurrent", value_name = "K")]
     pub max_concurrent: Option<u32>,
-    /// (Internal, a pipeline's step) environment every role gets: KEY=VALUE.
-    #[arg(long = "pipeline_env", hide = true, value_name = "KEY=VALUE")]
-    pub pipeline_env: Vec<String>,
-    /// (Internal, a pipeline's step on local containers) a host directory mounted at its own
-    /// path in every role.
-    #[arg(long = "pipeline_mount", hide = true, value_name = "DIR")]
-    pub pipeline_mount: Option<String>,
-    /// (Internal, a pipeline's step) wait for the holder's go-ahead on stdin.
-    #[arg(long = "pipeline_go", hide = true)]
-    pub pipeline_go: bool,
+    /// Set for a pipeline's step (by its submission and the pipeline's dry run): what the
+    /// pipeline gives its job, and where `run` reports instead of printing.
+    #[arg(skip)]
+    pub step: Option<StepRun>,
     /// Set by `torchx rerun`: the tasks to run again and the group they come from.
     #[arg(skip)]
     pub rerun_of: Option<RerunOf>,
@@ -169,3 +163,45 @@ pub struct RerunOf {
 /// `torchx run` itself, handed down by the top level to the commands that run again what a
 /// record holds (a group's rest, a rerun), which sit below it.
 pub type RunCommand = fn(RunArgs) -> Result<i32>;
+
+/// A pipeline step's `torchx run`: the environment and mount the pipeline gives its job, and
+/// what `run` did (a submission's handle, or what a dry run shows), reported here instead of
+/// printed.
+#[derive(Debug, Clone, Default)]
+pub struct StepRun {
+    /// What the pipeline gives the step's job.
+    pub context: torchx::pipeline::StepContext,
+    /// What `run` did, once it did it.
+    pub reported: std::rc::Rc<std::cell::RefCell<Option<Reported>>>,
+}
+
+/// What a step's `run` did.
+#[derive(Debug)]
+pub enum Reported {
+    /// It submitted this handle's job or group.
+    Submitted(String),
+    /// It showed this (a dry run, or a component's help).
+    Shown(super::show::Shown),
+}
+
+impl RunArgs {
+    /// Prints `shown`, or reports it for a pipeline's step.
+    pub fn show(&self, shown: super::show::Shown) {
+        match &self.step {
+            Some(step) => *step.reported.borrow_mut() = Some(Reported::Shown(shown)),
+            None => shown.print(),
+        }
+    }
+
+    /// For a pipeline's step, reports its submitted `handle` (true); else false (the caller
+    /// prints it).
+    pub fn report_submitted(&self, handle: &str) -> bool {
+        match &self.step {
+            Some(step) => {
+                *step.reported.borrow_mut() = Some(Reported::Submitted(handle.to_string()));
+                true
+            }
+            None => false,
+        }
+    }
+}

@@ -8,9 +8,34 @@ use torchx::{Error, Result, Runner};
 use crate::exit_codes;
 use crate::output::{copy_log_lines, print_json, Sink};
 
+/// What a command shows on stdout: text, or one JSON document.
+#[derive(Debug, Clone)]
+pub enum Shown {
+    /// Printed as it is.
+    Text(String),
+    /// Printed pretty.
+    Json(serde_json::Value),
+}
+
+impl Shown {
+    pub fn print(&self) {
+        match self {
+            Shown::Text(t) => print!("{t}"),
+            Shown::Json(v) => print_json(v),
+        }
+    }
+}
+
 pub fn print_dryrun(info: &DryRunInfo, json: bool) {
+    dryrun_shown(info, json).print();
+}
+
+/// An app's dry run: the app and the scheduler's request, the images to build and what the
+/// pre-flight checks found.
+pub fn dryrun_shown(info: &DryRunInfo, json: bool) -> Shown {
+    use std::fmt::Write;
     if json {
-        print_json(&serde_json::json!({
+        return Shown::Json(serde_json::json!({
             "scheduler": info.scheduler,
             "app": info.app,
             "cfg": info.cfg,
@@ -18,32 +43,33 @@ pub fn print_dryrun(info: &DryRunInfo, json: bool) {
             "images": info.images,
             "preflight": info.preflight,
         }));
-    } else {
-        println!(
-            "\n=== APPLICATION ===\n{}\n=== SCHEDULER REQUEST ===\n{}",
-            info.app.to_yaml(),
-            info.request.render()
-        );
-        if !info.images.is_empty() {
-            println!("\n=== WORKSPACE IMAGES (built before submitting) ===");
-            for i in &info.images {
-                let push = if i.push { ", pushed" } else { "" };
-                println!(
-                    "{}: workspace {} on top of {}{push}; run by {}",
-                    i.image,
-                    i.workspace,
-                    i.base_image,
-                    i.roles.join(", ")
-                );
-            }
-        }
-        if !info.preflight.is_empty() {
-            println!("\n=== PRE-FLIGHT: `torchx run` would refuse this job (--skip_preflight) ===");
-            for problem in &info.preflight {
-                println!("{problem}");
-            }
+    }
+    let mut s = format!(
+        "\n=== APPLICATION ===\n{}\n=== SCHEDULER REQUEST ===\n{}\n",
+        info.app.to_yaml(),
+        info.request.render()
+    );
+    if !info.images.is_empty() {
+        s.push_str("\n=== WORKSPACE IMAGES (built before submitting) ===\n");
+        for i in &info.images {
+            let push = if i.push { ", pushed" } else { "" };
+            let _ = writeln!(
+                s,
+                "{}: workspace {} on top of {}{push}; run by {}",
+                i.image,
+                i.workspace,
+                i.base_image,
+                i.roles.join(", ")
+            );
         }
     }
+    if !info.preflight.is_empty() {
+        s.push_str("\n=== PRE-FLIGHT: `torchx run` would refuse this job (--skip_preflight) ===\n");
+        for problem in &info.preflight {
+            let _ = writeln!(s, "{problem}");
+        }
+    }
+    Shown::Text(s)
 }
 
 /// Follows replica `role/k` of `handle` on stderr, each line after `prefix`, until it ends.

@@ -3,6 +3,7 @@
 
 mod catalog;
 mod groups;
+mod pipeline_holder;
 mod pipelines;
 mod plan;
 mod submit;

@@ -92,9 +92,12 @@ pub trait Backend: Debug + Send + Sync + 'static {
         let _ = app_id;
         Ok(None)
     }
-    /// As [`Scheduler::hang_stacks`].
+    /// As [`Scheduler::hang_stacks`]. By default, for a scheduler with a hang watch, what the
+    /// watch wrote in the replicas' logs (a scheduler that keeps them elsewhere says where).
     async fn hang_stacks(&self, app_id: &str, attempt: Option<u32>) -> Result<Vec<HangStacks>> {
-        let _ = (app_id, attempt);
+        if Self::CAPABILITIES.hang_watch {
+            return super::hang_stacks::from_logs(self, app_id, attempt).await;
+        }
         Err(Error::unsupported(Self::NAME, "hang stacks (log --stacks)"))
     }
     /// As [`Scheduler::workspace_support`].

@@ -3,6 +3,7 @@
 
 mod backend;
 mod follow;
+pub(crate) mod hang_stacks;
 mod ids;
 mod plan;
 mod registry;

@@ -24,8 +24,7 @@
 // always built, uses the directory mode only.
 #![cfg_attr(not(any(feature = "aws", feature = "kubernetes")), allow(dead_code))]
 
-use crate::error::{Error, Result};
-use crate::scheduler::{Backend, HangStacks, LogQuery, Replica};
+use crate::scheduler::hang_stacks::{STACKS_BEGIN, STACKS_END};
 
 /// `$1` directory of the stacks and markers, `$2` attempt, `$3` checkpoint signal (empty: none,
 /// the hang is a failure), `$4` seconds to save after it, `$5` hang timeout (seconds), `$6`
@@ -237,10 +236,6 @@ done
 rm -rf "$tmp"
 exit "$code""#;
 
-/// The line that opens a replica's stacks in a container's log (then `role/N attempt A`).
-pub(crate) const STACKS_BEGIN: &str = "torchx: stacks of ";
-/// The line that closes them (then `role/N`).
-pub(crate) const STACKS_END: &str = "torchx: end of the stacks of ";
 /// How a hung container's termination message (Kubernetes) and failure reason (SageMaker)
 /// start.
 pub(crate) const HUNG_MESSAGE: &str = "torchx: hung: ";
@@ -309,78 +304,13 @@ pub(crate) fn in_container(
     words
 }
 
-/// The stacks a container's log holds, per replica and attempt: the lines between
-/// [`STACKS_BEGIN`] and [`STACKS_END`].
-pub(crate) fn stacks_in_log(lines: &[String]) -> Vec<(String, u32, String)> {
-    let mut out = Vec::new();
-    let mut open: Option<(String, u32, String)> = None;
-    for line in lines {
-        if let Some(head) = line.strip_prefix(STACKS_BEGIN) {
-            let (replica, attempt) = head.rsplit_once(" attempt ").unwrap_or((head, "0"));
-            open = Some((
-                replica.to_string(),
-                attempt.trim().parse().unwrap_or(0),
-                String::new(),
-            ));
-        } else if line.starts_with(STACKS_END) {
-            out.extend(open.take());
-        } else if let Some((_, _, text)) = open.as_mut() {
-            text.push_str(line);
-            text.push('\n');
-        }
-    }
-    out
-}
-
-/// [`Backend::hang_stacks`] of a container scheduler: the stacks the watch wrote in each
-/// replica's log (the log the scheduler keeps: a replaced pod's is gone with it), of
-/// `attempt` or of the last attempt that has any.
-pub(crate) async fn stacks_from_logs<B: Backend>(
-    backend: &B,
-    app_id: &str,
-    attempt: Option<u32>,
-) -> Result<Vec<HangStacks>> {
-    let Some(app) = backend.describe(app_id).await? else {
-        return Err(Error::not_found("app", app_id, ""));
-    };
-    let mut out = Vec::new();
-    for role in &app.roles_statuses {
-        for replica in &role.replicas {
-            let query = LogQuery::default();
-            let mut lines = backend
-                .log_iter(
-                    Replica {
-                        app_id,
-                        role: &role.role,
-                        k: replica.id,
-                    },
-                    &query,
-                )
-                .await?;
-            let mut log = Vec::new();
-            while let Some(line) = lines.next_line().await? {
-                log.push(line);
-            }
-            let found = stacks_in_log(&log)
-                .into_iter()
-                .rfind(|(_, a, _)| attempt.is_none_or(|n| n == *a));
-            out.extend(found.map(|(_, a, text)| HangStacks {
-                role: role.role.clone(),
-                replica: replica.id,
-                attempt: a,
-                text,
-            }));
-        }
-    }
-    Ok(out)
-}
-
 #[cfg(test)]
 mod tests {
     use std::process::Command;
     use std::time::{Duration, Instant};
 
-    use super::{in_container, stacks_in_log};
+    use super::in_container;
+    use crate::scheduler::hang_stacks::stacks_in_log;
 
     /// Runs `script` under the watch (timeout `timeout`, checkpoint signal `sig`) in `dir`.
     fn watched(

@@ -1,31 +1,31 @@
 //! Pipelines from the command line: `torchx run ./pipe.yaml` (a file whose top level has
 //! `steps`) dry-runs every step, records the pipeline and starts its holder, `torchx
-//! __pipeline <handle>`, which submits each step with `torchx run` once the steps it runs
-//! after have ended as it requires (see `torchx::pipeline` for the record and its rules).
+//! __pipeline <handle>`, which submits each step once the steps it runs after have ended as it
+//! requires (see `torchx::pipeline` for the record and its rules, `Runner::hold_pipeline` for
+//! the holder).
 //! `status`, `log`, `cancel`, `delete`, `list` and `rerun --failed` know pipeline handles.
 
 mod holder;
 mod single;
 
-pub use holder::{await_go, hold, HoldPipelineArgs};
+pub use holder::{hold, submit_step, HoldPipelineArgs, SubmitStepArgs};
 pub use single::{run_failover, run_held, step_name};
 
-use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use torchx::pipeline::PipelineSpec;
 use torchx::pipeline::{pipeline_state, Phase, PipelineRecord, StepRecord, StepState};
-use torchx::pipeline::{upstream_env_var, PipelineSpec};
-use torchx::scheduler::WorkspaceSupport;
 use torchx::specs::AppState;
-use torchx::{Error, ErrorKind, Result, Runner};
+use torchx::{Error, Result, Runner};
 
 use super::group::RerunArgs;
-use super::run_args::RunArgs;
+use super::run_args::{Reported, RunArgs, RunCommand};
+use super::show::Shown;
 use crate::exit_codes;
 use crate::output::print_json;
+use holder::step_run;
 
 /// The `torchx run` options that mean something for a whole pipeline; any other is refused
 /// (each step sets its own).
@@ -69,145 +69,31 @@ pub fn pipeline_file(component: &str) -> Option<String> {
     torchx::pipeline::is_pipeline(&text).then_some(text)
 }
 
-/// How the steps of a scheduler see the pipeline's shared directory.
-enum Shared {
-    /// At the host's path (processes, and clusters that share this machine's files).
-    Host,
-    /// The host's directory bind-mounted at the same path (local containers).
-    Mounted,
-    /// At the path the step gives, on a mount of its own.
-    InContainer,
-}
-
-async fn shared_kind(runner: &Runner, scheduler: &str) -> Result<Shared> {
-    let caps = runner.scheduler(scheduler).await?.capabilities();
-    Ok(match caps.workspace {
-        WorkspaceSupport::LocalImage => Shared::Mounted,
-        WorkspaceSupport::PushedImage => Shared::InContainer,
-        _ => Shared::Host,
-    })
-}
-
-/// The hidden `torchx run` options that give a step its pipeline environment.
-async fn step_env_args(
-    runner: &Runner,
-    record: &PipelineRecord,
-    step: &torchx::pipeline::StepRecord,
-    upstream: &BTreeMap<String, String>,
-) -> Result<Vec<String>> {
-    if record.held_job {
-        // A job held for its `--after`: it asked for nothing of a pipeline's.
-        return Ok(Vec::new());
-    }
-    let state_dir = torchx::schedulers::default_state_dir();
-    let host = record.shared_dir(&state_dir)?.display().to_string();
-    let mut args = Vec::new();
-    let dir = match (
-        shared_kind(runner, &step.scheduler).await?,
-        &step.pipeline_dir,
-    ) {
-        (_, Some(dir)) => dir.clone(),
-        (Shared::Host, None) => host,
-        (Shared::Mounted, None) => {
-            args.extend(["--pipeline_mount".to_string(), host.clone()]);
-            host
-        }
-        (Shared::InContainer, None) => {
-            return Err(Error::arg(format!(
-                "step `{}` runs on {}, whose containers do not see this machine's files: give \
-                 it `pipeline_dir: <path on one of its mounts>` for TORCHX_PIPELINE_DIR",
-                step.name, step.scheduler
-            )))
-        }
+/// Every step's dry run, in order, each a `torchx run --dryrun` in this process with what the
+/// pipeline gives the step: what it shows. Any step that does not dry-run stops it all,
+/// naming the step.
+fn dryrun_steps(record: &PipelineRecord, json: bool, run: RunCommand) -> Result<Vec<Shown>> {
+    let leading: &[&str] = if json {
+        &["--dryrun", "--json"]
+    } else {
+        &["--dryrun"]
     };
-    let mut env = vec![
-        ("TORCHX_PIPELINE_DIR".to_string(), dir),
-        ("TORCHX_PIPELINE_HANDLE".to_string(), record.handle()),
-    ];
-    for dep in &step.after {
-        let handle = upstream
-            .get(&dep.step)
-            .cloned()
-            .unwrap_or_else(|| format!("<{} when it runs>", dep.step));
-        env.push((upstream_env_var(&dep.step), handle));
-    }
-    for (k, v) in env {
-        args.extend(["--pipeline_env".to_string(), format!("{k}={v}")]);
-    }
-    Ok(args)
-}
-
-/// The handles of the steps that have one, by step.
-fn handles(record: &PipelineRecord) -> BTreeMap<String, String> {
-    record
-        .steps
-        .iter()
-        .filter_map(|s| Some((s.name.clone(), s.phase.handle()?.to_string())))
-        .collect()
-}
-
-/// `torchx run ... <step's run args>`, for this program.
-fn torchx_run(record: &PipelineRecord, leading: &[&str], rest: Vec<String>) -> Result<Command> {
-    let exe = std::env::current_exe().map_err(|e| Error::io("finding the torchx binary", e))?;
-    let mut cmd = Command::new(exe);
-    cmd.arg("run")
-        .args(leading)
-        .args(rest)
-        .current_dir(&record.cwd);
-    Ok(cmd)
-}
-
-/// Every step's dry run, in order: (step, its `torchx run --dryrun` output). Any step that
-/// does not dry-run stops it all, naming the step.
-fn dryrun_steps(
-    runner: &Runner,
-    record: &PipelineRecord,
-    json: bool,
-) -> Result<Vec<(String, String)>> {
-    let mut out = Vec::new();
+    let mut shown = Vec::new();
     for step in &record.steps {
-        let upstream = handles(record);
-        let args = step_env_args(runner, record, step, &upstream);
-        let mut rest = super::block_on(args).map_err(|e| {
+        let reported = step_run(record, step, leading, run).map_err(|e| {
             let message = format!("step `{}` ({}): {}", step.name, step.scheduler, e.message());
             Error::arg(message).with_kind(e.kind())
         })?;
-        rest.extend(step.run_args.iter().cloned());
-        let leading: &[&str] = if json {
-            &["--dryrun", "--json"]
-        } else {
-            &["--dryrun"]
-        };
-        let done = torchx_run(record, leading, rest)?
-            .stdin(Stdio::null())
-            .output()
-            .map_err(|e| Error::io(format!("dry-running step `{}`", step.name), e))?;
-        if !done.status.success() {
-            let err = String::from_utf8_lossy(&done.stderr);
-            let err = err
-                .trim()
-                .trim_start_matches("torchx: ")
-                .trim_start_matches("Error: ");
-            let e = format!("step `{}` ({}): {err}", step.name, step.scheduler);
-            let kind = match done.status.code() {
-                Some(exit_codes::CONFIG) => ErrorKind::InvalidConfig,
-                Some(exit_codes::NOT_FOUND) => ErrorKind::NotFound,
-                Some(exit_codes::BACKEND) => ErrorKind::Backend,
-                Some(exit_codes::UNSUPPORTED) => ErrorKind::Unsupported,
-                _ => ErrorKind::InvalidArgument,
-            };
-            return Err(Error::arg(e).with_kind(kind));
-        }
-        out.push((
-            step.name.clone(),
-            String::from_utf8_lossy(&done.stdout).into_owned(),
-        ));
+        shown.push(match reported {
+            Some(Reported::Shown(s)) => s,
+            _ => Shown::Text(String::new()),
+        });
     }
-    Ok(out)
+    Ok(shown)
 }
 
 /// `torchx run <pipeline file>`.
-pub fn run(a: &RunArgs, path: &str, text: &str) -> Result<i32> {
+pub fn run(a: &RunArgs, path: &str, text: &str, run: RunCommand) -> Result<i32> {
     refuse_job_options(a)?;
     let spec =
         PipelineSpec::parse(text).map_err(|e| Error::spec(format!("{path}: {}", e.message())))?;
@@ -228,7 +114,7 @@ pub fn run(a: &RunArgs, path: &str, text: &str) -> Result<i32> {
             s.run_args.insert(0, "--skip_preflight".into());
         }
     }
-    let dryruns = dryrun_steps(&runner, &record, a.json && a.dryrun)?;
+    let dryruns = dryrun_steps(&record, a.json && a.dryrun, run)?;
     if a.dryrun {
         print_pipeline_dryrun(&record, &dryruns, a.json);
         return Ok(exit_codes::OK);
@@ -268,24 +154,28 @@ fn launch(a: &RunArgs, runner: &Runner, record: PipelineRecord) -> Result<i32> {
     super::block_on(follow(runner, &record, timeout, a.json))
 }
 
-fn print_pipeline_dryrun(record: &PipelineRecord, dryruns: &[(String, String)], json: bool) {
+fn print_pipeline_dryrun(record: &PipelineRecord, dryruns: &[Shown], json: bool) {
     if json {
         let steps: Vec<serde_json::Value> = record
             .steps
             .iter()
             .zip(dryruns)
-            .map(|(s, (_, out))| {
+            .map(|(s, shown)| {
+                let dryrun = match shown {
+                    Shown::Json(v) => v.clone(),
+                    Shown::Text(_) => serde_json::Value::Null,
+                };
                 serde_json::json!({"name": s.name, "scheduler": s.scheduler,
                     "after": s.after.iter().map(ToString::to_string).collect::<Vec<_>>(),
-                    "dryrun": serde_json::from_str::<serde_json::Value>(out).unwrap_or_default()})
+                    "dryrun": dryrun})
             })
             .collect();
         print_json(&serde_json::json!({"pipeline": record.name, "steps": steps}));
         return;
     }
-    for (step, (_, out)) in record.steps.iter().zip(dryruns) {
+    for (step, shown) in record.steps.iter().zip(dryruns) {
         println!("=== STEP {} ({}) ===", step.name, step.scheduler);
-        print!("{out}");
+        shown.print();
         println!();
     }
     println!(

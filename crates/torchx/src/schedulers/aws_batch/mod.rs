@@ -545,15 +545,6 @@ impl Backend for AwsBatchScheduler {
         Ok(())
     }
 
-    /// The stacks the hang watch wrote in the nodes' logs.
-    async fn hang_stacks(
-        &self,
-        app_id: &str,
-        attempt: Option<u32>,
-    ) -> Result<Vec<crate::scheduler::HangStacks>> {
-        crate::schedulers::hang_watch::stacks_from_logs(self, app_id, attempt).await
-    }
-
     async fn log_iter(&self, replica: Replica<'_>, query: &LogQuery) -> Result<Box<dyn LogLines>> {
         let Replica { app_id, role, k } = replica;
         if !matches!(query.streams, None | Some(Stream::Combined)) {

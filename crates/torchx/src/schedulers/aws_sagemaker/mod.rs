@@ -22,8 +22,8 @@ pub(crate) use render::{render, TrainingJob};
 use self::client::{AwsError, SageMaker};
 use crate::error::{Error, Result};
 use crate::scheduler::{
-    Backend, Capabilities, DryRunContext, DryRunInfo, HangStacks, LogLines, LogQuery, Replica,
-    Scheduler, WorkspaceSupport,
+    Backend, Capabilities, DryRunContext, DryRunInfo, LogLines, LogQuery, Replica, Scheduler,
+    WorkspaceSupport,
 };
 use crate::schedulers::aws::cloudwatch::CloudWatchLines;
 use crate::schedulers::aws::SubmittingUser;
@@ -261,11 +261,6 @@ impl Backend for AwsSageMakerScheduler {
         }
         crate::specs::sort_newest_first(&mut out);
         Ok(out)
-    }
-
-    /// The stacks the hang watch wrote in the hosts' logs.
-    async fn hang_stacks(&self, app_id: &str, attempt: Option<u32>) -> Result<Vec<HangStacks>> {
-        hang_watch::stacks_from_logs(self, app_id, attempt).await
     }
 
     /// A host's CloudWatch stream (`{job}/algo-{k+1}-{epoch}`; a restart after an internal

@@ -567,15 +567,6 @@ impl Backend for KubernetesScheduler {
         Ok(())
     }
 
-    /// The stacks the hang watch wrote in the pods' logs.
-    async fn hang_stacks(
-        &self,
-        app_id: &str,
-        attempt: Option<u32>,
-    ) -> Result<Vec<crate::scheduler::HangStacks>> {
-        crate::schedulers::hang_watch::stacks_from_logs(self, app_id, attempt).await
-    }
-
     async fn log_iter(&self, replica: Replica<'_>, query: &LogQuery) -> Result<Box<dyn LogLines>> {
         let Replica { app_id, role, k } = replica;
         let (ns, name) = split_app_id(NAME, app_id)?;

@@ -3,8 +3,9 @@
 //! submitted is recorded in `$TORCHX_STATE_DIR/pipelines/<id>/record.json`; a pipeline's
 //! handle is `pipeline://<session>/<id>`.
 //!
-//! A small detached process, the pipeline's *holder* (`torchx __pipeline <handle>`, in the
-//! CLI), submits the steps: it alone writes the record, under an exclusive lock on
+//! A small detached process, the pipeline's *holder* (`torchx __pipeline <handle>`: a `main`
+//! around [`Runner::hold_pipeline`](crate::Runner::hold_pipeline)), submits the steps, each in
+//! a process of its own ([`submission`]): it alone writes the record, under an exclusive lock on
 //! `holder.lock` that it keeps while it lives. Each submission is recorded before it is made
 //! and its outcome after, so a holder that dies (even by SIGKILL) is replaced by the next
 //! command that reads the pipeline ([`PipelineRecord::needs_holder`]) without any step being
@@ -17,6 +18,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+
+mod submission;
+
+pub use submission::{StepContext, Submission, SubmissionPaths, STEP_ARG};
 
 use crate::error::{Error, Result};
 use crate::group::Submitter;
@@ -340,15 +345,6 @@ impl PipelineRecord {
     /// `TORCHX_PIPELINE_DIR` on this machine: the directory its steps share.
     pub fn shared_dir(&self, state_dir: &Path) -> Result<PathBuf> {
         Ok(self.dir(state_dir)?.join("shared"))
-    }
-
-    /// Where `step`'s submission writes its output (`out`) and errors (`err`).
-    pub fn submission_file(&self, state_dir: &Path, step: &str, ext: &str) -> Result<PathBuf> {
-        crate::specs::check_path_component("step name", step)?;
-        Ok(self
-            .dir(state_dir)?
-            .join("steps")
-            .join(format!("{step}.{ext}")))
     }
 
     /// Writes the record (atomically: a reader never sees half of it), creating its
