@@ -1,8 +1,9 @@
 //! Nothing the Runner waits for blocks the executor it is awaited on, proven by behaviour: on a
 //! current-thread runtime, a ticker task beside the Runner's calls must tick every 10 ms while
 //! a scheduler plugin's dry run hangs (its program answers `info`, then never answers `dryrun`)
-//! and while a group's record sits on a "disk" that never answers (a FIFO nobody writes, which
-//! blocks whoever opens it). A call that blocked the executor would stop the ticker for as
+//! while a group's record sits on a "disk" that never answers (a FIFO nobody writes, which
+//! blocks whoever opens it), and while `list` folds 1,000 pipelines into its rows, then one
+//! whose record never reads. A call that blocked the executor would stop the ticker for as
 //! long as it hangs.
 
 use std::path::Path;
@@ -126,4 +127,57 @@ fn a_hanging_plugin_dry_run_and_a_record_that_never_reads_stall_no_ticker() {
     );
     // Release the reader left on the blocking pool.
     let _ = std::fs::OpenOptions::new().write(true).open(&record);
+
+    // 1,000 pipelines folded into `list`'s rows (as the dashboard lists them), then one whose
+    // record never reads.
+    let spec = torchx::pipeline::PipelineSpec::parse(
+        "name: p\nsteps:\n  - name: a\n    component: utils.echo\n",
+    )
+    .unwrap();
+    let pipelines = state.join("pipelines");
+    for _ in 0..1000 {
+        let record = torchx::pipeline::PipelineRecord::new(&spec, "torchx", "local_cwd", dir);
+        let at = pipelines.join(&record.id);
+        std::fs::create_dir_all(&at).unwrap();
+        std::fs::write(
+            at.join("record.json"),
+            serde_json::to_string(&record).unwrap(),
+        )
+        .unwrap();
+    }
+    let gap = longest_gap(async {
+        let mut apps = Vec::new();
+        runner
+            .fold_into_pipelines("local_cwd", &mut apps)
+            .await
+            .unwrap();
+        assert_eq!(apps.len(), 1000);
+    });
+    assert!(
+        gap < MAX_GAP,
+        "the ticker stopped for {gap:?} listing 1,000 pipelines"
+    );
+    let stuck = pipelines.join("stuck");
+    std::fs::create_dir_all(&stuck).unwrap();
+    let made = std::process::Command::new("mkfifo")
+        .arg(stuck.join("record.json"))
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let gap = longest_gap(async {
+        let mut apps = Vec::new();
+        let listed = tokio::time::timeout(
+            Duration::from_secs(2),
+            runner.fold_into_pipelines("local_cwd", &mut apps),
+        )
+        .await;
+        assert!(listed.is_err(), "the stuck record's read never ends");
+    });
+    assert!(
+        gap < MAX_GAP,
+        "the ticker stopped for {gap:?} listing a pipeline whose record never reads"
+    );
+    let _ = std::fs::OpenOptions::new()
+        .write(true)
+        .open(stuck.join("record.json"));
 }

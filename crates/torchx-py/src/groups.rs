@@ -121,11 +121,26 @@ pub fn save_group(record: Data<GroupRecord>) -> PyResult<()> {
         .map_err(to_py)
 }
 
-/// The record of the group `handle` names; `None` for an app's handle. A group handle with no
-/// record here is `torchx.errors` NotFound.
+/// What `handle` names, as the library's one dispatch decides for every caller
+/// ([`torchx::Runner::named`]): `("pipeline", None)` (its holder started again if it died;
+/// also for a pipeline with no record here, which its own calls report), `("group", record)`
+/// or `("app", None)`. A group handle with no record here is `torchx.errors` NotFound.
 #[pyfunction]
-pub fn find_group(handle: &str) -> PyResult<Option<Data<GroupRecord>>> {
-    Ok(GroupRecord::find(handle).map_err(to_py)?.map(Data))
+pub fn named(py: Python<'_>, handle: &str) -> PyResult<(&'static str, Option<Data<GroupRecord>>)> {
+    use torchx::runner::Named;
+    let runner = runner("torchx");
+    Ok(match block_on(py, runner.named(handle))? {
+        Ok(Named::Pipeline(_)) => ("pipeline", None),
+        Err(e)
+            if e.kind() == torchx::ErrorKind::NotFound
+                && torchx::pipeline::is_pipeline_handle(handle) =>
+        {
+            ("pipeline", None)
+        }
+        Ok(Named::Group(record)) => ("group", Some(Data(record))),
+        Ok(Named::App) => ("app", None),
+        Err(e) => return Err(to_py(e)),
+    })
 }
 
 /// Each task's state of a group of a builtin scheduler (one `describe_many`), as state names.

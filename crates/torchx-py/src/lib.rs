@@ -242,7 +242,7 @@ fn _rs(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(groups::group_plan, m)?)?;
     m.add_function(wrap_pyfunction!(groups::schedule_group, m)?)?;
     m.add_function(wrap_pyfunction!(groups::save_group, m)?)?;
-    m.add_function(wrap_pyfunction!(groups::find_group, m)?)?;
+    m.add_function(wrap_pyfunction!(groups::named, m)?)?;
     m.add_function(wrap_pyfunction!(groups::group_states, m)?)?;
     m.add_function(wrap_pyfunction!(groups::group_state, m)?)?;
     m.add_function(wrap_pyfunction!(groups::cancel_group, m)?)?;

@@ -360,7 +360,10 @@ fn the_repeat_finder_sees_a_copied_run_and_not_a_new_one() {
 /// re-exports, one a line; with the CLI's and the Python extension's public items, which must
 /// be their entry points alone.
 fn pub_surface(files: &[(String, String)]) -> Vec<String> {
-    let code: BTreeMap<&str, &str> = files.iter().map(|(r, c)| (r.as_str(), c.as_str())).collect();
+    let code: BTreeMap<&str, &str> = files
+        .iter()
+        .map(|(r, c)| (r.as_str(), c.as_str()))
+        .collect();
     let mut surface = Vec::new();
     let mut open = vec![(String::new(), "torchx/src/lib.rs".to_string())];
     while let Some((module, rel)) = open.pop() {
@@ -368,9 +371,14 @@ fn pub_surface(files: &[(String, String)]) -> Vec<String> {
             continue;
         };
         let dir = rel.trim_end_matches("lib.rs").trim_end_matches("mod.rs");
-        let dir = dir.strip_suffix(".rs").map_or(dir.to_string(), |d| format!("{d}/"));
+        let dir = dir
+            .strip_suffix(".rs")
+            .map_or(dir.to_string(), |d| format!("{d}/"));
         for line in text.lines() {
-            if let Some(name) = line.strip_prefix("pub mod ").and_then(|l| l.strip_suffix(';')) {
+            if let Some(name) = line
+                .strip_prefix("pub mod ")
+                .and_then(|l| l.strip_suffix(';'))
+            {
                 let path = join(&module, name);
                 surface.push(format!("mod {}", path));
                 let file = format!("{dir}{name}.rs");

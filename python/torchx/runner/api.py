@@ -350,10 +350,11 @@ class Runner:
         the group's state from its tasks' and their counts as the message; for a pipeline's,
         the pipeline's state and its steps' counts."""
         from torchx.runner import groups, pipelines
+        from torchx.runner._named import named
 
-        if pipelines.is_pipeline(app_handle):
+        kind, group = named(app_handle)
+        if kind == "pipeline":
             return pipelines.status(app_handle)
-        group = groups.find(app_handle)
         if group is not None:
             return groups.status(self, group)
         scheduler, _, app_id = self._scheduler_app_id(app_handle)
@@ -382,11 +383,12 @@ class Runner:
         For a group, ``progress`` is called after every look with its tasks' ``Progress``."""
         from torchx.progress import Progress
         from torchx.runner import groups, pipelines
+        from torchx.runner._named import named
 
         started = time.monotonic()
         deadline = None if timeout is None else started + timeout
-        pipeline = pipelines.is_pipeline(app_handle)
-        group = groups.find(app_handle) if progress is not None and not pipeline else None
+        kind, group = named(app_handle) if progress is not None else ("app", None)
+        pipeline = kind == "pipeline"
         while True:
             if progress is not None and pipeline:
                 states = [s.state for s in pipelines.steps(app_handle)]
@@ -408,10 +410,11 @@ class Runner:
         """Cancels the app (nothing happens for an unknown one), every task of a group, or
         every step of a pipeline."""
         from torchx.runner import groups, pipelines
+        from torchx.runner._named import named
 
-        if pipelines.is_pipeline(app_handle):
+        kind, group = named(app_handle)
+        if kind == "pipeline":
             return pipelines.cancel(app_handle)
-        group = groups.find(app_handle)
         if group is not None:
             return groups.cancel(self, group)
         scheduler, _, app_id = self._scheduler_app_id(app_handle)
@@ -425,10 +428,11 @@ class Runner:
         """Deletes the app and what its scheduler keeps of it (a group: every task, then the
         group; a pipeline: every step, then the pipeline)."""
         from torchx.runner import groups, pipelines
+        from torchx.runner._named import named
 
-        if pipelines.is_pipeline(app_handle):
+        kind, group = named(app_handle)
+        if kind == "pipeline":
             return pipelines.delete(app_handle)
-        group = groups.find(app_handle)
         if group is not None:
             return groups.delete(self, group)
         scheduler, _, app_id = self._scheduler_app_id(app_handle)

@@ -186,9 +186,11 @@ def _is_over(status: Optional[AppStatus]) -> bool:
 def find(handle: str) -> Optional[Dict[str, Any]]:
     """The record of the group ``handle`` names; ``None`` for an app's handle (a malformed one
     is TorchX's ``MalformedAppHandleException``)."""
+    from torchx.runner._named import named
+
     if not parse_app_handle(handle).app_id.startswith("~"):
         return None
-    return _native.ext.find_group(handle)
+    return named(handle)[1]
 
 
 def _is_builtin(runner: GroupRunner, record: Dict[str, Any]) -> bool:

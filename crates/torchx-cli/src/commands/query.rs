@@ -163,9 +163,7 @@ pub fn list(a: ListArgs) -> Result<i32> {
     let state: Option<AppState> = a.state.as_deref().map(str::parse).transpose()?;
     let mut apps = super::block_on(runner.list(&scheduler))?;
     super::group::fold_into_groups(&scheduler, &mut apps);
-    super::block_on(super::pipeline::fold_into_pipelines(
-        &runner, &scheduler, &mut apps,
-    ));
+    super::block_on(runner.fold_into_pipelines(&scheduler, &mut apps))?;
     apps.retain(|app| state.is_none_or(|s| app.state == s));
     let before = apps.len();
     if !a.all {

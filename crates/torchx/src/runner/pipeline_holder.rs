@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::os::unix::process::CommandExt;
-use std::process::{Child, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
 use crate::error::{Error, Result};
@@ -48,10 +48,13 @@ impl Runner {
         let Some((_lock, mut record)) = locked else {
             return Ok(());
         };
+        let (ended_tx, ended_rx) = tokio::sync::mpsc::unbounded_channel();
         let mut holder = Holder {
             runner: self,
             state_dir,
             children: BTreeMap::new(),
+            ended_tx,
+            ended_rx,
             lost_after: crate::pipeline::lost_after(),
         };
         let outcome = holder.run(&mut record).await;
@@ -123,8 +126,13 @@ async fn blocking<T: Send + 'static>(
 struct Holder<'r> {
     runner: &'r Runner,
     state_dir: std::path::PathBuf,
-    /// The step submissions this holder started, by step (reaped as they end).
-    children: BTreeMap<String, Child>,
+    /// The step submissions this holder started and has not settled, by step: `None` while
+    /// it runs, its exit code once it ended.
+    children: BTreeMap<String, Option<Option<i32>>>,
+    /// Where a thread that waits for a submission tells that it ended (it wakes the holder:
+    /// the next step goes as soon as the one before is submitted).
+    ended_tx: tokio::sync::mpsc::UnboundedSender<(String, Option<i32>)>,
+    ended_rx: tokio::sync::mpsc::UnboundedReceiver<(String, Option<i32>)>,
     /// How long a job may be unknown to its scheduler before it is recorded lost.
     lost_after: Duration,
 }
@@ -225,7 +233,12 @@ impl Holder<'_> {
             if !record.holder_has_work(cancelled) {
                 return Ok(());
             }
-            tokio::time::sleep(pause).await;
+            tokio::select! {
+                () = tokio::time::sleep(pause) => {}
+                Some((step, exit)) = self.ended_rx.recv() => {
+                    self.children.insert(step, Some(exit));
+                }
+            }
             pause = (pause * 2).min(Duration::from_secs(1));
         }
     }
@@ -362,14 +375,19 @@ impl Holder<'_> {
     /// and ended without saying what it submitted (killed) is failed, never submitted again:
     /// its job may exist.
     async fn settle_submissions(&mut self, record: &mut PipelineRecord) -> Result<bool> {
+        while let Ok((step, exit)) = self.ended_rx.try_recv() {
+            self.children.insert(step, Some(exit));
+        }
         let mut being: Vec<(String, Option<Submitter>)> = Vec::new();
+        let mut exits = BTreeMap::new();
         for step in &record.steps {
             if let Phase::Submitting { submitter } = &step.phase {
-                let theirs = match self.children.get_mut(&step.name) {
-                    Some(child) => match child.try_wait() {
-                        Ok(None) => continue,
-                        _ => None,
-                    },
+                let theirs = match self.children.get(&step.name) {
+                    Some(None) => continue,
+                    Some(Some(exit)) => {
+                        exits.insert(step.name.clone(), *exit);
+                        None
+                    }
                     // A dead holder's: its output file is its lock (seen from any host).
                     None => Some(submitter.clone()),
                 };
@@ -379,11 +397,8 @@ impl Holder<'_> {
         if being.is_empty() {
             return Ok(false);
         }
-        let mut exits = BTreeMap::new();
-        for (name, _) in &being {
-            if let Some(mut child) = self.children.remove(name) {
-                exits.insert(name.clone(), child.wait().ok().and_then(|s| s.code()));
-            }
+        for name in exits.keys() {
+            self.children.remove(name);
         }
         let (now, dir) = (record.clone(), self.state_dir.clone());
         let outcomes = blocking(move || {
@@ -496,7 +511,12 @@ impl Holder<'_> {
         }
         drop(stdin);
         crate::durable::failpoint(&self.state_dir, "pipeline.submit.told");
-        self.children.insert(name, child);
+        self.children.insert(name.clone(), None);
+        let ended = self.ended_tx.clone();
+        std::thread::spawn(move || {
+            let exit = child.wait().ok().and_then(|s| s.code());
+            let _ = ended.send((name, exit));
+        });
         saved
     }
 }

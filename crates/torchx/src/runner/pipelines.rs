@@ -177,6 +177,59 @@ impl Runner {
     }
 }
 
+impl Runner {
+    /// `list`'s rows with the pipelines whose steps ran on `scheduler` as one row each (their
+    /// steps' rows folded into it), newest first. The records are read on the blocking pool.
+    pub async fn fold_into_pipelines(
+        &self,
+        scheduler: &str,
+        apps: &mut Vec<crate::specs::ListAppResponse>,
+    ) -> Result<()> {
+        let state_dir = crate::schedulers::default_state_dir();
+        let (dir, name) = (state_dir.clone(), scheduler.to_string());
+        let records = crate::blocking::blocking("torchx", move || {
+            Ok(PipelineRecord::list(&dir)
+                .into_iter()
+                .filter(|r| r.steps.iter().any(|s| s.scheduler == name))
+                .map(|r| {
+                    let cancelled = r.cancel_requested(&dir);
+                    (r, cancelled)
+                })
+                .collect::<Vec<_>>())
+        })
+        .await?;
+        for (record, cancelled) in records {
+            let members: Vec<&str> = record
+                .steps
+                .iter()
+                .filter_map(|s| s.phase.handle())
+                .collect();
+            let (mine, rest): (Vec<_>, Vec<_>) = std::mem::take(apps)
+                .into_iter()
+                .partition(|a| members.contains(&a.app_handle.as_str()));
+            *apps = rest;
+            let Ok(steps) = self.pipeline_steps(&record).await else {
+                continue;
+            };
+            let state = pipeline_state(&record, &steps, cancelled);
+            apps.push(crate::specs::ListAppResponse {
+                app_id: record.id.clone(),
+                app_handle: record.handle(),
+                name: record.name.clone(),
+                state,
+                start_time: Some(record.created),
+                end_time: state
+                    .is_terminal()
+                    .then(|| mine.iter().filter_map(|a| a.end_time).reduce(f64::max))
+                    .flatten(),
+                other_state_dir: false,
+            });
+        }
+        crate::specs::sort_newest_first(apps);
+        Ok(())
+    }
+}
+
 /// The group a step's handle names, its record read on the blocking pool (`None`: an app).
 async fn find_group(handle: &str) -> Result<Option<crate::group::GroupRecord>> {
     let handle = handle.to_string();

@@ -123,7 +123,7 @@ async fn list_one(ui: &Ui, scheduler: &str) -> torchx::Result<Vec<ListAppRespons
         Ok(apps)
     })
     .await?;
-    pipeline::fold_into_pipelines(&ui.runner, scheduler, &mut apps).await;
+    ui.runner.fold_into_pipelines(scheduler, &mut apps).await?;
     Ok(apps)
 }
 
