@@ -1,7 +1,8 @@
 """A linear pipeline of N local steps (`torchx run pipe.yaml`, each step `utils.sh true` after
 the one before) against a shell script that waits for each job and submits the next (N
 foreground `torchx run utils.sh true`). The difference per step is what the pipeline's holder
-costs: a `torchx run` process per step plus its polling.
+costs: a submitting process per step (`torchx __pipeline-step`, which outlives a holder that
+dies) and the holder's look at the job it submitted.
 
     python3 bench/pipeline.py [--n 100] [--torchx target/release/torchx]
 """

@@ -5,7 +5,6 @@ the ``torchx status`` text) are called through ``torchx._rs``, so each has one i
 
 from __future__ import annotations
 
-import _thread  # not threading: its import costs every script ~1 ms
 import copy
 from dataclasses import asdict, dataclass, field
 from enum import Enum
@@ -16,8 +15,6 @@ from typing import (
     Dict,
     Generic,
     List,
-    Mapping,
-    NamedTuple,
     Optional,
     TypeVar,
     Union,
@@ -25,6 +22,38 @@ from typing import (
 
 from torchx import _native
 from torchx._record import FACTORY as _FACTORY, Record as _Record
+from torchx.specs._handles import (
+    AppHandle as AppHandle,
+    MalformedAppHandleException as MalformedAppHandleException,
+    ParsedAppHandle as ParsedAppHandle,
+    UnknownAppException as UnknownAppException,
+    UnknownSchedulerException as UnknownSchedulerException,
+    make_app_handle as make_app_handle,
+    parse_app_handle as parse_app_handle,
+)
+from torchx.specs._mounts import (
+    BindMount as BindMount,
+    DeviceMount as DeviceMount,
+    MountType as MountType,
+    VolumeMount as VolumeMount,
+    Workspace as Workspace,
+    parse_mounts as parse_mounts,
+)
+from torchx.specs._overrides import (
+    _NO_OVERRIDE,
+    _OVERRIDES_LOCK_KEY,
+    _overrides_resolution_lock,
+    _resolve_awaitable,
+    _ResolvedOverride,
+)
+from torchx.specs._runopts import (
+    CfgVal as CfgVal,
+    InvalidRunConfigException as InvalidRunConfigException,
+    cases as cases,
+    get_type_name as get_type_name,
+    runopt as runopt,
+    runopts as runopts,
+)
 
 if TYPE_CHECKING:
     import pathlib
@@ -35,8 +64,6 @@ MISSING: str = "<MISSING>"
 NONE: str = "<NONE>"
 # A value no one knows (e.g. a scheduler that does not report it).
 UNKNOWN: str = "<UNKNOWN>"
-
-AppHandle = str
 
 
 def TORCHX_HOME(*subdir_paths: str) -> "pathlib.Path":
@@ -178,182 +205,6 @@ class RetryPolicy(str, Enum):
     REPLICA = "REPLICA"
     APPLICATION = "APPLICATION"
     ROLE = "ROLE"
-
-
-class MountType(str, Enum):
-    BIND = "bind"
-    VOLUME = "volume"
-    DEVICE = "device"
-
-
-@dataclass(init=False, repr=False, eq=False)
-class BindMount(_Record):
-    """A host path mounted into the replica."""
-
-    src_path: str
-    dst_path: str
-    read_only: bool = False
-
-    def __init__(self, src_path: str, dst_path: str, read_only: bool = False) -> None:
-        self.src_path = src_path
-        self.dst_path = dst_path
-        self.read_only = read_only
-
-
-@dataclass(init=False, repr=False, eq=False)
-class VolumeMount(_Record):
-    """A named volume (a PVC on Kubernetes) mounted into the replica."""
-
-    src: str
-    dst_path: str
-    read_only: bool = False
-
-    def __init__(self, src: str, dst_path: str, read_only: bool = False) -> None:
-        self.src = src
-        self.dst_path = dst_path
-        self.read_only = read_only
-
-
-@dataclass(init=False, repr=False, eq=False)
-class DeviceMount(_Record):
-    """A host device exposed to the replica, with cgroup permissions (``rwm``)."""
-
-    src_path: str
-    dst_path: str
-    permissions: str = "rwm"
-
-    def __init__(self, src_path: str, dst_path: str, permissions: str = "rwm") -> None:
-        self.src_path = src_path
-        self.dst_path = dst_path
-        self.permissions = permissions
-
-
-@dataclass(init=False, repr=False, eq=False)
-class Workspace(_Record):
-    """Local project directories to mirror into a job (``{local_path: remote_subdir}``; an
-    empty subdir is the workspace root), as TorchX's ``specs.Workspace``."""
-
-    projects: Dict[str, str]
-
-    def __init__(self, projects: Dict[str, str]) -> None:
-        self.projects = projects
-
-    def __bool__(self) -> bool:
-        return bool(self.projects)
-
-    def __hash__(self) -> int:
-        return hash(frozenset(self.projects.items()))
-
-    def is_unmapped_single_project(self) -> bool:
-        """One project, copied to the workspace root."""
-        return len(self.projects) == 1 and not next(iter(self.projects.values()))
-
-    def merge_into(self, outdir: str) -> None:
-        """Copies each project into ``{outdir}/{remote_subdir}``."""
-        import pathlib
-        import shutil
-
-        for src, dst in self.projects.items():
-            target = pathlib.Path(outdir) / dst
-            if pathlib.Path(src).is_file():
-                shutil.copy2(src, target)
-            else:
-                shutil.copytree(src, target, dirs_exist_ok=True)
-
-    @staticmethod
-    def from_str(workspace: Optional[str]) -> "Workspace":
-        """``"path"`` (one project at the root) or a YAML mapping ``{path: subdir}``."""
-        if not workspace:
-            return Workspace({})
-        import yaml
-
-        projects = yaml.safe_load(workspace)
-        if isinstance(projects, str):
-            return Workspace({projects: ""})
-        return Workspace({str(k): "" if v is None else str(v) for k, v in projects.items()})
-
-    def __str__(self) -> str:
-        if self.is_unmapped_single_project():
-            return next(iter(self.projects))
-        return ";".join(k if not v else f"{k}:{v}" for k, v in self.projects.items())
-
-
-_NO_OVERRIDE: object = object()
-
-# The key in a Role's `overrides` dict holding the lock that makes each override resolve once
-# (per dict: a slow producer on one role never stalls reads of another).
-_OVERRIDES_LOCK_KEY: str = "<overrides resolution lock>"
-
-_lock_minting = _thread.allocate_lock()
-
-
-class _OverridesLock:
-    """The re-entrant lock kept under ``_OVERRIDES_LOCK_KEY`` (copies of the dict share it)."""
-
-    __slots__ = ("lock",)
-
-    def __init__(self) -> None:
-        self.lock = _thread.RLock()
-
-    def __deepcopy__(self, memo: Dict[int, object]) -> "_OverridesLock":
-        return self
-
-
-def _overrides_resolution_lock(overrides: Dict[str, Any]) -> Any:
-    holder = overrides.get(_OVERRIDES_LOCK_KEY)
-    if holder is None:
-        with _lock_minting:
-            holder = overrides.setdefault(_OVERRIDES_LOCK_KEY, _OverridesLock())
-    return holder.lock
-
-
-class _ResolvedOverride:
-    """An override's value once produced (so a value that is itself callable is never
-    called again)."""
-
-    __slots__ = ("value",)
-
-    def __init__(self, value: object) -> None:
-        self.value = value
-
-    def __call__(self) -> object:
-        return self.value
-
-
-def _resolve_awaitable(attrname: str, value: Any) -> object:
-    """The result of awaiting ``value`` from synchronous code, whatever loop it is bound to and
-    whatever loop runs in this thread (a loop running here cannot be blocked on: an error)."""
-    import asyncio
-    import concurrent.futures
-
-    async def wait(aw: Any) -> object:
-        return await aw
-
-    bound = value.get_loop() if hasattr(value, "get_loop") else None
-    try:
-        running = asyncio.get_running_loop()
-    except RuntimeError:
-        running = None
-    if bound is not None and bound is running:
-        raise RuntimeError(
-            f"override `{attrname}` is bound to the event loop currently running in this"
-            " thread; `await` it instead of accessing the attribute synchronously"
-        )
-    if bound is not None and bound.is_running():
-        return asyncio.run_coroutine_threadsafe(wait(value), bound).result()
-    if running is None:
-        if bound is not None:
-            return bound.run_until_complete(value)
-        loop = asyncio.new_event_loop()
-        try:
-            return loop.run_until_complete(value)
-        finally:
-            loop.close()
-    # A loop runs in this thread: resolve on another thread.
-    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-        if bound is not None:
-            return pool.submit(bound.run_until_complete, value).result()
-        return pool.submit(lambda: asyncio.run(wait(value))).result()
 
 
 @dataclass(init=False, repr=False, eq=False)
@@ -735,322 +586,6 @@ class AppStatusError(Exception):
         self.status = status
 
 
-class MalformedAppHandleException(Exception):
-    """An app handle that is not ``{scheduler}://{session_name}/{app_id}``."""
-
-    def __init__(self, app_handle: str) -> None:
-        super().__init__(f"{app_handle} is not of the form: <scheduler_backend>://<session_name>/<app_id>")
-
-
-class UnknownSchedulerException(KeyError):
-    """A scheduler name no factory has (0.8 raises it where 0.7.0 raised a ``KeyError``:
-    it is both)."""
-
-    def __init__(self, scheduler_backend: str, known: Optional[List[str]] = None) -> None:
-        choices = f"one of: {known}" if known is not None else "one of the available schedulers"
-        super().__init__(f"Scheduler backend: {scheduler_backend} does not exist. Use {choices}")
-
-    def __str__(self) -> str:
-        return str(self.args[0])
-
-
-class UnknownAppException(Exception):
-    """An app the scheduler does not know (never submitted, or removed)."""
-
-    def __init__(self, app_handle: str) -> None:
-        super().__init__(
-            f"Unknown app = {app_handle}. Did you forget to call session.run()?"
-            f" Otherwise, the app may have already finished and been removed from the"
-            f" scheduler's data plane"
-        )
-
-
-class ParsedAppHandle(NamedTuple):
-    scheduler_backend: str
-    session_name: str
-    app_id: str
-
-
-def parse_app_handle(app_handle: AppHandle) -> ParsedAppHandle:
-    """``{scheduler}://{session_name}/{app_id}`` → its parts; the session may be empty."""
-    try:
-        scheduler, session, app_id = _native.ext.parse_app_handle(app_handle)
-    except ValueError:
-        raise MalformedAppHandleException(app_handle) from None
-    return ParsedAppHandle(scheduler, session, app_id)
-
-
-def make_app_handle(scheduler_backend: str, session_name: str, app_id: str) -> str:
-    return f"{scheduler_backend}://{session_name}/{app_id}"
-
-
-def parse_mounts(opts: List[str]) -> List[Union[BindMount, VolumeMount, DeviceMount]]:
-    """TorchX's mount grammar: ``type=bind,src=/a,dst=/b[,readonly]``,
-    ``type=volume,src=name,dst=/b[,readonly]``, ``type=device,src=/dev/x[,dst=..][,perm=rw]``;
-    several mounts may follow each other in one list; a leading ``~`` in a bind source is the
-    home directory. ``KeyError`` for an unknown, misplaced or missing option, ``ValueError``
-    for a bad value."""
-    import os
-
-    mounts: List[Union[BindMount, VolumeMount, DeviceMount]] = []
-    for m in _native.ext.parse_mounts(list(opts), os.path.expanduser("~")):
-        kind = m.pop("type")
-        if kind == "bind":
-            mounts.append(BindMount(**m))
-        elif kind == "volume":
-            mounts.append(VolumeMount(**m))
-        else:
-            mounts.append(DeviceMount(**m))
-    return mounts
-
-
-# ===== run options =====
-
-CfgVal = Union[str, int, float, bool, List[str], Dict[str, str], None]
-
-
-def get_type_name(tp: Any) -> str:
-    """``int`` for plain types, ``typing.List[str]`` for generic ones (as TorchX prints them)."""
-    if getattr(tp, "__module__", "") != "typing" and hasattr(tp, "__name__"):
-        return str(tp.__name__)
-    return str(tp)
-
-
-class cases:
-    """Spelling conversions of option names (``StructuredOpts`` accepts camelCase aliases)."""
-
-    @staticmethod
-    def snake_to_camel(name: str) -> str:
-        """``foo_bar_baz`` → ``fooBarBaz``."""
-        first, *rest = name.split("_")
-        return first + "".join(part.title() for part in rest)
-
-    @staticmethod
-    def camel_to_snake(name: str) -> str:
-        """``fooBarBaz`` → ``foo_bar_baz``."""
-        import re
-
-        return re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", name).lower()
-
-
-@dataclass(init=False, repr=False, eq=False)
-class runopt(_Record):
-    """One run option of a scheduler."""
-
-    default: CfgVal
-    opt_type: Any
-    is_required: bool
-    help: str
-
-    def __init__(self, default: CfgVal, opt_type: Any, is_required: bool, help: str) -> None:
-        self.default = default
-        self.opt_type = opt_type
-        self.is_required = is_required
-        self.help = help
-
-    @property
-    def is_type_list_of_str(self) -> bool:
-        return self.opt_type in (List[str], list[str])
-
-    @property
-    def is_type_dict_of_str(self) -> bool:
-        return self.opt_type in (Dict[str, str], dict[str, str])
-
-    def cast_to_type(self, value: str) -> CfgVal:
-        """``value`` (text) as this option's type: bools from the INI words (``true/1/yes/on``,
-        ``false/0/no/off``, any case; ``ValueError`` otherwise), lists from ``a,b`` or ``a;b``,
-        dicts from ``k:v,k2:v2``, and ``str``/``int``/``float`` by their constructors."""
-        if self.opt_type is None:
-            raise ValueError("runopt's opt_type cannot be `None`")
-        if self.opt_type is bool:
-            word = value.lower()
-            if word in ("true", "1", "yes", "on"):
-                return True
-            if word in ("false", "0", "no", "off"):
-                return False
-            raise ValueError(
-                f"`{value}` is not a valid bool literal, expected one of (case-insensitive):"
-                " true/1/yes/on or false/0/no/off"
-            )
-        if self.is_type_list_of_str:
-            return [v for v in value.replace(";", ",").split(",") if v]
-        if self.is_type_dict_of_str:
-            return dict(item.split(":", 1) for item in value.replace(";", ",").split(","))
-        converted: CfgVal = self.opt_type(value)
-        return converted
-
-
-class InvalidRunConfigException(Exception):
-    """A run config that does not fit the scheduler's ``runopts``."""
-
-    def __init__(self, invalid_reason: str, cfg_key: str, cfg: Any) -> None:
-        given = ", ".join(sorted(cfg.keys())) if hasattr(cfg, "keys") else str(cfg)
-        super().__init__(f"{invalid_reason}. Given run configs: {given}")
-        self.cfg_key = cfg_key
-
-
-class runopts:
-    """The run options a scheduler accepts: name → type, default, required, help."""
-
-    def __init__(self) -> None:
-        self._opts: Dict[str, runopt] = {}
-
-    def __iter__(self) -> Any:
-        return iter(self._opts.items())
-
-    def __len__(self) -> int:
-        return len(self._opts)
-
-    def __or__(self, other: "runopts") -> "runopts":
-        merged = runopts()
-        merged._opts = {**self._opts, **other._opts}
-        return merged
-
-    def update(self, other: "runopts") -> None:
-        self._opts.update(other._opts)
-
-    @staticmethod
-    def is_type(obj: CfgVal, tp: Any) -> bool:
-        """``isinstance`` that also understands ``List[str]`` and ``Dict[str, str]``."""
-        try:
-            return isinstance(obj, tp)
-        except TypeError:
-            if isinstance(obj, list):
-                return all(isinstance(e, str) for e in obj)
-            if isinstance(obj, dict):
-                return all(isinstance(k, str) and isinstance(v, str) for k, v in obj.items())
-            return False
-
-    def add(
-        self,
-        cfg_key: str,
-        type_: Any,
-        help: str,
-        default: CfgVal = None,
-        required: bool = False,
-    ) -> None:
-        """Adds an option; a required option must have no default, a default must be of
-        ``type_`` (``ValueError`` otherwise)."""
-        if required and default is not None:
-            raise ValueError(f"Required option: {cfg_key} must not specify default value. Given: {default}")
-        if default is not None and not runopts.is_type(default, type_):
-            raise TypeError(f"Option: {cfg_key}, must be of type: {type_}. Given: {default} ({type(default).__name__})")
-        self._opts[cfg_key] = runopt(default, type_, required, help)
-
-    def _valid_options(self) -> str:
-        return ", ".join(sorted(self._opts)) if self._opts else "(none declared)"
-
-    def _unknown(self, key: str, cfg: Any) -> "InvalidRunConfigException":
-        return InvalidRunConfigException(
-            f"Unknown run option `{key}`. Valid options are: {self._valid_options()}", key, cfg
-        )
-
-    def canonical_key(self, name: str) -> Optional[str]:
-        """The registered option ``name`` spells (itself, or the snake_case key of a camelCase
-        alias such as ``clusterName``); ``None`` for an unknown name."""
-        if name in self._opts:
-            return name
-        snake = cases.camel_to_snake(name)
-        return snake if snake != name and snake in self._opts else None
-
-    def get(self, name: str) -> Optional[runopt]:
-        """The option ``name`` (a camelCase name finds its snake_case option)."""
-        key = self.canonical_key(name)
-        return None if key is None else self._opts[key]
-
-    def _canonical(self, cfg: Mapping[str, Any], ignore_unknown: bool, keep_unknown: bool) -> Dict[str, Any]:
-        """``cfg`` under each option's registered key: an unknown key raises (or, with
-        ``ignore_unknown``, is kept or dropped); two spellings of one option with different
-        values raise."""
-        out: Dict[str, Any] = {}
-        spelled: Dict[str, str] = {}
-        for given, value in cfg.items():
-            key = self.canonical_key(given)
-            if key is None:
-                if not ignore_unknown:
-                    raise self._unknown(given, cfg)
-                if keep_unknown:
-                    out[given] = value
-                continue
-            if key in spelled and out[key] != value:
-                raise InvalidRunConfigException(
-                    f"Run option `{key}` was passed under two spellings (`{spelled[key]}` and"
-                    f" `{given}`) with conflicting values. Pass it once, as `{key}`",
-                    key,
-                    cfg,
-                )
-            spelled.setdefault(key, given)
-            out[key] = value
-        return out
-
-    def resolve(self, cfg: Any, *, ignore_unknown: bool = False) -> Dict[str, CfgVal]:
-        """``cfg`` checked against these options, under their registered keys (camelCase
-        aliases canonicalised), with defaults filled in. ``InvalidRunConfigException`` for an
-        unknown key (``ignore_unknown=True`` lets it pass through, for a facade scheduler
-        that hands the cfg on), two spellings with different values, a missing required
-        option or a value of the wrong type."""
-        resolved: Dict[str, CfgVal] = self._canonical(cfg, ignore_unknown, keep_unknown=True)
-        for key, opt in self._opts.items():
-            value = resolved.get(key)
-            if opt.is_required and value is None:
-                raise InvalidRunConfigException(
-                    f"Required run option: {key}, must be provided and not `None`", key, cfg
-                )
-            if value is not None and not runopts.is_type(value, opt.opt_type):
-                raise InvalidRunConfigException(
-                    f"Run option: {key}, must be of type: {get_type_name(opt.opt_type)},"
-                    f" but was: {value} ({type(value).__name__})",
-                    key,
-                    cfg,
-                )
-            if value is None and key not in resolved:
-                resolved[key] = opt.default
-        return resolved
-
-    def cfg_from_str(self, cfg_str: str) -> Dict[str, CfgVal]:
-        """``k1=v1,k2=v2`` (``;`` too) cast to each option's type, under registered keys;
-        an unknown key raises ``InvalidRunConfigException`` naming the valid options. Lists
-        take ``,``/``;``-separated items, dicts ``k:v`` items, bools ``true``."""
-        given: Dict[str, str] = dict(_native.ext.parse_kv(cfg_str))
-        out: Dict[str, CfgVal] = {}
-        for key, value in self._canonical(given, ignore_unknown=False, keep_unknown=False).items():
-            out[key] = _cast(value, self._opts[key].opt_type)
-        return out
-
-    def cfg_from_json_repr(self, json_repr: str, *, ignore_unknown: bool = False) -> Dict[str, CfgVal]:
-        """A stored cfg (JSON) under registered keys; an unknown key raises, or with
-        ``ignore_unknown=True`` is dropped (cfgs stored before options were strict)."""
-        import json
-
-        out: Dict[str, CfgVal] = {}
-        for key, value in self._canonical(json.loads(json_repr), ignore_unknown, keep_unknown=False).items():
-            out[key] = _cast(value, self._opts[key].opt_type) if isinstance(value, str) else value
-        return out
-
-    def __repr__(self) -> str:
-        required = [(k, o) for k, o in self._opts.items() if o.is_required]
-        optional = [(k, o) for k, o in self._opts.items() if not o.is_required]
-        usage = ",".join([f"{k}={k.upper()}" for k, _ in required] + [f"[{k}={k.upper()}]" for k, _ in optional])
-        lines = ["    usage:", f"        {usage}", ""]
-        if required:
-            lines.append("    required arguments:")
-            for k, o in required:
-                lines.append(f"        {k}={k.upper()} ({get_type_name(o.opt_type)})")
-                lines.append(f"            {o.help}")
-            lines.append("")
-        if optional:
-            lines.append("    optional arguments:")
-            for k, o in optional:
-                lines.append(f"        {k}={k.upper()} ({get_type_name(o.opt_type)}, {o.default})")
-                lines.append(f"            {o.help}")
-            lines.append("")
-        return "\n".join(lines)
-
-
-def _cast(value: str, opt_type: Any) -> CfgVal:
-    return runopt(None, opt_type, False, "").cast_to_type(value)
-
-
 _Request = TypeVar("_Request")
 
 
@@ -1086,3 +621,26 @@ class AppDryRunInfo(Generic[_Request]):
 
     def __repr__(self) -> str:
         return str(self._fmt(self.request))
+
+
+# TorchX defines these here: their reprs, pickles and `__module__` say so.
+for _moved in (
+    MalformedAppHandleException,
+    ParsedAppHandle,
+    UnknownAppException,
+    UnknownSchedulerException,
+    make_app_handle,
+    parse_app_handle,
+    BindMount,
+    DeviceMount,
+    MountType,
+    VolumeMount,
+    Workspace,
+    parse_mounts,
+    InvalidRunConfigException,
+    cases,
+    get_type_name,
+    runopt,
+    runopts,
+):
+    _moved.__module__ = __name__

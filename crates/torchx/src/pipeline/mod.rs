@@ -5,7 +5,7 @@
 //!
 //! A small detached process, the pipeline's *holder* (`torchx __pipeline <handle>`: a `main`
 //! around [`Runner::hold_pipeline`](crate::Runner::hold_pipeline)), submits the steps, each in
-//! a process of its own ([`submission`]): it alone writes the record, under an exclusive lock on
+//! a process of its own ([`Submission`]): it alone writes the record, under an exclusive lock on
 //! `holder.lock` that it keeps while it lives. Each submission is recorded before it is made
 //! and its outcome after, so a holder that dies (even by SIGKILL) is replaced by the next
 //! command that reads the pipeline ([`PipelineRecord::needs_holder`]) without any step being

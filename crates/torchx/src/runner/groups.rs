@@ -157,9 +157,10 @@ impl Runner {
             return Ok(group);
         }
         let state_dir = crate::schedulers::default_state_dir();
-        crate::schedulers::create_private_dir(&state_dir.join("groups"))?;
+        let groups = state_dir.join("groups");
+        blocking(move || crate::schedulers::create_private_dir(&groups)).await?;
         // Held while this process submits: its liveness from any host, and no other writer.
-        let _lock = crate::durable::try_lock(&group.submitter_lock(&state_dir)?)?;
+        let _lock = try_lock(group.submitter_lock(&state_dir)?).await?;
         group.submitter = Some(Submitter::this_process());
         save_group(&group, &state_dir).await?;
         self.submit_pending(&mut group, dryrun.tasks).await?;
@@ -226,7 +227,7 @@ impl Runner {
             };
             let room = match group.max_concurrent {
                 Some(k) => self.wait_below(&mut unfinished, k as usize, &stop).await?,
-                None => !stop.exists(),
+                None => !exists(&stop).await,
             };
             if !room {
                 // `cancel` asked: what is not submitted yet never will be.
@@ -241,7 +242,7 @@ impl Runner {
                 Ok(h) => {
                     let h = String::from(h);
                     images_ready.extend(images);
-                    if stop.exists() {
+                    if exists(&stop).await {
                         // Asked while it was being submitted: it ends with the rest.
                         let _ = self.cancel_app(&h).await;
                     }
@@ -266,7 +267,7 @@ impl Runner {
         stop: &Path,
     ) -> Result<bool> {
         loop {
-            if stop.exists() {
+            if exists(stop).await {
                 return Ok(false);
             }
             let mut still = Vec::with_capacity(unfinished.len());
@@ -294,7 +295,7 @@ impl Runner {
             ids.push(crate::specs::parse_app_handle(h)?.app_id().to_string());
         }
         let mut described = sched.describe_many(&ids).await?.into_iter();
-        let submitting = group.submitting(&crate::schedulers::default_state_dir());
+        let submitting = submitting(group).await?;
         Ok(group
             .tasks
             .iter()
@@ -366,7 +367,7 @@ impl Runner {
         let state_dir = crate::schedulers::default_state_dir();
         let mut group = group.clone();
         let mut cancelled: Vec<String> = Vec::new();
-        if group.submitting(&state_dir) {
+        if submitting(&group).await? {
             let marker = cancel_marker(&state_dir, &group.group_id)?;
             crate::blocking::blocking("torchx", move || {
                 std::fs::write(&marker, b"")
@@ -374,7 +375,7 @@ impl Runner {
             })
             .await?;
             let deadline = std::time::Instant::now() + SUBMITTER_STOP;
-            while group.submitting(&state_dir) && std::time::Instant::now() < deadline {
+            while submitting(&group).await? && std::time::Instant::now() < deadline {
                 self.cancel_tasks(&group, &mut cancelled).await?;
                 tokio::time::sleep(CAP_POLL).await;
                 if let Some(now) = load_group(&state_dir, &group.group_id).await? {
@@ -385,7 +386,7 @@ impl Runner {
         if group.tasks.iter().any(GroupTask::is_pending) {
             // One writer: the submitter while it holds its lock. One that has not stopped yet
             // finds the marker before it submits more, and records the rest as cancelled.
-            if let Some(_lock) = crate::durable::try_lock(&group.submitter_lock(&state_dir)?)? {
+            if let Some(_lock) = try_lock(group.submitter_lock(&state_dir)?).await? {
                 if let Some(now) = load_group(&state_dir, &group.group_id).await? {
                     group = now;
                 }
@@ -424,7 +425,7 @@ impl Runner {
     /// the group's record.
     pub async fn delete_group(&self, group: &GroupRecord) -> Result<()> {
         let mut group = group.clone();
-        if group.submitting(&crate::schedulers::default_state_dir()) {
+        if submitting(&group).await? {
             self.cancel_group(&group).await?;
             let state_dir = crate::schedulers::default_state_dir();
             if let Some(now) = load_group(&state_dir, &group.group_id).await? {
@@ -457,4 +458,28 @@ async fn load_group(state_dir: &Path, group_id: &str) -> Result<Option<GroupReco
 async fn save_group(group: &GroupRecord, state_dir: &Path) -> Result<()> {
     let (group, state_dir) = (group.clone(), state_dir.to_path_buf());
     crate::blocking::blocking("torchx", move || group.save(&state_dir)).await
+}
+
+fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T> + Send + 'static,
+) -> impl std::future::Future<Output = Result<T>> {
+    crate::blocking::blocking("torchx", work)
+}
+
+/// Whether `group`'s submitter is at work (its lock may sit on a shared disk).
+async fn submitting(group: &GroupRecord) -> Result<bool> {
+    let submitter = group.submitter.clone();
+    let lock = group.submitter_lock(&crate::schedulers::default_state_dir())?;
+    blocking(move || Ok(submitter.is_some_and(|s| s.alive(&lock)))).await
+}
+
+/// Whether the marker `path` is there.
+async fn exists(path: &Path) -> bool {
+    let path = path.to_path_buf();
+    blocking(move || Ok(path.exists())).await.unwrap_or(false)
+}
+
+/// The exclusive lock on `path` if no other process holds it ([`crate::durable::try_lock`]).
+async fn try_lock(path: std::path::PathBuf) -> Result<Option<std::fs::File>> {
+    blocking(move || crate::durable::try_lock(&path)).await
 }

@@ -1,6 +1,6 @@
 //! A pipeline's holder ([`Runner::hold_pipeline`]): the one process that writes the
 //! pipeline's record (under its lock) and submits its steps, each recorded before it may go
-//! on and settled from its typed outcome after ([`crate::pipeline::submission`]).
+//! on and settled from its typed outcome after ([`crate::pipeline::Submission`]).
 
 use std::collections::BTreeMap;
 use std::io::Write;

@@ -54,11 +54,10 @@ impl Runner {
     pub async fn pipeline_status(&self, record: &PipelineRecord) -> Result<AppStatus> {
         let state_dir = crate::schedulers::default_state_dir();
         let steps = self.pipeline_steps(record).await?;
-        let mut status = AppStatus::new(pipeline_state(
-            record,
-            &steps,
-            record.cancel_requested(&state_dir),
-        ));
+        let (now, dir) = (record.clone(), state_dir);
+        let cancelled =
+            crate::blocking::blocking("torchx", move || Ok(now.cancel_requested(&dir))).await?;
+        let mut status = AppStatus::new(pipeline_state(record, &steps, cancelled));
         let states: Vec<AppState> = steps.iter().map(|s| s.state).collect();
         let counted: Vec<String> = crate::group::counts(&states)
             .iter()
@@ -100,7 +99,10 @@ impl Runner {
                 return Ok(());
             }
             // No holder at work: settle the steps that will not run ourselves.
-            if let Some(_lock) = try_lock_holder(&state_dir, &record)? {
+            let (now, dir) = (record.clone(), state_dir.clone());
+            let lock =
+                crate::blocking::blocking("torchx", move || try_lock_holder(&dir, &now)).await?;
+            if let Some(_lock) = lock {
                 let mut now = load_pipeline(&state_dir, &record.id)
                     .await?
                     .unwrap_or(record);

@@ -116,7 +116,7 @@ pub fn run(a: &RunArgs, path: &str, text: &str, run: RunCommand) -> Result<i32> 
     }
     let dryruns = dryrun_steps(&record, a.json && a.dryrun, run)?;
     if a.dryrun {
-        print_pipeline_dryrun(&record, &dryruns, a.json);
+        a.show(pipeline_dryrun_shown(&record, &dryruns, a.json));
         return Ok(exit_codes::OK);
     }
     launch(a, &runner, record)
@@ -127,6 +127,10 @@ pub fn run(a: &RunArgs, path: &str, text: &str, run: RunCommand) -> Result<i32> 
 fn launch(a: &RunArgs, runner: &Runner, record: PipelineRecord) -> Result<i32> {
     let record = start(record)?;
     let handle = record.handle();
+    if a.report_submitted(&handle) {
+        // A step of another pipeline: that pipeline's holder follows this one.
+        return Ok(exit_codes::OK);
+    }
     if a.json {
         print_json(&serde_json::json!({"handle": handle}));
     } else {
@@ -154,7 +158,9 @@ fn launch(a: &RunArgs, runner: &Runner, record: PipelineRecord) -> Result<i32> {
     super::block_on(follow(runner, &record, timeout, a.json))
 }
 
-fn print_pipeline_dryrun(record: &PipelineRecord, dryruns: &[Shown], json: bool) {
+/// The pipeline's dry run: each step's, then the steps and what they run after.
+fn pipeline_dryrun_shown(record: &PipelineRecord, dryruns: &[Shown], json: bool) -> Shown {
+    use std::fmt::Write;
     if json {
         let steps: Vec<serde_json::Value> = record
             .steps
@@ -170,32 +176,36 @@ fn print_pipeline_dryrun(record: &PipelineRecord, dryruns: &[Shown], json: bool)
                     "dryrun": dryrun})
             })
             .collect();
-        print_json(&serde_json::json!({"pipeline": record.name, "steps": steps}));
-        return;
+        return Shown::Json(serde_json::json!({"pipeline": record.name, "steps": steps}));
     }
+    let mut out = String::new();
     for (step, shown) in record.steps.iter().zip(dryruns) {
-        println!("=== STEP {} ({}) ===", step.name, step.scheduler);
-        shown.print();
-        println!();
+        let text = match shown {
+            Shown::Text(t) => t.clone(),
+            Shown::Json(v) => v.to_string(),
+        };
+        let _ = writeln!(
+            out,
+            "=== STEP {} ({}) ===\n{text}",
+            step.name, step.scheduler
+        );
     }
-    println!(
+    let _ = writeln!(
+        out,
         "=== PIPELINE {}: {} steps ===",
         record.name,
         record.steps.len()
     );
     for step in &record.steps {
         let deps: Vec<String> = step.after.iter().map(ToString::to_string).collect();
-        if deps.is_empty() {
-            println!("{} ({})", step.name, step.scheduler);
+        let after = if deps.is_empty() {
+            String::new()
         } else {
-            println!(
-                "{} ({}) after {}",
-                step.name,
-                step.scheduler,
-                deps.join(", ")
-            );
-        }
+            format!(" after {}", deps.join(", "))
+        };
+        let _ = writeln!(out, "{} ({}){after}", step.name, step.scheduler);
     }
+    Shown::Text(out)
 }
 
 /// Records `record` and starts its holder.
