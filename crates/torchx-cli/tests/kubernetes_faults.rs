@@ -146,8 +146,10 @@ fn waiting_on_jobs_survives_an_api_server_restart() {
             })
             .sum::<usize>()
     };
+    // Generous: right after another test's API server restart, Volcano's and MCAD's
+    // controllers may take a while to watch again (on a loaded 2-core CI machine, over 90 s).
     assert!(
-        within(90, || running() >= ways.len()),
+        within(240, || running() >= ways.len()),
         "the jobs never all ran"
     );
     let ready_while_down = std::thread::scope(|scope| {
