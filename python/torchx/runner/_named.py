@@ -12,5 +12,4 @@ def named(handle: str) -> Tuple[str, Optional[Dict[str, Any]]]:
     """``("pipeline", None)`` (a pipeline whose holder died gets a new one), ``("group",
     record)`` or ``("app", None)``; a group handle with no record here raises
     ``torchx.errors`` NotFound."""
-    kind, record = _native.ext.named(handle)
-    return kind, record
+    return _native.ext.named(handle)

@@ -55,10 +55,7 @@ pub struct GroupRun<'a> {
 
 /// A group's dry run: the one native request, or each task's with why they go one by one.
 fn group_dryrun_shown(dryrun: &GroupDryRun, json: bool) -> Shown {
-    let text = |info| match super::show::dryrun_shown(info, false) {
-        Shown::Text(t) => t,
-        Shown::Json(v) => v.to_string(),
-    };
+    let text = super::show::dryrun_text;
     match (&dryrun.array, json) {
         (ArrayRequest::Native(info), true) => Shown::Json(serde_json::json!({
             "native_array": true,

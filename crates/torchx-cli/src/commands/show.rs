@@ -33,7 +33,6 @@ pub fn print_dryrun(info: &DryRunInfo, json: bool) {
 /// An app's dry run: the app and the scheduler's request, the images to build and what the
 /// pre-flight checks found.
 pub fn dryrun_shown(info: &DryRunInfo, json: bool) -> Shown {
-    use std::fmt::Write;
     if json {
         return Shown::Json(serde_json::json!({
             "scheduler": info.scheduler,
@@ -44,6 +43,12 @@ pub fn dryrun_shown(info: &DryRunInfo, json: bool) -> Shown {
             "preflight": info.preflight,
         }));
     }
+    Shown::Text(dryrun_text(info))
+}
+
+/// An app's dry run as text.
+pub fn dryrun_text(info: &DryRunInfo) -> String {
+    use std::fmt::Write;
     let mut s = format!(
         "\n=== APPLICATION ===\n{}\n=== SCHEDULER REQUEST ===\n{}\n",
         info.app.to_yaml(),
@@ -69,7 +74,7 @@ pub fn dryrun_shown(info: &DryRunInfo, json: bool) -> Shown {
             let _ = writeln!(s, "{problem}");
         }
     }
-    Shown::Text(s)
+    s
 }
 
 /// Follows replica `role/k` of `handle` on stderr, each line after `prefix`, until it ends.

@@ -234,12 +234,6 @@ pub fn pipelines_dir(state_dir: &Path) -> PathBuf {
     state_dir.join("pipelines")
 }
 
-fn now() -> f64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0.0, |d| d.as_secs_f64())
-}
-
 impl PipelineRecord {
     /// A new record of `spec`'s steps, all waiting (the steps ordered, each after those it
     /// depends on).
@@ -269,7 +263,7 @@ impl PipelineRecord {
             id: format!("{}-{}", spec.name, crate::scheduler::random_id()),
             session: session.to_string(),
             name: spec.name.clone(),
-            created: now(),
+            created: crate::group::now(),
             cwd: cwd.display().to_string(),
             steps,
             holder: None,

@@ -158,7 +158,10 @@ impl Runner {
         }
         let state_dir = crate::schedulers::default_state_dir();
         let groups = state_dir.join("groups");
-        blocking(move || crate::schedulers::create_private_dir(&groups)).await?;
+        crate::blocking::blocking("torchx", move || {
+            crate::schedulers::create_private_dir(&groups)
+        })
+        .await?;
         // Held while this process submits: its liveness from any host, and no other writer.
         let _lock = try_lock(group.submitter_lock(&state_dir)?).await?;
         group.submitter = Some(Submitter::this_process());
@@ -460,26 +463,25 @@ async fn save_group(group: &GroupRecord, state_dir: &Path) -> Result<()> {
     crate::blocking::blocking("torchx", move || group.save(&state_dir)).await
 }
 
-fn blocking<T: Send + 'static>(
-    work: impl FnOnce() -> Result<T> + Send + 'static,
-) -> impl std::future::Future<Output = Result<T>> {
-    crate::blocking::blocking("torchx", work)
-}
-
 /// Whether `group`'s submitter is at work (its lock may sit on a shared disk).
 async fn submitting(group: &GroupRecord) -> Result<bool> {
     let submitter = group.submitter.clone();
     let lock = group.submitter_lock(&crate::schedulers::default_state_dir())?;
-    blocking(move || Ok(submitter.is_some_and(|s| s.alive(&lock)))).await
+    crate::blocking::blocking("torchx", move || {
+        Ok(submitter.is_some_and(|s| s.alive(&lock)))
+    })
+    .await
 }
 
 /// Whether the marker `path` is there.
 async fn exists(path: &Path) -> bool {
     let path = path.to_path_buf();
-    blocking(move || Ok(path.exists())).await.unwrap_or(false)
+    crate::blocking::blocking("torchx", move || Ok(path.exists()))
+        .await
+        .unwrap_or(false)
 }
 
 /// The exclusive lock on `path` if no other process holds it ([`crate::durable::try_lock`]).
 async fn try_lock(path: std::path::PathBuf) -> Result<Option<std::fs::File>> {
-    blocking(move || crate::durable::try_lock(&path)).await
+    crate::blocking::blocking("torchx", move || crate::durable::try_lock(&path)).await
 }

@@ -28,12 +28,13 @@ impl Runner {
     pub async fn hold_pipeline(&self, handle: &str) -> Result<()> {
         let state_dir = crate::schedulers::default_state_dir();
         let found = handle.to_string();
-        let record = blocking(move || PipelineRecord::find(&found)).await?;
+        let record =
+            crate::blocking::blocking("torchx", move || PipelineRecord::find(&found)).await?;
         let Some(record) = record else {
             return Err(Error::arg(format!("`{handle}` is not a pipeline handle")));
         };
         let dir = state_dir.clone();
-        let locked = blocking(move || {
+        let locked = crate::blocking::blocking("torchx", move || {
             let Some(lock) = try_lock_holder(&dir, &record)? else {
                 return Ok(None);
             };
@@ -117,12 +118,6 @@ impl Runner {
     }
 }
 
-async fn blocking<T: Send + 'static>(
-    work: impl FnOnce() -> Result<T> + Send + 'static,
-) -> Result<T> {
-    crate::blocking::blocking("torchx", work).await
-}
-
 struct Holder<'r> {
     runner: &'r Runner,
     state_dir: std::path::PathBuf,
@@ -140,20 +135,13 @@ struct Holder<'r> {
 impl Holder<'_> {
     async fn save(&self, record: &PipelineRecord) -> Result<()> {
         let (record, dir) = (record.clone(), self.state_dir.clone());
-        blocking(move || record.save(&dir)).await
+        crate::blocking::blocking("torchx", move || record.save(&dir)).await
     }
 
     async fn run(&mut self, record: &mut PipelineRecord) -> Result<()> {
         // Steps that all run on this machine are asked about often (a status is a file read);
         // a cluster is spared.
-        let mut local = true;
-        for step in &record.steps {
-            let runs_locally = match self.runner.scheduler(&step.scheduler).await {
-                Ok(s) => s.capabilities().runs_locally,
-                Err(_) => false,
-            };
-            local &= runs_locally;
-        }
+        let local = self.runner.pipeline_runs_locally(record).await;
         let first = Duration::from_millis(if local { 2 } else { 20 });
         let mut pause = first;
         loop {
@@ -164,7 +152,8 @@ impl Holder<'_> {
                 pause = first;
             }
             let (now, dir) = (record.clone(), self.state_dir.clone());
-            let cancelled = blocking(move || Ok(now.cancel_requested(&dir))).await?;
+            let cancelled =
+                crate::blocking::blocking("torchx", move || Ok(now.cancel_requested(&dir))).await?;
             let steps = self.step_states(record, &mut changed).await;
             for i in 0..record.steps.len() {
                 if record.steps[i].phase != Phase::Waiting {
@@ -271,7 +260,7 @@ impl Holder<'_> {
                 // or one that failed).
                 AppState::Pending | AppState::Submitted | AppState::Unknown if ours => due.push(i),
                 AppState::Pending | AppState::Submitted => {
-                    if now_secs() - failover.submitted_at >= failover.after_secs as f64 {
+                    if crate::group::now() - failover.submitted_at >= failover.after_secs as f64 {
                         failover.cancelling = Some(handle.clone());
                         due.push(i);
                     }
@@ -349,8 +338,12 @@ impl Holder<'_> {
         for handle in asked {
             match self.runner.status(&handle).await {
                 Ok(status) => {
-                    *changed |=
-                        record.observe(&handle, status.as_ref(), now_secs(), self.lost_after);
+                    *changed |= record.observe(
+                        &handle,
+                        status.as_ref(),
+                        crate::group::now(),
+                        self.lost_after,
+                    );
                     if let Some(s) = status {
                         jobs.insert(handle, s);
                     }
@@ -401,7 +394,7 @@ impl Holder<'_> {
             self.children.remove(name);
         }
         let (now, dir) = (record.clone(), self.state_dir.clone());
-        let outcomes = blocking(move || {
+        let outcomes = crate::blocking::blocking("torchx", move || {
             let mut outcomes = BTreeMap::new();
             for (name, submitter) in being {
                 let paths = now.submission_paths(&dir, &name)?;
@@ -459,7 +452,7 @@ impl Holder<'_> {
         let (cwd, handle, state_dir) =
             (record.cwd.clone(), record.handle(), self.state_dir.clone());
         let step = name.clone();
-        let child = blocking(move || {
+        let child = crate::blocking::blocking("torchx", move || {
             paths.clear()?;
             let create = |p: &std::path::Path| {
                 std::fs::File::create(p)
@@ -497,7 +490,7 @@ impl Holder<'_> {
             submitter: Submitter::of(child.id()),
         };
         if let Some(f) = record.steps[i].failover.as_mut() {
-            f.submitted_at = now_secs();
+            f.submitted_at = crate::group::now();
         }
         let saved = self.save(record).await;
         crate::durable::failpoint(&self.state_dir, "pipeline.submit.recorded");
@@ -519,10 +512,4 @@ impl Holder<'_> {
         });
         saved
     }
-}
-
-fn now_secs() -> f64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0.0, |d| d.as_secs_f64())
 }

@@ -180,6 +180,18 @@ impl Runner {
 }
 
 impl Runner {
+    /// Whether every step of `record` runs on this machine (a scheduler that cannot be made
+    /// counts as not).
+    pub async fn pipeline_runs_locally(&self, record: &PipelineRecord) -> bool {
+        for step in &record.steps {
+            match self.scheduler(&step.scheduler).await {
+                Ok(s) if s.capabilities().runs_locally => {}
+                _ => return false,
+            }
+        }
+        true
+    }
+
     /// `list`'s rows with the pipelines whose steps ran on `scheduler` as one row each (their
     /// steps' rows folded into it), newest first. The records are read on the blocking pool.
     pub async fn fold_into_pipelines(

@@ -10,7 +10,7 @@ use std::rc::Rc;
 
 use clap::Args;
 use torchx::pipeline::{PipelineRecord, StepRecord, Submission};
-use torchx::{Error, Result};
+use torchx::{Error, Result, Runner};
 
 use crate::commands::run_args::{parse_recorded, Reported, RunCommand, StepRun};
 use crate::exit_codes;
@@ -69,7 +69,8 @@ fn submitted(record: &PipelineRecord, step: &str, run: RunCommand) -> Result<Str
         .iter()
         .find(|s| s.name == step)
         .ok_or_else(|| Error::arg(format!("{} has no step `{step}`", record.handle())))?;
-    let reported = step_run(record, step, &["--detach"], run)?;
+    let runner = crate::commands::runner()?;
+    let reported = step_run(&runner, record, step, &["--detach"], run)?;
     match reported {
         Some(Reported::Submitted(handle)) => Ok(handle),
         _ => Err(Error::arg("its run options submitted nothing")),
@@ -77,14 +78,14 @@ fn submitted(record: &PipelineRecord, step: &str, run: RunCommand) -> Result<Str
 }
 
 /// Runs `step`'s `torchx run` (with `leading` options first) as a step of `record`, in this
-/// process: what it reported.
+/// process, with what `runner` says the pipeline gives it: what it reported.
 pub(super) fn step_run(
+    runner: &Runner,
     record: &PipelineRecord,
     step: &StepRecord,
     leading: &[&str],
     run: RunCommand,
 ) -> Result<Option<Reported>> {
-    let runner = crate::commands::runner()?;
     let context = crate::commands::block_on(runner.step_context(record, step))?;
     let argv: Vec<String> = ["torchx", "run"]
         .iter()

@@ -72,7 +72,12 @@ pub fn pipeline_file(component: &str) -> Option<String> {
 /// Every step's dry run, in order, each a `torchx run --dryrun` in this process with what the
 /// pipeline gives the step: what it shows. Any step that does not dry-run stops it all,
 /// naming the step.
-fn dryrun_steps(record: &PipelineRecord, json: bool, run: RunCommand) -> Result<Vec<Shown>> {
+fn dryrun_steps(
+    runner: &Runner,
+    record: &PipelineRecord,
+    json: bool,
+    run: RunCommand,
+) -> Result<Vec<Shown>> {
     let leading: &[&str] = if json {
         &["--dryrun", "--json"]
     } else {
@@ -80,7 +85,7 @@ fn dryrun_steps(record: &PipelineRecord, json: bool, run: RunCommand) -> Result<
     };
     let mut shown = Vec::new();
     for step in &record.steps {
-        let reported = step_run(record, step, leading, run).map_err(|e| {
+        let reported = step_run(runner, record, step, leading, run).map_err(|e| {
             let message = format!("step `{}` ({}): {}", step.name, step.scheduler, e.message());
             Error::arg(message).with_kind(e.kind())
         })?;
@@ -114,7 +119,7 @@ pub fn run(a: &RunArgs, path: &str, text: &str, run: RunCommand) -> Result<i32> 
             s.run_args.insert(0, "--skip_preflight".into());
         }
     }
-    let dryruns = dryrun_steps(&record, a.json && a.dryrun, run)?;
+    let dryruns = dryrun_steps(&runner, &record, a.json && a.dryrun, run)?;
     if a.dryrun {
         a.show(pipeline_dryrun_shown(&record, &dryruns, a.json));
         return Ok(exit_codes::OK);
@@ -137,15 +142,7 @@ fn launch(a: &RunArgs, runner: &Runner, record: PipelineRecord) -> Result<i32> {
         println!("{handle}");
     }
     let _ = std::io::stdout().flush();
-    let local = super::block_on(async {
-        for step in &record.steps {
-            match runner.scheduler(&step.scheduler).await {
-                Ok(s) if s.capabilities().runs_locally => {}
-                _ => return false,
-            }
-        }
-        true
-    });
+    let local = super::block_on(runner.pipeline_runs_locally(&record));
     if !(a.wait || (local && !a.detach)) {
         not_waiting(&handle, a.json);
         return Ok(exit_codes::OK);
