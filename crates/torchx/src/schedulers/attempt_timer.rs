@@ -37,7 +37,14 @@ rm -f "$TORCHX_REQUEUE_FILE"
 mark="torchx-$$-$(cat /proc/sys/kernel/random/uuid 2>/dev/null || date +%s)-"
 forward() {
     signalled=1
-    for p in $(ours); do kill -s "$1" "$p" 2>/dev/null; done
+    [ -n "${child:-}" ] || early=$1
+    sent=
+    for p in $(ours); do
+        kill -s "$1" "$p" 2>/dev/null
+        [ "$p" != "${child:-}" ] || sent=1
+    done
+    # Forked but not yet the command (its environment has no mark yet): signalled by its pid.
+    [ -n "$sent" ] || [ -z "${child:-}" ] || [ -n "${reaped:-}" ] || kill -s "$1" "$child" 2>/dev/null
 }
 # The checkpoint signal goes to the command alone when it passes it on itself (torchrun told
 # through PET_SIGNALS_TO_HANDLE), so each worker gets it once; to every process otherwise.
@@ -48,11 +55,12 @@ checkpoint() {
     esac
 }
 # Trapped before the command starts: a signal that comes early (a slow container start) must
-# not end this shell.
+# not end this shell, and is passed on once the command is there.
 trap 'forward TERM' TERM
 [ "$sig" = TERM ] || trap checkpoint "$sig"
 TORCHX_ATTEMPT_MARK=$mark "$@" &
 child=$!
+[ -z "${early:-}" ] || forward "$early"
 if [ "$limit" -gt 0 ]; then
     (sleep $((limit - before)); kill -s "$sig" $$; sleep "$before"; kill -s TERM $$; sleep "$grace"; forward KILL) 2>/dev/null &
     timer=$!
@@ -62,6 +70,7 @@ while :; do
     code=$?
     kill -0 "$child" 2>/dev/null || break
 done
+reaped=1
 # It died of the signal instead of passing it on (a torch without --signals-to-handle).
 if [ -n "${to_command:-}" ] && [ "$code" -gt 128 ] && [ "$(kill -l "$code" 2>/dev/null)" = "$sig" ]; then
     forward "$sig"
@@ -382,6 +391,65 @@ mod tests {
             assert_eq!(out.status.code(), Some(75), "forwards={forwards}: {stderr}");
             let got = std::fs::read_to_string(&got).unwrap();
             assert_eq!(got, "usr1\n", "forwards={forwards}");
+        }
+    }
+
+    /// The engine's SIGTERM at any moment of the start (before the shell traps it, before the
+    /// command is forked, between its fork and its exec) ends the attempt with it: a signal
+    /// the trap took before the command was there is passed on, not swallowed. The command is
+    /// found only at the end of a long PATH, so its forked shell looks for it for tens of
+    /// milliseconds before it is the command (as on a loaded machine or a slow container start).
+    #[test]
+    fn a_sigterm_early_in_the_start_ends_the_attempt() {
+        let no_limit = Recovery {
+            time_limit: None,
+            checkpoint_signal: None,
+            requeue_exit_code: 75,
+            max_requeues: 0,
+        };
+        let tmp = tempfile::tempdir().unwrap();
+        let late = tmp.path().join("late");
+        std::fs::create_dir(&late).unwrap();
+        let sleep = ["/usr/bin/sleep", "/bin/sleep"]
+            .into_iter()
+            .find(|p| std::path::Path::new(p).exists())
+            .unwrap();
+        std::os::unix::fs::symlink(sleep, late.join("torchx-late-sleep")).unwrap();
+        let misses: Vec<String> = (0..12_000).map(|i| format!("/n/{i}")).collect();
+        let path = format!(
+            "{}:{}:{}",
+            std::env::var("PATH").unwrap_or_default(),
+            misses.join(":"),
+            late.display()
+        );
+        let cmd = timed_command(&no_limit, 0, Some(":"), "torchx-late-sleep", &["30".into()]);
+        for delay_ms in 0..60 {
+            let mut child = std::process::Command::new(&cmd[0])
+                .args(&cmd[1..])
+                .env("TMPDIR", tmp.path())
+                .env("PATH", &path)
+                .stdin(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(delay_ms));
+            crate::sys::signal_pid(child.id(), crate::sys::SIGTERM);
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            let ended = loop {
+                if let Some(status) = child.try_wait().unwrap() {
+                    break Some(status);
+                }
+                if std::time::Instant::now() > deadline {
+                    break None;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            };
+            let _ = child.kill();
+            let _ = child.wait();
+            assert!(
+                ended.is_some(),
+                "a SIGTERM {delay_ms} ms into the start was swallowed"
+            );
         }
     }
 

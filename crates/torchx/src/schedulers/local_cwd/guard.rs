@@ -272,9 +272,12 @@ fn guard_running(app_id: &str) -> bool {
     })
 }
 
-/// The state an app whose supervisor is gone is settled in (None while it is alive, and for an
-/// app of another host, whose pids mean nothing here).
-fn verdict(live: &Liveness, supervisor_alive: Option<bool>) -> Option<(AppState, String)> {
+/// The state an app whose supervisor is gone is settled in, and why (None while it is alive,
+/// and for an app of another host, whose pids mean nothing here).
+pub(super) fn verdict(
+    live: &Liveness,
+    supervisor_alive: Option<bool>,
+) -> Option<(AppState, String)> {
     if supervisor_alive.is_none() && live.elsewhere() {
         return None;
     }

@@ -288,14 +288,14 @@ impl LocalCwdScheduler {
         let Some(app) = app else {
             return Ok(None);
         };
-        // A verdict not recorded yet (see `settled`) wins over the stale row.
-        let state = if live.state.is_terminal() && !app.live.state.is_terminal() {
-            live.state
+        // A verdict not recorded yet (see `settled`) wins over the stale row, with its reason.
+        let (state, msg) = if live.state.is_terminal() && !app.live.state.is_terminal() {
+            guard::verdict(&app.live, None).unwrap_or_else(|| (live.state, app.msg.clone()))
         } else {
-            app.live.state
+            (app.live.state, app.msg.clone())
         };
         let mut resp = DescribeAppResponse::new(app_id, state);
-        resp.msg = app.msg.clone();
+        resp.msg = msg;
         resp.num_restarts = app.num_restarts;
         resp.ui_url = Some(format!("file://{}", app.log_dir));
         if let Ok(def) = serde_json::from_str::<AppDef>(&app.app_json) {

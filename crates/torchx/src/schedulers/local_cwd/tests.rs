@@ -93,3 +93,42 @@ fn concurrent_calls_share_a_bounded_set_of_connections() {
     );
     assert_eq!(pool.idle.len(), pool.open, "every connection put back");
 }
+
+/// While the guard of an app whose supervisor died is still writing its verdict, a reader
+/// shows the verdict with its reason (not its state beside the row's empty message), and
+/// leaves the writing to the guard.
+#[tokio::test]
+async fn a_verdict_the_guard_has_not_written_yet_is_shown_with_its_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let mut ledger = Ledger::open(&state).unwrap();
+    let mut supervisor = std::process::Command::new("true").spawn().unwrap();
+    let dead = supervisor.id();
+    supervisor.wait().unwrap();
+    let mut row = recorded("orphan-2", (std::process::id(), None));
+    row.live.state = AppState::Running;
+    row.live.supervisor_pid = Some(dead);
+    ledger.insert_app(&row, "{}", &[]).unwrap();
+    // A stand-in guard: a process whose command line is a guard's (`<program> __guard <id>`).
+    std::fs::write(dir.path().join(super::guard::GUARD_ARG), "sleep 30\n").unwrap();
+    let mut guard = std::process::Command::new("sh")
+        .args([super::guard::GUARD_ARG, "orphan-2"])
+        .current_dir(dir.path())
+        .spawn()
+        .unwrap();
+
+    let sched = LocalCwdScheduler::with_supervisor(state, "/nonexistent".into());
+    let shown = sched.describe("orphan-2").await;
+    let recorded = ledger.app_liveness("orphan-2").unwrap().unwrap().state;
+    guard.kill().unwrap();
+    guard.wait().unwrap();
+    let shown = shown.unwrap().unwrap();
+    assert_eq!(shown.state, AppState::Failed, "{shown:?}");
+    assert!(
+        shown
+            .msg
+            .contains(&format!("the supervisor (pid {dead}) died")),
+        "{shown:?}"
+    );
+    assert_eq!(recorded, AppState::Running, "written by the reader");
+}
