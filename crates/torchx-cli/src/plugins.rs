@@ -23,7 +23,7 @@ pub fn find(cmd: &str) -> Option<PathBuf> {
 
 /// Every plugin command on PATH, sorted.
 pub fn all() -> Vec<(String, PathBuf)> {
-    torchx::plugins::all(PREFIX, is_command)
+    torchx::plugins::all(PREFIX, is_command, &torchx::schedulers::default_state_dir())
 }
 
 /// The `--help` section listing plugin commands (empty when there are none).

@@ -110,7 +110,13 @@ pub fn run(a: RunArgs) -> Result<i32> {
         return group.run(runner, &a);
     }
     let dryrun = runner.dryrun_component(&component, &args, &scheduler, &cfg, &lib_args);
-    let dryrun = match super::block_on(dryrun) {
+    // A dry run is all this process does: its blocking reads need no pool thread.
+    let dryrun = if a.dryrun {
+        super::block_on(torchx::runner::in_place(dryrun))
+    } else {
+        super::block_on(dryrun)
+    };
+    let dryrun = match dryrun {
         // The scheduler cannot hold the job for these dependencies: a detached process does.
         Err(e) if e.kind() == torchx::ErrorKind::Unsupported && !lib_args.after.is_empty() => {
             let job = HeldJob {

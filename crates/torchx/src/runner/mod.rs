@@ -8,6 +8,7 @@ mod pipelines;
 mod plan;
 mod submit;
 
+pub use crate::blocking::in_place;
 pub use plan::PlanRow;
 
 pub(crate) use submit::PreparedWorkspaces;

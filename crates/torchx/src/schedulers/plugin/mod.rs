@@ -39,7 +39,7 @@ pub(crate) fn find(name: &str) -> Option<PathBuf> {
 
 /// Every scheduler plugin on PATH, sorted by name.
 pub(crate) fn all() -> Vec<(String, PathBuf)> {
-    crate::plugins::all(PREFIX, |_| true)
+    crate::plugins::all(PREFIX, |_| true, &super::default_state_dir())
 }
 
 /// A scheduler served by a plugin program.

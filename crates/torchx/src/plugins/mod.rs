@@ -5,6 +5,8 @@
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
+mod listing;
+
 pub use crate::python::{entry_point_components, run_subcommand};
 
 fn is_executable(path: &Path) -> bool {
@@ -41,16 +43,37 @@ pub fn find(prefix: &str, name: &str) -> Option<PathBuf> {
 }
 
 /// Every executable `{prefix}<name>` on PATH whose name passes `accept` (the first of each name
-/// wins, as in a PATH lookup), sorted by name.
-pub fn all(prefix: &str, accept: impl Fn(&str) -> bool) -> Vec<(String, PathBuf)> {
-    let mut found: Vec<(String, PathBuf)> = Vec::new();
+/// wins, as in a PATH lookup), sorted by name. `prefix` starts with `torchx-`: the directories'
+/// listings come from a cache in `state_dir` ([`listing`]).
+pub fn all(
+    prefix: &str,
+    accept: impl Fn(&str) -> bool,
+    state_dir: &Path,
+) -> Vec<(String, PathBuf)> {
     let Some(path) = std::env::var_os("PATH") else {
-        return found;
+        return Vec::new();
     };
+    all_in(
+        &path,
+        Some(state_dir.join("path-listings.tsv")),
+        prefix,
+        accept,
+    )
+}
+
+fn all_in(
+    path: &std::ffi::OsStr,
+    cache: Option<PathBuf>,
+    prefix: &str,
+    accept: impl Fn(&str) -> bool,
+) -> Vec<(String, PathBuf)> {
+    debug_assert!(prefix.starts_with(listing::CACHED_PREFIX));
+    let mut found: Vec<(String, PathBuf)> = Vec::new();
+    let mut listings = listing::Listings::load(cache);
     // Each directory once: PATH often names one twice (`/bin` is `/usr/bin` on merged-/usr
-    // systems), and reading a large one is most of what this costs.
+    // systems).
     let mut seen_dirs = Vec::new();
-    for dir in std::env::split_paths(&path) {
+    for dir in std::env::split_paths(path) {
         let Ok(meta) = std::fs::metadata(&dir) else {
             continue;
         };
@@ -59,23 +82,21 @@ pub fn all(prefix: &str, accept: impl Fn(&str) -> bool) -> Vec<(String, PathBuf)
             continue;
         }
         seen_dirs.push(id);
-        let Ok(entries) = std::fs::read_dir(&dir) else {
-            continue;
-        };
-        for e in entries.flatten() {
-            let file = e.file_name();
-            let Some(name) = file.to_str().and_then(|f| f.strip_prefix(prefix)) else {
+        for file in listings.names(&dir, &meta) {
+            let Some(name) = file.strip_prefix(prefix) else {
                 continue;
             };
+            let program = dir.join(&file);
             if is_plugin_name(name)
                 && accept(name)
                 && !found.iter().any(|(n, _)| n == name)
-                && is_executable(&e.path())
+                && is_executable(&program)
             {
-                found.push((name.to_string(), e.path()));
+                found.push((name.to_string(), program));
             }
         }
     }
+    listings.save();
     found.sort();
     found
 }
