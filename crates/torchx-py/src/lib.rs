@@ -5,6 +5,7 @@
 
 mod data;
 mod groups;
+mod pipelines;
 mod schedulers;
 mod status;
 
@@ -247,6 +248,10 @@ fn _rs(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(groups::group_state, m)?)?;
     m.add_function(wrap_pyfunction!(groups::cancel_group, m)?)?;
     m.add_function(wrap_pyfunction!(groups::delete_group, m)?)?;
+    m.add_function(wrap_pyfunction!(pipelines::pipeline_status, m)?)?;
+    m.add_function(wrap_pyfunction!(pipelines::pipeline_steps, m)?)?;
+    m.add_function(wrap_pyfunction!(pipelines::cancel_pipeline, m)?)?;
+    m.add_function(wrap_pyfunction!(pipelines::delete_pipeline, m)?)?;
     m.add_class::<schedulers::DryRun>()?;
     m.add_class::<schedulers::LogChunks>()?;
     m.add_class::<status::Described>()?;

@@ -1,7 +1,8 @@
 """Pipelines for ``Runner``: steps on their own schedulers, each run once the steps it runs
 after ended as it requires, known by one handle ``pipeline://<session>/<id>``. They are the
-pipelines of ``torchx run ./pipe.yaml`` (the same file format, the same records): this module
-asks the ``torchx`` command of this environment, whose detached holder submits the steps."""
+pipelines of ``torchx run ./pipe.yaml`` (the same file format, the same records). A pipeline
+is started by the ``torchx`` command of this environment, whose detached holder submits the
+steps; its status, steps, cancel and delete are the core's, through the extension."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, List, Mapping, Optional, Union
 
+from torchx import _native
 from torchx.runner._cli import raise_for as _raise_for, torchx as _torchx
 from torchx.specs import AppState, AppStatus
 
@@ -59,51 +61,35 @@ def run(source: PipelineSource, scheduler: Optional[str] = None) -> str:
     return handle
 
 
-def _status_json(handle: str) -> Optional[Mapping[str, Any]]:
-    done = _torchx(["status", "--json", handle])
-    if done.returncode == 4:
-        return None
-    _raise_for(done)
-    result: Mapping[str, Any] = json.loads(done.stdout)
-    return result
-
-
 def status(handle: str) -> Optional[AppStatus]:
     """The pipeline's state, its steps' counts as the message; ``None`` if it is not recorded
     here."""
-    record = _status_json(handle)
-    if record is None:
+    found = _native.ext.pipeline_status(handle)
+    if found is None:
         return None
-    counts = ", ".join(f"{state} {n}" for state, n in record["counts"].items())
-    return AppStatus(state=AppState[record["state"]], msg=f"{len(record['steps'])} steps: {counts}")
+    state, msg = found
+    return AppStatus(state=AppState[state], msg=msg)
 
 
 def steps(handle: str) -> List[PipelineStep]:
     """Each step of the pipeline with its state."""
-    record = _status_json(handle)
-    if record is None:
+    found = _native.ext.pipeline_steps(handle)
+    if found is None:
         raise ValueError(f"{handle}: no such pipeline is recorded here")
     return [
-        PipelineStep(
-            name=s["name"],
-            scheduler=s["scheduler"],
-            state=AppState[s["state"]],
-            handle=s["handle"],
-            msg=s["msg"],
-        )
-        for s in record["steps"]
+        PipelineStep(name=name, scheduler=scheduler, state=AppState[state], handle=job, msg=msg)
+        for name, scheduler, state, job, msg in found
     ]
 
 
 def cancel(handle: str) -> None:
     """No step starts any more; every submitted step not yet over is cancelled (nothing
     happens for a pipeline not recorded here)."""
-    done = _torchx(["cancel", handle])
-    if done.returncode != 4:
-        _raise_for(done)
+    _native.ext.cancel_pipeline(handle)
 
 
 def delete(handle: str) -> None:
     """Cancels the pipeline, deletes its steps' jobs where their schedulers can, and forgets
     it."""
-    _raise_for(_torchx(["delete", handle]))
+    if not _native.ext.delete_pipeline(handle):
+        raise ValueError(f"{handle}: no such pipeline is recorded here")
