@@ -32,6 +32,8 @@ pub(crate) const BACKSTOP: u64 = KILL_GRACE + 30;
 /// temporary directory: it does not outlive the attempt) asks for a requeue: the exit status
 /// is then the requeue code, whatever the command's.
 const TIMER: &str = r#"limit=$1 sig=$2 before=$3 grace=$4 requeue_code=$6; export TORCHX_MAX_RETRIES=$5; shift 6
+# Not from the environment: a variable of the same name there must not steer this shell.
+child= early= sent= reaped= signalled= to_command= timer=
 export TORCHX_REQUEUE_FILE="${TORCHX_REQUEUE_FILE:-${TMPDIR:-/tmp}/torchx-requeue-$$}"
 rm -f "$TORCHX_REQUEUE_FILE"
 mark="torchx-$$-$(cat /proc/sys/kernel/random/uuid 2>/dev/null || date +%s)-"
@@ -451,6 +453,48 @@ mod tests {
                 "a SIGTERM {delay_ms} ms into the start was swallowed"
             );
         }
+    }
+
+    /// Variables with the shell's own names in the job's environment do not steer it: a
+    /// `timer` pid is not killed, an `early` signal is not sent.
+    #[test]
+    fn the_shells_variables_are_not_taken_from_the_environment() {
+        let no_limit = Recovery {
+            time_limit: None,
+            checkpoint_signal: None,
+            requeue_exit_code: 75,
+            max_requeues: 0,
+        };
+        let tmp = tempfile::tempdir().unwrap();
+        let mut bystander = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let cmd = timed_command(
+            &no_limit,
+            0,
+            Some(":"),
+            "sh",
+            &["-c".into(), "sleep 0.3; exit 7".into()],
+        );
+        let out = std::process::Command::new(&cmd[0])
+            .args(&cmd[1..])
+            .env("TMPDIR", tmp.path())
+            .env("timer", bystander.id().to_string())
+            .env("early", "KILL")
+            .env("signalled", "1")
+            .output()
+            .unwrap();
+        let bystander_alive = bystander.try_wait().unwrap().is_none();
+        let _ = bystander.kill();
+        let _ = bystander.wait();
+        assert_eq!(
+            out.status.code(),
+            Some(7),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(bystander_alive, "the process named by $timer was killed");
     }
 
     /// A requeue asked through TORCHX_REQUEUE_FILE by a process under a wrapper, whatever the
