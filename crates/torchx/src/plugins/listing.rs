@@ -19,7 +19,7 @@ const RACY_SECS: i64 = 2;
 /// The listings of the directories of one PATH, from the cache file and read afresh where a
 /// directory changed.
 pub(super) struct Listings {
-    file: Option<PathBuf>,
+    file: PathBuf,
     /// Directory → (its stamp, its names).
     cached: HashMap<String, (String, Vec<String>)>,
     /// The directories asked for, in order: what the cache keeps.
@@ -28,11 +28,9 @@ pub(super) struct Listings {
 }
 
 impl Listings {
-    /// The listings cached in `file` (none when it is `None`, missing or unreadable).
-    pub(super) fn load(file: Option<PathBuf>) -> Listings {
-        let cached = file
-            .as_deref()
-            .and_then(|f| std::fs::read_to_string(f).ok())
+    /// The listings cached in `file` (none when it is missing or unreadable).
+    pub(super) fn load(file: PathBuf) -> Listings {
+        let cached = std::fs::read_to_string(&file)
             .map(|text| parse(&text))
             .unwrap_or_default();
         Listings {
@@ -76,9 +74,10 @@ impl Listings {
     /// Writes the listings of the directories asked for, if any changed. Best effort: a cache
     /// that cannot be written only costs the next listing a read.
     pub(super) fn save(self) {
-        let (Some(file), true) = (self.file, self.changed) else {
+        if !self.changed {
             return;
-        };
+        }
+        let file = self.file;
         let mut text = String::new();
         for dir in &self.asked {
             if let Some((stamp, names)) = self.cached.get(dir) {
@@ -157,7 +156,7 @@ mod tests {
     }
 
     fn listed(cache: &Path, dir: &Path) -> Vec<String> {
-        let mut listings = Listings::load(Some(cache.to_path_buf()));
+        let mut listings = Listings::load(cache.to_path_buf());
         let mut names = listings.names(dir, &std::fs::metadata(dir).unwrap());
         listings.save();
         names.sort();

@@ -50,30 +50,16 @@ pub fn all(
     accept: impl Fn(&str) -> bool,
     state_dir: &Path,
 ) -> Vec<(String, PathBuf)> {
-    let Some(path) = std::env::var_os("PATH") else {
-        return Vec::new();
-    };
-    all_in(
-        &path,
-        Some(state_dir.join("path-listings.tsv")),
-        prefix,
-        accept,
-    )
-}
-
-fn all_in(
-    path: &std::ffi::OsStr,
-    cache: Option<PathBuf>,
-    prefix: &str,
-    accept: impl Fn(&str) -> bool,
-) -> Vec<(String, PathBuf)> {
     debug_assert!(prefix.starts_with(listing::CACHED_PREFIX));
     let mut found: Vec<(String, PathBuf)> = Vec::new();
-    let mut listings = listing::Listings::load(cache);
+    let Some(path) = std::env::var_os("PATH") else {
+        return found;
+    };
+    let mut listings = listing::Listings::load(state_dir.join("path-listings.tsv"));
     // Each directory once: PATH often names one twice (`/bin` is `/usr/bin` on merged-/usr
     // systems).
     let mut seen_dirs = Vec::new();
-    for dir in std::env::split_paths(path) {
+    for dir in std::env::split_paths(&path) {
         let Ok(meta) = std::fs::metadata(&dir) else {
             continue;
         };
