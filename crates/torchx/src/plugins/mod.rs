@@ -44,7 +44,7 @@ pub fn find(prefix: &str, name: &str) -> Option<PathBuf> {
 
 /// Every executable `{prefix}<name>` on PATH whose name passes `accept` (the first of each name
 /// wins, as in a PATH lookup), sorted by name. `prefix` starts with `torchx-`: the directories'
-/// listings come from a cache in `state_dir` ([`listing`]).
+/// listings come from a cache in `state_dir` (`listing.rs`).
 pub fn all(
     prefix: &str,
     accept: impl Fn(&str) -> bool,
