@@ -16,7 +16,7 @@ use crate::data::Data;
 use crate::schedulers::{block_on, take_info, to_py, DryRun};
 
 /// A runner of the builtin schedulers in session `session` (it reads no config files).
-fn runner(session: &str) -> torchx::Runner {
+pub(crate) fn runner(session: &str) -> torchx::Runner {
     torchx::Runner::new(Registry::builtin(), TorchxConfig::default()).with_session_name(session)
 }
 

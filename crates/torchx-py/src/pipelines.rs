@@ -11,11 +11,9 @@ use crate::schedulers::{block_on, to_py};
 /// One step as Python's `PipelineStep` takes it: name, scheduler, state, job handle, message.
 type Step = (String, String, String, Option<String>, String);
 
+/// The builtin schedulers' runner (a pipeline's steps name their own sessions).
 fn runner() -> torchx::Runner {
-    torchx::Runner::new(
-        torchx::scheduler::Registry::builtin(),
-        torchx::config::TorchxConfig::default(),
-    )
+    crate::groups::runner("torchx")
 }
 
 /// The pipeline `handle` names, read through the one dispatch (its holder started again if it

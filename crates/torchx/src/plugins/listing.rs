@@ -155,6 +155,18 @@ mod tests {
         std::fs::File::open(dir).unwrap().set_modified(t).unwrap();
     }
 
+    /// A directory `bin` holding empty files `names`, and a cache file in a state dir not made
+    /// yet, both in a temporary directory.
+    fn bin_with(names: &[&str]) -> (tempfile::TempDir, PathBuf, PathBuf) {
+        let tmp = tempfile::tempdir().unwrap();
+        let (dir, cache) = (tmp.path().join("bin"), tmp.path().join("state/path.tsv"));
+        std::fs::create_dir(&dir).unwrap();
+        for name in names {
+            touch(&dir.join(name));
+        }
+        (tmp, dir, cache)
+    }
+
     fn listed(cache: &Path, dir: &Path) -> Vec<String> {
         let mut listings = Listings::load(cache.to_path_buf());
         let mut names = listings.names(dir, &std::fs::metadata(dir).unwrap());
@@ -167,11 +179,7 @@ mod tests {
     /// modification time is not seen); a changed one is.
     #[test]
     fn a_listing_is_read_again_only_when_its_directory_changes() {
-        let tmp = tempfile::tempdir().unwrap();
-        let (dir, cache) = (tmp.path().join("bin"), tmp.path().join("state/path.tsv"));
-        std::fs::create_dir(&dir).unwrap();
-        touch(&dir.join("torchx-a"));
-        touch(&dir.join("python3"));
+        let (_tmp, dir, cache) = bin_with(&["torchx-a", "python3"]);
         let old = SystemTime::now() - Duration::from_secs(60);
         set_mtime(&dir, old);
         assert_eq!(listed(&cache, &dir), ["torchx-a"]);
@@ -187,10 +195,7 @@ mod tests {
     /// same tick of its clock would not change its modification time.
     #[test]
     fn a_directory_changed_just_now_is_not_cached() {
-        let tmp = tempfile::tempdir().unwrap();
-        let (dir, cache) = (tmp.path().join("bin"), tmp.path().join("path.tsv"));
-        std::fs::create_dir(&dir).unwrap();
-        touch(&dir.join("torchx-a"));
+        let (_tmp, dir, cache) = bin_with(&["torchx-a"]);
         let now = SystemTime::now();
         set_mtime(&dir, now);
         assert_eq!(listed(&cache, &dir), ["torchx-a"]);
@@ -202,12 +207,9 @@ mod tests {
     /// A damaged cache file is ignored and replaced; names that cannot be plugins are not kept.
     #[test]
     fn a_damaged_cache_is_ignored() {
-        let tmp = tempfile::tempdir().unwrap();
-        let (dir, cache) = (tmp.path().join("bin"), tmp.path().join("path.tsv"));
-        std::fs::create_dir(&dir).unwrap();
-        touch(&dir.join("torchx-ok"));
-        touch(&dir.join("torchx-Bad Name"));
+        let (_tmp, dir, cache) = bin_with(&["torchx-ok", "torchx-Bad Name"]);
         set_mtime(&dir, SystemTime::now() - Duration::from_secs(60));
+        std::fs::create_dir(cache.parent().unwrap()).unwrap();
         std::fs::write(&cache, "\u{0}garbage\n\t\n").unwrap();
         assert_eq!(listed(&cache, &dir), ["torchx-ok"]);
         let text = std::fs::read_to_string(&cache).unwrap();

@@ -195,6 +195,34 @@ mod tests {
         }
     }
 
+    /// No limit and no checkpoint signal: the shell only passes signals on and turns a requeue
+    /// request into code 75.
+    fn untimed() -> Recovery {
+        Recovery {
+            time_limit: None,
+            checkpoint_signal: None,
+            requeue_exit_code: 75,
+            max_requeues: 0,
+        }
+    }
+
+    /// `child`'s exit status once it ends, `None` if it has not within `bound`.
+    fn ended_within(
+        child: &mut std::process::Child,
+        bound: std::time::Duration,
+    ) -> Option<std::process::ExitStatus> {
+        let deadline = std::time::Instant::now() + bound;
+        loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                return Some(status);
+            }
+            if std::time::Instant::now() > deadline {
+                return None;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    }
+
     /// The timer under a real `sh`: the signal comes before the limit and the command's exit
     /// status (75 from its trap) is the container's; without a limit it just runs.
     #[test]
@@ -307,13 +335,7 @@ mod tests {
             "setsid sh -c \"echo \\$\\$ > {}; trap '' TERM; while :; do sleep 0.1; done\" & wait",
             pid_file.display()
         );
-        let no_limit = Recovery {
-            time_limit: None,
-            checkpoint_signal: None,
-            requeue_exit_code: 75,
-            max_requeues: 0,
-        };
-        let mut cmd = timed_command(&no_limit, 0, Some(":"), "sh", &["-c".into(), inner]);
+        let mut cmd = timed_command(&untimed(), 0, Some(":"), "sh", &["-c".into(), inner]);
         cmd[7] = "1".into(); // the grace ($4), 1 s for the test
         let mut child = std::process::Command::new(&cmd[0])
             .args(&cmd[1..])
@@ -340,16 +362,7 @@ mod tests {
         std::thread::sleep(std::time::Duration::from_millis(300));
         // The engine stops the container.
         crate::sys::signal_pid(child.id(), crate::sys::SIGTERM);
-        let started = std::time::Instant::now();
-        let ended = loop {
-            if let Some(status) = child.try_wait().unwrap() {
-                break Some(status);
-            }
-            if started.elapsed() > std::time::Duration::from_secs(15) {
-                break None;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(50));
-        };
+        let ended = ended_within(&mut child, std::time::Duration::from_secs(15));
         let daemon_alive = crate::sys::pid_alive(daemon, None);
         crate::sys::signal_pid(daemon, crate::sys::SIGKILL);
         let _ = child.kill();
@@ -403,12 +416,6 @@ mod tests {
     /// milliseconds before it is the command (as on a loaded machine or a slow container start).
     #[test]
     fn a_sigterm_early_in_the_start_ends_the_attempt() {
-        let no_limit = Recovery {
-            time_limit: None,
-            checkpoint_signal: None,
-            requeue_exit_code: 75,
-            max_requeues: 0,
-        };
         let tmp = tempfile::tempdir().unwrap();
         let late = tmp.path().join("late");
         std::fs::create_dir(&late).unwrap();
@@ -424,7 +431,13 @@ mod tests {
             misses.join(":"),
             late.display()
         );
-        let cmd = timed_command(&no_limit, 0, Some(":"), "torchx-late-sleep", &["30".into()]);
+        let cmd = timed_command(
+            &untimed(),
+            0,
+            Some(":"),
+            "torchx-late-sleep",
+            &["30".into()],
+        );
         for delay_ms in 0..60 {
             let mut child = std::process::Command::new(&cmd[0])
                 .args(&cmd[1..])
@@ -436,16 +449,7 @@ mod tests {
                 .unwrap();
             std::thread::sleep(std::time::Duration::from_millis(delay_ms));
             crate::sys::signal_pid(child.id(), crate::sys::SIGTERM);
-            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-            let ended = loop {
-                if let Some(status) = child.try_wait().unwrap() {
-                    break Some(status);
-                }
-                if std::time::Instant::now() > deadline {
-                    break None;
-                }
-                std::thread::sleep(std::time::Duration::from_millis(10));
-            };
+            let ended = ended_within(&mut child, std::time::Duration::from_secs(10));
             let _ = child.kill();
             let _ = child.wait();
             assert!(
@@ -459,19 +463,13 @@ mod tests {
     /// `timer` pid is not killed, an `early` signal is not sent.
     #[test]
     fn the_shells_variables_are_not_taken_from_the_environment() {
-        let no_limit = Recovery {
-            time_limit: None,
-            checkpoint_signal: None,
-            requeue_exit_code: 75,
-            max_requeues: 0,
-        };
         let tmp = tempfile::tempdir().unwrap();
         let mut bystander = std::process::Command::new("sleep")
             .arg("30")
             .spawn()
             .unwrap();
         let cmd = timed_command(
-            &no_limit,
+            &untimed(),
             0,
             Some(":"),
             "sh",
