@@ -72,6 +72,14 @@ while :; do
     code=$?
     kill -0 "$child" 2>/dev/null || break
 done
+# A wait a trapped signal woke (128 + its number) while the shell reaped the command in the
+# trap (a command substitution's wait reaps any child; busybox's sh often does so under load):
+# its status is still to be had (127 once it was given).
+if [ "$code" -gt 128 ]; then
+    wait "$child"
+    last=$?
+    [ "$last" = 127 ] || code=$last
+fi
 reaped=1
 # It died of the signal instead of passing it on (a torch without --signals-to-handle).
 if [ -n "${to_command:-}" ] && [ "$code" -gt 128 ] && [ "$(kill -l "$code" 2>/dev/null)" = "$sig" ]; then
@@ -288,6 +296,32 @@ mod tests {
             String::from_utf8_lossy(&out.stderr)
         );
         assert_eq!(std::fs::read_to_string(&saved).unwrap(), "ok\n");
+    }
+
+    /// A signal that wakes the shell's `wait` while the command ends during the trap (the
+    /// trap's command substitution reaps it) loses nothing: the exit status is the command's,
+    /// not the signal's 128 + 10.
+    #[test]
+    fn a_command_that_ends_while_the_trap_runs_keeps_its_status() {
+        // The command ignores USR1, signals the shell itself and ends 20 ms later, while the
+        // trap is listing the attempt's processes (slowed by forty more of them).
+        let r = Recovery {
+            time_limit: None,
+            ..usr1(60, 1)
+        };
+        let script = "trap '' USR1; i=0; while [ $i -lt 40 ]; do sleep 1 & i=$((i+1)); done; \
+                      kill -s USR1 $PPID; sleep 0.02; exit 3";
+        let cmd = timed_command(&r, 0, Some(":"), "sh", &["-c".into(), script.into()]);
+        let out = std::process::Command::new(&cmd[0])
+            .args(&cmd[1..])
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(3),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
 
     /// `ours` lists the processes whose environment holds the mark exactly: not one whose mark

@@ -212,9 +212,9 @@ while :; do
 done
 ending=1
 trap - CHLD
-# A wait the trap woke (128 + SIGCHLD) as the command ended: the command's status is still to
-# be had (127 once it was given).
-if [ "$code" = 145 ]; then
+# A wait a trap woke (128 + its signal: SIGCHLD as the command ended, or one passed on) while
+# the shell reaped the command: the command's status is still to be had (127 once it was given).
+if [ "$code" -gt 128 ]; then
     wait "$child"
     c=$?
     [ "$c" = 127 ] || code=$c
