@@ -38,7 +38,10 @@ pub struct Cli {
     pub command: Command,
 }
 
+// Each subcommand's arguments are built only when it is the one run (or its help is shown):
+// building every other's is most of a dry run's own time in this process.
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 pub enum Command {
     /// Run a component or AppDef file on a scheduler.
     #[command(infer_long_args = true)]
@@ -175,17 +178,14 @@ struct RunOptions {
 
 impl RunOptions {
     fn new() -> RunOptions {
+        // The top level's subcommands are deferred: `run`'s arguments are built here alone.
         let cli = Cli::command();
-        let run = cli.find_subcommand("run");
+        let run = RunArgs::augment_args(clap::Command::new("run"));
         let mut options = RunOptions {
             long: Vec::new(),
             valued: Vec::new(),
         };
-        for a in [Some(&cli), run]
-            .into_iter()
-            .flatten()
-            .flat_map(|c| c.get_arguments())
-        {
+        for a in cli.get_arguments().chain(run.get_arguments()) {
             let id = a.get_id().to_string();
             let longs: Vec<&str> = a
                 .get_long()
@@ -386,5 +386,18 @@ mod tests {
     #[test]
     fn clap_definition_is_valid() {
         Cli::command().debug_assert();
+    }
+
+    /// Start-up: a command builds the arguments of the subcommand it runs, not the others'.
+    #[test]
+    fn only_the_subcommand_that_runs_has_its_arguments_built() {
+        let command = Cli::command();
+        let status = command.find_subcommand("status").unwrap();
+        assert_eq!(status.get_arguments().count(), 0);
+        let args = ["torchx", "status", "--json", "local_cwd://torchx/x"];
+        let Command::Status(a) = Cli::try_parse_from(args).unwrap().command else {
+            panic!("not status");
+        };
+        assert!(a.json);
     }
 }
