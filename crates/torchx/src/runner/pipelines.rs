@@ -172,8 +172,24 @@ impl Runner {
         }
         let dir = record.dir(&state_dir)?;
         crate::blocking::blocking("torchx", move || {
-            std::fs::remove_dir_all(&dir)
-                .map_err(|e| Error::io(format!("removing {}", dir.display()), e))
+            // A holder that saw the cancel may still write its last lines as the directory
+            // goes: it is removed again, for up to a second.
+            let mut tries = 0;
+            loop {
+                match std::fs::remove_dir_all(&dir) {
+                    Ok(()) => return Ok(()),
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound && tries > 0 => {
+                        return Ok(())
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::DirectoryNotEmpty && tries < 50 => {
+                        tries += 1;
+                        std::thread::sleep(std::time::Duration::from_millis(20));
+                    }
+                    Err(e) => {
+                        return Err(Error::io(format!("removing {}", dir.display()), e));
+                    }
+                }
+            }
         })
         .await
     }
