@@ -214,6 +214,13 @@ mod tests {
         }
     }
 
+    /// The process of `cmd` (a `timed_command`: the program, then its arguments).
+    fn process(cmd: &[String]) -> std::process::Command {
+        let mut c = std::process::Command::new(&cmd[0]);
+        c.args(&cmd[1..]);
+        c
+    }
+
     /// `child`'s exit status once it ends, `None` if it has not within `bound`.
     fn ended_within(
         child: &mut std::process::Child,
@@ -248,10 +255,7 @@ mod tests {
             &["-c".into(), script.into()],
         );
         let started = std::time::Instant::now();
-        let out = std::process::Command::new(&cmd[0])
-            .args(&cmd[1..])
-            .output()
-            .unwrap();
+        let out = process(&cmd).output().unwrap();
         assert_eq!(out.status.code(), Some(75));
         assert_eq!(String::from_utf8_lossy(&out.stdout), "saved 7 3\n");
         let took = started.elapsed();
@@ -261,10 +265,7 @@ mod tests {
             ..r
         };
         let cmd = timed_command(&quick, 0, None, "sh", &["-c".into(), "exit 4".into()]);
-        let out = std::process::Command::new(&cmd[0])
-            .args(&cmd[1..])
-            .output()
-            .unwrap();
+        let out = process(&cmd).output().unwrap();
         assert_eq!(out.status.code(), Some(4));
     }
 
@@ -284,11 +285,7 @@ mod tests {
         );
         let inner = format!("setsid bash -c \"{trainer}\" & wait");
         let cmd = timed_command(&r, 0, Some(":"), "sh", &["-c".into(), inner]);
-        let out = std::process::Command::new(&cmd[0])
-            .args(&cmd[1..])
-            .env("TMPDIR", tmp.path())
-            .output()
-            .unwrap();
+        let out = process(&cmd).env("TMPDIR", tmp.path()).output().unwrap();
         assert_eq!(
             out.status.code(),
             Some(75),
@@ -312,10 +309,7 @@ mod tests {
         let script = "trap '' USR1; i=0; while [ $i -lt 40 ]; do sleep 1 & i=$((i+1)); done; \
                       kill -s USR1 $PPID; sleep 0.02; exit 3";
         let cmd = timed_command(&r, 0, Some(":"), "sh", &["-c".into(), script.into()]);
-        let out = std::process::Command::new(&cmd[0])
-            .args(&cmd[1..])
-            .output()
-            .unwrap();
+        let out = process(&cmd).output().unwrap();
         assert_eq!(
             out.status.code(),
             Some(3),
@@ -371,8 +365,7 @@ mod tests {
         );
         let mut cmd = timed_command(&untimed(), 0, Some(":"), "sh", &["-c".into(), inner]);
         cmd[7] = "1".into(); // the grace ($4), 1 s for the test
-        let mut child = std::process::Command::new(&cmd[0])
-            .args(&cmd[1..])
+        let mut child = process(&cmd)
             .env("TMPDIR", tmp.path())
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
@@ -427,8 +420,7 @@ mod tests {
                 format!("setsid bash -c \"{worker}\" & wait")
             };
             let cmd = timed_command(&r, 0, Some(":"), "bash", &["-c".into(), command]);
-            let out = std::process::Command::new(&cmd[0])
-                .args(&cmd[1..])
+            let out = process(&cmd)
                 .env("TMPDIR", tmp.path())
                 .env(
                     crate::specs::TORCHRUN_SIGNALS_ENV,
@@ -473,8 +465,7 @@ mod tests {
             &["30".into()],
         );
         for delay_ms in 0..60 {
-            let mut child = std::process::Command::new(&cmd[0])
-                .args(&cmd[1..])
+            let mut child = process(&cmd)
                 .env("TMPDIR", tmp.path())
                 .env("PATH", &path)
                 .stdin(std::process::Stdio::null())
@@ -509,8 +500,7 @@ mod tests {
             "sh",
             &["-c".into(), "sleep 0.3; exit 7".into()],
         );
-        let out = std::process::Command::new(&cmd[0])
-            .args(&cmd[1..])
+        let out = process(&cmd)
             .env("TMPDIR", tmp.path())
             .env("timer", bystander.id().to_string())
             .env("early", "KILL")
@@ -544,8 +534,7 @@ mod tests {
         let run = |script: &str| {
             let inner = format!("sh -c '{script}'");
             let cmd = timed_command(&r, 0, Some(":"), "sh", &["-c".into(), inner]);
-            std::process::Command::new(&cmd[0])
-                .args(&cmd[1..])
+            process(&cmd)
                 .env("TMPDIR", tmp.path())
                 .output()
                 .unwrap()
